@@ -1,0 +1,3 @@
+from .inference import init_model
+
+__all__ = ['init_model']

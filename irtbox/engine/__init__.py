@@ -1,0 +1,1 @@
+from .hooks import *  # noqa: F401,F403

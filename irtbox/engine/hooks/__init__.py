@@ -1,0 +1,3 @@
+from .pca_fit_hook import PCAFitHook
+
+__all__ = ['PCAFitHook']

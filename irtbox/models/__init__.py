@@ -1,0 +1,1 @@
+from . import backbones, heads, losses, necks, retrievers  # noqa: F401  (registration)

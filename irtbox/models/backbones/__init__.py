@@ -1,0 +1,3 @@
+from .timm_backbone import TimmBackbone
+
+__all__ = ['TimmBackbone']

@@ -1,0 +1,102 @@
+"""Global poolers: one descriptor per image from a backbone's last returned layer.
+
+Each takes the backbone output (a tuple with one entry per layer) and pools the
+last entry. A ViT entry is ``(prefix B x P x D, grid B x D x h x w)``; a CNN entry
+is a map B x C x h x w. Token poolers need a ViT; map poolers accept both (for a
+ViT they pool the patch grid, prefix tokens excluded, as in IRT Table 9).
+"""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from irtbox.registry import MODELS
+
+
+def last_grid(inputs) -> torch.Tensor:
+    """The B x C x h x w map of the last layer (patch grid for a ViT)."""
+    entry = inputs[-1] if isinstance(inputs, (tuple, list)) else inputs
+    if isinstance(entry, (tuple, list)):
+        entry = entry[1]
+    if entry.dim() != 4:
+        raise ValueError(f'expected a B x C x h x w feature map, got shape {tuple(entry.shape)}')
+    return entry
+
+
+def last_prefix(inputs, name: str) -> torch.Tensor:
+    """The B x P x D prefix tokens of the last layer; errors for CNN features."""
+    entry = inputs[-1] if isinstance(inputs, (tuple, list)) else inputs
+    if not isinstance(entry, (tuple, list)):
+        raise ValueError(f'{name} needs a vision transformer backbone (prefix tokens); '
+                         'the backbone returned a feature map. Use a map pooler (AvgPool, GeMPool, ...).')
+    return entry[0]
+
+
+def gem(x: torch.Tensor, p: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """Generalised mean over the spatial dims: (mean x^p)^(1/p), x clamped at ``eps``.
+
+    Radenović et al., TPAMI 2018, Eq. 3. B x C x h x w -> B x C.
+    """
+    return x.clamp(min=eps).pow(p).mean(dim=(-2, -1)).pow(1.0 / p)
+
+
+@MODELS.register_module()
+class ClsTokenPool(nn.Module):
+    """The CLS token of the last layer (IRT's default descriptor). -> B x D."""
+
+    def forward(self, inputs) -> torch.Tensor:
+        return last_prefix(inputs, 'ClsTokenPool')[:, 0]
+
+
+@MODELS.register_module()
+class DistTokenPool(nn.Module):
+    """The distillation token of a DeiT† (``*_distilled_*``) model. -> B x D."""
+
+    def forward(self, inputs) -> torch.Tensor:
+        prefix = last_prefix(inputs, 'DistTokenPool')
+        if prefix.shape[1] < 2:
+            raise ValueError('DistTokenPool needs a model with a distillation token '
+                             '(e.g. deit_small_distilled_patch16_224); this one has only CLS.')
+        return prefix[:, 1]
+
+
+@MODELS.register_module()
+class AvgPool(nn.Module):
+    """Average of the patch tokens / map positions. B x C x h x w -> B x C."""
+
+    def forward(self, inputs) -> torch.Tensor:
+        return last_grid(inputs).mean(dim=(-2, -1))
+
+
+@MODELS.register_module()
+class MaxPool(nn.Module):
+    """Maximum over the patch tokens / map positions (MAC). B x C x h x w -> B x C."""
+
+    def forward(self, inputs) -> torch.Tensor:
+        return last_grid(inputs).amax(dim=(-2, -1))
+
+
+@MODELS.register_module()
+class GeMPool(nn.Module):
+    """Generalised-mean pooling with a learnable exponent (Radenović et al. 2018, Eq. 3).
+
+    Inputs are clamped at ``eps`` before the power: GeM is defined for
+    non-negative activations (ReLU maps); transformer tokens can be negative,
+    so for a ViT this clamp acts like a ReLU, as in IRT's Table 9 GeM row.
+
+    Args:
+        p: initial exponent (3 in IRT and cnnimageretrieval).
+        eps: clamp floor.
+        learnable: whether p is a parameter (trained with the rest).
+    """
+
+    def __init__(self, p: float = 3.0, eps: float = 1e-6, learnable: bool = True):
+        super().__init__()
+        p = torch.tensor([float(p)])
+        if learnable:
+            self.p = nn.Parameter(p)
+        else:
+            self.register_buffer('p', p)
+        self.eps = eps
+
+    def forward(self, inputs) -> torch.Tensor:
+        return gem(last_grid(inputs), self.p, self.eps)

@@ -1,0 +1,3 @@
+from .image_retriever import ImageRetriever
+
+__all__ = ['ImageRetriever']

@@ -1,0 +1,132 @@
+"""The retriever: data preprocessor -> backbone -> neck(s) -> L2 -> head (losses)."""
+import copy
+from typing import Dict, List, Optional, Sequence, Union
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from mmengine.model import BaseModel
+
+from irtbox.registry import MODELS
+from irtbox.structures import DataSample
+
+
+def _build_necks(neck) -> nn.Sequential:
+    if neck is None:
+        return nn.Sequential()
+    cfgs = neck if isinstance(neck, (list, tuple)) else [neck]
+    return nn.Sequential(*[MODELS.build(cfg) for cfg in cfgs])
+
+
+@MODELS.register_module()
+class ImageRetriever(BaseModel):
+    """Maps images to L2-normalised global descriptors and trains them with a head.
+
+    ``forward(inputs B x 3 x H x W, data_samples, mode)``:
+
+    - ``'tensor'``: B x D L2-normalised embeddings;
+    - ``'loss'``: the head's dict of named loss terms (``loss_contrastive``, ...);
+    - ``'predict'``: the data samples, each with its ``embedding`` (D) set.
+
+    Args:
+        backbone: config of the backbone (e.g. ``TimmBackbone``).
+        neck: one neck config or a list applied in order (pooler, PCA, ...).
+        head: config of the head that owns the losses; optional for test-only models.
+        data_preprocessor: batching and normalisation (``ImgDataPreprocessor``).
+        normalize: L2-normalise the final descriptor (IRT: projection on the unit ball).
+        momentum: if set (e.g. 0.999, IRT on In-Shop), a momentum copy of backbone
+            and neck (MoCo, He et al. 2020) is updated before every training step,
+            ``θ_k ← m θ_k + (1 − m) θ``, and its embeddings of the batch are given to
+            the head as ``memory_embeddings`` to fill the cross-batch memory.
+        test_scales: image scales at test time; the descriptor is the L2-normalised
+            ``(mean_s f(x_s)^p)^(1/p)`` with ``p = multi_scale_power``, ``f`` the
+            single-scale descriptor and ``x_s`` the normalised input resized
+            bilinearly (align_corners False) by ``s`` (protocols.md, multi-scale).
+    """
+
+    def __init__(self,
+                 backbone: dict,
+                 neck: Union[dict, Sequence[dict], None] = None,
+                 head: Optional[dict] = None,
+                 data_preprocessor: Optional[dict] = None,
+                 normalize: bool = True,
+                 momentum: Optional[float] = None,
+                 test_scales: Sequence[float] = (1.0,),
+                 multi_scale_power: float = 1.0,
+                 init_cfg=None):
+        if data_preprocessor is None:
+            data_preprocessor = dict(type='ImgDataPreprocessor')
+        super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
+        self.backbone = MODELS.build(backbone)
+        self.neck = _build_necks(neck)
+        self.head = MODELS.build(head) if head is not None else None
+        self.normalize = normalize
+        self.test_scales = tuple(test_scales)
+        self.multi_scale_power = multi_scale_power
+        if momentum is not None and not 0.0 <= momentum < 1.0:
+            raise ValueError(f'ImageRetriever: momentum must be in [0, 1), got {momentum}')
+        self.momentum = momentum
+        self.momentum_encoder = None
+        if momentum is not None:
+            self.momentum_encoder = nn.ModuleDict(
+                dict(backbone=copy.deepcopy(self.backbone), neck=copy.deepcopy(self.neck)))
+            self.momentum_encoder.requires_grad_(False)
+
+    def _embed(self, inputs: torch.Tensor, backbone, neck) -> torch.Tensor:
+        x = neck(backbone(inputs))
+        return F.normalize(x, dim=-1) if self.normalize else x
+
+    def extract_feat(self, inputs: torch.Tensor) -> torch.Tensor:
+        """B x D descriptors, multi-scale when ``test_scales`` has several scales (eval only)."""
+        if self.training or self.test_scales == (1.0,):
+            return self._embed(inputs, self.backbone, self.neck)
+        p = self.multi_scale_power
+        acc = 0
+        for scale in self.test_scales:
+            x = inputs if scale == 1.0 else F.interpolate(
+                inputs, scale_factor=scale, mode='bilinear', align_corners=False)
+            acc = acc + self._embed(x, self.backbone, self.neck).pow(p)
+        desc = (acc / len(self.test_scales)).pow(1.0 / p)
+        return F.normalize(desc, dim=-1) if self.normalize else desc
+
+    def forward(self, inputs: torch.Tensor, data_samples: Optional[List[DataSample]] = None,
+                mode: str = 'tensor'):
+        if mode == 'tensor':
+            return self.extract_feat(inputs)
+        if mode == 'loss':
+            return self.loss(inputs, data_samples)
+        if mode == 'predict':
+            return self.predict(inputs, data_samples)
+        raise ValueError(f'ImageRetriever: invalid mode {mode!r}; use "tensor", "loss" or "predict".')
+
+    @torch.no_grad()
+    def _momentum_update(self) -> None:
+        m = self.momentum
+        online = list(self.backbone.parameters()) + list(self.neck.parameters())
+        for k, q in zip(self.momentum_encoder.parameters(), online):
+            k.mul_(m).add_(q.detach(), alpha=1.0 - m)
+        online_buffers = list(self.backbone.buffers()) + list(self.neck.buffers())
+        for k, q in zip(self.momentum_encoder.buffers(), online_buffers):
+            k.copy_(q)
+
+    def loss(self, inputs: torch.Tensor, data_samples: List[DataSample]) -> Dict[str, torch.Tensor]:
+        if self.head is None:
+            raise RuntimeError('ImageRetriever: training needs a head (model.head in the config).')
+        labels = torch.stack([s.gt_label for s in data_samples]).to(inputs.device)
+        embeddings = self._embed(inputs, self.backbone, self.neck)
+        kwargs = {}
+        if self.momentum_encoder is not None:
+            self._momentum_update()
+            with torch.no_grad():
+                kwargs['memory_embeddings'] = self._embed(
+                    inputs, self.momentum_encoder['backbone'], self.momentum_encoder['neck'])
+        return self.head.loss(embeddings, labels, **kwargs)
+
+    def predict(self, inputs: torch.Tensor,
+                data_samples: Optional[List[DataSample]] = None) -> List[DataSample]:
+        embeddings = self.extract_feat(inputs)
+        if data_samples is None:
+            data_samples = [DataSample() for _ in range(embeddings.shape[0])]
+        for sample, emb in zip(data_samples, embeddings):
+            sample.set_embedding(emb.detach())
+        return data_samples

@@ -1,0 +1,3 @@
+from .data_sample import DataSample
+
+__all__ = ['DataSample']

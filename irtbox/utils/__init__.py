@@ -1,0 +1,5 @@
+from .checkpoint import load_state_dict_file, register_safe_globals, safe_torch_load
+from .setup_env import register_all_modules
+
+__all__ = ['load_state_dict_file', 'register_all_modules', 'register_safe_globals',
+           'safe_torch_load']

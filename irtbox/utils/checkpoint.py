@@ -1,0 +1,113 @@
+"""Safe checkpoint loading (``torch.load(weights_only=True)`` with an allow-list).
+
+torch >= 2.6 loads with ``weights_only=True`` by default, which rejects the
+objects MMEngine stores in its checkpoints (the message hub's history buffers
+and the numpy arrays and scalars inside them), so resuming fails. Turning
+``weights_only`` off would let a downloaded file run arbitrary code. Instead we
+allow exactly those classes, and route MMEngine's local and http(s) checkpoint
+loaders through the same safe ``torch.load``; downloads whose file name carries
+a sha256 prefix (``name-<hash>.pth``, the torch hub convention) are verified.
+"""
+import os
+import os.path as osp
+import re
+from typing import Dict, Optional
+from urllib.parse import urlparse
+
+import numpy as np
+import torch
+from mmengine.runner.checkpoint import CheckpointLoader
+
+_HASH_IN_NAME = re.compile(r'-([a-f0-9]*)\.')
+_registered = False
+
+
+def _numpy_safe_globals():
+    globals_ = [np.ndarray, np.dtype, type(np.dtype('float64')), type(np.dtype('int64')),
+                type(np.dtype('float32')), type(np.dtype('int32')), type(np.dtype('bool'))]
+    multiarray = getattr(np, '_core', None) or np.core
+    return globals_ + [multiarray.multiarray._reconstruct, multiarray.multiarray.scalar]
+
+
+def _history_buffer_getattr(obj, name):
+    """The only ``getattr`` a checkpoint may call: HistoryBuffer's statistics methods.
+
+    MMEngine pickles ``HistoryBuffer._statistics_methods`` (its min/max/current/
+    mean functions) as ``getattr(HistoryBuffer, 'min')``; allowing the builtin
+    ``getattr`` would let a file reach any attribute, so it maps to this instead.
+    """
+    from mmengine.logging import HistoryBuffer
+    if obj is HistoryBuffer and name in ('min', 'max', 'current', 'mean'):
+        return getattr(obj, name)
+    raise RuntimeError(f'checkpoint refused: it asks for getattr({obj!r}, {name!r})')
+
+
+def register_safe_globals() -> None:
+    """Allow MMEngine's checkpoint contents under ``weights_only=True``; idempotent."""
+    global _registered
+    if _registered:
+        return
+    from mmengine.logging import HistoryBuffer
+    torch.serialization.add_safe_globals(
+        [HistoryBuffer, *_numpy_safe_globals(), (_history_buffer_getattr, 'builtins.getattr')])
+    CheckpointLoader.register_scheme(prefixes='', force=True)(_load_local)
+    CheckpointLoader.register_scheme(prefixes=('http://', 'https://'), force=True)(_load_url)
+    _registered = True
+
+
+def safe_torch_load(path: str, map_location='cpu'):
+    """``torch.load`` with ``weights_only=True`` and a message naming the file on failure."""
+    register_safe_globals()
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'checkpoint file not found: {path}')
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as err:  # re-raised with the file name and the safe-load context
+        raise RuntimeError(
+            f'could not load checkpoint {path} with torch.load(weights_only=True): {err}. '
+            'irtbox only loads tensors, containers and the MMEngine objects it allow-lists; '
+            'a file needing other Python objects is refused for safety.') from err
+
+
+def download_checkpoint(url: str, model_dir: Optional[str] = None) -> str:
+    """Download ``url`` into the torch hub cache (once) and return the local path.
+
+    When the file name has the form ``name-<sha256 prefix>.ext`` the download is
+    checked against that prefix.
+    """
+    model_dir = model_dir or osp.join(torch.hub.get_dir(), 'checkpoints')
+    os.makedirs(model_dir, exist_ok=True)
+    filename = osp.basename(urlparse(url).path)
+    if not filename:
+        raise ValueError(f'cannot tell a file name from checkpoint URL {url}')
+    dst = osp.join(model_dir, filename)
+    if not osp.exists(dst):
+        match = _HASH_IN_NAME.search(filename)
+        torch.hub.download_url_to_file(url, dst, hash_prefix=match.group(1) if match else None,
+                                       progress=True)
+    return dst
+
+
+def _load_local(filename, map_location=None):
+    return safe_torch_load(osp.expanduser(filename), map_location or 'cpu')
+
+
+def _load_url(filename, map_location=None, model_dir=None):
+    return safe_torch_load(download_checkpoint(filename, model_dir), map_location or 'cpu')
+
+
+def extract_state_dict(checkpoint) -> Dict[str, torch.Tensor]:
+    """The state dict inside a checkpoint (bare, or under ``state_dict`` / ``model``)."""
+    if isinstance(checkpoint, dict):
+        for key in ('state_dict', 'model'):
+            if isinstance(checkpoint.get(key), dict):
+                return checkpoint[key]
+        return checkpoint
+    raise TypeError(f'expected a checkpoint dict, got {type(checkpoint).__name__}')
+
+
+def load_state_dict_file(path_or_url: str) -> Dict[str, torch.Tensor]:
+    """Load a state dict from a local file or an http(s) URL, safely."""
+    if path_or_url.startswith(('http://', 'https://')):
+        return extract_state_dict(_load_url(path_or_url))
+    return extract_state_dict(_load_local(path_or_url))

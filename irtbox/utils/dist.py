@@ -1,0 +1,59 @@
+"""Start a process group for CPU-only (gloo) as well as GPU (nccl) jobs.
+
+MMEngine's ``init_dist`` assumes CUDA (``torch.cuda.set_device``) and its DDP
+wrapper passes ``device_ids=[local_rank]``; both fail on CPU-only machines. The
+tools call :func:`init_distributed` before building the runner and
+:func:`adapt_cfg_to_device` to pick the backend and the wrapper arguments.
+"""
+import os
+import subprocess
+
+import torch
+import torch.distributed as dist
+
+
+def init_distributed(launcher: str, backend: str = None, port: int = None) -> None:
+    """Initialise ``torch.distributed`` for ``launcher`` in {'pytorch', 'slurm'}.
+
+    ``pytorch``: the environment set by ``torchrun`` (RANK, WORLD_SIZE, LOCAL_RANK,
+    MASTER_ADDR, MASTER_PORT). ``slurm``: SLURM_PROCID / SLURM_NTASKS /
+    SLURM_LOCALID, the first host of SLURM_NODELIST as master, ``port`` (or
+    MASTER_PORT, default 29500). Backend: nccl with CUDA, gloo without.
+    """
+    if dist.is_available() and dist.is_initialized():
+        return
+    if launcher == 'slurm':
+        _slurm_env(port)
+    elif launcher != 'pytorch':
+        raise ValueError(f'unknown launcher {launcher!r}; expected none, pytorch or slurm')
+    for key in ('RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT'):
+        if key not in os.environ:
+            raise RuntimeError(f'--launcher {launcher}: environment variable {key} is not set; '
+                               'start the job with tools/dist_train.sh (torchrun) or srun.')
+    cuda = torch.cuda.is_available()
+    backend = backend or ('nccl' if cuda else 'gloo')
+    if cuda:
+        torch.cuda.set_device(int(os.environ.get('LOCAL_RANK', 0)) % torch.cuda.device_count())
+    dist.init_process_group(backend=backend)
+
+
+def _slurm_env(port: int = None) -> None:
+    proc_id = int(os.environ['SLURM_PROCID'])
+    ntasks = int(os.environ['SLURM_NTASKS'])
+    node_list = os.environ['SLURM_NODELIST']
+    addr = subprocess.getoutput(f'scontrol show hostname {node_list} | head -n1')
+    os.environ.setdefault('MASTER_PORT', str(port or 29500))
+    os.environ.setdefault('MASTER_ADDR', addr)
+    os.environ['WORLD_SIZE'] = str(ntasks)
+    os.environ['LOCAL_RANK'] = os.environ.get('SLURM_LOCALID', '0')
+    os.environ['RANK'] = str(proc_id)
+
+
+def adapt_cfg_to_device(cfg) -> None:
+    """Without CUDA: gloo backend and a DDP wrapper without ``device_ids``."""
+    if torch.cuda.is_available():
+        return
+    cfg.setdefault('env_cfg', {}).setdefault('dist_cfg', {})['backend'] = 'gloo'
+    wrapper = cfg.get('model_wrapper_cfg') or dict(type='MMDistributedDataParallel')
+    wrapper['device_ids'] = None
+    cfg.model_wrapper_cfg = wrapper

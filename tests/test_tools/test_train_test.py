@@ -1,0 +1,89 @@
+"""tools/train.py + tools/test.py on the tiny fixtures of every official format."""
+import json
+import os.path as osp
+
+import numpy as np
+import pytest
+import torch
+from conftest import TINY_CONFIG
+
+import test as test_tool
+import train as train_tool
+
+FORMATS = {
+    'sop': dict(type='SOPDataset', data_root='tests/data/sop', train='train', test='test'),
+    'cub': dict(type='CUBDataset', data_root='tests/data/cub', train='train', test='test'),
+    'inshop': dict(type='InShopDataset', data_root='tests/data/inshop', train='train', test='test'),
+    'folder': dict(type='FolderDataset', data_root='tests/data/folder', train='train', test='test'),
+    'csv': dict(type='CSVDataset', data_root='tests/data/csv', train='train', test='test',
+                ann_file='annotations.csv'),
+}
+
+
+def dataset_options(fmt):
+    spec = FORMATS[fmt]
+    opts = []
+    for loader, split in (('train_dataloader', spec['train']), ('val_dataloader', spec['test']),
+                          ('test_dataloader', spec['test'])):
+        opts += [f'{loader}.dataset.type={spec["type"]}', f'{loader}.dataset.data_root={spec["data_root"]}',
+                 f'{loader}.dataset.split={split}']
+        if 'ann_file' in spec:
+            opts.append(f'{loader}.dataset.ann_file={spec["ann_file"]}')
+    return opts
+
+
+@pytest.mark.parametrize('fmt', sorted(FORMATS))
+def test_train_then_test(fmt, tmp_path, in_root):
+    work_dir = str(tmp_path / 'work')
+    train_tool.main([TINY_CONFIG, '--work-dir', work_dir, '--cfg-options', *dataset_options(fmt)])
+    ckpt = osp.join(work_dir, 'iter_4.pth')
+    assert osp.isfile(ckpt)
+    out = str(tmp_path / 'results.npz')
+    metrics = test_tool.main([TINY_CONFIG, ckpt, '--work-dir', work_dir, '--out', out,
+                              '--cfg-options', *dataset_options(fmt)])
+    results = np.load(out)
+    n = len(results['sample_idx'])
+    assert results['embeddings'].shape == (n, 32)
+    np.testing.assert_allclose(np.linalg.norm(results['embeddings'], axis=1), 1.0, rtol=1e-5)
+    assert sorted(results['sample_idx'].tolist()) == list(range(n))
+    assert float(results['metrics/recall@1']) == pytest.approx(metrics['recall@1'])
+    with open(str(tmp_path / 'results.json')) as f:
+        assert json.load(f)['recall@2'] == pytest.approx(metrics['recall@2'])
+    if fmt == 'inshop':
+        assert results['is_query'].any() and not results['is_query'].all()
+
+
+def test_resume_continues_where_it_stopped(tmp_path, in_root):
+    """4 iterations straight == 2 iterations, then resume from iter_2 for 2 more."""
+    straight, resumed = str(tmp_path / 'straight'), str(tmp_path / 'resumed')
+    train_tool.main([TINY_CONFIG, '--work-dir', straight])
+    train_tool.main([TINY_CONFIG, '--work-dir', resumed, '--cfg-options', 'train_cfg.max_iters=2'])
+    train_tool.main([TINY_CONFIG, '--work-dir', resumed, '--resume', osp.join(resumed, 'iter_2.pth')])
+    a = torch.load(osp.join(straight, 'iter_4.pth'), weights_only=False)
+    b = torch.load(osp.join(resumed, 'iter_4.pth'), weights_only=False)
+    assert b['meta']['iter'] == 4
+    for key, value in a['state_dict'].items():
+        torch.testing.assert_close(b['state_dict'][key], value, msg=key)
+    memory = [k for k in a['state_dict'] if 'memory' in k]
+    assert memory, 'the cross-batch memory should be in the checkpoint'
+
+
+def test_resume_latest_in_work_dir(tmp_path, in_root):
+    work_dir = str(tmp_path / 'w')
+    train_tool.main([TINY_CONFIG, '--work-dir', work_dir, '--cfg-options', 'train_cfg.max_iters=2'])
+    train_tool.main([TINY_CONFIG, '--work-dir', work_dir, '--resume'])
+    assert osp.isfile(osp.join(work_dir, 'iter_4.pth'))
+
+
+def test_test_without_checkpoint(tmp_path, in_root):
+    metrics = test_tool.main([TINY_CONFIG, '--work-dir', str(tmp_path)])
+    assert 0.0 <= metrics['recall@1'] <= 1.0
+
+
+def test_clear_errors(tmp_path, in_root):
+    with pytest.raises(FileNotFoundError, match='no_such_config.py'):
+        train_tool.main(['no_such_config.py'])
+    with pytest.raises(SystemExit, match='checkpoint not found'):
+        test_tool.main([TINY_CONFIG, 'missing.pth'])
+    with pytest.raises(SystemExit, match='--resume: checkpoint not found'):
+        train_tool.main([TINY_CONFIG, '--resume', 'missing.pth'])

@@ -1,0 +1,91 @@
+"""Evaluate a retrieval model: extract test-set embeddings and compute the config's metrics.
+
+Examples:
+  python tools/test.py CONFIG CKPT
+  python tools/test.py CONFIG CKPT --out results.npz     # embeddings, labels, ids, metrics
+  python tools/test.py CONFIG                            # no checkpoint: the config's own weights
+                                                         # (e.g. IRT_O, timm ImageNet weights)
+  tools/dist_test.sh CONFIG CKPT 8
+"""
+import argparse
+import json
+import os
+import os.path as osp
+import sys
+
+sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+
+from irtbox.utils.config import DictAction, load_config  # noqa: E402
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description='Test an irtbox retrieval model.', epilog=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('config', help='config file')
+    parser.add_argument('checkpoint', nargs='?', default=None,
+                        help='checkpoint file or URL (default: none, the weights the config builds)')
+    parser.add_argument('--work-dir', help='where logs go (default: ./work_dirs/<config name>)')
+    parser.add_argument('--out', help='write embeddings, labels, sample ids, query flags and '
+                        'metrics to this .npz file (metrics also as <out>.json)')
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction, metavar='KEY=VALUE',
+                        help='override config entries')
+    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm'], default='none',
+                        help='job launcher')
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
+    if args.out and not args.out.endswith('.npz'):
+        parser.error(f'--out must name a .npz file, got {args.out}')
+    return args
+
+
+def write_outputs(path: str, metrics: dict, outputs: dict) -> None:
+    """``path`` (.npz): arrays of ``outputs`` plus ``metrics/<name>``; ``path`` .json: metrics."""
+    import numpy as np
+    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
+    arrays = {k: np.asarray(v) for k, v in (outputs or {}).items()}
+    arrays.update({f'metrics/{k}': np.asarray(v) for k, v in metrics.items()})
+    np.savez(path, **arrays)
+    with open(osp.splitext(path)[0] + '.json', 'w') as f:
+        json.dump({k: float(v) for k, v in metrics.items()}, f, indent=2)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    from mmengine.dist import get_rank
+    from mmengine.runner import Runner
+
+    from irtbox.utils import register_safe_globals
+    from irtbox.utils.dist import adapt_cfg_to_device, init_distributed
+    cfg = load_config(args.config, args.cfg_options)
+    cfg.launcher = args.launcher
+    if args.work_dir is not None:
+        cfg.work_dir = args.work_dir
+    elif cfg.get('work_dir') is None:
+        cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(args.config))[0])
+    if args.checkpoint is not None:
+        if not osp.isfile(args.checkpoint) and not args.checkpoint.startswith(('http://', 'https://')):
+            raise SystemExit(f'checkpoint not found: {args.checkpoint}')
+        cfg.load_from = args.checkpoint
+    for key in ('test_dataloader', 'test_evaluator'):
+        if cfg.get(key) is None:
+            raise SystemExit(f'{args.config} has no {key}; tools/test.py needs one.')
+    if args.launcher != 'none':
+        adapt_cfg_to_device(cfg)
+    register_safe_globals()
+    if args.launcher != 'none':
+        init_distributed(args.launcher)
+    runner = Runner.from_cfg(cfg)
+    metrics = runner.test()
+    if args.out and get_rank() == 0:
+        outputs = {}
+        for metric in runner.test_evaluator.metrics:
+            outputs.update(getattr(metric, 'last_outputs', None) or {})
+        write_outputs(args.out, metrics, outputs)
+        runner.logger.info(f'results written to {args.out}')
+    return metrics
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,91 @@
+"""Train a retrieval model from a config.
+
+Examples:
+  python tools/train.py configs/irt/irt-r_deit-s_1xb64-35k_sop.py
+  python tools/train.py CONFIG --work-dir work_dirs/run1 --cfg-options train_cfg.max_iters=100
+  python tools/train.py CONFIG --resume            # latest checkpoint in the work dir
+  tools/dist_train.sh CONFIG 8                     # 8 processes (GPUs, or CPU with gloo)
+"""
+import argparse
+import os
+import os.path as osp
+import sys
+
+sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+
+from irtbox.utils.config import DictAction, load_config  # noqa: E402
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description='Train an irtbox retrieval model.', epilog=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('config', help='config file (Python), e.g. configs/irt/...py')
+    parser.add_argument('--work-dir', help='where logs and checkpoints go '
+                        '(default: ./work_dirs/<config name>)')
+    parser.add_argument('--resume', nargs='?', const='auto', metavar='CKPT',
+                        help='resume from CKPT, or from the latest checkpoint of the work dir '
+                        'when no path is given (model, optimizer, schedulers, iteration, memory)')
+    parser.add_argument('--amp', action='store_true',
+                        help='mixed precision (needs a GPU): AmpOptimWrapper with dynamic loss scale')
+    parser.add_argument('--auto-scale-lr', action='store_true',
+                        help='scale the learning rate by the actual total batch size '
+                        '(auto_scale_lr.base_batch_size in the config)')
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction, metavar='KEY=VALUE',
+                        help='override config entries, e.g. train_cfg.max_iters=100 '
+                        'model.head.loss_weights.koleo=0.5')
+    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm'], default='none',
+                        help='job launcher: none (single process), pytorch (torchrun), slurm (srun)')
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
+    return args
+
+
+def build_cfg(args):
+    import torch
+
+    from irtbox.utils.dist import adapt_cfg_to_device
+    cfg = load_config(args.config, args.cfg_options)
+    cfg.launcher = args.launcher
+    if args.work_dir is not None:
+        cfg.work_dir = args.work_dir
+    elif cfg.get('work_dir') is None:
+        cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(args.config))[0])
+    if args.amp:
+        if not torch.cuda.is_available():
+            raise SystemExit('--amp needs a CUDA GPU; none is available here.')
+        cfg.optim_wrapper.type = 'AmpOptimWrapper'
+        cfg.optim_wrapper.setdefault('loss_scale', 'dynamic')
+    if args.auto_scale_lr:
+        if 'auto_scale_lr' not in cfg:
+            raise SystemExit(f'--auto-scale-lr: {args.config} has no auto_scale_lr entry '
+                             '(e.g. auto_scale_lr = dict(base_batch_size=64)).')
+        cfg.auto_scale_lr.enable = True
+    if args.resume == 'auto':
+        cfg.resume, cfg.load_from = True, None
+    elif args.resume is not None:
+        if not osp.isfile(args.resume) and not args.resume.startswith(('http://', 'https://')):
+            raise SystemExit(f'--resume: checkpoint not found: {args.resume}')
+        cfg.resume, cfg.load_from = True, args.resume
+    if args.launcher != 'none':
+        adapt_cfg_to_device(cfg)
+    return cfg
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    cfg = build_cfg(args)
+    from mmengine.runner import Runner
+
+    from irtbox.utils import register_safe_globals
+    from irtbox.utils.dist import init_distributed
+    register_safe_globals()
+    if args.launcher != 'none':
+        init_distributed(args.launcher)
+    runner = Runner.from_cfg(cfg)
+    runner.train()
+
+
+if __name__ == '__main__':
+    main()
