@@ -68,9 +68,21 @@ def build_cfg(args):
         if not osp.isfile(args.resume) and not args.resume.startswith(('http://', 'https://')):
             raise SystemExit(f'--resume: checkpoint not found: {args.resume}')
         cfg.resume, cfg.load_from = True, args.resume
+    check_batch_sampler(cfg)
     if args.launcher != 'none':
         adapt_cfg_to_device(cfg)
     return cfg
+
+
+def check_batch_sampler(cfg):
+    """A batch-composing sampler (M-per-class, ...) must agree with the loader's batch size."""
+    loader = cfg.get('train_dataloader') or {}
+    sampler = loader.get('sampler') or {}
+    if 'batch_size' in sampler and sampler['batch_size'] != loader.get('batch_size'):
+        raise SystemExit(
+            f'{cfg.filename}: train_dataloader.sampler.batch_size={sampler["batch_size"]} differs '
+            f'from train_dataloader.batch_size={loader.get("batch_size")}; the sampler composes '
+            'whole batches, so set both to the same value.')
 
 
 def main(argv=None):

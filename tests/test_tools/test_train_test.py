@@ -87,3 +87,5 @@ def test_clear_errors(tmp_path, in_root):
         test_tool.main([TINY_CONFIG, 'missing.pth'])
     with pytest.raises(SystemExit, match='--resume: checkpoint not found'):
         train_tool.main([TINY_CONFIG, '--resume', 'missing.pth'])
+    with pytest.raises(SystemExit, match='train_dataloader.sampler.batch_size=4 differs'):
+        train_tool.main([TINY_CONFIG, '--cfg-options', 'train_dataloader.batch_size=8'])

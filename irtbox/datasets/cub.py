@@ -1,0 +1,74 @@
+"""CUB-200-2011 (Wah et al., Caltech-UCSD Birds-200-2011, 2011) with the
+zero-shot metric-learning split of Song et al. (CVPR 2016)."""
+from typing import List
+
+from irtbox.registry import DATASETS
+from .base_dataset import BaseRetrievalDataset, malformed, parse_int
+
+
+@DATASETS.register_module()
+class CUBDataset(BaseRetrievalDataset):
+    """CUB-200-2011 split by class: classes 1..100 train (5,864 images),
+    101..200 test (5,924 images). The official ``train_test_split.txt`` is
+    *not* used (it splits the images of every class, which suits
+    classification, not retrieval of unseen classes).
+
+    Layout (the official release)::
+
+        data_root/
+            images.txt               # "image_id path", path under images/
+            image_class_labels.txt   # "image_id class_id", class_id 1..200
+            images/001.Black_footed_Albatross/Black_Footed_Albatross_0046_18.jpg
+
+    Labels are the class ids of the split mapped in increasing order to
+    ``0 .. C-1``; the test split is evaluated leave-one-out.
+
+    Args:
+        label_file (str): The image-to-class file, relative to ``data_root``.
+        num_train_classes (int): Classes ``1 .. num_train_classes`` form the
+            training split, the others the test split (100 in the protocol).
+        **kwargs: See :class:`BaseRetrievalDataset`; ``ann_file`` defaults to
+            ``images.txt`` and ``data_prefix`` to ``dict(img_path='images')``.
+    """
+
+    DEFAULT_IMG_PREFIX = 'images'
+
+    def __init__(self,
+                 label_file: str = 'image_class_labels.txt',
+                 num_train_classes: int = 100,
+                 **kwargs):
+        self.label_file = label_file
+        self.num_train_classes = num_train_classes
+        super().__init__(**kwargs)
+
+    def default_ann_file(self, split):
+        return 'images.txt'
+
+    def _read_id_pairs(self, path: str, key: str, what: str) -> dict:
+        pairs = {}
+        for lineno, line in self._read_lines(path, key):
+            fields = line.split()
+            if len(fields) != 2:
+                raise malformed(path, lineno, f"2 fields 'image_id {what}'", line)
+            image_id = parse_int(path, lineno, fields[0], 'image_id', line)
+            if image_id in pairs:
+                raise malformed(path, lineno, f'a new image_id (seen {image_id} before)', line)
+            pairs[image_id] = (lineno, fields[1])
+        return pairs
+
+    def parse_samples(self) -> List[dict]:
+        label_path = self._join_root(self.label_file)
+        paths = self._read_id_pairs(self.ann_file, 'ann_file', 'path')
+        labels = self._read_id_pairs(label_path, 'label_file', 'class_id')
+        samples = []
+        for image_id, (lineno, rel_path) in paths.items():
+            if image_id not in labels:
+                raise ValueError(f'{label_path}: no class for image_id {image_id} '
+                                 f'({self.ann_file}, line {lineno})')
+            label_line, text = labels[image_id]
+            class_id = parse_int(label_path, label_line, text, 'class_id',
+                                 f'{image_id} {text}')
+            if (class_id <= self.num_train_classes) == (self.split == 'train'):
+                samples.append(dict(img_path=self._join_img(rel_path), gt_label=class_id))
+        return samples
+

@@ -1,0 +1,67 @@
+"""A user's own data as a folder per class."""
+import os
+import os.path as osp
+from typing import List, Optional, Sequence
+
+from irtbox.registry import DATASETS
+from .base_dataset import BaseRetrievalDataset
+
+IMG_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.bmp', '.ppm', '.pgm', '.tif', '.tiff', '.webp')
+
+
+@DATASETS.register_module()
+class FolderDataset(BaseRetrievalDataset):
+    """Images stored as one folder per class::
+
+        data_root/<split>/<class_name>/**/<image>.jpg   (split given)
+        data_root/<class_name>/**/<image>.jpg           (split=None)
+
+    Every class folder (searched recursively, files sorted by path) must hold
+    at least one image (``extensions``, case-insensitive); other files are
+    ignored. Labels are the class-folder names in sorted order mapped to
+    ``0 .. C-1``; ``metainfo['classes']`` holds the names. Leave-one-out
+    evaluation (no ``is_query``).
+
+    Args:
+        split (str | None): Sub-folder of ``data_root`` to read (any name),
+            or None to read ``data_root`` itself.
+        extensions (Sequence[str]): Image file-name endings.
+        **kwargs: See :class:`BaseRetrievalDataset`. ``data_prefix`` and
+            ``ann_file`` are not used.
+    """
+
+    SPLITS = None
+
+    def __init__(self,
+                 split: Optional[str] = None,
+                 extensions: Sequence[str] = IMG_EXTENSIONS,
+                 **kwargs):
+        self.extensions = tuple(e.lower() for e in extensions)
+        super().__init__(split=split, **kwargs)
+
+    @property
+    def split_dir(self) -> str:
+        return osp.join(self.data_root, self.split) if self.split else self.data_root
+
+    def parse_samples(self) -> List[dict]:
+        root = self.split_dir
+        if not osp.isdir(root):
+            raise FileNotFoundError(
+                f'{type(self).__name__}: folder {root!r} not found '
+                f'(data_root={self.data_root!r}, split={self.split!r})')
+        class_names = sorted(d.name for d in os.scandir(root) if d.is_dir())
+        if not class_names:
+            raise ValueError(f'{type(self).__name__}: no class folders in {root!r}')
+        samples, empty = [], []
+        for name in class_names:
+            files = sorted(
+                osp.join(dirpath, f)
+                for dirpath, _, filenames in os.walk(osp.join(root, name))
+                for f in filenames if f.lower().endswith(self.extensions))
+            if not files:
+                empty.append(name)
+            samples.extend(dict(img_path=f, gt_label=name) for f in files)
+        if empty:
+            raise ValueError(f'{type(self).__name__}: class folders without images '
+                             f'({", ".join(self.extensions)}) in {root!r}: {empty}')
+        return samples

@@ -1,0 +1,13 @@
+"""Transforms registered in ``irtbox.registry.TRANSFORMS``.
+
+mmcv's transforms (``LoadImageFromFile``, ``Resize``, ``RandomFlip``,
+``CenterCrop``, ``Normalize``, ...) live in MMEngine's root registry; importing
+``mmcv.transforms`` here registers them, and the irtbox registry falls back to
+its parent for them.
+"""
+import mmcv.transforms  # noqa: F401  (registers mmcv's transforms)
+
+from .formatting import PackRetrievalInputs
+from .processing import CropBBox, RandomCrop
+
+__all__ = ['CropBBox', 'PackRetrievalInputs', 'RandomCrop']
