@@ -1,0 +1,3 @@
+from .retrieval_metric import RetrievalMetric
+
+__all__ = ['RetrievalMetric']

@@ -1,0 +1,17 @@
+"""A module registered outside irtbox (the README's custom_imports example)."""
+import torch.nn as nn
+
+from irtbox.registry import MODELS
+
+
+@MODELS.register_module()
+class TopKPool(nn.Module):
+    """Mean of the k largest activations per channel. B x C x h x w -> B x C."""
+
+    def __init__(self, k=4):
+        super().__init__()
+        self.k = k
+
+    def forward(self, feats):
+        grid = feats[-1][1]  # ViT: (prefix tokens, patch grid)
+        return grid.flatten(2).topk(self.k, dim=-1).values.mean(-1)

@@ -1,0 +1,28 @@
+"""A module outside the package, pulled in by custom_imports, used by tools/train.py."""
+import os
+import os.path as osp
+import subprocess
+import sys
+
+from conftest import ROOT
+
+CONFIG = osp.join(ROOT, 'tests', 'data', 'custom_module', 'my_config.py')
+
+
+def test_train_with_custom_module(tmp_path):
+    env = dict(os.environ, PYTHONPATH=osp.join(ROOT, 'tests', 'data', 'custom_module'))
+    proc = subprocess.run(
+        [sys.executable, 'tools/train.py', CONFIG, '--work-dir', str(tmp_path),
+         '--cfg-options', 'train_cfg.max_iters=2', 'train_cfg.val_interval=2'],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert 'TopKPool' in proc.stdout + proc.stderr  # the model printed in the log uses it
+    assert osp.isfile(osp.join(str(tmp_path), 'iter_2.pth'))
+
+
+def test_missing_custom_module_is_named(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, 'tools/train.py', CONFIG, '--work-dir', str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert 'my_pool' in proc.stderr
