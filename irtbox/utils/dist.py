@@ -56,4 +56,7 @@ def adapt_cfg_to_device(cfg) -> None:
     cfg.setdefault('env_cfg', {}).setdefault('dist_cfg', {})['backend'] = 'gloo'
     wrapper = cfg.get('model_wrapper_cfg') or dict(type='MMDistributedDataParallel')
     wrapper['device_ids'] = None
+    # As MMEngine's default wrapper: buffers (e.g. a cross-batch memory, already
+    # identical on every rank) are not re-sent from rank 0 at every step.
+    wrapper.setdefault('broadcast_buffers', False)
     cfg.model_wrapper_cfg = wrapper

@@ -1,0 +1,17 @@
+"""Losses: modules called ``loss(embeddings, labels) -> scalar``, pure functions beside them.
+
+The modules check their inputs and compute in float32 with autocast off
+(see :func:`.utils.loss_forward`); losses with a cross-batch memory derive
+from :class:`.xbm.MemoryLoss`.
+"""
+from .contrastive import ContrastiveLoss, contrastive_loss
+from .koleo import KoLeoLoss, koleo_loss
+from .normalized_softmax import NormalizedSoftmaxLoss, normalized_softmax_loss
+from .snca import ScalableNCALoss, scalable_nca_loss
+from .xbm import CrossBatchMemory, MemoryLoss
+
+__all__ = [
+    'ContrastiveLoss', 'contrastive_loss', 'KoLeoLoss', 'koleo_loss', 'NormalizedSoftmaxLoss',
+    'normalized_softmax_loss', 'ScalableNCALoss', 'scalable_nca_loss', 'CrossBatchMemory',
+    'MemoryLoss'
+]

@@ -1,0 +1,101 @@
+"""Scalable neighbourhood component analysis (Wu, Efros & Yu, ECCV 2018) with a FIFO memory."""
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from irtbox.registry import MODELS
+from .utils import loss_forward
+from .xbm import MemoryLoss
+
+
+def scalable_nca_loss(embeddings: Tensor, labels: Tensor, temperature: float = 0.05,
+                      ref_embeddings: Optional[Tensor] = None,
+                      ref_labels: Optional[Tensor] = None) -> Tensor:
+    """NCA loss over the batch and, optionally, extra reference entries.
+
+    p_i = Σ_{j≠i, y_j = y_i} exp(z_iᵀz_j / τ) / Σ_{k≠i} exp(z_iᵀz_k / τ),
+    L = −(1/N') Σ_{i with a positive} log p_i
+
+    j, k run over the other batch items and every reference entry. Items
+    without any positive have p_i = 0 (log undefined) and are left out; N' is
+    the number of items kept, so the loss does not shrink with the share of
+    such items. With no item kept the loss is a zero connected to the graph.
+
+    Args:
+        embeddings (Tensor): N x D, L2-normalised.
+        labels (Tensor): N integer labels.
+        temperature (float): τ.
+        ref_embeddings (Tensor, optional): M x D, L2-normalised.
+        ref_labels (Tensor, optional): M integer labels.
+
+    Returns:
+        Tensor: scalar.
+    """
+    n = embeddings.shape[0]
+    is_self = torch.eye(n, dtype=torch.bool, device=embeddings.device)
+    logits = (embeddings @ embeddings.T).masked_fill(is_self, float('-inf'))
+    positive = (labels[:, None] == labels[None]) & ~is_self
+    if ref_embeddings is not None:
+        logits = torch.cat([logits, embeddings @ ref_embeddings.T], dim=1)
+        positive = torch.cat([positive, labels[:, None] == ref_labels[None]], dim=1)
+    keep = positive.any(dim=1)
+    if not keep.any():
+        return embeddings.sum() * 0
+    # Rows without a positive are dropped first: their numerator would be a
+    # logsumexp of only -inf, whose backward is NaN even when masked out later.
+    logits, positive = logits[keep] / temperature, positive[keep]
+    log_p = (torch.logsumexp(logits.masked_fill(~positive, float('-inf')), dim=1)
+             - torch.logsumexp(logits, dim=1))
+    return -log_p.mean()
+
+
+@MODELS.register_module()
+class ScalableNCALoss(MemoryLoss):
+    """Scalable NCA (Wu, Efros & Yu, "Improving Generalization via Scalable
+    Neighborhood Component Analysis", ECCV 2018); IRT Table 4 "SNCA".
+
+    Soft nearest-neighbour classification: the probability that item i picks
+    a same-label neighbour, with the softmax over cosine similarities / τ
+    (τ weights hard negatives implicitly). See :func:`scalable_nca_loss`.
+
+    Deviation from the paper: SNCA keeps one memory slot per training sample,
+    updated with momentum by sample index. Our loss API has no sample indices
+    (``loss(embeddings, labels)``), so the neighbours are the batch plus a
+    FIFO queue of past embeddings and labels, the same cross-batch memory as
+    :class:`ContrastiveLoss` (a queue the size of the training set holds each
+    sample about once, its most recent embedding instead of a running mean).
+    The batch is compared with the memory before it is enqueued; the memory
+    is only filled in training mode.
+
+    Shapes: ``embeddings`` B x D (L2-normalised), ``labels`` B (integer),
+    ``memory_embeddings`` B x D or None -> scalar.
+
+    Args:
+        temperature (float): τ. Defaults to 0.05 (as in SNCA).
+        memory_size (int): queue size; 0 (default) = batch only.
+        embed_dim (int, optional): D; required when ``memory_size > 0``.
+        memory_start_iter (int): warm-up training calls without memory.
+            Defaults to 0.
+    """
+
+    def __init__(self, temperature: float = 0.05, memory_size: int = 0,
+                 embed_dim: Optional[int] = None, memory_start_iter: int = 0) -> None:
+        super().__init__(memory_size, embed_dim, memory_start_iter)
+        if not temperature > 0:
+            raise ValueError(f'ScalableNCALoss: temperature must be > 0, got {temperature!r}')
+        self.temperature = float(temperature)
+
+    @loss_forward()
+    def forward(self, embeddings: Tensor, labels: Tensor,
+                memory_embeddings: Optional[Tensor] = None) -> Tensor:
+        """Loss of the batch; then enqueue ``memory_embeddings`` if given, else
+        the detached embeddings."""
+        mem_embeddings, mem_labels = self.memory_entries(embeddings)
+        loss = scalable_nca_loss(embeddings, labels, self.temperature, mem_embeddings,
+                                 mem_labels)
+        self.update_memory(embeddings, labels, memory_embeddings)
+        return loss
+
+    def extra_repr(self) -> str:
+        return f'temperature={self.temperature}'

@@ -1,0 +1,50 @@
+"""Input checks and precision handling shared by the losses."""
+import functools
+from typing import Callable
+
+import torch
+from torch import Tensor
+
+
+def check_embeddings_labels(owner: str, embeddings: Tensor, labels: Tensor,
+                            min_batch: int = 1) -> None:
+    """Raise a ValueError naming ``owner`` unless embeddings is B x D float
+    with B >= ``min_batch`` and labels is a B integer tensor."""
+    if not isinstance(embeddings, Tensor) or embeddings.ndim != 2 \
+            or not embeddings.is_floating_point():
+        raise ValueError(f'{owner}: embeddings must be a float tensor of shape B x D, got '
+                         f'{getattr(embeddings, "shape", type(embeddings))}')
+    if not isinstance(labels, Tensor) or labels.shape != embeddings.shape[:1] \
+            or labels.is_floating_point() or labels.is_complex():
+        raise ValueError(f'{owner}: labels must be an integer tensor of shape '
+                         f'({embeddings.shape[0]},) matching the embeddings, got '
+                         f'{getattr(labels, "dtype", type(labels))} '
+                         f'{tuple(getattr(labels, "shape", ()))}')
+    if embeddings.shape[0] < min_batch:
+        raise ValueError(f'{owner}: needs a batch of at least {min_batch} embeddings, got '
+                         f'{embeddings.shape[0]}')
+
+
+def loss_forward(min_batch: int = 1) -> Callable:
+    """Decorate ``forward(self, embeddings, labels, ...)`` of a loss module.
+
+    Checks the inputs (:func:`check_embeddings_labels`, naming the loss
+    class), then runs the loss in float32 with autocast off: under AMP the
+    embeddings may be half/bfloat16, whose few significant digits are too
+    coarse for sums over thousands of pairs, margins near a similarity, logs
+    and softmaxes. Other dtypes (float32, float64) are left as they are.
+    """
+
+    def decorate(forward: Callable) -> Callable:
+
+        @functools.wraps(forward)
+        def wrapper(self, embeddings: Tensor, labels: Tensor, *args, **kwargs) -> Tensor:
+            check_embeddings_labels(type(self).__name__, embeddings, labels, min_batch)
+            if embeddings.dtype in (torch.float16, torch.bfloat16):
+                embeddings = embeddings.float()
+            with torch.autocast(device_type=embeddings.device.type, enabled=False):
+                return forward(self, embeddings, labels, *args, **kwargs)
+
+        return wrapper
+
+    return decorate

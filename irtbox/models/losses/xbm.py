@@ -1,0 +1,181 @@
+"""Cross-batch memory (XBM): a FIFO queue of past embeddings and labels.
+
+Wang et al., "Cross-Batch Memory for Embedding Learning", CVPR 2020. Pair-based
+losses (contrastive, scalable NCA) compare the current batch with the memory as
+well as with itself, which gives them many more (hard) negatives per step.
+"""
+from typing import Optional, Tuple
+
+import torch
+from mmengine import dist
+from torch import Tensor, nn
+
+
+def all_gather_cat(*tensors: Tensor) -> Tuple[Tensor, ...]:
+    """Concatenate each tensor (n_r x ...) over all ranks, in rank order.
+
+    The tensors share their first dimension n_r, which may differ between
+    ranks (e.g. a smaller last batch): the sizes are gathered first, then each
+    rank's tensors are padded to the largest. Without a distributed group (or
+    with a single rank) the tensors are returned as they are.
+    """
+    if dist.get_world_size() == 1:
+        return tensors
+    n = tensors[0].shape[0]
+    sizes = [int(s) for s in dist.all_gather(torch.tensor([n], device=tensors[0].device))]
+    gathered = []
+    for tensor in tensors:
+        padded = tensor.new_zeros((max(sizes), ) + tuple(tensor.shape[1:]))
+        padded[:n] = tensor
+        gathered.append(torch.cat([g[:k] for g, k in zip(dist.all_gather(padded), sizes)]))
+    return tuple(gathered)
+
+
+class CrossBatchMemory(nn.Module):
+    """FIFO memory of ``size`` past embeddings (``size x embed_dim``) and labels.
+
+    The queue lives in buffers (``embeddings`` float, ``labels`` long,
+    ``ptr`` = next slot to write, ``num_filled`` = valid slots, ``num_steps`` =
+    calls of :meth:`step`), so it is saved in checkpoints and restored on
+    resume. Their shapes are fixed at construction, hence ``embed_dim`` is
+    required: a lazily allocated queue could not be loaded into a fresh model.
+
+    In distributed training :meth:`enqueue` first gathers the entries of all
+    ranks (rank order), so every rank holds the same memory. Re-sending it
+    from rank 0 at every forward (DDP's ``broadcast_buffers=True``) would be
+    harmless but costly for a large queue: MMEngine's default wrapper sets
+    ``broadcast_buffers=False``; a custom ``model_wrapper_cfg`` should too.
+
+    Args:
+        size (int): number of entries (XBM / IRT: the training-set size).
+        embed_dim (int): embedding dimension D.
+        start_iter (int): warm-up. The first ``start_iter`` calls of
+            :meth:`step` neither read nor fill the memory (:meth:`get` is then
+            empty), because embeddings of a model that still changes fast are
+            stale at once. From call ``start_iter`` on, each step reads the
+            memory (empty at first) and then fills it. Defaults to 0.
+    """
+
+    def __init__(self, size: int, embed_dim: int, start_iter: int = 0) -> None:
+        super().__init__()
+        for name, value, low in (('size', size, 1), ('embed_dim', embed_dim, 1),
+                                 ('start_iter', start_iter, 0)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ValueError(f'CrossBatchMemory: {name} must be an int >= {low}, '
+                                 f'got {value!r}')
+        self.size = size
+        self.start_iter = start_iter
+        self.register_buffer('embeddings', torch.zeros(size, embed_dim))
+        self.register_buffer('labels', torch.zeros(size, dtype=torch.long))
+        self.register_buffer('ptr', torch.zeros((), dtype=torch.long))
+        self.register_buffer('num_filled', torch.zeros((), dtype=torch.long))
+        self.register_buffer('num_steps', torch.zeros((), dtype=torch.long))
+
+    @property
+    def embed_dim(self) -> int:
+        return self.embeddings.shape[1]
+
+    @property
+    def active(self) -> bool:
+        """Whether the warm-up is over (the memory is read and filled)."""
+        return int(self.num_steps) >= self.start_iter
+
+    def get(self, dtype: Optional[torch.dtype] = None) -> Tuple[Tensor, Tensor]:
+        """Return copies of the valid entries: (M x D embeddings, M labels).
+
+        M = number of filled slots, 0 during warm-up. Entries come in slot
+        order, not age order (the losses do not depend on order). Copies,
+        because the memory is written in place right after the loss is
+        computed, while autograd still holds these tensors for the backward.
+        ``dtype`` (default: the buffer's) is applied in the same copy.
+        """
+        n = int(self.num_filled) if self.active else 0
+        return (self.embeddings[:n].to(dtype or self.embeddings.dtype, copy=True),
+                self.labels[:n].clone())
+
+    @torch.no_grad()
+    def enqueue(self, embeddings: Tensor, labels: Tensor) -> None:
+        """Write a batch (B x D, B) over the oldest entries, all ranks gathered.
+
+        When more entries arrive at once than ``size``, only the newest
+        ``size`` are kept.
+        """
+        if embeddings.ndim != 2 or embeddings.shape[1] != self.embed_dim:
+            raise ValueError('CrossBatchMemory.enqueue: embeddings must be B x '
+                             f'{self.embed_dim}, got shape {tuple(embeddings.shape)}')
+        if labels.shape != embeddings.shape[:1]:
+            raise ValueError('CrossBatchMemory.enqueue: labels must have shape '
+                             f'({embeddings.shape[0]},), got {tuple(labels.shape)}')
+        embeddings, labels = all_gather_cat(embeddings.detach(), labels)
+        embeddings, labels = embeddings[-self.size:], labels[-self.size:]
+        slots = (int(self.ptr) + torch.arange(
+            embeddings.shape[0], device=self.labels.device)) % self.size
+        self.embeddings[slots] = embeddings.to(self.embeddings)
+        self.labels[slots] = labels.to(self.labels)
+        self.ptr.fill_((int(self.ptr) + embeddings.shape[0]) % self.size)
+        self.num_filled.fill_(min(self.size, int(self.num_filled) + embeddings.shape[0]))
+
+    def step(self, embeddings: Tensor, labels: Tensor) -> None:
+        """End of one training step: enqueue (after warm-up), count the call."""
+        if self.active:
+            self.enqueue(embeddings, labels)
+        self.num_steps += 1
+
+    def extra_repr(self) -> str:
+        return f'size={self.size}, embed_dim={self.embed_dim}, start_iter={self.start_iter}'
+
+
+class MemoryLoss(nn.Module):
+    """Base of the losses that compare the batch with a :class:`CrossBatchMemory`.
+
+    Subclasses call :meth:`memory_entries` before computing their loss and
+    :meth:`update_memory` after it, so the current batch is never in the
+    memory while it is compared with it (it would be its own positive).
+    The memory is read in eval mode but only filled in training mode.
+
+    Args:
+        memory_size (int): queue size; 0 turns the memory off.
+        embed_dim (int, optional): embedding dimension, required when
+            ``memory_size > 0`` (fixed buffer shapes, see CrossBatchMemory).
+        memory_start_iter (int): warm-up calls without memory.
+    """
+
+    def __init__(self, memory_size: int = 0, embed_dim: Optional[int] = None,
+                 memory_start_iter: int = 0) -> None:
+        super().__init__()
+        name = type(self).__name__
+        if not isinstance(memory_size, int) or memory_size < 0:
+            raise ValueError(f'{name}: memory_size must be an int >= 0 (0 = no memory), '
+                             f'got {memory_size!r}')
+        if memory_size > 0 and embed_dim is None:
+            raise ValueError(f'{name}: memory_size={memory_size} needs embed_dim (the '
+                             'embedding dimension) so that the memory buffers have a fixed '
+                             'shape and load from checkpoints')
+        self.memory = (CrossBatchMemory(memory_size, embed_dim, memory_start_iter)
+                       if memory_size > 0 else None)
+
+    def memory_entries(self, embeddings: Tensor) -> Tuple[Optional[Tensor], Optional[Tensor]]:
+        """(M x D, M) memory entries in the dtype of ``embeddings``; (None, None) without memory."""
+        if self.memory is None:
+            return None, None
+        if embeddings.shape[1] != self.memory.embed_dim:
+            raise ValueError(f'{type(self).__name__}: embed_dim={self.memory.embed_dim} but '
+                             f'the embeddings have dimension {embeddings.shape[1]}')
+        return self.memory.get(embeddings.dtype)
+
+    def update_memory(self, embeddings: Tensor, labels: Tensor,
+                      memory_embeddings: Optional[Tensor] = None) -> None:
+        """Enqueue ``memory_embeddings`` (e.g. momentum-encoder keys, same order
+        as ``labels``) if given, else the detached ``embeddings``."""
+        if memory_embeddings is not None:
+            if self.memory is None:
+                raise ValueError(f'{type(self).__name__}: memory_embeddings were given but '
+                                 'memory_size=0 (no memory to fill)')
+            if memory_embeddings.shape != embeddings.shape:
+                raise ValueError(f'{type(self).__name__}: memory_embeddings must have the '
+                                 f'shape of embeddings {tuple(embeddings.shape)}, got '
+                                 f'{tuple(memory_embeddings.shape)}')
+        if self.memory is None or not self.training:
+            return
+        self.memory.step(embeddings if memory_embeddings is None else memory_embeddings,
+                         labels)

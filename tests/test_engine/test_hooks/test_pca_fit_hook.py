@@ -1,0 +1,56 @@
+"""PCAFitHook: the PCA neck is learned from training descriptors, saved and reused."""
+import os.path as osp
+import sys
+
+import numpy as np
+import torch
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
+sys.path.insert(0, osp.join(ROOT, 'tools'))
+CONFIG = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt_pca.py')
+
+import test as test_tool  # noqa: E402
+import train as train_tool  # noqa: E402
+
+
+def train_descriptors(ckpt):
+    """The 32-d CLS descriptors of the SOP fixture's training split, computed independently."""
+    from irtbox.apis import init_model
+    from irtbox.datasets import SOPDataset
+    from irtbox.utils import register_all_modules
+    register_all_modules()
+    model = init_model(CONFIG, ckpt)
+    pipeline = [dict(type='LoadImageFromFile'), dict(type='Resize', scale=(32, 32), keep_ratio=False),
+                dict(type='PackRetrievalInputs')]
+    dataset = SOPDataset(data_root='tests/data/sop', split='train', pipeline=pipeline)
+    batch = model.data_preprocessor(
+        dict(inputs=[dataset[i]['inputs'] for i in range(len(dataset))], data_samples=None))
+    with torch.no_grad():
+        return model.neck[0](model.backbone(batch['inputs'])), model
+
+
+def test_fit_save_and_reuse(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    work_dir = str(tmp_path)
+    train_tool.main([CONFIG, '--work-dir', work_dir])
+    ckpt = osp.join(work_dir, 'iter_4.pth')
+    state = torch.load(ckpt, weights_only=False)['state_dict']
+    assert bool(state['neck.1.fitted'])
+    # The saved projection is the PCA of the final model's training descriptors.
+    feats, model = train_descriptors(ckpt)
+    centred = (feats - feats.mean(0)).double().numpy()
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    np.testing.assert_allclose(state['neck.1.mean'].numpy(), feats.mean(0).numpy(), atol=1e-5)
+    np.testing.assert_allclose(np.abs(state['neck.1.components'].numpy() @ vt[:8].T), np.eye(8),
+                               atol=1e-3)
+    out = str(tmp_path / 'r.npz')
+    test_tool.main([CONFIG, ckpt, '--work-dir', work_dir, '--out', out])
+    assert np.load(out)['embeddings'].shape[1] == 8
+
+
+def test_untrained_model_is_fitted_before_test(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    out = str(tmp_path / 'r.npz')
+    metrics = test_tool.main([CONFIG, '--work-dir', str(tmp_path), '--out', out])
+    assert np.load(out)['embeddings'].shape[1] == 8
+    assert 0.0 <= metrics['recall@1'] <= 1.0
