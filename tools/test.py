@@ -68,6 +68,9 @@ def main(argv=None):
         if not osp.isfile(args.checkpoint) and not args.checkpoint.startswith(('http://', 'https://')):
             raise SystemExit(f'checkpoint not found: {args.checkpoint}')
         cfg.load_from = args.checkpoint
+    # Testing needs none of the training parts (and a config may leave them half-set).
+    for key in ('train_dataloader', 'train_cfg', 'optim_wrapper', 'param_scheduler'):
+        cfg[key] = None
     for key in ('test_dataloader', 'test_evaluator'):
         if cfg.get(key) is None:
             raise SystemExit(f'{args.config} has no {key}; tools/test.py needs one.')

@@ -4,8 +4,9 @@ default_hooks = dict(
     timer=dict(type='IterTimerHook'),
     logger=dict(type='LoggerHook', interval=50),
     param_scheduler=dict(type='ParamSchedulerHook'),
-    checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=5000, max_keep_ckpts=2,
-                    save_best='auto'),
+    # No "best" checkpoint: the benchmarks have no validation split, so picking the best
+    # on the test set would be selecting on test data. Report the last checkpoint.
+    checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=5000, max_keep_ckpts=2),
     sampler_seed=dict(type='DistSamplerSeedHook'),
 )
 

@@ -6,3 +6,4 @@ model = dict(head=None)
 train_dataloader = None
 train_cfg = None
 optim_wrapper = None
+param_scheduler = None

@@ -1,11 +1,13 @@
 # IRT_R on scikit-learn's handwritten digits (written by tools/dataset_converters/prepare_digits.py):
 # a 4-block ViT-Tiny on 32x32 inputs trained from scratch on digits 0-4, evaluated on the unseen
-# digits 5-9. Contrastive loss (β 0.5) with a cross-batch memory of the whole training set, plus
-# KoLeo (λ 0.7); AdamW 2e-4, batch 64 (4 classes x 16 images), 500 iterations.
+# digits 5-9. Contrastive loss (β 0.5) plus KoLeo (λ 0.7); AdamW 2e-4, batch 64 (4 classes x 16
+# images), 500 iterations.
+# No cross-batch memory here (IRT uses one the size of the training set): with only 5 training
+# classes a 901-entry memory holds ~180 positives per anchor, and IRT_L then collapsed the digits
+# onto 5 points (measured: test Recall@1 0.35 with the memory, 0.70 without, 0.53 untrained).
 _base_ = ['../_base_/default_runtime.py']
 
 data_root = 'data/digits'
-train_size = 901  # images of digits 0-4 in scikit-learn's set
 
 model = dict(
     type='ImageRetriever',
@@ -16,8 +18,7 @@ model = dict(
     head=dict(
         type='EmbeddingHead',
         losses=dict(
-            contrastive=dict(type='ContrastiveLoss', margin=0.5, memory_size=train_size,
-                             embed_dim=192),
+            contrastive=dict(type='ContrastiveLoss', margin=0.5, memory_size=0),
             koleo=dict(type='KoLeoLoss')),
         loss_weights=dict(koleo=0.7)),
 )
@@ -36,7 +37,7 @@ test_pipeline = [
 train_dataloader = dict(
     batch_size=64,
     num_workers=0,
-    sampler=dict(type='MPerClassSampler', batch_size=64, m=16),
+    sampler=dict(type='MPerClassSampler', batch_size=64, m=16, infinite=True),
     dataset=dict(type='FolderDataset', data_root=data_root, split='train',
                  pipeline=train_pipeline),
 )
@@ -58,6 +59,5 @@ test_cfg = dict(type='TestLoop')
 
 default_hooks = dict(
     logger=dict(type='LoggerHook', interval=50),
-    checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=500, max_keep_ckpts=1,
-                    save_best=None),
+    checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=500, max_keep_ckpts=1),
 )

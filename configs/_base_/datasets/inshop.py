@@ -8,7 +8,7 @@ train_dataloader = dict(
     batch_size=64,
     num_workers=8,
     persistent_workers=True,
-    sampler=dict(type='MPerClassSampler', batch_size=64, m=4),
+    sampler=dict(type='MPerClassSampler', batch_size=64, m=4, infinite=True),
     dataset=dict(type='InShopDataset', data_root=data_root, split='train',
                  pipeline={{_base_.train_pipeline}}),
 )

@@ -1,4 +1,5 @@
 """Class-balanced batch samplers for metric learning (P classes x M images)."""
+import itertools
 import math
 from typing import Iterator, Optional
 
@@ -101,6 +102,10 @@ class MPerClassSampler(Sampler):
             ranks. The order of epoch e is a function of ``(seed, e)``.
         rank (int | None), world_size (int | None): Default to
             ``mmengine.dist.get_dist_info()``.
+        infinite (bool): Never stop: after each epoch, go on with the next
+            one (``epoch + 1``, ...). For iteration-based training, where
+            MMEngine otherwise restarts the dataloader at each epoch end with
+            a 2 s pause (noticeable on small datasets). Defaults to False.
     """
 
     def __init__(self,
@@ -110,7 +115,8 @@ class MPerClassSampler(Sampler):
                  shuffle: bool = True,
                  seed: Optional[int] = None,
                  rank: Optional[int] = None,
-                 world_size: Optional[int] = None):
+                 world_size: Optional[int] = None,
+                 infinite: bool = False):
         name = type(self).__name__
         if not isinstance(m, int) or m < 1:
             raise ValueError(f'{name}: m must be a positive int, got {m!r}')
@@ -128,6 +134,7 @@ class MPerClassSampler(Sampler):
         self.m = m
         self.classes_per_batch = batch_size // m
         self.shuffle = shuffle
+        self.infinite = infinite
         self.seed = sync_random_seed() if seed is None else seed
         self.epoch = 0
 
@@ -148,9 +155,9 @@ class MPerClassSampler(Sampler):
         """Select the order of epoch ``epoch`` (called by MMEngine's loops)."""
         self.epoch = epoch
 
-    def _global_batches(self) -> np.ndarray:
-        """All ranks' batches of this epoch, (num_batches, batch_size)."""
-        rng = np.random.default_rng([self.seed, self.epoch]) if self.shuffle else None
+    def _global_batches(self, epoch: int) -> np.ndarray:
+        """All ranks' batches of ``epoch``, (num_batches, batch_size)."""
+        rng = np.random.default_rng([self.seed, epoch]) if self.shuffle else None
         class_stream = _CyclicStream(np.arange(len(self.class_indices)), rng)
         image_streams = {}
         num_batches = self.batches_per_rank * self.world_size
@@ -164,9 +171,13 @@ class MPerClassSampler(Sampler):
             batches[b] = np.concatenate(chunks)
         return batches
 
+    def _epoch_indices(self, epoch: int) -> list:
+        return self._global_batches(epoch)[self.rank::self.world_size].reshape(-1).tolist()
+
     def __iter__(self) -> Iterator[int]:
-        mine = self._global_batches()[self.rank::self.world_size]
-        return iter(mine.reshape(-1).tolist())
+        if not self.infinite:
+            return iter(self._epoch_indices(self.epoch))
+        return (i for epoch in itertools.count(self.epoch) for i in self._epoch_indices(epoch))
 
     def __len__(self) -> int:
         return self.batches_per_rank * self.batch_size
@@ -179,7 +190,7 @@ class OnePerClassSampler(MPerClassSampler):
     classes and images, and DDP split).
 
     Args:
-        dataset, batch_size, shuffle, seed, rank, world_size: as for
+        dataset, batch_size, shuffle, seed, rank, world_size, infinite: as for
             :class:`MPerClassSampler`.
     """
 
@@ -189,6 +200,7 @@ class OnePerClassSampler(MPerClassSampler):
                  shuffle: bool = True,
                  seed: Optional[int] = None,
                  rank: Optional[int] = None,
-                 world_size: Optional[int] = None):
+                 world_size: Optional[int] = None,
+                 infinite: bool = False):
         super().__init__(dataset, batch_size, m=1, shuffle=shuffle, seed=seed,
-                         rank=rank, world_size=world_size)
+                         rank=rank, world_size=world_size, infinite=infinite)

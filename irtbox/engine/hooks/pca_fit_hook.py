@@ -42,29 +42,29 @@ class PCAFitHook(Hook):
     def _unwrap(model):
         return model.module if is_model_wrapper(model) else model
 
-    def _pca_necks(self, runner):
-        return [m for m in self._unwrap(runner.model).modules() if isinstance(m, PCAReduction)]
+    def _pca_necks(self, runner) -> dict:
+        # The momentum encoder's copy never projects (it only runs in training mode).
+        return {name: m for name, m in self._unwrap(runner.model).named_modules()
+                if isinstance(m, PCAReduction) and not name.startswith('momentum_encoder.')}
 
     def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
         self._stale = True
 
     def before_val(self, runner) -> None:
-        if self._stale or not all(bool(m.fitted) for m in self._pca_necks(runner)):
+        if self._stale or not all(bool(m.fitted) for m in self._pca_necks(runner).values()):
             self.fit(runner)
 
     def before_test(self, runner) -> None:
-        if self.refit_on_test or not all(bool(m.fitted) for m in self._pca_necks(runner)):
+        if self.refit_on_test or not all(bool(m.fitted) for m in self._pca_necks(runner).values()):
             self.fit(runner)
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
         if self._stale:
             self.fit(runner)
-        model = self._unwrap(runner.model)
         state = checkpoint['state_dict']
-        for key, value in model.state_dict().items():
-            if key in state and any(key.startswith(name + '.') for name, m in model.named_modules()
-                                    if isinstance(m, PCAReduction)):
-                state[key] = value.detach().cpu()
+        for name, neck in self._pca_necks(runner).items():
+            for key, value in neck.state_dict().items():
+                state[f'{name}.{key}'] = value.detach().cpu()
 
     @torch.no_grad()
     def fit(self, runner) -> None:
@@ -77,7 +77,7 @@ class PCAFitHook(Hook):
         was_training = model.training
         model.eval()
         scales, model.test_scales = model.test_scales, (1.0,)
-        for neck in necks:
+        for neck in necks.values():
             self._fit_one(runner, model, neck)
         model.test_scales = scales
         model.train(was_training)

@@ -25,7 +25,7 @@ pipeline = [
 train_dataloader = dict(
     batch_size=4,
     num_workers=0,
-    sampler=dict(type='MPerClassSampler', batch_size=4, m=2),
+    sampler=dict(type='MPerClassSampler', batch_size=4, m=2, infinite=True),
     dataset=dict(type='SOPDataset', data_root=data_root, split='train', pipeline=pipeline),
 )
 val_dataloader = dict(
@@ -44,6 +44,5 @@ val_cfg = dict(type='ValLoop')
 test_cfg = dict(type='TestLoop')
 default_hooks = dict(
     logger=dict(type='LoggerHook', interval=1),
-    checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=2, max_keep_ckpts=3,
-                    save_best=None),
+    checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=2, max_keep_ckpts=3),
 )

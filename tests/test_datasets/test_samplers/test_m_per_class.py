@@ -172,3 +172,16 @@ def test_runner_builds_dataloader_on_fixture(data_dir):
         labels = Counter(s.gt_label.item() for s in batch['data_samples'])
         assert len(labels) == 4 and set(labels.values()) == {2}
         assert all(x.shape == (3, 20, 20) for x in batch['inputs'])
+
+
+def test_infinite_sampler_runs_through_consecutive_epochs():
+    dataset = LabelsDataset([0, 0, 1, 1, 2, 2, 3, 3])
+    finite = MPerClassSampler(dataset, batch_size=4, m=2, seed=3)
+    infinite = MPerClassSampler(dataset, batch_size=4, m=2, seed=3, infinite=True)
+    infinite.set_epoch(5)
+    stream = iter(infinite)
+    expected = []
+    for epoch in (5, 6, 7):
+        finite.set_epoch(epoch)
+        expected += list(finite)
+    assert [next(stream) for _ in range(len(expected))] == expected

@@ -54,3 +54,13 @@ def test_untrained_model_is_fitted_before_test(tmp_path, monkeypatch):
     metrics = test_tool.main([CONFIG, '--work-dir', str(tmp_path), '--out', out])
     assert np.load(out)['embeddings'].shape[1] == 8
     assert 0.0 <= metrics['recall@1'] <= 1.0
+
+
+def test_momentum_encoder_copy_is_left_alone(tmp_path, monkeypatch):
+    """With a momentum encoder (a copy of the neck, PCA included) only the online PCA is fitted."""
+    monkeypatch.chdir(ROOT)
+    train_tool.main([CONFIG, '--work-dir', str(tmp_path), '--cfg-options', 'model.momentum=0.9',
+                     'train_cfg.max_iters=2', 'train_cfg.val_interval=2'])
+    state = torch.load(osp.join(str(tmp_path), 'iter_2.pth'), weights_only=False)['state_dict']
+    assert bool(state['neck.1.fitted'])
+    assert not bool(state['momentum_encoder.neck.1.fitted'])

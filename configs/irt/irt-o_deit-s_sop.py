@@ -1,0 +1,11 @@
+# IRT_O with DeiT-S on SOP (Table 3): the off-the-shelf ImageNet-1k DeiT-S (timm weights),
+# CLS token of the last layer, L2-normalised, 384-d. No training: evaluate with
+#   python tools/test.py configs/irt/irt-o_deit-s_sop.py
+_base_ = [
+    '../_base_/models/irt_deit-s.py', '../_base_/datasets/sop.py', '../_base_/default_runtime.py'
+]
+
+model = dict(head=None)
+train_dataloader = None
+val_cfg = dict(type='ValLoop')
+test_cfg = dict(type='TestLoop')

@@ -1,0 +1,5 @@
+# IRT Table 5 (paper SOP R@1: 71.2): DeiT-S on SOP, margin β = 0.9, KoLeo weight λ = 0.7.
+_base_ = ['../irt-r_deit-s_1xb64-35k_sop.py']
+
+model = dict(
+    head=dict(losses=dict(contrastive=dict(margin=0.9)), loss_weights=dict(koleo=0.7)))

@@ -1,0 +1,5 @@
+# IRT Table 5 (paper SOP R@1: 80.7): ResNet-50 on SOP, margin β = 0.5, KoLeo weight λ = 0.3.
+_base_ = ['../irt-r_r50_1xb64-35k_sop.py']
+
+model = dict(
+    head=dict(losses=dict(contrastive=dict(margin=0.5)), loss_weights=dict(koleo=0.3)))
