@@ -273,7 +273,8 @@ def test_irt_data(rel_path):
         assert steps[2] == dict(type='RandomCrop', crop_size=224)
         assert steps[3]['type'] == 'RandomFlip' and steps[3]['direction'] == 'horizontal'
         assert cfg.train_dataloader.batch_size == 64
-        assert cfg.train_dataloader.sampler == dict(type='MPerClassSampler', batch_size=64, m=4)
+        assert cfg.train_dataloader.sampler == dict(type='MPerClassSampler', batch_size=64, m=4,
+                                                infinite=True)
 
 
 @pytest.mark.parametrize('rel_path', IRT_CONFIGS)

@@ -1,11 +1,8 @@
 import os.path as osp
-import sys
 
 import pytest
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-TINY_CONFIG = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')
-sys.path.insert(0, osp.join(ROOT, 'tools'))
 
 
 @pytest.fixture

@@ -4,7 +4,9 @@ import os.path as osp
 import subprocess
 import sys
 
-from conftest import ROOT
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+TINY_CONFIG = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')
+
 
 CONFIG = osp.join(ROOT, 'tests', 'data', 'custom_module', 'my_config.py')
 

@@ -5,7 +5,9 @@ import socket
 import subprocess
 
 import torch
-from conftest import ROOT, TINY_CONFIG
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+TINY_CONFIG = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')
 
 
 def free_port():

@@ -5,10 +5,12 @@ import os.path as osp
 import numpy as np
 import pytest
 import torch
-from conftest import TINY_CONFIG
 
-import test as test_tool
-import train as train_tool
+from tools import test as test_tool
+from tools import train as train_tool
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+TINY_CONFIG = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')
 
 FORMATS = {
     'sop': dict(type='SOPDataset', data_root='tests/data/sop', train='train', test='test'),

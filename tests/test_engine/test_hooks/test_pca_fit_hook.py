@@ -1,16 +1,14 @@
 """PCAFitHook: the PCA neck is learned from training descriptors, saved and reused."""
 import os.path as osp
-import sys
 
 import numpy as np
 import torch
 
-ROOT = osp.dirname(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
-sys.path.insert(0, osp.join(ROOT, 'tools'))
-CONFIG = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt_pca.py')
+from tools import test as test_tool
+from tools import train as train_tool
 
-import test as test_tool  # noqa: E402
-import train as train_tool  # noqa: E402
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
+CONFIG = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt_pca.py')
 
 
 def train_descriptors(ckpt):
