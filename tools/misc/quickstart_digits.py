@@ -1,9 +1,13 @@
 """IRT_O vs IRT_L vs IRT_R on handwritten digits, end to end, like the paper's Table 3.
 
 Prepares the digits dataset (classes 0-4 train, 5-9 test), evaluates the untrained
-model (IRT_O), trains and evaluates IRT_L (contrastive + memory) and IRT_R (+ KoLeo),
-each with tools/train.py and tools/test.py, then prints the three side by side and
-writes them to WORK_DIR/results.json and results.csv.
+model (IRT_O), trains IRT_L (contrastive loss) and IRT_R (+ KoLeo) with
+tools/train.py, evaluates both with tools/test.py, then prints the three side by
+side and writes them to WORK_DIR/results.json and results.csv.
+
+The two trainings run at the same time, one CPU thread each (on 2 cores this is
+faster than one after the other with 2 threads); each one's progress lines are
+shown with its name, and its full output is kept in WORK_DIR/<variant>/stdout.log.
 
   python tools/misc/quickstart_digits.py [--work-dir work_dirs/quickstart] [--iters 500]
 """
@@ -14,25 +18,49 @@ import os
 import os.path as osp
 import subprocess
 import sys
+import threading
 import time
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-sys.path.insert(0, ROOT)
 sys.path.insert(0, osp.join(ROOT, 'tools', 'dataset_converters'))
 
 CONFIGS = osp.join(ROOT, 'configs', 'quickstart')
-VARIANTS = [
-    ('IRT_O', 'irt-o_vit-tiny_digits.py', False),
-    ('IRT_L', 'irt-l_vit-tiny_1xb64-500_digits.py', True),
-    ('IRT_R', 'irt-r_vit-tiny_1xb64-500_digits.py', True),
-]
+UNTRAINED = ('IRT_O', 'irt-o_vit-tiny_digits.py')
+TRAINED = [('IRT_L', 'irt-l_vit-tiny_1xb64-500_digits.py'),
+           ('IRT_R', 'irt-r_vit-tiny_1xb64-500_digits.py')]
 COLUMNS = [('recall@1', 'R@1'), ('recall@2', 'R@2'), ('recall@4', 'R@4'), ('recall@8', 'R@8'),
            ('map@r', 'MAP@R')]
+SHOWN = ('Iter(', 'Error', 'Traceback', 'results written')
 
 
-def run(cmd):
-    print('\n$ ' + ' '.join(cmd), flush=True)
-    subprocess.run(cmd, check=True, cwd=ROOT)
+def start(name, cmd, log_path, threads=None):
+    """Start ``cmd``; echo its progress lines prefixed with ``name``; keep all in ``log_path``."""
+    env = dict(os.environ)
+    if threads:
+        env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    os.makedirs(osp.dirname(log_path), exist_ok=True)
+    print(f'[{name}] $ ' + ' '.join(cmd), flush=True)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, bufsize=1)
+
+    def pump():
+        with open(log_path, 'a') as log:
+            for line in proc.stdout:
+                log.write(line)
+                if any(key in line for key in SHOWN):
+                    print(f'[{name}] {line.rstrip()}', flush=True)
+
+    thread = threading.Thread(target=pump, daemon=True)
+    thread.start()
+    return proc, thread, log_path
+
+
+def wait(name, job):
+    proc, thread, log_path = job
+    code = proc.wait()
+    thread.join()
+    if code != 0:
+        raise SystemExit(f'[{name}] failed with exit code {code}; full output in {log_path}')
 
 
 def main():
@@ -44,29 +72,37 @@ def main():
     args = parser.parse_args()
     from prepare_digits import prepare_digits
 
-    start = time.time()
+    start_time = time.time()
     counts = prepare_digits(osp.join(ROOT, args.data_root))
     print(f'digits: {counts["train"]} train images (0-4), {counts["test"]} test images (5-9) '
-          f'in {args.data_root}')
-    common = ['--cfg-options', f'train_dataloader.dataset.data_root={args.data_root}',
-              f'test_dataloader.dataset.data_root={args.data_root}',
-              f'val_dataloader.dataset.data_root={args.data_root}']
-    results = {}
-    for name, config, trains in VARIANTS:
+          f'in {args.data_root}', flush=True)
+    data = [f'{loader}.dataset.data_root={args.data_root}'
+            for loader in ('val_dataloader', 'test_dataloader')]
+
+    def test(name, config, checkpoint=()):
         work_dir = osp.join(args.work_dir, name.lower())
-        config = osp.join(CONFIGS, config)
-        checkpoint = []
-        if trains:
-            run([sys.executable, 'tools/train.py', config, '--work-dir', work_dir, *common,
-                 f'train_cfg.max_iters={args.iters}', f'train_cfg.val_interval={args.iters}',
-                 f'default_hooks.checkpoint.interval={args.iters}'])
-            checkpoint = [osp.join(work_dir, f'iter_{args.iters}.pth')]
         out = osp.join(work_dir, 'test_results.npz')
-        test_opts = [o for o in common if not o.startswith('train_dataloader')]
-        run([sys.executable, 'tools/test.py', config, *checkpoint, '--work-dir', work_dir,
-             '--out', out, *test_opts])
+        wait(name, start(name, [sys.executable, 'tools/test.py', config, *checkpoint,
+                                '--work-dir', work_dir, '--out', out, '--cfg-options', *data],
+                         osp.join(work_dir, 'stdout.log')))
         with open(osp.splitext(out)[0] + '.json') as f:
-            results[name] = json.load(f)
+            return json.load(f)
+
+    results = {UNTRAINED[0]: test(UNTRAINED[0], osp.join(CONFIGS, UNTRAINED[1]))}
+    jobs = {}
+    for name, config in TRAINED:
+        work_dir = osp.join(args.work_dir, name.lower())
+        jobs[name] = start(name, [
+            sys.executable, 'tools/train.py', osp.join(CONFIGS, config), '--work-dir', work_dir,
+            '--cfg-options', f'train_dataloader.dataset.data_root={args.data_root}', *data,
+            f'train_cfg.max_iters={args.iters}', f'train_cfg.val_interval={args.iters}',
+            f'default_hooks.checkpoint.interval={args.iters}'
+        ], osp.join(work_dir, 'stdout.log'), threads=1)
+    for name, job in jobs.items():
+        wait(name, job)
+    for name, config in TRAINED:
+        checkpoint = osp.join(args.work_dir, name.lower(), f'iter_{args.iters}.pth')
+        results[name] = test(name, osp.join(CONFIGS, config), [checkpoint])
 
     os.makedirs(args.work_dir, exist_ok=True)
     with open(osp.join(args.work_dir, 'results.json'), 'w') as f:
@@ -77,7 +113,7 @@ def main():
         for name, metrics in results.items():
             writer.writerow([name] + [f'{metrics[key]:.4f}' for key, _ in COLUMNS])
 
-    print(f'\nDigits 5-9 (unseen classes), leave-one-out, {time.time() - start:.0f} s in all; '
+    print(f'\nDigits 5-9 (unseen classes), leave-one-out, {time.time() - start_time:.0f} s in all; '
           f'results in {args.work_dir}/results.{{json,csv}}\n')
     print(f'{"":8}' + ''.join(f'{title:>8}' for _, title in COLUMNS))
     for name, metrics in results.items():
