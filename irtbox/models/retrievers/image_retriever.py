@@ -85,7 +85,11 @@ class ImageRetriever(BaseModel):
         for scale in self.test_scales:
             x = inputs if scale == 1.0 else F.interpolate(
                 inputs, scale_factor=scale, mode='bilinear', align_corners=False)
-            acc = acc + self._embed(x, self.backbone, self.neck).pow(p)
+            desc = self._embed(x, self.backbone, self.neck)
+            if p != 1.0 and bool((desc < 0).any()):
+                raise ValueError(f'ImageRetriever: multi_scale_power={p} needs non-negative '
+                                 'descriptors (e.g. GeM of ReLU maps); use 1 for a plain mean.')
+            acc = acc + desc.pow(p)
         desc = (acc / len(self.test_scales)).pow(1.0 / p)
         return F.normalize(desc, dim=-1) if self.normalize else desc
 

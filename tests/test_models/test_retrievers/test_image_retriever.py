@@ -1,0 +1,84 @@
+import pytest
+import torch
+import torch.nn.functional as F
+
+from irtbox.models.retrievers import ImageRetriever
+from irtbox.structures import DataSample
+from irtbox.utils import register_all_modules
+
+register_all_modules()
+
+BACKBONE = dict(type='TimmBackbone', model_name='vit_tiny_patch16_224', img_size=32, patch_size=8,
+                depth=1, embed_dim=16, num_heads=2)
+HEAD = dict(type='EmbeddingHead',
+            losses=dict(contrastive=dict(type='ContrastiveLoss', margin=0.5, memory_size=8,
+                                         embed_dim=16)))
+
+
+def build(**kwargs):
+    torch.manual_seed(0)
+    return ImageRetriever(backbone=BACKBONE, neck=[dict(type='ClsTokenPool')], **kwargs)
+
+
+def samples(labels):
+    return [DataSample().set_gt_label(label) for label in labels]
+
+
+def test_tensor_and_predict_modes():
+    model = build().eval()
+    x = torch.randn(3, 3, 32, 32)
+    emb = model(x, mode='tensor')
+    assert emb.shape == (3, 16)
+    torch.testing.assert_close(emb.norm(dim=1), torch.ones(3))
+    torch.testing.assert_close(emb, F.normalize(model.backbone(x)[-1][0][:, 0], dim=-1))
+    out = model(x, samples([0, 1, 2]), mode='predict')
+    torch.testing.assert_close(torch.stack([s.embedding for s in out]), emb)
+    with pytest.raises(ValueError, match='invalid mode'):
+        model(x, mode='nope')
+
+
+def test_loss_mode_names_terms():
+    model = build(head=HEAD).train()
+    losses = model(torch.randn(4, 3, 32, 32), samples([0, 0, 1, 1]), mode='loss')
+    assert set(losses) == {'loss_contrastive'} and losses['loss_contrastive'].requires_grad
+    with pytest.raises(RuntimeError, match='needs a head'):
+        build()(torch.randn(2, 3, 32, 32), samples([0, 1]), mode='loss')
+
+
+def test_momentum_encoder_update_and_memory_keys():
+    model = build(head=HEAD, momentum=0.9).train()
+    online = dict(model.backbone.named_parameters())
+    with torch.no_grad():
+        for p in online.values():
+            p.add_(0.1)  # the online weights move away from the momentum copy
+    before = {k: v.clone() for k, v in model.momentum_encoder['backbone'].named_parameters()}
+    x = torch.randn(4, 3, 32, 32)
+    model(x, samples([0, 0, 1, 1]), mode='loss')
+    for key, value in model.momentum_encoder['backbone'].named_parameters():
+        torch.testing.assert_close(value, 0.9 * before[key] + 0.1 * online[key])
+        assert not value.requires_grad
+    # The memory holds the momentum encoder's embeddings, not the online ones.
+    keys = F.normalize(model.momentum_encoder['neck'](model.momentum_encoder['backbone'](x)), dim=-1)
+    memory = model.head.losses['contrastive'].memory
+    torch.testing.assert_close(memory.embeddings[:4], keys)
+    with pytest.raises(ValueError, match='momentum'):
+        build(momentum=1.0)
+
+
+def test_multi_scale_descriptor():
+    torch.manual_seed(1)
+    model = ImageRetriever(
+        backbone=dict(BACKBONE, dynamic_img_size=True), neck=[dict(type='GeMPool', p=3)],
+        test_scales=(1.0, 0.5), multi_scale_power=3.0).eval()
+    x = torch.randn(2, 3, 32, 32)
+    single = [F.normalize(model.neck(model.backbone(s)), dim=-1)
+              for s in (x, F.interpolate(x, scale_factor=0.5, mode='bilinear', align_corners=False))]
+    expected = F.normalize(((single[0] ** 3 + single[1] ** 3) / 2).pow(1 / 3), dim=-1)
+    torch.testing.assert_close(model(x, mode='tensor'), expected)
+
+
+def test_multi_scale_power_needs_non_negative_descriptors():
+    model = ImageRetriever(backbone=dict(BACKBONE, dynamic_img_size=True), neck=[dict(type='AvgPool')],
+                           test_scales=(1.0, 0.5), multi_scale_power=3.0).eval()
+    with pytest.raises(ValueError, match='non-negative'):
+        model(torch.randn(2, 3, 32, 32), mode='tensor')
