@@ -8,10 +8,11 @@ from .contrastive import ContrastiveLoss, contrastive_loss
 from .koleo import KoLeoLoss, koleo_loss
 from .normalized_softmax import NormalizedSoftmaxLoss, normalized_softmax_loss
 from .snca import ScalableNCALoss, scalable_nca_loss
+from .tuple_contrastive import TupleContrastiveLoss, tuple_contrastive_loss
 from .xbm import CrossBatchMemory, MemoryLoss
 
 __all__ = [
     'ContrastiveLoss', 'contrastive_loss', 'KoLeoLoss', 'koleo_loss', 'NormalizedSoftmaxLoss',
     'normalized_softmax_loss', 'ScalableNCALoss', 'scalable_nca_loss', 'CrossBatchMemory',
-    'MemoryLoss'
+    'MemoryLoss', 'TupleContrastiveLoss', 'tuple_contrastive_loss'
 ]

@@ -1,6 +1,7 @@
 from .normalize import L2Norm
 from .pca import PCAReduction, fit_pca
 from .poolers import AvgPool, ClsTokenPool, DistTokenPool, GeMPool, MaxPool, gem
+from .rmac import RMACPool, rmac, rmac_regions
 
 __all__ = ['AvgPool', 'ClsTokenPool', 'DistTokenPool', 'GeMPool', 'MaxPool', 'gem', 'L2Norm',
-           'PCAReduction', 'fit_pca']
+           'PCAReduction', 'fit_pca', 'RMACPool', 'rmac', 'rmac_regions']
