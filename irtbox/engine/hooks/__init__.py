@@ -1,3 +1,3 @@
-from .pca_fit_hook import PCAFitHook
+from .projection_fit_hook import PCAFitHook, ProjectionFitHook, WhiteningFitHook
 
-__all__ = ['PCAFitHook']
+__all__ = ['PCAFitHook', 'ProjectionFitHook', 'WhiteningFitHook']

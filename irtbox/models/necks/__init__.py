@@ -1,7 +1,10 @@
 from .normalize import L2Norm
 from .pca import PCAReduction, fit_pca
 from .poolers import AvgPool, ClsTokenPool, DistTokenPool, GeMPool, MaxPool, gem
+from .projection import FittedProjection
 from .rmac import RMACPool, rmac, rmac_regions
+from .whitening import LearnedWhitening
 
 __all__ = ['AvgPool', 'ClsTokenPool', 'DistTokenPool', 'GeMPool', 'MaxPool', 'gem', 'L2Norm',
-           'PCAReduction', 'fit_pca', 'RMACPool', 'rmac', 'rmac_regions']
+           'PCAReduction', 'fit_pca', 'RMACPool', 'rmac', 'rmac_regions',
+           'FittedProjection', 'LearnedWhitening']

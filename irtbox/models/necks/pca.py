@@ -1,11 +1,10 @@
 """PCA reduction learned from training-set descriptors (IRT's "▷128" rows)."""
-from contextlib import contextmanager
 from typing import Tuple
 
 import torch
-import torch.nn as nn
 
 from irtbox.registry import MODELS
+from .projection import FittedProjection
 
 
 def fit_pca(x: torch.Tensor, out_dim: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -32,7 +31,7 @@ def fit_pca(x: torch.Tensor, out_dim: int) -> Tuple[torch.Tensor, torch.Tensor, 
 
 
 @MODELS.register_module()
-class PCAReduction(nn.Module):
+class PCAReduction(FittedProjection):
     """Project B x in_dim descriptors onto their first ``out_dim`` principal components.
 
     ``y = P (x − m)`` (optionally whitened, ``y_k /= sqrt(λ_k + eps)``), B x out_dim.
@@ -50,49 +49,20 @@ class PCAReduction(nn.Module):
         train_reduced: apply the projection in training mode too.
     """
 
+    fit_hook = 'PCAFitHook'
+
     def __init__(self, in_dim: int, out_dim: int, whiten: bool = False,
                  train_reduced: bool = False, eps: float = 1e-9):
-        super().__init__()
-        if not 0 < out_dim <= in_dim:
-            raise ValueError(f'PCAReduction: need 0 < out_dim <= in_dim, got out_dim={out_dim}, '
-                             f'in_dim={in_dim}')
-        self.in_dim, self.out_dim = in_dim, out_dim
-        self.whiten, self.train_reduced, self.eps = whiten, train_reduced, eps
-        self.register_buffer('mean', torch.zeros(in_dim))
-        self.register_buffer('components', torch.zeros(out_dim, in_dim))
+        super().__init__(in_dim, out_dim, train_projected=train_reduced)
+        self.whiten, self.eps = whiten, eps
         self.register_buffer('eigenvalues', torch.zeros(out_dim))
-        self.register_buffer('fitted', torch.tensor(False))
-        self._passthrough = False
 
     @torch.no_grad()
     def fit(self, x: torch.Tensor) -> None:
         """Learn the projection from N x in_dim descriptors."""
-        if x.shape[-1] != self.in_dim:
-            raise ValueError(f'PCAReduction.fit: descriptors have dimension {x.shape[-1]}, '
-                             f'the neck expects in_dim={self.in_dim}')
+        self.check_input(x)
         mean, comps, eigvals = fit_pca(x, self.out_dim)
-        self.mean.copy_(mean)
-        self.components.copy_(comps)
-        self.eigenvalues.copy_(eigvals)
-        self.fitted.fill_(True)
-
-    @contextmanager
-    def passthrough(self):
-        """Within this context the neck is the identity (used while collecting its inputs)."""
-        self._passthrough = True
-        try:
-            yield self
-        finally:
-            self._passthrough = False
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self._passthrough or (self.training and not self.train_reduced):
-            return x
-        if not bool(self.fitted):
-            raise RuntimeError(
-                'PCAReduction is not fitted: add dict(type="PCAFitHook", ...) to custom_hooks '
-                'so it is learned from the training set, or load a checkpoint that holds it.')
-        y = (x - self.mean.to(x.dtype)) @ self.components.to(x.dtype).T
         if self.whiten:
-            y = y / (self.eigenvalues.to(x.dtype) + self.eps).sqrt()
-        return y
+            comps = comps / (eigvals + self.eps).sqrt()[:, None]
+        self.eigenvalues.copy_(eigvals)
+        self.set_projection(mean, comps)

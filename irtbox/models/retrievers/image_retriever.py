@@ -38,6 +38,10 @@ class ImageRetriever(BaseModel):
             and neck (MoCo, He et al. 2020) is updated before every training step,
             ``θ_k ← m θ_k + (1 − m) θ``, and its embeddings of the batch are given to
             the head as ``memory_embeddings`` to fill the cross-batch memory.
+        whitening: optional projection of the final descriptor (e.g.
+            ``LearnedWhitening``), applied in eval mode after multi-scale
+            aggregation and L2, then L2 again; predict mode then also stores the
+            descriptor before it as ``embedding_raw`` (results with and without).
         test_scales: image scales at test time; the descriptor is the L2-normalised
             ``(mean_s f(x_s)^p)^(1/p)`` with ``p = multi_scale_power``, ``f`` the
             single-scale descriptor and ``x_s`` the normalised input resized
@@ -51,6 +55,7 @@ class ImageRetriever(BaseModel):
                  data_preprocessor: Optional[dict] = None,
                  normalize: bool = True,
                  momentum: Optional[float] = None,
+                 whitening: Optional[dict] = None,
                  test_scales: Sequence[float] = (1.0,),
                  multi_scale_power: float = 1.0,
                  init_cfg=None):
@@ -60,6 +65,7 @@ class ImageRetriever(BaseModel):
         self.backbone = MODELS.build(backbone)
         self.neck = _build_necks(neck)
         self.head = MODELS.build(head) if head is not None else None
+        self.whitening = MODELS.build(whitening) if whitening is not None else None
         self.normalize = normalize
         self.test_scales = tuple(test_scales)
         self.multi_scale_power = multi_scale_power
@@ -77,7 +83,17 @@ class ImageRetriever(BaseModel):
         return F.normalize(x, dim=-1) if self.normalize else x
 
     def extract_feat(self, inputs: torch.Tensor) -> torch.Tensor:
-        """B x D descriptors, multi-scale when ``test_scales`` has several scales (eval only)."""
+        """B x D descriptors: multi-scale and whitened in eval mode when configured."""
+        return self._whiten(self.extract_raw_feat(inputs))
+
+    def _whiten(self, desc: torch.Tensor) -> torch.Tensor:
+        if self.whitening is None or self.training:
+            return desc
+        return F.normalize(self.whitening(desc), dim=-1)
+
+    def extract_raw_feat(self, inputs: torch.Tensor) -> torch.Tensor:
+        """B x D descriptors before whitening, multi-scale when ``test_scales`` has several
+        scales (eval only)."""
         if self.training or self.test_scales == (1.0,):
             return self._embed(inputs, self.backbone, self.neck)
         p = self.multi_scale_power
@@ -128,9 +144,12 @@ class ImageRetriever(BaseModel):
 
     def predict(self, inputs: torch.Tensor,
                 data_samples: Optional[List[DataSample]] = None) -> List[DataSample]:
-        embeddings = self.extract_feat(inputs)
+        raw = self.extract_raw_feat(inputs)
+        embeddings = self._whiten(raw)
         if data_samples is None:
             data_samples = [DataSample() for _ in range(embeddings.shape[0])]
-        for sample, emb in zip(data_samples, embeddings):
-            sample.set_embedding(emb.detach())
+        for i, sample in enumerate(data_samples):
+            sample.set_embedding(embeddings[i].detach())
+            if embeddings is not raw:
+                sample.set_field(raw[i].detach(), 'embedding_raw')
         return data_samples

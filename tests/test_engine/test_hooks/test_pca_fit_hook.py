@@ -39,7 +39,7 @@ def test_fit_save_and_reuse(tmp_path, monkeypatch):
     centred = (feats - feats.mean(0)).double().numpy()
     _, _, vt = np.linalg.svd(centred, full_matrices=False)
     np.testing.assert_allclose(state['neck.1.mean'].numpy(), feats.mean(0).numpy(), atol=1e-5)
-    np.testing.assert_allclose(np.abs(state['neck.1.components'].numpy() @ vt[:8].T), np.eye(8),
+    np.testing.assert_allclose(np.abs(state['neck.1.projection'].numpy() @ vt[:8].T), np.eye(8),
                                atol=1e-3)
     out = str(tmp_path / 'r.npz')
     test_tool.main([CONFIG, ckpt, '--work-dir', work_dir, '--out', out])

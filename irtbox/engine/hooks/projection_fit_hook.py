@@ -1,0 +1,143 @@
+"""Hooks that learn a model's fitted projections (PCA, whitening) from descriptors."""
+import torch
+from mmengine.dist import broadcast, collect_results, get_rank
+from mmengine.hooks import Hook
+from mmengine.logging import print_log
+from mmengine.model import is_model_wrapper
+from mmengine.utils import ProgressBar
+
+from irtbox.models.necks import FittedProjection, LearnedWhitening, PCAReduction
+from irtbox.registry import HOOKS
+
+
+class ProjectionFitHook(Hook):
+    """Fits the model's ``module_type`` modules on the descriptors they receive.
+
+    The descriptors are the modules' inputs while the model runs in eval mode
+    over ``dataloader`` (at a single scale when ``single_scale``, else exactly
+    as at test time). Fitting happens whenever the weights have changed since
+    the last fit and the projection is about to be used or saved: before
+    validation, before testing (or when the loaded checkpoint holds no fitted
+    projection), and before a checkpoint is written (the fresh buffers are
+    written into it, so saved checkpoints are self-contained). Under DDP each
+    rank extracts part of the set; rank 0 fits and broadcasts.
+
+    Args:
+        dataloader: dataloader config (dataset, sampler, batch_size, ...).
+        refit_on_test: refit before testing even when the model holds a fitted projection.
+    """
+
+    priority = 'ABOVE_NORMAL'
+    module_type = FittedProjection
+    single_scale = True
+
+    def __init__(self, dataloader: dict, refit_on_test: bool = False):
+        self.dataloader_cfg = dataloader
+        self.refit_on_test = refit_on_test
+        self._dataloader = None
+        self._stale = True
+
+    @staticmethod
+    def _unwrap(model):
+        return model.module if is_model_wrapper(model) else model
+
+    def _modules(self, runner) -> dict:
+        # The momentum encoder's copy never projects (it only runs in training mode).
+        return {name: m for name, m in self._unwrap(runner.model).named_modules()
+                if isinstance(m, self.module_type) and not name.startswith('momentum_encoder.')}
+
+    def _all_fitted(self, runner) -> bool:
+        return all(bool(m.fitted) for m in self._modules(runner).values())
+
+    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
+        self._stale = True
+
+    def before_val(self, runner) -> None:
+        if self._stale or not self._all_fitted(runner):
+            self.fit(runner)
+
+    def before_test(self, runner) -> None:
+        if self.refit_on_test or not self._all_fitted(runner):
+            self.fit(runner)
+
+    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+        if self._stale:
+            self.fit(runner)
+        state = checkpoint['state_dict']
+        for name, module in self._modules(runner).items():
+            for key, value in module.state_dict().items():
+                state[f'{name}.{key}'] = value.detach().cpu()
+
+    def fit_module(self, module, feats: torch.Tensor, dataset) -> None:
+        module.fit(feats)
+
+    @torch.no_grad()
+    def fit(self, runner) -> None:
+        modules = self._modules(runner)
+        if not modules:
+            return
+        if self._dataloader is None:
+            self._dataloader = runner.build_dataloader(self.dataloader_cfg, seed=runner.seed)
+        model = self._unwrap(runner.model)
+        was_training = model.training
+        model.eval()
+        scales = model.test_scales
+        if self.single_scale:
+            model.test_scales = (1.0,)
+        try:
+            for module in modules.values():
+                self._fit_one(model, module)
+        finally:
+            model.test_scales = scales
+            model.train(was_training)
+        self._stale = False
+
+    def _fit_one(self, model, module) -> None:
+        captured = []
+        handle = module.register_forward_pre_hook(
+            lambda mod, args: captured.append(args[0].detach().float().cpu()))
+        loader = self._dataloader
+        progress = ProgressBar(len(loader)) if get_rank() == 0 else None
+        try:
+            with module.passthrough():
+                for data in loader:
+                    model.test_step(data)
+                    if progress:
+                        progress.update()
+        finally:
+            handle.remove()
+        rows = [row for chunk in captured for row in chunk]
+        rows = collect_results(rows, len(loader.dataset), device='cpu')
+        if get_rank() == 0:
+            feats = torch.stack(rows)
+            print_log(f'\n{type(self).__name__}: fitting {type(module).__name__} '
+                      f'{module.in_dim} -> {module.out_dim} on {feats.shape[0]} descriptors',
+                      logger='current')
+            self.fit_module(module, feats, loader.dataset)
+        for buf in module.buffers():
+            broadcast(buf, src=0)
+
+
+@HOOKS.register_module()
+class PCAFitHook(ProjectionFitHook):
+    """Learns every ``PCAReduction`` neck from single-scale descriptors of ``dataloader``
+    (IRT ▷128: the training set seen with the test pipeline). See :class:`ProjectionFitHook`."""
+
+    module_type = PCAReduction
+
+
+@HOOKS.register_module()
+class WhiteningFitHook(ProjectionFitHook):
+    """Learns the model's ``LearnedWhitening`` from descriptors extracted as at test time.
+
+    For ``method='learned'`` the dataset (``SfMWhitenDataset``) must carry the
+    matching pairs in its metainfo (``qidxs``, ``pidxs``: indices into the
+    dataset). See :class:`ProjectionFitHook`.
+    """
+
+    module_type = LearnedWhitening
+    single_scale = False
+
+    def fit_module(self, module, feats: torch.Tensor, dataset) -> None:
+        meta = getattr(dataset, 'metainfo', {}) or {}
+        module.fit(feats, meta.get('qidxs'), meta.get('pidxs'))
