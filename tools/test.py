@@ -83,8 +83,13 @@ def main(argv=None):
     metrics = runner.test()
     if args.out and get_rank() == 0:
         outputs = {}
-        for metric in runner.test_evaluator.metrics:
-            outputs.update(getattr(metric, 'last_outputs', None) or {})
+        evaluators = getattr(runner.test_loop, 'evaluators', [runner.test_evaluator])
+        for index, evaluator in enumerate(evaluators):
+            # Several test sets (a multi-dataset loop): their arrays get a '<index>/' prefix.
+            prefix = f'{index}/' if len(evaluators) > 1 else ''
+            for metric in evaluator.metrics:
+                outputs.update({prefix + k: v
+                                for k, v in (getattr(metric, 'last_outputs', None) or {}).items()})
         write_outputs(args.out, metrics, outputs)
         runner.logger.info(f'results written to {args.out}')
     return metrics
