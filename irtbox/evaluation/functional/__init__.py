@@ -2,9 +2,14 @@
 from .knn import knn
 from .map_at_r import count_relevant, map_at_r, map_at_r_from_relevance
 from .recall import recall_at_k, recall_from_relevance
+from .reranking import alpha_database_augmentation, alpha_query_expansion
 from .retrieval import retrieval_metrics
+from .revisited import build_revisited_gnd, rank_database, revisited_map, revisited_means
+from .whitening import apply_whitening, learn_whitening, pca_whitening
 
 __all__ = [
     'knn', 'recall_at_k', 'recall_from_relevance', 'map_at_r', 'map_at_r_from_relevance',
-    'count_relevant', 'retrieval_metrics'
+    'count_relevant', 'retrieval_metrics', 'revisited_map', 'revisited_means',
+    'build_revisited_gnd', 'rank_database', 'learn_whitening', 'apply_whitening', 'pca_whitening',
+    'alpha_query_expansion', 'alpha_database_augmentation'
 ]

@@ -1,18 +1,18 @@
 """Recall@K and MAP@R of a labelled test set, as an MMEngine metric."""
-import logging
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
-from mmengine.dist import (broadcast_object_list, collect_results, get_world_size,
-                           is_main_process)
+from mmengine.dist import broadcast_object_list, is_main_process
 from mmengine.evaluator import BaseMetric
-from mmengine.logging import print_log
 
 from irtbox.registry import METRICS
 from ..functional import retrieval_metrics
+from .gather import gather_by_sample_idx, merge_by_sample_idx, pack_results
 
 _SEARCH_KEYS = ('backend', 'chunk_size', 'device', 'normalize')
+# A repeated sample index must repeat these (else two samples share an index).
+_CONSISTENT = {'label': 'labels'}
 # Who sets each per-sample field, for the error when one is missing.
 _FIELD_SOURCE = {
     'embedding': "set by the retriever in mode='predict'",
@@ -109,16 +109,16 @@ class RetrievalMetric(BaseMetric):
                 raise ValueError(f'RetrievalMetric.process: gt_label must hold one label, '
                                  f'got shape {label.shape} (sample_idx '
                                  f"{sample.get('sample_idx')}).")
-            is_query = sample.get('is_query')
             self.results.append(
                 dict(embedding=embedding.reshape(-1),
                      label=label.reshape(()),
                      sample_idx=int(_field(sample, 'sample_idx')),
-                     is_query=None if is_query is None else bool(is_query)))
+                     is_query=bool(sample.get('is_query'))))
 
     def compute_metrics(self, results: List[dict]) -> Dict[str, float]:
         """Metrics of per-sample results as stored by :meth:`process` (one process)."""
-        return self._compute(_merge([_pack(results)], size=None))
+        return self._compute(
+            merge_by_sample_idx([pack_results(results)], None, 'RetrievalMetric', _CONSISTENT))
 
     def evaluate(self, size: int) -> Dict[str, float]:
         """Gather every rank's results by sample index, compute on rank 0, broadcast.
@@ -127,15 +127,11 @@ class RetrievalMetric(BaseMetric):
         at ``size`` (which relies on the sampler's order) but by removing
         repeated sample indices.
         """
-        # One packed part per rank, so collect_results' cut at `size` keeps all.
-        part = [_pack(self.results)]
-        if self.collect_device == 'cpu':
-            parts = collect_results(part, get_world_size(), 'cpu', tmpdir=self.collect_dir)
-        else:
-            parts = collect_results(part, get_world_size(), self.collect_device)
+        data = gather_by_sample_idx(self.results, size, 'RetrievalMetric', self.collect_device,
+                                    self.collect_dir, _CONSISTENT)
         self.results.clear()
         if is_main_process():
-            metrics = self._compute(_merge(parts, size))
+            metrics = self._compute(data)
             if self.prefix:
                 metrics = {f'{self.prefix}/{k}': v for k, v in metrics.items()}
             out = [metrics]
@@ -146,6 +142,8 @@ class RetrievalMetric(BaseMetric):
         return out[0]
 
     def _compute(self, data: Dict[str, np.ndarray]) -> Dict[str, float]:
+        data = dict(embeddings=data['embedding'], labels=data['label'],
+                    sample_idx=data['sample_idx'], is_query=data['is_query'])
         self.last_outputs = data
         emb, labels, is_query = data['embeddings'], data['labels'], data['is_query']
         if is_query.any():
@@ -167,42 +165,3 @@ def _field(sample, key: str):
         raise KeyError(f'RetrievalMetric.process: a data sample has no {key!r} '
                        f'({_FIELD_SOURCE[key]}); it has {sorted(keys())}.')
     return value
-
-
-def _pack(results: List[dict]) -> Optional[Dict[str, np.ndarray]]:
-    """Per-sample results -> arrays (cheap to send between ranks); None if empty."""
-    if not results:
-        return None
-    return dict(
-        embeddings=np.stack([r['embedding'] for r in results]),
-        labels=np.stack([r['label'] for r in results]),
-        sample_idx=np.array([r['sample_idx'] for r in results], dtype=np.int64),
-        is_query=np.array([bool(r['is_query']) for r in results]))
-
-
-def _merge(parts: List[Optional[dict]], size: Optional[int]) -> Dict[str, np.ndarray]:
-    """Concatenate the ranks' parts, order by sample index, drop repeated indices."""
-    parts = [p for p in parts if p is not None]
-    if not parts:
-        raise ValueError('RetrievalMetric: no sample was processed; expected the predict '
-                         'outputs of the test set in process().')
-    data = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
-    order = np.argsort(data['sample_idx'], kind='stable')
-    idx = data['sample_idx'][order]
-    first = np.ones(len(idx), dtype=bool)
-    first[1:] = idx[1:] != idx[:-1]
-    # A repeated index must be the same sample again (padding), not another one.
-    group_start = np.maximum.accumulate(np.where(first, np.arange(len(idx)), 0))
-    labels = data['labels'][order]
-    clash = labels != labels[group_start]
-    if clash.any():
-        bad = idx[np.argmax(clash)]
-        raise ValueError(f'RetrievalMetric: sample_idx {bad} arrives with different labels; '
-                         'sample_idx must identify one sample of the test set (e.g. datasets '
-                         'concatenated without re-indexing).')
-    data = {key: value[order[first]] for key, value in data.items()}
-    if size is not None and len(data['sample_idx']) != size:
-        print_log(f'RetrievalMetric: {len(data["sample_idx"])} distinct samples were '
-                  f'evaluated but the dataset has {size}.', logger='current',
-                  level=logging.WARNING)
-    return data

@@ -1,0 +1,118 @@
+"""α-weighted query expansion (αQE) and database-side augmentation (αDBA).
+
+Radenović, Tolias, Chum, "Fine-tuning CNN Image Retrieval with No Human
+Annotation", TPAMI 2018, Sec. 4.3 (αQE) and the αDBA of the revisited
+Oxford / Paris benchmark (Radenović et al., CVPR 2018). Both take and give
+embeddings; the neighbours come from the exact chunked search
+:func:`~irtbox.evaluation.functional.knn` (memory O(chunk_size x N), ties to
+the lower index), never from an N x N matrix.
+
+Every vector is L2-normalised first (written x̂), and with s the inner
+product of normalised vectors a neighbour weighs w(s) = s^α for s > 0 and 0
+otherwise (a neighbour at negative similarity does not pull; s^α is also
+undefined there for fractional α). The vector itself weighs 1 = s(x̂, x̂)^α.
+"""
+from typing import Optional, Union
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .knn import knn
+
+ArrayLike = Union[np.ndarray, torch.Tensor]
+
+
+def alpha_query_expansion(query: ArrayLike,
+                          database: ArrayLike,
+                          k: int = 2,
+                          alpha: float = 3.0,
+                          chunk_size: int = 1024,
+                          device: Optional[Union[str, torch.device]] = None) -> ArrayLike:
+    """αQE: q' = normalise(q̂ + Σ_{i=1..k} w(s_i) x̂_{r_i}).
+
+    r_1..r_k are the k database items most similar to q̂ (s_i = q̂ᵀx̂_{r_i}),
+    so k + 1 vectors are summed, the query itself included with weight 1.
+    k = 0 only normalises.
+
+    Args:
+        query: n_q x D; database: N x D (arrays or tensors).
+        k: database neighbours added (clipped to N).
+        alpha: the exponent α >= 0 (α = 0: plain average of the query and its
+            positively similar neighbours).
+        chunk_size, device: of the search (see :func:`knn`).
+
+    Returns:
+        n_q x D float32 unit rows, numpy for numpy ``query``, a tensor on its
+        device for tensor ``query``.
+    """
+    return _expand(query, database, k, alpha, chunk_size, device, 'alpha_query_expansion',
+                   exclude_self=False)
+
+
+def alpha_database_augmentation(database: ArrayLike,
+                                k: int = 2,
+                                alpha: float = 3.0,
+                                chunk_size: int = 1024,
+                                device: Optional[Union[str, torch.device]] = None
+                                ) -> ArrayLike:
+    """αDBA: x'_j = normalise(x̂_j + Σ_{i=1..k} w(s_ji) x̂_{n_ji}) for every database item j.
+
+    n_j1..n_jk are the k database items most similar to x̂_j other than j
+    itself (excluded by index, so duplicates still count). All sums use the
+    original vectors (one pass, not iterated).
+
+    Args:
+        database: N x D (array or tensor).
+        k: neighbours added (clipped to N - 1).
+        alpha: the exponent α >= 0.
+        chunk_size, device: of the search (see :func:`knn`).
+
+    Returns:
+        N x D float32 unit rows, numpy or tensor as ``database``.
+    """
+    return _expand(database, database, k, alpha, chunk_size, device,
+                   'alpha_database_augmentation', exclude_self=True)
+
+
+def _expand(x, pool, k, alpha, chunk_size, device, fn, exclude_self):
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
+        raise ValueError(f'{fn}: k must be a non-negative integer, got {k!r}.')
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.number)) \
+            or not alpha >= 0 or not np.isfinite(alpha):
+        raise ValueError(f'{fn}: alpha must be a finite number >= 0, got {alpha!r}.')
+    as_tensor = isinstance(x, torch.Tensor)
+    out_device = x.device if as_tensor else torch.device('cpu')
+    x_t = F.normalize(_as_float(x, fn, 'the first argument' if exclude_self else 'query'),
+                      dim=1)
+    pool_t = x_t if exclude_self else F.normalize(_as_float(pool, fn, 'database'), dim=1)
+    out = x_t.clone()
+    if k > 0 and len(pool_t) > int(exclude_self):
+        sims, idx = knn(x_t, pool_t, k, exclude_self=exclude_self, chunk_size=chunk_size,
+                        device=device, normalize=False)
+        sims, idx = sims.to(out_device), idx.to(out_device)
+        weights = torch.where(sims > 0, sims.clamp(min=0).pow(float(alpha)),
+                              torch.zeros_like(sims))
+        # Neighbour vectors gathered a chunk at a time: chunk x k x D.
+        for start in range(0, len(x_t), chunk_size):
+            stop = min(start + chunk_size, len(x_t))
+            neighbours = pool_t[idx[start:stop]]
+            out[start:stop] += (weights[start:stop, :, None] * neighbours).sum(dim=1)
+    out = F.normalize(out, dim=1)
+    return out if as_tensor else out.numpy()
+
+
+def _as_float(x: ArrayLike, fn: str, name: str) -> torch.Tensor:
+    if isinstance(x, torch.Tensor):
+        t = x.detach().float()
+    elif isinstance(x, np.ndarray):
+        t = torch.from_numpy(np.array(x, dtype=np.float32))
+    else:
+        raise TypeError(f'{fn}: {name} must be a numpy array or a torch tensor, '
+                        f'got {type(x).__name__}.')
+    if t.dim() != 2:
+        raise ValueError(f'{fn}: {name} must be 2-D (items x dimension), got shape '
+                         f'{tuple(t.shape)}.')
+    if not bool(torch.isfinite(t).all()):
+        raise ValueError(f'{fn}: {name} contains NaN or infinite values.')
+    return t

@@ -1,0 +1,278 @@
+"""The revisited Oxford / Paris evaluation (Radenović et al., CVPR 2018).
+
+mAP with the official trapezoid AP, junk removal and the mP@k of the
+official evaluation code, quirks included (protocols.md, "Revisited Oxford /
+Paris"), plus the Easy / Medium / Hard ground truth and a chunked full
+ranking of the database.
+"""
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+
+ArrayLike = Union[np.ndarray, torch.Tensor]
+
+# Which of easy / hard / junk are positives and which are junk, per protocol.
+PROTOCOLS: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]] = {
+    'easy': (('easy', ), ('junk', 'hard')),
+    'medium': (('easy', 'hard'), ('junk', )),
+    'hard': (('hard', ), ('junk', 'easy')),
+}
+
+
+def build_revisited_gnd(gnd_raw: Sequence[dict], protocol: str) -> List[Dict[str, np.ndarray]]:
+    """Per-query ``{'ok', 'junk'}`` index arrays of one protocol.
+
+    Easy: ok = easy, junk = junk ∪ hard. Medium: ok = easy ∪ hard,
+    junk = junk. Hard: ok = hard, junk = junk ∪ easy. The unions are
+    concatenations in this order, as in the official code (easy and hard are
+    disjoint, which is checked).
+
+    Args:
+        gnd_raw: one dict per query with ``easy``, ``hard`` and ``junk``
+            (0-based database indices; a missing ``junk`` means none), as in
+            ``gnd_roxford5k.pkl['gnd']``.
+        protocol: 'easy', 'medium' or 'hard'.
+
+    Returns:
+        A list of ``{'ok': int64 array, 'junk': int64 array}``, one per query,
+        the ``gnd`` argument of :func:`revisited_map`.
+    """
+    if protocol not in PROTOCOLS:
+        raise ValueError(f'build_revisited_gnd: protocol must be one of {tuple(PROTOCOLS)}, '
+                         f'got {protocol!r}.')
+    ok_keys, junk_keys = PROTOCOLS[protocol]
+    out = []
+    for i, g in enumerate(gnd_raw):
+        if not hasattr(g, 'get'):
+            raise TypeError(f'build_revisited_gnd: gnd[{i}] must be a dict with easy / hard / '
+                            f'junk, got {type(g).__name__}.')
+        parts = {}
+        for key in ('easy', 'hard', 'junk'):
+            if g.get(key) is None and key != 'junk':
+                raise KeyError(f"build_revisited_gnd: gnd[{i}] has no {key!r}; expected "
+                               f"'easy', 'hard' and 'junk' index lists, got keys {sorted(g)}.")
+            parts[key] = _as_indices(g.get(key, ()), f"gnd[{i}]['{key}']")
+        both = np.intersect1d(parts['easy'], parts['hard'])
+        if len(both):
+            raise ValueError(f"build_revisited_gnd: gnd[{i}] lists database image(s) "
+                             f"{both[:5].tolist()} as both 'easy' and 'hard'; expected "
+                             'disjoint lists.')
+        out.append(dict(ok=np.concatenate([parts[k] for k in ok_keys]),
+                        junk=np.concatenate([parts[k] for k in junk_keys])))
+    return out
+
+
+def revisited_map(ranks: ArrayLike,
+                  gnd: Sequence[dict],
+                  kappas: Sequence[int] = (1, 5, 10)
+                  ) -> Tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    """mAP and mP@k of the revisited Oxford / Paris evaluation, as fractions.
+
+    For query i, from its column of ``ranks`` (protocols.md):
+
+    1. p = 0-based positions of its positives (``ok``) in the ranking, in
+       increasing order; the junk items' positions likewise;
+    2. junk is removed: each p drops by the number of junk items ranked
+       before it;
+    3. AP = Σ_j (p0_j + p1_j) / (2n) over the found positives j = 0, 1, ...
+       with p0_j = 1 if p_j = 0 else j / p_j, p1_j = (j + 1) / (p_j + 1), and
+       n = len(ok) (trapezoid rule: positives at 0 and 2 give 0.7917);
+    4. P@k: with 1-based positions q = p + 1 and kq = min(max(q), k),
+       P@k = #{q <= kq} / kq (the official quirk: a query whose positives
+       all rank within the top k gets 1);
+    5. a query with empty ``ok`` gets NaN for AP and every P@k and is left
+       out of the means.
+
+    ``ranks`` may be truncated (the top rows of a ranking); positives below
+    the cut still count in n. A query none of whose positives is found gets
+    AP = P@k = 0 (the official code fails there).
+
+    Args:
+        ranks: n_db x n_q integer array or tensor; column i = database indices
+            in order of decreasing similarity to query i.
+        gnd: n_q dicts with ``ok`` and optionally ``junk`` (database indices),
+            e.g. from :func:`build_revisited_gnd`.
+        kappas: the k of mP@k.
+
+    Returns:
+        (mAP, aps, mpr, prs): mAP (float; NaN if every ``ok`` is empty), aps
+        (n_q float64, NaN for empty ``ok``), mpr (len(kappas), mean P@k over
+        the queries with positives) and prs (n_q x len(kappas)).
+    """
+    ranks = _as_ranks(ranks)
+    n_q = ranks.shape[1]
+    if len(gnd) != n_q:
+        raise ValueError(f'revisited_map: ranks has {n_q} columns (queries) but gnd has '
+                         f'{len(gnd)} entries; expected one ground-truth dict per query.')
+    kappas = _as_kappas(kappas)
+    aps = np.empty(n_q)
+    prs = np.empty((n_q, len(kappas)))
+    # Membership tables over the ranked indices: O(n_db) per query, however
+    # long the positive and junk lists.
+    size = int(ranks.max()) + 1 if ranks.size else 0
+    in_ok = np.zeros(size, dtype=bool)
+    in_junk = np.zeros(size, dtype=bool)
+    for i, g in enumerate(gnd):
+        if not hasattr(g, 'get') or g.get('ok') is None:
+            raise KeyError(f"revisited_map: gnd[{i}] must be a dict with an 'ok' index list "
+                           "(and optionally 'junk').")
+        ok = _as_indices(g['ok'], f"gnd[{i}]['ok']")
+        junk = _as_indices(g.get('junk', ()), f"gnd[{i}]['junk']")
+        if len(np.unique(ok)) != len(ok):
+            raise ValueError(f"revisited_map: gnd[{i}]['ok'] repeats a database index; "
+                             'expected each positive once.')
+        if len(ok) == 0:
+            aps[i] = np.nan
+            prs[i] = np.nan
+            continue
+        ok_in, junk_in = ok[ok < size], junk[junk < size]
+        in_ok[ok_in] = True
+        in_junk[junk_in] = True
+        column = ranks[:, i]
+        pos = np.flatnonzero(in_ok[column])
+        junk_pos = np.flatnonzero(in_junk[column])
+        in_ok[ok_in] = False
+        in_junk[junk_in] = False
+        # Junk strictly before each positive (an item both ok and junk is not
+        # counted against itself, as in the official code).
+        pos = pos - np.searchsorted(junk_pos, pos, side='left')
+        aps[i], prs[i] = _ap_and_precisions(pos, len(ok), kappas)
+    mean_ap, mpr = revisited_means(aps, prs)
+    return mean_ap, aps, mpr, prs
+
+
+def revisited_means(aps: np.ndarray, prs: np.ndarray) -> Tuple[float, np.ndarray]:
+    """(mAP, mpr): means of per-query APs and P@k over the queries whose AP is not NaN.
+
+    Lets results computed for chunks of queries be combined exactly as
+    :func:`revisited_map` combines them.
+    """
+    valid = ~np.isnan(aps)
+    if not valid.any():
+        return float('nan'), np.full(prs.shape[1], np.nan)
+    return float(aps[valid].mean()), prs[valid].mean(axis=0)
+
+
+def rank_database(query_emb: ArrayLike,
+                  db_emb: ArrayLike,
+                  chunk_size: int = 64,
+                  device: Optional[Union[str, torch.device]] = None) -> ArrayLike:
+    """The full ranking of the database for every query, by decreasing inner product.
+
+    Equal similarities keep the lower database index first (a stable sort).
+    Queries are ranked ``chunk_size`` at a time, so the temporaries are
+    O(chunk_size x n_db); the result itself is n_db x n_q. Inner products are
+    taken as given (float64 input stays float64, anything else is float32).
+
+    Args:
+        query_emb: n_q x D array or tensor.
+        db_emb: n_db x D array or tensor.
+        chunk_size: queries ranked at once.
+        device: where to compute (default: the query tensor's device, CPU for
+            numpy input).
+
+    Returns:
+        ranks: n_db x n_q int64, column i = database indices for query i
+            (the official convention); a numpy array for numpy input, a
+            tensor on the query's device for tensor input.
+    """
+    as_tensor = isinstance(query_emb, torch.Tensor)
+    out_device = query_emb.device if as_tensor else torch.device('cpu')
+    query = _as_float_matrix(query_emb, 'query_emb')
+    db = _as_float_matrix(db_emb, 'db_emb')
+    if query.shape[1] != db.shape[1]:
+        raise ValueError(f'rank_database: query_emb has dimension {query.shape[1]} but db_emb '
+                         f'has {db.shape[1]}; expected the same embedding size.')
+    if db.shape[0] == 0:
+        raise ValueError('rank_database: the database is empty; expected at least one item.')
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) \
+            or chunk_size < 1:
+        raise ValueError(f'rank_database: chunk_size must be a positive integer, '
+                         f'got {chunk_size!r}.')
+    dtype = torch.float64 if torch.float64 in (query.dtype, db.dtype) else torch.float32
+    device = torch.device(device) if device is not None else out_device
+    db = db.to(device=device, dtype=dtype)
+    n_q = query.shape[0]
+    ranks = torch.empty(db.shape[0], n_q, dtype=torch.long, device=out_device)
+    for start in range(0, n_q, chunk_size):
+        stop = min(start + chunk_size, n_q)
+        sims = query[start:stop].to(device=device, dtype=dtype) @ db.T
+        order = torch.sort(sims, dim=1, descending=True, stable=True).indices
+        ranks[:, start:stop] = order.T.to(out_device)
+    return ranks if as_tensor else ranks.numpy()
+
+
+def _ap_and_precisions(pos: np.ndarray, n: int,
+                       kappas: Tuple[int, ...]) -> Tuple[float, np.ndarray]:
+    """Trapezoid AP and official P@k of one query from its junk-free 0-based positions."""
+    if len(pos) == 0:
+        return 0.0, np.zeros(len(kappas))
+    j = np.arange(len(pos), dtype=np.float64)
+    r = pos.astype(np.float64)
+    p0 = np.divide(j, r, out=np.ones_like(j), where=r > 0)
+    p1 = (j + 1) / (r + 1)
+    ap = float(np.sum((p0 + p1) / 2) / n)
+    one_based = pos + 1
+    top = one_based.max()
+    precisions = np.empty(len(kappas))
+    for c, k in enumerate(kappas):
+        kq = min(top, k)
+        precisions[c] = np.count_nonzero(one_based <= kq) / kq
+    return ap, precisions
+
+
+def _as_ranks(ranks: ArrayLike) -> np.ndarray:
+    if isinstance(ranks, torch.Tensor):
+        ranks = ranks.detach().cpu().numpy()
+    ranks = np.asarray(ranks)
+    if ranks.ndim != 2:
+        raise ValueError(f'revisited_map: ranks must be 2-D (n_db x n_q, one column per '
+                         f'query), got shape {ranks.shape}.')
+    if ranks.size and not np.issubdtype(ranks.dtype, np.integer):
+        raise TypeError(f'revisited_map: ranks must hold integer database indices, got dtype '
+                        f'{ranks.dtype}.')
+    if ranks.size and ranks.min() < 0:
+        raise ValueError('revisited_map: ranks holds negative database indices.')
+    return ranks
+
+
+def _as_kappas(kappas) -> Tuple[int, ...]:
+    kappas = (kappas, ) if isinstance(kappas, (int, np.integer)) else tuple(kappas)
+    for k in kappas:
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f'revisited_map: kappas must hold positive integers, got {k!r} '
+                             f'in kappas={kappas}.')
+    return tuple(int(k) for k in kappas)
+
+
+def _as_indices(values, name: str) -> np.ndarray:
+    """A 1-D int64 array of non-negative indices (an empty list is fine)."""
+    if isinstance(values, torch.Tensor):
+        values = values.detach().cpu().numpy()
+    arr = np.asarray(values)
+    if arr.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f'{name} must be a 1-D list of integer database indices, got '
+                         f'shape {arr.shape} and dtype {arr.dtype}.')
+    if arr.min() < 0:
+        raise ValueError(f'{name} holds a negative database index ({arr.min()}).')
+    return arr.astype(np.int64)
+
+
+def _as_float_matrix(x: ArrayLike, name: str) -> torch.Tensor:
+    if isinstance(x, torch.Tensor):
+        t = x.detach()
+    elif isinstance(x, np.ndarray):
+        t = torch.from_numpy(np.ascontiguousarray(x))
+    else:
+        raise TypeError(f'rank_database: {name} must be a numpy array or a torch tensor, '
+                        f'got {type(x).__name__}.')
+    if t.dim() != 2:
+        raise ValueError(f'rank_database: {name} must be 2-D (items x dimension), got shape '
+                         f'{tuple(t.shape)}.')
+    t = t if t.dtype == torch.float64 else t.float()
+    if not bool(torch.isfinite(t).all()):
+        raise ValueError(f'rank_database: {name} contains NaN or infinite values.')
+    return t

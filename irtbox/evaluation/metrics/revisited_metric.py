@@ -1,0 +1,232 @@
+"""mAP and mP@k of the revisited Oxford / Paris benchmarks, as an MMEngine metric."""
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+import numpy as np
+import torch
+from mmengine.dist import broadcast_object_list, is_main_process
+from mmengine.evaluator import BaseMetric
+
+from irtbox.registry import METRICS
+from ..functional.reranking import alpha_database_augmentation, alpha_query_expansion
+from ..functional.revisited import (PROTOCOLS, build_revisited_gnd, rank_database,
+                                    revisited_map, revisited_means)
+from .gather import gather_by_sample_idx, merge_by_sample_idx, pack_results
+
+_SHORT = {'easy': 'E', 'medium': 'M', 'hard': 'H'}
+_RERANK_KEYS = ('k', 'alpha')
+# A repeated sample index must repeat these (else two samples share an index).
+_CONSISTENT = {'is_query': 'is_query flags'}
+_FIELD_SOURCE = {
+    'embedding': "set by the retriever in mode='predict'",
+    'sample_idx': 'set by the dataset (MMEngine BaseDataset adds it to every sample)',
+    'is_query': 'set by the revisited Oxford / Paris dataset (True for the cropped queries)',
+}
+
+
+@METRICS.register_module()
+class RevisitedMetric(BaseMetric):
+    """mAP and mP@k under the Easy / Medium / Hard protocols of ROxford5k / RParis6k.
+
+    Radenović, Iscen, Tolias, Avrithis, Chum, "Revisiting Oxford and Paris:
+    Large-Scale Image Retrieval Benchmarking", CVPR 2018 (protocols.md).
+
+    Each data sample carries ``embedding`` (D), meta ``sample_idx`` and
+    ``is_query``. Embeddings are gathered from all ranks and ordered by
+    ``sample_idx`` (repeats, i.e. distributed padding, dropped). The queries
+    are the samples with ``is_query=True`` in ``sample_idx`` order, which
+    must be the order of ``qimlist``; the database is the other samples in
+    ``sample_idx`` order: ``imlist`` first, then any R1M distractors (which
+    the ground truth never names, so they are always negatives).
+
+    The ground truth is ``dataset_meta['gnd']`` (MMEngine copies the test
+    dataset's ``metainfo`` into ``dataset_meta``): one dict per query with
+    ``easy``, ``hard``, ``junk`` (indices into the database). Per protocol
+    (:func:`~irtbox.evaluation.functional.build_revisited_gnd`) the full
+    ranking by inner product
+    (:func:`~irtbox.evaluation.functional.rank_database`, ties to the lower
+    index) is scored by the official evaluation
+    (:func:`~irtbox.evaluation.functional.revisited_map`: trapezoid AP, junk
+    removed, mP@k with kq = min(max position, k), queries without positives
+    left out).
+
+    Optional post-processing, before the ranking: αDBA on the database, then
+    αQE of the queries against the (augmented) database
+    (:mod:`irtbox.evaluation.functional.reranking`).
+
+    Outputs, ×100 as in the papers' tables: ``<name>/mAP_E``,
+    ``<name>/mAP_M``, ``<name>/mAP_H`` and ``<name>/mP@k_E`` ... for each k
+    of ``kappas``, where ``<name>`` is ``prefix`` if given, else
+    ``dataset_meta['dataset_name']`` (e.g. ``roxford5k``), else nothing.
+
+    After :meth:`evaluate`, ``self.last_outputs`` holds on rank 0 (``None``
+    elsewhere) the gathered data ordered by sample index: ``embeddings``
+    (n x D float32, before any post-processing), ``sample_idx`` (n int64),
+    ``is_query`` (n bool), and ``ap_E`` / ``ap_M`` / ``ap_H`` (n_q
+    per-query APs ×100, NaN where a query has no positives).
+
+    Args:
+        protocols: some of 'easy', 'medium', 'hard'.
+        kappas: the k of mP@k.
+        query_expansion: ``None`` or ``dict(k=..., alpha=...)`` for αQE.
+        database_augmentation: ``None`` or ``dict(k=..., alpha=...)`` for αDBA.
+        chunk_size: queries ranked at once (memory O(chunk_size x n_db)),
+            also the chunk of the αQE / αDBA searches.
+        device: where similarities are computed (default CPU).
+        prefix: replaces the dataset name in the metric names.
+        collect_device: 'cpu' or 'gpu', how results are gathered across ranks.
+        collect_dir: shared folder for gathering on 'cpu' (default: a
+            temporary one).
+    """
+
+    default_prefix: Optional[str] = None
+
+    def __init__(self,
+                 protocols: Sequence[str] = ('easy', 'medium', 'hard'),
+                 kappas: Sequence[int] = (1, 5, 10),
+                 query_expansion: Optional[dict] = None,
+                 database_augmentation: Optional[dict] = None,
+                 chunk_size: int = 64,
+                 device: Optional[Union[str, torch.device]] = None,
+                 prefix: Optional[str] = None,
+                 collect_device: str = 'cpu',
+                 collect_dir: Optional[str] = None) -> None:
+        super().__init__(collect_device=collect_device, prefix=prefix, collect_dir=collect_dir)
+        protocols = (protocols, ) if isinstance(protocols, str) else tuple(protocols)
+        if not protocols or any(p not in PROTOCOLS for p in protocols):
+            raise ValueError(f'RevisitedMetric: protocols must be some of {tuple(PROTOCOLS)}, '
+                             f'got {protocols}.')
+        kappas = (kappas, ) if isinstance(kappas, int) else tuple(kappas)
+        for k in kappas:
+            if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+                raise ValueError(f'RevisitedMetric: kappas must hold positive integers, got '
+                                 f'{k!r} in kappas={kappas}.')
+        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+            raise ValueError(f'RevisitedMetric: chunk_size must be a positive integer, got '
+                             f'{chunk_size!r}.')
+        self.protocols = protocols
+        self.kappas = kappas
+        self.query_expansion = _rerank_cfg(query_expansion, 'query_expansion')
+        self.database_augmentation = _rerank_cfg(database_augmentation, 'database_augmentation')
+        self.chunk_size = chunk_size
+        self.device = device
+        self.last_outputs: Optional[Dict[str, np.ndarray]] = None
+
+    def process(self, data_batch: Any, data_samples: Sequence) -> None:
+        """Store each sample's embedding, index and query flag (CPU numpy).
+
+        ``data_samples``: the model's predict output, as :class:`DataSample`
+        objects or the dicts that MMEngine's Evaluator makes of them.
+        """
+        for sample in data_samples:
+            embedding = _field(sample, 'embedding')
+            embedding = (embedding.detach().float().cpu().numpy() if isinstance(
+                embedding, torch.Tensor) else np.asarray(embedding, dtype=np.float32))
+            self.results.append(
+                dict(embedding=embedding.reshape(-1),
+                     sample_idx=int(_field(sample, 'sample_idx')),
+                     is_query=bool(_field(sample, 'is_query'))))
+
+    def compute_metrics(self, results: List[dict]) -> Dict[str, float]:
+        """Metrics of per-sample results as stored by :meth:`process` (one process)."""
+        return self._compute(
+            merge_by_sample_idx([pack_results(results)], None, 'RevisitedMetric', _CONSISTENT))
+
+    def evaluate(self, size: int) -> Dict[str, float]:
+        """Gather every rank's results by sample index, compute on rank 0, broadcast."""
+        data = gather_by_sample_idx(self.results, size, 'RevisitedMetric', self.collect_device,
+                                    self.collect_dir, _CONSISTENT)
+        self.results.clear()
+        if is_main_process():
+            out = [self._compute(data)]
+        else:
+            self.last_outputs = None
+            out = [None]
+        broadcast_object_list(out)
+        return out[0]
+
+    def _compute(self, data: Dict[str, np.ndarray]) -> Dict[str, float]:
+        gnd_raw = self._ground_truth()
+        emb, is_query = data['embedding'], data['is_query']
+        query, database = emb[is_query], emb[~is_query]
+        n_q, n_db = len(query), len(database)
+        if n_q != len(gnd_raw):
+            raise ValueError(f"RevisitedMetric: {n_q} samples have is_query=True but "
+                             f"dataset_meta['gnd'] describes {len(gnd_raw)} queries; expected "
+                             'one query sample per ground-truth entry.')
+        if n_db == 0:
+            raise ValueError('RevisitedMetric: every sample has is_query=True, so the '
+                             'database is empty.')
+        gnds = {p: build_revisited_gnd(gnd_raw, p) for p in self.protocols}
+        _check_range(gnd_raw, n_db)
+
+        if self.database_augmentation is not None:
+            database = alpha_database_augmentation(database, **self.database_augmentation,
+                                                   chunk_size=self.chunk_size,
+                                                   device=self.device)
+        if self.query_expansion is not None:
+            query = alpha_query_expansion(query, database, **self.query_expansion,
+                                          chunk_size=self.chunk_size, device=self.device)
+
+        aps = {p: np.empty(n_q) for p in self.protocols}
+        prs = {p: np.empty((n_q, len(self.kappas))) for p in self.protocols}
+        # One chunk of queries at a time: the ranks never exceed chunk x n_db.
+        for start in range(0, n_q, self.chunk_size):
+            stop = min(start + self.chunk_size, n_q)
+            ranks = rank_database(query[start:stop], database, chunk_size=self.chunk_size,
+                                  device=self.device)
+            for p in self.protocols:
+                _, aps[p][start:stop], _, prs[p][start:stop] = revisited_map(
+                    ranks, gnds[p][start:stop], self.kappas)
+
+        name = self.prefix or (self.dataset_meta or {}).get('dataset_name')
+        head = f'{name}/' if name else ''
+        metrics = {}
+        outputs = dict(embeddings=data['embedding'], sample_idx=data['sample_idx'],
+                       is_query=is_query)
+        for p in self.protocols:
+            s = _SHORT[p]
+            mean_ap, mpr = revisited_means(aps[p], prs[p])
+            metrics[f'{head}mAP_{s}'] = 100 * mean_ap
+            for k, value in zip(self.kappas, mpr):
+                metrics[f'{head}mP@{k}_{s}'] = 100 * float(value)
+            outputs[f'ap_{s}'] = 100 * aps[p]
+        self.last_outputs = outputs
+        return metrics
+
+    def _ground_truth(self) -> list:
+        meta = self.dataset_meta
+        if meta is None or meta.get('gnd') is None:
+            raise KeyError("RevisitedMetric: dataset_meta has no 'gnd'; the test dataset's "
+                           "metainfo must hold the ground truth (gnd_*.pkl['gnd']: one dict "
+                           "per query with 'easy', 'hard', 'junk'), which MMEngine copies "
+                           f"into the metric's dataset_meta. Got keys "
+                           f'{sorted(meta) if meta else None}.')
+        return list(meta['gnd'])
+
+
+def _rerank_cfg(cfg: Optional[dict], name: str) -> Optional[dict]:
+    if cfg is None:
+        return None
+    if not isinstance(cfg, dict) or set(cfg) - set(_RERANK_KEYS):
+        raise ValueError(f'RevisitedMetric: {name} must be None or a dict with keys among '
+                         f'{_RERANK_KEYS}, got {cfg!r}.')
+    return dict(cfg)
+
+
+def _check_range(gnd_raw: list, n_db: int) -> None:
+    for i, g in enumerate(gnd_raw):
+        for key in ('easy', 'hard', 'junk'):
+            idx = np.asarray(g.get(key, ()))
+            if idx.size and idx.max() >= n_db:
+                raise ValueError(f"RevisitedMetric: dataset_meta['gnd'][{i}]['{key}'] holds "
+                                 f'database index {idx.max()}, but only {n_db} database '
+                                 'samples (is_query=False) were evaluated.')
+
+
+def _field(sample, key: str):
+    value = sample.get(key)
+    if value is None:
+        keys = getattr(sample, 'all_keys', sample.keys)
+        raise KeyError(f'RevisitedMetric.process: a data sample has no {key!r} '
+                       f'({_FIELD_SOURCE[key]}); it has {sorted(keys())}.')
+    return value
