@@ -18,6 +18,7 @@ _RERANK_KEYS = ('k', 'alpha')
 _CONSISTENT = {'is_query': 'is_query flags'}
 _FIELD_SOURCE = {
     'embedding': "set by the retriever in mode='predict'",
+    'embedding_raw': "set by the retriever in mode='predict' when it has a whitening",
     'sample_idx': 'set by the dataset (MMEngine BaseDataset adds it to every sample)',
     'is_query': 'set by the revisited Oxford / Paris dataset (True for the cropped queries)',
 }
@@ -73,6 +74,10 @@ class RevisitedMetric(BaseMetric):
             also the chunk of the αQE / αDBA searches.
         device: where similarities are computed (default CPU).
         prefix: replaces the dataset name in the metric names.
+        embedding_key: the data-sample field evaluated; ``'embedding_raw'`` is
+            the descriptor before the model's whitening (results without it).
+        tag: inserted in the names, ``<name>/<tag>/mAP_M`` (e.g. 'no_whitening'),
+            so two metrics on one dataset do not clash.
         collect_device: 'cpu' or 'gpu', how results are gathered across ranks.
         collect_dir: shared folder for gathering on 'cpu' (default: a
             temporary one).
@@ -88,9 +93,12 @@ class RevisitedMetric(BaseMetric):
                  chunk_size: int = 64,
                  device: Optional[Union[str, torch.device]] = None,
                  prefix: Optional[str] = None,
+                 embedding_key: str = 'embedding',
+                 tag: Optional[str] = None,
                  collect_device: str = 'cpu',
                  collect_dir: Optional[str] = None) -> None:
         super().__init__(collect_device=collect_device, prefix=prefix, collect_dir=collect_dir)
+        self.embedding_key, self.tag = embedding_key, tag
         protocols = (protocols, ) if isinstance(protocols, str) else tuple(protocols)
         if not protocols or any(p not in PROTOCOLS for p in protocols):
             raise ValueError(f'RevisitedMetric: protocols must be some of {tuple(PROTOCOLS)}, '
@@ -118,7 +126,7 @@ class RevisitedMetric(BaseMetric):
         objects or the dicts that MMEngine's Evaluator makes of them.
         """
         for sample in data_samples:
-            embedding = _field(sample, 'embedding')
+            embedding = _field(sample, self.embedding_key)
             embedding = (embedding.detach().float().cpu().numpy() if isinstance(
                 embedding, torch.Tensor) else np.asarray(embedding, dtype=np.float32))
             self.results.append(
@@ -179,7 +187,7 @@ class RevisitedMetric(BaseMetric):
                     ranks, gnds[p][start:stop], self.kappas)
 
         name = self.prefix or (self.dataset_meta or {}).get('dataset_name')
-        head = f'{name}/' if name else ''
+        head = ''.join(f'{part}/' for part in (name, self.tag) if part)
         metrics = {}
         outputs = dict(embeddings=data['embedding'], sample_idx=data['sample_idx'],
                        is_query=is_query)
@@ -228,5 +236,6 @@ def _field(sample, key: str):
     if value is None:
         keys = getattr(sample, 'all_keys', sample.keys)
         raise KeyError(f'RevisitedMetric.process: a data sample has no {key!r} '
-                       f'({_FIELD_SOURCE[key]}); it has {sorted(keys())}.')
+                       f'({_FIELD_SOURCE.get(key, "set by the model")}); it has '
+                       f'{sorted(keys())}.')
     return value
