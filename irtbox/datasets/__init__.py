@@ -1,13 +1,16 @@
 """Datasets (one file each), samplers and transforms of irtbox."""
 from . import samplers, transforms  # noqa: F401  (register them)
 from .base_dataset import BaseRetrievalDataset
+from .collate import tuple_collate
 from .csv_dataset import CSVDataset
 from .cub import CUBDataset
 from .folder import FolderDataset
 from .inshop import InShopDataset
+from .revisited import RevisitedDataset
+from .sfm120k import SfM120kDataset, SfMWhitenDataset
 from .sop import SOPDataset
 
 __all__ = [
     'BaseRetrievalDataset', 'CSVDataset', 'CUBDataset', 'FolderDataset', 'InShopDataset',
-    'SOPDataset'
+    'RevisitedDataset', 'SfM120kDataset', 'SfMWhitenDataset', 'SOPDataset', 'tuple_collate'
 ]

@@ -1,0 +1,275 @@
+"""SfM-120k (Radenovic et al., "Fine-tuning CNN Image Retrieval with No Human
+Annotation", TPAMI 2018): training tuples mined from 3D reconstructions, and
+its whitening set."""
+import os.path as osp
+from typing import List, Optional, Sequence
+
+import numpy as np
+from mmengine.dataset import BaseDataset
+
+from irtbox.registry import DATASETS
+from irtbox.structures import DataSample
+from .base_dataset import BaseRetrievalDataset
+from .pickle_utils import as_int_array, as_string_list, load_pickle, require_keys
+
+
+def cid_to_path(cid: str) -> str:
+    """The released location of image ``cid`` under ``ims/``:
+    ``<cid[-2:]>/<cid[-4:-2]>/<cid[-6:-4]>/<cid>`` (no extension)."""
+    return osp.join(cid[-2:], cid[-4:-2], cid[-6:-4], cid)
+
+
+def _read_pairs(data: dict, where: str, num_images: int):
+    qidxs = as_int_array(data['qidxs'], f"{where}['qidxs']", upper=num_images)
+    pidxs = as_int_array(data['pidxs'], f"{where}['pidxs']", upper=num_images)
+    if len(qidxs) != len(pidxs):
+        raise ValueError(f"{where}: 'qidxs' and 'pidxs' must be aligned (one positive per "
+                         f'query), got {len(qidxs)} and {len(pidxs)} entries')
+    return qidxs, pidxs
+
+
+@DATASETS.register_module()
+class SfM120kDataset(BaseRetrievalDataset):
+    """SfM-120k: 117,369 images of 713 3D models (551 train, 162 val clusters).
+
+    Layout (the official release)::
+
+        data_root/
+            retrieval-SfM-120k.pkl   # {'train': {...}, 'val': {...}}
+            ims/<cid[-2:]>/<cid[-4:-2]>/<cid[-6:-4]>/<cid>
+
+    Each split of the pickle has ``cids`` (image names), ``cluster`` (3D model
+    id per image) and the aligned query/positive lists ``qidxs``, ``pidxs``
+    (indices into ``cids``).
+
+    Two modes:
+
+    - plain (``tuples=False``): every image of the split, in ``cids`` order,
+      with ``gt_label`` = its cluster id mapped in increasing order to
+      ``0 .. C-1`` (``metainfo['classes']`` keeps the original ids). Used as a
+      class-labelled training set and to read images by index.
+    - tuples (``tuples=True``): ``len(self)`` = the number of tuples of an
+      epoch, ``min(qsize, number of pairs)``; item ``i`` is the list of the
+      ``2 + nnum`` packed images of tuple ``i`` — query, positive, ``nnum``
+      negatives — each ``{'inputs', 'data_samples'}`` as the pipeline's
+      ``PackRetrievalInputs`` made it, the data sample also carrying meta
+      fields ``tuple_target`` (-1 query, 1 positive, 0 negative, as Radenovic
+      et al.) and ``tuple_idx`` = ``i``; ``gt_label`` is the cluster label and
+      ``sample_idx`` the image index. The tuples are set every epoch by
+      ``TupleMiningHook`` through :meth:`set_tuples`; batch them with
+      ``collate_fn=dict(type='tuple_collate')`` (a batch of B tuples becomes
+      B x (2 + nnum) images in tuple order) and ``persistent_workers=False``
+      (workers must see the new tuples).
+
+    Args:
+        split (str): ``'train'`` or ``'val'``.
+        data_root (str): Folder of the pickle and of ``ims/``.
+        ann_file (str): ``''`` means ``retrieval-SfM-120k.pkl``.
+        data_prefix (dict | None): ``dict(img_path=...)``, default ``ims``.
+        pipeline (Sequence[dict | Callable]): Transforms of one image; in tuple
+            mode it must end with ``PackRetrievalInputs``.
+        tuples (bool): Tuple mode (above).
+        qsize (int): Tuples per epoch (at most the number of pairs).
+        nnum (int): Negatives per tuple.
+        **kwargs: See :class:`BaseRetrievalDataset` (``indices`` is refused:
+            ``qidxs`` / ``pidxs`` index the full split).
+    """
+
+    SPLITS = ('train', 'val')
+    DEFAULT_IMG_PREFIX = 'ims'
+
+    def __init__(self,
+                 split: str = 'train',
+                 data_root: str = '',
+                 ann_file: str = '',
+                 data_prefix: Optional[dict] = None,
+                 pipeline: Sequence = (),
+                 tuples: bool = False,
+                 qsize: int = 2000,
+                 nnum: int = 5,
+                 **kwargs):
+        if kwargs.get('indices') is not None:
+            raise ValueError('SfM120kDataset: indices is not supported (qidxs and pidxs '
+                             'index the full split)')
+        for key, value in (('qsize', qsize), ('nnum', nnum)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f'SfM120kDataset: {key} must be a positive int, got {value!r}')
+        self.tuples = bool(tuples)
+        self.qsize = qsize
+        self.nnum = nnum
+        self._qidxs = self._pidxs = None
+        self._tuples: Optional[np.ndarray] = None  # (num_tuples, 2 + nnum) image indices
+        super().__init__(split=split, data_root=data_root, ann_file=ann_file,
+                         data_prefix=data_prefix, pipeline=pipeline, **kwargs)
+
+    def default_ann_file(self, split):
+        return 'retrieval-SfM-120k.pkl'
+
+    def parse_samples(self) -> List[dict]:
+        path = self.ann_file
+        data = load_pickle(path, type(self).__name__)
+        require_keys(data, (self.split, ), path)
+        where = f"{path}: ['{self.split}']"
+        data = data[self.split]
+        require_keys(data, ('cids', 'cluster', 'qidxs', 'pidxs'), where)
+        cids = as_string_list(data['cids'], f"{where}['cids']")
+        clusters = as_int_array(data['cluster'], f"{where}['cluster']")
+        if len(clusters) != len(cids):
+            raise ValueError(f"{where}: 'cluster' must give one id per image of 'cids' "
+                             f'({len(cids)}), got {len(clusters)}')
+        self._qidxs, self._pidxs = _read_pairs(data, where, len(cids))
+        if self.tuples and not len(self._qidxs):
+            raise ValueError(f"{where}: tuple mode needs query/positive pairs; 'qidxs' is empty")
+        return [dict(img_path=self._join_img(cid_to_path(cid)), gt_label=int(c))
+                for cid, c in zip(cids, clusters)]
+
+    def _cache_labels(self):
+        # As the base class, over the images: in tuple mode len() counts tuples.
+        infos = [self.get_data_info(i) for i in range(self.num_images)]
+        self._gt_labels = np.array([d['gt_label'] for d in infos], dtype=np.int64)
+        self._query_mask = None
+
+    # ---------------------------------------------------------------- access
+    @property
+    def num_images(self) -> int:
+        """Number of images of the split (``len(self)`` in plain mode)."""
+        self.full_init()
+        return BaseDataset.__len__(self)
+
+    @property
+    def qidxs(self) -> np.ndarray:
+        """Image index of the query of each pair of the split, (P,) int64."""
+        self.full_init()
+        return self._qidxs.copy()
+
+    @property
+    def pidxs(self) -> np.ndarray:
+        """Image index of the positive of each pair (aligned with ``qidxs``)."""
+        self.full_init()
+        return self._pidxs.copy()
+
+    @property
+    def clusters(self) -> np.ndarray:
+        """The cluster label (``gt_label``) of every image, (num_images,) int64."""
+        return self.get_gt_labels()
+
+    @property
+    def tuple_size(self) -> int:
+        """Images per tuple: query, positive and ``nnum`` negatives."""
+        return 2 + self.nnum
+
+    def __len__(self) -> int:
+        if not self.tuples:
+            return super().__len__()
+        self.full_init()
+        return min(self.qsize, len(self._qidxs))
+
+    # ----------------------------------------------------------------- tuples
+    def set_tuples(self, qidxs, pidxs, nidxs) -> None:
+        """Set the tuples of the coming epoch (tuple mode).
+
+        Args:
+            qidxs: (T,) image index of each tuple's query, ``T = len(self)``.
+            pidxs: (T,) image index of each tuple's positive.
+            nidxs: (T, nnum) image indices of each tuple's negatives; none may
+                share the query's cluster.
+        """
+        name = type(self).__name__
+        if not self.tuples:
+            raise RuntimeError(f'{name}.set_tuples: the dataset is not in tuple mode '
+                               '(tuples=True)')
+        num, n = len(self), self.num_images
+        q = as_int_array(np.asarray(qidxs).reshape(-1), f'{name}.set_tuples: qidxs', upper=n)
+        p = as_int_array(np.asarray(pidxs).reshape(-1), f'{name}.set_tuples: pidxs', upper=n)
+        neg = np.asarray(nidxs)
+        if q.shape != (num, ) or p.shape != (num, ) or neg.shape != (num, self.nnum):
+            raise ValueError(f'{name}.set_tuples: expected qidxs ({num},), pidxs ({num},) and '
+                             f'nidxs ({num}, {self.nnum}) (len(self) tuples, nnum negatives), '
+                             f'got {np.shape(qidxs)}, {np.shape(pidxs)}, {np.shape(nidxs)}')
+        neg = as_int_array(neg.reshape(-1), f'{name}.set_tuples: nidxs', upper=n).reshape(
+            num, self.nnum)
+        clusters = self._gt_labels
+        clash = clusters[neg] == clusters[q][:, None]
+        if clash.any():
+            t, k = np.argwhere(clash)[0]
+            raise ValueError(f'{name}.set_tuples: negative {k} of tuple {t} (image '
+                             f'{neg[t, k]}) is in the query\'s cluster')
+        self._tuples = np.concatenate([q[:, None], p[:, None], neg], axis=1)
+
+    def __getitem__(self, idx: int):
+        if not self.tuples:
+            return super().__getitem__(idx)
+        name = type(self).__name__
+        self.full_init()
+        if self._tuples is None:
+            raise RuntimeError(f'{name}: no tuples yet; add dict(type=\'TupleMiningHook\') to '
+                               'custom_hooks (it mines them every epoch) or call set_tuples()')
+        if not -len(self) <= idx < len(self):
+            raise IndexError(f'{name}: tuple {idx} out of range ({len(self)} tuples)')
+        idx = idx % len(self)
+        items = []
+        for pos, img_idx in enumerate(self._tuples[idx]):
+            packed = self.prepare_data(int(img_idx))
+            if not isinstance(packed, dict) or not isinstance(packed.get('data_samples'),
+                                                              DataSample):
+                raise TypeError(f'{name}: in tuple mode the pipeline must end with '
+                                f'PackRetrievalInputs; image {int(img_idx)} gave {packed!r}')
+            packed['data_samples'].set_metainfo(
+                dict(tuple_target=-1 if pos == 0 else int(pos == 1), tuple_idx=int(idx)))
+            items.append(packed)
+        return items
+
+
+@DATASETS.register_module()
+class SfMWhitenDataset(BaseDataset):
+    """The whitening set of SfM-120k, for learning "Lw" (Radenovic et al.).
+
+    Layout: ``data_root/retrieval-SfM-120k-whiten.pkl`` with ``cids`` (image
+    names, files under ``ims/`` as in :class:`SfM120kDataset`) and the aligned
+    matching pairs ``qidxs``, ``pidxs`` (indices into ``cids``).
+
+    Samples: every image in ``cids`` order (``sample_idx`` = index in
+    ``cids``), no label. ``metainfo``: ``qidxs`` and ``pidxs`` (int lists),
+    read by the whitening fitting.
+
+    Args:
+        data_root (str): Folder of the pickle and of ``ims/``.
+        ann_file (str): ``''`` means ``retrieval-SfM-120k-whiten.pkl``.
+        data_prefix (dict | None): ``dict(img_path=...)``, default ``ims``.
+        pipeline (Sequence[dict | Callable]): Transforms of a sample.
+        test_mode (bool): True by default (descriptors are extracted, not trained on).
+        **kwargs: Passed to ``mmengine.dataset.BaseDataset`` (``indices`` refused).
+    """
+
+    def __init__(self,
+                 data_root: str = '',
+                 ann_file: str = '',
+                 data_prefix: Optional[dict] = None,
+                 pipeline: Sequence = (),
+                 test_mode: bool = True,
+                 **kwargs):
+        if kwargs.get('indices') is not None:
+            raise ValueError('SfMWhitenDataset: indices is not supported (qidxs and pidxs '
+                             'index the full list)')
+        if data_prefix is None:
+            data_prefix = dict(img_path='ims')
+        elif not isinstance(data_prefix, dict) or 'img_path' not in data_prefix:
+            raise ValueError('SfMWhitenDataset: data_prefix must be a dict with the key '
+                             f"'img_path' (the image folder), got {data_prefix!r}")
+        super().__init__(ann_file=ann_file or 'retrieval-SfM-120k-whiten.pkl',
+                         data_root=data_root, data_prefix=data_prefix, pipeline=list(pipeline),
+                         test_mode=test_mode, **kwargs)
+
+    def load_data_list(self) -> List[dict]:
+        path = self.ann_file
+        data = load_pickle(path, type(self).__name__)
+        require_keys(data, ('cids', 'qidxs', 'pidxs'), path)
+        cids = as_string_list(data['cids'], f"{path}: 'cids'")
+        if not cids:
+            raise ValueError(f"{path}: 'cids' is empty")
+        qidxs, pidxs = _read_pairs(data, path, len(cids))
+        if not len(qidxs):
+            raise ValueError(f"{path}: no matching pairs ('qidxs' is empty)")
+        self._metainfo.update(qidxs=qidxs.tolist(), pidxs=pidxs.tolist())
+        prefix = self.data_prefix['img_path']
+        return [dict(img_path=osp.join(prefix, cid_to_path(cid))) for cid in cids]
