@@ -229,7 +229,8 @@ class TupleMiningHook(Hook):
             collate_fn=pseudo_collate)
         model = runner.model.module if is_model_wrapper(runner.model) else runner.model
         was_training = model.training
-        # Mining ranks with single-scale descriptors, as the reference implementation.
+        # Mining ranks with single-scale descriptors before any whitening (which is learned
+        # after training), as the reference implementation.
         scales = getattr(model, 'test_scales', None)
         if scales is not None:
             model.test_scales = (1.0, )
@@ -239,7 +240,8 @@ class TupleMiningHook(Hook):
         try:
             for batch in loader:
                 data = model.data_preprocessor(batch, False)
-                feats.append(model(**data, mode='tensor'))
+                extract = getattr(model, 'extract_raw_feat', None)
+                feats.append(extract(data['inputs']) if extract else model(**data, mode='tensor'))
                 if progress:
                     progress.update()
         finally:

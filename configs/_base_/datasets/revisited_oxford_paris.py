@@ -1,0 +1,24 @@
+# Revisited Oxford5k and Paris6k (Radenović et al. 2018), evaluated in one run: queries cropped to
+# their boxes before resizing, square inputs of `img_size` (IRT: the training size, 224 or 384);
+# mAP and mP@1/5/10 for the Easy / Medium / Hard protocols, e.g. roxford5k/mAP_M.
+# +R1M: add distractors_list / distractors_root to a dataset (see RevisitedDataset).
+img_size = 224
+revisited_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='CropBBox'),
+    dict(type='Resize', scale=(img_size, img_size), keep_ratio=False),
+    dict(type='PackRetrievalInputs'),
+]
+test_dataloader = [
+    dict(batch_size=32, num_workers=8, sampler=dict(type='DefaultSampler', shuffle=False),
+         dataset=dict(type='RevisitedDataset', data_root='data/roxford5k', dataset_name='roxford5k',
+                      pipeline=revisited_pipeline)),
+    dict(batch_size=32, num_workers=8, sampler=dict(type='DefaultSampler', shuffle=False),
+         dataset=dict(type='RevisitedDataset', data_root='data/rparis6k', dataset_name='rparis6k',
+                      pipeline=revisited_pipeline)),
+]
+test_evaluator = [dict(type='RevisitedMetric'), dict(type='RevisitedMetric')]
+test_cfg = dict(type='MultiDatasetTestLoop')
+val_dataloader = test_dataloader
+val_evaluator = test_evaluator
+val_cfg = dict(type='MultiDatasetValLoop')
