@@ -1,12 +1,12 @@
 # Revisited Oxford5k and Paris6k (Radenović et al. 2018), evaluated in one run: queries cropped to
-# their boxes before resizing, square inputs of `img_size` (IRT: the training size, 224 or 384);
+# their boxes before resizing, square inputs of `test_img_size` (IRT: the training size, 224 or 384);
 # mAP and mP@1/5/10 for the Easy / Medium / Hard protocols, e.g. roxford5k/mAP_M.
 # +R1M: add distractors_list / distractors_root to a dataset (see RevisitedDataset).
-img_size = 224
+test_img_size = 224
 revisited_pipeline = [
     dict(type='LoadImageFromFile'),
     dict(type='CropBBox'),
-    dict(type='Resize', scale=(img_size, img_size), keep_ratio=False),
+    dict(type='Resize', scale=(test_img_size, test_img_size), keep_ratio=False),
     dict(type='PackRetrievalInputs'),
 ]
 test_dataloader = [
@@ -19,6 +19,5 @@ test_dataloader = [
 ]
 test_evaluator = [dict(type='RevisitedMetric'), dict(type='RevisitedMetric')]
 test_cfg = dict(type='MultiDatasetTestLoop')
-val_dataloader = test_dataloader
-val_evaluator = test_evaluator
-val_cfg = dict(type='MultiDatasetValLoop')
+# No validation during training: these are the test sets (monitoring on them would be selection
+# on test data). Add val_* = test_* and val_cfg=dict(type='MultiDatasetValLoop') to watch anyway.
