@@ -46,6 +46,9 @@ class ImageRetriever(BaseModel):
             ``(mean_s f(x_s)^p)^(1/p)`` with ``p = multi_scale_power``, ``f`` the
             single-scale descriptor and ``x_s`` the normalised input resized
             bilinearly (align_corners False) by ``s`` (protocols.md, multi-scale).
+            ``multi_scale_power='gem'`` takes p from the model's ``GeMPool``
+            (cnnimageretrieval: the learned exponent, for GeM networks without
+            whitening).
     """
 
     def __init__(self,
@@ -57,7 +60,7 @@ class ImageRetriever(BaseModel):
                  momentum: Optional[float] = None,
                  whitening: Optional[dict] = None,
                  test_scales: Sequence[float] = (1.0,),
-                 multi_scale_power: float = 1.0,
+                 multi_scale_power: Union[float, str] = 1.0,
                  init_cfg=None):
         if data_preprocessor is None:
             data_preprocessor = dict(type='ImgDataPreprocessor')
@@ -68,6 +71,12 @@ class ImageRetriever(BaseModel):
         self.whitening = MODELS.build(whitening) if whitening is not None else None
         self.normalize = normalize
         self.test_scales = tuple(test_scales)
+        if multi_scale_power == 'gem' and not any(
+                type(m).__name__ == 'GeMPool' for m in self.neck.modules()):
+            raise ValueError("ImageRetriever: multi_scale_power='gem' needs a GeMPool neck")
+        if not isinstance(multi_scale_power, (int, float)) and multi_scale_power != 'gem':
+            raise ValueError("ImageRetriever: multi_scale_power must be a number or 'gem', got "
+                             f'{multi_scale_power!r}')
         self.multi_scale_power = multi_scale_power
         if momentum is not None and not 0.0 <= momentum < 1.0:
             raise ValueError(f'ImageRetriever: momentum must be in [0, 1), got {momentum}')
@@ -97,6 +106,8 @@ class ImageRetriever(BaseModel):
         if self.training or self.test_scales == (1.0,):
             return self._embed(inputs, self.backbone, self.neck)
         p = self.multi_scale_power
+        if p == 'gem':
+            p = next(float(m.p) for m in self.neck.modules() if type(m).__name__ == 'GeMPool')
         acc = 0
         for scale in self.test_scales:
             x = inputs if scale == 1.0 else F.interpolate(

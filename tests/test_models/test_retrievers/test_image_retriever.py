@@ -82,3 +82,16 @@ def test_multi_scale_power_needs_non_negative_descriptors():
                            test_scales=(1.0, 0.5), multi_scale_power=3.0).eval()
     with pytest.raises(ValueError, match='non-negative'):
         model(torch.randn(2, 3, 32, 32), mode='tensor')
+
+
+def test_multi_scale_power_from_gem():
+    torch.manual_seed(1)
+    kwargs = dict(backbone=dict(BACKBONE, dynamic_img_size=True), neck=[dict(type='GeMPool', p=2.5)],
+                  test_scales=(1.0, 0.5))
+    learned = ImageRetriever(multi_scale_power='gem', **kwargs).eval()
+    fixed = ImageRetriever(multi_scale_power=2.5, **kwargs).eval()
+    fixed.load_state_dict(learned.state_dict())
+    x = torch.randn(2, 3, 32, 32)
+    torch.testing.assert_close(learned(x, mode='tensor'), fixed(x, mode='tensor'))
+    with pytest.raises(ValueError, match='needs a GeMPool'):
+        ImageRetriever(backbone=BACKBONE, neck=[dict(type='ClsTokenPool')], multi_scale_power='gem')
