@@ -52,3 +52,15 @@ def test_table6_lambdas(name, lam):
         assert 'koleo' not in cfg.model.head.losses
     else:
         assert weights['koleo'] == lam
+
+
+def test_metafile_lists_every_landmark_config():
+    import yaml
+    with open(osp.join(ROOT, 'model-index.yml')) as f:
+        assert 'configs/irt/landmarks/metafile.yml' in yaml.safe_load(f)['Import']
+    with open(osp.join(ROOT, 'configs', 'irt', 'landmarks', 'metafile.yml')) as f:
+        meta = yaml.safe_load(f)
+    listed = {m['Config'] for m in meta['Models']}
+    assert listed == {osp.relpath(p, ROOT).replace(osp.sep, '/') for p in LANDMARKS}
+    for m in meta['Models']:
+        assert osp.isfile(osp.join(ROOT, m['Config'])) and m['Weights'] is None
