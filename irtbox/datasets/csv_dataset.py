@@ -1,11 +1,13 @@
 """A user's own data listed in one CSV file."""
 import csv
-from typing import List, Optional
+import os.path as osp
+from typing import Dict, List, Optional, Tuple
 
 from irtbox.registry import DATASETS
 from .base_dataset import BaseRetrievalDataset, malformed
 
 _REQUIRED = ('path', 'label')
+_JUNK_COLUMNS = ('query_path', 'gallery_path')
 _TRUE, _FALSE = ('1', 'true', 'yes'), ('0', 'false', 'no')
 
 
@@ -31,17 +33,43 @@ class CSVDataset(BaseRetrievalDataset):
       one and the split is a query/gallery split; when all are blank (e.g.
       training rows) no ``is_query`` is set (leave-one-out evaluation).
 
+    Optional junk list (``junk_file``): gallery images to ignore for a query
+    (e.g. other views of the query's object that are too hard or ambiguous to
+    count either way), a CSV with the header ``query_path,gallery_path``::
+
+        query_path,gallery_path
+        images/b.jpg,images/c.jpg
+
+    Paths are written as in the ``path`` column of ``ann_file``. A line whose
+    two paths are in ``ann_file`` but not both in the selected split is
+    skipped (one junk file can serve several splits); a path that is not in
+    ``ann_file`` at all, a ``query_path`` that is a gallery row or a
+    ``gallery_path`` that is a query row is an error naming the junk file
+    and line. The list ends up in ``metainfo['junk']`` as
+    ``{query sample index: [gallery sample index, ...]}`` (indices of this
+    dataset, recomputed for a subset), which
+    :class:`~irtbox.evaluation.RetrievalMetric` reads for ``map@all``.
+
     Args:
         ann_file (str): The CSV file (required), relative to ``data_root``.
         split (str | None): Value of the ``split`` column to keep.
+        junk_file (str | None): The junk CSV, relative to ``data_root``.
         **kwargs: See :class:`BaseRetrievalDataset`.
     """
 
     SPLITS = None
 
-    def __init__(self, ann_file: str = '', split: Optional[str] = None, **kwargs):
+    def __init__(self,
+                 ann_file: str = '',
+                 split: Optional[str] = None,
+                 junk_file: Optional[str] = None,
+                 **kwargs):
         if not ann_file:
             raise ValueError('CSVDataset: ann_file (the CSV file) is required')
+        self.junk_file = junk_file
+        # (query img_path, gallery img_path) of the split; sample indices are
+        # resolved when the labels are cached, so subsets stay right.
+        self._junk_pairs: List[Tuple[str, str]] = []
         super().__init__(ann_file=ann_file, split=split, **kwargs)
 
     def parse_samples(self) -> List[dict]:
@@ -57,7 +85,7 @@ class CSVDataset(BaseRetrievalDataset):
             if self.split is not None and 'split' not in columns:
                 raise ValueError(f'CSVDataset: split={self.split!r} was asked for '
                                  f'but {path} has no split column')
-            rows, splits = [], set()
+            rows, splits, all_paths = [], set(), set()
             for row in reader:
                 lineno = reader.line_num
                 if None in row or any(row.get(c) is None for c in columns):
@@ -67,12 +95,69 @@ class CSVDataset(BaseRetrievalDataset):
                 if not row['path'] or not row['label']:
                     raise malformed(path, lineno, 'a non-empty path and label', _raw(row))
                 splits.add(row.get('split'))
+                all_paths.add(osp.normpath(row['path']))
                 if self.split is None or row['split'] == self.split:
                     rows.append((lineno, row))
         if not rows:
             raise ValueError(f'CSVDataset: no rows with split {self.split!r} in '
                              f'{path} (splits found: {sorted(splits)})')
-        return self._to_samples(path, rows)
+        samples = self._to_samples(path, rows)
+        if self.junk_file:
+            self._junk_pairs = self._read_junk(path, rows, samples, all_paths)
+        return samples
+
+    def _read_junk(self, ann_path: str, rows: list, samples: List[dict],
+                   all_paths: set) -> List[Tuple[str, str]]:
+        """The junk file's (query img_path, gallery img_path) pairs within the split."""
+        path = self._require_file(self._join_root(self.junk_file), 'junk_file')
+        in_split: Dict[str, List[dict]] = {}
+        for (_, row), sample in zip(rows, samples):
+            in_split.setdefault(osp.normpath(row['path']), []).append(sample)
+        pairs = {}
+        with open(path, newline='', encoding='utf-8') as f:
+            reader = csv.DictReader(f, skipinitialspace=True)
+            columns = [c.strip() for c in reader.fieldnames or []]
+            if any(c not in columns for c in _JUNK_COLUMNS):
+                raise malformed(path, 1, 'a header with the columns query_path,gallery_path',
+                                ','.join(columns))
+            reader.fieldnames = columns
+            for row in reader:
+                lineno = reader.line_num
+                if None in row or any(row.get(c) is None for c in columns):
+                    raise malformed(path, lineno, f'{len(columns)} fields '
+                                    f'({",".join(columns)})', _raw(row))
+                pair = []
+                for column, want_query in (('query_path', True), ('gallery_path', False)):
+                    rel = osp.normpath(row[column].strip())
+                    if rel not in all_paths:
+                        raise ValueError(f'{path}, line {lineno}: {column} {row[column]!r} is '
+                                         f'not a path of ann_file {ann_path}')
+                    matches = in_split.get(rel, [])
+                    if len(matches) > 1:
+                        raise ValueError(f'{path}, line {lineno}: {column} {row[column]!r} is '
+                                         f'in {len(matches)} rows of {ann_path} (split '
+                                         f'{self.split!r}); expected one image per path')
+                    is_query = matches[0].get('is_query') if matches else None
+                    if is_query is not None and is_query != want_query:
+                        raise ValueError(
+                            f'{path}, line {lineno}: {column} {row[column]!r} is a '
+                            f'{"gallery" if want_query else "query"} image (is_query='
+                            f'{str(is_query).lower()}) in {ann_path}; expected a '
+                            f'{"query" if want_query else "gallery"} image')
+                    pair.append(matches[0]['img_path'] if matches else None)
+                if None not in pair:
+                    pairs[tuple(pair)] = None
+        return list(pairs)
+
+    def _cache_labels(self):
+        super()._cache_labels()
+        if self.junk_file:
+            index_of = {self.get_data_info(i)['img_path']: i for i in range(len(self))}
+            junk: Dict[int, List[int]] = {}
+            for query, gallery in self._junk_pairs:
+                if query in index_of and gallery in index_of:
+                    junk.setdefault(index_of[query], []).append(index_of[gallery])
+            self._metainfo['junk'] = junk
 
     def _to_samples(self, path: str, rows: list) -> List[dict]:
         labels = [row['label'] for _, row in rows]

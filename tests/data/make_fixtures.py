@@ -147,6 +147,11 @@ def make_csv(root: str) -> None:
             rows.append(f'{rel},{name},test,{flag}')
         class_index += 1
     write_text(osp.join(root, 'annotations.csv'), rows)
+    # Gallery images to ignore per query (CSVDataset's junk_file).
+    write_text(osp.join(root, 'junk.csv'), [
+        'query_path,gallery_path', 'images/quail_0.png,images/quail_2.png',
+        'images/seal_0.png,images/rook_0.png', 'images/seal_1.png,images/seal_2.png',
+        'images/kiwi_0.png,images/kiwi_1.png'])
 
 
 def main() -> None:

@@ -5,7 +5,7 @@ official evaluation code, quirks included (protocols.md, "Revisited Oxford /
 Paris"), plus the Easy / Medium / Hard ground truth and a chunked full
 ranking of the database.
 """
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -101,13 +101,48 @@ def revisited_map(ranks: ArrayLike,
         the queries with positives) and prs (n_q x len(kappas)).
     """
     ranks = _as_ranks(ranks)
+    kappas = _as_kappas(kappas)
+    aps = np.empty(ranks.shape[1])
+    prs = np.empty((ranks.shape[1], len(kappas)))
+    for i, pos, n_ok in junk_free_positions(ranks, gnd):
+        if n_ok == 0:
+            aps[i] = np.nan
+            prs[i] = np.nan
+        else:
+            aps[i], prs[i] = _ap_and_precisions(pos, n_ok, kappas)
+    mean_ap, mpr = revisited_means(aps, prs)
+    return mean_ap, aps, mpr, prs
+
+
+def junk_free_positions(ranks: np.ndarray,
+                        gnd: Sequence[dict],
+                        owner: str = 'revisited_map',
+                        junk_wins: bool = False) -> Iterator[Tuple[int, np.ndarray, int]]:
+    """Per query, the 0-based positions of its positives in the ranking with the junk removed.
+
+    For query i, p = the positions of its ``ok`` items in column i of
+    ``ranks``, increasing, each lowered by the number of ``junk`` items ranked
+    strictly before it (as if the junk were deleted from the ranking).
+
+    Args:
+        ranks: n_db x n_q integer array (checked by the caller with
+            ``_as_ranks``); column i = database indices for query i.
+        gnd: n_q dicts with ``ok`` and optionally ``junk`` (database indices).
+        owner: the calling function's name, for error messages.
+        junk_wins: how an item both ``ok`` and ``junk`` counts. False (the
+            official revisited code): it is a positive, and junk for the
+            positives after it. True: it is junk only (positives = ok minus
+            junk).
+
+    Yields:
+        ``(i, positions, n_ok)`` for each query in order: positions (int64,
+        increasing; only the positives present in ``ranks``) and n_ok, the
+        number of positives, including those below a truncated ranking.
+    """
     n_q = ranks.shape[1]
     if len(gnd) != n_q:
-        raise ValueError(f'revisited_map: ranks has {n_q} columns (queries) but gnd has '
+        raise ValueError(f'{owner}: ranks has {n_q} columns (queries) but gnd has '
                          f'{len(gnd)} entries; expected one ground-truth dict per query.')
-    kappas = _as_kappas(kappas)
-    aps = np.empty(n_q)
-    prs = np.empty((n_q, len(kappas)))
     # Membership tables over the ranked indices: O(n_db) per query, however
     # long the positive and junk lists.
     size = int(ranks.max()) + 1 if ranks.size else 0
@@ -115,16 +150,17 @@ def revisited_map(ranks: ArrayLike,
     in_junk = np.zeros(size, dtype=bool)
     for i, g in enumerate(gnd):
         if not hasattr(g, 'get') or g.get('ok') is None:
-            raise KeyError(f"revisited_map: gnd[{i}] must be a dict with an 'ok' index list "
+            raise KeyError(f"{owner}: gnd[{i}] must be a dict with an 'ok' index list "
                            "(and optionally 'junk').")
         ok = _as_indices(g['ok'], f"gnd[{i}]['ok']")
         junk = _as_indices(g.get('junk', ()), f"gnd[{i}]['junk']")
         if len(np.unique(ok)) != len(ok):
-            raise ValueError(f"revisited_map: gnd[{i}]['ok'] repeats a database index; "
+            raise ValueError(f"{owner}: gnd[{i}]['ok'] repeats a database index; "
                              'expected each positive once.')
+        if junk_wins:
+            ok = ok[~np.isin(ok, junk)]
         if len(ok) == 0:
-            aps[i] = np.nan
-            prs[i] = np.nan
+            yield i, np.zeros(0, dtype=np.int64), 0
             continue
         ok_in, junk_in = ok[ok < size], junk[junk < size]
         in_ok[ok_in] = True
@@ -136,10 +172,7 @@ def revisited_map(ranks: ArrayLike,
         in_junk[junk_in] = False
         # Junk strictly before each positive (an item both ok and junk is not
         # counted against itself, as in the official code).
-        pos = pos - np.searchsorted(junk_pos, pos, side='left')
-        aps[i], prs[i] = _ap_and_precisions(pos, len(ok), kappas)
-    mean_ap, mpr = revisited_means(aps, prs)
-    return mean_ap, aps, mpr, prs
+        yield i, pos - np.searchsorted(junk_pos, pos, side='left'), len(ok)
 
 
 def revisited_means(aps: np.ndarray, prs: np.ndarray) -> Tuple[float, np.ndarray]:
@@ -222,18 +255,18 @@ def _ap_and_precisions(pos: np.ndarray, n: int,
     return ap, precisions
 
 
-def _as_ranks(ranks: ArrayLike) -> np.ndarray:
+def _as_ranks(ranks: ArrayLike, owner: str = 'revisited_map') -> np.ndarray:
     if isinstance(ranks, torch.Tensor):
         ranks = ranks.detach().cpu().numpy()
     ranks = np.asarray(ranks)
     if ranks.ndim != 2:
-        raise ValueError(f'revisited_map: ranks must be 2-D (n_db x n_q, one column per '
+        raise ValueError(f'{owner}: ranks must be 2-D (n_db x n_q, one column per '
                          f'query), got shape {ranks.shape}.')
     if ranks.size and not np.issubdtype(ranks.dtype, np.integer):
-        raise TypeError(f'revisited_map: ranks must hold integer database indices, got dtype '
+        raise TypeError(f'{owner}: ranks must hold integer database indices, got dtype '
                         f'{ranks.dtype}.')
     if ranks.size and ranks.min() < 0:
-        raise ValueError('revisited_map: ranks holds negative database indices.')
+        raise ValueError(f'{owner}: ranks holds negative database indices.')
     return ranks
 
 

@@ -1,13 +1,14 @@
-"""Recall@K and MAP@R of a labelled test set, as an MMEngine metric."""
-from typing import Any, Dict, List, Optional, Sequence
+"""Recall@K, MAP@R and mAP of a labelled test set, as an MMEngine metric."""
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from mmengine.dist import broadcast_object_list, is_main_process
 from mmengine.evaluator import BaseMetric
 
 from irtbox.registry import METRICS
-from ..functional import retrieval_metrics
+from ..functional import average_precision, rank_database, retrieval_metrics
 from .gather import gather_by_sample_idx, merge_by_sample_idx, pack_results
 
 _SEARCH_KEYS = ('backend', 'chunk_size', 'device', 'normalize')
@@ -23,7 +24,8 @@ _FIELD_SOURCE = {
 
 @METRICS.register_module()
 class RetrievalMetric(BaseMetric):
-    """Recall@K, MAP@R, R-precision and Precision@1 from one exact k-NN search.
+    """Recall@K, MAP@R, R-precision and Precision@1 from one exact k-NN search,
+    and optionally mAP over the full ranking with junk ignored.
 
     Each data sample carries ``embedding`` (D), ``gt_label`` (a 0-d or
     1-element label), meta ``sample_idx`` and optionally ``is_query``.
@@ -43,19 +45,39 @@ class RetrievalMetric(BaseMetric):
     ``map@r`` = mean over queries of (1/R) Σ_{j≤R} rel_j·P@j, ``r_precision``
     = mean of (Σ_{j≤R} rel_j)/R and ``precision@1`` = mean of rel_1, with R the
     number of same-label gallery items (Musgrave et al., ECCV 2020, Sec. 3.2;
-    queries with R = 0 are dropped from these three). Names get ``prefix/``
-    in front when ``prefix`` is set.
+    queries with R = 0 are dropped from these three).
+
+    With ``map_at_all=True`` also ``map@all``: the mean over queries of the
+    standard non-interpolated AP over the *whole* gallery ranking
+    (:func:`~irtbox.evaluation.functional.average_precision`: the mean of
+    the precision at each positive's rank), positives = the gallery items
+    with the query's label, junk items removed from the ranking first.
+    Queries with no positive left are dropped from the mean; NaN if none is
+    left. The junk is ``dataset_meta['junk']`` if present (MMEngine copies
+    the test dataset's ``metainfo`` there; :class:`~irtbox.datasets.CSVDataset`
+    fills it from ``junk_file``): a dict ``{query sample_idx: [gallery
+    sample_idx, ...]}``. In leave-one-out mode the query itself is junk too.
+    The junk affects ``map@all`` only, not Recall@K or MAP@R. The gallery is
+    ranked for ``search['chunk_size']`` queries at a time with torch
+    (:func:`~irtbox.evaluation.functional.rank_database`, on
+    ``search['device']``, cosine similarity unless ``normalize=False``,
+    whatever the search ``backend``), so memory is O(chunk_size x gallery).
+
+    Names get ``prefix/`` in front when ``prefix`` is set.
 
     After :meth:`evaluate`, ``self.last_outputs`` holds (on rank 0; ``None``
     on other ranks) the gathered, de-duplicated data as numpy arrays ordered
     by sample index: ``embeddings`` (n x D float32), ``labels`` (n),
     ``sample_idx`` (n int64) and ``is_query`` (n bool), e.g. for
-    ``tools/test.py --out``.
+    ``tools/test.py --out``; with ``map_at_all`` also ``ap_all`` (one AP per
+    query, in sample-index order; NaN for a query without positives).
 
     Args:
         ks: the K of Recall@K.
         map_at_r: also compute MAP@R, R-precision and Precision@1 (the search
             then returns max(R) neighbours per query).
+        map_at_all: also compute ``map@all`` (the full gallery is ranked
+            for every query).
         search: keyword arguments of
             :func:`~irtbox.evaluation.functional.knn`: ``backend`` ('torch' or
             'faiss'), ``chunk_size``, ``device``, ``normalize``.
@@ -70,6 +92,7 @@ class RetrievalMetric(BaseMetric):
     def __init__(self,
                  ks: Sequence[int] = (1, 2, 4, 8),
                  map_at_r: bool = True,
+                 map_at_all: bool = False,
                  search: Optional[dict] = None,
                  prefix: Optional[str] = None,
                  collect_device: str = 'cpu',
@@ -80,9 +103,9 @@ class RetrievalMetric(BaseMetric):
             if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
                 raise ValueError(f'RetrievalMetric: ks must hold positive integers, got '
                                  f'{k!r} in ks={ks}.')
-        if not ks and not map_at_r:
+        if not ks and not map_at_r and not map_at_all:
             raise ValueError('RetrievalMetric: nothing to compute (ks is empty and '
-                             'map_at_r=False).')
+                             'map_at_r=map_at_all=False).')
         search = {'backend': 'torch', 'chunk_size': 1024, **(search or {})}
         for key in search:
             if key not in _SEARCH_KEYS:
@@ -90,6 +113,7 @@ class RetrievalMetric(BaseMetric):
                                  f'expected some of {_SEARCH_KEYS}.')
         self.ks = ks
         self.map_at_r = bool(map_at_r)
+        self.map_at_all = bool(map_at_all)
         self.search = search
         self.last_outputs: Optional[Dict[str, np.ndarray]] = None
 
@@ -146,16 +170,57 @@ class RetrievalMetric(BaseMetric):
                     sample_idx=data['sample_idx'], is_query=data['is_query'])
         self.last_outputs = data
         emb, labels, is_query = data['embeddings'], data['labels'], data['is_query']
+        metrics = {}
         if is_query.any():
             if is_query.all():
                 raise ValueError('RetrievalMetric: every sample has is_query=True, so the '
                                  'gallery is empty; mark the gallery samples is_query=False.')
             gallery = ~is_query
-            return retrieval_metrics(emb[is_query], labels[is_query], emb[gallery],
-                                     labels[gallery], ks=self.ks, map_at_r=self.map_at_r,
-                                     **self.search)
-        return retrieval_metrics(emb, labels, ks=self.ks, map_at_r=self.map_at_r,
-                                 **self.search)
+            if self.ks or self.map_at_r:
+                metrics = retrieval_metrics(emb[is_query], labels[is_query], emb[gallery],
+                                            labels[gallery], ks=self.ks,
+                                            map_at_r=self.map_at_r, **self.search)
+        elif self.ks or self.map_at_r:
+            metrics = retrieval_metrics(emb, labels, ks=self.ks, map_at_r=self.map_at_r,
+                                        **self.search)
+        if self.map_at_all:
+            aps = self._average_precisions(data)
+            data['ap_all'] = aps
+            metrics['map@all'] = float(np.nanmean(aps)) if not np.isnan(aps).all() \
+                else float('nan')
+        return metrics
+
+    def _average_precisions(self, data: Dict[str, np.ndarray]) -> np.ndarray:
+        """AP of every query over its full gallery ranking, junk removed (NaN: no positive)."""
+        emb, labels, is_query = data['embeddings'], data['labels'], data['is_query']
+        leave_one_out = not is_query.any()
+        query = np.ones_like(is_query) if leave_one_out else is_query
+        gallery = np.ones_like(is_query) if leave_one_out else ~is_query
+        emb = torch.from_numpy(np.ascontiguousarray(emb, dtype=np.float32))
+        if self.search.get('normalize', True):
+            emb = F.normalize(emb, dim=1)
+        q_emb, g_emb = emb[torch.from_numpy(query)], emb[torch.from_numpy(gallery)]
+        q_labels, g_labels = labels[query], labels[gallery]
+        junk = _junk_columns(self.dataset_meta, data['sample_idx'], query, gallery)
+        # Positives of a label = one slice of the gallery sorted by label.
+        by_label = np.argsort(g_labels, kind='stable')
+        sorted_labels = g_labels[by_label]
+        lo = np.searchsorted(sorted_labels, q_labels, side='left')
+        hi = np.searchsorted(sorted_labels, q_labels, side='right')
+        chunk = self.search['chunk_size']
+        aps = np.empty(len(q_labels))
+        for start in range(0, len(q_labels), chunk):
+            stop = min(start + chunk, len(q_labels))
+            ranks = rank_database(q_emb[start:stop], g_emb, chunk_size=chunk,
+                                  device=self.search.get('device'))
+            gnd = []
+            for i in range(start, stop):
+                ignored = junk.get(i, [])
+                if leave_one_out:  # query i is gallery item i
+                    ignored = ignored + [i]
+                gnd.append(dict(ok=by_label[lo[i]:hi[i]], junk=np.asarray(ignored, np.int64)))
+            aps[start:stop] = average_precision(ranks, gnd)
+        return aps
 
 
 def _field(sample, key: str):
@@ -165,3 +230,39 @@ def _field(sample, key: str):
         raise KeyError(f'RetrievalMetric.process: a data sample has no {key!r} '
                        f'({_FIELD_SOURCE[key]}); it has {sorted(keys())}.')
     return value
+
+
+def _junk_columns(dataset_meta: Optional[dict], sample_idx: np.ndarray, query: np.ndarray,
+                  gallery: np.ndarray) -> Dict[int, List[int]]:
+    """``dataset_meta['junk']`` ({query sample_idx: [gallery sample_idx, ...]}) as
+    {query row: [gallery column, ...]} within the evaluated queries and gallery."""
+    junk = (dataset_meta or {}).get('junk')
+    if junk is None:
+        return {}
+    if not isinstance(junk, Mapping):
+        raise TypeError("RetrievalMetric: dataset_meta['junk'] must be a dict {query "
+                        f'sample_idx: [gallery sample_idx, ...]}}, got {type(junk).__name__}.')
+    # sample_idx is sorted and unique (merge_by_sample_idx).
+    row_of = np.cumsum(query) - 1
+    col_of = np.cumsum(gallery) - 1
+
+    def position(idx, mask, what: str, key) -> int:
+        if isinstance(idx, (bool, np.bool_)) or not isinstance(idx, (int, np.integer)):
+            raise TypeError(f"RetrievalMetric: dataset_meta['junk'][{key!r}]: expected integer "
+                            f'sample indices, got {idx!r} ({type(idx).__name__}).')
+        pos = int(np.searchsorted(sample_idx, idx))
+        if pos == len(sample_idx) or sample_idx[pos] != idx or not mask[pos]:
+            raise ValueError(f"RetrievalMetric: dataset_meta['junk'] names sample_idx {idx} "
+                             f'as a {what}, but it is not a {what} among the evaluated samples '
+                             '(queries: is_query=True; gallery: the others; in leave-one-out '
+                             'mode, any sample).')
+        return pos
+
+    out = {}
+    for key, items in junk.items():
+        row = row_of[position(key, query, 'query', key)]
+        if isinstance(items, (str, bytes)) or not hasattr(items, '__iter__'):
+            raise TypeError(f"RetrievalMetric: dataset_meta['junk'][{key!r}] must be a list of "
+                            f'gallery sample indices, got {items!r}.')
+        out[int(row)] = [int(col_of[position(g, gallery, 'gallery item', key)]) for g in items]
+    return out
