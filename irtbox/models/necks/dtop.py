@@ -1,0 +1,262 @@
+"""DToP neck: multi-layer global + local token pooling (Song et al., WACV 2023).
+
+"Boosting vision transformers for image retrieval" (DToP). Only the supplementary
+is available and no code was released, so the wiring below is a reconstruction
+(``../shared/spec/dtop.md``); every reconstructed choice is a keyword option.
+Defaults, at D = 768 and k = 6 layers, on a B x 768 x h x w patch grid per layer:
+
+    u = mean_l CLS_l                                 B x D        (Eqs. 5, 7)
+    Y = mean_l grid_l                                B x D x h x w (Eqs. 6, 8)
+    U = ELM(Y)                                       B x D x h x w (Eq. 11)
+    Y' = per token [y_i - proj_{u_i}(y_i); u_i]      B x 2D x h x w (Eq. 9 = A13, A20)
+    [a; b] = GeM(Y'),  y = a + b                     B x D         (Eq. 10)
+    z = [y - proj_u(y); u]                           B x 2D = 1536 (Eq. 12)
+
+about 0.29M parameters (the paper's 0.3M). The retriever L2-normalises z.
+"""
+from typing import Optional, Sequence
+
+import torch
+import torch.nn as nn
+
+from irtbox.registry import MODELS
+from .elm import EnhancedLocalityModule
+from .fusions import FUSION_MODES, FeatureFusion, orthogonal_fusion
+from .poolers import AvgPool, GeMPool
+
+AGGREGATIONS = ('mean', 'sum', 'softmax')
+GLOBAL_TOKENS = ('cls', 'dist', 'patch')
+
+
+def aggregate_layers(x: torch.Tensor, mode: str = 'mean',
+                     logits: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Combines k layers stacked on dim 0: k x B x ... -> B x ... (DToP Eqs. 5-8, reconstructed).
+
+    ``'mean'`` and ``'sum'`` are parameter-free; ``'softmax'`` weights layer l by
+    softmax(logits)_l (``logits``: k values).
+    """
+    if mode == 'mean':
+        return x.mean(0)
+    if mode == 'sum':
+        return x.sum(0)
+    if mode == 'softmax':
+        weights = logits.softmax(0).view(-1, *([1] * (x.dim() - 1)))
+        return (weights * x).sum(0)
+    raise ValueError(f'aggregate_layers: mode={mode!r}; expected one of {AGGREGATIONS}.')
+
+
+def global_token(prefix: torch.Tensor, grid: torch.Tensor, token: str = 'cls') -> torch.Tensor:
+    """One layer's global token, B x D: CLS (prefix index 0), DIST (index 1, DeiT-distilled /
+    PiT) or the mean of the patch tokens (DToP Table A5's three feature types)."""
+    if token == 'cls':
+        return prefix[:, 0]
+    if token == 'dist':
+        if prefix.shape[1] < 2:
+            raise ValueError("DToPNeck: global_token='dist' needs a model with a distillation "
+                             'token (e.g. deit_base_distilled_patch16_384); this one has '
+                             f'{prefix.shape[1]} prefix token(s).')
+        return prefix[:, 1]
+    if token == 'patch':
+        return grid.mean(dim=(-2, -1))
+    raise ValueError(f'global_token: token={token!r}; expected one of {GLOBAL_TOKENS}.')
+
+
+@MODELS.register_module()
+class LayerAggregation(nn.Module):
+    """Aggregation of k layers' features: k x B x ... -> B x ... (DToP Eqs. 5-8, reconstructed).
+
+    Args:
+        mode: ``'mean'`` (default), ``'sum'`` or ``'softmax'`` (k learned logits,
+            initialised at 0, i.e. the mean).
+        num_layers: k; required for ``'softmax'``.
+    """
+
+    def __init__(self, mode: str = 'mean', num_layers: Optional[int] = None):
+        super().__init__()
+        if mode not in AGGREGATIONS:
+            raise ValueError(f'LayerAggregation: mode={mode!r}; expected one of {AGGREGATIONS}.')
+        self.mode = mode
+        if mode == 'softmax':
+            if not num_layers or num_layers < 1:
+                raise ValueError("LayerAggregation: mode='softmax' learns one weight per layer; "
+                                 'give num_layers (the number of backbone out_indices).')
+            self.logits = nn.Parameter(torch.zeros(num_layers))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.mode == 'softmax' and x.shape[0] != self.logits.numel():
+            raise ValueError(f'LayerAggregation: built for num_layers={self.logits.numel()} '
+                             f'but got {x.shape[0]} layers.')
+        return aggregate_layers(x, self.mode, getattr(self, 'logits', None))
+
+    def extra_repr(self) -> str:
+        return f'mode={self.mode!r}'
+
+
+@MODELS.register_module()
+class DToPNeck(nn.Module):
+    """DToP's neck: k layers of (prefix, grid) -> one global descriptor B x N.
+
+    Input: the backbone tuple, one ``(prefix B x P x D, grid B x D x h x w)`` pair
+    per collected layer (``TimmBackbone(out_indices=(-k, ..., -1), norm=True)``
+    passes every layer through the final LayerNorm; ``norm=False`` only the
+    last); any k >= 1 and any grid size. Output: B x N, not normalised.
+
+    Pipeline (see the module docstring): global tokens u_l and maps Y_l per layer;
+    order ``'R2'`` aggregates the layers first (u, Y), then ELM -> fusion h(Y, U)
+    (Eq. A13) -> pooling -> fold to D -> global-local fusion with u; order
+    ``'R1'`` runs the same per layer and aggregates the k outputs. The sizes flow
+    as follows: the local fusion gives D or 2D channels (``'concat'``,
+    ``'orthogonal'``); after pooling, a 2D vector [a; b] is folded to D
+    (``local_fold``: ``'sum'`` a + b, parameter-free, or ``'linear'``, a learned
+    2D -> D layer of ~1.2M parameters); the global-local fusion gives 2D; a final
+    linear layer maps to ``out_dim`` when asked. Defaults give 2D = 1536 with
+    ~0.29M parameters at D = 768.
+
+    Args:
+        in_channels: D, the token width (768 for ViT-B and R50+ViT-B).
+        aggregation: layer aggregation, ``'mean'``, ``'sum'`` or ``'softmax'``.
+        num_layers: k; required for ``'softmax'``, else only checked when given.
+        order: ``'R2'`` (aggregate, then ELM/fuse/pool) or ``'R1'`` (per layer, then
+            aggregate the per-layer descriptors).
+        global_token: ``'cls'``, ``'dist'`` or ``'patch'`` (mean of patch tokens).
+        branches: ``'both'``; ``'global'`` (u only) or ``'local'`` (y only), the
+            single-branch setting of Table A5.
+        elm_channels, expand_ratio, aspp_rates, irb, aspp, waveblock, wave_ratio,
+            wave_factor: the ELM (``EnhancedLocalityModule``; Table A10).
+        fusion: h(Y, U), one of ``FeatureFusion``'s modes (Table A13); ``'y'``
+            means no ELM (none is built).
+        pool: ``'gem'`` (learnable p, ``gem_p`` = 3) or ``'avg'``.
+        gem_p, gem_learnable: GeM exponent and whether it is learned.
+        local_fold: ``'sum'`` or ``'linear'`` (see above).
+        global_fusion: ``'orthogonal'`` z = [y - proj_u(y); u] (DOLG-style) or
+            ``'concat'`` z = [y; u].
+        out_dim: N; ``None`` keeps the natural width (2D for ``'both'``, D otherwise).
+        project: force (True) or forbid (False) the output linear layer; ``None``
+            adds it when ``out_dim`` differs from the natural width. Table A5
+            uses an FC layer to N = 768 = D: ``project=True``.
+        eps: denominator guard of the orthogonal projections.
+    """
+
+    def __init__(self,
+                 in_channels: int = 768,
+                 aggregation: str = 'mean',
+                 num_layers: Optional[int] = None,
+                 order: str = 'R2',
+                 global_token: str = 'cls',
+                 branches: str = 'both',
+                 elm_channels: int = 64,
+                 expand_ratio: int = 6,
+                 aspp_rates: Sequence[int] = (1, 2, 3),
+                 irb: bool = True,
+                 aspp: bool = True,
+                 waveblock: bool = True,
+                 wave_ratio: float = 0.3,
+                 wave_factor: float = 1.5,
+                 fusion: str = 'orthogonal',
+                 pool: str = 'gem',
+                 gem_p: float = 3.0,
+                 gem_learnable: bool = True,
+                 local_fold: str = 'sum',
+                 global_fusion: str = 'orthogonal',
+                 out_dim: Optional[int] = None,
+                 project: Optional[bool] = None,
+                 eps: float = 1e-6):
+        super().__init__()
+        for name, value, allowed in (
+                ('aggregation', aggregation, AGGREGATIONS), ('order', order, ('R1', 'R2')),
+                ('global_token', global_token, GLOBAL_TOKENS), ('fusion', fusion, FUSION_MODES),
+                ('branches', branches, ('both', 'global', 'local')), ('pool', pool, ('gem', 'avg')),
+                ('local_fold', local_fold, ('sum', 'linear')),
+                ('global_fusion', global_fusion, ('orthogonal', 'concat'))):
+            if value not in allowed:
+                raise ValueError(f'DToPNeck: {name}={value!r}; expected one of {allowed}.')
+        self.in_channels = in_channels
+        self.num_layers = num_layers
+        self.order = order
+        self.global_token = global_token
+        self.branches = branches
+        self.eps = eps
+        # Only the aggregations in use are built: unused parameters would stall DDP.
+        if order == 'R2':
+            if branches != 'local':
+                self.global_agg = LayerAggregation(aggregation, num_layers)
+            if branches != 'global':
+                self.local_agg = LayerAggregation(aggregation, num_layers)
+        else:
+            self.layer_agg = LayerAggregation(aggregation, num_layers)
+
+        if branches != 'global':
+            self.fusion = FeatureFusion(fusion, dim=1, eps=eps if fusion == 'orthogonal' else None)
+            self.elm = None if fusion == 'y' else EnhancedLocalityModule(
+                in_channels, elm_channels, expand_ratio, aspp_rates, irb, aspp, waveblock,
+                wave_ratio, wave_factor)
+            self.pool = GeMPool(p=gem_p, learnable=gem_learnable) if pool == 'gem' else AvgPool()
+            fused = self.fusion.out_channels(in_channels)
+            self.fold = nn.Linear(fused, in_channels) if (
+                fused != in_channels and local_fold == 'linear') else None
+        self.global_fusion = global_fusion
+
+        natural = 2 * in_channels if branches == 'both' else in_channels
+        if project is None:
+            project = out_dim is not None and out_dim != natural
+        if project and out_dim is None:
+            raise ValueError('DToPNeck: project=True needs out_dim.')
+        if not project and out_dim is not None and out_dim != natural:
+            raise ValueError(f'DToPNeck: out_dim={out_dim} differs from the natural width '
+                             f'{natural} but project=False.')
+        self.proj = nn.Linear(natural, out_dim) if project else None
+        self.out_dim = out_dim if project else natural
+
+    def _layers(self, inputs):
+        """Checks the backbone tuple; returns u_l (k x B x D; None for the local branch only)
+        and Y_l (k x B x D x h x w)."""
+        if not isinstance(inputs, (tuple, list)) or not inputs:
+            raise ValueError('DToPNeck: expected the backbone tuple of (prefix, grid) pairs, '
+                             f'got {type(inputs).__name__}.')
+        if self.num_layers is not None and len(inputs) != self.num_layers:
+            raise ValueError(f'DToPNeck: num_layers={self.num_layers} but the backbone returned '
+                             f'{len(inputs)} layers; match it to the backbone out_indices.')
+        tokens, grids = [], []
+        for i, entry in enumerate(inputs):
+            if not (isinstance(entry, (tuple, list)) and len(entry) == 2):
+                raise ValueError('DToPNeck needs a vision transformer backbone: each layer a '
+                                 f'(prefix B x P x D, grid B x D x h x w) pair; layer {i} is not.')
+            prefix, grid = entry
+            if grid.dim() != 4 or grid.shape[1] != self.in_channels:
+                raise ValueError(f'DToPNeck: layer {i} grid has shape {tuple(grid.shape)}; '
+                                 f'expected B x {self.in_channels} (in_channels) x h x w.')
+            if grids and grid.shape != grids[0].shape:
+                raise ValueError(f'DToPNeck: layer {i} grid {tuple(grid.shape)} differs from '
+                                 f'layer 0 {tuple(grids[0].shape)}.')
+            if self.branches != 'local':
+                tokens.append(global_token(prefix, grid, self.global_token))
+            grids.append(grid)
+        return (torch.stack(tokens) if tokens else None), torch.stack(grids)
+
+    def _describe(self, u: Optional[torch.Tensor], y_map: Optional[torch.Tensor]) -> torch.Tensor:
+        """Global vector u (B x D) and map Y (B x D x h x w) -> the descriptor before
+        projection (B x 2D, or B x D for a single branch)."""
+        if self.branches == 'global':
+            return u
+        fused = self.fusion(y_map, None if self.elm is None else self.elm(y_map))
+        y = self.pool(fused)
+        if y.shape[1] != self.in_channels:
+            y = self.fold(y) if self.fold is not None else \
+                y[:, :self.in_channels] + y[:, self.in_channels:]
+        if self.branches == 'local':
+            return y
+        if self.global_fusion == 'concat':
+            return torch.cat([y, u], dim=1)
+        return orthogonal_fusion(y, u, dim=1, eps=self.eps)
+
+    def forward(self, inputs) -> torch.Tensor:
+        us, maps = self._layers(inputs)
+        if self.order == 'R2':
+            u = None if us is None else self.global_agg(us)
+            y_map = None if self.branches == 'global' else self.local_agg(maps)
+            z = self._describe(u, y_map)
+        else:
+            k, b = maps.shape[:2]
+            z = self._describe(None if us is None else us.flatten(0, 1), maps.flatten(0, 1))
+            z = self.layer_agg(z.view(k, b, -1))
+        return z if self.proj is None else self.proj(z)
