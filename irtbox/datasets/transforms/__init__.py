@@ -8,6 +8,7 @@ its parent for them.
 import mmcv.transforms  # noqa: F401  (registers mmcv's transforms)
 
 from .formatting import PackRetrievalInputs
+from .group_resize import GroupResize
 from .processing import CropBBox, RandomCrop
 
-__all__ = ['CropBBox', 'PackRetrievalInputs', 'RandomCrop']
+__all__ = ['CropBBox', 'GroupResize', 'PackRetrievalInputs', 'RandomCrop']

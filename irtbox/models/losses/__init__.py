@@ -4,6 +4,7 @@ The modules check their inputs and compute in float32 with autocast off
 (see :func:`.utils.loss_forward`); losses with a cross-batch memory derive
 from :class:`.xbm.MemoryLoss`.
 """
+from .arcface import ArcFaceLoss, arcface_loss, arcface_target_logit, cosine_to_classes
 from .contrastive import ContrastiveLoss, contrastive_loss
 from .koleo import KoLeoLoss, koleo_loss
 from .normalized_softmax import NormalizedSoftmaxLoss, normalized_softmax_loss
@@ -12,6 +13,7 @@ from .tuple_contrastive import TupleContrastiveLoss, tuple_contrastive_loss
 from .xbm import CrossBatchMemory, MemoryLoss
 
 __all__ = [
+    'ArcFaceLoss', 'arcface_loss', 'arcface_target_logit', 'cosine_to_classes',
     'ContrastiveLoss', 'contrastive_loss', 'KoLeoLoss', 'koleo_loss', 'NormalizedSoftmaxLoss',
     'normalized_softmax_loss', 'ScalableNCALoss', 'scalable_nca_loss', 'CrossBatchMemory',
     'MemoryLoss', 'TupleContrastiveLoss', 'tuple_contrastive_loss'

@@ -1,0 +1,89 @@
+"""Google Landmarks Dataset v1, the noisy training set of the Kaggle 2018
+landmark recognition challenge (Noh et al., "Large-Scale Image Retrieval with
+Attentive Deep Local Features", ICCV 2017)."""
+import csv
+import os.path as osp
+from typing import List
+
+from mmengine.logging import print_log
+
+from irtbox.registry import DATASETS
+from .base_dataset import BaseRetrievalDataset, malformed, parse_int
+
+_HEADER = ['id', 'url', 'landmark_id']
+
+
+def drop_missing_images(samples: List[dict], owner: str) -> List[dict]:
+    """The samples whose ``img_path`` exists; logs how many were dropped.
+    (URL lists are never fully downloadable: dead links.)"""
+    kept = [s for s in samples if osp.isfile(s['img_path'])]
+    if len(kept) < len(samples):
+        print_log(f'{owner}: skipped {len(samples) - len(kept)} of {len(samples)} listed '
+                  'images whose file is missing (skip_missing=True)', logger='current')
+    return kept
+
+
+@DATASETS.register_module()
+class GLDv1NoisyDataset(BaseRetrievalDataset):
+    """GLDv1-noisy: 1,225,029 images of 14,951 landmarks, the ``train.csv``
+    of the Kaggle "Google Landmark Recognition Challenge" 2018 (a training
+    set of DToP, Table A6). The images are given as URLs; the challenge's
+    download script saves each as ``<id>.jpg`` in one folder.
+
+    Layout::
+
+        data_root/
+            train.csv                # header "id,url,landmark_id" (fields may be
+                                     # quoted), then "<16-hex id>,<url>,<int>"
+            train/<id>.jpg
+
+    One sample per row, in file order, ``gt_label`` = ``landmark_id`` mapped
+    in increasing order to ``0 .. C-1``. Source of the format: the dataset
+    card of the Kaggle challenge and the GLDv2 repository
+    (https://github.com/cvdfoundation/google-landmark), whose ``train.csv``
+    keeps the v1 columns ``id,url,landmark_id``.
+
+    Args:
+        split (str): ``'train'`` (the only split).
+        ann_file (str): ``''`` means ``train.csv``.
+        data_prefix (dict | None): ``dict(img_path=...)``, default ``train``.
+        skip_missing (bool): Drop rows whose image file does not exist
+            (dead URLs) instead of failing when the image is loaded.
+        **kwargs: See :class:`BaseRetrievalDataset`.
+    """
+
+    SPLITS = ('train', )
+    DEFAULT_IMG_PREFIX = 'train'
+
+    def __init__(self, split: str = 'train', skip_missing: bool = False, **kwargs):
+        self.skip_missing = bool(skip_missing)
+        super().__init__(split=split, **kwargs)
+
+    def default_ann_file(self, split):
+        return 'train.csv'
+
+    def parse_samples(self) -> List[dict]:
+        path = self._require_file(self.ann_file, 'ann_file')
+        samples = []
+        with open(path, newline='', encoding='utf-8') as f:
+            reader = csv.reader(f)
+            for row in reader:
+                lineno = reader.line_num
+                line = ','.join(row)
+                if lineno == 1:
+                    if [c.strip() for c in row] != _HEADER:
+                        raise malformed(path, lineno, 'the header "id,url,landmark_id"', line)
+                    continue
+                if not row:
+                    continue
+                if len(row) != 3:
+                    raise malformed(path, lineno, '3 fields "id,url,landmark_id"', line)
+                image_id = row[0].strip()
+                if not image_id.isalnum():
+                    raise malformed(path, lineno, 'an alphanumeric image id', line)
+                landmark = parse_int(path, lineno, row[2].strip(), 'landmark_id', line)
+                samples.append(dict(img_path=self._join_img(f'{image_id}.jpg'),
+                                    gt_label=landmark))
+        if self.skip_missing:
+            samples = drop_missing_images(samples, type(self).__name__)
+        return samples

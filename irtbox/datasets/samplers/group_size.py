@@ -1,0 +1,267 @@
+"""Group-size sampling (Yokoo et al. 2020): batches of images of similar
+aspect ratio, each batch later resized to its group's size."""
+import itertools
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterator, Optional, Sequence, Tuple
+
+import numpy as np
+from mmengine.dist import all_gather_object, get_dist_info, sync_random_seed
+from mmengine.logging import print_log
+from mmengine.utils import ProgressBar
+from PIL import Image
+from torch.utils.data import Sampler
+
+from irtbox.registry import DATA_SAMPLERS
+
+# Yokoo et al. 2020 (used by DToP): bins of the aspect ratio h / w and one
+# (width, height) per group, widest first.
+DEFAULT_ASPECT_BINS = (0.67, 0.77, 1.33, 1.5)
+DEFAULT_GROUP_SIZES = ((512, 352), (512, 384), (448, 448), (384, 512), (352, 512))
+
+_EXIF_ORIENTATION = 0x0112
+_TRANSPOSED_ORIENTATIONS = (5, 6, 7, 8)  # rotated by 90 degrees: width and height swap
+_HEADER_CHUNK = 4096
+
+
+def check_aspect_bins(aspect_bins: Sequence[float], owner: str) -> Tuple[float, ...]:
+    """``aspect_bins`` as a tuple, or a ValueError naming ``owner`` unless it
+    is a non-empty, strictly increasing sequence of positive numbers."""
+    try:
+        bins = tuple(float(b) for b in aspect_bins)
+    except (TypeError, ValueError):
+        bins = ()
+    if not bins or bins[0] <= 0 or any(a >= b for a, b in zip(bins, bins[1:])):
+        raise ValueError(f'{owner}: aspect_bins must be strictly increasing positive '
+                         f'aspect ratios h / w, got {aspect_bins!r}')
+    return bins
+
+
+def check_group_sizes(sizes: Sequence[Sequence[int]], num_groups: int,
+                      owner: str) -> Tuple[Tuple[int, int], ...]:
+    """``sizes`` as a tuple of (width, height), or a ValueError naming
+    ``owner`` unless there is one positive (w, h) per group with h / w
+    non-decreasing from group to group (wide groups get wide sizes; this
+    catches sizes given as (h, w))."""
+    try:
+        sizes = tuple((int(w), int(h)) for w, h in sizes)
+    except (TypeError, ValueError):
+        raise ValueError(f'{owner}: sizes must be (width, height) pairs, got {sizes!r}') from None
+    if len(sizes) != num_groups or any(w <= 0 or h <= 0 for w, h in sizes):
+        raise ValueError(f'{owner}: sizes must give one positive (width, height) per group '
+                         f'({num_groups} groups for {num_groups - 1} aspect bins), got {sizes!r}')
+    ratios = [h / w for w, h in sizes]
+    if any(a > b for a, b in zip(ratios, ratios[1:])):
+        raise ValueError(f'{owner}: the sizes (width, height) must go from wide to tall like '
+                         f'the groups (h / w non-decreasing), got {sizes!r} with h / w '
+                         f'{[round(r, 3) for r in ratios]}; were they given as (height, width)?')
+    return sizes
+
+
+def aspect_group(height, width, aspect_bins: Sequence[float] = DEFAULT_ASPECT_BINS) -> np.ndarray:
+    """The group of images of size ``height`` x ``width`` (scalars or arrays).
+
+    Group g collects the aspect ratios r = h / w with
+    ``aspect_bins[g-1] <= r < aspect_bins[g]`` (``np.digitize``): group 0
+    is the widest images, group ``len(aspect_bins)`` the tallest.
+    """
+    ratio = np.asarray(height, dtype=np.float64) / np.asarray(width, dtype=np.float64)
+    return np.digitize(ratio, np.asarray(aspect_bins, dtype=np.float64))
+
+
+def read_image_size(path: str) -> Tuple[int, int]:
+    """(height, width) of the image at ``path`` as decoded, from its header.
+
+    PIL reads the header only. A JPEG EXIF orientation that rotates by 90
+    degrees swaps the two, as OpenCV (mmcv's default decoder with
+    ``color_type='color'``) applies the orientation when decoding.
+    """
+    try:
+        with Image.open(path) as img:
+            width, height = img.size
+            orientation = img.getexif().get(_EXIF_ORIENTATION, 1)
+    except (OSError, SyntaxError) as e:
+        raise OSError(f'cannot read the size of the image {path!r}: {e}') from e
+    if orientation in _TRANSPOSED_ORIENTATIONS:
+        width, height = height, width
+    return height, width
+
+
+def get_image_sizes(dataset, num_threads: int = 8, owner: str = 'get_image_sizes') -> np.ndarray:
+    """(N, 2) int array of the (height, width) of every sample of ``dataset``.
+
+    From ``width`` / ``height`` in ``dataset.get_data_info(i)`` when both are
+    there (no file access), else from the header of ``img_path``
+    (:func:`read_image_size`) with ``num_threads`` threads and a progress
+    bar. Under ``torch.distributed`` each process reads a 1 / world share of
+    the headers and the results are gathered, so every process ends up with
+    all sizes.
+    """
+    if not hasattr(dataset, 'get_data_info'):
+        raise TypeError(f'{owner}: {type(dataset).__name__} has no get_data_info(i); the '
+                        "image sizes come from its 'width'/'height' or 'img_path'")
+    sizes = np.zeros((len(dataset), 2), dtype=np.int64)
+    todo, paths = [], []
+    for i in range(len(dataset)):
+        info = dataset.get_data_info(i)
+        if info.get('width') is not None and info.get('height') is not None:
+            sizes[i] = info['height'], info['width']
+        elif info.get('img_path'):
+            todo.append(i)
+            paths.append(info['img_path'])
+        else:
+            raise KeyError(f"{owner}: sample {i} has neither 'width'/'height' nor "
+                           f"'img_path' in its data info: {sorted(info)}")
+    if todo:
+        rank, world_size = get_dist_info()
+        mine = list(range(rank, len(todo), world_size))
+        print_log(f'{owner}: reading the sizes of {len(todo)} images from their headers '
+                  "(give 'width' and 'height' in the data list to skip this)", logger='current')
+        bar = ProgressBar(len(mine)) if rank == 0 else None
+        found = []
+        with ThreadPoolExecutor(max(1, num_threads)) as pool:
+            # in chunks: Executor.map submits all its tasks at once
+            for start in range(0, len(mine), _HEADER_CHUNK):
+                chunk = mine[start:start + _HEADER_CHUNK]
+                for k, size in zip(chunk, pool.map(read_image_size, [paths[k] for k in chunk])):
+                    found.append((k, size))
+                    if bar is not None:
+                        bar.update()
+        if world_size > 1:
+            found = [item for part in all_gather_object(found) for item in part]
+        for k, size in found:
+            sizes[todo[k]] = size
+    if (sizes <= 0).any():
+        i = int(np.flatnonzero((sizes <= 0).any(1))[0])
+        path = dataset.get_data_info(i).get('img_path')
+        raise ValueError(f'{owner}: sample {i} ({path!r}) has a non-positive size '
+                         f'(height, width) = {tuple(sizes[i].tolist())}')
+    return sizes
+
+
+@DATA_SAMPLERS.register_module()
+class GroupSizeSampler(Sampler):
+    """Group-size sampling (Yokoo et al., "Two-stage Discriminative
+    Re-ranking for Large-scale Landmark Retrieval", CVPRW 2020; DToP Table
+    A12): yields indices whose consecutive chunks of ``batch_size`` are
+    batches of one aspect-ratio group each.
+
+    Every image falls into a group by its aspect ratio r = h / w
+    (:func:`aspect_group`; default bins 0.67, 0.77, 1.33, 1.5 -> 5 groups).
+    :class:`~irtbox.datasets.transforms.GroupResize`, with the same bins,
+    resizes every image to the size of its group; since a batch holds one
+    group, the whole batch gets that size. The group is a function of the
+    image alone, so no information has to travel from the sampler to the
+    transform (which runs per sample in the dataloader workers).
+
+    Image sizes: ``width`` / ``height`` of the data list when present, else
+    read once at construction from the image headers (EXIF-rotated as
+    decoded; threads, progress bar, shared across ranks), see
+    :func:`get_image_sizes`.
+
+    Epoch ``e``: with ``rng = default_rng([seed, e])``, every group is
+    shuffled and cut into complete batches (the incomplete remainder of each
+    group is dropped, a different one every epoch); the batches of all
+    groups are shuffled together; the first ``K * W`` of them are dealt out,
+    rank r taking batches r, r + W, ... (W = world size, ``K = total
+    complete batches // W``). So batches are formed before sharding, every
+    rank gets K distinct complete batches, and ``len(sampler)`` is
+    ``K * batch_size`` on every rank. With ``shuffle=False`` the groups and
+    their images keep the dataset order.
+
+    ``batch_size`` is the per-rank batch and must equal the dataloader's
+    ``batch_size`` (the sampler cannot see the dataloader). Use it in the
+    ``sampler`` slot of a training dataloader::
+
+        sampler=dict(type='GroupSizeSampler', batch_size=64)
+
+    Args:
+        dataset: An MMEngine dataset (``get_data_info(i)`` with ``img_path``
+            and optionally ``width`` / ``height``).
+        batch_size (int): Per-rank batch size.
+        aspect_bins (Sequence[float]): Increasing bins of h / w (G - 1 bins
+            for G groups); must match ``GroupResize``'s.
+        shuffle (bool): Random order (True) or dataset order.
+        seed (int | None): Base seed; None draws one, synchronised across
+            ranks.
+        rank (int | None), world_size (int | None): Default to
+            ``mmengine.dist.get_dist_info()``.
+        infinite (bool): Never stop (epoch after epoch), for iteration-based
+            training.
+        num_threads (int): Threads reading image headers.
+    """
+
+    def __init__(self,
+                 dataset,
+                 batch_size: int,
+                 aspect_bins: Sequence[float] = DEFAULT_ASPECT_BINS,
+                 shuffle: bool = True,
+                 seed: Optional[int] = None,
+                 rank: Optional[int] = None,
+                 world_size: Optional[int] = None,
+                 infinite: bool = False,
+                 num_threads: int = 8):
+        name = type(self).__name__
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f'{name}: batch_size must be a positive int, got {batch_size!r}')
+        self.aspect_bins = check_aspect_bins(aspect_bins, name)
+        dist_rank, dist_world_size = get_dist_info()
+        self.rank = dist_rank if rank is None else rank
+        self.world_size = dist_world_size if world_size is None else world_size
+        if not 0 <= self.rank < self.world_size:
+            raise ValueError(f'{name}: rank {self.rank} is not in [0, {self.world_size})')
+        self.dataset = dataset
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.infinite = infinite
+        self.seed = sync_random_seed() if seed is None else seed
+        self.epoch = 0
+
+        sizes = get_image_sizes(dataset, num_threads, owner=name)
+        #: group of every sample, (N,)
+        self.groups = aspect_group(sizes[:, 0], sizes[:, 1], self.aspect_bins)
+        num_groups = len(self.aspect_bins) + 1
+        self.group_indices = [np.flatnonzero(self.groups == g) for g in range(num_groups)]
+        #: number of samples of every group, (G,)
+        self.group_counts = np.array([len(i) for i in self.group_indices])
+        num_batches = int((self.group_counts // batch_size).sum())
+        self.batches_per_rank = num_batches // self.world_size
+        if self.batches_per_rank == 0:
+            raise ValueError(
+                f'{name}: {num_batches} complete batches of {batch_size} images from groups of '
+                f'{self.group_counts.tolist()} images (aspect bins {list(self.aspect_bins)}), '
+                f'fewer than one per rank ({self.world_size} ranks); use a smaller batch_size')
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the order of epoch ``epoch`` (called by MMEngine's loops)."""
+        self.epoch = epoch
+
+    def _global_batches(self, epoch: int) -> np.ndarray:
+        """The batches dealt to all ranks in ``epoch``, (K * W, batch_size)."""
+        rng = np.random.default_rng([self.seed, epoch]) if self.shuffle else None
+        batches = []
+        for indices in self.group_indices:
+            if rng is not None:
+                indices = rng.permutation(indices)
+            n = len(indices) // self.batch_size * self.batch_size
+            batches.append(indices[:n].reshape(-1, self.batch_size))
+        batches = np.concatenate(batches)
+        if rng is not None:
+            batches = batches[rng.permutation(len(batches))]
+        return batches[:self.batches_per_rank * self.world_size]
+
+    def _epoch_indices(self, epoch: int) -> list:
+        return self._global_batches(epoch)[self.rank::self.world_size].reshape(-1).tolist()
+
+    def __iter__(self) -> Iterator[int]:
+        if not self.infinite:
+            return iter(self._epoch_indices(self.epoch))
+        return (i for epoch in itertools.count(self.epoch) for i in self._epoch_indices(epoch))
+
+    def __len__(self) -> int:
+        return self.batches_per_rank * self.batch_size
+
+
+__all__ = [
+    'DEFAULT_ASPECT_BINS', 'DEFAULT_GROUP_SIZES', 'GroupSizeSampler', 'aspect_group',
+    'check_aspect_bins', 'check_group_sizes', 'get_image_sizes', 'read_image_size'
+]
