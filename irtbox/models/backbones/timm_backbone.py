@@ -1,13 +1,48 @@
 """A wrapper that turns any timm model into an irtbox backbone."""
-from typing import Optional, Sequence, Tuple, Union
+import math
+from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from mmengine.logging import print_log
 from mmengine.model import BaseModule
+from torch.utils.checkpoint import checkpoint as grad_checkpoint
 
 from irtbox.registry import MODELS
 from irtbox.utils.checkpoint import load_state_dict_file
+
+POS_EMBED_MODES = ('timm', 'dpe-bilinear', 'dpe-bicubic', 'none', 'cpe')
+NORM_MODES = ('last', 'all', 'none')
+
+
+def resize_grid_pos_embed(grid_pos_embed: torch.Tensor, size: Tuple[int, int],
+                          mode: str = 'bilinear') -> torch.Tensor:
+    """Resize a 1 x D x gh x gw position-embedding grid to 1 x D x h x w.
+
+    Dynamic position embedding (DToP, Song et al. WACV 2023, Table A9): plain
+    ``F.interpolate`` with ``align_corners=False`` and no antialiasing (timm's own
+    resampling uses bicubic with antialias). At the native size it is the identity.
+    """
+    if mode not in ('bilinear', 'bicubic'):
+        raise ValueError(
+            f"resize_grid_pos_embed: mode must be 'bilinear' or 'bicubic', got {mode!r}.")
+    return F.interpolate(grid_pos_embed, size=tuple(size), mode=mode, align_corners=False,
+                         antialias=False)
+
+
+def pad_same(x: torch.Tensor, patch_size: Tuple[int, int]) -> torch.Tensor:
+    """Zero-pad B x C x H x W to multiples of ``patch_size`` the TF-"same" way.
+
+    For a conv with kernel = stride = p, TF "same" padding gives ceil(H / p)
+    outputs and splits the padding floor-half before, the rest after, so the
+    token grid stays centred on the image.
+    """
+    pads = []
+    for size, p in zip(reversed(x.shape[-2:]), reversed(tuple(patch_size))):
+        total = math.ceil(size / p) * p - size
+        pads += [total // 2, total - total // 2]
+    return F.pad(x, pads) if any(pads) else x
 
 
 @MODELS.register_module()
@@ -20,9 +55,37 @@ class TimmBackbone(BaseModule):
     distillation token) and ``grid`` is B x D x h x w. Convolutional networks give
     B x C x h x w maps. The forward returns a tuple with one entry per layer.
 
-    For the last layer the final norm is applied, so its CLS token is the one
-    timm's ``forward_features`` yields (the IRT descriptor); ``norm`` applies it
-    to the earlier layers too.
+    Position embedding (``pos_embed``; DToP, Song et al. WACV 2023, Table A9):
+
+    - ``'timm'``: the model's own forward (fixed input size unless timm's
+      ``dynamic_img_size=True`` is passed). Works for every timm model.
+    - ``'dpe-bilinear'`` / ``'dpe-bicubic'``: dynamic position embedding. Inputs
+      of any size; on every forward the gh x gw grid part of the learned position
+      embedding is resized to the input's token grid h x w
+      (:func:`resize_grid_pos_embed`, align_corners False, no antialias); the
+      prefix (CLS / DIST / register) entries are added unchanged. At the native
+      grid this equals ``'timm'`` exactly.
+    - ``'none'``: no position embedding at all.
+    - ``'cpe'``: conditional position encoding (Chu et al. 2021, CPVT, "PEG"):
+      no absolute embedding; after the first block the patch tokens, as a
+      D x h x w map, get a residual 3x3 depthwise conv (zero padding, with bias):
+      t <- t + DWConv3x3(t); prefix tokens untouched. The conv (new parameters,
+      ``self.cpe``) is zero-initialised so that a pretrained backbone starts
+      from the ``'none'`` network rather than from random noise.
+
+    The non-``'timm'`` modes run their own token path over the timm modules and
+    support timm's ``VisionTransformer`` family (plain ViT, hybrid R50+ViT such
+    as ``vit_base_r50_s16_384`` with its TF-"same" ResNet stem, DeiT with a
+    distillation token, DeiT-3, register tokens) and PiT (whose layers are the
+    blocks of all its stages, widths changing between stages). An input whose
+    size is not a multiple of the patch size is zero-padded TF-"same"
+    (:func:`pad_same`): token grid ceil(H / p) x ceil(W / p). PiT's overlapping
+    patch conv is applied as is (grid floor((H - 16) / 8) + 1).
+
+    Final norm (``norm``): ``'last'`` applies the model's final norm to the last
+    block only, so its CLS token is timm's ``forward_features`` one (the IRT
+    descriptor); ``'all'`` to every returned layer (DToP); ``'none'`` to none
+    (raw block outputs). ``False`` / ``True`` mean ``'last'`` / ``'all'``.
 
     Args:
         model_name: any name ``timm.list_models()`` knows.
@@ -30,8 +93,11 @@ class TimmBackbone(BaseModule):
         checkpoint: a local path or an http(s) URL of a state dict for the timm
             model (keys may carry a ``state_dict``/``model`` wrapper or a
             ``module.``/``backbone.`` prefix). Loaded with ``weights_only``.
-        out_indices: layers to return; negative indices count from the end.
-        norm: apply the final norm to every returned layer, not only the last.
+        out_indices: layers to return; negative indices count from the end, e.g.
+            ``(-6, -5, -4, -3, -2, -1)`` for the last six blocks.
+        norm: ``'last'``, ``'all'``, ``'none'`` (or a bool, see above).
+        pos_embed: one of ``'timm'``, ``'dpe-bilinear'``, ``'dpe-bicubic'``,
+            ``'none'``, ``'cpe'``.
         **timm_kwargs: passed to ``timm.create_model`` (e.g. ``img_size``,
             ``depth``, ``drop_path_rate``).
     """
@@ -41,7 +107,8 @@ class TimmBackbone(BaseModule):
                  pretrained: bool = False,
                  checkpoint: Optional[str] = None,
                  out_indices: Union[int, Sequence[int]] = -1,
-                 norm: bool = False,
+                 norm: Union[bool, str] = 'last',
+                 pos_embed: str = 'timm',
                  init_cfg=None,
                  **timm_kwargs):
         super().__init__(init_cfg=init_cfg)
@@ -51,18 +118,74 @@ class TimmBackbone(BaseModule):
             raise ValueError(
                 f'TimmBackbone: unknown timm model_name={model_name!r}; see timm.list_models().')
         if pretrained and checkpoint:
-            raise ValueError('TimmBackbone: give either pretrained=True or checkpoint=..., not both.')
+            raise ValueError(
+                'TimmBackbone: give either pretrained=True or checkpoint=..., not both.')
+        if isinstance(norm, bool):
+            norm = 'all' if norm else 'last'
+        if norm not in NORM_MODES:
+            raise ValueError(
+                f'TimmBackbone: norm={norm!r}; expected one of {NORM_MODES} or a bool.')
+        if pos_embed not in POS_EMBED_MODES:
+            raise ValueError(
+                f'TimmBackbone: pos_embed={pos_embed!r}; expected one of {POS_EMBED_MODES}.')
         self.model = timm.create_model(
             model_name, pretrained=pretrained, num_classes=0, **timm_kwargs)
-        self.is_vit = hasattr(self.model, 'num_prefix_tokens') and hasattr(self.model, 'blocks')
-        self.num_layers = len(self.model.blocks) if self.is_vit else len(
-            self.model.feature_info)
-        indices = [out_indices] if isinstance(out_indices, int) else list(out_indices)
-        self.out_indices = tuple(sorted(self._resolve(i) for i in indices))
+        self.model_name = model_name
+        self.pos_embed_mode = pos_embed
         self.norm = norm
         self.embed_dim = self.model.num_features
+        self.cpe = None
+        if pos_embed == 'timm':
+            self.token_path = None
+            self.is_vit = hasattr(self.model, 'num_prefix_tokens') and hasattr(self.model, 'blocks')
+            self.num_layers = len(self.model.blocks) if self.is_vit else len(
+                self.model.feature_info)
+        else:
+            self.token_path = self._check_token_path()
+            self.is_vit = True
+            widths = [blk.norm1.normalized_shape[0] for _, _, blocks in self._block_groups()
+                      for blk in blocks]
+            self.num_layers = len(widths)
+            if pos_embed == 'cpe':
+                self.cpe = nn.Conv2d(widths[0], widths[0], 3, padding=1, groups=widths[0])
+                nn.init.zeros_(self.cpe.weight)
+                nn.init.zeros_(self.cpe.bias)
+        indices = [out_indices] if isinstance(out_indices, int) else list(out_indices)
+        self.out_indices = tuple(sorted(self._resolve(i) for i in indices))
+        if self.token_path == 'pit' and norm == 'all':
+            narrow = [i for i in self.out_indices if widths[i] != self.embed_dim]
+            if narrow:
+                raise ValueError(
+                    f"TimmBackbone: norm='all' with {model_name}: the final norm is "
+                    f'{self.embed_dim}-wide but out_indices {narrow} are blocks of width '
+                    f'{[widths[i] for i in narrow]}; take blocks of the last stage or '
+                    "norm='none'.")
         if checkpoint:
             self.load_checkpoint(checkpoint)
+
+    def _check_token_path(self) -> str:
+        """Which own token path the model supports: ``'vit'`` or ``'pit'``."""
+        from timm.layers import HybridEmbed, PatchEmbed
+        from timm.models.pit import PoolingVisionTransformer
+        from timm.models.vision_transformer import VisionTransformer
+        model = self.model
+        where = (f"TimmBackbone: pos_embed={self.pos_embed_mode!r} with model_name="
+                 f"{self.model_name!r} ({type(model).__name__})")
+        if isinstance(model, VisionTransformer):
+            if not isinstance(model.patch_embed, (PatchEmbed, HybridEmbed)):
+                raise ValueError(f'{where}: unsupported patch embedding '
+                                 f'{type(model.patch_embed).__name__}; use pos_embed=\'timm\'.')
+            if not isinstance(model.patch_drop, nn.Identity):
+                raise ValueError(f'{where}: patch dropout removes tokens from the grid; '
+                                 'set patch_drop_rate=0.')
+            path = 'vit'
+        elif isinstance(model, PoolingVisionTransformer):
+            path = 'pit'
+        else:
+            raise ValueError(
+                f"{where}: only timm VisionTransformer models (ViT, hybrid R50+ViT, DeiT, "
+                f"DeiT-3, ...) and PiT are supported; use pos_embed='timm' for this model.")
+        return path
 
     def _resolve(self, index: int) -> int:
         resolved = index + self.num_layers if index < 0 else index
@@ -87,14 +210,16 @@ class TimmBackbone(BaseModule):
                       f'unexpected keys {unexpected}', logger='current')
 
     def forward(self, x: torch.Tensor) -> Tuple:
+        if self.token_path is not None:
+            return self._forward_tokens(x)
         if self.is_vit:
             last = self.num_layers - 1
             feats = self.model.forward_intermediates(
-                x, indices=list(self.out_indices), norm=self.norm,
+                x, indices=list(self.out_indices), norm=self.norm == 'all',
                 return_prefix_tokens=True, output_fmt='NCHW', intermediates_only=True)
             outs = []
             for index, (grid, prefix) in zip(self.out_indices, feats):
-                if index == last and not self.norm:
+                if index == last and self.norm == 'last':
                     prefix, grid = self._final_norm(prefix, grid)
                 outs.append((prefix, grid))
             return tuple(outs)
@@ -107,3 +232,85 @@ class TimmBackbone(BaseModule):
         tokens = self.model.norm(tokens)
         p = prefix.shape[1]
         return tokens[:, :p], tokens[:, p:].transpose(1, 2).reshape(b, d, h, w)
+
+    # Own token path (pos_embed other than 'timm').
+
+    def _block_groups(self) -> List[Tuple[Optional[nn.Module], nn.Module, nn.Module]]:
+        """(pool, pre-norm, blocks) per stage: one stage for ViT, PiT's stages."""
+        if self.token_path == 'pit':
+            return [(s.pool, s.norm, s.blocks) for s in self.model.transformers]
+        return [(None, self.model.norm_pre, self.model.blocks)]
+
+    def _embed(self, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Image -> (prefix B x P x D, patch grid B x D x h x w), position embedding added."""
+        model = self.model
+        dpe = self.pos_embed_mode.startswith('dpe')
+        mode = self.pos_embed_mode[len('dpe-'):]
+        if self.token_path == 'pit':
+            grid = model.patch_embed(x)
+            if dpe:
+                grid = grid + resize_grid_pos_embed(model.pos_embed, grid.shape[-2:], mode)
+            return model.cls_token.expand(x.shape[0], -1, -1), model.pos_drop(grid)
+
+        grid = self._patch_grid(x)
+        b, d = grid.shape[:2]
+        prefix = [getattr(model, name, None) for name in ('cls_token', 'dist_token', 'reg_token')]
+        prefix = torch.cat([t.expand(b, -1, -1) for t in prefix if t is not None] +
+                           [grid.new_zeros(b, 0, d)], dim=1)
+        if dpe:
+            n_prefix = 0 if model.no_embed_class else model.num_prefix_tokens
+            gh, gw = model.patch_embed.grid_size
+            if n_prefix:  # (B, P, D) + (1, 0, D) would broadcast to nothing
+                prefix = prefix + model.pos_embed[:, :n_prefix]
+            grid_pe = model.pos_embed[:, n_prefix:].reshape(1, gh, gw, d).permute(0, 3, 1, 2)
+            grid = grid + resize_grid_pos_embed(grid_pe, grid.shape[-2:], mode)
+        # Dropout is elementwise, so dropping prefix and grid apart equals timm's joint drop.
+        return model.pos_drop(prefix), model.pos_drop(grid)
+
+    def _patch_grid(self, x: torch.Tensor) -> torch.Tensor:
+        """ViT patch embedding at any input size: B x 3 x H x W -> B x D x h x w."""
+        from timm.layers import HybridEmbed
+        embed = self.model.patch_embed
+        if isinstance(embed, HybridEmbed):
+            x = embed.backbone(x)
+            if isinstance(x, (list, tuple)):
+                x = x[-1]
+            return embed.proj(pad_same(x, embed.patch_size))
+        grid = embed.proj(pad_same(x, embed.patch_size))
+        return embed.norm(grid.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+    def _forward_tokens(self, x: torch.Tensor) -> Tuple:
+        prefix, grid = self._embed(x)
+        p = prefix.shape[1]
+        use_checkpoint = getattr(self.model, 'grad_checkpointing', False) and self.training
+        outs, index = [], 0
+        for pool, pre_norm, blocks in self._block_groups():
+            if pool is not None:
+                grid, prefix = pool(grid, prefix)
+            b, d, h, w = grid.shape
+            tokens = pre_norm(torch.cat([prefix, grid.flatten(2).transpose(1, 2)], dim=1))
+            for block in blocks:
+                tokens = grad_checkpoint(block, tokens, use_reentrant=False) \
+                    if use_checkpoint else block(tokens)
+                if index == 0 and self.cpe is not None:
+                    tokens = self._conditional_pos_embed(tokens, p, h, w)
+                if index in self.out_indices:
+                    final = self.norm == 'all' or (
+                        self.norm == 'last' and index == self.num_layers - 1)
+                    outs.append(self._split(self.model.norm(tokens) if final else tokens, p, h, w))
+                    if len(outs) == len(self.out_indices):
+                        return tuple(outs)
+                index += 1
+            prefix, grid = self._split(tokens, p, h, w)
+        return tuple(outs)
+
+    @staticmethod
+    def _split(tokens: torch.Tensor, p: int, h: int, w: int):
+        """B x (P + h w) x D tokens -> (B x P x D, B x D x h x w)."""
+        grid = tokens[:, p:].transpose(1, 2).reshape(tokens.shape[0], -1, h, w)
+        return tokens[:, :p], grid
+
+    def _conditional_pos_embed(self, tokens, p, h, w):
+        prefix, grid = self._split(tokens, p, h, w)
+        grid = grid + self.cpe(grid)
+        return torch.cat([prefix, grid.flatten(2).transpose(1, 2)], dim=1)
