@@ -49,6 +49,9 @@ class ImageRetriever(BaseModel):
             ``multi_scale_power='gem'`` takes p from the model's ``GeMPool``
             (cnnimageretrieval: the learned exponent, for GeM networks without
             whitening).
+        query_test_scales: scales for the samples marked ``is_query`` in predict
+            mode, when queries and database differ (DToP Table A11); default:
+            ``test_scales`` for both.
     """
 
     def __init__(self,
@@ -60,6 +63,7 @@ class ImageRetriever(BaseModel):
                  momentum: Optional[float] = None,
                  whitening: Optional[dict] = None,
                  test_scales: Sequence[float] = (1.0,),
+                 query_test_scales: Optional[Sequence[float]] = None,
                  multi_scale_power: Union[float, str] = 1.0,
                  init_cfg=None):
         if data_preprocessor is None:
@@ -71,6 +75,7 @@ class ImageRetriever(BaseModel):
         self.whitening = MODELS.build(whitening) if whitening is not None else None
         self.normalize = normalize
         self.test_scales = tuple(test_scales)
+        self.query_test_scales = None if query_test_scales is None else tuple(query_test_scales)
         if multi_scale_power == 'gem' and not any(
                 type(m).__name__ == 'GeMPool' for m in self.neck.modules()):
             raise ValueError("ImageRetriever: multi_scale_power='gem' needs a GeMPool neck")
@@ -100,16 +105,18 @@ class ImageRetriever(BaseModel):
             return desc
         return F.normalize(self.whitening(desc), dim=-1)
 
-    def extract_raw_feat(self, inputs: torch.Tensor) -> torch.Tensor:
-        """B x D descriptors before whitening, multi-scale when ``test_scales`` has several
-        scales (eval only)."""
-        if self.training or self.test_scales == (1.0,):
+    def extract_raw_feat(self, inputs: torch.Tensor, scales: Optional[Sequence[float]] = None
+                         ) -> torch.Tensor:
+        """B x D descriptors before whitening, multi-scale when ``scales`` (default:
+        ``test_scales``) has several scales (eval only)."""
+        scales = self.test_scales if scales is None else tuple(scales)
+        if self.training or scales == (1.0,):
             return self._embed(inputs, self.backbone, self.neck)
         p = self.multi_scale_power
         if p == 'gem':
             p = next(float(m.p) for m in self.neck.modules() if type(m).__name__ == 'GeMPool')
         acc = 0
-        for scale in self.test_scales:
+        for scale in scales:
             x = inputs if scale == 1.0 else F.interpolate(
                 inputs, scale_factor=scale, mode='bilinear', align_corners=False)
             desc = self._embed(x, self.backbone, self.neck)
@@ -117,7 +124,7 @@ class ImageRetriever(BaseModel):
                 raise ValueError(f'ImageRetriever: multi_scale_power={p} needs non-negative '
                                  'descriptors (e.g. GeM of ReLU maps); use 1 for a plain mean.')
             acc = acc + desc.pow(p)
-        desc = (acc / len(self.test_scales)).pow(1.0 / p)
+        desc = (acc / len(scales)).pow(1.0 / p)
         return F.normalize(desc, dim=-1) if self.normalize else desc
 
     def forward(self, inputs: torch.Tensor, data_samples: Optional[List[DataSample]] = None,
@@ -156,6 +163,12 @@ class ImageRetriever(BaseModel):
     def predict(self, inputs: torch.Tensor,
                 data_samples: Optional[List[DataSample]] = None) -> List[DataSample]:
         raw = self.extract_raw_feat(inputs)
+        if self.query_test_scales is not None and data_samples is not None:
+            is_query = [bool(s.get('is_query', False)) for s in data_samples]
+            if any(is_query):
+                mask = torch.tensor(is_query, device=raw.device)
+                raw = raw.clone()
+                raw[mask] = self.extract_raw_feat(inputs[mask], self.query_test_scales)
         embeddings = self._whiten(raw)
         if data_samples is None:
             data_samples = [DataSample() for _ in range(embeddings.shape[0])]

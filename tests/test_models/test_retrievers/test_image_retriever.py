@@ -95,3 +95,17 @@ def test_multi_scale_power_from_gem():
     torch.testing.assert_close(learned(x, mode='tensor'), fixed(x, mode='tensor'))
     with pytest.raises(ValueError, match='needs a GeMPool'):
         ImageRetriever(backbone=BACKBONE, neck=[dict(type='ClsTokenPool')], multi_scale_power='gem')
+
+
+def test_query_scales_differ_from_database_scales():
+    torch.manual_seed(2)
+    kwargs = dict(backbone=dict(BACKBONE, dynamic_img_size=True), neck=[dict(type='ClsTokenPool')])
+    mixed = ImageRetriever(test_scales=(1.0, 0.5), query_test_scales=(1.0,), **kwargs).eval()
+    x = torch.randn(3, 3, 32, 32)
+    data = [DataSample(metainfo=dict(is_query=q)) for q in (True, False, True)]
+    out = torch.stack([s.embedding for s in mixed(x, data, mode='predict')])
+    single = mixed.extract_raw_feat(x, (1.0,))
+    multi = mixed.extract_raw_feat(x, (1.0, 0.5))
+    torch.testing.assert_close(out[[0, 2]], single[[0, 2]])
+    torch.testing.assert_close(out[1], multi[1])
+    assert not torch.allclose(single[1], multi[1])
