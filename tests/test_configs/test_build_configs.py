@@ -223,28 +223,27 @@ def timm_cache():
     timm.create_model = create
 
 
-_POOLED_DIMS = {}
+_BACKBONE_OUTPUTS = {}
 
 
 def pooled_dim(model, model_cfg):
-    """Dimension of the pooled descriptor (before any PCA), from one forward of one image per
-    distinct (preprocessor, backbone, pooler)."""
+    """Dimension of the pooled descriptor (before any PCA): the model's poolers run on the
+    backbone output for one image, computed once per distinct (preprocessor, backbone)."""
     poolers = [m for m in model.neck if not isinstance(m, PCAReduction)]
-    key = repr((model_cfg.get('data_preprocessor'), model_cfg.backbone,
-                [type(m).__name__ for m in poolers]))
-    if key not in _POOLED_DIMS:
-        patch_embed = getattr(model.backbone.model, 'patch_embed', None)
-        size = tuple(patch_embed.img_size) if patch_embed is not None else (224, 224)
-        batch = model.data_preprocessor(
-            dict(inputs=[torch.randint(0, 256, (3, ) + size, dtype=torch.uint8)]))
-        model.eval()
-        with torch.no_grad():
-            features = model.backbone(batch['inputs'])
-            for pooler in poolers:
-                features = pooler(features)
-        assert features.shape[0] == 1 and features.dim() == 2
-        _POOLED_DIMS[key] = features.shape[1]
-    return _POOLED_DIMS[key]
+    key = repr((model_cfg.get('data_preprocessor'), model_cfg.backbone))
+    model.eval()
+    with torch.no_grad():
+        if key not in _BACKBONE_OUTPUTS:
+            patch_embed = getattr(model.backbone.model, 'patch_embed', None)
+            size = tuple(patch_embed.img_size) if patch_embed is not None else (224, 224)
+            batch = model.data_preprocessor(
+                dict(inputs=[torch.randint(0, 256, (3, ) + size, dtype=torch.uint8)]))
+            _BACKBONE_OUTPUTS[key] = model.backbone(batch['inputs'])
+        features = _BACKBONE_OUTPUTS[key]
+        for pooler in poolers:
+            features = pooler(features)
+    assert features.shape[0] == 1 and features.dim() == 2
+    return features.shape[1]
 
 
 @pytest.mark.parametrize('rel_path', CONFIGS)

@@ -1,0 +1,18 @@
+# DToP Table A5 (backbone benchmark): DeiT-B/16 with its distillation token (ImageNet-1k);
+# the global branch only on the multi-layer CLS tokens, an FC layer to N = 768.
+# Paper (SfM-120k): Oxf5k 82.3, Par6k 84.1, ROxf M/H 59.6 / 29.1, RPar M/H 67.6 / 46.5.
+_base_ = ['../dtop_r50-vit-b_8xb8-30e_sfm120k.py']
+model = dict(
+    data_preprocessor=dict(model_name='deit_base_distilled_patch16_384'),
+    backbone=dict(model_name='deit_base_distilled_patch16_384'),
+    neck=[dict(type='DToPNeck', in_channels=768,
+               branches='global', global_token='cls', out_dim=768,
+               project=True)],
+    head=dict(losses=dict(arcface=dict(embed_dim=768))),
+    whitening=dict(in_dim=768),
+)
+# Table A5's setting: default training without warm-up.
+param_scheduler = [
+    dict(type='CosineAnnealingLR', eta_min_ratio=1e-4, by_epoch=True, begin=0, end=30, T_max=30,
+         convert_to_iter_based=True),
+]
