@@ -1,5 +1,5 @@
 """Validation/test loops over several datasets (e.g. ROxford5k and RParis6k in one run)."""
-from typing import Dict, List, Sequence
+from typing import Dict, Sequence
 
 import torch
 from mmengine.runner import BaseLoop, autocast

@@ -1,17 +1,16 @@
 """Group-size sampling (Yokoo et al. 2020): batches of images of similar
 aspect ratio, each batch later resized to its group's size."""
-import itertools
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterator, Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 from mmengine.dist import all_gather_object, get_dist_info, sync_random_seed
 from mmengine.logging import print_log
 from mmengine.utils import ProgressBar
 from PIL import Image
-from torch.utils.data import Sampler
 
 from irtbox.registry import DATA_SAMPLERS
+from .batch_list import BatchListSampler
 
 # Yokoo et al. 2020 (used by DToP): bins of the aspect ratio h / w and one
 # (width, height) per group, widest first.
@@ -139,7 +138,7 @@ def get_image_sizes(dataset, num_threads: int = 8, owner: str = 'get_image_sizes
 
 
 @DATA_SAMPLERS.register_module()
-class GroupSizeSampler(Sampler):
+class GroupSizeSampler(BatchListSampler):
     """Group-size sampling (Yokoo et al., "Two-stage Discriminative
     Re-ranking for Large-scale Landmark Retrieval", CVPRW 2020; DToP Table
     A12): yields indices whose consecutive chunks of ``batch_size`` are
@@ -231,10 +230,6 @@ class GroupSizeSampler(Sampler):
                 f'{self.group_counts.tolist()} images (aspect bins {list(self.aspect_bins)}), '
                 f'fewer than one per rank ({self.world_size} ranks); use a smaller batch_size')
 
-    def set_epoch(self, epoch: int) -> None:
-        """Select the order of epoch ``epoch`` (called by MMEngine's loops)."""
-        self.epoch = epoch
-
     def _global_batches(self, epoch: int) -> np.ndarray:
         """The batches dealt to all ranks in ``epoch``, (K * W, batch_size)."""
         rng = np.random.default_rng([self.seed, epoch]) if self.shuffle else None
@@ -249,16 +244,6 @@ class GroupSizeSampler(Sampler):
             batches = batches[rng.permutation(len(batches))]
         return batches[:self.batches_per_rank * self.world_size]
 
-    def _epoch_indices(self, epoch: int) -> list:
-        return self._global_batches(epoch)[self.rank::self.world_size].reshape(-1).tolist()
-
-    def __iter__(self) -> Iterator[int]:
-        if not self.infinite:
-            return iter(self._epoch_indices(self.epoch))
-        return (i for epoch in itertools.count(self.epoch) for i in self._epoch_indices(epoch))
-
-    def __len__(self) -> int:
-        return self.batches_per_rank * self.batch_size
 
 
 __all__ = [

@@ -1,13 +1,12 @@
 """Class-balanced batch samplers for metric learning (P classes x M images)."""
-import itertools
 import math
-from typing import Iterator, Optional
+from typing import Optional
 
 import numpy as np
 from mmengine.dist import get_dist_info, sync_random_seed
-from torch.utils.data import Sampler
 
 from irtbox.registry import DATA_SAMPLERS
+from .batch_list import BatchListSampler
 
 
 def get_dataset_labels(dataset) -> np.ndarray:
@@ -66,7 +65,7 @@ class _CyclicStream:
 
 
 @DATA_SAMPLERS.register_module()
-class MPerClassSampler(Sampler):
+class MPerClassSampler(BatchListSampler):
     """Yields indices whose consecutive chunks of ``batch_size`` are P x M
     batches: ``P = batch_size // m`` distinct classes, ``m`` images of each
     (the sampling behind batch-based metric-learning losses, e.g. the
@@ -151,10 +150,6 @@ class MPerClassSampler(Sampler):
         num_batches = max(1, len(labels) // batch_size)
         self.batches_per_rank = math.ceil(num_batches / self.world_size)
 
-    def set_epoch(self, epoch: int) -> None:
-        """Select the order of epoch ``epoch`` (called by MMEngine's loops)."""
-        self.epoch = epoch
-
     def _global_batches(self, epoch: int) -> np.ndarray:
         """All ranks' batches of ``epoch``, (num_batches, batch_size)."""
         rng = np.random.default_rng([self.seed, epoch]) if self.shuffle else None
@@ -171,16 +166,6 @@ class MPerClassSampler(Sampler):
             batches[b] = np.concatenate(chunks)
         return batches
 
-    def _epoch_indices(self, epoch: int) -> list:
-        return self._global_batches(epoch)[self.rank::self.world_size].reshape(-1).tolist()
-
-    def __iter__(self) -> Iterator[int]:
-        if not self.infinite:
-            return iter(self._epoch_indices(self.epoch))
-        return (i for epoch in itertools.count(self.epoch) for i in self._epoch_indices(epoch))
-
-    def __len__(self) -> int:
-        return self.batches_per_rank * self.batch_size
 
 
 @DATA_SAMPLERS.register_module()

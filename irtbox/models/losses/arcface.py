@@ -4,9 +4,10 @@ import math
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from irtbox.registry import MODELS
+from .class_weights import ClassWeightLoss
 from .utils import loss_forward
 
 # Target cosines are clamped to [-1 + eps, 1 - eps] before sin θ = sqrt(1 - cos²θ):
@@ -108,7 +109,7 @@ def arcface_loss(embeddings: Tensor, labels: Tensor, class_weights: Tensor, marg
 
 
 @MODELS.register_module()
-class ArcFaceLoss(nn.Module):
+class ArcFaceLoss(ClassWeightLoss):
     """ArcFace, additive angular margin loss (Deng et al., "ArcFace: Additive
     Angular Margin Loss for Deep Face Recognition", CVPR 2019, Eq. 3); the
     training loss of DToP (margin 0.15) and of Yokoo et al. 2020.
@@ -142,10 +143,7 @@ class ArcFaceLoss(nn.Module):
 
     def __init__(self, num_classes: int, embed_dim: int, margin: float = 0.15,
                  scale: float = 30.0, easy_margin: bool = False) -> None:
-        super().__init__()
-        for name, value in (('num_classes', num_classes), ('embed_dim', embed_dim)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f'ArcFaceLoss: {name} must be an int >= 1, got {value!r}')
+        super().__init__(num_classes, embed_dim)
         if not 0 <= margin < math.pi / 2:
             raise ValueError(f'ArcFaceLoss: margin must be in [0, pi/2) radians, got {margin!r}')
         if not scale > 0:
@@ -153,21 +151,10 @@ class ArcFaceLoss(nn.Module):
         self.margin = float(margin)
         self.scale = float(scale)
         self.easy_margin = bool(easy_margin)
-        bound = 1 / math.sqrt(embed_dim)
-        self.class_weights = nn.Parameter(
-            nn.init.uniform_(torch.empty(num_classes, embed_dim), -bound, bound))
 
     @loss_forward()
     def forward(self, embeddings: Tensor, labels: Tensor) -> Tensor:
-        num_classes, embed_dim = self.class_weights.shape
-        if embeddings.shape[1] != embed_dim:
-            raise ValueError(f'ArcFaceLoss: embed_dim={embed_dim} but the embeddings have '
-                             f'dimension {embeddings.shape[1]}')
-        low, high = int(labels.min()), int(labels.max())
-        if low < 0 or high >= num_classes:
-            raise ValueError(f'ArcFaceLoss: labels must lie in [0, {num_classes}) '
-                             f'(num_classes={num_classes}), got labels in [{low}, {high}]; '
-                             'the training labels must be contiguous class indices')
+        self.check_inputs(embeddings, labels)
         return arcface_loss(embeddings, labels, self.class_weights, self.margin, self.scale,
                             self.easy_margin)
 

@@ -1,11 +1,10 @@
 """Normalized softmax (Zhai & Wu 2018): classification with cosine logits."""
-import math
 
-import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from irtbox.registry import MODELS
+from .class_weights import ClassWeightLoss
 from .utils import loss_forward
 
 
@@ -27,7 +26,7 @@ def normalized_softmax_loss(embeddings: Tensor, labels: Tensor, class_weights: T
 
 
 @MODELS.register_module()
-class NormalizedSoftmaxLoss(nn.Module):
+class NormalizedSoftmaxLoss(ClassWeightLoss):
     """Normalized softmax loss (Zhai & Wu, "Classification is a Strong Baseline
     for Deep Metric Learning", BMVC 2019 / arXiv 2018); IRT Table 4 "NSoftmax".
 
@@ -47,30 +46,15 @@ class NormalizedSoftmaxLoss(nn.Module):
     """
 
     def __init__(self, num_classes: int, embed_dim: int, temperature: float = 0.05) -> None:
-        super().__init__()
-        for name, value in (('num_classes', num_classes), ('embed_dim', embed_dim)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f'NormalizedSoftmaxLoss: {name} must be an int >= 1, '
-                                 f'got {value!r}')
+        super().__init__(num_classes, embed_dim)
         if not temperature > 0:
             raise ValueError(f'NormalizedSoftmaxLoss: temperature must be > 0, '
                              f'got {temperature!r}')
         self.temperature = float(temperature)
-        bound = 1 / math.sqrt(embed_dim)
-        self.class_weights = nn.Parameter(
-            nn.init.uniform_(torch.empty(num_classes, embed_dim), -bound, bound))
 
     @loss_forward()
     def forward(self, embeddings: Tensor, labels: Tensor) -> Tensor:
-        num_classes, embed_dim = self.class_weights.shape
-        if embeddings.shape[1] != embed_dim:
-            raise ValueError(f'NormalizedSoftmaxLoss: embed_dim={embed_dim} but the '
-                             f'embeddings have dimension {embeddings.shape[1]}')
-        low, high = int(labels.min()), int(labels.max())
-        if low < 0 or high >= num_classes:
-            raise ValueError(f'NormalizedSoftmaxLoss: labels must lie in [0, {num_classes}) '
-                             f'(num_classes={num_classes}), got labels in [{low}, {high}]; '
-                             'the training labels must be contiguous class indices')
+        self.check_inputs(embeddings, labels)
         return normalized_softmax_loss(embeddings, labels, self.class_weights,
                                        self.temperature)
 

@@ -1,5 +1,4 @@
 """Contrastive loss on (query, positive, negatives) tuples (Radenović et al., cnnimageretrieval)."""
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 

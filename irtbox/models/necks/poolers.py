@@ -7,7 +7,6 @@ ViT they pool the patch grid, prefix tokens excluded, as in IRT Table 9).
 """
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from irtbox.registry import MODELS
 

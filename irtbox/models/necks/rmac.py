@@ -4,7 +4,6 @@ from typing import List, Tuple
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from irtbox.registry import MODELS
 from .poolers import last_grid
