@@ -81,8 +81,9 @@ class BaseRetrievalDataset(BaseDataset):
 
     def parse_samples(self) -> List[dict]:
         """Read the annotation and return the samples of ``self.split`` with
-        their original class keys in ``gt_label``."""
-        raise NotImplementedError
+        their original class keys in ``gt_label``; each dataset class defines it."""
+        raise TypeError(f'{type(self).__name__} does not define parse_samples(); a retrieval '
+                        'dataset must read its annotation there')
 
     # ------------------------------------------------------------ MMEngine API
     def load_data_list(self) -> List[dict]:

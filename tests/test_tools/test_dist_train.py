@@ -4,7 +4,7 @@ import os.path as osp
 import socket
 import subprocess
 
-import torch
+from irtbox.utils import safe_torch_load
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TINY_CONFIG = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')
@@ -28,7 +28,7 @@ def test_dist_train_and_test_two_cpu_processes(tmp_path):
     log = run(['bash', 'tools/dist_train.sh', TINY_CONFIG, '2', '--work-dir', work_dir], tmp_path)
     assert 'Distributed launcher: pytorch' in log or 'distributed: True' in log
     ckpt = osp.join(work_dir, 'iter_4.pth')
-    state = torch.load(ckpt, weights_only=False)['state_dict']
+    state = safe_torch_load(ckpt)['state_dict']
     # Both ranks' batches went into the memory: 4 iterations x 2 ranks x 4 images (size 12, full).
     filled = [v for k, v in state.items() if k.endswith('memory.filled') or k.endswith('num_filled')]
     assert filled and int(filled[0]) == 12

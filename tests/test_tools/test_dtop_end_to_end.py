@@ -1,10 +1,10 @@
 """A small DToP end to end on CPU: 2 training iterations, then the revisited test."""
 import os.path as osp
 
-import torch
 
 from tools import test as test_tool
 from tools import train as train_tool
+from irtbox.utils import safe_torch_load
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIG = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_dtop.py')
@@ -14,7 +14,7 @@ def test_two_iterations_then_test(tmp_path, in_root):
     work_dir = str(tmp_path)
     train_tool.main([CONFIG, '--work-dir', work_dir])
     ckpt = osp.join(work_dir, 'iter_2.pth')
-    state = torch.load(ckpt, weights_only=False)['state_dict']
+    state = safe_torch_load(ckpt)['state_dict']
     assert state['head.losses.arcface.class_weights'].shape == (8, 64)
     assert bool(state['whitening.fitted'])
     metrics = test_tool.main([CONFIG, ckpt, '--work-dir', work_dir])

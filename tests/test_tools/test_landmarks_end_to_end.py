@@ -3,10 +3,10 @@ ROxford5k (+distractors) with multi-scale descriptors and learned whitening."""
 import os.path as osp
 
 import numpy as np
-import torch
 
 from tools import test as test_tool
 from tools import train as train_tool
+from irtbox.utils import safe_torch_load
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIG = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_landmarks.py')
@@ -16,7 +16,7 @@ def test_train_one_epoch_then_test(tmp_path, in_root):
     work_dir = str(tmp_path)
     train_tool.main([CONFIG, '--work-dir', work_dir])
     ckpt = osp.join(work_dir, 'epoch_1.pth')
-    state = torch.load(ckpt, weights_only=False)['state_dict']
+    state = safe_torch_load(ckpt)['state_dict']
     assert bool(state['whitening.fitted'])  # learned before the checkpoint was written
     out = str(tmp_path / 'r.npz')
     metrics = test_tool.main([CONFIG, ckpt, '--work-dir', work_dir, '--out', out])

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from irtbox.utils import safe_torch_load
 from tools import test as test_tool
 from tools import train as train_tool
 
@@ -61,8 +62,8 @@ def test_resume_continues_where_it_stopped(tmp_path, in_root):
     train_tool.main([TINY_CONFIG, '--work-dir', straight])
     train_tool.main([TINY_CONFIG, '--work-dir', resumed, '--cfg-options', 'train_cfg.max_iters=2'])
     train_tool.main([TINY_CONFIG, '--work-dir', resumed, '--resume', osp.join(resumed, 'iter_2.pth')])
-    a = torch.load(osp.join(straight, 'iter_4.pth'), weights_only=False)
-    b = torch.load(osp.join(resumed, 'iter_4.pth'), weights_only=False)
+    a = safe_torch_load(osp.join(straight, 'iter_4.pth'))
+    b = safe_torch_load(osp.join(resumed, 'iter_4.pth'))
     assert b['meta']['iter'] == 4
     for key, value in a['state_dict'].items():
         torch.testing.assert_close(b['state_dict'][key], value, msg=key)

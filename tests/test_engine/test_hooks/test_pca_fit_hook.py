@@ -6,6 +6,7 @@ import torch
 
 from tools import test as test_tool
 from tools import train as train_tool
+from irtbox.utils import safe_torch_load
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 CONFIG = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt_pca.py')
@@ -32,7 +33,7 @@ def test_fit_save_and_reuse(tmp_path, monkeypatch):
     work_dir = str(tmp_path)
     train_tool.main([CONFIG, '--work-dir', work_dir])
     ckpt = osp.join(work_dir, 'iter_4.pth')
-    state = torch.load(ckpt, weights_only=False)['state_dict']
+    state = safe_torch_load(ckpt)['state_dict']
     assert bool(state['neck.1.fitted'])
     # The saved projection is the PCA of the final model's training descriptors.
     feats, model = train_descriptors(ckpt)
@@ -59,6 +60,6 @@ def test_momentum_encoder_copy_is_left_alone(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
     train_tool.main([CONFIG, '--work-dir', str(tmp_path), '--cfg-options', 'model.momentum=0.9',
                      'train_cfg.max_iters=2', 'train_cfg.val_interval=2'])
-    state = torch.load(osp.join(str(tmp_path), 'iter_2.pth'), weights_only=False)['state_dict']
+    state = safe_torch_load(osp.join(str(tmp_path), 'iter_2.pth'))['state_dict']
     assert bool(state['neck.1.fitted'])
     assert not bool(state['momentum_encoder.neck.1.fitted'])
