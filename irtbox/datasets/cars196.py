@@ -1,0 +1,155 @@
+"""Cars196 (Krause et al., "3D Object Representations for Fine-Grained
+Categorization", 3dRR 2013) with the zero-shot metric-learning split of Song
+et al. (CVPR 2016)."""
+import os.path as osp
+from typing import List, Sequence
+
+import numpy as np
+
+from irtbox.registry import DATASETS
+from .base_dataset import BaseRetrievalDataset, malformed, parse_int
+
+_MAT_FIELDS = ('relative_im_path', 'bbox_x1', 'bbox_y1', 'bbox_x2', 'bbox_y2', 'class')
+_CSV_FORMAT = "6 comma-separated fields 'file,x1,y1,x2,y2,class'"
+
+
+@DATASETS.register_module()
+class Cars196Dataset(BaseRetrievalDataset):
+    """Stanford Cars split by class: classes 1..98 train (8,054 images),
+    99..196 test (8,131 images). The official ``test`` flag (a per-image
+    classification split) is not used.
+
+    Two annotation formats, which give the same samples:
+
+    - ``'mat'``, the devkit's ``cars_annos.mat``: a 1 x N struct array
+      ``annotations`` with ``relative_im_path`` (``car_ims/000001.jpg``),
+      ``bbox_x1/y1/x2/y2``, ``class`` (1..196) and ``test``; image paths are
+      relative to ``data_prefix['img_path']`` (default ``data_root``)::
+
+          data_root/cars_annos.mat
+          data_root/car_ims/000001.jpg
+
+    - ``'csv'``, the common mirror of the official train/test release: the
+      files ``csv_files`` (``file,x1,y1,x2,y2,class`` lines, no header), whose
+      file names are relative to the matching folder of ``csv_img_dirs``::
+
+          data_root/anno_train.csv   data_root/cars_train/00001.jpg
+          data_root/anno_test.csv    data_root/cars_test/00001.jpg
+
+      Both files are read; the retrieval split is by class as above.
+
+    Every sample has ``bbox`` = the annotated box converted from the
+    devkit's 1-based inclusive pixels to ``[x1 - 1, y1 - 1, x2, y2]`` (0-based,
+    right/bottom exclusive, what ``CropBBox`` takes). The recipe benchmark
+    does not crop; add ``CropBBox`` to the pipeline to do so. Labels are the
+    class ids of the split mapped in increasing order to ``0 .. C-1``; the
+    test split is evaluated leave-one-out.
+
+    Args:
+        ann_format (str): ``'mat'``, ``'csv'`` or ``'auto'``: ``'mat'`` when
+            ``ann_file`` exists, else ``'csv'``.
+        csv_files (Sequence[str]): The csv mirror's annotation files,
+            relative to ``data_root``.
+        csv_img_dirs (Sequence[str]): The image folder of each csv file,
+            relative to ``data_prefix['img_path']``.
+        num_train_classes (int): Classes ``1 .. num_train_classes`` form the
+            training split, the others the test split (98 in the protocol).
+        **kwargs: See :class:`BaseRetrievalDataset`; ``ann_file`` defaults to
+            ``cars_annos.mat``.
+    """
+
+    FORMATS = ('auto', 'mat', 'csv')
+
+    def __init__(self,
+                 ann_format: str = 'auto',
+                 csv_files: Sequence[str] = ('anno_train.csv', 'anno_test.csv'),
+                 csv_img_dirs: Sequence[str] = ('cars_train', 'cars_test'),
+                 num_train_classes: int = 98,
+                 **kwargs):
+        if ann_format not in self.FORMATS:
+            raise ValueError(f'Cars196Dataset: ann_format must be one of {list(self.FORMATS)}, '
+                             f'got {ann_format!r}')
+        if len(csv_files) != len(csv_img_dirs):
+            raise ValueError(f'Cars196Dataset: csv_files {list(csv_files)} and csv_img_dirs '
+                             f'{list(csv_img_dirs)} must have the same length')
+        self.ann_format = ann_format
+        self.csv_files = tuple(csv_files)
+        self.csv_img_dirs = tuple(csv_img_dirs)
+        self.num_train_classes = num_train_classes
+        super().__init__(**kwargs)
+
+    def default_ann_file(self, split):
+        return 'cars_annos.mat'
+
+    def resolved_format(self) -> str:
+        """The annotation format read: ``ann_format`` with ``'auto'`` resolved."""
+        if self.ann_format != 'auto':
+            return self.ann_format
+        if osp.isfile(self.ann_file):
+            return 'mat'
+        csv_paths = [self._join_root(f) for f in self.csv_files]
+        if all(osp.isfile(p) for p in csv_paths):
+            return 'csv'
+        raise FileNotFoundError(f'Cars196Dataset: found neither the devkit annotation '
+                                f'{self.ann_file!r} nor the csv files {csv_paths} '
+                                f'(data_root={self.data_root!r})')
+
+    def parse_samples(self) -> List[dict]:
+        rows = self._read_mat() if self.resolved_format() == 'mat' else self._read_csv()
+        samples = []
+        for rel_path, (x1, y1, x2, y2), class_id in rows:
+            if (class_id <= self.num_train_classes) == (self.split == 'train'):
+                samples.append(dict(img_path=self._join_img(rel_path), gt_label=class_id,
+                                    bbox=[x1 - 1, y1 - 1, x2, y2]))
+        return samples
+
+    def _read_mat(self) -> list:
+        import scipy.io  # only this format needs scipy
+        path = self._require_file(self.ann_file, 'ann_file')
+        try:
+            mat = scipy.io.loadmat(path)
+        except Exception as e:  # scipy raises several types for a bad file
+            raise ValueError(f'{path}: not a readable MATLAB file ({e})') from e
+        ann = mat.get('annotations')
+        names = getattr(getattr(ann, 'dtype', None), 'names', None) or ()
+        missing = [f for f in _MAT_FIELDS if f not in names]
+        if missing:
+            raise ValueError(f"{path}: expected a struct array 'annotations' with the fields "
+                             f'{list(_MAT_FIELDS)}; missing {missing}')
+        rows = []
+        for i, entry in enumerate(ann.reshape(-1)):
+            where = f'{path}, annotations[{i}]'
+            rel_path = _one_value(entry['relative_im_path'], where, 'relative_im_path')
+            if not isinstance(rel_path, str) or not rel_path:
+                raise ValueError(f'{where}: expected a path string in relative_im_path, '
+                                 f'got {rel_path!r}')
+            numbers = [_mat_int(entry[f], where, f) for f in _MAT_FIELDS[1:]]
+            rows.append((rel_path, tuple(numbers[:4]), numbers[4]))
+        return rows
+
+    def _read_csv(self) -> list:
+        rows = []
+        for name, img_dir in zip(self.csv_files, self.csv_img_dirs):
+            path = self._join_root(name)
+            for lineno, line in self._read_lines(path, 'csv_files'):
+                fields = [f.strip() for f in line.split(',')]
+                if len(fields) != 6 or not fields[0]:
+                    raise malformed(path, lineno, _CSV_FORMAT, line)
+                numbers = [parse_int(path, lineno, text, what, line)
+                           for text, what in zip(fields[1:], ('x1', 'y1', 'x2', 'y2', 'class'))]
+                rows.append((osp.join(img_dir, fields[0]), tuple(numbers[:4]), numbers[4]))
+        return rows
+
+
+def _one_value(value, where: str, field: str):
+    arr = np.asarray(value).reshape(-1)
+    if arr.size != 1:
+        raise ValueError(f'{where}: expected one value in {field}, got {arr.size}')
+    return arr[0].item() if isinstance(arr[0], np.generic) else arr[0]
+
+
+def _mat_int(value, where: str, field: str) -> int:
+    x = _one_value(value, where, field)
+    if isinstance(x, (bool, str)) or not float(x).is_integer():
+        raise ValueError(f'{where}: expected an integer {field}, got {x!r}')
+    return int(x)
