@@ -1,1 +1,1 @@
-from . import backbones, heads, losses, necks, retrievers  # noqa: F401  (registration)
+from . import backbones, heads, losses, miners, necks, retrievers  # noqa: F401  (registration)

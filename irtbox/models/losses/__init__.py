@@ -8,6 +8,7 @@ from .arcface import ArcFaceLoss, arcface_loss, arcface_target_logit, cosine_to_
 from .contrastive import ContrastiveLoss, contrastive_loss
 from .koleo import KoLeoLoss, koleo_loss
 from .normalized_softmax import NormalizedSoftmaxLoss, normalized_softmax_loss
+from .pml import PML_CLASSIFICATION_LOSSES, PML_CONTRASTIVE_LOSSES, PMLLoss
 from .snca import ScalableNCALoss, scalable_nca_loss
 from .tuple_contrastive import TupleContrastiveLoss, tuple_contrastive_loss
 from .xbm import CrossBatchMemory, MemoryLoss
@@ -15,6 +16,7 @@ from .xbm import CrossBatchMemory, MemoryLoss
 __all__ = [
     'ArcFaceLoss', 'arcface_loss', 'arcface_target_logit', 'cosine_to_classes',
     'ContrastiveLoss', 'contrastive_loss', 'KoLeoLoss', 'koleo_loss', 'NormalizedSoftmaxLoss',
-    'normalized_softmax_loss', 'ScalableNCALoss', 'scalable_nca_loss', 'CrossBatchMemory',
+    'normalized_softmax_loss', 'PMLLoss', 'PML_CLASSIFICATION_LOSSES',
+    'PML_CONTRASTIVE_LOSSES', 'ScalableNCALoss', 'scalable_nca_loss', 'CrossBatchMemory',
     'MemoryLoss', 'TupleContrastiveLoss', 'tuple_contrastive_loss'
 ]

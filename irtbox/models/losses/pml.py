@@ -1,0 +1,166 @@
+"""Adapters to PyTorch Metric Learning (PML) losses: the 12 losses of the
+training-recipe benchmark (Berton, Musgrave & Masone), with PML's defaults.
+
+Design call: wrap, not re-implement. The benchmark's requirement is that each
+loss gives *the same* value and gradients as PML 2.9 on the same inputs and
+weights; the study itself ran PML with its default hyper-parameters, so PML's
+code is the definition of these losses. Re-implementing twelve losses plus
+PML's reducers (e.g. the mean over non-zero terms of ``AvgNonZeroReducer``),
+its pair/triplet bookkeeping and the miner would duplicate that definition
+with room for drift. PML is therefore an optional dependency, imported lazily
+when a :class:`PMLLoss` or :class:`~irtbox.models.miners.PMLMiner` is built
+(an ``ImportError`` names the package otherwise); nothing else in irtbox
+needs it.
+
+Classification ("stateful") losses keep their weights as ``nn.Parameter`` s of
+the wrapped PML module, which is the sub-module ``pml_loss``; their names are
+
+=========================  ====================  ===================
+loss                       parameter             shape
+=========================  ====================  ===================
+ArcFaceLoss, CosFaceLoss   ``pml_loss.W``        D x C
+NormalizedSoftmaxLoss      ``pml_loss.W``        D x C
+ProxyAnchorLoss            ``pml_loss.proxies``  C x D
+SoftTripleLoss             ``pml_loss.fc``       D x (C * centres)
+=========================  ====================  ===================
+
+so one optimizer parameter group covers all of them with no code special to
+a loss: ``paramwise_cfg=dict(custom_keys={'pml_loss': dict(lr_mult=...)})``
+(the contrastive losses have no parameters, so the key matches nothing there).
+"""
+import importlib
+from typing import Union
+
+from torch import Tensor, nn
+
+from irtbox.registry import MODELS
+from .utils import loss_forward
+
+#: The 12 losses of the benchmark, contrastive ("stateless") then classification.
+PML_CONTRASTIVE_LOSSES = ('CircleLoss', 'ContrastiveLoss', 'MultiSimilarityLoss', 'NTXentLoss',
+                          'SignalToNoiseRatioContrastiveLoss', 'ThresholdConsistentMarginLoss',
+                          'TripletMarginLoss')
+PML_CLASSIFICATION_LOSSES = ('ArcFaceLoss', 'CosFaceLoss', 'NormalizedSoftmaxLoss',
+                             'ProxyAnchorLoss', 'SoftTripleLoss')
+
+#: The miner the benchmark always uses with the contrastive losses.
+DEFAULT_MINER = dict(type='PMLMiner', name='MultiSimilarityMiner')
+
+
+def import_pml(owner: str) -> None:
+    """Raise an ImportError naming ``owner`` and the package to install
+    unless ``pytorch_metric_learning`` is importable."""
+    try:
+        import pytorch_metric_learning  # noqa: F401
+    except ImportError as error:
+        raise ImportError(f'{owner} wraps PyTorch Metric Learning, which is not installed: '
+                          'pip install pytorch-metric-learning==2.9.0') from error
+
+
+def pml_class(owner: str, module: str, name: str, base: str) -> type:
+    """The class ``name`` of ``pytorch_metric_learning.<module>``, checked to
+    derive from its ``base``; a ValueError listing the valid names otherwise."""
+    import_pml(owner)
+    package = importlib.import_module(f'pytorch_metric_learning.{module}')
+    base_cls = getattr(package, base)
+    valid = sorted(n for n, c in vars(package).items()
+                   if isinstance(c, type) and issubclass(c, base_cls) and c is not base_cls)
+    cls = getattr(package, name, None) if isinstance(name, str) else None
+    if cls is None or not (isinstance(cls, type) and issubclass(cls, base_cls)) \
+            or cls is base_cls:
+        raise ValueError(f'{owner}: name={name!r} is not a pytorch_metric_learning.{module} '
+                         f'class; expected one of {valid}')
+    return cls
+
+
+@MODELS.register_module()
+class PMLLoss(nn.Module):
+    """A PyTorch Metric Learning loss (optionally with an online miner) as an
+    irtbox loss ``loss(embeddings, labels) -> scalar``.
+
+    Computes ``pml_loss(embeddings, labels, miner(embeddings, labels))`` with
+    the PML class ``name`` built from ``**kwargs`` (PML's own argument names;
+    omitted ones keep PML 2.9's defaults, as in the benchmark). Inputs are
+    checked and the loss runs in float32 with autocast off (bf16 embeddings
+    are upcast, see :func:`.utils.loss_forward`).
+
+    The 12 losses of the benchmark (Berton, Musgrave & Masone, Sec. 3; the
+    equations are those of the papers cited by PML for each class):
+    contrastive ``ContrastiveLoss`` (Hadsell et al. 2006), ``CircleLoss``
+    (Sun et al. 2020, eq. 4), ``MultiSimilarityLoss`` (Wang et al. 2019,
+    eq. 8), ``NTXentLoss`` (Chen et al. 2020 / InfoNCE),
+    ``SignalToNoiseRatioContrastiveLoss`` (Yuan et al. 2019),
+    ``ThresholdConsistentMarginLoss`` (Zhang et al. 2023, added to a base
+    loss in the paper, alone here as in the benchmark), ``TripletMarginLoss``
+    (Weinberger & Saul 2009); classification ``ArcFaceLoss`` (Deng et al.
+    2019, eq. 3), ``CosFaceLoss`` (Wang et al. 2018, eq. 4),
+    ``NormalizedSoftmaxLoss`` (Zhai & Wu 2018), ``ProxyAnchorLoss`` (Kim et
+    al. 2020, eq. 4), ``SoftTripleLoss`` (Qian et al. 2019, eq. 10). Other
+    PML loss classes are accepted by name but only these 12 are tested.
+
+    Shapes: ``embeddings`` B x D, ``labels`` B integers (in [0, num_classes)
+    for the classification losses) -> scalar.
+
+    Example (baseline of the benchmark)::
+
+        losses=dict(metric=dict(type='PMLLoss', name='MultiSimilarityLoss'))
+        losses=dict(metric=dict(type='PMLLoss', name='ArcFaceLoss',
+                                num_classes=78, embedding_size=768))
+        paramwise_cfg=dict(custom_keys={'pml_loss': dict(lr_mult=1e6)})
+
+    Args:
+        name (str): PML loss class name, e.g. ``'MultiSimilarityLoss'``.
+        miner (dict | nn.Module | str | None): online miner whose indices
+            tuple is passed to the loss: a config (built with
+            ``MODELS.build``, e.g. ``dict(type='PMLMiner',
+            name='MultiSimilarityMiner')``), a module, ``None`` for no miner
+            (all pairs/triplets), or ``'auto'`` (default): the
+            multi-similarity miner (ε = 0.1) for losses without weights (the
+            contrastive ones, as in the benchmark) and none for losses with
+            weights (classification).
+        **kwargs: PML constructor arguments, e.g. ``num_classes`` and
+            ``embedding_size`` for the classification losses.
+    """
+
+    def __init__(self, name: str, miner: Union[dict, nn.Module, str, None] = 'auto',
+                 **kwargs) -> None:
+        super().__init__()
+        cls = pml_class('PMLLoss', 'losses', name, 'BaseMetricLossFunction')
+        try:
+            self.pml_loss = cls(**kwargs)
+        except TypeError as error:
+            raise TypeError(f'PMLLoss: cannot build pytorch_metric_learning.losses.{name} '
+                            f'with {kwargs}: {error}') from error
+        self.name = name
+        self.num_classes = kwargs.get('num_classes')
+        self.embedding_size = kwargs.get('embedding_size')
+        has_weights = any(True for _ in self.pml_loss.parameters())
+        if isinstance(miner, str):
+            if miner != 'auto':
+                raise ValueError(f"PMLLoss: miner must be a config dict, a module, None or "
+                                 f"'auto', got {miner!r}")
+            miner = None if has_weights else dict(DEFAULT_MINER)
+        if isinstance(miner, dict):
+            miner = MODELS.build(miner)
+        elif miner is not None and not isinstance(miner, nn.Module):
+            raise ValueError(f'PMLLoss: miner must be a config dict, a module, None or '
+                             f"'auto', got {miner!r}")
+        self.miner = miner
+
+    @loss_forward()
+    def forward(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+        if self.embedding_size is not None and embeddings.shape[1] != self.embedding_size:
+            raise ValueError(f'PMLLoss({self.name}): embedding_size={self.embedding_size} but '
+                             f'the embeddings have dimension {embeddings.shape[1]}')
+        if self.num_classes is not None:
+            low, high = int(labels.min()), int(labels.max())
+            if low < 0 or high >= self.num_classes:
+                raise ValueError(f'PMLLoss({self.name}): labels must lie in '
+                                 f'[0, {self.num_classes}) (num_classes={self.num_classes}), '
+                                 f'got labels in [{low}, {high}]; the training labels must '
+                                 'be contiguous class indices')
+        indices_tuple = None if self.miner is None else self.miner(embeddings, labels)
+        return self.pml_loss(embeddings, labels, indices_tuple)
+
+    def extra_repr(self) -> str:
+        return f'name={self.name!r}'

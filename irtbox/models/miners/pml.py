@@ -1,0 +1,47 @@
+"""Adapter to PyTorch Metric Learning (PML) miners (wrapped for the same
+reason as the losses, see :mod:`irtbox.models.losses.pml`)."""
+from typing import Tuple
+
+from torch import Tensor, nn
+
+from irtbox.registry import MODELS
+from ..losses.pml import pml_class
+from ..losses.utils import check_embeddings_labels
+
+
+@MODELS.register_module()
+class PMLMiner(nn.Module):
+    """A PyTorch Metric Learning miner, by class name, with PML's defaults.
+
+    The benchmark's default is ``'MultiSimilarityMiner'`` (Wang et al.,
+    "Multi-Similarity Loss with General Pair Weighting", CVPR 2019, eq. 5-6):
+    with cosine similarity S, a negative pair (i, j) is kept if
+    S_ij + ε > min over the positives of i, and a positive pair if
+    S_ij - ε < max over the negatives of i; ε = 0.1.
+
+    Shapes: ``embeddings`` B x D, ``labels`` B -> the PML indices tuple: for a
+    pair miner four long tensors (anchor, positive, anchor, negative), for a
+    triplet miner three (anchor, positive, negative). No gradient flows
+    through mining.
+
+    Args:
+        name (str): PML miner class name. Defaults to ``'MultiSimilarityMiner'``.
+        **kwargs: PML constructor arguments (e.g. ``epsilon``).
+    """
+
+    def __init__(self, name: str = 'MultiSimilarityMiner', **kwargs) -> None:
+        super().__init__()
+        cls = pml_class('PMLMiner', 'miners', name, 'BaseMiner')
+        try:
+            self.pml_miner = cls(**kwargs)
+        except TypeError as error:
+            raise TypeError(f'PMLMiner: cannot build pytorch_metric_learning.miners.{name} '
+                            f'with {kwargs}: {error}') from error
+        self.name = name
+
+    def forward(self, embeddings: Tensor, labels: Tensor) -> Tuple[Tensor, ...]:
+        check_embeddings_labels(f'PMLMiner({self.name})', embeddings, labels)
+        return self.pml_miner(embeddings, labels)
+
+    def extra_repr(self) -> str:
+        return f'name={self.name!r}'
