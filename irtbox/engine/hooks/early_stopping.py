@@ -1,0 +1,175 @@
+"""Early stopping on a validation metric, keeping and reloading the best weights.
+
+Berton, Musgrave & Masone's recipe (``dml_benchmark.md``): validate every "epoch"
+(a fixed number of iterations, the train loop's ``val_interval``), stop when
+validation Precision@1 has not improved for ``patience`` validations, then
+reload the best weights before the single test evaluation.
+
+MMEngine's ``EarlyStoppingHook`` stops training but does not keep or reload
+weights, counts a tie as an improvement, defaults to ``min_delta=0.1`` and
+by default only warns when the monitored key is missing; hence this hook.
+"""
+import copy
+import math
+import os.path as osp
+from typing import Dict, NamedTuple, Optional
+
+import torch
+from mmengine.hooks import Hook
+from mmengine.logging import print_log
+from mmengine.model import is_model_wrapper
+
+from irtbox.registry import HOOKS
+
+
+class StoppingState(NamedTuple):
+    """``best``: best score so far (None before the first); ``wait``: validations since it."""
+    best: Optional[float] = None
+    wait: int = 0
+
+
+def early_stopping_step(state: StoppingState, score: float, rule: str = 'greater',
+                        min_delta: float = 0.0, patience: int = 3):
+    """One validation of early stopping.
+
+    ``score`` improves on ``state.best`` when it is better by more than
+    ``min_delta`` (strictly: a tie is no improvement, so the earliest best
+    weights are kept). A non-finite score never improves.
+
+    Returns:
+        (new_state, improved, stop): ``stop`` is True once ``patience``
+        validations in a row brought no improvement.
+    """
+    if rule not in ('greater', 'less'):
+        raise ValueError(f"rule must be 'greater' or 'less', got {rule!r}")
+    finite = math.isfinite(score)
+    if state.best is None:
+        improved = finite
+    elif rule == 'greater':
+        improved = finite and score > state.best + min_delta
+    else:
+        improved = finite and score < state.best - min_delta
+    if improved:
+        return StoppingState(float(score), 0), True, False
+    wait = state.wait + 1
+    return StoppingState(state.best, wait), False, wait >= patience
+
+
+@HOOKS.register_module()
+class BestWeightsEarlyStoppingHook(Hook):
+    """Stops training when ``monitor`` stops improving; reloads the best weights at the end.
+
+    After every validation the hook reads ``metrics[monitor]``; on an
+    improvement it copies the model's weights (state dict, on the CPU) and,
+    with ``save_best``, writes them as ``<work_dir>/<best_filename>`` (a
+    checkpoint without optimizer state, for ``tools/test.py``). After
+    ``patience`` validations without improvement it sets
+    ``runner.train_loop.stop_training``. At ``after_train`` (and so before any
+    ``runner.test()`` in the same process) the best weights are loaded into the
+    model, from memory or, after a resumed run, from the saved file.
+
+    With ``IterBasedTrainLoop(val_interval=N)`` a validation is an "epoch" of
+    N iterations, so ``patience=3`` is the paper's 3 epochs.
+
+    Args:
+        monitor: validation metric name, e.g. ``'precision@1'`` (with the
+            evaluator's ``prefix/`` if it has one).
+        rule: ``'greater'`` (higher is better) or ``'less'``.
+        patience: validations without improvement before stopping.
+        min_delta: an improvement must exceed this margin.
+        save_best: also write the best weights to the work dir.
+        best_filename: name of that checkpoint.
+        reload_best: load the best weights into the model at the end of training.
+    """
+
+    # Last, so the other hooks' after_train (e.g. checkpoint publishing) see the
+    # trained weights, not the reloaded ones.
+    priority = 'LOWEST'
+
+    def __init__(self, monitor: str = 'precision@1', rule: str = 'greater', patience: int = 3,
+                 min_delta: float = 0.0, save_best: bool = True,
+                 best_filename: str = 'best.pth', reload_best: bool = True):
+        if rule not in ('greater', 'less'):
+            raise ValueError(f"{type(self).__name__}: rule must be 'greater' or 'less', "
+                             f'got {rule!r}')
+        if not isinstance(patience, int) or patience < 1:
+            raise ValueError(f'{type(self).__name__}: patience must be an integer >= 1, '
+                             f'got {patience!r}')
+        if min_delta < 0:
+            raise ValueError(f'{type(self).__name__}: min_delta must be >= 0, got {min_delta}')
+        self.monitor = monitor
+        self.rule = rule
+        self.patience = patience
+        self.min_delta = float(min_delta)
+        self.save_best = save_best
+        self.best_filename = best_filename
+        self.reload_best = reload_best
+        self.state = StoppingState()
+        self.best_iter: Optional[int] = None
+        self._best_weights: Optional[Dict[str, torch.Tensor]] = None
+
+    @staticmethod
+    def _model(runner):
+        return runner.model.module if is_model_wrapper(runner.model) else runner.model
+
+    def before_run(self, runner) -> None:
+        if runner.train_loop is not None and not hasattr(runner.train_loop, 'stop_training'):
+            raise TypeError(f'{type(self).__name__}: the train loop '
+                            f'{type(runner.train_loop).__name__} has no stop_training flag')
+
+    def after_val_epoch(self, runner, metrics: Optional[Dict[str, float]] = None) -> None:
+        metrics = metrics or {}
+        if self.monitor not in metrics:
+            raise KeyError(f'{type(self).__name__}: monitored metric {self.monitor!r} is not '
+                           f'among the validation metrics {sorted(metrics)}; set monitor= to '
+                           'one of them.')
+        score = float(metrics[self.monitor])
+        self.state, improved, stop = early_stopping_step(
+            self.state, score, self.rule, self.min_delta, self.patience)
+        if improved:
+            self.best_iter = runner.iter
+            self._best_weights = {k: v.detach().to('cpu', copy=True)
+                                  for k, v in self._model(runner).state_dict().items()}
+            if self.save_best:
+                runner.save_checkpoint(runner.work_dir, self.best_filename,
+                                       save_optimizer=False, save_param_scheduler=False,
+                                       by_epoch=False)
+        if stop:
+            runner.train_loop.stop_training = True
+            print_log(f'early stopping at iteration {runner.iter}: {self.monitor} has not '
+                      f'improved for {self.state.wait} validations (best {self.state.best:.4f} '
+                      f'at iteration {self.best_iter})', logger='current')
+
+    def after_train(self, runner) -> None:
+        if not self.reload_best or self.state.best is None:
+            return
+        weights = self._best_weights
+        if weights is None:
+            # A resumed run: the best weights of the earlier part are in the file.
+            path = osp.join(runner.work_dir, self.best_filename)
+            if not osp.isfile(path):
+                raise FileNotFoundError(
+                    f'{type(self).__name__}: the best weights (iteration {self.best_iter}) are '
+                    f'not in memory and {path} does not exist (save_best=False with a resumed run?)')
+            from irtbox.utils import safe_torch_load
+            weights = safe_torch_load(path)['state_dict']
+        self._model(runner).load_state_dict(weights)
+        print_log(f'reloaded the best weights ({self.monitor}={self.state.best:.4f}, '
+                  f'iteration {self.best_iter})', logger='current')
+
+    # The stopping state travels in checkpoints, so a resumed run continues it.
+    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+        checkpoint.setdefault('meta', {})['early_stopping'] = dict(
+            best=self.state.best, wait=self.state.wait, best_iter=self.best_iter)
+
+    def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
+        saved = checkpoint.get('meta', {}).get('early_stopping')
+        # Only a resumed run continues; fine-tuning from a checkpoint starts afresh.
+        if saved is not None and getattr(runner, '_resume', False):
+            self.state = StoppingState(saved['best'], saved['wait'])
+            self.best_iter = saved['best_iter']
+            self._best_weights = None
+
+    def best_weights(self) -> Optional[Dict[str, torch.Tensor]]:
+        """A copy of the best weights kept in memory (None before the first validation)."""
+        return copy.deepcopy(self._best_weights)

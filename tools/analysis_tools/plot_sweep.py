@@ -1,0 +1,146 @@
+"""Draw the figures of a sweep (Berton, Musgrave & Masone, Figures 4-10) from its summary table.
+
+One PNG per (factor, metric), one panel per dataset: the metric against the
+factor's values, one line per loss (solid: contrastive family, dotted:
+classification family) at the mean over seeds, a shaded band (min-max over
+seeds, or mean +- std), and the off-the-shelf model as a grey horizontal line.
+Numeric factor values get a numeric axis (logarithmic with the factor's
+``log_x``, or when all values are positive and span >= 100x); other values
+(e.g. 'raw' next to dimensions) are placed evenly in the spec's order.
+
+Example:
+  python tools/analysis_tools/plot_sweep.py work_dirs/sweep/summary.csv SPEC --out-dir figs
+"""
+import argparse
+import csv
+import os
+import os.path as osp
+import sys
+from typing import List, Optional
+
+OFF_THE_SHELF = 'off_the_shelf'
+
+
+def _numeric(values) -> bool:
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+
+
+def _same(a, b) -> bool:
+    return a == b or str(a) == str(b)
+
+
+def plot_factor(summary: List[dict], factor: str, metric: str, out_path: str,
+                values: Optional[list] = None, log_x: Optional[bool] = None,
+                band: str = 'minmax') -> str:
+    """Draws one figure; ``summary`` rows as from ``tools/sweep.py``'s ``summarize``."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    if band not in ('minmax', 'std'):
+        raise ValueError(f"band must be 'minmax' or 'std', got {band!r}")
+    rows = [r for r in summary if r['factor'] == factor and r['metric'] == metric]
+    if not rows:
+        raise ValueError(f'no summary rows for factor {factor!r} and metric {metric!r}')
+    shelf = {r['dataset']: r['mean'] for r in summary
+             if r['factor'] == OFF_THE_SHELF and r['metric'] == metric}
+    datasets = list(dict.fromkeys(r['dataset'] for r in rows))
+    if values is None:
+        values = list(dict.fromkeys(r['value'] for r in rows))
+    numeric = _numeric(values)
+    if numeric:
+        positions = [float(v) for v in values]
+        if log_x is None:
+            log_x = min(positions) > 0 and max(positions) >= 100 * min(positions)
+    else:
+        positions, log_x = list(range(len(values))), False
+    fig, axes = plt.subplots(1, len(datasets), figsize=(4.2 * len(datasets), 3.6), squeeze=False)
+    for ax, dataset in zip(axes[0], datasets):
+        for loss in dict.fromkeys(r['loss'] for r in rows if r['dataset'] == dataset):
+            points = []
+            for x, v in zip(positions, values):
+                match = [r for r in rows if r['dataset'] == dataset and r['loss'] == loss
+                         and _same(r['value'], v)]
+                if match:
+                    points.append((x, match[0]))
+            xs = [x for x, _ in points]
+            mean = [float(r['mean']) for _, r in points]
+            if band == 'minmax':
+                lo, hi = [float(r['min']) for _, r in points], [float(r['max']) for _, r in points]
+            else:
+                lo = [float(r['mean']) - float(r['std']) for _, r in points]
+                hi = [float(r['mean']) + float(r['std']) for _, r in points]
+            style = '-' if points[0][1]['family'] == 'contrastive' else ':'
+            line, = ax.plot(xs, mean, style, marker='o', markersize=3, label=loss)
+            ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.15, linewidth=0)
+        if dataset in shelf:
+            ax.axhline(float(shelf[dataset]), color='grey', linestyle='--', label='off-the-shelf')
+        if log_x:
+            ax.set_xscale('log')
+        if not numeric:
+            ax.set_xticks(positions)
+            ax.set_xticklabels([str(v) for v in values])
+        ax.set_title(dataset)
+        ax.set_xlabel(factor)
+        ax.set_ylabel(metric)
+        ax.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=7, loc='best')
+    fig.tight_layout()
+    os.makedirs(osp.dirname(osp.abspath(out_path)), exist_ok=True)
+    fig.savefig(out_path, dpi=120)
+    plt.close(fig)
+    return out_path
+
+
+def plot_all(summary: List[dict], spec: dict, out_dir: str, band: str = 'minmax') -> List[str]:
+    """Every (factor, metric) figure of a sweep: ``out_dir``/fig_<factor>_<metric>.png."""
+    metrics = spec.get('metrics') or sorted({r['metric'] for r in summary})
+    paths = []
+    for factor, fspec in spec['factors'].items():
+        for metric in metrics:
+            if not any(r['factor'] == factor and r['metric'] == metric for r in summary):
+                continue
+            name = f'fig_{factor}_{metric}.png'.replace('@', 'at').replace('/', '_')
+            paths.append(plot_factor(summary, factor, metric, osp.join(out_dir, name),
+                                     values=list(fspec['values']), log_x=fspec.get('log_x'),
+                                     band=band))
+    return paths
+
+
+def read_summary(path: str) -> List[dict]:
+    """summary.csv back into rows (numbers parsed; factor values as numbers when they are)."""
+    def number(text):
+        for cast in (int, float):
+            try:
+                return cast(text)
+            except (TypeError, ValueError):
+                pass
+        return text
+    with open(path, newline='') as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        for key in ('value', 'mean', 'std', 'min', 'max', 'n'):
+            r[key] = number(r.get(key))
+    return rows
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('summary', help='summary.csv written by tools/sweep.py')
+    parser.add_argument('spec', help='the grid spec of the sweep (factor values, log_x, metrics)')
+    parser.add_argument('--out-dir', help='where the PNGs go (default: next to the summary)')
+    parser.add_argument('--band', choices=['minmax', 'std'], default='minmax')
+    args = parser.parse_args(argv)
+    if not osp.isfile(args.summary):
+        raise SystemExit(f'summary table not found: {args.summary}')
+    sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
+    from tools.sweep import load_spec
+    paths = plot_all(read_summary(args.summary), load_spec(args.spec),
+                     args.out_dir or osp.dirname(osp.abspath(args.summary)), band=args.band)
+    for p in paths:
+        print(p)
+    return paths
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,374 @@
+"""Run a grid of trainings (the training-recipe benchmark's sweeps), collect and plot them.
+
+A grid spec is a Python, YAML or JSON file with these keys:
+
+  config      base config path, with {loss} and {dataset} placeholders,
+              e.g. 'configs/dml_benchmark/{loss}_dinov2-b14_{dataset}.py'
+  losses      list of loss names (their family, for the line style, comes from
+              FAMILIES below or the spec's optional `families` dict:
+              name -> 'contrastive' | 'classification')
+  datasets    list of dataset names
+  seeds       list of seeds (default [0]); each run gets `seed_option`
+              (default 'randomness.seed={seed}')
+  factors     dict: factor name -> dict(values=[...], options=['key={value}', ...],
+              optional log_x=True). Each factor is swept on its own (the others
+              stay at the base config), as in the paper's Figures 4-10.
+  options     optional list of 'key=value' given to every run (e.g. a shorter schedule)
+  off_the_shelf  optional config path (with {dataset}) tested without training:
+              the horizontal line of each figure
+  metrics     optional list of metric names to plot (default: all collected)
+
+Runs: factor x value x dataset x loss x seed. Each has the work dir
+WORK_ROOT/<factor>/<value>/<dataset>/<loss>/seed<seed>, where training writes
+its checkpoints ('best.pth' from BestWeightsEarlyStoppingHook when the config
+has it, else the last checkpoint), then `train_done`; tools/test.py then writes
+the test metrics to test_results.json (its .npz of embeddings is deleted
+unless --keep-embeddings). A run whose test_results.json exists is finished
+and skipped (--force re-runs it); one with `train_done` only is tested again.
+
+Outputs in WORK_ROOT: runs.csv / runs.json (one row per finished run),
+summary.csv (mean, std, min, max over seeds) and the figures
+fig_<factor>_<metric>.png (tools/analysis_tools/plot_sweep.py).
+
+Examples:
+  python tools/sweep.py configs/dml_benchmark/sweeps/digits_tiny.py --work-root work_dirs/sweep
+  python tools/sweep.py SPEC --work-root W --dry-run             # list the runs and their state
+  python tools/sweep.py SPEC --work-root W --emit dist --gpus 8 > jobs.sh
+  python tools/sweep.py SPEC --work-root W --emit slurm --partition gpu
+  python tools/sweep.py SPEC --work-root W --collect-only        # table and figures only
+Run it (and the emitted commands) from the repository root.
+"""
+import argparse
+import csv
+import itertools
+import json
+import math
+import os
+import os.path as osp
+import re
+import shlex
+import subprocess
+import sys
+from typing import Dict, List, NamedTuple, Optional
+
+ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+
+# The 12 losses of Berton, Musgrave & Masone and their family (line style of the figures).
+FAMILIES = {
+    'contrastive': 'contrastive', 'circle': 'contrastive', 'multisimilarity': 'contrastive',
+    'ntxent': 'contrastive', 'signaltonoiseratiocontrastive': 'contrastive',
+    'snr': 'contrastive', 'thresholdconsistentmargin': 'contrastive', 'tcm': 'contrastive',
+    'tripletmargin': 'contrastive', 'triplet': 'contrastive',
+    'arcface': 'classification', 'cosface': 'classification',
+    'normalizedsoftmax': 'classification', 'proxyanchor': 'classification',
+    'softtriple': 'classification',
+}
+RESULTS = 'test_results.json'
+TRAIN_DONE = 'train_done'
+OFF_THE_SHELF = 'off_the_shelf'
+REQUIRED = ('config', 'losses', 'datasets', 'factors')
+
+
+class Run(NamedTuple):
+    """One training (or, for factor 'off_the_shelf', one test of the untrained model)."""
+    factor: str
+    value: object
+    dataset: str
+    loss: str
+    seed: Optional[int]
+    config: str
+    options: List[str]
+    work_dir: str
+
+
+def _key(name: str) -> str:
+    return re.sub(r'[^a-z0-9]', '', name.lower())
+
+
+def family_of(loss: str, families: Optional[Dict[str, str]] = None) -> str:
+    families = {**{_key(k): v for k, v in FAMILIES.items()},
+                **{_key(k): v for k, v in (families or {}).items()}}
+    if _key(loss) not in families:
+        raise ValueError(f"loss {loss!r} has no family; add it to the spec's `families` "
+                         "dict as 'contrastive' or 'classification'")
+    return families[_key(loss)]
+
+
+def value_dir(value) -> str:
+    """A file-name-safe spelling of a factor value (1e-06, 0.25, 256, raw)."""
+    text = repr(value) if isinstance(value, float) else str(value)
+    return re.sub(r'[^A-Za-z0-9_.+-]', '_', text)
+
+
+def load_spec(path: str) -> dict:
+    """Reads and checks a grid spec (see the module docstring)."""
+    if not osp.isfile(path):
+        raise SystemExit(f'grid spec not found: {path}')
+    if path.endswith('.json'):
+        with open(path) as f:
+            spec = json.load(f)
+    else:
+        from mmengine.config import Config
+        spec = Config.fromfile(path).to_dict()
+    missing = [k for k in REQUIRED if k not in spec]
+    if missing:
+        raise SystemExit(f'{path}: missing key(s) {missing}; a grid spec needs {list(REQUIRED)}')
+    if not isinstance(spec['factors'], dict):
+        raise SystemExit(f'{path}: `factors` must be a dict name -> dict(values=[...], '
+                         f'options=[...]), got {type(spec["factors"]).__name__}')
+    for name, factor in spec['factors'].items():
+        if name == OFF_THE_SHELF:
+            raise SystemExit(f'{path}: factor name {OFF_THE_SHELF!r} is reserved')
+        if not isinstance(factor, dict) or not factor.get('values') or 'options' not in factor:
+            raise SystemExit(f'{path}: factors.{name} must be dict(values=[...non-empty], '
+                             "options=['key={value}', ...])")
+        if any('{value}' not in o for o in factor['options']):
+            raise SystemExit(f"{path}: factors.{name}.options must each contain '{{value}}', "
+                             f'got {factor["options"]}')
+    for key in ('losses', 'datasets'):
+        if not isinstance(spec[key], (list, tuple)) or not spec[key]:
+            raise SystemExit(f'{path}: `{key}` must be a non-empty list')
+    for loss in spec['losses']:
+        try:
+            family_of(loss, spec.get('families'))
+        except ValueError as e:
+            raise SystemExit(f'{path}: {e}')
+    return spec
+
+
+def expand(spec: dict, work_root: str) -> List[Run]:
+    """All runs of a spec: factor x value x dataset x loss x seed, then off-the-shelf tests."""
+    seeds = spec.get('seeds', [0])
+    seed_option = spec.get('seed_option', 'randomness.seed={seed}')
+    common = list(spec.get('options', []))
+    runs = []
+    for factor, fspec in spec['factors'].items():
+        for value, dataset, loss, seed in itertools.product(
+                fspec['values'], spec['datasets'], spec['losses'], seeds):
+            options = common + [o.format(value=value) for o in fspec['options']] + [
+                seed_option.format(seed=seed)]
+            runs.append(Run(factor, value, dataset, loss, seed,
+                            spec['config'].format(loss=loss, dataset=dataset), options,
+                            osp.join(work_root, factor, value_dir(value), dataset, loss,
+                                     f'seed{seed}')))
+    if spec.get('off_the_shelf'):
+        for dataset in spec['datasets']:
+            runs.append(Run(OFF_THE_SHELF, None, dataset, '', None,
+                            spec['off_the_shelf'].format(dataset=dataset), common,
+                            osp.join(work_root, OFF_THE_SHELF, dataset)))
+    return runs
+
+
+def state_of(run: Run) -> str:
+    """'done' (test metrics written), 'trained' (test missing) or 'todo'."""
+    if osp.isfile(osp.join(run.work_dir, RESULTS)):
+        return 'done'
+    if run.factor == OFF_THE_SHELF:
+        return 'trained'
+    return 'trained' if osp.isfile(osp.join(run.work_dir, TRAIN_DONE)) else 'todo'
+
+
+def checkpoint_of(work_dir: str) -> str:
+    """The weights to test: best.pth (early stopping) or the last checkpoint."""
+    best = osp.join(work_dir, 'best.pth')
+    if osp.isfile(best):
+        return best
+    last = osp.join(work_dir, 'last_checkpoint')
+    if osp.isfile(last):
+        with open(last) as f:
+            return f.read().strip()
+    raise FileNotFoundError(f'{work_dir}: training finished but left neither best.pth nor '
+                            'last_checkpoint (does the config have a CheckpointHook?)')
+
+
+def _train_args(run: Run) -> List[str]:
+    return ['--work-dir', run.work_dir] + (['--cfg-options'] + run.options if run.options else [])
+
+
+def _test_args(run: Run) -> List[str]:
+    return ['--work-dir', osp.join(run.work_dir, 'test'),
+            '--out', osp.join(run.work_dir, 'test_results.npz')] + (
+                ['--cfg-options'] + run.options if run.options else [])
+
+
+def emit_command(run: Run, mode: str, gpus: int = 1, partition: str = 'gpu') -> str:
+    """One shell line that trains (unless off-the-shelf), tests and marks the run."""
+    q = lambda args: ' '.join(shlex.quote(str(a)) for a in args)  # noqa: E731
+    py = shlex.quote(sys.executable)
+    ckpt = ('"$( [ -f {d}/best.pth ] && echo {d}/best.pth || cat {d}/last_checkpoint )"'
+            .format(d=shlex.quote(run.work_dir)))
+    if run.factor == OFF_THE_SHELF:
+        ckpt = ''
+    job = shlex.quote(f'{run.factor}-{value_dir(run.value)}-{run.dataset}-{run.loss}-{run.seed}')
+    if mode == 'plain':
+        train = f'{py} tools/train.py {q([run.config] + _train_args(run))}'
+        test = f'{py} tools/test.py {shlex.quote(run.config)} {ckpt} {q(_test_args(run))}'
+    elif mode == 'dist':
+        train = f'tools/dist_train.sh {shlex.quote(run.config)} {gpus} {q(_train_args(run))}'
+        test = (f'tools/dist_test.sh {shlex.quote(run.config)} {ckpt} {gpus} '
+                f'{q(_test_args(run))}')
+    elif mode == 'slurm':
+        train = (f'GPUS={gpus} tools/slurm_train.sh {shlex.quote(partition)} {job} '
+                 f'{q([run.config] + _train_args(run))}')
+        test = (f'GPUS={gpus} tools/slurm_test.sh {shlex.quote(partition)} {job} '
+                f'{shlex.quote(run.config)} {ckpt} {q(_test_args(run))}')
+    else:
+        raise ValueError(f"emit mode must be 'plain', 'dist' or 'slurm', got {mode!r}")
+    if run.factor == OFF_THE_SHELF:
+        # No checkpoint, which the dist/slurm test scripts require: one process.
+        test = f'{py} tools/test.py {shlex.quote(run.config)} {q(_test_args(run))}'
+    npz = shlex.quote(osp.join(run.work_dir, 'test_results.npz'))
+    steps = [f'mkdir -p {shlex.quote(run.work_dir)}']
+    if run.factor != OFF_THE_SHELF:
+        steps += [train, f'touch {shlex.quote(osp.join(run.work_dir, TRAIN_DONE))}']
+    return ' && '.join(steps + [test, f'rm -f {npz}'])
+
+
+def run_sequentially(run: Run, keep_embeddings: bool = False) -> None:
+    """Trains (unless already trained) and tests one run in subprocesses."""
+    os.makedirs(run.work_dir, exist_ok=True)
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''))
+    if state_of(run) == 'todo':
+        subprocess.run([sys.executable, osp.join(ROOT, 'tools', 'train.py'), run.config]
+                       + _train_args(run), check=True, env=env)
+        open(osp.join(run.work_dir, TRAIN_DONE), 'w').close()
+    ckpt = [] if run.factor == OFF_THE_SHELF else [checkpoint_of(run.work_dir)]
+    subprocess.run([sys.executable, osp.join(ROOT, 'tools', 'test.py'), run.config] + ckpt
+                   + _test_args(run), check=True, env=env)
+    npz = osp.join(run.work_dir, 'test_results.npz')
+    if not keep_embeddings and osp.isfile(npz):
+        os.remove(npz)
+
+
+def collect(runs: List[Run], families: Optional[Dict[str, str]] = None) -> List[dict]:
+    """One row per finished run: the run's coordinates plus its test metrics."""
+    rows = []
+    for run in runs:
+        path = osp.join(run.work_dir, RESULTS)
+        if not osp.isfile(path):
+            continue
+        try:
+            with open(path) as f:
+                metrics = json.load(f)
+        except json.JSONDecodeError as e:
+            raise SystemExit(f'{path}: not valid JSON ({e}); delete it to re-test the run')
+        if not isinstance(metrics, dict):
+            raise SystemExit(f'{path}: expected a JSON object metric name -> value')
+        rows.append(dict(
+            factor=run.factor, value=run.value, dataset=run.dataset, loss=run.loss,
+            family='' if run.factor == OFF_THE_SHELF else family_of(run.loss, families),
+            seed=run.seed, work_dir=run.work_dir,
+            **{k: float(v) for k, v in metrics.items()}))
+    return rows
+
+
+def metric_names(rows: List[dict]) -> List[str]:
+    fixed = {'factor', 'value', 'dataset', 'loss', 'family', 'seed', 'work_dir'}
+    return sorted({k for r in rows for k in r if k not in fixed})
+
+
+def summarize(rows: List[dict]) -> List[dict]:
+    """Mean, population std, min and max over seeds per (factor, value, dataset, loss, metric)."""
+    groups: Dict[tuple, List[dict]] = {}
+    for r in rows:
+        groups.setdefault((r['factor'], value_dir(r['value']), r['dataset'], r['loss']),
+                          []).append(r)
+    out = []
+    for group in groups.values():
+        first = group[0]
+        for metric in metric_names(group):
+            vals = [r[metric] for r in group if metric in r]
+            mean = sum(vals) / len(vals)
+            out.append(dict(factor=first['factor'], value=first['value'],
+                            dataset=first['dataset'], loss=first['loss'],
+                            family=first['family'], metric=metric, n=len(vals), mean=mean,
+                            std=math.sqrt(sum((v - mean) ** 2 for v in vals) / len(vals)),
+                            min=min(vals), max=max(vals)))
+    return out
+
+
+def write_table(rows: List[dict], path: str) -> None:
+    """CSV (``path``.csv) or JSON (``path``.json) with one line per row."""
+    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
+    if path.endswith('.json'):
+        with open(path, 'w') as f:
+            json.dump(rows, f, indent=1)
+        return
+    fields = list(dict.fromkeys(k for r in rows for k in r))
+    with open(path, 'w', newline='') as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description='Run, collect and plot a grid of irtbox trainings.', epilog=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('spec', help='grid spec (.py, .yaml or .json)')
+    parser.add_argument('--work-root', required=True, help='folder of all the runs and outputs')
+    parser.add_argument('--emit', choices=['plain', 'dist', 'slurm'],
+                        help='print one shell command per unfinished run instead of running it')
+    parser.add_argument('--gpus', type=int, default=1, help='processes per run for --emit dist/slurm')
+    parser.add_argument('--partition', default='gpu', help='slurm partition for --emit slurm')
+    parser.add_argument('--only', nargs='+', metavar='FACTOR', help='only these factors')
+    parser.add_argument('--dry-run', action='store_true', help='list the runs and their state')
+    parser.add_argument('--collect-only', action='store_true',
+                        help='run nothing: write the tables and figures of the finished runs')
+    parser.add_argument('--force', action='store_true', help='re-run finished runs')
+    parser.add_argument('--keep-embeddings', action='store_true',
+                        help="keep each run's test_results.npz (embeddings; large)")
+    parser.add_argument('--band', choices=['minmax', 'std'], default='minmax',
+                        help='shaded band around the mean over seeds: min-max or mean +- std')
+    parser.add_argument('--no-plot', action='store_true', help='tables only')
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    spec = load_spec(args.spec)
+    runs = expand(spec, args.work_root)
+    if args.only:
+        unknown = set(args.only) - set(spec['factors'])
+        if unknown:
+            raise SystemExit(f'--only: unknown factor(s) {sorted(unknown)}; '
+                             f'the spec has {sorted(spec["factors"])}')
+        runs = [r for r in runs if r.factor in args.only or r.factor == OFF_THE_SHELF]
+    if args.force and not (args.dry_run or args.collect_only):
+        for run in runs:
+            for name in (RESULTS, TRAIN_DONE):
+                if osp.isfile(osp.join(run.work_dir, name)):
+                    os.remove(osp.join(run.work_dir, name))
+    if args.dry_run:
+        for run in runs:
+            print(f'{state_of(run):8s} {run.work_dir}  {run.config}  {" ".join(run.options)}')
+        return runs
+    if args.emit:
+        for run in runs:
+            if state_of(run) != 'done':
+                print(emit_command(run, args.emit, args.gpus, args.partition))
+        return runs
+    if not args.collect_only:
+        todo = [r for r in runs if state_of(r) != 'done']
+        print(f'{len(runs) - len(todo)} of {len(runs)} runs finished; running {len(todo)}',
+              file=sys.stderr)
+        for i, run in enumerate(todo):
+            print(f'[{i + 1}/{len(todo)}] {run.work_dir}', file=sys.stderr)
+            run_sequentially(run, args.keep_embeddings)
+    rows = collect(runs, spec.get('families'))
+    if not rows:
+        raise SystemExit(f'no finished run under {args.work_root} (no {RESULTS} found)')
+    summary = summarize(rows)
+    write_table(rows, osp.join(args.work_root, 'runs.csv'))
+    write_table(rows, osp.join(args.work_root, 'runs.json'))
+    write_table(summary, osp.join(args.work_root, 'summary.csv'))
+    if not args.no_plot:
+        from tools.analysis_tools.plot_sweep import plot_all
+        for path in plot_all(summary, spec, args.work_root, band=args.band):
+            print(path)
+    return rows
+
+
+if __name__ == '__main__':
+    sys.path.insert(0, ROOT)
+    main()
