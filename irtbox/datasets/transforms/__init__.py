@@ -9,7 +9,7 @@ import mmcv.transforms  # noqa: F401  (registers mmcv's transforms)
 
 from .formatting import PackRetrievalInputs
 from .group_resize import GroupResize
-from .photometric import RandomIllumination
+from .photometric import RandAugment, RandomIllumination
 from .processing import CropBBox, RandomCrop
 
-__all__ = ['CropBBox', 'GroupResize', 'PackRetrievalInputs', 'RandomCrop', 'RandomIllumination']
+__all__ = ['CropBBox', 'GroupResize', 'PackRetrievalInputs', 'RandAugment', 'RandomCrop', 'RandomIllumination']

@@ -22,3 +22,22 @@ def test_prob_zero_is_identity_and_bad_args():
     np.testing.assert_array_equal(out, img)
     with pytest.raises(ValueError, match='contrast'):
         RandomIllumination(contrast=1.5)
+
+
+def test_rand_augment_matches_torchvision_on_rgb():
+    import torch
+    from torchvision.transforms import RandAugment as TorchRandAugment
+
+    from irtbox.datasets.transforms import RandAugment
+    img = np.random.RandomState(0).randint(0, 255, (16, 12, 3), dtype=np.uint8)  # BGR
+    torch.manual_seed(3)
+    out = RandAugment(num_ops=3, magnitude=9).transform(dict(img=img.copy()))['img']
+    torch.manual_seed(3)
+    rgb = torch.from_numpy(img[..., ::-1].copy()).permute(2, 0, 1)
+    expected = TorchRandAugment(num_ops=3, magnitude=9)(rgb).permute(1, 2, 0).numpy()[..., ::-1]
+    np.testing.assert_array_equal(out, expected)
+    assert out.shape == img.shape and out.dtype == np.uint8
+    with pytest.raises(ValueError, match='magnitude'):
+        RandAugment(magnitude=40)
+    with pytest.raises(ValueError, match='H x W x 3 uint8'):
+        RandAugment().transform(dict(img=img[..., 0]))
