@@ -1,5 +1,6 @@
 """Shared logic of the retrieval datasets: reading annotation files with clear
 errors, remapping labels to contiguous ids, and cheap access to the labels."""
+import csv
 import os.path as osp
 from typing import Hashable, Iterable, List, Optional, Sequence, Tuple
 
@@ -175,6 +176,25 @@ class BaseRetrievalDataset(BaseDataset):
 def malformed(path: str, lineno: int, expected: str, line: str) -> ValueError:
     """The error for a line that does not have the expected format."""
     return ValueError(f'{path}, line {lineno}: expected {expected}, got {line!r}')
+
+
+def iter_csv_rows(path: str, header: Sequence[str]):
+    """Yield ``(line number, fields, line)`` of the non-empty data rows of a CSV file whose
+    first line must be ``header``, each row having ``len(header)`` fields (else an error
+    naming the file and line)."""
+    expected_header = ','.join(header)
+    with open(path, newline='', encoding='utf-8') as f:
+        reader = csv.reader(f)
+        for row in reader:
+            lineno, line = reader.line_num, ','.join(row)
+            if lineno == 1:
+                if [c.strip() for c in row] != list(header):
+                    raise malformed(path, lineno, f'the header "{expected_header}"', line)
+            elif row:
+                if len(row) != len(header):
+                    raise malformed(path, lineno, f'{len(header)} fields "{expected_header}"',
+                                    line)
+                yield lineno, row, line
 
 
 def parse_int(path: str, lineno: int, text: str, what: str, line: str) -> int:

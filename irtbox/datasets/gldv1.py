@@ -1,14 +1,13 @@
 """Google Landmarks Dataset v1, the noisy training set of the Kaggle 2018
 landmark recognition challenge (Noh et al., "Large-Scale Image Retrieval with
 Attentive Deep Local Features", ICCV 2017)."""
-import csv
 import os.path as osp
 from typing import List
 
 from mmengine.logging import print_log
 
 from irtbox.registry import DATASETS
-from .base_dataset import BaseRetrievalDataset, malformed, parse_int
+from .base_dataset import BaseRetrievalDataset, iter_csv_rows, malformed, parse_int
 
 _HEADER = ['id', 'url', 'landmark_id']
 
@@ -65,25 +64,13 @@ class GLDv1NoisyDataset(BaseRetrievalDataset):
     def parse_samples(self) -> List[dict]:
         path = self._require_file(self.ann_file, 'ann_file')
         samples = []
-        with open(path, newline='', encoding='utf-8') as f:
-            reader = csv.reader(f)
-            for row in reader:
-                lineno = reader.line_num
-                line = ','.join(row)
-                if lineno == 1:
-                    if [c.strip() for c in row] != _HEADER:
-                        raise malformed(path, lineno, 'the header "id,url,landmark_id"', line)
-                    continue
-                if not row:
-                    continue
-                if len(row) != 3:
-                    raise malformed(path, lineno, '3 fields "id,url,landmark_id"', line)
-                image_id = row[0].strip()
-                if not image_id.isalnum():
-                    raise malformed(path, lineno, 'an alphanumeric image id', line)
-                landmark = parse_int(path, lineno, row[2].strip(), 'landmark_id', line)
-                samples.append(dict(img_path=self._join_img(f'{image_id}.jpg'),
-                                    gt_label=landmark))
+        for lineno, row, line in iter_csv_rows(path, _HEADER):
+            image_id = row[0].strip()
+            if not image_id.isalnum():
+                raise malformed(path, lineno, 'an alphanumeric image id', line)
+            landmark = parse_int(path, lineno, row[2].strip(), 'landmark_id', line)
+            samples.append(dict(img_path=self._join_img(f'{image_id}.jpg'),
+                                gt_label=landmark))
         if self.skip_missing:
             samples = drop_missing_images(samples, type(self).__name__)
         return samples

@@ -1,11 +1,10 @@
 """Google Landmarks Dataset v2, clean training set (Weyand et al., "Google
 Landmarks Dataset v2", CVPR 2020; the "clean" subset of Yokoo et al. 2020)."""
-import csv
 import os.path as osp
 from typing import List
 
 from irtbox.registry import DATASETS
-from .base_dataset import BaseRetrievalDataset, malformed, parse_int
+from .base_dataset import BaseRetrievalDataset, iter_csv_rows, malformed, parse_int
 
 _HEADER = ['landmark_id', 'images']
 
@@ -49,31 +48,19 @@ class GLDv2CleanDataset(BaseRetrievalDataset):
     def parse_samples(self) -> List[dict]:
         path = self._require_file(self.ann_file, 'ann_file')
         samples, seen = [], {}
-        with open(path, newline='', encoding='utf-8') as f:
-            reader = csv.reader(f)
-            for row in reader:
-                lineno = reader.line_num
-                line = ','.join(row)
-                if lineno == 1:
-                    if [c.strip() for c in row] != _HEADER:
-                        raise malformed(path, lineno, 'the header "landmark_id,images"', line)
-                    continue
-                if not row:
-                    continue
-                if len(row) != 2:
-                    raise malformed(path, lineno, '2 fields "landmark_id,images"', line)
-                landmark = parse_int(path, lineno, row[0].strip(), 'landmark_id', line)
-                ids = row[1].split()
-                if not ids:
-                    raise malformed(path, lineno, 'at least one image id after the comma', line)
-                for image_id in ids:
-                    if len(image_id) < 3 or not image_id.isalnum():
-                        raise malformed(path, lineno, f'alphanumeric image ids of >= 3 '
-                                        f'characters, not {image_id!r},', line)
-                    if image_id in seen:
-                        raise ValueError(f'{path}, line {lineno}: image {image_id!r} is already '
-                                         f'listed on line {seen[image_id]}')
-                    seen[image_id] = lineno
-                    samples.append(dict(img_path=self._join_img(gld_image_path(image_id)),
-                                        gt_label=landmark))
+        for lineno, row, line in iter_csv_rows(path, _HEADER):
+            landmark = parse_int(path, lineno, row[0].strip(), 'landmark_id', line)
+            ids = row[1].split()
+            if not ids:
+                raise malformed(path, lineno, 'at least one image id after the comma', line)
+            for image_id in ids:
+                if len(image_id) < 3 or not image_id.isalnum():
+                    raise malformed(path, lineno, f'alphanumeric image ids of >= 3 '
+                                    f'characters, not {image_id!r},', line)
+                if image_id in seen:
+                    raise ValueError(f'{path}, line {lineno}: image {image_id!r} is already '
+                                     f'listed on line {seen[image_id]}')
+                seen[image_id] = lineno
+                samples.append(dict(img_path=self._join_img(gld_image_path(image_id)),
+                                    gt_label=landmark))
         return samples
