@@ -1,0 +1,17 @@
+# Training-recipe benchmark: DINOv2 ViT-B/14, whole model fine-tuned; the CLS token of the last
+# layer, L2-normalised, 768-d. timm's default input for this model is 518 x 518; img_size=224
+# resizes the position embeddings (interpolated from the pretrained 37 x 37 grid) to the
+# benchmark's 224 x 224 inputs (16 x 16 patches of 14 px).
+# The head holds one loss, 'metric'; the loss configs replace it.
+embed_dim = 768
+model = dict(
+    type='ImageRetriever',
+    data_preprocessor=dict(
+        type='ImgDataPreprocessor',
+        mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375], bgr_to_rgb=True),
+    backbone=dict(type='TimmBackbone', model_name='vit_base_patch14_dinov2.lvd142m',
+                  pretrained=True, img_size=224),
+    neck=[dict(type='ClsTokenPool')],
+    head=dict(type='EmbeddingHead',
+              losses=dict(metric=dict(type='PMLLoss', name='MultiSimilarityLoss'))),
+)

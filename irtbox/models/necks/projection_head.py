@@ -1,0 +1,36 @@
+"""A learned linear layer after the pooled descriptor, to change its dimension."""
+import torch
+import torch.nn as nn
+
+from irtbox.registry import MODELS
+
+
+@MODELS.register_module()
+class LinearProjection(nn.Module):
+    """``y = W x + b``: maps B x ``in_dim`` descriptors to B x ``out_dim``.
+
+    The output-dimension factor of the training-recipe benchmark (Berton,
+    Musgrave & Masone, Fig. 7): a linear layer after the CLS token, trained
+    with the rest of the network (unlike :class:`PCAReduction`, fitted after
+    training). The retriever L2-normalises its output. Initialised as
+    ``nn.Linear`` (Kaiming-uniform weights, uniform bias).
+
+    Args:
+        in_dim (int): Dimension of the input descriptor (768 for ViT-B CLS).
+        out_dim (int): Dimension of the output descriptor.
+        bias (bool): Learn an additive bias. Defaults to True.
+    """
+
+    def __init__(self, in_dim: int, out_dim: int, bias: bool = True):
+        super().__init__()
+        for key, value in (('in_dim', in_dim), ('out_dim', out_dim)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f'LinearProjection: {key} must be a positive int, got {value!r}')
+        self.in_dim, self.out_dim = in_dim, out_dim
+        self.fc = nn.Linear(in_dim, out_dim, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() != 2 or x.shape[1] != self.in_dim:
+            raise ValueError(f'LinearProjection: expected B x {self.in_dim} descriptors, '
+                             f'got shape {tuple(x.shape)}')
+        return self.fc(x)
