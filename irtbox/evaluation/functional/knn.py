@@ -9,6 +9,7 @@ from typing import Optional, Tuple, Union
 import numpy as np
 import torch
 import torch.nn.functional as F
+from .checks import as_float_matrix
 
 ArrayLike = Union[np.ndarray, torch.Tensor]
 
@@ -60,8 +61,8 @@ def knn(query: ArrayLike,
     """
     as_tensor = isinstance(query, torch.Tensor)
     out_device = query.device if as_tensor else torch.device('cpu')
-    query_t = _as_float_matrix(query, 'query')
-    gallery_t = _as_float_matrix(gallery, 'gallery')
+    query_t = as_float_matrix(query, 'query', 'knn')
+    gallery_t = as_float_matrix(gallery, 'gallery', 'knn')
     nq, n = query_t.shape[0], gallery_t.shape[0]
     if query_t.shape[1] != gallery_t.shape[1]:
         raise ValueError(f'knn: query has dimension {query_t.shape[1]} but gallery has '
@@ -96,23 +97,6 @@ def knn(query: ArrayLike,
     if as_tensor:
         return sims.to(out_device), idx.to(out_device)
     return sims.cpu().numpy(), idx.cpu().numpy()
-
-
-def _as_float_matrix(x: ArrayLike, name: str) -> torch.Tensor:
-    """A 2-D float32 tensor of finite values (shares memory where it can)."""
-    if isinstance(x, torch.Tensor):
-        t = x.detach().float()
-    elif isinstance(x, np.ndarray):
-        t = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
-    else:
-        raise TypeError(f'knn: {name} must be a numpy array or a torch tensor, '
-                        f'got {type(x).__name__}.')
-    if t.dim() != 2:
-        raise ValueError(f'knn: {name} must be 2-D (items x dimension), got shape '
-                         f'{tuple(t.shape)}.')
-    if not bool(torch.isfinite(t).all()):
-        raise ValueError(f'knn: {name} contains NaN or infinite values.')
-    return t
 
 
 def _stable_topk(sims: torch.Tensor, k: int) -> Tuple[torch.Tensor, torch.Tensor]:

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .checks import as_float_matrix
 from .knn import knn
 
 ArrayLike = Union[np.ndarray, torch.Tensor]
@@ -83,9 +84,9 @@ def _expand(x, pool, k, alpha, chunk_size, device, fn, exclude_self):
         raise ValueError(f'{fn}: alpha must be a finite number >= 0, got {alpha!r}.')
     as_tensor = isinstance(x, torch.Tensor)
     out_device = x.device if as_tensor else torch.device('cpu')
-    x_t = F.normalize(_as_float(x, fn, 'the first argument' if exclude_self else 'query'),
+    x_t = F.normalize(as_float_matrix(x, 'the first argument' if exclude_self else 'query', fn),
                       dim=1)
-    pool_t = x_t if exclude_self else F.normalize(_as_float(pool, fn, 'database'), dim=1)
+    pool_t = x_t if exclude_self else F.normalize(as_float_matrix(pool, 'database', fn), dim=1)
     out = x_t.clone()
     if k > 0 and len(pool_t) > int(exclude_self):
         sims, idx = knn(x_t, pool_t, k, exclude_self=exclude_self, chunk_size=chunk_size,
@@ -100,19 +101,3 @@ def _expand(x, pool, k, alpha, chunk_size, device, fn, exclude_self):
             out[start:stop] += (weights[start:stop, :, None] * neighbours).sum(dim=1)
     out = F.normalize(out, dim=1)
     return out if as_tensor else out.numpy()
-
-
-def _as_float(x: ArrayLike, fn: str, name: str) -> torch.Tensor:
-    if isinstance(x, torch.Tensor):
-        t = x.detach().float()
-    elif isinstance(x, np.ndarray):
-        t = torch.from_numpy(np.array(x, dtype=np.float32))
-    else:
-        raise TypeError(f'{fn}: {name} must be a numpy array or a torch tensor, '
-                        f'got {type(x).__name__}.')
-    if t.dim() != 2:
-        raise ValueError(f'{fn}: {name} must be 2-D (items x dimension), got shape '
-                         f'{tuple(t.shape)}.')
-    if not bool(torch.isfinite(t).all()):
-        raise ValueError(f'{fn}: {name} contains NaN or infinite values.')
-    return t

@@ -9,6 +9,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
+from .checks import as_float_matrix
 
 ArrayLike = Union[np.ndarray, torch.Tensor]
 
@@ -212,8 +213,8 @@ def rank_database(query_emb: ArrayLike,
     """
     as_tensor = isinstance(query_emb, torch.Tensor)
     out_device = query_emb.device if as_tensor else torch.device('cpu')
-    query = _as_float_matrix(query_emb, 'query_emb')
-    db = _as_float_matrix(db_emb, 'db_emb')
+    query = as_float_matrix(query_emb, 'query_emb', 'rank_database', keep_float64=True)
+    db = as_float_matrix(db_emb, 'db_emb', 'rank_database', keep_float64=True)
     if query.shape[1] != db.shape[1]:
         raise ValueError(f'rank_database: query_emb has dimension {query.shape[1]} but db_emb '
                          f'has {db.shape[1]}; expected the same embedding size.')
@@ -292,20 +293,3 @@ def _as_indices(values, name: str) -> np.ndarray:
     if arr.min() < 0:
         raise ValueError(f'{name} holds a negative database index ({arr.min()}).')
     return arr.astype(np.int64)
-
-
-def _as_float_matrix(x: ArrayLike, name: str) -> torch.Tensor:
-    if isinstance(x, torch.Tensor):
-        t = x.detach()
-    elif isinstance(x, np.ndarray):
-        t = torch.from_numpy(np.ascontiguousarray(x))
-    else:
-        raise TypeError(f'rank_database: {name} must be a numpy array or a torch tensor, '
-                        f'got {type(x).__name__}.')
-    if t.dim() != 2:
-        raise ValueError(f'rank_database: {name} must be 2-D (items x dimension), got shape '
-                         f'{tuple(t.shape)}.')
-    t = t if t.dtype == torch.float64 else t.float()
-    if not bool(torch.isfinite(t).all()):
-        raise ValueError(f'rank_database: {name} contains NaN or infinite values.')
-    return t

@@ -1,0 +1,27 @@
+"""Input checks shared by the evaluation functions."""
+from typing import Union
+
+import numpy as np
+import torch
+
+ArrayLike = Union[np.ndarray, torch.Tensor]
+
+
+def as_float_matrix(x: ArrayLike, name: str, owner: str,
+                    keep_float64: bool = False) -> torch.Tensor:
+    """``x`` as a 2-D float tensor of finite values (float32, or float64 kept when
+    ``keep_float64``; shares memory where it can), else an error naming ``owner`` and ``name``."""
+    if isinstance(x, torch.Tensor):
+        t = x.detach()
+    elif isinstance(x, np.ndarray):
+        t = torch.from_numpy(np.ascontiguousarray(x))
+    else:
+        raise TypeError(f'{owner}: {name} must be a numpy array or a torch tensor, '
+                        f'got {type(x).__name__}.')
+    if t.dim() != 2:
+        raise ValueError(f'{owner}: {name} must be 2-D (items x dimension), got shape '
+                         f'{tuple(t.shape)}.')
+    t = t if keep_float64 and t.dtype == torch.float64 else t.float()
+    if not bool(torch.isfinite(t).all()):
+        raise ValueError(f'{owner}: {name} contains NaN or infinite values.')
+    return t
