@@ -1,7 +1,8 @@
 """Base of the samplers that compose whole batches and deal them out to the ranks."""
 import itertools
-from typing import Iterator
+from typing import Iterator, Optional
 
+from mmengine.dist import get_dist_info
 from torch.utils.data import Sampler
 
 
@@ -16,6 +17,15 @@ class BatchListSampler(Sampler):
     the next one (for iteration-based training, where MMEngine otherwise
     restarts the dataloader at every epoch end with a 2 s pause).
     """
+
+    def _set_ranks(self, rank: Optional[int], world_size: Optional[int]) -> None:
+        """This process's rank and the world size (default: the process group's)."""
+        dist_rank, dist_world_size = get_dist_info()
+        self.rank = dist_rank if rank is None else rank
+        self.world_size = dist_world_size if world_size is None else world_size
+        if not 0 <= self.rank < self.world_size:
+            raise ValueError(f'{type(self).__name__}: rank {self.rank} is not in '
+                             f'[0, {self.world_size})')
 
     def set_epoch(self, epoch: int) -> None:
         """Select the order of epoch ``epoch`` (called by MMEngine's loops)."""

@@ -203,11 +203,7 @@ class GroupSizeSampler(BatchListSampler):
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f'{name}: batch_size must be a positive int, got {batch_size!r}')
         self.aspect_bins = check_aspect_bins(aspect_bins, name)
-        dist_rank, dist_world_size = get_dist_info()
-        self.rank = dist_rank if rank is None else rank
-        self.world_size = dist_world_size if world_size is None else world_size
-        if not 0 <= self.rank < self.world_size:
-            raise ValueError(f'{name}: rank {self.rank} is not in [0, {self.world_size})')
+        self._set_ranks(rank, world_size)
         self.dataset = dataset
         self.batch_size = batch_size
         self.shuffle = shuffle

@@ -3,7 +3,7 @@ import math
 from typing import Optional
 
 import numpy as np
-from mmengine.dist import get_dist_info, sync_random_seed
+from mmengine.dist import sync_random_seed
 
 from irtbox.registry import DATA_SAMPLERS
 from .batch_list import BatchListSampler
@@ -123,11 +123,7 @@ class MPerClassSampler(BatchListSampler):
             raise ValueError(f'{name}: batch_size ({batch_size!r}) must be a positive '
                              f'multiple of m ({m}): each batch holds batch_size // m '
                              f'classes with m images each')
-        dist_rank, dist_world_size = get_dist_info()
-        self.rank = dist_rank if rank is None else rank
-        self.world_size = dist_world_size if world_size is None else world_size
-        if not 0 <= self.rank < self.world_size:
-            raise ValueError(f'{name}: rank {self.rank} is not in [0, {self.world_size})')
+        self._set_ranks(rank, world_size)
         self.dataset = dataset
         self.batch_size = batch_size
         self.m = m

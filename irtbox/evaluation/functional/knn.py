@@ -9,6 +9,7 @@ from typing import Optional, Tuple, Union
 import numpy as np
 import torch
 import torch.nn.functional as F
+
 from .checks import as_float_matrix
 
 ArrayLike = Union[np.ndarray, torch.Tensor]

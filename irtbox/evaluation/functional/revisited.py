@@ -9,6 +9,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
+
 from .checks import as_float_matrix
 
 ArrayLike = Union[np.ndarray, torch.Tensor]

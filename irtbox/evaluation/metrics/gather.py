@@ -9,8 +9,16 @@ import logging
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
+import torch
 from mmengine.dist import collect_results, get_world_size, is_main_process
 from mmengine.logging import print_log
+
+
+def embedding_to_numpy(embedding) -> np.ndarray:
+    """A data sample's embedding (tensor or array) as a flat float32 numpy vector on the CPU."""
+    if isinstance(embedding, torch.Tensor):
+        return embedding.detach().float().cpu().numpy().reshape(-1)
+    return np.asarray(embedding, dtype=np.float32).reshape(-1)
 
 
 def pack_results(results: List[dict]) -> Optional[Dict[str, np.ndarray]]:

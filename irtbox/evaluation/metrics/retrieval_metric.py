@@ -9,7 +9,8 @@ from mmengine.evaluator import BaseMetric
 
 from irtbox.registry import METRICS
 from ..functional import average_precision, rank_database, retrieval_metrics
-from .gather import gather_by_sample_idx, merge_by_sample_idx, pack_results
+from .gather import (embedding_to_numpy, gather_by_sample_idx, merge_by_sample_idx,
+                     pack_results)
 
 _SEARCH_KEYS = ('backend', 'chunk_size', 'device', 'normalize')
 # A repeated sample index must repeat these (else two samples share an index).
@@ -124,9 +125,7 @@ class RetrievalMetric(BaseMetric):
         objects or the dicts that MMEngine's Evaluator makes of them.
         """
         for sample in data_samples:
-            embedding = _field(sample, 'embedding')
-            embedding = (embedding.detach().float().cpu().numpy() if isinstance(
-                embedding, torch.Tensor) else np.asarray(embedding, dtype=np.float32))
+            embedding = embedding_to_numpy(_field(sample, 'embedding'))
             label = _field(sample, 'gt_label')
             label = np.asarray(label.cpu() if isinstance(label, torch.Tensor) else label)
             if label.size != 1:
@@ -134,7 +133,7 @@ class RetrievalMetric(BaseMetric):
                                  f'got shape {label.shape} (sample_idx '
                                  f"{sample.get('sample_idx')}).")
             self.results.append(
-                dict(embedding=embedding.reshape(-1),
+                dict(embedding=embedding,
                      label=label.reshape(()),
                      sample_idx=int(_field(sample, 'sample_idx')),
                      is_query=bool(sample.get('is_query'))))

@@ -10,7 +10,8 @@ from irtbox.registry import METRICS
 from ..functional.reranking import alpha_database_augmentation, alpha_query_expansion
 from ..functional.revisited import (PROTOCOLS, build_revisited_gnd, rank_database,
                                     revisited_map, revisited_means)
-from .gather import gather_by_sample_idx, merge_by_sample_idx, pack_results
+from .gather import (embedding_to_numpy, gather_by_sample_idx, merge_by_sample_idx,
+                     pack_results)
 
 _SHORT = {'easy': 'E', 'medium': 'M', 'hard': 'H'}
 _RERANK_KEYS = ('k', 'alpha')
@@ -126,11 +127,9 @@ class RevisitedMetric(BaseMetric):
         objects or the dicts that MMEngine's Evaluator makes of them.
         """
         for sample in data_samples:
-            embedding = _field(sample, self.embedding_key)
-            embedding = (embedding.detach().float().cpu().numpy() if isinstance(
-                embedding, torch.Tensor) else np.asarray(embedding, dtype=np.float32))
+            embedding = embedding_to_numpy(_field(sample, self.embedding_key))
             self.results.append(
-                dict(embedding=embedding.reshape(-1),
+                dict(embedding=embedding,
                      sample_idx=int(_field(sample, 'sample_idx')),
                      is_query=bool(_field(sample, 'is_query'))))
 
