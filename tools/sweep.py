@@ -3,16 +3,30 @@
 A grid spec is a Python, YAML or JSON file with these keys:
 
   config      base config path, with {loss} and {dataset} placeholders,
-              e.g. 'configs/dml_benchmark/{loss}_dinov2-b14_{dataset}.py'
+              e.g. 'configs/dml_benchmark/dml_dinov2-vit-b_{loss}_1xb256-39k_{dataset}.py'
   losses      list of loss names (their family, for the line style, comes from
               FAMILIES below or the spec's optional `families` dict:
               name -> 'contrastive' | 'classification')
   datasets    list of dataset names
-  seeds       list of seeds (default [0]); each run gets `seed_option`
-              (default 'randomness.seed={seed}')
-  factors     dict: factor name -> dict(values=[...], options=['key={value}', ...],
-              optional log_x=True). Each factor is swept on its own (the others
-              stay at the base config), as in the paper's Figures 4-10.
+  seeds       list of seeds (default [0])
+  seed_options  optional list of option templates, each with '{seed}', that every
+              run gets for its seed (default ['randomness.seed={seed}'])
+  factors     dict: factor name -> dict with the keys
+                values   non-empty list; each entry a plain value V, or
+                         dict(value=V, options=[...]) whose option templates
+                         replace the factor's `options` for V alone (e.g. feature
+                         dimension 'raw', the CLS token without a projection:
+                         dict(value='raw', options=[])); in both, {value} is V
+                options  list of option templates, each with '{value}',
+                         e.g. ['train_dataloader.batch_size={value}']
+                log_x    optional bool: logarithmic x axis (default: when the
+                         values are positive and span >= 100x)
+                figure   optional int, the paper's figure number: the figures are
+                         then fig<N>_<factor>_<metric>.png, titled 'Fig. N: <factor>'
+                label    optional x-axis label (default: the factor name)
+              Each factor is swept on its own (the others stay at the base
+              config), as in the paper's Figures 4-10. A run's value (its work
+              dir, the tables, the figures' x axis) is V.
   options     optional list of 'key=value' given to every run (e.g. a shorter schedule)
   off_the_shelf  optional config path (with {dataset}) tested without training:
               the horizontal line of each figure
@@ -22,13 +36,16 @@ Runs: factor x value x dataset x loss x seed. Each has the work dir
 WORK_ROOT/<factor>/<value>/<dataset>/<loss>/seed<seed>, where training writes
 its checkpoints ('best.pth' from BestWeightsEarlyStoppingHook when the config
 has it, else the last checkpoint), then `train_done`; tools/test.py then writes
-the test metrics to test_results.json (its .npz of embeddings is deleted
-unless --keep-embeddings). A run whose test_results.json exists is finished
-and skipped (--force re-runs it); one with `train_done` only is tested again.
+the test metrics to test_results.json (--out test_results.json; with
+--keep-embeddings, --out test_results.npz, which writes the embeddings there and
+the metrics to test_results.json as well). A run whose test_results.json exists
+is finished and skipped (--force re-runs it); one with `train_done` only is
+tested again.
 
 Outputs in WORK_ROOT: runs.csv / runs.json (one row per finished run),
 summary.csv (mean, std, min, max over seeds) and the figures
-fig_<factor>_<metric>.png (tools/analysis_tools/plot_sweep.py).
+fig_<factor>_<metric>.png, or fig<N>_<factor>_<metric>.png for a factor with
+`figure` (tools/analysis_tools/plot_sweep.py).
 
 Examples:
   python tools/sweep.py configs/dml_benchmark/sweeps/digits_tiny.py --work-root work_dirs/sweep
@@ -57,16 +74,22 @@ ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 FAMILIES = {
     'contrastive': 'contrastive', 'circle': 'contrastive', 'multisimilarity': 'contrastive',
     'ntxent': 'contrastive', 'signaltonoiseratiocontrastive': 'contrastive',
-    'snr': 'contrastive', 'thresholdconsistentmargin': 'contrastive', 'tcm': 'contrastive',
+    'snr': 'contrastive', 'snrcontrastive': 'contrastive',
+    'thresholdconsistentmargin': 'contrastive', 'tcm': 'contrastive',
     'tripletmargin': 'contrastive', 'triplet': 'contrastive',
     'arcface': 'classification', 'cosface': 'classification',
-    'normalizedsoftmax': 'classification', 'proxyanchor': 'classification',
+    'normalizedsoftmax': 'classification', 'normsoftmax': 'classification',
+    'proxyanchor': 'classification',
     'softtriple': 'classification',
 }
 RESULTS = 'test_results.json'
+# tools/test.py writes a .npz's metrics to the same name with .json: RESULTS.
+EMBEDDINGS = osp.splitext(RESULTS)[0] + '.npz'
 TRAIN_DONE = 'train_done'
 OFF_THE_SHELF = 'off_the_shelf'
 REQUIRED = ('config', 'losses', 'datasets', 'factors')
+FACTOR_KEYS = ('values', 'options', 'log_x', 'figure', 'label')
+DEFAULT_SEED_OPTIONS = ['randomness.seed={seed}']
 
 
 class Run(NamedTuple):
@@ -100,6 +123,53 @@ def value_dir(value) -> str:
     return re.sub(r'[^A-Za-z0-9_.+-]', '_', text)
 
 
+def value_entries(fspec: dict) -> List[tuple]:
+    """(V, option templates) per value of a factor, in spec order."""
+    return [(v['value'], v.get('options', fspec['options'])) if isinstance(v, dict)
+            else (v, fspec['options']) for v in fspec['values']]
+
+
+def factor_values(fspec: dict) -> list:
+    """The plain values V of a factor (``dict(value=V, options=...)`` unwrapped), in spec order."""
+    return [value for value, _ in value_entries(fspec)]
+
+
+def _is_str_list(x) -> bool:
+    return isinstance(x, (list, tuple)) and all(isinstance(o, str) for o in x)
+
+
+def _check_factor(path: str, name: str, factor) -> None:
+    where = f'{path}: factors.{name}'
+    if not isinstance(factor, dict) or not factor.get('values') or 'options' not in factor:
+        raise SystemExit(f'{where} must be dict(values=[...non-empty], '
+                         "options=['key={value}', ...])")
+    unknown = sorted(set(factor) - set(FACTOR_KEYS))
+    if unknown:
+        raise SystemExit(f'{where}: unknown key(s) {unknown}; expected some of {list(FACTOR_KEYS)}')
+    if not _is_str_list(factor['options']) or any('{value}' not in o for o in factor['options']):
+        raise SystemExit(f"{where}.options must be a list of strings each containing '{{value}}', "
+                         f'got {factor["options"]!r}')
+    for i, entry in enumerate(factor['values']):
+        if not isinstance(entry, dict):
+            continue
+        if 'value' not in entry or set(entry) - {'value', 'options'}:
+            raise SystemExit(f'{where}.values[{i}] must be a plain value or '
+                             f"dict(value=V, options=['key=...', ...]), got {entry!r}")
+        if not _is_str_list(entry.get('options', [])):
+            raise SystemExit(f'{where}.values[{i}].options must be a list of strings, '
+                             f'got {entry["options"]!r}')
+    dirs = [value_dir(v) for v in factor_values(factor)]
+    if len(set(dirs)) < len(dirs):
+        raise SystemExit(f'{where}.values must be distinct (as folder names: {dirs})')
+    figure = factor.get('figure')
+    if figure is not None and (not isinstance(figure, int) or isinstance(figure, bool)):
+        raise SystemExit(f"{where}.figure must be an int (the paper's figure number), "
+                         f'got {figure!r}')
+    if 'label' in factor and not isinstance(factor['label'], str):
+        raise SystemExit(f'{where}.label must be a string (the x-axis label), '
+                         f'got {factor["label"]!r}')
+
+
 def load_spec(path: str) -> dict:
     """Reads and checks a grid spec (see the module docstring)."""
     if not osp.isfile(path):
@@ -119,12 +189,14 @@ def load_spec(path: str) -> dict:
     for name, factor in spec['factors'].items():
         if name == OFF_THE_SHELF:
             raise SystemExit(f'{path}: factor name {OFF_THE_SHELF!r} is reserved')
-        if not isinstance(factor, dict) or not factor.get('values') or 'options' not in factor:
-            raise SystemExit(f'{path}: factors.{name} must be dict(values=[...non-empty], '
-                             "options=['key={value}', ...])")
-        if any('{value}' not in o for o in factor['options']):
-            raise SystemExit(f"{path}: factors.{name}.options must each contain '{{value}}', "
-                             f'got {factor["options"]}')
+        _check_factor(path, name, factor)
+    if 'seed_option' in spec:
+        raise SystemExit(f"{path}: `seed_option` is now `seed_options`, a list: "
+                         f"seed_options=[{spec['seed_option']!r}]")
+    seed_options = spec.get('seed_options', DEFAULT_SEED_OPTIONS)
+    if not _is_str_list(seed_options) or any('{seed}' not in o for o in seed_options):
+        raise SystemExit(f"{path}: `seed_options` must be a list of strings each containing "
+                         f"'{{seed}}', got {seed_options!r}")
     for key in ('losses', 'datasets'):
         if not isinstance(spec[key], (list, tuple)) or not spec[key]:
             raise SystemExit(f'{path}: `{key}` must be a non-empty list')
@@ -139,14 +211,14 @@ def load_spec(path: str) -> dict:
 def expand(spec: dict, work_root: str) -> List[Run]:
     """All runs of a spec: factor x value x dataset x loss x seed, then off-the-shelf tests."""
     seeds = spec.get('seeds', [0])
-    seed_option = spec.get('seed_option', 'randomness.seed={seed}')
+    seed_options = spec.get('seed_options', DEFAULT_SEED_OPTIONS)
     common = list(spec.get('options', []))
     runs = []
     for factor, fspec in spec['factors'].items():
-        for value, dataset, loss, seed in itertools.product(
-                fspec['values'], spec['datasets'], spec['losses'], seeds):
-            options = common + [o.format(value=value) for o in fspec['options']] + [
-                seed_option.format(seed=seed)]
+        for (value, templates), dataset, loss, seed in itertools.product(
+                value_entries(fspec), spec['datasets'], spec['losses'], seeds):
+            options = common + [o.format(value=value) for o in templates] + [
+                o.format(seed=seed) for o in seed_options]
             runs.append(Run(factor, value, dataset, loss, seed,
                             spec['config'].format(loss=loss, dataset=dataset), options,
                             osp.join(work_root, factor, value_dir(value), dataset, loss,
@@ -185,13 +257,14 @@ def _train_args(run: Run) -> List[str]:
     return ['--work-dir', run.work_dir] + (['--cfg-options'] + run.options if run.options else [])
 
 
-def _test_args(run: Run) -> List[str]:
+def _test_args(run: Run, keep_embeddings: bool = False) -> List[str]:
     return ['--work-dir', osp.join(run.work_dir, 'test'),
-            '--out', osp.join(run.work_dir, 'test_results.npz')] + (
+            '--out', osp.join(run.work_dir, EMBEDDINGS if keep_embeddings else RESULTS)] + (
                 ['--cfg-options'] + run.options if run.options else [])
 
 
-def emit_command(run: Run, mode: str, gpus: int = 1, partition: str = 'gpu') -> str:
+def emit_command(run: Run, mode: str, gpus: int = 1, partition: str = 'gpu',
+                 keep_embeddings: bool = False) -> str:
     """One shell line that trains (unless off-the-shelf), tests and marks the run."""
     q = lambda args: ' '.join(shlex.quote(str(a)) for a in args)  # noqa: E731
     py = shlex.quote(sys.executable)
@@ -200,28 +273,27 @@ def emit_command(run: Run, mode: str, gpus: int = 1, partition: str = 'gpu') -> 
     if run.factor == OFF_THE_SHELF:
         ckpt = ''
     job = shlex.quote(f'{run.factor}-{value_dir(run.value)}-{run.dataset}-{run.loss}-{run.seed}')
+    test_args = q(_test_args(run, keep_embeddings))
     if mode == 'plain':
         train = f'{py} tools/train.py {q([run.config] + _train_args(run))}'
-        test = f'{py} tools/test.py {shlex.quote(run.config)} {ckpt} {q(_test_args(run))}'
+        test = f'{py} tools/test.py {shlex.quote(run.config)} {ckpt} {test_args}'
     elif mode == 'dist':
         train = f'tools/dist_train.sh {shlex.quote(run.config)} {gpus} {q(_train_args(run))}'
-        test = (f'tools/dist_test.sh {shlex.quote(run.config)} {ckpt} {gpus} '
-                f'{q(_test_args(run))}')
+        test = f'tools/dist_test.sh {shlex.quote(run.config)} {ckpt} {gpus} {test_args}'
     elif mode == 'slurm':
         train = (f'GPUS={gpus} tools/slurm_train.sh {shlex.quote(partition)} {job} '
                  f'{q([run.config] + _train_args(run))}')
         test = (f'GPUS={gpus} tools/slurm_test.sh {shlex.quote(partition)} {job} '
-                f'{shlex.quote(run.config)} {ckpt} {q(_test_args(run))}')
+                f'{shlex.quote(run.config)} {ckpt} {test_args}')
     else:
         raise ValueError(f"emit mode must be 'plain', 'dist' or 'slurm', got {mode!r}")
     if run.factor == OFF_THE_SHELF:
         # No checkpoint, which the dist/slurm test scripts require: one process.
-        test = f'{py} tools/test.py {shlex.quote(run.config)} {q(_test_args(run))}'
-    npz = shlex.quote(osp.join(run.work_dir, 'test_results.npz'))
+        test = f'{py} tools/test.py {shlex.quote(run.config)} {test_args}'
     steps = [f'mkdir -p {shlex.quote(run.work_dir)}']
     if run.factor != OFF_THE_SHELF:
         steps += [train, f'touch {shlex.quote(osp.join(run.work_dir, TRAIN_DONE))}']
-    return ' && '.join(steps + [test, f'rm -f {npz}'])
+    return ' && '.join(steps + [test])
 
 
 def run_sequentially(run: Run, keep_embeddings: bool = False) -> None:
@@ -234,10 +306,7 @@ def run_sequentially(run: Run, keep_embeddings: bool = False) -> None:
         open(osp.join(run.work_dir, TRAIN_DONE), 'w').close()
     ckpt = [] if run.factor == OFF_THE_SHELF else [checkpoint_of(run.work_dir)]
     subprocess.run([sys.executable, osp.join(ROOT, 'tools', 'test.py'), run.config] + ckpt
-                   + _test_args(run), check=True, env=env)
-    npz = osp.join(run.work_dir, 'test_results.npz')
-    if not keep_embeddings and osp.isfile(npz):
-        os.remove(npz)
+                   + _test_args(run, keep_embeddings), check=True, env=env)
 
 
 def collect(runs: List[Run], families: Optional[Dict[str, str]] = None) -> List[dict]:
@@ -317,7 +386,7 @@ def parse_args(argv=None):
                         help='run nothing: write the tables and figures of the finished runs')
     parser.add_argument('--force', action='store_true', help='re-run finished runs')
     parser.add_argument('--keep-embeddings', action='store_true',
-                        help="keep each run's test_results.npz (embeddings; large)")
+                        help="also write each run's test_results.npz (embeddings; large)")
     parser.add_argument('--band', choices=['minmax', 'std'], default='minmax',
                         help='shaded band around the mean over seeds: min-max or mean +- std')
     parser.add_argument('--no-plot', action='store_true', help='tables only')
@@ -336,7 +405,8 @@ def main(argv=None):
         runs = [r for r in runs if r.factor in args.only or r.factor == OFF_THE_SHELF]
     if args.force and not (args.dry_run or args.collect_only):
         for run in runs:
-            for name in (RESULTS, TRAIN_DONE):
+            # The old embeddings too: they would not match the new results.
+            for name in (RESULTS, TRAIN_DONE, EMBEDDINGS):
                 if osp.isfile(osp.join(run.work_dir, name)):
                     os.remove(osp.join(run.work_dir, name))
     if args.dry_run:
@@ -346,7 +416,8 @@ def main(argv=None):
     if args.emit:
         for run in runs:
             if state_of(run) != 'done':
-                print(emit_command(run, args.emit, args.gpus, args.partition))
+                print(emit_command(run, args.emit, args.gpus, args.partition,
+                                   args.keep_embeddings))
         return runs
     if not args.collect_only:
         todo = [r for r in runs if state_of(r) != 'done']

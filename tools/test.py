@@ -3,6 +3,8 @@
 Examples:
   python tools/test.py CONFIG CKPT
   python tools/test.py CONFIG CKPT --out results.npz     # embeddings, labels, ids, metrics
+                                                         # (metrics also in results.json)
+  python tools/test.py CONFIG CKPT --out results.json    # metrics only: name -> value
   python tools/test.py CONFIG                            # no checkpoint: the config's own weights
                                                          # (e.g. IRT_O, timm ImageNet weights)
   tools/dist_test.sh CONFIG CKPT 8
@@ -26,8 +28,9 @@ def parse_args(argv=None):
     parser.add_argument('checkpoint', nargs='?', default=None,
                         help='checkpoint file or URL (default: none, the weights the config builds)')
     parser.add_argument('--work-dir', help='where logs go (default: ./work_dirs/<config name>)')
-    parser.add_argument('--out', help='write embeddings, labels, sample ids, query flags and '
-                        'metrics to this .npz file (metrics also as <out>.json)')
+    parser.add_argument('--out', help='a .npz file: write embeddings, labels, sample ids, query '
+                        'flags and metrics there (metrics also to the same name with .json); '
+                        'a .json file: write only the metrics (name -> value)')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction, metavar='KEY=VALUE',
                         help='override config entries')
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm'], default='none',
@@ -35,20 +38,35 @@ def parse_args(argv=None):
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
-    if args.out and not args.out.endswith('.npz'):
-        parser.error(f'--out must name a .npz file, got {args.out}')
+    if args.out and not args.out.endswith(('.npz', '.json')):
+        parser.error(f'--out must name a .npz or .json file, got {args.out}')
     return args
 
 
 def write_outputs(path: str, metrics: dict, outputs: dict) -> None:
-    """``path`` (.npz): arrays of ``outputs`` plus ``metrics/<name>``; ``path`` .json: metrics."""
+    """Writes the metrics to ``path`` with a .json suffix; for a .npz ``path`` also the arrays
+    of ``outputs`` plus ``metrics/<name>`` to ``path``."""
     import numpy as np
     os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
-    arrays = {k: np.asarray(v) for k, v in (outputs or {}).items()}
-    arrays.update({f'metrics/{k}': np.asarray(v) for k, v in metrics.items()})
-    np.savez(path, **arrays)
+    if path.endswith('.npz'):
+        arrays = {k: np.asarray(v) for k, v in (outputs or {}).items()}
+        arrays.update({f'metrics/{k}': np.asarray(v) for k, v in metrics.items()})
+        np.savez(path, **arrays)
     with open(osp.splitext(path)[0] + '.json', 'w') as f:
         json.dump({k: float(v) for k, v in metrics.items()}, f, indent=2)
+
+
+def metric_outputs(runner) -> dict:
+    """The arrays the test metrics kept (embeddings, labels, ...), by name."""
+    outputs = {}
+    evaluators = getattr(runner.test_loop, 'evaluators', [runner.test_evaluator])
+    for index, evaluator in enumerate(evaluators):
+        # Several test sets (a multi-dataset loop): their arrays get a '<index>/' prefix.
+        prefix = f'{index}/' if len(evaluators) > 1 else ''
+        for metric in evaluator.metrics:
+            outputs.update({prefix + k: v
+                            for k, v in (getattr(metric, 'last_outputs', None) or {}).items()})
+    return outputs
 
 
 def main(argv=None):
@@ -82,14 +100,7 @@ def main(argv=None):
     runner = Runner.from_cfg(cfg)
     metrics = runner.test()
     if args.out and get_rank() == 0:
-        outputs = {}
-        evaluators = getattr(runner.test_loop, 'evaluators', [runner.test_evaluator])
-        for index, evaluator in enumerate(evaluators):
-            # Several test sets (a multi-dataset loop): their arrays get a '<index>/' prefix.
-            prefix = f'{index}/' if len(evaluators) > 1 else ''
-            for metric in evaluator.metrics:
-                outputs.update({prefix + k: v
-                                for k, v in (getattr(metric, 'last_outputs', None) or {}).items()})
+        outputs = metric_outputs(runner) if args.out.endswith('.npz') else {}
         write_outputs(args.out, metrics, outputs)
         runner.logger.info(f'results written to {args.out}')
     return metrics

@@ -1,2 +1,3 @@
 from .hooks import *  # noqa: F401,F403
 from .loops import MultiDatasetTestLoop, MultiDatasetValLoop  # noqa: F401
+from .optim_wrappers import BF16AutocastOptimWrapper  # noqa: F401

@@ -2,6 +2,7 @@
 import csv
 import json
 import os.path as osp
+import re
 import statistics
 
 import pytest
@@ -78,13 +79,34 @@ def test_spec_families_and_python_spec(tmp_path):
                                          ['sampler.m=2', 'randomness.seed=0']]
 
 
+def fake_subprocess(monkeypatch, tmp_path, runs):
+    """Replaces the train/test subprocesses; returns the list of (tool, work dir, command)."""
+    by_dir = {r.work_dir: r for r in runs}
+    calls = []
+
+    def fake_run(cmd, check, env):
+        tool, work_dir = osp.basename(cmd[1]), cmd[cmd.index('--work-dir') + 1]
+        if tool == 'test.py':
+            # As tools/test.py: a .npz --out also gets its metrics as <name>.json.
+            work_dir, out = osp.dirname(work_dir), cmd[cmd.index('--out') + 1]
+            if out.endswith('.npz'):
+                (tmp_path / out).write_text('embeddings')
+            (tmp_path / (osp.splitext(out)[0] + '.json')).write_text(
+                json.dumps(fake_metrics(by_dir[work_dir])))
+        else:
+            (tmp_path / work_dir / 'last_checkpoint').write_text(osp.join(work_dir, 'iter_20.pth'))
+        calls.append((tool, work_dir, cmd))
+
+    monkeypatch.setattr(sweep.subprocess, 'run', fake_run)
+    return calls
+
+
 @pytest.fixture
 def fake_sweep(tmp_path, monkeypatch):
     """A spec with some runs finished, some trained only; subprocess calls are recorded."""
     spec_path = write_spec(tmp_path)
     root = str(tmp_path / 'W')
     runs = sweep.expand(sweep.load_spec(spec_path), root)
-    by_dir = {r.work_dir: r for r in runs}
     done, trained = runs[::5], runs[1::7]
     for run in done:
         (tmp_path / run.work_dir).mkdir(parents=True, exist_ok=True)
@@ -96,21 +118,7 @@ def fake_sweep(tmp_path, monkeypatch):
         (tmp_path / run.work_dir / sweep.TRAIN_DONE).write_text('')
         if run.factor != sweep.OFF_THE_SHELF:
             (tmp_path / run.work_dir / 'best.pth').write_text('')
-    calls = []
-
-    def fake_run(cmd, check, env):
-        tool, config = osp.basename(cmd[1]), cmd[2]
-        work_dir = cmd[cmd.index('--work-dir') + 1]
-        if tool == 'test.py':
-            work_dir = osp.dirname(work_dir)
-            (tmp_path / work_dir / sweep.RESULTS).write_text(
-                json.dumps(fake_metrics(by_dir[work_dir])))
-            (tmp_path / work_dir / 'test_results.npz').write_text('x')
-        else:
-            (tmp_path / work_dir / 'last_checkpoint').write_text(osp.join(work_dir, 'iter_20.pth'))
-        calls.append((tool, work_dir, cmd))
-
-    monkeypatch.setattr(sweep.subprocess, 'run', fake_run)
+    calls = fake_subprocess(monkeypatch, tmp_path, runs)
     monkeypatch.chdir(tmp_path)
     return spec_path, root, runs, done, trained, calls
 
@@ -130,6 +138,8 @@ def test_resume_skips_finished_runs(fake_sweep):
             assert osp.join(run.work_dir, 'best.pth') in tests[run.work_dir]
     todo = next(r for r in runs if r.work_dir in trains)
     assert osp.join(todo.work_dir, 'iter_20.pth') in tests[todo.work_dir]
+    for work_dir, cmd in tests.items():   # metrics only: no embeddings written
+        assert cmd[cmd.index('--out') + 1] == osp.join(work_dir, 'test_results.json')
     assert not any(osp.exists(osp.join(r.work_dir, 'test_results.npz')) for r in runs)
     calls.clear()
     sweep.main([spec_path, '--work-root', root, '--no-plot'])   # all finished now
@@ -175,8 +185,32 @@ def test_emit_only_unfinished(fake_sweep):
     line = next(ln for ln in lines if osp.join('batch_size', '32', 'cars196') in ln)
     assert line.count('tools/dist_train.sh') == 1 and 'tools/dist_test.sh' in line
     assert 'train_dataloader.batch_size=32' in line and 'randomness.seed=' in line
+    assert '--out ' + osp.join(root, 'batch_size', '32', 'cars196') in line
+    assert all('test_results.json' in ln and '.npz' not in ln and 'rm ' not in ln
+               for ln in lines)
     shelf = next(ln for ln in lines if sweep.OFF_THE_SHELF in ln)
     assert 'train.py' not in shelf and 'tools/test.py' in shelf
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        sweep.main([spec_path, '--work-root', root, '--emit', 'plain', '--keep-embeddings'])
+    lines = out.getvalue().splitlines()
+    assert len(lines) == len(runs) - len(done)
+    assert all(ln.count('--out ') == 1 and 'test_results.npz' in ln for ln in lines)
+
+
+def test_keep_embeddings_then_force(fake_sweep):
+    spec_path, root, runs, done, trained, calls = fake_sweep
+    sweep.main([spec_path, '--work-root', root, '--no-plot', '--keep-embeddings'])
+    tested = {d for tool, d, _ in calls if tool == 'test.py'}
+    for run in runs:
+        assert osp.isfile(osp.join(run.work_dir, 'test_results.json'))
+        assert osp.isfile(osp.join(run.work_dir, 'test_results.npz')) == (run.work_dir in tested)
+    calls.clear()
+    sweep.main([spec_path, '--work-root', root, '--no-plot', '--force'])
+    assert {d for tool, d, _ in calls if tool == 'test.py'} == {r.work_dir for r in runs}
+    # The old embeddings went with the old results; the new test wrote metrics only.
+    assert not any(osp.exists(osp.join(r.work_dir, 'test_results.npz')) for r in runs)
+    assert all(osp.isfile(osp.join(r.work_dir, 'test_results.json')) for r in runs)
 
 
 def test_bad_only_and_empty_collect(tmp_path):
@@ -216,3 +250,92 @@ def test_figure_with_categorical_values(tmp_path):
     assert osp.getsize(path) > 1000
     with pytest.raises(ValueError, match="factor 'lr'"):
         plot_sweep.plot_factor(summary, 'lr', 'p', str(tmp_path / 'g.png'))
+
+
+def small_spec(**factors):
+    return dict(config='c_{loss}_{dataset}.py', losses=['ArcFace', 'NTXent'], datasets=['cub'],
+                seeds=[0, 1], factors=factors)
+
+
+DIM = dict(values=[dict(value='raw', options=[]), 64,
+                   dict(value=128, options=['model.neck.out_channels={value}',
+                                            'model.neck.bias=1'])],
+           options=['model.neck.out_channels={value}'])
+
+
+def test_seed_options(tmp_path):
+    spec = {**small_spec(m=dict(values=[4], options=['sampler.m={value}'])),
+            'seed_options': ['randomness.seed={seed}', 'train_dataloader.sampler.seed={seed}']}
+    runs = sweep.expand(sweep.load_spec(write_spec(tmp_path, spec)), 'W')
+    assert [r.options for r in runs if r.loss == 'ArcFace'] == [
+        ['sampler.m=4', 'randomness.seed=0', 'train_dataloader.sampler.seed=0'],
+        ['sampler.m=4', 'randomness.seed=1', 'train_dataloader.sampler.seed=1']]
+
+
+def test_per_value_options(tmp_path):
+    spec = sweep.load_spec(write_spec(tmp_path, small_spec(dim=DIM)))
+    assert sweep.factor_values(spec['factors']['dim']) == ['raw', 64, 128]
+    runs = [r for r in sweep.expand(spec, 'W') if r.loss == 'NTXent' and r.seed == 1]
+    assert [r.value for r in runs] == ['raw', 64, 128]
+    assert [r.options for r in runs] == [
+        ['randomness.seed=1'],
+        ['model.neck.out_channels=64', 'randomness.seed=1'],
+        ['model.neck.out_channels=128', 'model.neck.bias=1', 'randomness.seed=1']]
+    assert [r.work_dir for r in runs] == [osp.join('W', 'dim', v, 'cub', 'NTXent', 'seed1')
+                                         for v in ('raw', '64', '128')]
+
+
+@pytest.mark.parametrize('change,message', [
+    (dict(seed_options=['randomness.seed=0']), r'`seed_options` must .*\{seed\}'),
+    (dict(seed_options='randomness.seed={seed}'), '`seed_options` must be a list'),
+    (dict(seed_option='randomness.seed={seed}'), '`seed_option` is now `seed_options`'),
+    (dict(factors=dict(dim={**DIM, 'values': [dict(options=[])]})), r'factors.dim.values\[0\]'),
+    (dict(factors=dict(dim={**DIM, 'values': [dict(value=1, option=[])]})),
+     r'factors.dim.values\[0\]'),
+    (dict(factors=dict(dim={**DIM, 'values': [dict(value=1, options='a=1')]})),
+     r'factors.dim.values\[0\].options must be a list of strings'),
+    (dict(factors=dict(dim={**DIM, 'values': [64, 'raw', 64]})),
+     'factors.dim.values must be distinct'),
+    (dict(factors=dict(dim={**DIM, 'figure': '7'})), 'factors.dim.figure must be an int'),
+    (dict(factors=dict(dim={**DIM, 'figure': True})), 'factors.dim.figure must be an int'),
+    (dict(factors=dict(dim={**DIM, 'label': 7})), 'factors.dim.label must be a string'),
+    (dict(factors=dict(dim={**DIM, 'logx': True})), r"factors.dim: unknown key\(s\) \['logx'\]"),
+])
+def test_bad_extended_specs(tmp_path, change, message):
+    path = write_spec(tmp_path, {**small_spec(dim=DIM), **change})
+    with pytest.raises(SystemExit, match=re.escape(path) + ': .*' + message):
+        sweep.load_spec(path)
+
+
+@pytest.fixture
+def saved_figures(monkeypatch):
+    """What each saved figure shows: suptitle, first panel's x label and x tick labels."""
+    import matplotlib
+    matplotlib.use('Agg')
+    from matplotlib.figure import Figure
+    saved, original = {}, Figure.savefig
+
+    def spy(fig, path, *args, **kwargs):
+        ax = fig.axes[0]
+        saved[osp.basename(path)] = dict(
+            title=fig.get_suptitle(), xlabel=ax.get_xlabel(),
+            ticks=[t.get_text() for t in ax.get_xticklabels()])
+        return original(fig, path, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, 'savefig', spy)
+    return saved
+
+
+def test_figure_number_label_and_plain_values(tmp_path, monkeypatch, saved_figures):
+    spec = small_spec(dim={**DIM, 'figure': 7, 'label': 'feature dimension'},
+                      m=dict(values=['a', 'b'], options=['sampler.m={value}']))
+    spec['metrics'] = ['precision@1']
+    spec_path, root = write_spec(tmp_path, spec), str(tmp_path / 'W')
+    fake_subprocess(monkeypatch, tmp_path, sweep.expand(sweep.load_spec(spec_path), root))
+    monkeypatch.chdir(tmp_path)
+    sweep.main([spec_path, '--work-root', root])
+    assert sorted(saved_figures) == ['fig7_dim_precisionat1.png', 'fig_m_precisionat1.png']
+    assert all(osp.isfile(osp.join(root, name)) for name in saved_figures)
+    assert saved_figures['fig7_dim_precisionat1.png'] == dict(
+        title='Fig. 7: dim', xlabel='feature dimension', ticks=['raw', '64', '128'])
+    assert saved_figures['fig_m_precisionat1.png'] == dict(title='', xlabel='m', ticks=['a', 'b'])

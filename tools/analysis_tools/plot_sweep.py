@@ -7,6 +7,9 @@ seeds, or mean +- std), and the off-the-shelf model as a grey horizontal line.
 Numeric factor values get a numeric axis (logarithmic with the factor's
 ``log_x``, or when all values are positive and span >= 100x); other values
 (e.g. 'raw' next to dimensions) are placed evenly in the spec's order.
+The file is fig_<factor>_<metric>.png, or fig<N>_<factor>_<metric>.png titled
+'Fig. N: <factor>' when the factor has `figure=N`; the x axis is labelled with
+the factor's `label` (default: its name).
 
 Example:
   python tools/analysis_tools/plot_sweep.py work_dirs/sweep/summary.csv SPEC --out-dir figs
@@ -31,8 +34,12 @@ def _same(a, b) -> bool:
 
 def plot_factor(summary: List[dict], factor: str, metric: str, out_path: str,
                 values: Optional[list] = None, log_x: Optional[bool] = None,
-                band: str = 'minmax') -> str:
-    """Draws one figure; ``summary`` rows as from ``tools/sweep.py``'s ``summarize``."""
+                band: str = 'minmax', xlabel: Optional[str] = None,
+                title: Optional[str] = None) -> str:
+    """Draws one figure; ``summary`` rows as from ``tools/sweep.py``'s ``summarize``.
+
+    ``xlabel`` defaults to ``factor``; ``title``, when given, is the figure's suptitle.
+    """
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
@@ -80,11 +87,16 @@ def plot_factor(summary: List[dict], factor: str, metric: str, out_path: str,
             ax.set_xticks(positions)
             ax.set_xticklabels([str(v) for v in values])
         ax.set_title(dataset)
-        ax.set_xlabel(factor)
+        ax.set_xlabel(xlabel or factor)
         ax.set_ylabel(metric)
         ax.grid(alpha=0.3)
     axes[0][-1].legend(fontsize=7, loc='best')
-    fig.tight_layout()
+    if title:
+        fig.suptitle(title)
+        # Leave the top strip to the suptitle.
+        fig.tight_layout(rect=(0, 0, 1, 0.94))
+    else:
+        fig.tight_layout()
     os.makedirs(osp.dirname(osp.abspath(out_path)), exist_ok=True)
     fig.savefig(out_path, dpi=120)
     plt.close(fig)
@@ -92,17 +104,22 @@ def plot_factor(summary: List[dict], factor: str, metric: str, out_path: str,
 
 
 def plot_all(summary: List[dict], spec: dict, out_dir: str, band: str = 'minmax') -> List[str]:
-    """Every (factor, metric) figure of a sweep: ``out_dir``/fig_<factor>_<metric>.png."""
+    """Every (factor, metric) figure of a sweep: ``out_dir``/fig[N]_<factor>_<metric>.png."""
+    from tools.sweep import factor_values
     metrics = spec.get('metrics') or sorted({r['metric'] for r in summary})
     paths = []
     for factor, fspec in spec['factors'].items():
+        number = fspec.get('figure')
         for metric in metrics:
             if not any(r['factor'] == factor and r['metric'] == metric for r in summary):
                 continue
-            name = f'fig_{factor}_{metric}.png'.replace('@', 'at').replace('/', '_')
-            paths.append(plot_factor(summary, factor, metric, osp.join(out_dir, name),
-                                     values=list(fspec['values']), log_x=fspec.get('log_x'),
-                                     band=band))
+            name = (f'fig{"" if number is None else number}_{factor}_{metric}.png'
+                    .replace('@', 'at').replace('/', '_'))
+            paths.append(plot_factor(
+                summary, factor, metric, osp.join(out_dir, name),
+                values=factor_values(fspec), log_x=fspec.get('log_x'), band=band,
+                xlabel=fspec.get('label'),
+                title=None if number is None else f'Fig. {number}: {factor}'))
     return paths
 
 

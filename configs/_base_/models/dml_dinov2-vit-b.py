@@ -3,6 +3,10 @@
 # resizes the position embeddings (interpolated from the pretrained 37 x 37 grid) to the
 # benchmark's 224 x 224 inputs (16 x 16 patches of 14 px).
 # The head holds one loss, 'metric'; the loss configs replace it.
+# The output-dimension factor (Fig. 7) is the LinearProjection neck's out_dim: None (the raw
+# CLS, no layer) here; model.neck.1.out_dim=d adds a trained d-dimensional linear layer (with
+# model.head.losses.metric.embedding_size=d, which the classification losses need and the
+# others check).
 embed_dim = 768
 model = dict(
     type='ImageRetriever',
@@ -11,7 +15,8 @@ model = dict(
         mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375], bgr_to_rgb=True),
     backbone=dict(type='TimmBackbone', model_name='vit_base_patch14_dinov2.lvd142m',
                   pretrained=True, img_size=224),
-    neck=[dict(type='ClsTokenPool')],
+    neck=[dict(type='ClsTokenPool'),
+          dict(type='LinearProjection', in_dim=embed_dim, out_dim=None)],
     head=dict(type='EmbeddingHead',
               losses=dict(metric=dict(type='PMLLoss', name='MultiSimilarityLoss'))),
 )

@@ -29,6 +29,7 @@ a loss: ``paramwise_cfg=dict(custom_keys={'pml_loss': dict(lr_mult=...)})``
 (the contrastive losses have no parameters, so the key matches nothing there).
 """
 import importlib
+import inspect
 from typing import Union
 
 from torch import Tensor, nn
@@ -71,6 +72,12 @@ def pml_class(owner: str, module: str, name: str, base: str) -> type:
         raise ValueError(f'{owner}: name={name!r} is not a pytorch_metric_learning.{module} '
                          f'class; expected one of {valid}')
     return cls
+
+
+def _takes(cls: type, argument: str) -> bool:
+    """Whether ``cls`` or one of its bases names ``argument`` in ``__init__``."""
+    return any(argument in inspect.signature(c.__init__).parameters
+               for c in cls.__mro__ if '__init__' in vars(c))
 
 
 @MODELS.register_module()
@@ -120,12 +127,20 @@ class PMLLoss(nn.Module):
             weights (classification).
         **kwargs: PML constructor arguments, e.g. ``num_classes`` and
             ``embedding_size`` for the classification losses.
+            ``embedding_size`` is accepted by every loss: passed on to the PML
+            classes that take it (those with weights) and, for all, checked
+            against the embeddings' dimension at each call. So one config key
+            (``model.head.losses.metric.embedding_size=d``) goes with the
+            output-dimension factor whatever the loss.
     """
 
     def __init__(self, name: str, miner: Union[dict, nn.Module, str, None] = 'auto',
                  **kwargs) -> None:
         super().__init__()
         cls = pml_class('PMLLoss', 'losses', name, 'BaseMetricLossFunction')
+        self.embedding_size = kwargs.get('embedding_size')
+        if not _takes(cls, 'embedding_size'):
+            kwargs.pop('embedding_size', None)
         try:
             self.pml_loss = cls(**kwargs)
         except TypeError as error:
@@ -133,7 +148,6 @@ class PMLLoss(nn.Module):
                             f'with {kwargs}: {error}') from error
         self.name = name
         self.num_classes = kwargs.get('num_classes')
-        self.embedding_size = kwargs.get('embedding_size')
         has_weights = any(True for _ in self.pml_loss.parameters())
         if isinstance(miner, str):
             if miner != 'auto':

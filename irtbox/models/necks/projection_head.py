@@ -1,4 +1,6 @@
 """A learned linear layer after the pooled descriptor, to change its dimension."""
+from typing import Optional
+
 import torch
 import torch.nn as nn
 
@@ -15,22 +17,31 @@ class LinearProjection(nn.Module):
     training). The retriever L2-normalises its output. Initialised as
     ``nn.Linear`` (Kaiming-uniform weights, uniform bias).
 
+    ``out_dim=None`` is no layer at all: the descriptor passes unchanged (the
+    raw CLS of the benchmark's baseline). The benchmark configs keep this
+    neck in place with ``out_dim=None`` so that the factor is one config key,
+    ``model.neck.1.out_dim=d``.
+
     Args:
         in_dim (int): Dimension of the input descriptor (768 for ViT-B CLS).
-        out_dim (int): Dimension of the output descriptor.
+        out_dim (int | None): Dimension of the output descriptor; None for
+            the identity.
         bias (bool): Learn an additive bias. Defaults to True.
     """
 
-    def __init__(self, in_dim: int, out_dim: int, bias: bool = True):
+    def __init__(self, in_dim: int, out_dim: Optional[int], bias: bool = True):
         super().__init__()
         for key, value in (('in_dim', in_dim), ('out_dim', out_dim)):
+            if key == 'out_dim' and value is None:
+                continue
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f'LinearProjection: {key} must be a positive int, got {value!r}')
+                raise ValueError(f'LinearProjection: {key} must be a positive int'
+                                 f'{" or None" if key == "out_dim" else ""}, got {value!r}')
         self.in_dim, self.out_dim = in_dim, out_dim
-        self.fc = nn.Linear(in_dim, out_dim, bias=bias)
+        self.fc = None if out_dim is None else nn.Linear(in_dim, out_dim, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() != 2 or x.shape[1] != self.in_dim:
             raise ValueError(f'LinearProjection: expected B x {self.in_dim} descriptors, '
                              f'got shape {tuple(x.shape)}')
-        return self.fc(x)
+        return x if self.fc is None else self.fc(x)

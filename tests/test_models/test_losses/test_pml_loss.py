@@ -191,6 +191,17 @@ def test_bad_inputs():
         PMLLoss('ContrastiveLoss')(torch.randn(2, 4), torch.tensor([0., 1.]))
 
 
+@pytest.mark.parametrize('name', PML_CONTRASTIVE_LOSSES)
+def test_embedding_size_is_a_check_for_losses_without_weights(name):
+    torch.manual_seed(0)
+    embeddings, labels = torch.randn(8, DIM), torch.arange(4).repeat(2)
+    checked = PMLLoss(name, embedding_size=DIM)
+    assert list(checked.parameters()) == []
+    torch.testing.assert_close(checked(embeddings, labels), PMLLoss(name)(embeddings, labels))
+    with pytest.raises(ValueError, match=f'embedding_size={DIM} but .* dimension {DIM + 1}'):
+        checked(torch.randn(8, DIM + 1), labels)
+
+
 def test_missing_library_is_named(monkeypatch):
     import sys
     monkeypatch.setitem(sys.modules, 'pytorch_metric_learning', None)

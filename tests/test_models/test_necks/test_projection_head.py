@@ -34,3 +34,14 @@ def test_linear_projection_bad_dims(kwargs):
 def test_linear_projection_bad_input():
     with pytest.raises(ValueError, match='B x 4'):
         LinearProjection(4, 2)(torch.randn(2, 5))
+
+
+def test_linear_projection_none_is_identity_without_parameters():
+    neck = LinearProjection(in_dim=4, out_dim=None)
+    x = torch.randn(3, 4)
+    assert neck(x) is x
+    assert list(neck.parameters()) == []
+    with pytest.raises(ValueError, match='B x 4'):
+        neck(torch.randn(3, 5))
+    with pytest.raises(ValueError, match='in_dim must be a positive int, got None'):
+        LinearProjection(in_dim=None, out_dim=None)

@@ -1,0 +1,52 @@
+"""An optimizer wrapper that runs the forward pass and the losses under bf16 autocast when the
+hardware supports it, and in float32 otherwise (so one config runs on GPUs and CPUs)."""
+from contextlib import contextmanager
+from typing import Union
+
+import torch
+from mmengine.optim import OptimWrapper
+from torch import nn
+
+from irtbox.registry import OPTIM_WRAPPERS
+
+
+def bf16_autocast_available() -> bool:
+    """True on a CUDA GPU with bfloat16 support (Ampere and later)."""
+    return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+
+
+@OPTIM_WRAPPERS.register_module()
+class BF16AutocastOptimWrapper(OptimWrapper):
+    """:class:`~mmengine.optim.OptimWrapper` whose ``optim_context`` (the
+    training forward and loss of ``model.train_step``) runs under
+    ``torch.autocast(dtype=torch.bfloat16)``: the training-recipe benchmark's
+    "bf16 autocast when available" (Berton, Musgrave & Masone, Sec. 3).
+
+    bf16 has float32's exponent range, so, unlike MMEngine's
+    ``AmpOptimWrapper`` for float16, no loss scaling is needed and the
+    optimizer step is the plain one. Validation and testing are not affected.
+    Losses that need float32 turn autocast off themselves (e.g.
+    :class:`~irtbox.models.losses.PMLLoss`).
+
+    Args:
+        enabled (bool | str): ``'auto'`` (default): autocast on a CUDA device
+            with bf16 support, float32 elsewhere; ``True``: always (on the
+            CPU if there is no CUDA device, which is slow but exact to
+            check); ``False``: never.
+        **kwargs: :class:`~mmengine.optim.OptimWrapper` arguments
+            (``optimizer``, ``accumulative_counts``, ``clip_grad``).
+    """
+
+    def __init__(self, enabled: Union[bool, str] = 'auto', **kwargs):
+        if enabled not in (True, False, 'auto'):
+            raise ValueError(f"BF16AutocastOptimWrapper: enabled must be True, False or 'auto', "
+                             f'got {enabled!r}')
+        super().__init__(**kwargs)
+        self.enabled = bf16_autocast_available() if enabled == 'auto' else enabled
+        self.device_type = 'cuda' if torch.cuda.is_available() else 'cpu'
+
+    @contextmanager
+    def optim_context(self, model: nn.Module):
+        with super().optim_context(model), torch.autocast(
+                self.device_type, dtype=torch.bfloat16, enabled=self.enabled):
+            yield
