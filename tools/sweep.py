@@ -24,6 +24,8 @@ A grid spec is a Python, YAML or JSON file with these keys:
                 figure   optional int, the paper's figure number: the figures are
                          then fig<N>_<factor>_<metric>.png, titled 'Fig. N: <factor>'
                 label    optional x-axis label (default: the factor name)
+                losses   optional subset of `losses` run for this factor (e.g. the
+                         classifier learning rate, Fig. 10: classification only)
               Each factor is swept on its own (the others stay at the base
               config), as in the paper's Figures 4-10. A run's value (its work
               dir, the tables, the figures' x axis) is V.
@@ -40,7 +42,11 @@ the test metrics to test_results.json (--out test_results.json; with
 --keep-embeddings, --out test_results.npz, which writes the embeddings there and
 the metrics to test_results.json as well). A run whose test_results.json exists
 is finished and skipped (--force re-runs it); one with `train_done` only is
-tested again.
+tested again. A run whose training or test fails gets a `failed` file (the
+command and its exit status) and the sweep goes on with the others, since some
+points of the paper's grids cannot be computed (M = 1 or 2 with batch 256 on
+CUB / Cars196, Fig. 8); the tables and figures are still written, the failed
+runs are listed at the end (exit status 1), and the next call retries them.
 
 Outputs in WORK_ROOT: runs.csv / runs.json (one row per finished run),
 summary.csv (mean, std, min, max over seeds) and the figures
@@ -49,6 +55,7 @@ fig_<factor>_<metric>.png, or fig<N>_<factor>_<metric>.png for a factor with
 
 Examples:
   python tools/sweep.py configs/dml_benchmark/sweeps/digits_tiny.py --work-root work_dirs/sweep
+  python tools/sweep.py SPEC --work-root W --jobs 2              # two runs at a time
   python tools/sweep.py SPEC --work-root W --dry-run             # list the runs and their state
   python tools/sweep.py SPEC --work-root W --emit dist --gpus 8 > jobs.sh
   python tools/sweep.py SPEC --work-root W --emit slurm --partition gpu
@@ -64,8 +71,11 @@ import os
 import os.path as osp
 import re
 import shlex
+import queue
 import subprocess
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Dict, List, NamedTuple, Optional
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
@@ -86,9 +96,10 @@ RESULTS = 'test_results.json'
 # tools/test.py writes a .npz's metrics to the same name with .json: RESULTS.
 EMBEDDINGS = osp.splitext(RESULTS)[0] + '.npz'
 TRAIN_DONE = 'train_done'
+FAILED = 'failed'
 OFF_THE_SHELF = 'off_the_shelf'
 REQUIRED = ('config', 'losses', 'datasets', 'factors')
-FACTOR_KEYS = ('values', 'options', 'log_x', 'figure', 'label')
+FACTOR_KEYS = ('values', 'options', 'log_x', 'figure', 'label', 'losses')
 DEFAULT_SEED_OPTIONS = ['randomness.seed={seed}']
 
 
@@ -170,6 +181,15 @@ def _check_factor(path: str, name: str, factor) -> None:
                          f'got {factor["label"]!r}')
 
 
+def _check_factor_losses(path: str, name: str, factor: dict, losses: list) -> None:
+    if 'losses' not in factor:
+        return
+    if not _is_str_list(factor['losses']) or not factor['losses'] \
+            or set(factor['losses']) - set(losses):
+        raise SystemExit(f'{path}: factors.{name}.losses must be a non-empty list of losses '
+                         f'of the spec ({list(losses)}), got {factor["losses"]!r}')
+
+
 def load_spec(path: str) -> dict:
     """Reads and checks a grid spec (see the module docstring)."""
     if not osp.isfile(path):
@@ -205,6 +225,8 @@ def load_spec(path: str) -> dict:
             family_of(loss, spec.get('families'))
         except ValueError as e:
             raise SystemExit(f'{path}: {e}')
+    for name, factor in spec['factors'].items():
+        _check_factor_losses(path, name, factor, spec['losses'])
     return spec
 
 
@@ -216,7 +238,8 @@ def expand(spec: dict, work_root: str) -> List[Run]:
     runs = []
     for factor, fspec in spec['factors'].items():
         for (value, templates), dataset, loss, seed in itertools.product(
-                value_entries(fspec), spec['datasets'], spec['losses'], seeds):
+                value_entries(fspec), spec['datasets'], fspec.get('losses', spec['losses']),
+                seeds):
             options = common + [o.format(value=value) for o in templates] + [
                 o.format(seed=seed) for o in seed_options]
             runs.append(Run(factor, value, dataset, loss, seed,
@@ -232,9 +255,12 @@ def expand(spec: dict, work_root: str) -> List[Run]:
 
 
 def state_of(run: Run) -> str:
-    """'done' (test metrics written), 'trained' (test missing) or 'todo'."""
+    """'done' (test metrics written), 'failed' (the last attempt), 'trained'
+    (test missing) or 'todo'."""
     if osp.isfile(osp.join(run.work_dir, RESULTS)):
         return 'done'
+    if osp.isfile(osp.join(run.work_dir, FAILED)):
+        return 'failed'
     if run.factor == OFF_THE_SHELF:
         return 'trained'
     return 'trained' if osp.isfile(osp.join(run.work_dir, TRAIN_DONE)) else 'todo'
@@ -296,17 +322,94 @@ def emit_command(run: Run, mode: str, gpus: int = 1, partition: str = 'gpu',
     return ' && '.join(steps + [test])
 
 
-def run_sequentially(run: Run, keep_embeddings: bool = False) -> None:
-    """Trains (unless already trained) and tests one run in subprocesses."""
+LOG = 'sweep.log'
+
+
+def run_one(run: Run, keep_embeddings: bool = False, env: Optional[dict] = None) -> None:
+    """Trains (unless already trained) and tests one run in subprocesses whose
+    output goes to ``<work_dir>/sweep.log``; a failing step raises
+    ``subprocess.CalledProcessError``. ``env``: extra environment variables."""
     os.makedirs(run.work_dir, exist_ok=True)
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''))
-    if state_of(run) == 'todo':
-        subprocess.run([sys.executable, osp.join(ROOT, 'tools', 'train.py'), run.config]
-                       + _train_args(run), check=True, env=env)
-        open(osp.join(run.work_dir, TRAIN_DONE), 'w').close()
-    ckpt = [] if run.factor == OFF_THE_SHELF else [checkpoint_of(run.work_dir)]
-    subprocess.run([sys.executable, osp.join(ROOT, 'tools', 'test.py'), run.config] + ckpt
-                   + _test_args(run, keep_embeddings), check=True, env=env)
+    failed = osp.join(run.work_dir, FAILED)
+    if osp.isfile(failed):
+        os.remove(failed)
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''),
+               **(env or {}))
+    with open(osp.join(run.work_dir, LOG), 'a') as log:
+        def call(args):
+            subprocess.run([sys.executable] + args, check=True, env=env, stdout=log,
+                           stderr=subprocess.STDOUT)
+
+        if not osp.isfile(osp.join(run.work_dir, TRAIN_DONE)) and run.factor != OFF_THE_SHELF:
+            call([osp.join(ROOT, 'tools', 'train.py'), run.config] + _train_args(run))
+            open(osp.join(run.work_dir, TRAIN_DONE), 'w').close()
+        ckpt = [] if run.factor == OFF_THE_SHELF else [checkpoint_of(run.work_dir)]
+        call([osp.join(ROOT, 'tools', 'test.py'), run.config] + ckpt
+             + _test_args(run, keep_embeddings))
+
+
+def _job_devices(jobs: int) -> List[Optional[str]]:
+    """The CUDA device each of ``jobs`` parallel runs gets: one GPU each when
+    there are enough visible ones, else none pinned (the runs share)."""
+    visible = os.environ.get('CUDA_VISIBLE_DEVICES')
+    if visible is not None:
+        devices = [d for d in visible.split(',') if d.strip()]
+    else:
+        import torch
+        devices = [str(i) for i in range(torch.cuda.device_count())]
+    return devices[:jobs] if len(devices) >= jobs else [None] * jobs
+
+
+def _tail(path: str, lines: int = 5) -> str:
+    if not osp.isfile(path):
+        return ''
+    with open(path, errors='replace') as f:
+        return ''.join(f.readlines()[-lines:])
+
+
+def run_all(todo: List[Run], jobs: int = 1, keep_embeddings: bool = False) -> None:
+    """Runs ``todo``, ``jobs`` at a time, and prints one line per finished
+    run. With ``jobs > 1`` each run gets ``cpu_count // jobs`` CPU threads
+    and, when there are at least ``jobs`` visible GPUs, a GPU of its own. A
+    failed run gets a ``failed`` file and the others go on: some points
+    cannot be computed (e.g. M = 1 with batch 256 on a dataset of 80 training
+    classes, paper Fig. 8)."""
+    slots = queue.Queue()
+    for device in _job_devices(jobs) if jobs > 1 else [None]:
+        slots.put(device)
+    threads = str(max(1, (os.cpu_count() or 1) // jobs))
+
+    def work(run: Run):
+        device = slots.get()
+        env = dict(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads) if jobs > 1 else {}
+        if device is not None:
+            env['CUDA_VISIBLE_DEVICES'] = device
+        start = time.time()
+        try:
+            run_one(run, keep_embeddings, env)
+            return None, time.time() - start
+        except subprocess.CalledProcessError as error:
+            with open(osp.join(run.work_dir, FAILED), 'w') as f:
+                f.write(f'exit status {error.returncode}: {shlex.join(error.cmd)}\n')
+            return error, time.time() - start
+        finally:
+            slots.put(device)
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(work, run): run for run in todo}
+        for i, future in enumerate(as_completed(futures)):
+            run = futures[future]
+            error, seconds = future.result()
+            if error is None:
+                with open(osp.join(run.work_dir, RESULTS)) as f:
+                    metrics = json.load(f)
+                shown = '  '.join(f'{k} {v:.4f}' for k, v in sorted(metrics.items()))
+                print(f'[{i + 1}/{len(todo)}] {run.work_dir}  {seconds:.0f} s  {shown}',
+                      file=sys.stderr)
+            else:
+                log = osp.join(run.work_dir, LOG)
+                print(f'[{i + 1}/{len(todo)}] {run.work_dir}  FAILED (exit status '
+                      f'{error.returncode}); end of {log}:\n{_tail(log)}', file=sys.stderr)
 
 
 def collect(runs: List[Run], families: Optional[Dict[str, str]] = None) -> List[dict]:
@@ -378,6 +481,9 @@ def parse_args(argv=None):
     parser.add_argument('--work-root', required=True, help='folder of all the runs and outputs')
     parser.add_argument('--emit', choices=['plain', 'dist', 'slurm'],
                         help='print one shell command per unfinished run instead of running it')
+    parser.add_argument('--jobs', type=int, default=1,
+                        help='runs at a time when running them here (default 1); each gets '
+                        'cpu_count/jobs threads and, with >= jobs visible GPUs, its own GPU')
     parser.add_argument('--gpus', type=int, default=1, help='processes per run for --emit dist/slurm')
     parser.add_argument('--partition', default='gpu', help='slurm partition for --emit slurm')
     parser.add_argument('--only', nargs='+', metavar='FACTOR', help='only these factors')
@@ -395,6 +501,8 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.jobs < 1:
+        raise SystemExit(f'--jobs must be >= 1, got {args.jobs}')
     spec = load_spec(args.spec)
     runs = expand(spec, args.work_root)
     if args.only:
@@ -406,7 +514,7 @@ def main(argv=None):
     if args.force and not (args.dry_run or args.collect_only):
         for run in runs:
             # The old embeddings too: they would not match the new results.
-            for name in (RESULTS, TRAIN_DONE, EMBEDDINGS):
+            for name in (RESULTS, TRAIN_DONE, EMBEDDINGS, FAILED):
                 if osp.isfile(osp.join(run.work_dir, name)):
                     os.remove(osp.join(run.work_dir, name))
     if args.dry_run:
@@ -421,14 +529,15 @@ def main(argv=None):
         return runs
     if not args.collect_only:
         todo = [r for r in runs if state_of(r) != 'done']
-        print(f'{len(runs) - len(todo)} of {len(runs)} runs finished; running {len(todo)}',
+        print(f'{len(runs) - len(todo)} of {len(runs)} runs finished; running {len(todo)}, '
+              f'{args.jobs} at a time (each run\'s output: <its work dir>/{LOG})',
               file=sys.stderr)
-        for i, run in enumerate(todo):
-            print(f'[{i + 1}/{len(todo)}] {run.work_dir}', file=sys.stderr)
-            run_sequentially(run, args.keep_embeddings)
+        run_all(todo, args.jobs, args.keep_embeddings)
+    failures = [r.work_dir for r in runs if state_of(r) == 'failed']
     rows = collect(runs, spec.get('families'))
     if not rows:
-        raise SystemExit(f'no finished run under {args.work_root} (no {RESULTS} found)')
+        raise SystemExit(f'no finished run under {args.work_root} (no {RESULTS} found)'
+                         + (f'; {len(failures)} failed' if failures else ''))
     summary = summarize(rows)
     write_table(rows, osp.join(args.work_root, 'runs.csv'))
     write_table(rows, osp.join(args.work_root, 'runs.json'))
@@ -437,6 +546,9 @@ def main(argv=None):
         from tools.analysis_tools.plot_sweep import plot_all
         for path in plot_all(summary, spec, args.work_root, band=args.band):
             print(path)
+    if failures and not args.collect_only:
+        raise SystemExit(f'{len(failures)} run(s) failed (their folders hold a `{FAILED}` '
+                         'file; the next call retries them):\n  ' + '\n  '.join(failures))
     return rows
 
 

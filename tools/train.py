@@ -53,6 +53,11 @@ def build_cfg(args):
     elif cfg.get('work_dir') is None:
         cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(args.config))[0])
     if args.amp:
+        if cfg.optim_wrapper.get('type') == 'BF16AutocastOptimWrapper':
+            raise SystemExit(f'--amp: {args.config} already trains under bf16 autocast on GPUs '
+                             'that support it (BF16AutocastOptimWrapper, optim_wrapper.enabled); '
+                             "--amp would replace that by float16 with loss scaling. Leave it "
+                             'out, or set optim_wrapper.enabled=True to force bf16.')
         if not torch.cuda.is_available():
             raise SystemExit('--amp needs a CUDA GPU; none is available here.')
         cfg.optim_wrapper.type = 'AmpOptimWrapper'

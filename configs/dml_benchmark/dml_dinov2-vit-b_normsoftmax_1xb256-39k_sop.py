@@ -3,7 +3,7 @@ _base_ = [
     '../_base_/schedules/dml_adam_1xb256-39k.py', '../_base_/default_runtime.py'
 ]
 # NormalizedSoftmaxLoss, PML 2.9 defaults; a classifier over the training classes at lr 1.0; M = 1
-# (random batches, no class balancing: MPerClassSampler with m=1).
+# (256 distinct classes per batch, one image each).
 model = dict(head=dict(losses=dict(metric=dict(
     _delete_=True, type='PMLLoss', name='NormalizedSoftmaxLoss',
     num_classes={{_base_.num_train_classes}}, embedding_size={{_base_.embed_dim}}))))

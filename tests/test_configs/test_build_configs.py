@@ -37,7 +37,8 @@ CONFIG_DIR = osp.join(ROOT, 'configs')
 CONFIGS = sorted(
     osp.relpath(p, CONFIG_DIR)
     for p in glob.glob(osp.join(CONFIG_DIR, '**', '*.py'), recursive=True)
-    if '_base_' not in osp.relpath(p, CONFIG_DIR).split(os.sep))
+    # _base_ files are fragments; sweeps/ holds grid specs for tools/sweep.py (test_sweep_specs.py)
+    if not {'_base_', 'sweeps'} & set(osp.relpath(p, CONFIG_DIR).split(os.sep)))
 # Category-level IRT configs (the particular-object ones under irt/landmarks/ are checked in
 # test_landmark_configs.py).
 IRT_CONFIGS = [c for c in CONFIGS

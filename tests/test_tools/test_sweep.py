@@ -84,7 +84,7 @@ def fake_subprocess(monkeypatch, tmp_path, runs):
     by_dir = {r.work_dir: r for r in runs}
     calls = []
 
-    def fake_run(cmd, check, env):
+    def fake_run(cmd, check, env, stdout=None, stderr=None):
         tool, work_dir = osp.basename(cmd[1]), cmd[cmd.index('--work-dir') + 1]
         if tool == 'test.py':
             # As tools/test.py: a .npz --out also gets its metrics as <name>.json.
@@ -144,6 +144,85 @@ def test_resume_skips_finished_runs(fake_sweep):
     calls.clear()
     sweep.main([spec_path, '--work-root', root, '--no-plot'])   # all finished now
     assert calls == []
+
+
+def test_failed_runs_do_not_stop_the_sweep_and_are_retried(fake_sweep, monkeypatch, capsys):
+    spec_path, root, runs, done, trained, calls = fake_sweep
+    todo = [r for r in runs if sweep.state_of(r) == 'todo']
+    broken = {todo[0].work_dir, todo[-1].work_dir}
+    fake_run = sweep.subprocess.run
+
+    def failing_run(cmd, check, env, stdout=None, stderr=None):
+        if cmd[cmd.index('--work-dir') + 1] in broken and cmd[1].endswith('train.py'):
+            stdout.write('ValueError: the reason\n')
+            raise sweep.subprocess.CalledProcessError(3, cmd)
+        return fake_run(cmd, check, env)
+
+    monkeypatch.setattr(sweep.subprocess, 'run', failing_run)
+    with pytest.raises(SystemExit, match=r'2 run\(s\) failed') as exit_info:
+        sweep.main([spec_path, '--work-root', root, '--no-plot'])
+    assert all(d in str(exit_info.value) for d in broken)
+    assert capsys.readouterr().err.count('FAILED (exit status 3); end of') == 2
+    for run in runs:
+        state = sweep.state_of(run)
+        assert state == ('failed' if run.work_dir in broken else 'done'), run.work_dir
+    marker = open(osp.join(sorted(broken)[0], sweep.FAILED)).read()
+    assert marker.startswith('exit status 3: ') and 'train.py' in marker
+    # The tables hold every run that finished.
+    with open(osp.join(root, 'runs.json')) as f:
+        assert len(json.load(f)) == len(runs) - 2
+    # The next call retries only the failed runs.
+    calls.clear()
+    broken.clear()
+    sweep.main([spec_path, '--work-root', root, '--no-plot'])
+    assert {d for tool, d, _ in calls if tool == 'train.py'} == {todo[0].work_dir,
+                                                                 todo[-1].work_dir}
+    assert all(sweep.state_of(r) == 'done' for r in runs)
+
+
+def test_parallel_jobs_get_their_own_gpu_and_threads(fake_sweep, monkeypatch):
+    import threading
+    spec_path, root, runs, done, trained, calls = fake_sweep
+    fake_run = sweep.subprocess.run
+    together = threading.Barrier(2, timeout=10)
+    envs = []
+
+    def recording_run(cmd, check, env, stdout=None, stderr=None):
+        if cmd[1].endswith('train.py') and not envs:
+            envs.append(env)
+            together.wait()   # the second job must be running now, or this times out
+        elif cmd[1].endswith('train.py') and len(envs) == 1:
+            envs.append(env)
+            together.wait()
+        return fake_run(cmd, check, env)
+
+    monkeypatch.setattr(sweep.subprocess, 'run', recording_run)
+    monkeypatch.setenv('CUDA_VISIBLE_DEVICES', '4,7')
+    monkeypatch.setattr(sweep.os, 'cpu_count', lambda: 8)
+    sweep.main([spec_path, '--work-root', root, '--no-plot', '--jobs', '2'])
+    assert sorted(e['CUDA_VISIBLE_DEVICES'] for e in envs) == ['4', '7']
+    assert all(e['OMP_NUM_THREADS'] == '4' for e in envs)
+    assert all(sweep.state_of(r) == 'done' for r in runs)
+    with pytest.raises(SystemExit, match='--jobs must be >= 1'):
+        sweep.main([spec_path, '--work-root', root, '--jobs', '0'])
+
+
+def test_factor_restricted_to_some_losses(tmp_path):
+    spec = dict(config='c_{loss}_{dataset}.py', losses=['arcface', 'ntxent'], datasets=['a'],
+                seeds=[0, 1], factors=dict(
+                    clf_lr=dict(values=[0.1, 1.0], losses=['arcface'],
+                                options=['optim_wrapper.paramwise_cfg.custom_keys.x.lr={value}']),
+                    m=dict(values=[2, 4], options=['train_dataloader.sampler.m={value}'])))
+    path = tmp_path / 'spec.json'
+    path.write_text(json.dumps(spec))
+    runs = sweep.expand(sweep.load_spec(str(path)), 'W')
+    assert {(r.factor, r.loss) for r in runs} == {
+        ('clf_lr', 'arcface'), ('m', 'arcface'), ('m', 'ntxent')}
+    assert len(runs) == 2 * 1 * 2 + 2 * 2 * 2
+    spec['factors']['clf_lr']['losses'] = ['cosface']
+    path.write_text(json.dumps(spec))
+    with pytest.raises(SystemExit, match=r'spec.json: factors.clf_lr.losses must be .*cosface'):
+        sweep.load_spec(str(path))
 
 
 def test_tables(fake_sweep):

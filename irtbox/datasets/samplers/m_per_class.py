@@ -79,15 +79,9 @@ class MPerClassSampler(BatchListSampler):
     images contributes all of them plus random repeats (sampling with
     replacement only for the missing ones). With ``shuffle=False`` the
     permutations are the identity (deterministic, for debugging).
-
-    ``m = 1`` means no class balancing, as in the training-recipe benchmark
-    (Berton, Musgrave & Masone, M = 1 for the classification losses and the
-    first point of Fig. 8): batches are consecutive chunks of a random
-    permutation of all images, so a class may occur several times in a batch
-    and classes come up in proportion to their size. This also works with
-    fewer classes than ``batch_size`` (CUB and Cars196 have 80 and 78
-    training classes for batches of 256). :class:`OnePerClassSampler` gives
-    batches of distinct classes instead.
+    ``m = 1`` gives batches of ``batch_size`` distinct classes, one image
+    each (the "M = 1" of the training-recipe benchmark, Berton et al. Fig. 8),
+    so it needs at least ``batch_size`` classes.
 
     Epoch: ``max(1, len(dataset) // batch_size)`` batches, rounded up to a
     multiple of the world size W. Every rank builds the same global list of
@@ -144,7 +138,7 @@ class MPerClassSampler(BatchListSampler):
 
         labels = get_dataset_labels(dataset)
         classes, inverse = np.unique(labels, return_inverse=True)
-        if self._balanced() and len(classes) < self.classes_per_batch:
+        if len(classes) < self.classes_per_batch:
             raise ValueError(f'{name}: a batch needs {self.classes_per_batch} distinct '
                              f'classes (batch_size {batch_size} // m {m}), but the dataset '
                              f'has only {len(classes)}')
@@ -155,19 +149,12 @@ class MPerClassSampler(BatchListSampler):
         num_batches = max(1, len(labels) // batch_size)
         self.batches_per_rank = math.ceil(num_batches / self.world_size)
 
-    def _balanced(self) -> bool:
-        """Whether batches are built class by class (else: random chunks, m = 1)."""
-        return self.m > 1
-
     def _global_batches(self, epoch: int) -> np.ndarray:
         """All ranks' batches of ``epoch``, (num_batches, batch_size)."""
         rng = np.random.default_rng([self.seed, epoch]) if self.shuffle else None
-        num_batches = self.batches_per_rank * self.world_size
-        if not self._balanced():
-            images = _CyclicStream(np.arange(sum(map(len, self.class_indices))), rng)
-            return np.stack([images.take(self.batch_size) for _ in range(num_batches)])
         class_stream = _CyclicStream(np.arange(len(self.class_indices)), rng)
         image_streams = {}
+        num_batches = self.batches_per_rank * self.world_size
         batches = np.empty((num_batches, self.batch_size), dtype=np.int64)
         for b in range(num_batches):
             chunks = []
@@ -200,6 +187,3 @@ class OnePerClassSampler(MPerClassSampler):
                  infinite: bool = False):
         super().__init__(dataset, batch_size, m=1, shuffle=shuffle, seed=seed,
                          rank=rank, world_size=world_size, infinite=infinite)
-
-    def _balanced(self) -> bool:
-        return True

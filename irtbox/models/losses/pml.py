@@ -25,7 +25,8 @@ SoftTripleLoss             ``pml_loss.fc``       D x (C * centres)
 =========================  ====================  ===================
 
 so one optimizer parameter group covers all of them with no code special to
-a loss: ``paramwise_cfg=dict(custom_keys={'pml_loss': dict(lr_mult=...)})``
+a loss: ``paramwise_cfg=dict(custom_keys={'pml_loss': dict(lr=1.0)})`` (MMEngine
+copies the key's ``lr`` into the group, independent of the model's lr)
 (the contrastive losses have no parameters, so the key matches nothing there).
 """
 import importlib
@@ -113,7 +114,7 @@ class PMLLoss(nn.Module):
         losses=dict(metric=dict(type='PMLLoss', name='MultiSimilarityLoss'))
         losses=dict(metric=dict(type='PMLLoss', name='ArcFaceLoss',
                                 num_classes=78, embedding_size=768))
-        paramwise_cfg=dict(custom_keys={'pml_loss': dict(lr_mult=1e6)})
+        paramwise_cfg=dict(custom_keys={'pml_loss': dict(lr=1.0)})
 
     Args:
         name (str): PML loss class name, e.g. ``'MultiSimilarityLoss'``.
