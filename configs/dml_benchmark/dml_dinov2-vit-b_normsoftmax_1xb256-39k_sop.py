@@ -5,6 +5,5 @@ _base_ = [
 # NormalizedSoftmaxLoss, PML 2.9 defaults; a classifier over the training classes at lr 1.0; M = 1
 # (256 distinct classes per batch, one image each).
 model = dict(head=dict(losses=dict(metric=dict(
-    _delete_=True, type='PMLLoss', name='NormalizedSoftmaxLoss',
-    num_classes={{_base_.num_train_classes}}, embedding_size={{_base_.embed_dim}}))))
+    name='NormalizedSoftmaxLoss', num_classes={{_base_.num_train_classes}}))))
 train_dataloader = dict(sampler=dict(m=1))

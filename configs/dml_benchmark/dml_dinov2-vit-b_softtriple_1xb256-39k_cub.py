@@ -7,5 +7,4 @@ _base_ = [
 # classes of CUB / Cars196 (paper, Fig. 8: M <= 2 'cannot be computed' there), so the smallest
 # M that fits, as for the contrastive losses.
 model = dict(head=dict(losses=dict(metric=dict(
-    _delete_=True, type='PMLLoss', name='SoftTripleLoss',
-    num_classes={{_base_.num_train_classes}}, embedding_size={{_base_.embed_dim}}))))
+    name='SoftTripleLoss', num_classes={{_base_.num_train_classes}}))))

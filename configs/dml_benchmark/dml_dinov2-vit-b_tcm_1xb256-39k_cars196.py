@@ -5,4 +5,4 @@ _base_ = [
 # ThresholdConsistentMarginLoss, PML 2.9 defaults, with the multi-similarity miner
 # (miner='auto'); M = 4 images per class (64 classes per batch).
 model = dict(head=dict(losses=dict(metric=dict(
-    _delete_=True, type='PMLLoss', name='ThresholdConsistentMarginLoss'))))
+    name='ThresholdConsistentMarginLoss', num_classes={{_base_.num_train_classes}}))))

@@ -130,25 +130,43 @@ def test_off_the_shelf(dataset):
 
 @pytest.mark.parametrize('loss,dataset', GRID)
 def test_loss(loss, dataset):
-    """PML 2.9's defaults: only the class name, plus the classifier's size for the
-    classification losses; the multi-similarity miner for exactly the contrastive ones."""
+    """PML 2.9's defaults: only the class name plus the classifier's size (which the
+    contrastive losses only check, so that the name alone switches the loss); the
+    multi-similarity miner for exactly the contrastive ones."""
     pml_name, family = LOSSES[loss]
     metric = load(name(loss, dataset)).model.head.losses
     assert list(metric) == ['metric']
     metric = metric.metric
+    num_classes = DATASET_FACTS[dataset][3]
+    assert dict(metric) == dict(type='PMLLoss', name=pml_name, num_classes=num_classes,
+                                embedding_size=768)  # miner: 'auto'
     built = build(MODELS, metric)
     assert isinstance(built.pml_loss, getattr(pml_losses, pml_name))
+    assert (built.num_classes, built.embedding_size) == (num_classes, 768)
     if family == 'contrastive':
-        assert dict(metric) == dict(type='PMLLoss', name=pml_name)  # miner: 'auto'
         assert isinstance(built.miner, PMLMiner)
         assert isinstance(built.miner.pml_miner, MultiSimilarityMiner)
         assert built.miner.pml_miner.epsilon == pytest.approx(0.1)
+        assert not any(True for _ in built.pml_loss.parameters())
     else:
-        num_classes = DATASET_FACTS[dataset][3]
-        assert dict(metric) == dict(type='PMLLoss', name=pml_name, num_classes=num_classes,
-                                    embedding_size=768)
         assert built.miner is None
         assert any(True for _ in built.pml_loss.parameters())
+
+
+@pytest.mark.parametrize('dataset', sorted(DATASET_FACTS))
+def test_one_key_switches_the_loss(dataset):
+    """From any baseline config, model.head.losses.metric.name=<PML class> builds that loss
+    with the right classifier size (the rest of the recipe, e.g. M, stays)."""
+    cfg = copy.deepcopy(load(name('multisimilarity', dataset)))
+    for loss, (pml_name, family) in LOSSES.items():
+        cfg.merge_from_dict({'model.head.losses.metric.name': pml_name})
+        built = build(MODELS, cfg.model.head.losses.metric)
+        assert isinstance(built.pml_loss, getattr(pml_losses, pml_name))
+        if family == 'classification':
+            weights = next(built.pml_loss.parameters())
+            centres = 10 if pml_name == 'SoftTripleLoss' else 1  # PML's default per class
+            assert weights.numel() == 768 * DATASET_FACTS[dataset][3] * centres
+            assert 768 in weights.shape
 
 
 @pytest.mark.parametrize('dataset', sorted(DATASET_FACTS))

@@ -10,5 +10,6 @@ model = dict(
     neck=[dict(type='ClsTokenPool'),
           dict(type='LinearProjection', in_dim=embed_dim, out_dim=None)],
     head=dict(type='EmbeddingHead',
-              losses=dict(metric=dict(type='PMLLoss', name='MultiSimilarityLoss'))),
+              losses=dict(metric=dict(type='PMLLoss', name='MultiSimilarityLoss',
+                                       embedding_size=embed_dim))),
 )

@@ -8,6 +8,8 @@ _base_ = [
     '../../_base_/models/dml_vit-tiny_digits.py', '../../_base_/datasets/dml_digits.py',
     '../../_base_/schedules/dml_adam_1xb256-39k.py', '../../_base_/default_runtime.py'
 ]
+model = dict(head=dict(losses=dict(metric=dict(
+    name='MultiSimilarityLoss', num_classes={{_base_.num_train_classes}}))))
 epoch_iters = 40
 optim_wrapper = dict(optimizer=dict(lr=2e-4))
 train_cfg = dict(max_iters=8 * epoch_iters, val_interval=epoch_iters)

@@ -127,12 +127,13 @@ class PMLLoss(nn.Module):
             contrastive ones, as in the benchmark) and none for losses with
             weights (classification).
         **kwargs: PML constructor arguments, e.g. ``num_classes`` and
-            ``embedding_size`` for the classification losses.
-            ``embedding_size`` is accepted by every loss: passed on to the PML
-            classes that take it (those with weights) and, for all, checked
-            against the embeddings' dimension at each call. So one config key
-            (``model.head.losses.metric.embedding_size=d``) goes with the
-            output-dimension factor whatever the loss.
+            ``embedding_size`` for the classification losses. These two are
+            accepted by every loss: passed on to the PML classes that take
+            them (those with weights) and, for all, checked at each call
+            (labels in ``[0, num_classes)``, embeddings of dimension
+            ``embedding_size``). So a config that sets both switches to any of
+            the 12 losses with one key, ``model.head.losses.metric.name``, and
+            the output-dimension factor is ``embedding_size`` whatever the loss.
     """
 
     def __init__(self, name: str, miner: Union[dict, nn.Module, str, None] = 'auto',
@@ -140,15 +141,16 @@ class PMLLoss(nn.Module):
         super().__init__()
         cls = pml_class('PMLLoss', 'losses', name, 'BaseMetricLossFunction')
         self.embedding_size = kwargs.get('embedding_size')
-        if not _takes(cls, 'embedding_size'):
-            kwargs.pop('embedding_size', None)
+        self.num_classes = kwargs.get('num_classes')
+        for checked_only in ('embedding_size', 'num_classes'):
+            if not _takes(cls, checked_only):
+                kwargs.pop(checked_only, None)
         try:
             self.pml_loss = cls(**kwargs)
         except TypeError as error:
             raise TypeError(f'PMLLoss: cannot build pytorch_metric_learning.losses.{name} '
                             f'with {kwargs}: {error}') from error
         self.name = name
-        self.num_classes = kwargs.get('num_classes')
         has_weights = any(True for _ in self.pml_loss.parameters())
         if isinstance(miner, str):
             if miner != 'auto':

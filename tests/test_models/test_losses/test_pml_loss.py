@@ -192,14 +192,16 @@ def test_bad_inputs():
 
 
 @pytest.mark.parametrize('name', PML_CONTRASTIVE_LOSSES)
-def test_embedding_size_is_a_check_for_losses_without_weights(name):
+def test_sizes_are_checks_for_losses_without_weights(name):
     torch.manual_seed(0)
     embeddings, labels = torch.randn(8, DIM), torch.arange(4).repeat(2)
-    checked = PMLLoss(name, embedding_size=DIM)
+    checked = PMLLoss(name, embedding_size=DIM, num_classes=4)
     assert list(checked.parameters()) == []
     torch.testing.assert_close(checked(embeddings, labels), PMLLoss(name)(embeddings, labels))
     with pytest.raises(ValueError, match=f'embedding_size={DIM} but .* dimension {DIM + 1}'):
         checked(torch.randn(8, DIM + 1), labels)
+    with pytest.raises(ValueError, match=r'labels must lie in \[0, 4\)'):
+        checked(embeddings, labels + 1)
 
 
 def test_missing_library_is_named(monkeypatch):
