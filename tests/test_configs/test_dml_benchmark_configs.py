@@ -114,18 +114,15 @@ def test_grid_shipped():
     assert trained == {name(loss, dataset) for loss, dataset in GRID} | {D128}
 
 
-@pytest.mark.parametrize('dataset', sorted(DATASET_FACTS))
-def test_off_the_shelf(dataset):
-    """The figures' horizontal line: the baseline's pretrained model, not trained, on the
-    baseline's test set."""
-    cfg = load(f'dml-o_dinov2-vit-b_{dataset}.py')
-    baseline = load(name('multisimilarity', dataset))
-    for key in ('backbone', 'neck', 'data_preprocessor'):
-        assert cfg.model[key] == baseline.model[key], key
-    assert cfg.model.head is None
-    assert not cfg.get('train_dataloader') and not cfg.get('optim_wrapper')
-    assert cfg.test_dataloader == baseline.test_dataloader
-    assert cfg.test_evaluator == baseline.test_evaluator
+def test_off_the_shelf_line_of_the_paper_grid():
+    """The figures' horizontal line: a baseline config tested without training, i.e. the
+    pretrained DINOv2 on the baseline's test set."""
+    spec = Config.fromfile(osp.join(DML, 'sweeps', 'berton2023_figs4-10.py'))
+    for dataset in DATASET_FACTS:
+        path = spec.off_the_shelf.format(dataset=dataset)
+        assert osp.dirname(path) == 'configs/dml_benchmark'
+        assert osp.basename(path) in {name(loss, dataset) for loss in LOSSES}
+        assert load(osp.basename(path)).model.backbone.pretrained is True
 
 
 @pytest.mark.parametrize('loss,dataset', GRID)

@@ -9,7 +9,8 @@
 # 80 / 78 training classes cannot fill 256 / 128 distinct classes per batch; batch 512 with
 # M = 4 there).
 config = 'configs/dml_benchmark/dml_dinov2-vit-b_{loss}_1xb256-39k_{dataset}.py'
-off_the_shelf = 'configs/dml_benchmark/dml-o_dinov2-vit-b_{dataset}.py'
+# The off-the-shelf model: a baseline config tested without training (its pretrained weights).
+off_the_shelf = 'configs/dml_benchmark/dml_dinov2-vit-b_multisimilarity_1xb256-39k_{dataset}.py'
 contrastive = ['circle', 'contrastive', 'multisimilarity', 'ntxent', 'snrcontrastive', 'tcm',
                'tripletmargin']
 classification = ['arcface', 'cosface', 'normsoftmax', 'proxyanchor', 'softtriple']

@@ -6,7 +6,8 @@
 #   python tools/sweep.py configs/dml_benchmark/sweeps/digits_tiny.py \
 #       --work-root work_dirs/sweep_digits --jobs 2
 config = 'configs/dml_benchmark/digits/dml_vit-tiny_{loss}_1xb40-320_digits.py'
-off_the_shelf = 'configs/dml_benchmark/digits/dml-o_vit-tiny_digits.py'
+# The untrained model (seeded random init): a config tested without training.
+off_the_shelf = 'configs/dml_benchmark/digits/dml_vit-tiny_multisimilarity_1xb40-320_digits.py'
 losses = ['multisimilarity', 'normsoftmax']
 datasets = ['digits']
 seeds = [0, 1]
