@@ -60,6 +60,11 @@ def plot_factor(summary: List[dict], factor: str, metric: str, out_path: str,
             log_x = min(positions) > 0 and max(positions) >= 100 * min(positions)
     else:
         positions, log_x = list(range(len(values))), False
+    # One colour per loss, the same in every panel: tab20's strong colours, then its light ones.
+    palette = plt.get_cmap('tab20')
+    shades = list(range(0, 20, 2)) + list(range(1, 20, 2))
+    colours = {loss: palette(shades[i % 20])
+               for i, loss in enumerate(dict.fromkeys(r['loss'] for r in rows))}
     fig, axes = plt.subplots(1, len(datasets), figsize=(4.2 * len(datasets), 3.6), squeeze=False)
     for ax, dataset in zip(axes[0], datasets):
         for loss in dict.fromkeys(r['loss'] for r in rows if r['dataset'] == dataset):
@@ -77,8 +82,8 @@ def plot_factor(summary: List[dict], factor: str, metric: str, out_path: str,
                 lo = [float(r['mean']) - float(r['std']) for _, r in points]
                 hi = [float(r['mean']) + float(r['std']) for _, r in points]
             style = '-' if points[0][1]['family'] == 'contrastive' else ':'
-            line, = ax.plot(xs, mean, style, marker='o', markersize=3, label=loss)
-            ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.15, linewidth=0)
+            ax.plot(xs, mean, style, marker='o', markersize=3, label=loss, color=colours[loss])
+            ax.fill_between(xs, lo, hi, color=colours[loss], alpha=0.15, linewidth=0)
         if dataset in shelf:
             ax.axhline(float(shelf[dataset]), color='grey', linestyle='--', label='off-the-shelf')
         if log_x:
@@ -90,7 +95,13 @@ def plot_factor(summary: List[dict], factor: str, metric: str, out_path: str,
         ax.set_xlabel(xlabel or factor)
         ax.set_ylabel(metric)
         ax.grid(alpha=0.3)
-    axes[0][-1].legend(fontsize=7, loc='best')
+    # One legend for all panels, outside them (12 losses would cover a panel's lines).
+    legend = {}
+    for ax in axes[0]:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(label, handle)
+    fig.legend(list(legend.values()), list(legend), fontsize=7, loc='center left',
+               bbox_to_anchor=(1.0, 0.5))
     if title:
         fig.suptitle(title)
         # Leave the top strip to the suptitle.
@@ -98,7 +109,7 @@ def plot_factor(summary: List[dict], factor: str, metric: str, out_path: str,
     else:
         fig.tight_layout()
     os.makedirs(osp.dirname(osp.abspath(out_path)), exist_ok=True)
-    fig.savefig(out_path, dpi=120)
+    fig.savefig(out_path, dpi=120, bbox_inches='tight')
     plt.close(fig)
     return out_path
 
