@@ -1,0 +1,137 @@
+"""tools/analysis_tools/analyze_embeddings.py on fake tools/test.py outputs."""
+import json
+
+import numpy as np
+import pytest
+
+from irtbox.evaluation.functional import (cumulative_energy, effective_dimension,
+                                          similarity_histograms)
+from tools import test as test_tool
+from tools.analysis_tools import analyze_embeddings
+
+
+def fake_outputs(seed, n, dim, n_classes, rank=None, query_every=None):
+    """The arrays a RetrievalMetric keeps: L2-normalised embeddings, labels, ids, query flags."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, n_classes, n)
+    centres = rng.normal(size=(n_classes, dim))
+    emb = centres[labels] + 0.5 * rng.normal(size=(n, dim))
+    if rank is not None:
+        emb = emb[:, :rank] @ rng.normal(size=(rank, dim))
+    emb = (emb / np.linalg.norm(emb, axis=1, keepdims=True)).astype(np.float32)
+    is_query = np.zeros(n, dtype=bool)
+    if query_every:
+        is_query[::query_every] = True
+    return dict(embeddings=emb, labels=labels, sample_idx=np.arange(n), is_query=is_query)
+
+
+def write_npz(path, outputs, metrics=None):
+    test_tool.write_outputs(str(path), metrics or {'recall@1': 0.5}, outputs)
+    return str(path)
+
+
+@pytest.fixture
+def two_models(tmp_path):
+    """Model A: all pairs (no query flags set), collapsed to rank 3; model B: a query/gallery split."""
+    a = fake_outputs(0, 60, 8, 5, rank=3)
+    b = fake_outputs(1, 45, 8, 4, query_every=3)
+    return (a, write_npz(tmp_path / 'a.npz', a, {'recall@1': 0.25, 'map@r': 0.125}),
+            b, write_npz(tmp_path / 'b.npz', b))
+
+
+def test_analysis_matches_the_pure_functions(tmp_path, two_models, capsys):
+    a, path_a, b, path_b = two_models
+    out = tmp_path / 'figs'
+    results = analyze_embeddings.main([f'IRT_L={path_a}', f'IRT_R={path_b}',
+                                       '--out-dir', str(out), '--bins', '50'])
+    with open(out / 'analysis.json') as f:
+        written = json.load(f)
+    assert list(written) == ['IRT_L', 'IRT_R'] and written == json.loads(json.dumps(results))
+    for name, arrays, query_mask in (('IRT_L', a, None), ('IRT_R', b, b['is_query'])):
+        r = written[name]
+        energy = cumulative_energy(arrays['embeddings'])
+        np.testing.assert_allclose(r['energy'], energy, rtol=1e-12)
+        assert r['effective_dims'] == {str(f): effective_dimension(energy, f)
+                                       for f in (0.8, 0.9, 0.99)}
+        hist = similarity_histograms(arrays['embeddings'], arrays['labels'], bins=50,
+                                     query_mask=query_mask)
+        assert r['positive'] == hist['positive'].tolist()
+        assert r['negative'] == hist['negative'].tolist()
+        np.testing.assert_allclose(r['edges'], hist['edges'])
+        for key in ('num_positive', 'num_negative', 'mean_positive', 'mean_negative', 'exact'):
+            assert r[key] == hist[key]
+        assert (r['num_descriptors'], r['dim']) == arrays['embeddings'].shape
+    # Model A is rank 3; model B's flags split it into 15 queries x 30 gallery descriptors.
+    assert written['IRT_L']['effective_dims']['0.99'] <= 3
+    assert written['IRT_L']['pairs'] == 'all'
+    assert written['IRT_L']['num_positive'] + written['IRT_L']['num_negative'] == 60 * 59 // 2
+    assert written['IRT_R']['pairs'] == 'query-gallery'
+    assert written['IRT_R']['num_positive'] + written['IRT_R']['num_negative'] == 15 * 30
+    assert written['IRT_L']['metrics'] == {'recall@1': 0.25, 'map@r': 0.125}
+    for png in ('energy.png', 'similarities.png'):
+        assert (out / png).read_bytes().startswith(b'\x89PNG')
+    printed = capsys.readouterr().out
+    assert 'IRT_L' in printed and 'IRT_R' in printed and 'd@0.9' in printed
+
+
+def test_sampled_all_pairs_and_linear_axis(tmp_path, two_models):
+    a, path_a, b, path_b = two_models
+    results = analyze_embeddings.main([f'A={path_a}', f'B={path_b}', '--out-dir',
+                                       str(tmp_path / 'o'), '--pairs', 'all', '--max-queries',
+                                       '10', '--seed', '3', '--energy-dims', '4', '--linear-x'])
+    for name, arrays in (('A', a), ('B', b)):
+        hist = similarity_histograms(arrays['embeddings'], arrays['labels'], max_queries=10,
+                                     seed=3)
+        assert results[name]['pairs'] == 'all' and not results[name]['exact']
+        assert results[name]['positive'] == hist['positive'].tolist()
+        assert results[name]['num_negative'] == hist['num_negative']
+    assert (tmp_path / 'o' / 'energy.png').is_file()
+
+
+def test_prefixed_multi_dataset_npz(tmp_path):
+    first, second = fake_outputs(2, 20, 4, 3), fake_outputs(3, 25, 4, 3)
+    arrays = {f'{i}/{k}': v for i, o in enumerate((first, second)) for k, v in o.items()}
+    path = write_npz(tmp_path / 'multi.npz', arrays)
+    with pytest.raises(SystemExit, match=r"pass --prefix, one of \['0/', '1/'\]"):
+        analyze_embeddings.main([f'M={path}', '--out-dir', str(tmp_path / 'o')])
+    results = analyze_embeddings.main([f'M={path}', '--out-dir', str(tmp_path / 'o'),
+                                       '--prefix', '1/'])
+    assert results['M']['num_descriptors'] == 25
+    assert results['M']['num_positive'] == similarity_histograms(
+        second['embeddings'], second['labels'])['num_positive']
+
+
+def test_errors(tmp_path, two_models, capsys):
+    _, path_a, _, path_b = two_models
+    out = ['--out-dir', str(tmp_path / 'o')]
+    with pytest.raises(SystemExit, match='expected NAME=PATH'):
+        analyze_embeddings.main([path_a] + out)
+    with pytest.raises(SystemExit, match='embeddings file not found: .*missing.npz'):
+        analyze_embeddings.main([f'A={tmp_path / "missing.npz"}'] + out)
+    with pytest.raises(SystemExit, match='model names must be unique'):
+        analyze_embeddings.main([f'A={path_a}', f'A={path_b}'] + out)
+    no_labels = tmp_path / 'no_labels.npz'
+    np.savez(no_labels, embeddings=np.eye(3, dtype=np.float32))
+    with pytest.raises(SystemExit, match="no_labels.npz: no 'labels' array"):
+        analyze_embeddings.main([f'A={no_labels}'] + out)
+    bad_labels = tmp_path / 'bad_labels.npz'
+    np.savez(bad_labels, embeddings=np.eye(3, dtype=np.float32), labels=np.arange(2))
+    with pytest.raises(SystemExit, match=r'labels has shape \(2,\); expected \(3,\)'):
+        analyze_embeddings.main([f'A={bad_labels}'] + out)
+    not_npz = tmp_path / 'text.npz'
+    not_npz.write_text('hello')
+    with pytest.raises(SystemExit, match='not a readable .npz'):
+        analyze_embeddings.main([f'A={not_npz}'] + out)
+    with pytest.raises(SystemExit, match='a.npz: --pairs query-gallery needs an is_query'):
+        analyze_embeddings.main([f'A={path_a}', '--pairs', 'query-gallery'] + out)
+    with pytest.raises(SystemExit):
+        analyze_embeddings.main([f'A={path_a}', '--bins', '0'] + out)
+    assert '--bins must be >= 1, got 0' in capsys.readouterr().err
+    assert not (tmp_path / 'o').exists()
+
+
+def test_help_has_an_example(capsys):
+    with pytest.raises(SystemExit):
+        analyze_embeddings.main(['--help'])
+    text = capsys.readouterr().out
+    assert 'IRT_O=' in text and 'IRT_R=' in text and '--max-queries' in text
