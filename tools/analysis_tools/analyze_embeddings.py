@@ -153,8 +153,8 @@ def plot_similarities(results: Dict[str, dict], out_path: str) -> str:
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, len(results), figsize=(4 * len(results), 3.4), squeeze=False,
-                             sharey=True)
+    # Each panel its own density scale: an untrained model's peak would flatten the others.
+    fig, axes = plt.subplots(1, len(results), figsize=(4 * len(results), 3.4), squeeze=False)
     for ax, (name, r) in zip(axes[0], results.items()):
         for kind, colour in (('positive', 'tab:green'), ('negative', 'tab:red')):
             ax.stairs(_density(r[kind], r['edges']), r['edges'], fill=True, alpha=0.45,
@@ -163,7 +163,7 @@ def plot_similarities(results: Dict[str, dict], out_path: str) -> str:
         ax.set_xlabel('cosine similarity')
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    axes[0][0].set_ylabel('density')
+        ax.set_ylabel('density')
     fig.tight_layout()
     fig.savefig(out_path, dpi=120)
     plt.close(fig)
