@@ -3,3 +3,7 @@
 _base_ = ['../irt-l_deit-s_1xb64-35k_sop.py']
 
 model = dict(head=dict(losses=dict(contrastive=dict(margin=0.9))))
+
+# Fig. 4: γ, the gradient noise of L_contr averaged over training, goes to
+# <work_dir>/gradient_noise.json (plot: tools/analysis_tools/plot_gradient_noise.py).
+custom_hooks = [dict(type='GradientNoiseHook', loss_name='contrastive', interval=1)]

@@ -1,6 +1,8 @@
 from .early_stopping import BestWeightsEarlyStoppingHook, StoppingState, early_stopping_step
+from .gradient_noise_hook import GradientNoiseHook
 from .projection_fit_hook import PCAFitHook, ProjectionFitHook, WhiteningFitHook
 from .tuple_mining_hook import TupleMiningHook, mine_hard_negatives
 
-__all__ = ['BestWeightsEarlyStoppingHook', 'PCAFitHook', 'ProjectionFitHook', 'StoppingState',
-           'TupleMiningHook', 'WhiteningFitHook', 'early_stopping_step', 'mine_hard_negatives']
+__all__ = ['BestWeightsEarlyStoppingHook', 'GradientNoiseHook', 'PCAFitHook', 'ProjectionFitHook',
+           'StoppingState', 'TupleMiningHook', 'WhiteningFitHook', 'early_stopping_step',
+           'mine_hard_negatives']
