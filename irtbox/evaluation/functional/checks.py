@@ -12,8 +12,12 @@ def as_float_matrix(x: ArrayLike, name: str, owner: str,
     """``x`` as a 2-D float tensor of finite values (float32, or float64 kept when
     ``keep_float64``; shares memory where it can), else an error naming ``owner`` and ``name``."""
     if isinstance(x, torch.Tensor):
+        if x.is_complex():
+            raise TypeError(f'{owner}: {name} must hold real numbers, got dtype {x.dtype}.')
         t = x.detach()
     elif isinstance(x, np.ndarray):
+        if not np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.complexfloating):
+            raise TypeError(f'{owner}: {name} must hold real numbers, got dtype {x.dtype}.')
         t = torch.from_numpy(np.ascontiguousarray(x))
     else:
         raise TypeError(f'{owner}: {name} must be a numpy array or a torch tensor, '

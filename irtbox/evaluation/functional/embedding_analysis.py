@@ -14,6 +14,8 @@ from typing import Dict, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 
+from .checks import as_float_matrix
+
 ArrayLike = Union[np.ndarray, torch.Tensor]
 
 # Rows per block when accumulating the D x D scatter matrix (memory: block x D floats).
@@ -24,23 +26,12 @@ _ENERGY_TOLERANCE = 1e-12
 
 
 def _as_matrix(x: ArrayLike, name: str, owner: str, min_rows: int) -> np.ndarray:
-    """``x`` as a 2-D numpy array (not copied where possible) of finite values, else an error."""
-    if isinstance(x, torch.Tensor):
-        x = x.detach().cpu().numpy()
-    elif not isinstance(x, np.ndarray):
-        raise TypeError(f'{owner}: {name} must be a numpy array or a torch tensor, '
-                        f'got {type(x).__name__}.')
-    if x.ndim != 2:
-        raise ValueError(f'{owner}: {name} must be 2-D (items x dimension), got shape '
-                         f'{x.shape}.')
-    if not np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.complexfloating):
-        raise TypeError(f'{owner}: {name} must hold real numbers, got dtype {x.dtype}.')
+    """``x`` as a 2-D numpy array of finite real values with >= ``min_rows`` rows, else an error."""
+    x = as_float_matrix(x, name, owner, keep_float64=True).cpu().numpy()
     if len(x) < min_rows:
         raise ValueError(f'{owner}: {name} has {len(x)} rows; expected at least {min_rows}.')
     if x.shape[1] < 1:
         raise ValueError(f'{owner}: {name} has 0 columns; expected a dimension >= 1.')
-    if not np.isfinite(x).all():
-        raise ValueError(f'{owner}: {name} contains NaN or infinite values.')
     return x
 
 
