@@ -223,3 +223,60 @@ def test_similarity_histograms_bad_input(kwargs, error, message):
     args.update(kwargs)
     with pytest.raises(error, match=message):
         similarity_histograms(**args)
+
+
+def brute_force_ground_truth(query, database, gnd, bins, low, high):
+    """One (query, database) pair at a time, with its own bin search."""
+    edges = np.linspace(low, high, bins + 1)
+    counts = {True: np.zeros(bins, dtype=np.int64), False: np.zeros(bins, dtype=np.int64)}
+    values = {True: [], False: []}
+    for i, q in enumerate(query):
+        for j, d in enumerate(database):
+            if j in set(gnd[i].get('junk', [])):
+                continue
+            cos = float(np.dot(q, d) / (np.linalg.norm(q) * np.linalg.norm(d)))
+            cos = min(1.0, max(-1.0, cos))
+            kind = j in set(gnd[i]['ok'])
+            values[kind].append(cos)
+            if low <= cos <= high:
+                counts[kind][min(int(np.searchsorted(edges, cos, side='right')) - 1, bins - 1)] += 1
+    return counts, values
+
+
+@pytest.mark.parametrize('chunk_size', [1, 2, 100])
+def test_ground_truth_histograms_match_brute_force(chunk_size):
+    from irtbox.evaluation.functional import build_revisited_gnd, ground_truth_histograms
+    rng = np.random.default_rng(3)
+    query, database = rng.normal(size=(4, 5)), rng.normal(size=(13, 5))
+    database[2] = query[0] * 3.0  # similarity exactly 1 (last bin)
+    database[5] = -query[1]       # similarity exactly -1 (first bin)
+    raw = [dict(easy=[2, 7], hard=[1], junk=[3]), dict(easy=[], hard=[5, 6], junk=[]),
+           dict(easy=[0], hard=[], junk=[4, 8, 9]), dict(easy=[12], hard=[11], junk=[2])]
+    gnd = build_revisited_gnd(raw, 'medium')
+    result = ground_truth_histograms(query, database, gnd, bins=10, chunk_size=chunk_size)
+    counts, values = brute_force_ground_truth(query, database, raw_medium(raw), 10, -1.0, 1.0)
+    np.testing.assert_array_equal(result['positive'], counts[True])
+    np.testing.assert_array_equal(result['negative'], counts[False])
+    assert result['num_positive'] == len(values[True]) == 8
+    assert result["num_negative"] == len(values[False]) == 4 * 13 - 8 - 5  # 5 junk pairs
+    assert result['mean_positive'] == pytest.approx(np.mean(values[True]), abs=1e-12)
+    assert result['mean_negative'] == pytest.approx(np.mean(values[False]), abs=1e-12)
+    assert result['positive'][-1] >= 1 and result['negative'][0] >= 1
+
+
+def raw_medium(raw):
+    """The Medium protocol written out: positives easy + hard, junk junk."""
+    return [dict(ok=list(g['easy']) + list(g['hard']), junk=list(g['junk'])) for g in raw]
+
+
+def test_ground_truth_histograms_bad_input():
+    from irtbox.evaluation.functional import ground_truth_histograms
+    q, db = np.ones((2, 3)), np.ones((4, 3))
+    with pytest.raises(ValueError, match='gnd has 1 entries for 2 queries'):
+        ground_truth_histograms(q, db, [dict(ok=[0])])
+    with pytest.raises(ValueError, match=r"gnd\[1\]\['junk'\] has indices outside the 4"):
+        ground_truth_histograms(q, db, [dict(ok=[0]), dict(ok=[1], junk=[4])])
+    with pytest.raises(TypeError, match=r"gnd\[0\] must be a dict with 'ok'"):
+        ground_truth_histograms(q, db, [[0], dict(ok=[1])])
+    with pytest.raises(ValueError, match='query has dimension 3 but database has 2'):
+        ground_truth_histograms(q, np.ones((4, 2)), [dict(ok=[0]), dict(ok=[1])])

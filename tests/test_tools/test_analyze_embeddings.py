@@ -135,3 +135,40 @@ def test_help_has_an_example(capsys):
         analyze_embeddings.main(['--help'])
     text = capsys.readouterr().out
     assert 'IRT_O=' in text and 'IRT_R=' in text and '--max-queries' in text
+
+
+def test_revisited_ground_truth_pairs(tmp_path):
+    """A revisited .npz (no labels, queries first) with its gnd_*.pkl: Fig. 5's setting."""
+    import pickle
+
+    from irtbox.evaluation.functional import build_revisited_gnd, ground_truth_histograms
+    rng = np.random.default_rng(5)
+    n_q, n_db = 3, 12
+    emb = rng.normal(size=(n_q + n_db, 6))
+    emb = (emb / np.linalg.norm(emb, axis=1, keepdims=True)).astype(np.float32)
+    is_query = np.arange(n_q + n_db) < n_q
+    raw = [dict(easy=np.array([0, 4]), hard=np.array([7]), junk=np.array([1])),
+           dict(easy=np.array([2]), hard=np.array([], dtype=int), junk=np.array([3, 5])),
+           dict(easy=np.array([9]), hard=np.array([10, 11]), junk=np.array([], dtype=int))]
+    gnd_path = tmp_path / 'gnd_rparis6k.pkl'
+    with open(gnd_path, 'wb') as f:
+        pickle.dump(dict(gnd=raw, imlist=[f'db{i}' for i in range(n_db)],
+                         qimlist=[f'q{i}' for i in range(n_q)]), f)
+    npz = write_npz(tmp_path / 'r.npz', dict(embeddings=emb, sample_idx=np.arange(len(emb)),
+                                             is_query=is_query), {'roxford5k/mAP_M': 50.0})
+    for protocol in ('medium', 'hard'):
+        results = analyze_embeddings.main([f'IRT_R={npz}', '--gnd', str(gnd_path),
+                                           '--protocol', protocol, '--bins', '20',
+                                           '--out-dir', str(tmp_path / protocol)])
+        expected = ground_truth_histograms(emb[:n_q], emb[n_q:],
+                                           build_revisited_gnd(raw, protocol), bins=20)
+        r = results['IRT_R']
+        assert r['pairs'] == 'ground-truth'
+        assert r['positive'] == expected['positive'].tolist()
+        assert r['negative'] == expected['negative'].tolist()
+        assert r['num_positive'] == (7 if protocol == 'medium' else 3)  # easy+hard / hard
+    with pytest.raises(SystemExit, match="no 'labels' array"):
+        analyze_embeddings.main([f'IRT_R={npz}', '--out-dir', str(tmp_path / 'x')])
+    with pytest.raises(SystemExit, match='--gnd .*not found'):
+        analyze_embeddings.main([f'IRT_R={npz}', '--gnd', str(tmp_path / 'nope.pkl'),
+                                 '--out-dir', str(tmp_path / 'x')])

@@ -18,6 +18,10 @@ every (query, gallery) pair by the file's is_query; 'auto' (default) the latter
 when is_query marks some but not all descriptors (In-Shop), else 'all' (SOP, CUB).
 --max-queries N estimates the histograms from N sampled query rows (seed
 --seed) instead of all pairs, for large test sets (SOP: 1.8e9 pairs).
+With --gnd gnd_rparis6k.pkl (revisited Oxford / Paris, as in the paper's Fig. 5:
+RParis, Medium) the pairs are (query, database) ones, positives and junk from
+the ground truth of --protocol, and the .npz needs no labels (tools/test.py
+writes none for these sets).
 
 Example (off-the-shelf vs contrastive vs contrastive + entropy regularisation):
   python tools/test.py configs/irt/irt-o_deit-s_sop.py --out work_dirs/an/irt_o.npz
@@ -28,6 +32,9 @@ Example (off-the-shelf vs contrastive vs contrastive + entropy regularisation):
   python tools/analysis_tools/analyze_embeddings.py IRT_O=work_dirs/an/irt_o.npz \\
       IRT_L=work_dirs/an/irt_l.npz IRT_R=work_dirs/an/irt_r.npz \\
       --out-dir work_dirs/an --max-queries 5000
+  # Fig. 5 exactly: RParis (M), from the landmark configs' test .npz files
+  python tools/analysis_tools/analyze_embeddings.py IRT_O=o.npz IRT_L=l.npz IRT_R=r.npz \
+      --gnd data/rparis6k/gnd_rparis6k.pkl --protocol medium --out-dir work_dirs/fig5
 """
 import argparse
 import json
@@ -49,8 +56,9 @@ def parse_model(text: str) -> Tuple[str, str]:
     return name, path
 
 
-def load_npz(path: str, prefix: str = '') -> Dict[str, np.ndarray]:
-    """The embeddings, labels, is_query (or None) and metrics of a tools/test.py ``.npz``."""
+def load_npz(path: str, prefix: str = '', need_labels: bool = True) -> Dict[str, np.ndarray]:
+    """The embeddings, labels (None when absent and not ``need_labels``), is_query (or
+    None) and metrics of a tools/test.py ``.npz``."""
     if not osp.isfile(path):
         raise SystemExit(f'embeddings file not found: {path}')
     try:
@@ -59,7 +67,8 @@ def load_npz(path: str, prefix: str = '') -> Dict[str, np.ndarray]:
         raise SystemExit(f'{path}: not a readable .npz file ({e})')
     with data:
         keys = list(data.keys())
-        missing = [k for k in ('embeddings', 'labels') if prefix + k not in keys]
+        required = ('embeddings', 'labels') if need_labels else ('embeddings', 'is_query')
+        missing = [k for k in required if prefix + k not in keys]
         if missing:
             hint = ''
             prefixed = sorted(k[:-len('embeddings')] for k in keys
@@ -69,39 +78,52 @@ def load_npz(path: str, prefix: str = '') -> Dict[str, np.ndarray]:
             raise SystemExit(f'{path}: no {", ".join(repr(prefix + k) for k in missing)} array; '
                              f'expected the .npz of tools/test.py --out with a RetrievalMetric '
                              f'(it has {keys}){hint}')
-        out = dict(embeddings=data[prefix + 'embeddings'], labels=data[prefix + 'labels'],
+        out = dict(embeddings=data[prefix + 'embeddings'],
+                   labels=data[prefix + 'labels'] if prefix + 'labels' in keys else None,
                    is_query=data[prefix + 'is_query'] if prefix + 'is_query' in keys else None,
                    metrics={k[len('metrics/'):]: float(data[k]) for k in keys
                             if k.startswith('metrics/') and data[k].size == 1})
     if out['embeddings'].ndim != 2:
         raise SystemExit(f'{path}: {prefix}embeddings has shape {out["embeddings"].shape}; '
                          'expected N x D')
-    if out['labels'].shape != (len(out['embeddings']), ):
+    if out['labels'] is not None and out['labels'].shape != (len(out['embeddings']), ):
         raise SystemExit(f'{path}: {prefix}labels has shape {out["labels"].shape}; expected '
                          f'({len(out["embeddings"])},), one label per embedding')
     return out
 
 
 def analyze(data: dict, pairs: str = 'auto', bins: int = 200, max_queries: Optional[int] = None,
-            seed: int = 0, chunk_size: int = 1024) -> dict:
-    """The JSON-ready analysis of one model's arrays (as from :func:`load_npz`)."""
-    from irtbox.evaluation.functional import (cumulative_energy, effective_dimension,
+            seed: int = 0, chunk_size: int = 1024, gnd: Optional[list] = None) -> dict:
+    """The JSON-ready analysis of one model's arrays (as from :func:`load_npz`); with
+    ``gnd`` (per-query ``ok`` / ``junk`` database indices) the histograms are those of
+    the (query, database) pairs of that ground truth."""
+    from irtbox.evaluation.functional import (cumulative_energy, ground_truth_histograms,
                                               similarity_histograms)
     emb, is_query = data['embeddings'], data['is_query']
+    if gnd is not None:
+        is_query = is_query.astype(bool)
+        hist = ground_truth_histograms(emb[is_query], emb[~is_query], gnd, bins=bins,
+                                       chunk_size=chunk_size)
+        return _result(data, cumulative_energy(emb), hist, 'ground-truth')
     split = is_query is not None and bool(is_query.any()) and not bool(is_query.all())
     if pairs == 'query-gallery' and not split:
         raise ValueError("--pairs query-gallery needs an is_query array marking some but not all "
                          'descriptors as queries')
     query_mask = is_query.astype(bool) if pairs == 'query-gallery' or (
         pairs == 'auto' and split) else None
-    energy = cumulative_energy(emb)
     hist = similarity_histograms(emb, data['labels'], bins=bins, max_queries=max_queries,
                                  seed=seed, chunk_size=chunk_size, query_mask=query_mask)
+    return _result(data, cumulative_energy(emb), hist,
+                   'query-gallery' if query_mask is not None else 'all')
+
+
+def _result(data: dict, energy: np.ndarray, hist: dict, pairs: str) -> dict:
+    from irtbox.evaluation.functional import effective_dimension
+    emb = data['embeddings']
     return dict(
         num_descriptors=int(emb.shape[0]), dim=int(emb.shape[1]),
         effective_dims={str(f): effective_dimension(energy, f) for f in ENERGY_FRACTIONS},
-        energy=energy.tolist(),
-        pairs='query-gallery' if query_mask is not None else 'all', exact=hist['exact'],
+        energy=energy.tolist(), pairs=pairs, exact=hist['exact'],
         num_positive=hist['num_positive'], num_negative=hist['num_negative'],
         mean_positive=_finite_or_none(hist['mean_positive']),
         mean_negative=_finite_or_none(hist['mean_negative']),
@@ -204,6 +226,11 @@ def parse_args(argv=None):
                         help='plot the energy up to this component (default: all)')
     parser.add_argument('--linear-x', action='store_true',
                         help='linear component axis for energy.png (default: log2)')
+    parser.add_argument('--gnd', help='revisited ground truth (gnd_roxford5k.pkl / '
+                        'gnd_rparis6k.pkl): histograms of its (query, database) pairs')
+    parser.add_argument('--protocol', choices=['easy', 'medium', 'hard'], default='medium',
+                        help='the --gnd protocol whose positives and junk are used '
+                             '(default: medium, as in the paper)')
     parser.add_argument('--prefix', default='',
                         help="array prefix of one test set in a multi-dataset .npz, e.g. '0/'")
     args = parser.parse_args(argv)
@@ -214,6 +241,20 @@ def parse_args(argv=None):
     return args
 
 
+def load_gnd(path: str, protocol: str) -> list:
+    """Per-query ``ok`` / ``junk`` indices of ``protocol`` from a revisited ``gnd_*.pkl``."""
+    from irtbox.datasets.pickle_utils import load_pickle
+    from irtbox.evaluation.functional import build_revisited_gnd
+    try:
+        raw = load_pickle(path, 'analyze_embeddings', key='--gnd')
+        if not isinstance(raw, dict) or 'gnd' not in raw:
+            raise ValueError(f"--gnd {path}: expected a dict with a 'gnd' list (the revisited "
+                             'ground truth file)')
+        return build_revisited_gnd(raw['gnd'], protocol)
+    except (FileNotFoundError, ValueError, KeyError, TypeError) as e:
+        raise SystemExit(str(e))
+
+
 def main(argv=None) -> Dict[str, dict]:
     args = parse_args(argv)
     models = [parse_model(m) for m in args.models]
@@ -221,13 +262,15 @@ def main(argv=None) -> Dict[str, dict]:
     if len(set(names)) != len(names):
         raise SystemExit(f'model names must be unique, got {names}')
     sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
-    loaded = [(name, path, load_npz(path, args.prefix)) for name, path in models]
+    gnd = load_gnd(args.gnd, args.protocol) if args.gnd else None
+    loaded = [(name, path, load_npz(path, args.prefix, need_labels=gnd is None))
+              for name, path in models]
     results = {}
     for name, path, data in loaded:
         try:
             results[name] = analyze(data, pairs=args.pairs, bins=args.bins,
                                     max_queries=args.max_queries, seed=args.seed,
-                                    chunk_size=args.chunk_size)
+                                    chunk_size=args.chunk_size, gnd=gnd)
         except ValueError as e:
             raise SystemExit(f'{path}: {e}')
         results[name]['path'] = path

@@ -1,6 +1,7 @@
 """Pure retrieval metrics and embedding analyses on arrays/tensors, usable without any runner."""
 from .average_precision import average_precision
-from .embedding_analysis import cumulative_energy, effective_dimension, similarity_histograms
+from .embedding_analysis import (cumulative_energy, effective_dimension, ground_truth_histograms,
+                                 similarity_histograms)
 from .gradient_noise import gradient_direction_spread
 from .knn import knn
 from .map_at_r import count_relevant, map_at_r, map_at_r_from_relevance
@@ -16,5 +17,5 @@ __all__ = [
     'build_revisited_gnd', 'rank_database', 'learn_whitening', 'apply_whitening', 'pca_whitening',
     'alpha_query_expansion', 'alpha_database_augmentation', 'average_precision',
     'cumulative_energy', 'effective_dimension', 'similarity_histograms',
-    'gradient_direction_spread'
+    'gradient_direction_spread', 'ground_truth_histograms'
 ]

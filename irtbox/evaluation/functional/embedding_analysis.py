@@ -4,10 +4,12 @@
   energy of the principal components of the descriptors (Figs. 2 and 3 of the
   paper), and a single number summarising it.
 - :func:`similarity_histograms`: histograms of the cosine similarities of
-  positive and negative pairs (Fig. 5).
+  positive and negative pairs (Fig. 5) of a labelled set;
+  :func:`ground_truth_histograms`: the same for queries against a database
+  with per-query ground truth (revisited Oxford / Paris, the paper's Fig. 5).
 
-Both take N x D descriptors as a numpy array or a torch tensor, work in
-float64 and never build an N x N matrix.
+All take descriptors as numpy arrays or torch tensors, work in float64 and
+never build an N x N matrix.
 """
 from typing import Dict, Optional, Sequence, Tuple, Union
 
@@ -166,23 +168,8 @@ def similarity_histograms(embeddings: ArrayLike, labels: Union[ArrayLike, Sequen
     x = _as_matrix(embeddings, 'embeddings', owner, min_rows=2)
     n = len(x)
     labels = _as_vector(labels, 'labels', owner, n)
-    if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
-        raise ValueError(f'{owner}: bins must be a positive integer, got {bins!r}.')
-    low, high = (float(v) for v in range)
-    if not (np.isfinite(low) and np.isfinite(high) and low < high):
-        raise ValueError(f'{owner}: range must be (low, high) with low < high, got {range!r}.')
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) \
-            or chunk_size < 1:
-        raise ValueError(f'{owner}: chunk_size must be a positive integer, got {chunk_size!r}.')
-
-    x = x.astype(np.float64)
-    if normalize:
-        norms = np.linalg.norm(x, axis=1, keepdims=True)
-        if (norms == 0).any():
-            raise ValueError(f'{owner}: embeddings row {int(np.flatnonzero(norms == 0)[0])} is '
-                             'zero, so its cosine similarity is undefined; expected non-zero '
-                             'descriptors (or normalize=False).')
-        x = x / norms
+    low, high = _check_histogram_args(owner, bins, range, chunk_size)
+    x = _unit_rows(x, 'embeddings', owner, normalize)
 
     if query_mask is None:
         rows, gallery = np.arange(n), None
@@ -203,10 +190,7 @@ def similarity_histograms(embeddings: ArrayLike, labels: Union[ArrayLike, Sequen
         rows = np.sort(np.random.default_rng(seed).choice(rows, size=max_queries,
                                                           replace=False))
 
-    edges = np.histogram_bin_edges(np.empty(0), bins=bins, range=(low, high))
-    counts = {True: np.zeros(bins, dtype=np.int64), False: np.zeros(bins, dtype=np.int64)}
-    totals = {True: 0.0, False: 0.0}
-    seen = {True: 0, False: 0}
+    hist = _PairHistograms(bins, low, high)
     for start in np.arange(0, len(rows), chunk_size):
         block = rows[start:start + chunk_size]
         if gallery is not None:
@@ -219,26 +203,130 @@ def similarity_histograms(embeddings: ArrayLike, labels: Union[ArrayLike, Sequen
         else:
             cols = np.arange(n)
             keep = cols[None, :] != block[:, None]
-        sims = x[block] @ x[cols].T
-        if normalize:
-            np.clip(sims, -1.0, 1.0, out=sims)
+        sims = _similarities(x[block], x[cols], normalize)
         same = labels[block][:, None] == labels[cols][None, :]
-        for positive in (True, False):
-            select = same if positive else ~same
-            if keep is not None:
-                select = select & keep
+        if keep is None:
+            hist.add(sims, same, ~same)
+        else:
+            hist.add(sims, same & keep, ~same & keep)
+    return dict(hist.result(), exact=bool(exact), query_rows=rows)
+
+
+def ground_truth_histograms(query: ArrayLike, database: ArrayLike, gnd: Sequence[dict],
+                            bins: int = 200, range: Tuple[float, float] = (-1.0, 1.0),
+                            chunk_size: int = 1024, normalize: bool = True
+                            ) -> Dict[str, Union[np.ndarray, int, float]]:
+    """Histograms of the (query, database) pair similarities of a ground truth
+    given per query, e.g. the revisited Oxford / Paris protocols (IRT Fig. 5 uses
+    RParis, Medium).
+
+    For query q, the positive pairs are (q, d) for d in ``gnd[q]['ok']``, the
+    junk ``gnd[q]['junk']`` is left out, and every other database item is a
+    negative. Similarities, bins and the returned dict are as in
+    :func:`similarity_histograms` (``exact`` is True and ``query_rows`` all
+    queries). Queries are processed ``chunk_size`` at a time (memory
+    O(chunk_size x n_db)).
+
+    Args:
+        query: n_q x D query descriptors.
+        database: n_db x D database descriptors.
+        gnd: one dict per query with ``ok`` and ``junk`` database indices, as
+            from :func:`~irtbox.evaluation.functional.build_revisited_gnd`.
+        bins, range, chunk_size, normalize: as in :func:`similarity_histograms`.
+    """
+    owner = 'ground_truth_histograms'
+    q = _unit_rows(_as_matrix(query, 'query', owner, min_rows=1), 'query', owner, normalize)
+    db = _unit_rows(_as_matrix(database, 'database', owner, min_rows=1), 'database', owner,
+                    normalize)
+    if q.shape[1] != db.shape[1]:
+        raise ValueError(f'{owner}: query has dimension {q.shape[1]} but database has '
+                         f'{db.shape[1]}; expected the same descriptors.')
+    if len(gnd) != len(q):
+        raise ValueError(f'{owner}: gnd has {len(gnd)} entries for {len(q)} queries; expected '
+                         'one per query.')
+    low, high = _check_histogram_args(owner, bins, range, chunk_size)
+    masks = {}
+    for i, g in enumerate(gnd):
+        if not isinstance(g, dict) or 'ok' not in g:
+            raise TypeError(f"{owner}: gnd[{i}] must be a dict with 'ok' (and 'junk') database "
+                            f'indices, got {g!r}.')
+        for key in ('ok', 'junk'):
+            idx = np.asarray(g.get(key, []), dtype=np.int64).reshape(-1)
+            if len(idx) and (idx.min() < 0 or idx.max() >= len(db)):
+                raise ValueError(f'{owner}: gnd[{i}][{key!r}] has indices outside the '
+                                 f'{len(db)} database items: {idx.min()} .. {idx.max()}.')
+            masks[i, key] = idx
+    hist = _PairHistograms(bins, low, high)
+    for start in np.arange(0, len(q), chunk_size):
+        block = np.arange(start, min(start + chunk_size, len(q)))
+        sims = _similarities(q[block], db, normalize)
+        positive = np.zeros(sims.shape, dtype=bool)
+        junk = np.zeros(sims.shape, dtype=bool)
+        for row, i in enumerate(block):
+            positive[row, masks[i, 'ok']] = True
+            junk[row, masks[i, 'junk']] = True
+        hist.add(sims, positive, ~positive & ~junk)
+    return dict(hist.result(), exact=True, query_rows=np.arange(len(q)))
+
+
+def _check_histogram_args(owner: str, bins, range, chunk_size) -> Tuple[float, float]:
+    """Checks ``bins``, ``range`` and ``chunk_size``; returns (low, high)."""
+    if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
+        raise ValueError(f'{owner}: bins must be a positive integer, got {bins!r}.')
+    low, high = (float(v) for v in range)
+    if not (np.isfinite(low) and np.isfinite(high) and low < high):
+        raise ValueError(f'{owner}: range must be (low, high) with low < high, got {range!r}.')
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) \
+            or chunk_size < 1:
+        raise ValueError(f'{owner}: chunk_size must be a positive integer, got {chunk_size!r}.')
+    return low, high
+
+
+def _unit_rows(x: np.ndarray, name: str, owner: str, normalize: bool) -> np.ndarray:
+    """``x`` in float64, L2-normalised row by row when ``normalize``."""
+    x = x.astype(np.float64)
+    if not normalize:
+        return x
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    if (norms == 0).any():
+        raise ValueError(f'{owner}: {name} row {int(np.flatnonzero(norms == 0)[0])} is '
+                         'zero, so its cosine similarity is undefined; expected non-zero '
+                         'descriptors (or normalize=False).')
+    return x / norms
+
+
+def _similarities(a: np.ndarray, b: np.ndarray, normalize: bool) -> np.ndarray:
+    sims = a @ b.T
+    if normalize:
+        # Rounding must not push identical (or opposite) descriptors out of [-1, 1].
+        np.clip(sims, -1.0, 1.0, out=sims)
+    return sims
+
+
+class _PairHistograms:
+    """Running histograms, sums and counts of positive and negative pair similarities."""
+
+    def __init__(self, bins: int, low: float, high: float):
+        self.bins, self.range = bins, (low, high)
+        self.counts = {True: np.zeros(bins, dtype=np.int64), False: np.zeros(bins, dtype=np.int64)}
+        self.totals = {True: 0.0, False: 0.0}
+        self.seen = {True: 0, False: 0}
+
+    def add(self, sims: np.ndarray, positive: np.ndarray, negative: np.ndarray) -> None:
+        for kind, select in ((True, positive), (False, negative)):
             values = sims[select]
-            counts[positive] += np.histogram(values, bins=bins, range=(low, high))[0]
-            totals[positive] += float(values.sum(dtype=np.float64))
-            seen[positive] += len(values)
+            self.counts[kind] += np.histogram(values, bins=self.bins, range=self.range)[0]
+            self.totals[kind] += float(values.sum(dtype=np.float64))
+            self.seen[kind] += len(values)
 
-    def mean(positive):
-        return totals[positive] / seen[positive] if seen[positive] else float('nan')
+    def result(self) -> dict:
+        def mean(kind):
+            return self.totals[kind] / self.seen[kind] if self.seen[kind] else float('nan')
 
-    return dict(edges=edges, positive=counts[True], negative=counts[False],
-                num_positive=seen[True], num_negative=seen[False],
-                mean_positive=mean(True), mean_negative=mean(False), exact=bool(exact),
-                query_rows=rows)
+        return dict(edges=np.histogram_bin_edges(np.empty(0), bins=self.bins, range=self.range),
+                    positive=self.counts[True], negative=self.counts[False],
+                    num_positive=self.seen[True], num_negative=self.seen[False],
+                    mean_positive=mean(True), mean_negative=mean(False))
 
 
 def _as_vector(v, name: str, owner: str, n: int) -> np.ndarray:
