@@ -57,15 +57,22 @@ def write_outputs(path: str, metrics: dict, outputs: dict) -> None:
 
 
 def metric_outputs(runner) -> dict:
-    """The arrays the test metrics kept (embeddings, labels, ...), by name."""
+    """The arrays the test metrics kept (embeddings, labels, ...), by name: '<i>/' in front
+    for test set i of a multi-dataset loop, '<tag>/' for a second metric of one test set
+    whose names would collide (its ``tag``, else 'metric<j>')."""
     outputs = {}
     evaluators = getattr(runner.test_loop, 'evaluators', [runner.test_evaluator])
     for index, evaluator in enumerate(evaluators):
         # Several test sets (a multi-dataset loop): their arrays get a '<index>/' prefix.
         prefix = f'{index}/' if len(evaluators) > 1 else ''
-        for metric in evaluator.metrics:
-            outputs.update({prefix + k: v
-                            for k, v in (getattr(metric, 'last_outputs', None) or {}).items()})
+        for j, metric in enumerate(evaluator.metrics):
+            arrays = getattr(metric, 'last_outputs', None) or {}
+            # Two metrics of one test set (e.g. with and without whitening) both keep
+            # 'embeddings': the later one's go under its tag instead of replacing the first's.
+            tag = ''
+            if any(prefix + k in outputs for k in arrays):
+                tag = (getattr(metric, 'tag', None) or f'metric{j}') + '/'
+            outputs.update({prefix + tag + k: v for k, v in arrays.items()})
     return outputs
 
 

@@ -25,3 +25,6 @@ def test_train_one_epoch_then_test(tmp_path, in_root):
             assert 0.0 <= metrics[tag + name] <= 100.0
     saved = np.load(out)
     assert saved['is_query'].sum() == 3 and len(saved['sample_idx']) == 3 + 16 + 4
+    # Both metrics' arrays are kept: whitened first, the raw ones under their tag.
+    assert saved['embeddings'].shape == saved['no_whitening/embeddings'].shape
+    assert not np.allclose(saved['embeddings'], saved['no_whitening/embeddings'])
