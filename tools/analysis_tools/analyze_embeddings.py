@@ -103,7 +103,7 @@ def analyze(data: dict, pairs: str = 'auto', bins: int = 200, max_queries: Optio
     if gnd is not None:
         is_query = is_query.astype(bool)
         hist = ground_truth_histograms(emb[is_query], emb[~is_query], gnd, bins=bins,
-                                       chunk_size=chunk_size)
+                                       chunk_size=chunk_size, progress=True)
         return _result(data, cumulative_energy(emb), hist, 'ground-truth')
     split = is_query is not None and bool(is_query.any()) and not bool(is_query.all())
     if pairs == 'query-gallery' and not split:
@@ -112,7 +112,8 @@ def analyze(data: dict, pairs: str = 'auto', bins: int = 200, max_queries: Optio
     query_mask = is_query.astype(bool) if pairs == 'query-gallery' or (
         pairs == 'auto' and split) else None
     hist = similarity_histograms(emb, data['labels'], bins=bins, max_queries=max_queries,
-                                 seed=seed, chunk_size=chunk_size, query_mask=query_mask)
+                                 seed=seed, chunk_size=chunk_size, query_mask=query_mask,
+                                 progress=True)
     return _result(data, cumulative_energy(emb), hist,
                    'query-gallery' if query_mask is not None else 'all')
 
@@ -267,6 +268,7 @@ def main(argv=None) -> Dict[str, dict]:
               for name, path in models]
     results = {}
     for name, path, data in loaded:
+        print(f'{name}: {len(data["embeddings"])} descriptors from {path}', flush=True)
         try:
             results[name] = analyze(data, pairs=args.pairs, bins=args.bins,
                                     max_queries=args.max_queries, seed=args.seed,

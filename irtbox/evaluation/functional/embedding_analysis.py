@@ -111,8 +111,8 @@ def similarity_histograms(embeddings: ArrayLike, labels: Union[ArrayLike, Sequen
                           bins: int = 200, range: Tuple[float, float] = (-1.0, 1.0),
                           chunk_size: int = 1024, max_queries: Optional[int] = None,
                           seed: int = 0, normalize: bool = True,
-                          query_mask: Optional[Union[ArrayLike, Sequence]] = None
-                          ) -> Dict[str, Union[np.ndarray, int, float]]:
+                          query_mask: Optional[Union[ArrayLike, Sequence]] = None,
+                          progress: bool = False) -> Dict[str, Union[np.ndarray, int, float]]:
     """Histograms of the similarities of positive (same label) and negative pairs.
 
     Which pairs:
@@ -155,6 +155,7 @@ def similarity_histograms(embeddings: ArrayLike, labels: Union[ArrayLike, Sequen
         seed: the seed of that sampling.
         normalize: L2-normalise the descriptors first (cosine similarity).
         query_mask: ``None`` (all pairs) or N booleans marking the queries.
+        progress: show a progress bar over the row blocks.
 
     Returns:
         dict with ``edges`` (bins + 1 floats), ``positive`` and ``negative``
@@ -191,7 +192,7 @@ def similarity_histograms(embeddings: ArrayLike, labels: Union[ArrayLike, Sequen
                                                           replace=False))
 
     hist = _PairHistograms(bins, low, high)
-    for start in np.arange(0, len(rows), chunk_size):
+    for start in _blocks(len(rows), chunk_size, progress):
         block = rows[start:start + chunk_size]
         if gallery is not None:
             cols = gallery
@@ -214,8 +215,8 @@ def similarity_histograms(embeddings: ArrayLike, labels: Union[ArrayLike, Sequen
 
 def ground_truth_histograms(query: ArrayLike, database: ArrayLike, gnd: Sequence[dict],
                             bins: int = 200, range: Tuple[float, float] = (-1.0, 1.0),
-                            chunk_size: int = 1024, normalize: bool = True
-                            ) -> Dict[str, Union[np.ndarray, int, float]]:
+                            chunk_size: int = 1024, normalize: bool = True,
+                            progress: bool = False) -> Dict[str, Union[np.ndarray, int, float]]:
     """Histograms of the (query, database) pair similarities of a ground truth
     given per query, e.g. the revisited Oxford / Paris protocols (IRT Fig. 5 uses
     RParis, Medium).
@@ -232,7 +233,8 @@ def ground_truth_histograms(query: ArrayLike, database: ArrayLike, gnd: Sequence
         database: n_db x D database descriptors.
         gnd: one dict per query with ``ok`` and ``junk`` database indices, as
             from :func:`~irtbox.evaluation.functional.build_revisited_gnd`.
-        bins, range, chunk_size, normalize: as in :func:`similarity_histograms`.
+        bins, range, chunk_size, normalize, progress: as in
+            :func:`similarity_histograms`.
     """
     owner = 'ground_truth_histograms'
     q = _unit_rows(_as_matrix(query, 'query', owner, min_rows=1), 'query', owner, normalize)
@@ -257,7 +259,7 @@ def ground_truth_histograms(query: ArrayLike, database: ArrayLike, gnd: Sequence
                                  f'{len(db)} database items: {idx.min()} .. {idx.max()}.')
             masks[i, key] = idx
     hist = _PairHistograms(bins, low, high)
-    for start in np.arange(0, len(q), chunk_size):
+    for start in _blocks(len(q), chunk_size, progress):
         block = np.arange(start, min(start + chunk_size, len(q)))
         sims = _similarities(q[block], db, normalize)
         positive = np.zeros(sims.shape, dtype=bool)
@@ -267,6 +269,19 @@ def ground_truth_histograms(query: ArrayLike, database: ArrayLike, gnd: Sequence
             junk[row, masks[i, 'junk']] = True
         hist.add(sims, positive, ~positive & ~junk)
     return dict(hist.result(), exact=True, query_rows=np.arange(len(q)))
+
+
+def _blocks(n: int, chunk_size: int, progress: bool):
+    """The first row of each block of ``chunk_size`` rows, with a progress bar if asked."""
+    starts = range(0, n, chunk_size)
+    if not progress:
+        yield from starts
+        return
+    from mmengine.utils import ProgressBar
+    bar = ProgressBar(len(starts))
+    for start in starts:
+        yield start
+        bar.update()
 
 
 def _check_histogram_args(owner: str, bins, range, chunk_size) -> Tuple[float, float]:
