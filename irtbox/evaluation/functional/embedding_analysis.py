@@ -282,6 +282,7 @@ def _blocks(n: int, chunk_size: int, progress: bool):
     for start in starts:
         yield start
         bar.update()
+    bar.file.write('\n')  # ProgressBar leaves the cursor on its line
 
 
 def _check_histogram_args(owner: str, bins, range, chunk_size) -> Tuple[float, float]:
