@@ -75,7 +75,7 @@ import queue
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Dict, List, NamedTuple, Optional
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
@@ -389,27 +389,49 @@ def run_all(todo: List[Run], jobs: int = 1, keep_embeddings: bool = False) -> No
             run_one(run, keep_embeddings, env)
             return None, time.time() - start
         except subprocess.CalledProcessError as error:
-            with open(osp.join(run.work_dir, FAILED), 'w') as f:
-                f.write(f'exit status {error.returncode}: {shlex.join(error.cmd)}\n')
-            return error, time.time() - start
+            reason = f'exit status {error.returncode}: {shlex.join(error.cmd)}'
+        except FileNotFoundError as error:  # trained, but no checkpoint to test
+            reason = str(error)
         finally:
             slots.put(device)
+        with open(osp.join(run.work_dir, FAILED), 'w') as f:
+            f.write(reason + '\n')
+        return reason, time.time() - start
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(work, run): run for run in todo}
-        for i, future in enumerate(as_completed(futures)):
-            run = futures[future]
-            error, seconds = future.result()
-            if error is None:
-                with open(osp.join(run.work_dir, RESULTS)) as f:
-                    metrics = json.load(f)
-                shown = '  '.join(f'{k} {v:.4f}' for k, v in sorted(metrics.items()))
-                print(f'[{i + 1}/{len(todo)}] {run.work_dir}  {seconds:.0f} s  {shown}',
-                      file=sys.stderr)
-            else:
-                log = osp.join(run.work_dir, LOG)
-                print(f'[{i + 1}/{len(todo)}] {run.work_dir}  FAILED (exit status '
-                      f'{error.returncode}); end of {log}:\n{_tail(log)}', file=sys.stderr)
+    # Runs are submitted from this thread only, one per finished run, so that after an
+    # interruption nothing new starts (the running ones got the signal too).
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    waiting, running, finished = iter(todo), {}, 0
+
+    def submit_next():
+        run = next(waiting, None)
+        if run is not None:
+            running[pool.submit(work, run)] = run
+
+    try:
+        for _ in range(jobs):
+            submit_next()
+        while running:
+            for future in wait(running, return_when=FIRST_COMPLETED).done:
+                run = running.pop(future)
+                reason, seconds = future.result()
+                finished += 1
+                if reason is None:
+                    with open(osp.join(run.work_dir, RESULTS)) as f:
+                        metrics = json.load(f)
+                    shown = '  '.join(f'{k} {v:.4f}' for k, v in sorted(metrics.items()))
+                    print(f'[{finished}/{len(todo)}] {run.work_dir}  {seconds:.0f} s  {shown}',
+                          file=sys.stderr)
+                else:
+                    log = osp.join(run.work_dir, LOG)
+                    print(f'[{finished}/{len(todo)}] {run.work_dir}  FAILED ({reason}); end of '
+                          f'{log}:\n{_tail(log)}', file=sys.stderr)
+                submit_next()
+    except KeyboardInterrupt:
+        pool.shutdown(wait=True)
+        raise SystemExit('interrupted: finished runs are kept, the others run on the next '
+                         'call')
+    pool.shutdown(wait=True)
 
 
 def collect(runs: List[Run], families: Optional[Dict[str, str]] = None) -> List[dict]:

@@ -1,6 +1,7 @@
 """tools/sweep.py on fake runs: expansion, resume (finished runs skipped), tables, figures."""
 import csv
 import json
+import os
 import os.path as osp
 import re
 import statistics
@@ -162,7 +163,7 @@ def test_failed_runs_do_not_stop_the_sweep_and_are_retried(fake_sweep, monkeypat
     with pytest.raises(SystemExit, match=r'2 run\(s\) failed') as exit_info:
         sweep.main([spec_path, '--work-root', root, '--no-plot'])
     assert all(d in str(exit_info.value) for d in broken)
-    assert capsys.readouterr().err.count('FAILED (exit status 3); end of') == 2
+    assert capsys.readouterr().err.count('FAILED (exit status 3: ') == 2
     for run in runs:
         state = sweep.state_of(run)
         assert state == ('failed' if run.work_dir in broken else 'done'), run.work_dir
@@ -178,6 +179,32 @@ def test_failed_runs_do_not_stop_the_sweep_and_are_retried(fake_sweep, monkeypat
     assert {d for tool, d, _ in calls if tool == 'train.py'} == {todo[0].work_dir,
                                                                  todo[-1].work_dir}
     assert all(sweep.state_of(r) == 'done' for r in runs)
+
+
+def test_missing_checkpoint_and_interruption(fake_sweep, monkeypatch):
+    spec_path, root, runs, done, trained, calls = fake_sweep
+    fake_run = sweep.subprocess.run
+    todo = [r for r in runs if sweep.state_of(r) == 'todo']
+    started = []
+
+    def run_without_checkpoints(cmd, check, env, stdout=None, stderr=None):
+        started.append(cmd[cmd.index('--work-dir') + 1])
+        result = fake_run(cmd, check, env)
+        if cmd[1].endswith('train.py') and started[-1] == todo[0].work_dir:
+            os.remove(osp.join(started[-1], 'last_checkpoint'))
+        if cmd[1].endswith('train.py') and started[-1] == todo[1].work_dir:
+            raise KeyboardInterrupt
+        return result
+
+    monkeypatch.setattr(sweep.subprocess, 'run', run_without_checkpoints)
+    with pytest.raises(SystemExit, match='interrupted: finished runs are kept'):
+        sweep.main([spec_path, '--work-root', root, '--no-plot'])
+    assert sweep.state_of(todo[0]) == 'failed'
+    assert 'neither best.pth nor last_checkpoint' in open(
+        osp.join(todo[0].work_dir, sweep.FAILED)).read()
+    # Nothing started after the interruption.
+    assert started[-1] == todo[1].work_dir
+    assert all(sweep.state_of(r) == 'todo' for r in todo[2:])
 
 
 def test_parallel_jobs_get_their_own_gpu_and_threads(fake_sweep, monkeypatch):
