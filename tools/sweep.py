@@ -56,6 +56,7 @@ fig_<factor>_<metric>.png, or fig<N>_<factor>_<metric>.png for a factor with
 Examples:
   python tools/sweep.py configs/dml_benchmark/sweeps/digits_tiny.py --work-root work_dirs/sweep
   python tools/sweep.py SPEC --work-root W --jobs 2              # two runs at a time
+  python tools/sweep.py SPEC --work-root W --datasets cub --losses arcface --seeds 0  # a part
   python tools/sweep.py SPEC --work-root W --dry-run             # list the runs and their state
   python tools/sweep.py SPEC --work-root W --emit dist --gpus 8 > jobs.sh
   python tools/sweep.py SPEC --work-root W --emit slurm --partition gpu
@@ -252,6 +253,26 @@ def expand(spec: dict, work_root: str) -> List[Run]:
                             spec['off_the_shelf'].format(dataset=dataset), common,
                             osp.join(work_root, OFF_THE_SHELF, dataset)))
     return runs
+
+
+def select_runs(runs: List[Run], spec: dict, factors=None, datasets=None, losses=None,
+                seeds=None) -> List[Run]:
+    """The runs within the given subsets of the spec's factors, datasets, losses and seeds
+    (None: all). The off-the-shelf tests follow the dataset subset only."""
+    subsets = dict(factor=(factors, '--only', list(spec['factors'])),
+                   dataset=(datasets, '--datasets', list(spec['datasets'])),
+                   loss=(losses, '--losses', list(spec['losses'])),
+                   seed=(seeds, '--seeds', list(spec.get('seeds', [0]))))
+    for chosen, option, known in subsets.values():
+        unknown = [c for c in chosen or [] if c not in known]
+        if unknown:
+            raise SystemExit(f'{option}: {unknown} not in the spec, which has {known}')
+    kept = []
+    for run in runs:
+        fields = ('dataset', ) if run.factor == OFF_THE_SHELF else tuple(subsets)
+        if all(subsets[f][0] is None or getattr(run, f) in subsets[f][0] for f in fields):
+            kept.append(run)
+    return kept
 
 
 def state_of(run: Run) -> str:
@@ -509,6 +530,11 @@ def parse_args(argv=None):
     parser.add_argument('--gpus', type=int, default=1, help='processes per run for --emit dist/slurm')
     parser.add_argument('--partition', default='gpu', help='slurm partition for --emit slurm')
     parser.add_argument('--only', nargs='+', metavar='FACTOR', help='only these factors')
+    parser.add_argument('--datasets', nargs='+', metavar='DATASET',
+                        help="only these of the spec's datasets")
+    parser.add_argument('--losses', nargs='+', metavar='LOSS', help="only these of the spec's losses")
+    parser.add_argument('--seeds', nargs='+', type=int, metavar='SEED',
+                        help="only these of the spec's seeds")
     parser.add_argument('--dry-run', action='store_true', help='list the runs and their state')
     parser.add_argument('--collect-only', action='store_true',
                         help='run nothing: write the tables and figures of the finished runs')
@@ -527,12 +553,8 @@ def main(argv=None):
         raise SystemExit(f'--jobs must be >= 1, got {args.jobs}')
     spec = load_spec(args.spec)
     runs = expand(spec, args.work_root)
-    if args.only:
-        unknown = set(args.only) - set(spec['factors'])
-        if unknown:
-            raise SystemExit(f'--only: unknown factor(s) {sorted(unknown)}; '
-                             f'the spec has {sorted(spec["factors"])}')
-        runs = [r for r in runs if r.factor in args.only or r.factor == OFF_THE_SHELF]
+    runs = select_runs(runs, spec, factors=args.only, datasets=args.datasets,
+                       losses=args.losses, seeds=args.seeds)
     if args.force and not (args.dry_run or args.collect_only):
         for run in runs:
             # The old embeddings too: they would not match the new results.

@@ -319,10 +319,29 @@ def test_keep_embeddings_then_force(fake_sweep):
     assert all(osp.isfile(osp.join(r.work_dir, 'test_results.json')) for r in runs)
 
 
+def test_subsets_of_the_grid(tmp_path):
+    spec = sweep.load_spec(write_spec(tmp_path))
+    runs = sweep.expand(spec, 'W')
+    kept = sweep.select_runs(runs, spec, factors=['model_lr'], datasets=['cub200'],
+                             losses=['ArcFace'], seeds=[0, 2])
+    trained = [r for r in kept if r.factor != sweep.OFF_THE_SHELF]
+    assert {(r.factor, r.dataset, r.loss) for r in trained} == {('model_lr', 'cub200', 'ArcFace')}
+    assert sorted((r.value, r.seed) for r in trained) == [
+        (1e-06, 0), (1e-06, 2), (0.0001, 0), (0.0001, 2)]
+    assert [r.dataset for r in kept if r.factor == sweep.OFF_THE_SHELF] == ['cub200']
+    assert sweep.select_runs(runs, spec) == runs
+    dry = sweep.main([write_spec(tmp_path), '--work-root', 'W', '--dry-run', '--losses',
+                      'MultiSimilarity', '--seeds', '1'])
+    assert {(r.loss, r.seed) for r in dry if r.factor != sweep.OFF_THE_SHELF} == {
+        ('MultiSimilarity', 1)}
+
+
 def test_bad_only_and_empty_collect(tmp_path):
     spec_path = write_spec(tmp_path)
-    with pytest.raises(SystemExit, match='unknown factor'):
-        sweep.main([spec_path, '--work-root', str(tmp_path / 'W'), '--only', 'dim'])
+    for option, value in (('--only', 'dim'), ('--datasets', 'sop'), ('--losses', 'CosFace'),
+                          ('--seeds', '7')):
+        with pytest.raises(SystemExit, match=f"{option}: .*{value}.* not in the spec"):
+            sweep.main([spec_path, '--work-root', str(tmp_path / 'W'), option, value])
     with pytest.raises(SystemExit, match='no finished run'):
         sweep.main([spec_path, '--work-root', str(tmp_path / 'W'), '--collect-only'])
 
