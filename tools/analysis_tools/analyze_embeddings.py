@@ -150,9 +150,8 @@ def _density(counts, edges) -> np.ndarray:
 def plot_energy(results: Dict[str, dict], out_path: str, max_dims: Optional[int] = None,
                 log_x: bool = True) -> str:
     """Cumulative energy against the component index, one line per model."""
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
+    from tools.analysis_tools.plotting import pyplot
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 4))
     for name, r in results.items():
         energy = np.asarray(r['energy'])[:max_dims]
@@ -173,9 +172,8 @@ def plot_energy(results: Dict[str, dict], out_path: str, max_dims: Optional[int]
 
 def plot_similarities(results: Dict[str, dict], out_path: str) -> str:
     """One panel per model: the densities of positive and negative pair similarities."""
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
+    from tools.analysis_tools.plotting import pyplot
+    plt = pyplot()
     # Each panel its own density scale: an untrained model's peak would flatten the others.
     fig, axes = plt.subplots(1, len(results), figsize=(4 * len(results), 3.4), squeeze=False)
     for ax, (name, r) in zip(axes[0], results.items()):

@@ -40,9 +40,8 @@ def plot_factor(summary: List[dict], factor: str, metric: str, out_path: str,
 
     ``xlabel`` defaults to ``factor``; ``title``, when given, is the figure's suptitle.
     """
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
+    from tools.analysis_tools.plotting import pyplot
+    plt = pyplot()
     if band not in ('minmax', 'std'):
         raise ValueError(f"band must be 'minmax' or 'std', got {band!r}")
     rows = [r for r in summary if r['factor'] == factor and r['metric'] == metric]

@@ -1,0 +1,16 @@
+import sys
+
+import pytest
+
+from tools.analysis_tools.plotting import pyplot
+
+
+def test_pyplot_is_headless():
+    plt = pyplot()
+    assert plt.get_backend().lower() == 'agg'
+
+
+def test_missing_matplotlib_is_named(monkeypatch):
+    monkeypatch.setitem(sys.modules, 'matplotlib', None)
+    with pytest.raises(ImportError, match='the figures need matplotlib: pip install matplotlib'):
+        pyplot()
