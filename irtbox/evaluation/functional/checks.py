@@ -29,3 +29,15 @@ def as_float_matrix(x: ArrayLike, name: str, owner: str,
     if not bool(torch.isfinite(t).all()):
         raise ValueError(f'{owner}: {name} contains NaN or infinite values.')
     return t
+
+
+def as_vector(v, name: str, owner: str, n: int, entry: str = 'entry') -> np.ndarray:
+    """``v`` (array, tensor or list) as a 1-D numpy array of ``n`` entries, one per
+    embedding, else an error naming ``owner``, ``name`` and what an ``entry`` is."""
+    if isinstance(v, torch.Tensor):
+        v = v.detach().cpu().numpy()
+    v = np.asarray(v)
+    if v.shape != (n, ):
+        raise ValueError(f'{owner}: {name} must be 1-D with one {entry} per embedding ({n}), got '
+                         f'shape {v.shape}.')
+    return v

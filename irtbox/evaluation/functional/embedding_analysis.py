@@ -16,7 +16,7 @@ from typing import Dict, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 
-from .checks import as_float_matrix
+from .checks import as_float_matrix, as_vector
 
 ArrayLike = Union[np.ndarray, torch.Tensor]
 
@@ -168,14 +168,14 @@ def similarity_histograms(embeddings: ArrayLike, labels: Union[ArrayLike, Sequen
     owner = 'similarity_histograms'
     x = _as_matrix(embeddings, 'embeddings', owner, min_rows=2)
     n = len(x)
-    labels = _as_vector(labels, 'labels', owner, n)
+    labels = as_vector(labels, 'labels', owner, n)
     low, high = _check_histogram_args(owner, bins, range, chunk_size)
     x = _unit_rows(x, 'embeddings', owner, normalize)
 
     if query_mask is None:
         rows, gallery = np.arange(n), None
     else:
-        mask = _as_vector(query_mask, 'query_mask', owner, n)
+        mask = as_vector(query_mask, 'query_mask', owner, n)
         if mask.dtype != np.bool_:
             raise TypeError(f'{owner}: query_mask must hold booleans, got dtype {mask.dtype}.')
         rows, gallery = np.flatnonzero(mask), np.flatnonzero(~mask)
@@ -343,14 +343,3 @@ class _PairHistograms:
                     positive=self.counts[True], negative=self.counts[False],
                     num_positive=self.seen[True], num_negative=self.seen[False],
                     mean_positive=mean(True), mean_negative=mean(False))
-
-
-def _as_vector(v, name: str, owner: str, n: int) -> np.ndarray:
-    """``v`` as a 1-D numpy array of length ``n``, else an error."""
-    if isinstance(v, torch.Tensor):
-        v = v.detach().cpu().numpy()
-    v = np.asarray(v)
-    if v.shape != (n, ):
-        raise ValueError(f'{owner}: {name} must be 1-D with one entry per embedding ({n}), got '
-                         f'shape {v.shape}.')
-    return v

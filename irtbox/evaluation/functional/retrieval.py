@@ -4,6 +4,7 @@ from typing import Dict, Iterable
 import numpy as np
 import torch
 
+from .checks import as_vector
 from .knn import knn
 from .map_at_r import count_relevant, map_at_r_from_relevance
 from .recall import recall_from_relevance
@@ -47,14 +48,15 @@ def retrieval_metrics(query_emb,
     if leave_one_out != (gallery_labels is None):
         raise ValueError('retrieval_metrics: give both gallery_emb and gallery_labels, or '
                          'neither (leave-one-out).')
-    query_labels = _as_labels(query_labels, 'query_labels', _num_rows(query_emb, 'query_emb'))
+    query_labels = as_vector(query_labels, 'query_labels', 'retrieval_metrics',
+                             _num_rows(query_emb, 'query_emb'), entry='label')
     if len(query_labels) == 0:
         raise ValueError('retrieval_metrics: no queries; expected at least one.')
     if leave_one_out:
         gallery_emb, gallery_labels = query_emb, query_labels
     else:
-        gallery_labels = _as_labels(gallery_labels, 'gallery_labels',
-                                    _num_rows(gallery_emb, 'gallery_emb'))
+        gallery_labels = as_vector(gallery_labels, 'gallery_labels', 'retrieval_metrics',
+                                   _num_rows(gallery_emb, 'gallery_emb'), entry='label')
         if len(gallery_labels) == 0:
             raise ValueError('retrieval_metrics: the gallery is empty; expected at least '
                              'one item.')
@@ -89,16 +91,6 @@ def _num_rows(emb, name: str) -> int:
                          f'tensor (items x dimension), got {type(emb).__name__} '
                          f'{tuple(getattr(emb, "shape", ()))}.')
     return emb.shape[0]
-
-
-def _as_labels(labels, name: str, n: int) -> np.ndarray:
-    if isinstance(labels, torch.Tensor):
-        labels = labels.cpu().numpy()
-    labels = np.asarray(labels)
-    if labels.ndim != 1 or len(labels) != n:
-        raise ValueError(f'retrieval_metrics: {name} must be 1-D with one label per '
-                         f'embedding ({n}), got shape {labels.shape}.')
-    return labels
 
 
 def _check_ks(ks) -> tuple:
