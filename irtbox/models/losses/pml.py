@@ -75,6 +75,15 @@ def pml_class(owner: str, module: str, name: str, base: str) -> type:
     return cls
 
 
+def build_pml(owner: str, module: str, cls: type, kwargs: dict):
+    """``cls(**kwargs)``; a TypeError naming ``owner``, the class and the arguments otherwise."""
+    try:
+        return cls(**kwargs)
+    except TypeError as error:
+        raise TypeError(f'{owner}: cannot build pytorch_metric_learning.{module}.'
+                        f'{cls.__name__} with {kwargs}: {error}') from error
+
+
 def _takes(cls: type, argument: str) -> bool:
     """Whether ``cls`` or one of its bases names ``argument`` in ``__init__``."""
     return any(argument in inspect.signature(c.__init__).parameters
@@ -145,11 +154,7 @@ class PMLLoss(nn.Module):
         for checked_only in ('embedding_size', 'num_classes'):
             if not _takes(cls, checked_only):
                 kwargs.pop(checked_only, None)
-        try:
-            self.pml_loss = cls(**kwargs)
-        except TypeError as error:
-            raise TypeError(f'PMLLoss: cannot build pytorch_metric_learning.losses.{name} '
-                            f'with {kwargs}: {error}') from error
+        self.pml_loss = build_pml('PMLLoss', 'losses', cls, kwargs)
         self.name = name
         has_weights = any(True for _ in self.pml_loss.parameters())
         if isinstance(miner, str):

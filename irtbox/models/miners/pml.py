@@ -5,7 +5,7 @@ from typing import Tuple
 from torch import Tensor, nn
 
 from irtbox.registry import MODELS
-from ..losses.pml import pml_class
+from ..losses.pml import build_pml, pml_class
 from ..losses.utils import check_embeddings_labels
 
 
@@ -32,11 +32,7 @@ class PMLMiner(nn.Module):
     def __init__(self, name: str = 'MultiSimilarityMiner', **kwargs) -> None:
         super().__init__()
         cls = pml_class('PMLMiner', 'miners', name, 'BaseMiner')
-        try:
-            self.pml_miner = cls(**kwargs)
-        except TypeError as error:
-            raise TypeError(f'PMLMiner: cannot build pytorch_metric_learning.miners.{name} '
-                            f'with {kwargs}: {error}') from error
+        self.pml_miner = build_pml('PMLMiner', 'miners', cls, kwargs)
         self.name = name
 
     def forward(self, embeddings: Tensor, labels: Tensor) -> Tuple[Tensor, ...]:
