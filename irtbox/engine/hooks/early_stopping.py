@@ -17,9 +17,9 @@ from typing import Dict, NamedTuple, Optional
 import torch
 from mmengine.hooks import Hook
 from mmengine.logging import print_log
-from mmengine.model import is_model_wrapper
 
 from irtbox.registry import HOOKS
+from .utils import bare_model
 
 
 class StoppingState(NamedTuple):
@@ -108,10 +108,6 @@ class BestWeightsEarlyStoppingHook(Hook):
         self.best_iter: Optional[int] = None
         self._best_weights: Optional[Dict[str, torch.Tensor]] = None
 
-    @staticmethod
-    def _model(runner):
-        return runner.model.module if is_model_wrapper(runner.model) else runner.model
-
     def before_run(self, runner) -> None:
         if runner.train_loop is not None and not hasattr(runner.train_loop, 'stop_training'):
             raise TypeError(f'{type(self).__name__}: the train loop '
@@ -129,7 +125,7 @@ class BestWeightsEarlyStoppingHook(Hook):
         if improved:
             self.best_iter = runner.iter
             self._best_weights = {k: v.detach().to('cpu', copy=True)
-                                  for k, v in self._model(runner).state_dict().items()}
+                                  for k, v in bare_model(runner).state_dict().items()}
             if self.save_best:
                 runner.save_checkpoint(runner.work_dir, self.best_filename,
                                        save_optimizer=False, save_param_scheduler=False,
@@ -153,7 +149,7 @@ class BestWeightsEarlyStoppingHook(Hook):
                     f'not in memory and {path} does not exist (save_best=False with a resumed run?)')
             from irtbox.utils import safe_torch_load
             weights = safe_torch_load(path)['state_dict']
-        self._model(runner).load_state_dict(weights)
+        bare_model(runner).load_state_dict(weights)
         print_log(f'reloaded the best weights ({self.monitor}={self.state.best:.4f}, '
                   f'iteration {self.best_iter})', logger='current')
 

@@ -7,11 +7,11 @@ import torch
 from mmengine.dist import is_main_process
 from mmengine.hooks import Hook
 from mmengine.logging import print_log
-from mmengine.model import is_model_wrapper
 
 from irtbox.evaluation.functional.gradient_noise import gradient_direction_spread
 from irtbox.models.losses.xbm import all_gather_cat
 from irtbox.registry import HOOKS
+from .utils import bare_model
 
 
 @HOOKS.register_module()
@@ -64,7 +64,7 @@ class GradientNoiseHook(Hook):
         self._grads = []
 
     def _loss_module(self, runner) -> torch.nn.Module:
-        model = runner.model.module if is_model_wrapper(runner.model) else runner.model
+        model = bare_model(runner)
         head = getattr(model, 'head', None)
         losses = getattr(head, 'losses', None)
         if not isinstance(losses, torch.nn.ModuleDict):

@@ -3,11 +3,11 @@ import torch
 from mmengine.dist import broadcast, collect_results, get_rank
 from mmengine.hooks import Hook
 from mmengine.logging import print_log
-from mmengine.model import is_model_wrapper
 from mmengine.utils import ProgressBar
 
 from irtbox.models.necks import FittedProjection, LearnedWhitening, PCAReduction
 from irtbox.registry import HOOKS
+from .utils import bare_model
 
 
 class ProjectionFitHook(Hook):
@@ -37,13 +37,9 @@ class ProjectionFitHook(Hook):
         self._dataloader = None
         self._stale = True
 
-    @staticmethod
-    def _unwrap(model):
-        return model.module if is_model_wrapper(model) else model
-
     def _modules(self, runner) -> dict:
         # The momentum encoder's copy never projects (it only runs in training mode).
-        return {name: m for name, m in self._unwrap(runner.model).named_modules()
+        return {name: m for name, m in bare_model(runner).named_modules()
                 if isinstance(m, self.module_type) and not name.startswith('momentum_encoder.')}
 
     def _all_fitted(self, runner) -> bool:
@@ -78,7 +74,7 @@ class ProjectionFitHook(Hook):
             return
         if self._dataloader is None:
             self._dataloader = runner.build_dataloader(self.dataloader_cfg, seed=runner.seed)
-        model = self._unwrap(runner.model)
+        model = bare_model(runner)
         was_training = model.training
         model.eval()
         scales = model.test_scales

@@ -8,12 +8,12 @@ from mmengine.dataset import Compose, pseudo_collate
 from mmengine.dist import all_gather, broadcast_object_list, get_dist_info
 from mmengine.hooks import Hook
 from mmengine.logging import print_log
-from mmengine.model import is_model_wrapper
 from mmengine.runner import EpochBasedTrainLoop
 from mmengine.utils import ProgressBar
 from torch.utils.data import DataLoader, Dataset
 
 from irtbox.registry import HOOKS, TRANSFORMS
+from .utils import bare_model
 
 
 def check_enough_clusters(q_clusters, pool_clusters, nnum: int) -> None:
@@ -227,7 +227,7 @@ class TupleMiningHook(Hook):
             _ImageSubset(dataset, indices[rank::world], self._build_pipeline(dataset)),
             batch_size=self.batch_size, num_workers=self.num_workers, shuffle=False,
             collate_fn=pseudo_collate)
-        model = runner.model.module if is_model_wrapper(runner.model) else runner.model
+        model = bare_model(runner)
         was_training = model.training
         # Mining ranks with single-scale descriptors before any whitening (which is learned
         # after training), as the reference implementation.
