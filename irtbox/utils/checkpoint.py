@@ -5,20 +5,16 @@ objects MMEngine stores in its checkpoints (the message hub's history buffers
 and the numpy arrays and scalars inside them), so resuming fails. Turning
 ``weights_only`` off would let a downloaded file run arbitrary code. Instead we
 allow exactly those classes, and route MMEngine's local and http(s) checkpoint
-loaders through the same safe ``torch.load``; downloads whose file name carries
-a sha256 prefix (``name-<hash>.pth``, the torch hub convention) are verified.
+loaders through the same safe ``torch.load``; downloads go through
+:mod:`irtbox.utils.download` (verified, resumable, cached).
 """
-import os
 import os.path as osp
-import re
 from typing import Dict, Optional
-from urllib.parse import urlparse
 
 import numpy as np
 import torch
 from mmengine.runner.checkpoint import CheckpointLoader
 
-_HASH_IN_NAME = re.compile(r'-([a-f0-9]*)\.')
 _registered = False
 
 
@@ -56,10 +52,16 @@ def register_safe_globals() -> None:
 
 
 def safe_torch_load(path: str, map_location='cpu'):
-    """``torch.load`` with ``weights_only=True`` and a message naming the file on failure."""
+    """``torch.load`` with ``weights_only=True`` and a message naming the file on failure.
+
+    A ``.safetensors`` file (what ``tools/misc/publish_model.py`` writes) is read
+    with safetensors instead: a flat state dict, no pickle at all.
+    """
     register_safe_globals()
     if not osp.isfile(path):
         raise FileNotFoundError(f'checkpoint file not found: {path}')
+    if path.endswith('.safetensors'):
+        return load_safetensors(path, map_location)
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # re-raised with the file name and the safe-load context
@@ -69,23 +71,24 @@ def safe_torch_load(path: str, map_location='cpu'):
             'a file needing other Python objects is refused for safety.') from err
 
 
-def download_checkpoint(url: str, model_dir: Optional[str] = None) -> str:
-    """Download ``url`` into the torch hub cache (once) and return the local path.
+def load_safetensors(path: str, map_location='cpu') -> Dict[str, torch.Tensor]:
+    """The tensors of a ``.safetensors`` file, with a message naming the file on failure."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+    device = map_location if isinstance(map_location, (str, torch.device)) else 'cpu'
+    try:
+        return load_file(path, device=str(device))
+    except (SafetensorError, OSError, ValueError) as err:
+        raise RuntimeError(f'could not read safetensors checkpoint {path}: {err}') from err
 
-    When the file name has the form ``name-<sha256 prefix>.ext`` the download is
-    checked against that prefix.
-    """
-    model_dir = model_dir or osp.join(torch.hub.get_dir(), 'checkpoints')
-    os.makedirs(model_dir, exist_ok=True)
-    filename = osp.basename(urlparse(url).path)
-    if not filename:
-        raise ValueError(f'cannot tell a file name from checkpoint URL {url}')
-    dst = osp.join(model_dir, filename)
-    if not osp.exists(dst):
-        match = _HASH_IN_NAME.search(filename)
-        torch.hub.download_url_to_file(url, dst, hash_prefix=match.group(1) if match else None,
-                                       progress=True)
-    return dst
+
+def download_checkpoint(url: str, model_dir: Optional[str] = None,
+                        sha256: Optional[str] = None) -> str:
+    """Download ``url`` into ``model_dir`` (default ``$IRTBOX_HOME/checkpoints``) once and
+    return the local path; verified against ``sha256``, else against a sha256 prefix in
+    the file name (``name-<hash>.pth``), by :func:`irtbox.utils.download.download`."""
+    from .download import download
+    return download(url, sha256, cache_dir=model_dir)
 
 
 def _load_local(filename, map_location=None):

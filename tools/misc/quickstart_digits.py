@@ -5,6 +5,9 @@ model (IRT_O), trains IRT_L (contrastive loss) and IRT_R (+ KoLeo) with
 tools/train.py, evaluates both with tools/test.py, then prints the three side by
 side and writes them to WORK_DIR/results.json and results.csv.
 
+Finally it publishes IRT_R into a local model zoo (WORK_DIR/zoo, with
+tools/misc/publish_model.py) and prints how to load it with ``get_model``.
+
 The two trainings run at the same time, one CPU thread each (on 2 cores this is
 faster than one after the other with 2 threads); each one's progress lines are
 shown with its name, and its full output is kept in WORK_DIR/<variant>/stdout.log.
@@ -30,6 +33,7 @@ TRAINED = [('IRT_L', 'irt-l_vit-tiny_1xb64-500_digits.py'),
            ('IRT_R', 'irt-r_vit-tiny_1xb64-500_digits.py')]
 COLUMNS = [('recall@1', 'R@1'), ('recall@2', 'R@2'), ('recall@4', 'R@4'), ('recall@8', 'R@8'),
            ('map@r', 'MAP@R')]
+ZOO_NAME = 'irt-r_vit-tiny_digits'
 SHOWN = ('Iter(', 'Error', 'Traceback', 'results written')
 
 
@@ -120,6 +124,22 @@ def main():
         print(f'{name:8}' + ''.join(f'{100 * metrics[key]:8.1f}' for key, _ in COLUMNS))
     gain = 100 * (results['IRT_R']['recall@1'] - results['IRT_O']['recall@1'])
     print(f'\nIRT_R - IRT_O Recall@1: {gain:+.1f} points')
+    publish(args.work_dir, osp.join(args.work_dir, 'irt_r', f'iter_{args.iters}.pth'),
+            osp.join(CONFIGS, TRAINED[1][1]))
+
+
+def publish(work_dir, checkpoint, config):
+    """IRT_R into the local zoo WORK_DIR/zoo, and how to load it from there."""
+    zoo = osp.join(work_dir, 'zoo')
+    print(f'\nPublishing IRT_R into the local model zoo {zoo}:', flush=True)
+    cmd = [sys.executable, 'tools/misc/publish_model.py', checkpoint, zoo, '--config', config,
+           '--name', ZOO_NAME]
+    print('$ ' + ' '.join(cmd), flush=True)
+    subprocess.run(cmd, cwd=ROOT, check=True)
+    index = osp.join(zoo, 'model-index.yml')
+    print(f'\nLoad it from Python (offline, sha256-checked):\n'
+          f'  IRTBOX_MODEL_INDEX={index} python -c "from irtbox.apis import get_model; '
+          f"print(get_model('{ZOO_NAME}'))\"")
 
 
 if __name__ == '__main__':

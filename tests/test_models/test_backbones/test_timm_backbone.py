@@ -62,7 +62,7 @@ def test_checkpoint_for_another_model_is_refused(tmp_path):
 
 
 def test_checkpoint_from_url(tmp_path, monkeypatch):
-    """Downloads from a local HTTP server into the hub cache, hash-checked by file name."""
+    """Downloads from a local HTTP server into irtbox's cache, hash-checked by file name."""
     import hashlib
     torch.manual_seed(2)
     src = tiny_vit()
@@ -73,7 +73,7 @@ def test_checkpoint_from_url(tmp_path, monkeypatch):
     digest = hashlib.sha256(tmp.read_bytes()).hexdigest()[:8]
     tmp.rename(served / f'vit-{digest}.pth')
     (served / 'bad-00000000.pth').write_bytes((served / f'vit-{digest}.pth').read_bytes())
-    monkeypatch.setenv('TORCH_HOME', str(tmp_path / 'hub'))
+    monkeypatch.setenv('IRTBOX_HOME', str(tmp_path / 'home'))
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
     server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -82,10 +82,13 @@ def test_checkpoint_from_url(tmp_path, monkeypatch):
         url = f'http://127.0.0.1:{server.server_port}'
         dst = tiny_vit(checkpoint=f'{url}/vit-{digest}.pth')
         torch.testing.assert_close(dst.model.state_dict()['cls_token'], src.model.state_dict()['cls_token'])
-        with pytest.raises(RuntimeError, match='hash'):
+        assert (tmp_path / 'home' / 'checkpoints' / f'vit-{digest}.pth').is_file()
+        with pytest.raises(RuntimeError, match='sha256 mismatch'):
             tiny_vit(checkpoint=f'{url}/bad-00000000.pth')
+        assert not (tmp_path / 'home' / 'checkpoints' / 'bad-00000000.pth').exists()
     finally:
         server.shutdown()
+        server.server_close()
 
 
 # Dynamic position embedding, CPE, final-norm modes (DToP).

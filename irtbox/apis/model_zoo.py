@@ -1,0 +1,281 @@
+"""The model zoo: ``list_models`` and ``get_model`` over ``model-index.yml`` and its metafiles.
+
+The index is the OpenMMLab one (``model-index.yml`` imports one ``metafile.yml`` per
+method; each model entry has ``Name``, ``Config``, ``Metadata``, ``Results`` and
+``Weights``). ``Weights`` is one of:
+
+- ``null``: not released; ``get_model(name)`` says so and how to train it;
+- a mapping ``{URL, SHA256, Size, Embedding Dim}`` (what ``tools/misc/publish_model.py``
+  prints): downloaded into ``$IRTBOX_HOME`` and verified against the full sha256;
+  the URL may be ``http(s)://``, ``file://``, ``hf://owner/repo/file`` or a path
+  relative to the metafile;
+- a mapping ``{Source: timm, Pretrained: <timm name.tag>}``: the backbone's public
+  pretrained weights, loaded by timm itself (its hub cache; ``HF_HUB_OFFLINE`` respected)
+  when the config builds the backbone with ``pretrained=True``;
+- a plain URL string (the mmpretrain form), verified by the sha256 prefix in its name if any.
+
+Extra indexes (a lab's or a user's own zoo) are index files in the same format, named by
+``IRTBOX_MODEL_INDEX`` (several separated by ``os.pathsep``) or by the ``index`` argument;
+their entries take precedence over the built-in ones of the same name. Relative
+``Config`` and weight paths are resolved from the metafile's folder first, then from the
+index file's folder, then from the irtbox repository root.
+"""
+import copy
+import difflib
+import fnmatch
+import os
+import os.path as osp
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Union
+
+import torch
+from mmengine.config import Config
+from mmengine.logging import print_log
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+BUILTIN_INDEX = osp.join(ROOT, 'model-index.yml')
+INDEX_ENV = 'IRTBOX_MODEL_INDEX'
+
+
+class ModelNotReleasedError(RuntimeError):
+    """The zoo entry exists but has no released weights."""
+
+
+class UnknownModelError(KeyError):
+    """No zoo entry has this name (a KeyError whose message prints without quotes)."""
+
+    def __str__(self):
+        return str(self.args[0])
+
+
+@dataclass(frozen=True)
+class ZooEntry:
+    """One model of the zoo, its paths resolved.
+
+    ``weights`` is None (not released), ``{'source': 'timm', 'pretrained': str}``, or
+    ``{'url': str, 'sha256': str or None, 'size': int or None, 'embedding_dim': int or None}``.
+    """
+    name: str
+    config: str
+    weights: Optional[dict]
+    metafile: str
+    collection: Optional[str] = None
+    metadata: dict = field(default_factory=dict)
+    results: list = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        """``'released'``, ``'timm'`` (public backbone weights) or ``'not released'``."""
+        if self.weights is None:
+            return 'not released'
+        return 'timm' if self.weights.get('source') == 'timm' else 'released'
+
+
+def _read_yaml(path: str) -> dict:
+    import yaml
+    try:
+        with open(path) as f:
+            data = yaml.safe_load(f)
+    except FileNotFoundError:
+        raise FileNotFoundError(f'model index file not found: {path}') from None
+    except yaml.YAMLError as err:
+        raise ValueError(f'model index file {path} is not valid YAML: {err}') from err
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError(f'model index file {path}: expected a mapping with "Import" and/or '
+                         f'"Models", got a {type(data).__name__}')
+    return data
+
+
+def _resolve(path: str, metafile: str, index_file: str) -> str:
+    """An entry's relative path, from the metafile's folder, the index's folder, the repo root."""
+    path = osp.expanduser(path)
+    if osp.isabs(path):
+        return path
+    candidates = [osp.join(osp.dirname(metafile), path), osp.join(osp.dirname(index_file), path),
+                  osp.join(ROOT, path)]
+    return osp.normpath(next((c for c in candidates if osp.exists(c)), candidates[0]))
+
+
+def _parse_weights(value, where: str, metafile: str, index_file: str) -> Optional[dict]:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = {'URL': value}
+    if not isinstance(value, dict):
+        raise ValueError(f'{where}: "Weights" must be null, a URL or a mapping, got {value!r}')
+    if str(value.get('Source', '')).lower() == 'timm':
+        if not value.get('Pretrained'):
+            raise ValueError(f'{where}: timm weights need "Pretrained: <timm name.tag>"')
+        return {'source': 'timm', 'pretrained': str(value['Pretrained'])}
+    url = value.get('URL')
+    if not url:
+        raise ValueError(f'{where}: "Weights" needs a "URL" (or "Source: timm"); got keys '
+                         f'{sorted(value)}')
+    if '://' not in url:
+        url = _resolve(url, metafile, index_file)
+    sha256 = value.get('SHA256')
+    if sha256 is not None and (len(str(sha256)) != 64 or
+                               any(c not in '0123456789abcdef' for c in str(sha256).lower())):
+        raise ValueError(f'{where}: "SHA256" must be the 64 hex digits of the file\'s sha256, '
+                         f'got {sha256!r}')
+    return {'url': url, 'sha256': None if sha256 is None else str(sha256).lower(),
+            'size': value.get('Size'), 'embedding_dim': value.get('Embedding Dim')}
+
+
+def _parse_models(data: dict, metafile: str, index_file: str) -> List[ZooEntry]:
+    entries = []
+    for i, model in enumerate(data.get('Models') or []):
+        where = f'{metafile}, Models[{i}]'
+        if not isinstance(model, dict) or not model.get('Name') or not model.get('Config'):
+            raise ValueError(f'{where}: every model needs "Name" and "Config"; got {model!r}')
+        where = f'{metafile}, model {model["Name"]!r}'
+        entries.append(ZooEntry(
+            name=str(model['Name']), config=_resolve(model['Config'], metafile, index_file),
+            weights=_parse_weights(model.get('Weights'), where, metafile, index_file),
+            metafile=metafile, collection=model.get('In Collection'),
+            metadata=model.get('Metadata') or {}, results=model.get('Results') or []))
+    return entries
+
+
+def read_index(index_file: str) -> List[ZooEntry]:
+    """The entries of one index file: its ``Models`` and those of the files it ``Import``s."""
+    index_file = osp.abspath(osp.expanduser(index_file))
+    data = _read_yaml(index_file)
+    entries = _parse_models(data, index_file, index_file)
+    for item in data.get('Import') or []:
+        metafile = osp.normpath(osp.join(osp.dirname(index_file), item))
+        if not osp.isfile(metafile):
+            raise FileNotFoundError(f'{index_file} imports {item}, which does not exist '
+                                    f'(looked for {metafile})')
+        entries += _parse_models(_read_yaml(metafile), metafile, index_file)
+    seen = {}
+    for entry in entries:
+        if entry.name in seen:
+            raise ValueError(f'model {entry.name!r} is defined twice: in {seen[entry.name]} and '
+                             f'{entry.metafile}')
+        seen[entry.name] = entry.metafile
+    return entries
+
+
+def index_files(index: Union[str, Sequence[str], None] = None) -> List[str]:
+    """The index files read, lowest precedence first: the built-in one, then
+    ``$IRTBOX_MODEL_INDEX``, then ``index``."""
+    files = [BUILTIN_INDEX]
+    files += [p for p in os.environ.get(INDEX_ENV, '').split(os.pathsep) if p]
+    if index:
+        files += [index] if isinstance(index, str) else list(index)
+    return files
+
+
+def load_model_index(index: Union[str, Sequence[str], None] = None) -> Dict[str, ZooEntry]:
+    """Name -> entry over all index files; a later index overrides an earlier one's entry."""
+    entries: Dict[str, ZooEntry] = {}
+    for path in index_files(index):
+        for entry in read_index(path):
+            if entry.name in entries and entries[entry.name].metafile != entry.metafile:
+                print_log(f'model zoo: {entry.name!r} from {entry.metafile} replaces the entry '
+                          f'of {entries[entry.name].metafile}', logger='current')
+            entries[entry.name] = entry
+    return entries
+
+
+def list_models(pattern: Optional[str] = None, with_weights: Optional[bool] = None,
+                index: Union[str, Sequence[str], None] = None) -> List[str]:
+    """Sorted names of the zoo's models.
+
+    Args:
+        pattern: a shell-style wildcard (``'irt-r_*sop'``); a pattern without ``*``/``?``
+            matches names that contain it.
+        with_weights: True: only models ``get_model(name)`` can load weights for
+            (released or timm's public weights); False: only those without; None: all.
+        index: extra index file(s), on top of the built-in one and ``$IRTBOX_MODEL_INDEX``.
+    """
+    entries = load_model_index(index).values()
+    if pattern:
+        wildcard = pattern if any(c in pattern for c in '*?[') else f'*{pattern}*'
+        entries = [e for e in entries if fnmatch.fnmatch(e.name, wildcard)]
+    if with_weights is not None:
+        entries = [e for e in entries if (e.weights is not None) == with_weights]
+    return sorted(e.name for e in entries)
+
+
+def get_entry(name: str, index: Union[str, Sequence[str], None] = None) -> ZooEntry:
+    """The zoo entry called ``name``; an unknown name gets the closest known ones."""
+    entries = load_model_index(index)
+    if name not in entries:
+        close = difflib.get_close_matches(name, entries, n=5, cutoff=0.5)
+        hint = f' Did you mean: {", ".join(close)}?' if close else ''
+        raise UnknownModelError(
+            f'no model {name!r} in the zoo ({len(entries)} models from '
+            f'{", ".join(index_files(index))}).{hint} See list_models() or '
+            'tools/misc/list_models.py.')
+    return entries[name]
+
+
+def _not_released(entry: ZooEntry) -> ModelNotReleasedError:
+    config = osp.relpath(entry.config) if entry.config.startswith(os.getcwd()) else entry.config
+    return ModelNotReleasedError(
+        f'{entry.name}: no weights are released for this model yet ("Weights: null" in '
+        f'{entry.metafile}). Train it with `python tools/train.py {config}`, then load your '
+        f"checkpoint with get_model({entry.name!r}, pretrained='work_dirs/.../iter_N.pth'); "
+        'pretrained=False builds the architecture with random weights.')
+
+
+def _load_timm_pretrained(entry: ZooEntry, cfg: Config, device):
+    from .inference import init_model
+    try:
+        return init_model(cfg, device=device)
+    except Exception as err:  # timm's download or hub lookup failed: say which weights
+        raise RuntimeError(
+            f'{entry.name}: could not load timm\'s pretrained weights '
+            f'{entry.weights["pretrained"]} (from the Hugging Face hub, or its cache under '
+            f'$HF_HOME when HF_HUB_OFFLINE=1): {type(err).__name__}: {err}') from err
+
+
+def get_model(name: str, pretrained: Union[bool, str] = True,
+              device: Union[str, torch.device] = 'cpu',
+              index: Union[str, Sequence[str], None] = None,
+              cfg_options: Optional[dict] = None, progress: bool = True):
+    """The zoo's model ``name`` in eval mode, ready for ``model(inputs, mode='tensor')``.
+
+    Args:
+        name: a name from :func:`list_models`.
+        pretrained: True: the entry's weights (downloaded once into ``$IRTBOX_HOME``,
+            sha256-verified; timm's own mechanism for public backbone weights);
+            a path or URL: those weights; False: the architecture with random weights.
+        device: where the model goes.
+        index: extra index file(s) (see :func:`list_models`).
+        cfg_options: config overrides, as ``--cfg-options`` takes them.
+        progress: show a progress bar while downloading.
+
+    The returned model carries ``model.cfg`` (its config) and ``model.zoo_entry``.
+    """
+    from irtbox.utils.download import download
+
+    from .inference import init_model, without_pretrained_backbone
+    entry = get_entry(name, index)
+    if not osp.isfile(entry.config):
+        raise FileNotFoundError(f'{entry.name}: its config {entry.config} does not exist '
+                                f'(entry in {entry.metafile})')
+    from irtbox.utils.config import load_config
+    cfg = load_config(entry.config, cfg_options)
+    if pretrained is True and entry.weights is None:
+        raise _not_released(entry)
+    if pretrained is True and entry.status == 'timm':
+        model = _load_timm_pretrained(entry, cfg, device)
+    elif pretrained is False:
+        model = init_model(without_pretrained_backbone(cfg), device=device)
+    else:
+        if pretrained is True:
+            path = download(entry.weights['url'], entry.weights['sha256'], progress=progress)
+        elif isinstance(pretrained, str):
+            path = download(pretrained, progress=progress)
+        else:
+            raise TypeError(f'get_model: pretrained must be True, False or a path/URL, got '
+                            f'{pretrained!r}')
+        model = init_model(cfg, path, device=device)
+    model.cfg = copy.deepcopy(cfg)
+    model.zoo_entry = entry
+    return model

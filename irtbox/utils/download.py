@@ -1,0 +1,520 @@
+"""Downloads that cannot leave a corrupt file: ``download(url, sha256)`` returns a verified path.
+
+An http(s) file is written to ``<dst>.part``, checked (size, then sha256) and only then
+renamed into place, so a file under its final name is always a complete one. An
+interrupted download resumes with an HTTP ``Range`` request, within the call (retries)
+and across calls (the ``.part`` is kept). A verified file gets a small record
+``<dst>.sha256.json`` (size, mtime_ns, sha256), so a later call re-hashes it only when it
+changed. We do not use pooch because it lacks HTTP Range resume and re-hashes the whole
+file on every call.
+
+Also accepted: ``file:///abs/path`` and plain paths (verified in place, never copied) and
+``hf://owner/repo/path/in/repo[@revision]`` (Hugging Face Hub, its own cache). A file name
+of the torch hub form ``name-<sha256 prefix>.ext`` is checked against that prefix when no
+sha256 is given. Offline (``IRTBOX_OFFLINE`` or ``HF_HUB_OFFLINE``) only verified cached
+files are returned and the network is never used.
+"""
+import contextlib
+import hashlib
+import http.client
+import json
+import logging
+import os
+import os.path as osp
+import re
+import socket
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from typing import Optional, Tuple
+from urllib.parse import unquote, urlparse
+
+from mmengine.logging import print_log
+from tqdm import tqdm
+
+try:
+    import fcntl
+except ImportError:  # no flock (Windows): concurrent downloads of one file are then unguarded
+    fcntl = None
+
+USER_AGENT = 'irtbox'
+OFFLINE_VARS = ('IRTBOX_OFFLINE', 'HF_HUB_OFFLINE')
+ACCEPTED_FORMS = ('http(s)://host/path, file:///abs/path, hf://owner/repo/path/in/repo[@revision] '
+                  'or a local path')
+_TRUTHY = ('1', 'true', 'yes', 'on')
+_SHA256 = re.compile(r'[0-9a-fA-F]{64}')
+_HASH_IN_NAME = re.compile(r'-([0-9a-fA-F]{8,64})\.')
+_CONTENT_RANGE = re.compile(r'bytes\s+(\d+)-\d+/(\d+|\*)')
+_READ_SIZE = 1 << 16
+# Server answers worth asking again a moment later (the .part is kept and resumed).
+_RETRY_STATUS = (408, 429, 500, 502, 503, 504)
+
+
+class DownloadError(RuntimeError):
+    """A good file could not be obtained."""
+
+
+class ChecksumError(DownloadError):
+    """The file's sha256 is not the expected one."""
+
+
+class OfflineError(DownloadError):
+    """Offline, and no verified copy of the file is cached."""
+
+
+class _Interrupted(Exception):
+    """The body stopped before its end (``total`` bytes, when the server said so)."""
+
+    def __init__(self, received: int, total: Optional[int]):
+        super().__init__(f'connection closed after {received} of {total} bytes')
+        self.total = total
+
+
+# Failures where the same request may well succeed a moment later, resuming from the .part.
+_TRANSIENT = (_Interrupted, http.client.HTTPException, ConnectionError, socket.timeout,
+              urllib.error.URLError)
+
+
+def irtbox_home() -> str:
+    """irtbox's cache root: ``$IRTBOX_HOME``, by default ``~/.cache/irtbox``."""
+    return osp.expanduser(os.environ.get('IRTBOX_HOME') or osp.join('~', '.cache', 'irtbox'))
+
+
+def _offline_reason() -> Optional[str]:
+    """``VAR=value`` of the first variable that makes us offline, None when online."""
+    for var in OFFLINE_VARS:
+        value = os.environ.get(var, '')
+        if value.strip().lower() in _TRUTHY:
+            return f'{var}={value}'
+    return None
+
+
+def is_offline() -> bool:
+    """True when ``IRTBOX_OFFLINE`` or ``HF_HUB_OFFLINE`` is 1/true/yes/on (any case)."""
+    return _offline_reason() is not None
+
+
+def sha256sum(path: str, chunk_size: int = 1 << 20) -> str:
+    """The sha256 hex digest of a file, read in chunks (checkpoints do not fit in memory twice)."""
+    return _hash_file(hashlib.sha256(), path, chunk_size).hexdigest()
+
+
+def _hash_file(digest, path: str, chunk_size: int = 1 << 20):
+    """Feed the bytes of ``path`` to ``digest`` (a hashlib object) and return it."""
+    with open(path, 'rb') as f:
+        for chunk in iter(lambda: f.read(chunk_size), b''):
+            digest.update(chunk)
+    return digest
+
+
+def download(url: str, sha256: Optional[str] = None, *, cache_dir: Optional[str] = None,
+             filename: Optional[str] = None, progress: bool = True, retries: int = 3,
+             timeout: float = 60.0) -> str:
+    """The local path of the file at ``url``, verified against ``sha256``.
+
+    Args:
+        url: ``http(s)://...`` (downloaded into the cache), ``file:///abs/path`` or a plain
+            path (verified in place), or ``hf://owner/repo/path/in/repo[@revision]``
+            (fetched with ``huggingface_hub.hf_hub_download``; a path containing ``@``
+            needs an explicit ``@revision``).
+        sha256: the full hex digest. Without it, a file name ``name-<hex prefix>.ext``
+            (at least 8 hex digits) is checked against that prefix.
+        cache_dir: where http(s) files go; ``<irtbox_home()>/checkpoints`` by default.
+        filename: the cache file name; the URL path's last component by default.
+        progress: show a progress bar on stderr while downloading.
+        retries: how often an interrupted download is resumed within this call.
+        timeout: seconds for connecting and for each read.
+
+    Raises:
+        ChecksumError: the file's sha256 is not the expected one.
+        OfflineError: offline and no verified cached copy.
+        DownloadError: the server answered with an error or the transfer kept failing.
+        FileNotFoundError: a local file that does not exist.
+        ValueError: an unsupported URL or a malformed ``sha256``.
+    """
+    expected = _normalize_sha256(sha256)
+    scheme = url.split('://', 1)[0].lower() if '://' in url else ''
+    if scheme in ('http', 'https'):
+        name = filename or _url_basename(url)
+        dst = osp.join(cache_dir or osp.join(irtbox_home(), 'checkpoints'), name)
+        return _download_http(url, dst, expected or _hash_in_name(name), progress, retries,
+                              timeout)
+    if scheme in ('', 'file'):
+        return _verify_local(url, expected)
+    if scheme == 'hf':
+        return _download_hf(url, expected)
+    raise ValueError(f'unsupported URL {url!r}: expected {ACCEPTED_FORMS}')
+
+
+def _normalize_sha256(sha256: Optional[str]) -> Optional[str]:
+    """The lower-case digest; a malformed one is an error, not a silently skipped check."""
+    if sha256 is None:
+        return None
+    if not isinstance(sha256, str) or not _SHA256.fullmatch(sha256):
+        raise ValueError(f'sha256 must be 64 hex digits, got {sha256!r}')
+    return sha256.lower()
+
+
+def _hash_in_name(name: str) -> Optional[str]:
+    """The sha256 prefix of a torch-hub style name ``name-<hex prefix>.ext``, else None."""
+    match = _HASH_IN_NAME.search(osp.basename(name))
+    return match.group(1).lower() if match else None
+
+
+def _matches(digest: str, expected: str) -> bool:
+    """Whether ``digest`` is ``expected`` (a full digest, or a prefix taken from a file name)."""
+    return digest.startswith(expected)
+
+
+def _describe(expected: str) -> str:
+    return expected if len(expected) == 64 else f'{expected}... (the prefix in the file name)'
+
+
+def _url_basename(url: str) -> str:
+    name = osp.basename(unquote(urlparse(url).path))
+    if not name:
+        raise ValueError(f'cannot tell a file name from URL {url}; pass filename=')
+    return name
+
+
+# --- local files and the Hugging Face Hub -------------------------------------------------
+
+def _local_path(url: str) -> str:
+    """The path of ``file:///abs/path`` (or ``file://localhost/...``) or of a plain path."""
+    if '://' not in url:
+        return osp.expanduser(url)
+    parsed = urlparse(url)
+    if parsed.netloc not in ('', 'localhost'):
+        raise ValueError(f'file URL {url} names host {parsed.netloc!r}; use file:///abs/path')
+    return unquote(parsed.path)
+
+
+def _verify_local(url: str, expected: Optional[str]) -> str:
+    """A local file, checked in place (never copied: it may be large and is already here)."""
+    path = _local_path(url)
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'file {path} does not exist (from {url})')
+    expected = expected or _hash_in_name(path)
+    if expected:
+        digest = sha256sum(path)
+        if not _matches(digest, expected):
+            raise ChecksumError(f'sha256 mismatch for {url}: expected {_describe(expected)}, got '
+                                f'{digest}; the file {path} was left as it is')
+    return path
+
+
+def _parse_hf(url: str) -> Tuple[str, str, Optional[str]]:
+    """``hf://owner/repo/path/in/repo[@revision]`` -> (repo_id, path in repo, revision)."""
+    rest = url[len('hf://'):]
+    head, at, revision = rest.rpartition('@')
+    if not at:
+        head, revision = rest, None
+    parts = head.split('/', 2)
+    if len(parts) < 3 or not all(parts) or revision == '':
+        raise ValueError(f'malformed Hugging Face URL {url!r}: expected '
+                         'hf://owner/repo/path/in/repo[@revision]')
+    return f'{parts[0]}/{parts[1]}', parts[2], revision
+
+
+def _download_hf(url: str, expected: Optional[str]) -> str:
+    """Fetch through ``hf_hub_download`` (its cache, resume and offline mode), then verify.
+
+    A cached copy that fails the check is fetched once more with ``force_download``, as
+    a damaged http(s) cache file is.
+    """
+    repo_id, filename, revision = _parse_hf(url)
+    expected = expected or _hash_in_name(filename)
+    path = _hf_fetch(url, repo_id, filename, revision, force=False)
+    if not expected:
+        return path
+    digest = sha256sum(path)
+    if not _matches(digest, expected) and not is_offline():
+        print_log(f'{path} (from {url}) has sha256 {digest}, expected {_describe(expected)}; '
+                  'fetching it again', logger='current', level=logging.WARNING)
+        path = _hf_fetch(url, repo_id, filename, revision, force=True)
+        digest = sha256sum(path)
+    if not _matches(digest, expected):
+        raise ChecksumError(f'sha256 mismatch for {url}: expected {_describe(expected)}, got '
+                            f'{digest}; the file was left in the Hugging Face cache at {path}')
+    return path
+
+
+def _hf_fetch(url: str, repo_id: str, filename: str, revision: Optional[str],
+              force: bool) -> str:
+    import huggingface_hub
+    reason = _offline_reason()
+    try:
+        return huggingface_hub.hf_hub_download(
+            repo_id=repo_id, filename=filename, revision=revision,
+            local_files_only=reason is not None, force_download=force)
+    except Exception as err:  # the hub raises many classes (HTTP, not found, not cached, ...)
+        if reason:
+            cache = huggingface_hub.constants.HF_HUB_CACHE
+            raise OfflineError(f'cannot fetch {url}: offline ({reason}) and not in the Hugging '
+                               f'Face cache {cache}: {err}') from err
+        raise DownloadError(f'could not fetch {url} (repo {repo_id}, file {filename}, '
+                            f'revision {revision or "default"}) from the Hugging Face Hub: '
+                            f'{err}') from err
+
+
+# --- http(s) --------------------------------------------------------------------------------
+
+def _download_http(url: str, dst: str, expected: Optional[str], progress: bool, retries: int,
+                   timeout: float) -> str:
+    reason = _offline_reason()
+    if _cached_ok(dst, url, expected, online=reason is None, timeout=timeout):
+        return dst
+    if reason:
+        raise OfflineError(f'cannot download {url}: offline ({reason}) and no verified copy in '
+                           f'the cache at {dst}; unset {reason.split("=")[0]} or put the file '
+                           'there')
+    os.makedirs(osp.dirname(dst) or '.', exist_ok=True)
+    with _exclusive_lock(dst + '.lock'):
+        if _record_ok(dst, expected):  # another process fetched it while we waited
+            return dst
+        _fetch(url, dst, expected, progress, retries, timeout)
+    return dst
+
+
+@contextlib.contextmanager
+def _exclusive_lock(path: str):
+    """Hold an exclusive ``flock`` on ``path``: one writer per ``.part`` (e.g. DDP ranks)."""
+    if fcntl is None:
+        yield
+        return
+    with open(path, 'a') as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _record_path(path: str) -> str:
+    return path + '.sha256.json'
+
+
+def _read_record(path: str) -> Optional[dict]:
+    """The verification record of ``path``; None when missing or unreadable."""
+    try:
+        with open(_record_path(path)) as f:
+            record = json.load(f)
+        size, mtime_ns, digest = record['size'], record['mtime_ns'], record['sha256']
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    if not (isinstance(size, int) and isinstance(mtime_ns, int) and isinstance(digest, str)):
+        return None
+    return record
+
+
+def _record_is_current(record: Optional[dict], path: str) -> bool:
+    """Whether ``path`` is unchanged (size and mtime) since the record was written."""
+    if record is None:
+        return False
+    stat = os.stat(path)
+    return (record['size'], record['mtime_ns']) == (stat.st_size, stat.st_mtime_ns)
+
+
+def _write_record(path: str, digest: str) -> None:
+    """Record ``path``'s size, mtime and sha256, atomically (readers never see half a file)."""
+    stat = os.stat(path)
+    text = json.dumps(dict(size=stat.st_size, mtime_ns=stat.st_mtime_ns, sha256=digest))
+    fd, tmp = tempfile.mkstemp(dir=osp.dirname(path) or '.', prefix='.record-')
+    try:
+        with os.fdopen(fd, 'w') as f:
+            f.write(text)
+        os.replace(tmp, _record_path(path))
+    except BaseException:
+        os.remove(tmp)
+        raise
+
+
+def _write_record_if_possible(path: str, digest: str) -> None:
+    """Record a cached file verified in place; a read-only shared cache stays usable (the
+    file is then simply verified again next time)."""
+    try:
+        _write_record(path, digest)
+    except OSError:
+        pass
+
+
+def _record_ok(dst: str, expected: Optional[str]) -> bool:
+    """Cheap check: ``dst`` exists, is unchanged since recorded, and the record matches."""
+    if not osp.isfile(dst):
+        return False
+    record = _read_record(dst)
+    return _record_is_current(record, dst) and _matches(record['sha256'],
+                                                        expected or record['sha256'])
+
+
+def _cached_ok(dst: str, url: str, expected: Optional[str], online: bool,
+               timeout: float) -> bool:
+    """Whether the cached ``dst`` is good; a damaged one is reported with a warning.
+
+    The file is re-hashed only when it changed since its record was written (or has no
+    record). With no known hash at all, the record's hash is the reference; with no
+    record either, the size is compared with the server's (online only).
+    """
+    if not osp.isfile(dst):
+        return False
+    record = _read_record(dst)
+    if _record_is_current(record, dst):
+        digest = record['sha256']
+    elif expected is None and record is None:
+        return _size_matches_server(dst, url, online, timeout)
+    else:
+        digest = sha256sum(dst)
+    reference = expected or record['sha256']
+    if not _matches(digest, reference):
+        print_log(f'cached file {dst} (from {url}) is damaged or outdated: sha256 {digest}, '
+                  f'expected {_describe(reference)}; fetching it again', logger='current',
+                  level=logging.WARNING)
+        return False
+    if not _record_is_current(record, dst):
+        _write_record_if_possible(dst, digest)
+    return True
+
+
+def _size_matches_server(dst: str, url: str, online: bool, timeout: float) -> bool:
+    """For a cached file with neither hash nor record: compare its size with the server's.
+
+    This catches truncated files left by code that wrote in place. Offline, or when the
+    server does not say, the file is accepted as it is (and not recorded, so it is
+    checked again next time).
+    """
+    if not online:
+        return True
+    remote = _remote_size(url, timeout)
+    if remote is None:
+        return True
+    size = osp.getsize(dst)
+    if size != remote:
+        print_log(f'cached file {dst} has {size} bytes but {url} has {remote}; fetching it '
+                  'again', logger='current', level=logging.WARNING)
+        return False
+    _write_record_if_possible(dst, sha256sum(dst))
+    return True
+
+
+def _remote_size(url: str, timeout: float) -> Optional[int]:
+    """Content-Length of a HEAD request; None when it fails or the server does not say."""
+    request = urllib.request.Request(url, method='HEAD', headers={'User-Agent': USER_AGENT})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            length = response.headers.get('Content-Length', '')
+    except (OSError, http.client.HTTPException):  # URLError and timeouts are OSErrors
+        return None
+    return int(length) if length.isdigit() else None
+
+
+def _fetch(url: str, dst: str, expected: Optional[str], progress: bool, retries: int,
+           timeout: float) -> None:
+    """Download into ``<dst>.part``, verify, then rename into place and record the hash."""
+    part = dst + '.part'
+    digest = _fetch_with_retries(url, part, progress, retries, timeout)
+    if expected and not _matches(digest, expected):
+        os.remove(part)
+        raise ChecksumError(f'sha256 mismatch for {url}: expected {_describe(expected)}, got '
+                            f'{digest}; the download was deleted ({part})')
+    # The old file's record must not vouch for the new file, even for a moment.
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(_record_path(dst))
+    os.replace(part, dst)
+    _write_record(dst, digest)
+
+
+def _fetch_with_retries(url: str, part: str, progress: bool, retries: int,
+                        timeout: float) -> str:
+    """sha256 of the complete ``part``; interrupted transfers are resumed up to ``retries``."""
+    attempt = 0
+    while True:
+        try:
+            return _fetch_once(url, part, progress, timeout)
+        except urllib.error.HTTPError as err:  # before URLError: HTTPError is one
+            err.close()
+            if err.code not in _RETRY_STATUS or attempt >= retries:
+                raise DownloadError(f'could not download {url}: HTTP {err.code} '
+                                    f'{err.reason}') from err
+        except _TRANSIENT as err:
+            if attempt >= retries:
+                total = err.total if isinstance(err, _Interrupted) else None
+                raise DownloadError(
+                    f'could not download {url}: received {_size(part)} of '
+                    f'{total if total is not None else "an unknown number of"} bytes after '
+                    f'{attempt + 1} attempt(s) ({err!r}); the partial file {part} is kept and '
+                    'the next call resumes from it') from err
+        attempt += 1
+        time.sleep(min(0.5 * 2 ** (attempt - 1), 8.0))
+
+
+def _size(path: str) -> int:
+    return osp.getsize(path) if osp.exists(path) else 0
+
+
+def _get(url: str, offset: int, timeout: float):
+    headers = {'User-Agent': USER_AGENT}
+    if offset:
+        headers['Range'] = f'bytes={offset}-'
+    return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout)
+
+
+def _open_resumable(url: str, part: str, timeout: float):
+    """GET ``url`` continuing ``part``: (response, offset the body starts at).
+
+    A 206 whose range starts where the part ends continues it; a 200 (Range ignored) is the
+    whole file; a 416 or any other range starts over from byte 0.
+    """
+    offset = _size(part)
+    if offset:
+        try:
+            response = _get(url, offset, timeout)
+        except urllib.error.HTTPError as err:
+            if err.code != 416:
+                raise
+            err.close()
+        else:
+            if response.status != 206:
+                return response, 0
+            match = _CONTENT_RANGE.match(response.headers.get('Content-Range', ''))
+            if match and int(match.group(1)) == offset:
+                return response, offset
+            response.close()
+    return _get(url, 0, timeout), 0
+
+
+def _total_size(response, offset: int) -> Optional[int]:
+    """The full file size the server announces (Content-Range total, or Content-Length)."""
+    match = _CONTENT_RANGE.match(response.headers.get('Content-Range', ''))
+    if response.status == 206 and match and match.group(2) != '*':
+        return int(match.group(2))
+    length = response.headers.get('Content-Length', '')
+    return offset + int(length) if length.isdigit() else None
+
+
+def _fetch_once(url: str, part: str, progress: bool, timeout: float) -> str:
+    """One GET into ``part`` (appending on a resume); the sha256 of the complete part.
+
+    Raises ``_Interrupted`` when the body ends before the announced size.
+    """
+    response, offset = _open_resumable(url, part, timeout)
+    with response:
+        total = _total_size(response, offset)
+        # The hash covers the whole file: on a resume the bytes already there come first.
+        digest = _hash_file(hashlib.sha256(), part) if offset else hashlib.sha256()
+        received = offset
+        with open(part, 'ab' if offset else 'wb') as f, \
+                tqdm(total=total, initial=offset, unit='B', unit_scale=True, unit_divisor=1024,
+                     desc=osp.basename(part).rsplit('.part', 1)[0], file=sys.stderr,
+                     disable=not progress) as bar:
+            for chunk in iter(lambda: response.read(_READ_SIZE), b''):
+                f.write(chunk)
+                digest.update(chunk)
+                bar.update(len(chunk))
+                received += len(chunk)
+            f.flush()
+            os.fsync(f.fileno())  # on disk before the rename makes it the real file
+    if total is not None and received < total:
+        raise _Interrupted(received, total)
+    return digest.hexdigest()
