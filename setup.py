@@ -24,12 +24,15 @@ setup(
     long_description=open(osp.join(HERE, 'README.md')).read(),
     long_description_content_type='text/markdown',
     packages=find_packages(exclude=('configs', 'tools', 'tests', 'work_dirs', 'data')),
+    package_data={'irtbox.search': ['static/*.html']},
     python_requires='>=3.10',
     install_requires=read_requirements('runtime.txt'),
     extras_require=dict(
         optional=read_requirements('optional.txt'),
+        serve=read_requirements('serve.txt'),
         tests=read_requirements('tests.txt'),
-        all=read_requirements('optional.txt') + read_requirements('tests.txt'),
+        all=read_requirements('optional.txt') + read_requirements('serve.txt') +
+        read_requirements('tests.txt'),
     ),
     license='Apache-2.0',
     zip_safe=False,

@@ -8,7 +8,7 @@ from mmengine.logging import print_log
 from mmengine.registry import DefaultScope
 
 from irtbox.registry import MODELS
-from irtbox.utils.checkpoint import load_state_dict_file
+from irtbox.utils.checkpoint import download_checkpoint, load_state_dict_file
 from irtbox.utils.config import load_config
 
 # Parts of a retriever used only for training (the losses' classifiers and memories, the
@@ -78,7 +78,8 @@ def init_model(config: Union[str, Config], checkpoint: Optional[str] = None,
     (loaded with ``weights_only=True``) or a ``.safetensors`` file; every key must
     match the model (see :func:`load_model_weights`). With a checkpoint the backbone
     is built without its own pretrained weights (the checkpoint has them), so this
-    works offline.
+    works offline. The model keeps its config as ``model.cfg`` and the local checkpoint
+    file as ``model.checkpoint``.
     """
     cfg = config if isinstance(config, Config) else load_config(config, cfg_options)
     if cfg.get('model') is None:
@@ -88,5 +89,9 @@ def init_model(config: Union[str, Config], checkpoint: Optional[str] = None,
     with DefaultScope.overwrite_default_scope(cfg.get('default_scope', 'irtbox')):
         model = MODELS.build(cfg.model)
     if checkpoint is not None:
+        if checkpoint.startswith(('http://', 'https://')):
+            checkpoint = download_checkpoint(checkpoint)
         load_model_weights(model, checkpoint)
+    # What extraction, search indexes and export need to know of the model's origin.
+    model.cfg, model.checkpoint = cfg, checkpoint
     return model.to(device).eval()

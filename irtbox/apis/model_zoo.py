@@ -20,7 +20,6 @@ their entries take precedence over the built-in ones of the same name. Relative
 ``Config`` and weight paths are resolved from the metafile's folder first, then from the
 index file's folder, then from the irtbox repository root.
 """
-import copy
 import difflib
 import fnmatch
 import os
@@ -276,6 +275,5 @@ def get_model(name: str, pretrained: Union[bool, str] = True,
             raise TypeError(f'get_model: pretrained must be True, False or a path/URL, got '
                             f'{pretrained!r}')
         model = init_model(cfg, path, device=device)
-    model.cfg = copy.deepcopy(cfg)
     model.zoo_entry = entry
     return model

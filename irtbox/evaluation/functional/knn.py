@@ -148,7 +148,7 @@ def _torch_search(query, gallery, k, exclude_self, chunk_size, device):
     return sims, idx
 
 
-def _import_faiss():
+def import_faiss():
     try:
         import faiss
     except ImportError as e:
@@ -158,7 +158,7 @@ def _import_faiss():
 
 
 def _faiss_search(query, gallery, k, exclude_self, chunk_size, device):
-    faiss = _import_faiss()
+    faiss = import_faiss()
     query_np = query.cpu().numpy()
     gallery_np = np.ascontiguousarray(gallery.cpu().numpy())
     n = gallery_np.shape[0]

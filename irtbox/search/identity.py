@@ -1,0 +1,75 @@
+"""Which model made an index's embeddings: a fingerprint compared when an index is loaded."""
+import hashlib
+import json
+import os.path as osp
+from typing import Dict, List
+
+import torch
+
+from irtbox.utils.config import eval_input_size, eval_pipeline
+from irtbox.utils.download import sha256sum
+
+# The fields that must agree for embeddings to be comparable (the rest are informational).
+COMPARED = ('weights_sha256', 'preprocessing_sha256', 'embedding_dim', 'normalize')
+
+
+def _digest(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def weights_digest(model: torch.nn.Module) -> str:
+    """sha256 over the model's inference weights (names, dtypes, shapes, bytes): equal for the
+    same weights whatever file they came from (.pth, .safetensors, a zoo download)."""
+    from irtbox.apis.inference import TRAINING_ONLY_PREFIXES
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        if name.startswith(TRAINING_ONLY_PREFIXES):
+            continue
+        tensor = tensor.detach().cpu().contiguous()
+        digest.update(f'{name}|{tensor.dtype}|{tuple(tensor.shape)}|'.encode())
+        digest.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b'')
+    return digest.hexdigest()
+
+
+def model_identity(model: torch.nn.Module) -> Dict:
+    """The fingerprint of ``model`` (built by ``init_model`` / ``get_model``, so it has
+    ``model.cfg``): its weights, its preprocessing (test pipeline, mean/std, channel order,
+    test scales, whitening), embedding size and normalisation, plus the config and
+    checkpoint it came from."""
+    cfg = model.cfg
+    preprocessor = model.data_preprocessor
+    preprocessing = dict(
+        pipeline=eval_pipeline(cfg),
+        mean=getattr(preprocessor, 'mean', torch.zeros(0)).flatten().tolist(),
+        std=getattr(preprocessor, 'std', torch.zeros(0)).flatten().tolist(),
+        channel_flip=bool(getattr(preprocessor, '_channel_conversion', False)),
+        test_scales=list(getattr(model, 'test_scales', (1.0,))),
+        whitening=getattr(model, 'whitening', None) is not None)
+    height, width = eval_input_size(cfg)
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        dim = int(model(torch.zeros(1, 3, height, width, device=device), mode='tensor').shape[-1])
+    checkpoint = getattr(model, 'checkpoint', None)
+    return dict(config=getattr(cfg, 'filename', None), checkpoint=checkpoint,
+                checkpoint_sha256=sha256sum(checkpoint) if checkpoint and osp.isfile(
+                    checkpoint) else None,
+                weights_sha256=weights_digest(model),
+                preprocessing_sha256=_digest(preprocessing), embedding_dim=dim,
+                normalize=bool(getattr(model, 'normalize', True)))
+
+
+def identity_differences(stored: Dict, current: Dict) -> List[str]:
+    """Human-readable differences in the compared fields; empty when compatible."""
+    names = dict(weights_sha256='model weights', preprocessing_sha256='preprocessing (test '
+                 'pipeline, mean/std, channel order, scales, whitening)',
+                 embedding_dim='embedding dimension', normalize='L2 normalisation')
+    out = []
+    for key in COMPARED:
+        if stored.get(key) != current.get(key):
+            out.append(f'{names[key]}: index {_short(stored.get(key))} vs model '
+                       f'{_short(current.get(key))}')
+    return out
+
+
+def _short(value):
+    return value[:12] + '...' if isinstance(value, str) and len(value) == 64 else value

@@ -1,0 +1,310 @@
+"""``ImageSearcher``: embed a collection with a retrieval model, index it with faiss, search it,
+save it and load it back."""
+import json
+import os
+import os.path as osp
+import re
+import uuid
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+from mmengine.logging import print_log
+
+from irtbox.evaluation.functional.knn import import_faiss, knn
+
+from .identity import identity_differences, model_identity
+from .index import build_index, to_cpu, to_gpu, train_index
+
+MANIFEST = 'manifest.json'
+# What save() writes besides the manifest (named by a random tag per save).
+_DATA_FILE = re.compile(r'^(index-\w+\.faiss|embeddings-\w+\.npy|config-\w+\.py|'
+                        r'\.manifest\.json\.\w+\.tmp)$')
+FORMAT_VERSION = 1
+
+
+class IndexMismatchError(ValueError):
+    """An index loaded with a model other than the one that built it."""
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One result: its rank (1 = best), the item's id (e.g. its path), the cosine similarity
+    and its position in the index (what the web page asks thumbnails by)."""
+    rank: int
+    id: str
+    score: float
+    position: int
+
+    def to_dict(self) -> dict:
+        return dict(rank=self.rank, id=self.id, score=self.score, position=self.position)
+
+
+def _l2_normalize(x: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return (x / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+def _is_embedding_batch(items) -> bool:
+    if isinstance(items, torch.Tensor):
+        return items.is_floating_point() and items.dim() in (1, 2)
+    return isinstance(items, np.ndarray) and items.dtype.kind == 'f' and items.ndim in (1, 2)
+
+
+class ImageSearcher:
+    """A searchable collection: faiss index + ids + the embeddings + the model's identity.
+
+    Similarity is the cosine: embeddings (and queries) are L2-normalised, the index is an
+    inner-product one. ``index='Flat'`` is exact; any faiss factory string
+    (``'IVF1024,Flat'``, ``'IVF4096,PQ32'``, ``'HNSW32'``) gives an approximate index,
+    trained on the first vectors added (:meth:`recall_vs_exact` measures what it loses).
+
+    Args:
+        model: a retriever from ``init_model`` / ``get_model``; needed to add or search
+            images (embeddings work without one).
+        index: the faiss factory string.
+        device: ``'cuda'`` puts the index on the GPU when faiss has GPU support.
+        batch_size, num_workers: for embedding images.
+        nprobe: IVF lists visited per query (faiss's default is 1).
+    """
+
+    def __init__(self, model: Optional[torch.nn.Module] = None, index: str = 'Flat',
+                 device: Optional[str] = None, batch_size: int = 32, num_workers: int = 0,
+                 nprobe: int = 16):
+        self.model = model
+        self.factory = index
+        self.device = device
+        self.batch_size, self.num_workers, self.nprobe = batch_size, num_workers, nprobe
+        self.identity = model_identity(model) if model is not None else None
+        self.ids: List[str] = []
+        self.embeddings = np.zeros((0, 0), dtype=np.float32)
+        self.index = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def dim(self) -> Optional[int]:
+        return self.embeddings.shape[1] if len(self.ids) else (
+            self.identity or {}).get('embedding_dim')
+
+    # Adding.
+
+    def embed(self, images, progress: bool = True):
+        """(N x D embeddings, ids, failed) of images: a folder, paths or HxWx3 RGB arrays."""
+        if self.model is None:
+            raise ValueError('ImageSearcher: embedding images needs a model; build the '
+                             'searcher with model=init_model(CONFIG, CKPT) or load it with '
+                             'model=...')
+        from irtbox.apis.extract import extract_features
+        result = extract_features(self.model, images, batch_size=self.batch_size,
+                                  num_workers=self.num_workers, progress=progress)
+        return result.embeddings, list(result.ids), list(result.failed)
+
+    def add(self, items, ids: Optional[Sequence[str]] = None, progress: bool = True) -> int:
+        """Add images (a folder, paths, RGB arrays) or an N x D embedding array; returns the
+        number added. Ids must be unique (for images: their paths)."""
+        if _is_embedding_batch(items):
+            embeddings = np.atleast_2d(np.asarray(items, dtype=np.float32))
+            if ids is None:
+                ids = [str(i) for i in range(len(self.ids), len(self.ids) + len(embeddings))]
+        else:
+            embeddings, found, failed = self.embed(items, progress)
+            ids = found if ids is None else ids
+        ids = [str(i) for i in ids]
+        if len(ids) != len(embeddings):
+            raise ValueError(f'ImageSearcher.add: {len(embeddings)} embeddings but {len(ids)} ids')
+        if not len(ids):
+            return 0
+        if self.dim is not None and embeddings.shape[1] != self.dim:
+            raise ValueError(f'ImageSearcher.add: {embeddings.shape[1]}-d embeddings, the index '
+                             f'holds {self.dim}-d ones')
+        seen, repeated = set(self.ids), []
+        for i in ids:
+            if i in seen:
+                repeated.append(i)
+            seen.add(i)
+        if repeated:
+            raise ValueError(f'ImageSearcher.add: ids already in the index or repeated: '
+                             f'{repeated[:5]} ({len(repeated)} in all)')
+        embeddings = _l2_normalize(embeddings)
+        if self.index is None:
+            self.index = build_index(self.factory, embeddings.shape[1])
+            train_index(self.index, embeddings, self.factory)
+            self.index = to_gpu(self.index, self.device)
+            self._set_nprobe()
+        self.index.add(embeddings)
+        self.embeddings = embeddings if not len(self.ids) else np.concatenate(
+            [self.embeddings, embeddings])
+        self.ids += ids
+        return len(ids)
+
+    def _set_nprobe(self) -> None:
+        faiss = import_faiss()
+        try:
+            faiss.ParameterSpace().set_index_parameter(self.index, 'nprobe', self.nprobe)
+        except RuntimeError:  # not an IVF index
+            pass
+
+    # Searching.
+
+    def _query_embeddings(self, queries) -> Tuple[np.ndarray, bool]:
+        """(nq x D normalised embeddings, whether a single query was given)."""
+        if _is_embedding_batch(queries):
+            array = np.asarray(queries, dtype=np.float32)
+            return _l2_normalize(np.atleast_2d(array)), array.ndim == 1
+        single = isinstance(queries, str) or (isinstance(queries, np.ndarray) and
+                                              queries.ndim == 3)
+        items = [queries] if single else list(queries)
+        if single and isinstance(queries, str) and osp.isdir(queries):
+            raise ValueError(f'ImageSearcher.search: {queries} is a folder; give image files')
+        embeddings, _, failed = self.embed(items, progress=False)
+        if failed:
+            raise ValueError('ImageSearcher.search: cannot read query image(s): ' +
+                             '; '.join(f'{path}: {reason}' for path, reason in failed))
+        return _l2_normalize(embeddings), single
+
+    def search(self, queries, k: int = 10) -> Union[List[SearchHit], List[List[SearchHit]]]:
+        """The ``k`` best items for each query: an image path or RGB array, a D-vector, or a
+        list / N x D array of them. One query gives one list of hits; several, a list of
+        lists, best first."""
+        if not len(self.ids):
+            raise ValueError('ImageSearcher.search: the index is empty; add images first')
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f'ImageSearcher.search: k must be a positive integer, got {k!r}')
+        embeddings, single = self._query_embeddings(queries)
+        if embeddings.shape[1] != self.dim:
+            raise ValueError(f'ImageSearcher.search: {embeddings.shape[1]}-d queries, the index '
+                             f'holds {self.dim}-d embeddings')
+        scores, positions = self.index.search(embeddings, int(min(k, len(self.ids))))
+        hits = [[SearchHit(rank=r + 1, id=self.ids[p], score=float(s), position=int(p))
+                 for r, (s, p) in enumerate((s, p) for s, p in zip(row_s, row_p) if p >= 0)]
+                for row_s, row_p in zip(scores, positions)]
+        return hits[0] if single else hits
+
+    def recall_vs_exact(self, k: int = 10, num_queries: int = 1000, seed: int = 0) -> float:
+        """Mean fraction of the exact top-``k`` that the index returns, for a seeded sample of
+        the stored embeddings used as queries (1.0 for the exact ``Flat`` index)."""
+        if not len(self.ids):
+            raise ValueError('ImageSearcher.recall_vs_exact: the index is empty')
+        k = int(min(k, len(self.ids)))
+        rng = np.random.default_rng(seed)
+        sample = rng.choice(len(self.ids), size=min(num_queries, len(self.ids)), replace=False)
+        queries = self.embeddings[np.sort(sample)]
+        _, exact = knn(queries, self.embeddings, k, backend='faiss', normalize=False)
+        _, approx = self.index.search(queries, k)
+        return float(np.mean([len(set(a) & set(e)) / k for a, e in zip(approx, exact)]))
+
+    # Saving and loading.
+
+    def save(self, directory: str) -> None:
+        """Write the index into ``directory`` so that a crash at any moment leaves the
+        previous save readable: the data files get new names, then ``manifest.json`` (which
+        names them) is replaced in one rename, then the old files are removed."""
+        faiss = import_faiss()
+        os.makedirs(directory, exist_ok=True)
+        tag = uuid.uuid4().hex[:12]
+        files = dict(index=f'index-{tag}.faiss', embeddings=f'embeddings-{tag}.npy')
+        cfg = getattr(self.model, 'cfg', None)
+        if cfg is not None:  # so that a query needs only the index folder (and the checkpoint)
+            files['config'] = f'config-{tag}.py'
+            cfg.dump(osp.join(directory, files['config']))
+        faiss.write_index(to_cpu(self.index) if self.index is not None else
+                          build_index(self.factory, self.dim or 1),
+                          osp.join(directory, files['index']))
+        with open(osp.join(directory, files['embeddings']), 'wb') as f:
+            np.save(f, self.embeddings)
+        for name in files.values():
+            _fsync(osp.join(directory, name))
+        manifest = dict(format_version=FORMAT_VERSION, factory=self.factory, dim=self.dim,
+                        count=len(self.ids), nprobe=self.nprobe, files=files,
+                        identity=self.identity, ids=self.ids)
+        tmp = osp.join(directory, f'.{MANIFEST}.{tag}.tmp')
+        with open(tmp, 'w') as f:
+            json.dump(manifest, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, osp.join(directory, MANIFEST))
+        # The previous save's files, and any a killed save left behind.
+        for name in os.listdir(directory):
+            if _DATA_FILE.match(name) and name not in files.values():
+                os.remove(osp.join(directory, name))
+
+    @classmethod
+    def load(cls, directory: str, model: Optional[torch.nn.Module] = None,
+             device: Optional[str] = None, **kwargs) -> 'ImageSearcher':
+        """The searcher saved in ``directory``. With ``model``, the model must be the one
+        that built the index (same weights, preprocessing, embedding size); otherwise an
+        :class:`IndexMismatchError` names what differs."""
+        faiss = import_faiss()
+        manifest = _read_manifest(directory)
+        searcher = cls(model=None, index=manifest['factory'], device=device,
+                       nprobe=manifest.get('nprobe', 16), **kwargs)
+        searcher.identity = manifest.get('identity')
+        if model is not None:
+            current = model_identity(model)
+            if searcher.identity is not None:
+                differences = identity_differences(searcher.identity, current)
+                if differences:
+                    raise IndexMismatchError(
+                        f'index {directory} was built by another model ('
+                        f'{searcher.identity.get("config")}, {searcher.identity.get("checkpoint")}'
+                        f'); it differs in: ' + '; '.join(differences))
+            elif current['embedding_dim'] != manifest['dim']:
+                raise IndexMismatchError(f'index {directory} holds {manifest["dim"]}-d embeddings, '
+                                         f'the model makes {current["embedding_dim"]}-d ones')
+            searcher.model, searcher.identity = model, current
+        files = manifest['files']
+        searcher.index = to_gpu(faiss.read_index(osp.join(directory, files['index'])), device)
+        searcher.embeddings = np.load(osp.join(directory, files['embeddings']))
+        searcher.ids = list(manifest['ids'])
+        if len(searcher.ids) != searcher.index.ntotal or len(searcher.ids) != len(
+                searcher.embeddings):
+            raise ValueError(f'index {directory} is inconsistent: {len(searcher.ids)} ids, '
+                             f'{searcher.index.ntotal} indexed vectors, '
+                             f'{len(searcher.embeddings)} embeddings')
+        searcher._set_nprobe()
+        print_log(f'loaded index {directory}: {len(searcher)} items, {manifest["factory"]}',
+                  logger='current')
+        return searcher
+
+
+def load_index_model(directory: str, checkpoint: Optional[str] = None,
+                     device: str = 'cpu') -> torch.nn.Module:
+    """The model that built the index in ``directory``: its saved config and the checkpoint
+    recorded at build time (or ``checkpoint``), verified against the index when loaded."""
+    from irtbox.apis import init_model
+    manifest = _read_manifest(directory)
+    identity = manifest.get('identity') or {}
+    if 'config' not in manifest['files']:
+        raise ValueError(f'index {directory} was built from embeddings, without a model; '
+                         'query it with embeddings')
+    checkpoint = checkpoint or identity.get('checkpoint')
+    if checkpoint is not None and not osp.isfile(checkpoint):
+        raise FileNotFoundError(f'index {directory} was built with checkpoint {checkpoint}, '
+                                'which is not there any more; pass --checkpoint with its '
+                                'new location')
+    return init_model(osp.join(directory, manifest['files']['config']), checkpoint,
+                      device=device)
+
+
+def _fsync(path: str) -> None:
+    with open(path, 'rb') as f:
+        os.fsync(f.fileno())
+
+
+def _read_manifest(directory: str) -> dict:
+    path = osp.join(directory, MANIFEST)
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'{directory} is not an irtbox index (no {MANIFEST}); build one '
+                                'with tools/search.py build')
+    try:
+        with open(path) as f:
+            manifest = json.load(f)
+    except ValueError as err:
+        raise ValueError(f'{path} is not valid JSON: {err}') from err
+    if manifest.get('format_version') != FORMAT_VERSION:
+        raise ValueError(f'{path}: index format {manifest.get("format_version")!r}, this irtbox '
+                         f'reads format {FORMAT_VERSION}; rebuild the index')
+    return manifest
