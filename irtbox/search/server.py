@@ -39,6 +39,8 @@ def decode_upload(data: bytes, max_pixels: int) -> np.ndarray:
     try:
         image = Image.open(io.BytesIO(data))
         width, height = image.size
+    except Image.DecompressionBombError as err:
+        raise OverflowError(f'the image is too large ({err})') from None
     except (UnidentifiedImageError, OSError) as err:
         raise ValueError(f'not an image PIL can read ({err})') from None
     if width * height > max_pixels:
@@ -57,6 +59,10 @@ def create_app(searcher, max_upload_bytes: int = 10 * 2**20, max_pixels: int = 4
     from fastapi import File, Form, HTTPException, UploadFile
     from fastapi.responses import FileResponse, HTMLResponse, Response
 
+    from PIL import Image
+    # Our pixel limit is checked from the header before decoding and is far below PIL's own
+    # bomb limit, which would refuse huge headers without saying their size.
+    Image.MAX_IMAGE_PIXELS = None
     app = fastapi.FastAPI(title='irtbox image search', docs_url='/docs')
     lock = threading.Lock()  # one model forward and faiss search at a time: bounded memory
     with open(osp.join(STATIC, 'search.html')) as f:
