@@ -87,8 +87,6 @@ def default_device(device):
 
 
 def build(args):
-    from mmengine.logging import print_log
-
     from irtbox.apis import init_model
     from irtbox.apis.extract import extract_to_shards, list_images, merge_shards
     from irtbox.search import ImageSearcher
@@ -106,8 +104,8 @@ def build(args):
     searcher.add(result.embeddings, result.ids)
     if args.index != 'Flat':
         recall = searcher.recall_vs_exact(k=10)
-        print_log(f'{args.index}: recall@10 of the approximate index vs exact search = '
-                  f'{recall:.3f} (1000 sampled queries)', logger='current')
+        print(f'{args.index}: recall@10 of the approximate index vs exact search = '
+              f'{recall:.3f} (up to 1000 indexed images as queries)')
     searcher.save(args.index_dir)
     with open(osp.join(args.index_dir, 'failed.json'), 'w') as f:
         json.dump([dict(path=p, reason=r) for p, r in result.failed], f, indent=1)
@@ -160,7 +158,7 @@ def main(argv=None):
     args = parse_args(argv)
     try:
         return dict(build=build, query=query, serve=serve)[args.command](args)
-    except (FileNotFoundError, ValueError) as err:
+    except (FileNotFoundError, FileExistsError, ValueError) as err:
         raise SystemExit(f'search {args.command}: {err}')
 
 

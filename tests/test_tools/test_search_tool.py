@@ -1,0 +1,134 @@
+"""tools/search.py build / query as a user runs them on a folder of their own images."""
+import json
+import os
+import os.path as osp
+import shutil
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from irtbox.apis import extract_features, init_model
+from irtbox.search import ImageSearcher
+from tools import search as search_tool
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+CONFIG = osp.join(ROOT, 'configs', 'quickstart', 'irt-r_vit-tiny_1xb64-500_digits.py')
+pytest.importorskip('sklearn.datasets')
+
+
+@pytest.fixture(scope='module')
+def photos(tmp_path_factory):
+    """A user's folder: 100 digit PNGs in sub-folders, one corrupt file, one text file."""
+    sys.path.insert(0, osp.join(ROOT, 'tools', 'dataset_converters'))
+    from prepare_digits import prepare_digits
+    root = tmp_path_factory.mktemp('user')
+    prepare_digits(str(root / 'digits'))
+    folder = root / 'photos'
+    for digit in range(5, 10):
+        (folder / f'album{digit}').mkdir(parents=True)
+        source = root / 'digits' / 'test' / str(digit)
+        for name in sorted(os.listdir(source))[:20]:
+            shutil.copy(source / name, folder / f'album{digit}' / name)
+    (folder / 'album5' / 'broken.png').write_bytes(b'\x89PNG\r\n\x1a\n' + b'\x00' * 40)
+    (folder / 'notes.txt').write_text('not an image')
+    torch.manual_seed(0)
+    checkpoint = str(root / 'model.pth')
+    torch.save({'state_dict': init_model(CONFIG).state_dict()}, checkpoint)
+    return str(folder), checkpoint
+
+
+def test_build_then_query(photos, tmp_path, capsys):
+    folder, checkpoint = photos
+    index = str(tmp_path / 'index')
+    searcher = search_tool.main(['build', CONFIG, checkpoint, folder, index, '--batch-size', '16',
+                                 '--num-workers', '0', '--shard-size', '32'])
+    assert len(searcher) == 100 and not osp.exists(osp.join(index, 'build'))
+    with open(osp.join(index, 'failed.json')) as f:
+        failed = json.load(f)
+    assert [osp.basename(f['path']) for f in failed] == ['broken.png']
+    assert 'indexed 100 images' in capsys.readouterr().out
+
+    model = init_model(CONFIG, checkpoint)
+    query = osp.join(folder, 'album7', sorted(os.listdir(osp.join(folder, 'album7')))[3])
+    out = str(tmp_path / 'results.json')
+    results = search_tool.main(['query', index, query, '--k', '5', '--out', out])
+    with open(out) as f:
+        assert json.load(f) == results
+    hits = results[0]['hits']
+    assert hits[0]['id'] == query and hits[0]['score'] > 0.999
+    # The same ranking as an exact search over embeddings extracted independently.
+    everything = extract_features(model, folder, progress=False)
+    q = extract_features(model, [query], progress=False).embeddings[0]
+    order = np.argsort(-(everything.embeddings @ q), kind='stable')[:5]
+    assert [h['id'] for h in hits] == [everything.ids[i] for i in order]
+    html = str(tmp_path / 'results.html')
+    search_tool.main(['query', index, query, '--k', '3', '--out', html])
+    text = open(html).read()
+    assert text.count('<figure') == 4 and osp.basename(query) in text
+
+
+def test_resume_continues_from_the_shards(photos, tmp_path, monkeypatch):
+    folder, checkpoint = photos
+    index = str(tmp_path / 'index')
+    args = ['build', CONFIG, checkpoint, folder, index, '--num-workers', '0', '--shard-size', '40']
+    import irtbox.search.searcher as searcher_module
+    monkeypatch.setattr(searcher_module.ImageSearcher, 'add', lambda *a, **k: 1 / 0)
+    with pytest.raises(ZeroDivisionError):  # dies after embedding, before indexing
+        search_tool.main(args)
+    shards = sorted(os.listdir(osp.join(index, 'build', 'shards')))
+    assert len(shards) == 3
+    os.remove(osp.join(index, 'build', 'shards', shards[1]))
+    monkeypatch.undo()
+    with pytest.raises(SystemExit, match='--resume'):
+        search_tool.main(args)
+    import irtbox.apis.extract as extract_module
+    embedded = []
+    embed = extract_module._embed_items
+
+    def counting(model, items, *rest, **kwargs):
+        embedded.extend(items)
+        return embed(model, items, *rest, **kwargs)
+    monkeypatch.setattr(extract_module, '_embed_items', counting)
+    searcher = search_tool.main(args + ['--resume'])
+    paths = extract_module.list_images(folder)
+    assert embedded == paths[40:80]  # only the deleted shard is embedded again
+    assert len(searcher) == 100 and ImageSearcher.load(index).ids == searcher.ids
+
+
+def test_query_with_another_model_is_refused(photos, tmp_path):
+    folder, checkpoint = photos
+    index = str(tmp_path / 'index')
+    search_tool.main(['build', CONFIG, checkpoint, folder, index, '--num-workers', '0'])
+    other = str(tmp_path / 'other.pth')
+    torch.manual_seed(5)
+    torch.save(init_model(CONFIG).state_dict(), other)
+    with pytest.raises(SystemExit, match='built by another model.*model weights'):
+        search_tool.main(['query', index, __file__, '--checkpoint', other])
+    moved = str(tmp_path / 'moved.pth')
+    shutil.move(checkpoint, moved)
+    try:
+        with pytest.raises(SystemExit, match='not there any more; pass --checkpoint'):
+            search_tool.main(['query', index, __file__])
+    finally:
+        shutil.move(moved, checkpoint)
+
+
+def test_approximate_index_prints_its_recall(photos, tmp_path, capsys):
+    folder, checkpoint = photos
+    index = str(tmp_path / 'index')
+    searcher = search_tool.main(['build', CONFIG, checkpoint, folder, index, '--index',
+                                 'IVF4,Flat', '--num-workers', '0'])
+    assert searcher.factory == 'IVF4,Flat'
+    assert 'recall@10 of the approximate index vs exact search' in capsys.readouterr().out
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['query', 'nowhere', 'x.png'], 'not an irtbox index'),
+    (['build', CONFIG, 'none', 'no_such_folder', 'idx'], 'image folder not found'),
+])
+def test_bad_input(argv, message, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit, match=message):
+        search_tool.main(argv)
