@@ -1,5 +1,5 @@
 from .extract import (ExtractionResult, extract_features, extract_to_shards, list_images,
-                      merge_shards, save_features)
+                      merge_shards, prepare_shards, save_features)
 from .inference import (CheckpointMismatchError, init_model, load_model_weights,
                         without_pretrained_backbone)
 from .model_zoo import (ModelNotReleasedError, UnknownModelError, ZooEntry, get_entry, get_model,
@@ -9,4 +9,5 @@ from .publish import publish_checkpoint
 __all__ = ['CheckpointMismatchError', 'ExtractionResult', 'ModelNotReleasedError',
            'UnknownModelError', 'ZooEntry', 'extract_features', 'extract_to_shards', 'get_entry',
            'get_model', 'init_model', 'list_images', 'list_models', 'load_model_weights',
-           'merge_shards', 'publish_checkpoint', 'save_features', 'without_pretrained_backbone']
+           'merge_shards', 'prepare_shards', 'publish_checkpoint', 'save_features',
+           'without_pretrained_backbone']

@@ -174,9 +174,10 @@ def _atomic_savez(path: str, **arrays) -> None:
     os.replace(tmp, path)
 
 
-def _check_manifest(out_dir: str, paths: Sequence[str], shard_size: int, resume: bool,
-                    rank: int) -> None:
-    """Write the shard manifest, or check that an existing one describes the same job."""
+def prepare_shards(out_dir: str, paths: Sequence[str], shard_size: int, resume: bool,
+                   write: bool = True) -> None:
+    """Write the shard manifest of ``out_dir`` (``write``), or check that an existing one
+    describes the same job (image list and shard size) and that ``resume`` allows it."""
     path = osp.join(out_dir, SHARDS_MANIFEST)
     wanted = dict(images=len(paths), images_sha256=_list_digest(paths), shard_size=shard_size,
                   shards=-(-len(paths) // shard_size))
@@ -191,7 +192,9 @@ def _check_manifest(out_dir: str, paths: Sequence[str], shard_size: int, resume:
             raise ValueError(f'cannot resume in {out_dir}: the earlier extraction had other '
                              f'{", ".join(changed)} ({ {k: found.get(k) for k in changed} } vs '
                              f'{ {k: wanted[k] for k in changed} }); use a new output folder')
-    elif rank == 0:
+    elif not write:
+        raise FileNotFoundError(f'{path} is missing: rank 0 prepares the shards first')
+    else:
         os.makedirs(osp.join(out_dir, 'shards'), exist_ok=True)
         with open(path + '.tmp', 'w') as f:
             json.dump(wanted, f)
@@ -205,11 +208,13 @@ def extract_to_shards(model, paths: Sequence[str], out_dir: str, shard_size: int
     """Embed ``paths`` in shards of ``shard_size`` images written to
     ``out_dir/shards/shard_<i>.npz`` (atomically); rank ``r`` of ``world_size`` takes the
     shards ``i % world_size == r``. With ``resume`` the shards already written are kept
-    (the job must be the same: image list and shard size). Returns the shards computed."""
+    (the job must be the same: image list and shard size). With several processes, rank 0
+    runs :func:`prepare_shards` before the others start (a barrier), and every rank then
+    passes ``resume=True``. Returns the shards computed."""
     paths = list(paths)
     if shard_size < 1:
         raise ValueError(f'shard_size must be positive, got {shard_size}')
-    _check_manifest(out_dir, paths, shard_size, resume, rank)
+    prepare_shards(out_dir, paths, shard_size, resume, write=rank == 0)
     os.makedirs(osp.join(out_dir, 'shards'), exist_ok=True)
     count = -(-len(paths) // shard_size)
     done = []
