@@ -30,9 +30,10 @@ setup(
     extras_require=dict(
         optional=read_requirements('optional.txt'),
         serve=read_requirements('serve.txt'),
+        deploy=read_requirements('deploy.txt'),
         tests=read_requirements('tests.txt'),
         all=read_requirements('optional.txt') + read_requirements('serve.txt') +
-        read_requirements('tests.txt'),
+        read_requirements('deploy.txt') + read_requirements('tests.txt'),
     ),
     license='Apache-2.0',
     zip_safe=False,

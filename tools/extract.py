@@ -3,18 +3,21 @@
 Examples:
   python tools/extract.py CONFIG CKPT IMAGE_DIR OUT_DIR          # OUT_DIR/features.npz
   python tools/extract.py CONFIG CKPT IMAGE_DIR OUT_DIR --resume # after an interruption
+  python tools/extract.py configs/quickstart/irt-r_vit-tiny_1xb64-500_digits.py \\
+      work_dirs/quickstart/irt_r/iter_500.pth data/digits/test work_dirs/digits_features
   tools/dist_extract.sh CONFIG CKPT IMAGE_DIR OUT_DIR 8          # 8 processes (GPUs or CPU)
   GPUS=16 tools/slurm_extract.sh PARTITION JOB CONFIG CKPT IMAGE_DIR OUT_DIR
 
-Every image under IMAGE_DIR (jpg, png, bmp, webp, tif; sorted) goes through the config's test
-pipeline. The work is cut into shards of --shard-size images, each saved to
-OUT_DIR/shards/ as soon as it is done; rank r of N takes shards r, r+N, ...; --resume keeps
-the shards already there (same image list and shard size, else refused). Rank 0 then merges
-them in order into OUT_DIR/features.npz:
+Every image under IMAGE_DIR (jpg, jpeg, png, bmp, webp, tif, tiff, any case; sorted by path)
+goes through the config's test pipeline. The work is cut into shards of --shard-size images,
+each saved to OUT_DIR/shards/ as soon as it is done; rank r of N takes shards r, r+N, ...
+--resume keeps the shards already there (same image list, shard size and model, else
+refused); without it an OUT_DIR holding shards is refused. Rank 0 then merges them in order
+into OUT_DIR/features.npz:
 
   embeddings (N x D float32), ids (the image paths), failed_ids, failed_reasons
 
-Unreadable images are skipped and listed there and in the log. CKPT may be "none" (the
+Unreadable images are skipped and listed there and in a warning. CKPT may be "none" (the
 config's own weights).
 """
 import argparse
@@ -45,6 +48,11 @@ def parse_args(argv=None):
                         help='override config entries')
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    for name in ('batch_size', 'shard_size'):
+        if getattr(args, name) < 1:
+            parser.error(f'--{name.replace("_", "-")} must be positive, got {getattr(args, name)}')
+    if args.num_workers < 0:
+        parser.error(f'--num-workers must be 0 or more, got {args.num_workers}')
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args
 
@@ -53,10 +61,11 @@ def main(argv=None):
     args = parse_args(argv)
     import torch
     import torch.distributed as dist
+    from mmengine.logging import print_log
 
     from irtbox.apis import (extract_to_shards, init_model, list_images, merge_shards,
                              prepare_shards, save_features)
-    from irtbox.utils.dist import init_distributed
+    from irtbox.utils.dist import finish_distributed, init_distributed
     started = time.time()
     rank, world = 0, 1
     if args.launcher != 'none':
@@ -68,23 +77,28 @@ def main(argv=None):
         model = init_model(args.config, checkpoint, device=device, cfg_options=args.cfg_options)
         paths = list_images(args.image_dir)
         if rank == 0:  # the manifest is written (or checked) before the others look at it
-            prepare_shards(args.out_dir, paths, args.shard_size, args.resume)
+            prepare_shards(model, args.out_dir, paths, args.shard_size, args.resume)
         if world > 1:
             dist.barrier()
-        extract_to_shards(model, paths, args.out_dir, args.shard_size, rank, world,
-                          args.batch_size, args.num_workers, resume=True)
+        computed = extract_to_shards(model, paths, args.out_dir, args.shard_size, rank, world,
+                                     args.batch_size, args.num_workers, resume=True,
+                                     progress=rank == 0)
     except (FileNotFoundError, FileExistsError, ValueError) as err:
         raise SystemExit(f'extract (rank {rank}): {err}')
     if world > 1:
         dist.barrier()
     if rank != 0:
+        finish_distributed()
         return None
     result = merge_shards(args.out_dir)
     out = osp.join(args.out_dir, 'features.npz')
     save_features(out, result)
-    print(f'{len(result.ids)} images embedded ({result.embeddings.shape[1]}-d), '
-          f'{len(result.failed)} unreadable, {world} process(es), {time.time() - started:.1f} s: '
-          f'{out}')
+    dim = result.embeddings.shape[1]
+    print_log(f'{len(result.ids)} of {len(paths)} images embedded ({dim}-d), '
+              f'{len(result.failed)} unreadable; {world} process(es), rank 0 computed '
+              f'{len(computed)} shard(s) of {args.shard_size}; {time.time() - started:.1f} s: '
+              f'{out}', logger='current')
+    finish_distributed()
     return result
 
 

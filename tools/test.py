@@ -82,7 +82,7 @@ def main(argv=None):
     from mmengine.runner import Runner
 
     from irtbox.utils import register_safe_globals
-    from irtbox.utils.dist import adapt_cfg_to_device, init_distributed
+    from irtbox.utils.dist import adapt_cfg_to_device, finish_distributed, init_distributed
     cfg = load_config(args.config, args.cfg_options)
     cfg.launcher = args.launcher
     if args.work_dir is not None:
@@ -110,6 +110,7 @@ def main(argv=None):
         outputs = metric_outputs(runner) if args.out.endswith('.npz') else {}
         write_outputs(args.out, metrics, outputs)
         runner.logger.info(f'results written to {args.out}')
+    finish_distributed()
     return metrics
 
 

@@ -96,12 +96,13 @@ def main(argv=None):
     from mmengine.runner import Runner
 
     from irtbox.utils import register_safe_globals
-    from irtbox.utils.dist import init_distributed
+    from irtbox.utils.dist import finish_distributed, init_distributed
     register_safe_globals()
     if args.launcher != 'none':
         init_distributed(args.launcher)
     runner = Runner.from_cfg(cfg)
     runner.train()
+    finish_distributed()
 
 
 if __name__ == '__main__':

@@ -1,8 +1,8 @@
 """Embeddings of your own images: a folder, a list of files or arrays, through the config's test
 pipeline; for big collections in resumable shards, on one process or several.
 
-Unreadable files (corrupt, truncated, not images) are skipped, counted and listed (in the
-result, the log and ``features.npz``), never a crash an hour in and never a silent drop.
+Unreadable files (corrupt, truncated, empty, not images) are skipped, counted and listed (in the
+result, a warning and ``features.npz``): never a crash an hour in, never a silent drop.
 """
 import hashlib
 import json
@@ -10,7 +10,7 @@ import logging
 import os
 import os.path as osp
 from dataclasses import dataclass, field
-from typing import List, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -18,42 +18,63 @@ from mmengine.logging import print_log
 
 IMAGE_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.bmp', '.webp', '.tif', '.tiff')
 SHARDS_MANIFEST = 'shards.json'
+# Failed images named in the warning (all of them are in the result).
+SHOWN_FAILURES = 5
 
 
 @dataclass
 class ExtractionResult:
-    """``embeddings``: N x D float32 (row i is image ``ids[i]``); ``failed``: (id, reason) of
-    the images that could not be read, in input order."""
+    """``embeddings``: N x D float32, row i is the image ``ids[i]`` (its path, or ``array:<i>``
+    for the i-th input array); ``failed``: (id, reason) of the images that could not be read,
+    in input order."""
     embeddings: np.ndarray
     ids: List[str]
     failed: List[Tuple[str, str]] = field(default_factory=list)
 
 
 def list_images(folder: str, recursive: bool = True) -> List[str]:
-    """The image files under ``folder`` (by extension, any case), sorted."""
+    """The image files under ``folder`` (extensions ``IMAGE_EXTENSIONS``, any case), sorted."""
     if not osp.isdir(folder):
         raise FileNotFoundError(f'image folder not found: {folder}')
     found = []
     for root, dirs, files in os.walk(folder):
-        dirs.sort()
         found += [osp.join(root, f) for f in files if f.lower().endswith(IMAGE_EXTENSIONS)]
         if not recursive:
             break
     if not found:
-        raise ValueError(f'no images ({", ".join(IMAGE_EXTENSIONS)}) under {folder}')
+        raise ValueError(f'no images ({", ".join(IMAGE_EXTENSIONS)}) under {folder}'
+                         + ('' if recursive else ' (sub-folders not searched)'))
     return sorted(found)
 
 
 def _as_items(images) -> List:
+    """A list of paths and/or RGB arrays; arrays are checked here, as they are not files that
+    may be unreadable but the caller's data."""
     if isinstance(images, str):
         return list_images(images) if osp.isdir(images) else [images]
     if isinstance(images, np.ndarray) and images.ndim == 3:
-        return [images]
-    return list(images)
+        images = [images]
+    items = list(images)
+    for i, item in enumerate(items):
+        if not isinstance(item, str) and not (isinstance(item, np.ndarray) and item.ndim == 3
+                                              and item.shape[2] == 3
+                                              and item.dtype == np.uint8):
+            raise ValueError(f'images[{i}]: expected a path or an H x W x 3 uint8 RGB array, '
+                             f'got {type(item).__name__} {getattr(item, "dtype", "")} '
+                             f'{getattr(item, "shape", "")}')
+    return items
+
+
+def _is_file_loader(transform: dict) -> bool:
+    return str(transform.get('type')).split('.')[-1] == 'LoadImageFromFile'
 
 
 class _ImageDataset(torch.utils.data.Dataset):
-    """Paths or H x W x 3 RGB uint8 arrays through a test pipeline; a failure is a result."""
+    """Paths or H x W x 3 RGB uint8 arrays through a test pipeline; a failure is an item
+    ``{'id', 'error'}`` instead of an exception, so that one bad file does not end the run.
+
+    ``CropBBox`` in a (landmark) pipeline is a no-op here: plain images carry no box.
+    """
 
     def __init__(self, items: Sequence, pipeline: Sequence[dict]):
         from mmengine.dataset import Compose
@@ -63,9 +84,13 @@ class _ImageDataset(torch.utils.data.Dataset):
         self.items = items
         with DefaultScope.overwrite_default_scope('irtbox'):
             self.pipeline = Compose([TRANSFORMS.build(t) for t in pipeline])
-            # Arrays are already decoded: the pipeline after LoadImageFromFile.
+            # Arrays are decoded already: the same pipeline without its file loader.
             self.array_pipeline = Compose([TRANSFORMS.build(t) for t in pipeline
-                                           if t.get('type') != 'LoadImageFromFile'])
+                                           if not _is_file_loader(t)])
+        if not any(_is_file_loader(t) for t in pipeline) and not all(
+                isinstance(item, str) for item in items):
+            raise ValueError('extract_features: the test pipeline has no LoadImageFromFile for '
+                             f'input arrays to replace: {[t.get("type") for t in pipeline]}')
 
     def __len__(self):
         return len(self.items)
@@ -77,37 +102,42 @@ class _ImageDataset(torch.utils.data.Dataset):
             if isinstance(item, str):
                 results = self.pipeline(dict(img_path=item, sample_idx=index))
             else:
-                results = self.array_pipeline(_array_results(item, index))
+                # mmcv decodes files to BGR; arrays come as RGB (what PIL gives).
+                img = np.ascontiguousarray(item[..., ::-1])
+                results = self.array_pipeline(dict(img=img, img_shape=img.shape[:2],
+                                                   ori_shape=img.shape[:2], sample_idx=index))
             if results is None:
-                raise ValueError('the pipeline dropped it')
+                raise ValueError('the test pipeline dropped it')
         except Exception as err:  # any decoding / transform failure: report it, go on
             return dict(id=name, error=f'{type(err).__name__}: {err}'.strip())
-        return dict(id=name, inputs=results['inputs'], data_samples=results['data_samples'])
+        # The data samples (labels, metainfo) play no part in the embedding.
+        return dict(id=name, inputs=results['inputs'])
 
 
-def _array_results(array, index) -> dict:
-    array = np.asarray(array)
-    if array.ndim != 3 or array.shape[2] != 3 or array.dtype != np.uint8:
-        raise ValueError(f'expected an H x W x 3 uint8 RGB array, got {array.dtype} '
-                         f'{array.shape}')
-    # The file pipeline decodes to BGR (mmcv); arrays are given as RGB.
-    img = np.ascontiguousarray(array[..., ::-1])
-    return dict(img=img, img_shape=img.shape[:2], ori_shape=img.shape[:2], sample_idx=index)
+def _collate(batch: Sequence[dict]) -> dict:
+    """DataLoader collate: ``ids`` and ``inputs`` of the images read, ``failed`` (id, reason)
+    of the others, ``size`` = len(batch). Same-size inputs are stacked into one B x 3 x H x W
+    uint8 tensor (one transfer from a worker instead of B, one batched normalisation; the
+    preprocessor gives the same result as for the list); else they stay a list."""
+    good = [b for b in batch if 'error' not in b]
+    inputs = [b['inputs'] for b in good]
+    if inputs and all(x.shape == inputs[0].shape for x in inputs):
+        inputs = torch.stack(inputs)
+    return dict(ids=[b['id'] for b in good], inputs=inputs, size=len(batch),
+                failed=[(b['id'], b['error']) for b in batch if 'error' in b])
 
 
-def _collate(batch):
-    return batch
-
-
-def _embed_items(model, items, batch_size, num_workers, progress, desc='embedding'):
-    """(embeddings, ids, failed) of ``items`` in order."""
-    from mmengine.dataset import pseudo_collate
+def _embed_items(model, items: Sequence, batch_size: int, num_workers: int, progress: bool,
+                 desc: str = 'embedding'):
+    """(N x D float32 embeddings, ids, failed) of ``items`` (paths or RGB arrays), in order."""
     from tqdm import tqdm
 
     from irtbox.utils.config import eval_pipeline
     if getattr(model, 'cfg', None) is None:
-        raise ValueError('extract_features: the model has no config (model.cfg); build it '
-                         'with irtbox.apis.init_model or get_model')
+        raise ValueError(f'extract_features: the model ({type(model).__name__}) has no config '
+                         '(model.cfg); build it with irtbox.apis.init_model or get_model')
+    if batch_size < 1:
+        raise ValueError(f'extract_features: batch_size must be positive, got {batch_size}')
     dataset = _ImageDataset(items, eval_pipeline(model.cfg))
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, num_workers=num_workers,
                                          collate_fn=_collate, shuffle=False)
@@ -116,57 +146,64 @@ def _embed_items(model, items, batch_size, num_workers, progress, desc='embeddin
     with torch.inference_mode(), tqdm(total=len(items), desc=desc, unit='img',
                                       disable=not progress) as bar:
         for batch in loader:
-            good = [b for b in batch if 'error' not in b]
-            failed += [(b['id'], b['error']) for b in batch if 'error' in b]
-            if good:
-                data = model.data_preprocessor(pseudo_collate(
-                    [dict(inputs=b['inputs'], data_samples=b['data_samples']) for b in good]),
-                    False)
-                embeddings.append(model(data['inputs'], mode='tensor').float().cpu().numpy())
-                ids += [b['id'] for b in good]
-            bar.update(len(batch))
-    dim = embeddings[0].shape[1] if embeddings else 0
-    return (np.concatenate(embeddings) if embeddings else np.zeros((0, dim), np.float32),
-            ids, failed)
+            failed += batch['failed']
+            if batch['ids']:
+                inputs = model.data_preprocessor(dict(inputs=batch['inputs']), False)['inputs']
+                embeddings.append(model(inputs, mode='tensor').float().cpu().numpy())
+                ids += batch['ids']
+            bar.update(batch['size'])
+    if not embeddings:
+        return np.zeros((0, 0), np.float32), ids, failed
+    return np.concatenate(embeddings).astype(np.float32, copy=False), ids, failed
 
 
-def _warn_failed(failed, total):
+def _warn_failed(failed: Sequence[Tuple[str, str]], total: int) -> None:
     if failed:
-        shown = '; '.join(f'{path} ({reason})' for path, reason in failed[:5])
+        shown = '; '.join(f'{path} ({reason})' for path, reason in failed[:SHOWN_FAILURES])
+        more = f' and {len(failed) - SHOWN_FAILURES} more' if len(failed) > SHOWN_FAILURES else ''
         print_log(f'{len(failed)} of {total} images could not be read and were skipped: '
-                  f'{shown}{" ..." if len(failed) > 5 else ""}', logger='current',
-                  level=logging.WARNING)
+                  f'{shown}{more}', logger='current', level=logging.WARNING)
 
 
 def extract_features(model, images: Union[str, Sequence], batch_size: int = 32,
-                     num_workers: int = 0, progress: bool = True) -> ExtractionResult:
-    """Embeddings of ``images`` (a folder, an image path, a list of paths, or H x W x 3 RGB
-    uint8 arrays), preprocessed by the config's test pipeline exactly as ``tools/test.py``
-    does (multi-scale and whitening when the model has them).
+                     num_workers: int = 0, progress: bool = True,
+                     device: Optional[Union[str, torch.device]] = None) -> ExtractionResult:
+    """Embeddings of ``images``, preprocessed by the config's test pipeline exactly as
+    ``tools/test.py`` does (and with the model's multi-scale test and whitening, if any).
 
     Args:
-        model: a retriever from ``init_model`` / ``get_model`` (it carries ``model.cfg``).
+        model: a retriever from ``init_model`` / ``get_model`` (it carries ``model.cfg``);
+            put in eval mode.
+        images: a folder (see :func:`list_images`), an image path, a list of paths, or
+            H x W x 3 uint8 arrays in RGB order (as PIL gives them; files are decoded to BGR
+            by the pipeline and arrays are flipped to match).
         batch_size: images per forward pass.
         num_workers: image-decoding processes (0: in this process).
         progress: a progress bar over images.
+        device: where to run (e.g. ``'cuda'``); the model is moved there. None: where the
+            model is.
+
+    Returns:
+        ExtractionResult: N x D float32 L2-normalised embeddings and the ids of the images
+        read; unreadable files are in ``failed`` and a warning, not in the embeddings.
     """
     items = _as_items(images)
+    if device is not None:
+        model.to(device)
     embeddings, ids, failed = _embed_items(model, items, batch_size, num_workers, progress)
     _warn_failed(failed, len(items))
-    return ExtractionResult(embeddings.astype(np.float32), ids, failed)
+    return ExtractionResult(embeddings, ids, failed)
 
 
 # Shards: big collections, resumable, several processes.
-
-def _list_digest(paths: Sequence[str]) -> str:
-    return hashlib.sha256('\n'.join(paths).encode()).hexdigest()
-
 
 def _shard_path(out_dir: str, index: int) -> str:
     return osp.join(out_dir, 'shards', f'shard_{index:06d}.npz')
 
 
 def _atomic_savez(path: str, **arrays) -> None:
+    """``np.savez`` to a temporary name in the same folder, then renamed into place: a reader
+    sees the whole file or none."""
     tmp = f'{path}.{os.getpid()}.tmp.npz'
     np.savez(tmp, **arrays)
     with open(tmp, 'rb') as f:
@@ -174,48 +211,87 @@ def _atomic_savez(path: str, **arrays) -> None:
     os.replace(tmp, path)
 
 
-def prepare_shards(out_dir: str, paths: Sequence[str], shard_size: int, resume: bool,
+def _result_arrays(embeddings: np.ndarray, ids: Sequence[str],
+                   failed: Sequence[Tuple[str, str]]) -> Dict[str, np.ndarray]:
+    # Fixed-width unicode arrays (not objects): readable with np.load's allow_pickle=False.
+    return dict(embeddings=embeddings.astype(np.float32, copy=False), ids=np.array(ids, str),
+                failed_ids=np.array([f[0] for f in failed], str),
+                failed_reasons=np.array([f[1] for f in failed], str))
+
+
+def _job_manifest(model, paths: Sequence[str], shard_size: int) -> dict:
+    """What a resumed extraction must share with the first one: images, sharding, and the
+    model's weights and preprocessing (else two models' embeddings would be merged)."""
+    from irtbox.search.identity import COMPARED, model_identity
+    identity = model_identity(model)
+    return dict(images=len(paths),
+                images_sha256=hashlib.sha256('\n'.join(paths).encode()).hexdigest(),
+                shard_size=shard_size, shards=-(-len(paths) // shard_size),
+                model={k: identity[k] for k in COMPARED})
+
+
+def _differences(found: dict, wanted: dict, changed: Sequence[str]) -> str:
+    out = []
+    for key in changed:
+        if key == 'model':  # digests: name the fields rather than print them
+            earlier = found.get('model') or {}
+            out.append('model: ' + ', '.join(k for k in wanted['model']
+                                             if earlier.get(k) != wanted['model'][k]))
+        else:
+            out.append(f'{key}: {found.get(key)} then, {wanted[key]} now')
+    return '; '.join(out)
+
+
+def prepare_shards(model, out_dir: str, paths: Sequence[str], shard_size: int, resume: bool,
                    write: bool = True) -> None:
-    """Write the shard manifest of ``out_dir`` (``write``), or check that an existing one
-    describes the same job (image list and shard size) and that ``resume`` allows it."""
+    """Write the manifest ``out_dir/shards.json`` of an extraction (``write``), or check that
+    the one there describes the same job (image list, shard size, model) and that ``resume``
+    allows continuing it. Raises FileExistsError / ValueError naming what differs."""
     path = osp.join(out_dir, SHARDS_MANIFEST)
-    wanted = dict(images=len(paths), images_sha256=_list_digest(paths), shard_size=shard_size,
-                  shards=-(-len(paths) // shard_size))
+    wanted = _job_manifest(model, paths, shard_size)
     if osp.isfile(path):
         if not resume:
             raise FileExistsError(f'{out_dir} holds shards of an earlier extraction; pass '
-                                  '--resume to continue it, or choose another output folder')
+                                  '--resume (resume=True) to continue it, or choose another '
+                                  'output folder')
         with open(path) as f:
             found = json.load(f)
-        if found != wanted:
-            changed = [k for k in wanted if found.get(k) != wanted[k]]
+        changed = [k for k in wanted if found.get(k) != wanted[k]]
+        if changed:
             raise ValueError(f'cannot resume in {out_dir}: the earlier extraction had other '
-                             f'{", ".join(changed)} ({ {k: found.get(k) for k in changed} } vs '
-                             f'{ {k: wanted[k] for k in changed} }); use a new output folder')
+                             f'{", ".join(changed)} ({_differences(found, wanted, changed)}); '
+                             'use a new output folder')
     elif not write:
         raise FileNotFoundError(f'{path} is missing: rank 0 prepares the shards first')
     else:
         os.makedirs(osp.join(out_dir, 'shards'), exist_ok=True)
         with open(path + '.tmp', 'w') as f:
-            json.dump(wanted, f)
+            json.dump(wanted, f, indent=1)
         os.replace(path + '.tmp', path)
 
 
 def extract_to_shards(model, paths: Sequence[str], out_dir: str, shard_size: int = 4096,
                       rank: int = 0, world_size: int = 1, batch_size: int = 32,
-                      num_workers: int = 0, resume: bool = False,
-                      progress: bool = True) -> List[int]:
-    """Embed ``paths`` in shards of ``shard_size`` images written to
-    ``out_dir/shards/shard_<i>.npz`` (atomically); rank ``r`` of ``world_size`` takes the
-    shards ``i % world_size == r``. With ``resume`` the shards already written are kept
-    (the job must be the same: image list and shard size). With several processes, rank 0
-    runs :func:`prepare_shards` before the others start (a barrier), and every rank then
-    passes ``resume=True``. Returns the shards computed."""
+                      num_workers: int = 0, resume: bool = False, progress: bool = True,
+                      device: Optional[Union[str, torch.device]] = None) -> List[int]:
+    """Embed ``paths`` in shards of ``shard_size`` images, each written to
+    ``out_dir/shards/shard_<i:06d>.npz`` (embeddings, ids, failed_ids, failed_reasons)
+    atomically as soon as it is done; rank ``r`` of ``world_size`` takes the shards
+    ``i % world_size == r``. Shards already there are kept when ``resume`` is set (the job must
+    be the same: see :func:`prepare_shards`), refused otherwise.
+
+    With several processes, rank 0 runs :func:`prepare_shards` (with the user's ``resume``)
+    before the others start (a barrier), and every rank then passes ``resume=True``.
+
+    Returns:
+        list[int]: the shards this call computed.
+    """
     paths = list(paths)
     if shard_size < 1:
         raise ValueError(f'shard_size must be positive, got {shard_size}')
-    prepare_shards(out_dir, paths, shard_size, resume, write=rank == 0)
-    os.makedirs(osp.join(out_dir, 'shards'), exist_ok=True)
+    if device is not None:
+        model.to(device)
+    prepare_shards(model, out_dir, paths, shard_size, resume, write=rank == 0)
     count = -(-len(paths) // shard_size)
     done = []
     for index in range(rank, count, world_size):
@@ -225,38 +301,40 @@ def extract_to_shards(model, paths: Sequence[str], out_dir: str, shard_size: int
         chunk = paths[index * shard_size:(index + 1) * shard_size]
         embeddings, ids, failed = _embed_items(model, chunk, batch_size, num_workers, progress,
                                                desc=f'shard {index + 1}/{count}')
-        _atomic_savez(target, embeddings=embeddings.astype(np.float32), ids=np.array(ids),
-                      failed_ids=np.array([f[0] for f in failed]),
-                      failed_reasons=np.array([f[1] for f in failed]))
+        _atomic_savez(target, **_result_arrays(embeddings, ids, failed))
         done.append(index)
     return done
 
 
 def merge_shards(out_dir: str) -> ExtractionResult:
-    """The shards of ``out_dir`` in order, as one result; a missing shard is an error."""
-    with open(osp.join(out_dir, SHARDS_MANIFEST)) as f:
+    """The shards of ``out_dir`` in order, as one result (and a warning listing the unreadable
+    images); a missing shard is an error naming it."""
+    path = osp.join(out_dir, SHARDS_MANIFEST)
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'{path} not found: {out_dir} holds no sharded extraction')
+    with open(path) as f:
         manifest = json.load(f)
+    missing = [_shard_path(out_dir, i) for i in range(manifest['shards'])
+               if not osp.isfile(_shard_path(out_dir, i))]
+    if missing:
+        raise FileNotFoundError(f'{len(missing)} of {manifest["shards"]} shards are missing '
+                                f'({", ".join(missing[:3])}{" ..." if len(missing) > 3 else ""})'
+                                ': the extraction is not finished; run it again with --resume')
     embeddings, ids, failed = [], [], []
     for index in range(manifest['shards']):
-        path = _shard_path(out_dir, index)
-        if not osp.isfile(path):
-            raise FileNotFoundError(f'shard {path} is missing: the extraction is not finished '
-                                    '(run it again with --resume)')
-        with np.load(path) as shard:
-            embeddings.append(shard['embeddings'])
+        with np.load(_shard_path(out_dir, index)) as shard:
+            if len(shard['ids']):
+                embeddings.append(shard['embeddings'])
             ids += shard['ids'].tolist()
             failed += list(zip(shard['failed_ids'].tolist(), shard['failed_reasons'].tolist()))
-    dims = {e.shape[1] for e in embeddings if len(e)}
-    result = ExtractionResult(np.concatenate([e for e in embeddings if len(e)])
-                              if dims else np.zeros((0, 0), np.float32), ids, failed)
     _warn_failed(failed, manifest['images'])
-    return result
+    return ExtractionResult(np.concatenate(embeddings) if embeddings
+                            else np.zeros((0, 0), np.float32), ids, failed)
 
 
 def save_features(path: str, result: ExtractionResult, **extra) -> None:
-    """``result`` as ``.npz`` (embeddings, ids, failed_ids, failed_reasons), atomically."""
+    """``result`` as ``.npz`` (embeddings, ids, failed_ids, failed_reasons, plus ``extra``
+    arrays), written atomically."""
     os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
-    _atomic_savez(path, embeddings=result.embeddings, ids=np.array(result.ids),
-                  failed_ids=np.array([f[0] for f in result.failed]),
-                  failed_reasons=np.array([f[1] for f in result.failed]),
+    _atomic_savez(path, **_result_arrays(result.embeddings, result.ids, result.failed),
                   **{k: np.asarray(v) for k, v in extra.items()})

@@ -37,6 +37,17 @@ def init_distributed(launcher: str, backend: str = None, port: int = None) -> No
     dist.init_process_group(backend=backend)
 
 
+def finish_distributed() -> None:
+    """End a job's process group once every rank is done (no-op without one).
+
+    Without it gloo's threads are still running when the interpreter exits, which can abort
+    a finished rank ("terminate called without an active exception") and fail the job.
+    """
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 def _slurm_env(port: int = None) -> None:
     proc_id = int(os.environ['SLURM_PROCID'])
     ntasks = int(os.environ['SLURM_NTASKS'])

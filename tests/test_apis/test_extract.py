@@ -1,5 +1,6 @@
 """extract_features: the test pipeline exactly as tools/test.py applies it, files and arrays
 alike, unreadable files skipped and listed."""
+import copy
 import logging
 import os.path as osp
 import shutil
@@ -8,15 +9,15 @@ import cv2
 import numpy as np
 import pytest
 import torch
-from mmengine.dataset import pseudo_collate
 from mmengine.registry import DefaultScope
+from mmengine.runner import Runner
 
+import irtbox.apis.extract as extract_module
 from irtbox.apis import extract_features, init_model, list_images
-from irtbox.datasets import SOPDataset
 from irtbox.utils.config import eval_pipeline
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-TINY = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')
+TINY = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')  # bgr_to_rgb=True
 SOP = osp.join(ROOT, 'tests', 'data', 'sop')
 
 
@@ -26,17 +27,42 @@ def model():
     return init_model(TINY)
 
 
-def test_equals_the_test_dataloader_path(model):
+@pytest.fixture
+def photos(tmp_path):
+    """Two class folders of SOP photos plus a grayscale and an RGBA PNG."""
+    folder = tmp_path / 'photos'
+    for name in ('chair_final', 'cabinet_final'):
+        shutil.copytree(osp.join(SOP, name), folder / name)
+    rgb = cv2.imread(list_images(SOP)[0])
+    cv2.imwrite(str(folder / 'chair_final' / 'gray.png'), cv2.cvtColor(rgb, cv2.COLOR_BGR2GRAY))
+    cv2.imwrite(str(folder / 'chair_final' / 'rgba.png'), cv2.cvtColor(rgb, cv2.COLOR_BGR2BGRA))
+    return str(folder)
+
+
+@pytest.fixture
+def warnings_logged(monkeypatch):
+    logged = []
+    monkeypatch.setattr(extract_module, 'print_log',
+                        lambda msg, logger=None, level=logging.INFO: logged.append((level, msg)))
+    return logged
+
+
+def test_equals_the_test_dataloader(model, photos):
+    """The config's test dataloader (as tools/test.py builds it) over a FolderDataset."""
+    loader_cfg = copy.deepcopy(model.cfg.test_dataloader)
+    loader_cfg.dataset = dict(type='FolderDataset', data_root=photos, split=None,
+                              pipeline=eval_pipeline(model.cfg))
     with DefaultScope.overwrite_default_scope('irtbox'):
-        dataset = SOPDataset(data_root=SOP, split='test', pipeline=eval_pipeline(model.cfg))
-    paths = [dataset.get_data_info(i)['img_path'] for i in range(len(dataset))]
-    batch = model.data_preprocessor(pseudo_collate([dataset[i] for i in range(len(dataset))]),
-                                    False)
+        loader = Runner.build_dataloader(loader_cfg)
+    expected, paths = [], []
     with torch.no_grad():
-        expected = model(batch['inputs'], mode='tensor').numpy()
-    result = extract_features(model, paths, batch_size=3, progress=False)
-    assert result.ids == paths and not result.failed
-    np.testing.assert_allclose(result.embeddings, expected, atol=1e-6)
+        for batch in loader:
+            expected.append(model(model.data_preprocessor(batch, False)['inputs'],
+                                  mode='tensor').numpy())
+            paths += [s.img_path for s in batch['data_samples']]
+    result = extract_features(model, photos, batch_size=3, progress=False, device='cpu')
+    assert result.ids == paths and len(paths) == 16 and not result.failed
+    np.testing.assert_allclose(result.embeddings, np.concatenate(expected), atol=1e-6)
     assert result.embeddings.dtype == np.float32
 
 
@@ -49,34 +75,53 @@ def test_rgb_arrays_equal_files(model):
     np.testing.assert_allclose(from_arrays.embeddings, from_files.embeddings, atol=1e-6)
     bgr = extract_features(model, [a[..., ::-1].copy() for a in arrays], progress=False)
     assert not np.allclose(bgr.embeddings, from_files.embeddings)  # the order matters
+    one = extract_features(model, arrays[0], progress=False)  # a single array
+    np.testing.assert_allclose(one.embeddings, from_files.embeddings[:1], atol=1e-6)
 
 
-def test_unreadable_files_are_listed(model, tmp_path, monkeypatch):
+def test_bad_arrays_are_refused(model):
+    image = np.zeros((8, 8, 3), np.uint8)
+    with pytest.raises(ValueError, match=r'images\[1\]: expected a path or an H x W x 3 uint8'):
+        extract_features(model, [image, image.astype(np.float32)], progress=False)
+
+
+def test_unreadable_files_are_listed(model, tmp_path, warnings_logged):
     folder = tmp_path / 'photos'
     folder.mkdir()
     good = list_images(SOP)[:3]
     for i, path in enumerate(good):
         shutil.copy(path, folder / f'{i}.jpg')
-    (folder / 'empty.jpg').write_bytes(b'')
-    (folder / 'text.png').write_text('hello')
     with open(good[0], 'rb') as f:
-        (folder / 'cut.jpg').write_bytes(f.read()[:200])
+        data = f.read()
+    (folder / 'cut.jpg').write_bytes(data[:len(data) * 2 // 3])
+    png = cv2.imencode('.png', cv2.imread(good[0]))[1].tobytes()
+    (folder / 'cut.png').write_bytes(png[:len(png) // 2])
+    (folder / 'empty.jpg').write_bytes(b'')
+    (folder / 'text.JPG').write_text('hello')
     (folder / 'readme.txt').write_text('not listed: not an image extension')
-    import irtbox.apis.extract as extract_module
-    logged = []
-    monkeypatch.setattr(extract_module, 'print_log',
-                        lambda msg, logger=None, level=logging.INFO: logged.append((level, msg)))
     result = extract_features(model, str(folder), progress=False, num_workers=2)
     failed = {osp.basename(path) for path, _ in result.failed}
-    assert failed == {'empty.jpg', 'text.png', 'cut.jpg'}
+    assert failed == {'cut.jpg', 'cut.png', 'empty.jpg', 'text.JPG'}
+    assert all(reason for _, reason in result.failed)
     assert [osp.basename(i) for i in result.ids] == ['0.jpg', '1.jpg', '2.jpg']
     assert result.embeddings.shape == (3, 32)
-    [(level, message)] = logged
-    assert level == logging.WARNING and '3 of 6 images could not be read' in message
+    [(level, message)] = warnings_logged
+    assert level == logging.WARNING and '4 of 7 images could not be read' in message
     assert all(name in message for name in failed)
 
 
-def test_list_images_errors(tmp_path):
+def test_crop_bbox_is_a_no_op_without_a_box(model):
+    """Landmark test pipelines crop query boxes; plain images have none."""
+    paths = list_images(SOP)[:2]
+    cropping = copy.deepcopy(model)
+    cropping.cfg.test_dataloader.dataset.pipeline.insert(1, dict(type='CropBBox'))
+    types = [t['type'] for t in eval_pipeline(cropping.cfg)]
+    assert types[:2] == ['LoadImageFromFile', 'CropBBox']
+    np.testing.assert_array_equal(extract_features(cropping, paths, progress=False).embeddings,
+                                  extract_features(model, paths, progress=False).embeddings)
+
+
+def test_list_images(tmp_path):
     with pytest.raises(FileNotFoundError, match='image folder not found'):
         list_images(str(tmp_path / 'nowhere'))
     (tmp_path / 'a.txt').write_text('x')
@@ -84,11 +129,13 @@ def test_list_images_errors(tmp_path):
         list_images(str(tmp_path))
     (tmp_path / 'sub').mkdir()
     (tmp_path / 'sub' / 'B.JPG').write_bytes(b'')
-    (tmp_path / 'A.png').write_bytes(b'')
-    assert list_images(str(tmp_path)) == [str(tmp_path / 'A.png'), str(tmp_path / 'sub' / 'B.JPG')]
-    assert list_images(str(tmp_path), recursive=False) == [str(tmp_path / 'A.png')]
+    (tmp_path / 'sub' / 'c.webp').write_bytes(b'')
+    (tmp_path / 'A.tiff').write_bytes(b'')
+    expected = [tmp_path / 'A.tiff', tmp_path / 'sub' / 'B.JPG', tmp_path / 'sub' / 'c.webp']
+    assert list_images(str(tmp_path)) == [str(p) for p in expected]
+    assert list_images(str(tmp_path), recursive=False) == [str(tmp_path / 'A.tiff')]
 
 
-def test_model_without_config(tmp_path):
-    with pytest.raises(ValueError, match='has no config'):
+def test_model_without_config():
+    with pytest.raises(ValueError, match=r'\(Linear\) has no config'):
         extract_features(torch.nn.Linear(2, 2), list_images(SOP)[:1], progress=False)

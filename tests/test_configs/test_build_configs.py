@@ -383,7 +383,12 @@ def test_metafile_lists_every_irt_config():
     listed = set()
     for entry in meta['Models']:
         assert entry['In Collection'] in collections
-        assert entry['Weights'] is None
+        # Only the untrained IRT_O entries have weights: the backbone's own (timm).
+        if entry['Name'].startswith('irt-o_'):
+            assert entry['Weights'] == dict(Source='timm',
+                                            Pretrained='deit_small_patch16_224.fb_in1k')
+        else:
+            assert entry['Weights'] is None, entry['Name']
         assert entry['Name'] == osp.splitext(osp.basename(entry['Config']))[0]
         assert osp.isfile(osp.join(ROOT, entry['Config'])), entry['Config']
         for result in entry['Results']:

@@ -1,0 +1,218 @@
+"""Export a retriever as image -> L2-normalised embedding (ONNX or TorchScript), checked
+numerically against PyTorch right after export.
+
+The exported graph takes a B x 3 x H x W batch of RGB images, uint8 (or float) in 0-255,
+and returns B x D float32 L2-normalised embeddings. Inside: the cast to float, the channel
+flip when the model was trained on BGR input, the data preprocessor's ``(x - mean) / std``,
+and ``model.extract_feat`` (multi-scale test scales and learned whitening included).
+"""
+import json
+import os
+import os.path as osp
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+FORMATS = ('onnx', 'torchscript')
+MAX_ABS_TOL = 1e-4
+MIN_COSINE = 0.99999
+
+
+class ExportCheckError(RuntimeError):
+    """The exported model does not reproduce the PyTorch model's embeddings."""
+
+
+def model_sees_bgr(cfg, model) -> bool:
+    """Whether the model was trained on BGR input: the test pipeline's
+    ``LoadImageFromFile`` decodes BGR unless ``channel_order='rgb'``, and the data
+    preprocessor flips the channels when it has ``bgr_to_rgb`` / ``rgb_to_bgr``."""
+    from irtbox.utils.config import eval_pipeline
+    loads = [t for t in eval_pipeline(cfg) if t.get('type') == 'LoadImageFromFile']
+    decoded_bgr = not loads or loads[0].get('channel_order', 'bgr') == 'bgr'
+    flips = bool(getattr(model.data_preprocessor, '_channel_conversion', False))
+    return decoded_bgr != flips
+
+
+class EmbeddingExport(nn.Module):
+    """RGB 0-255 images (B x 3 x H x W, uint8 or float) -> B x D L2-normalised embeddings."""
+
+    def __init__(self, model: nn.Module, flip_channels: bool):
+        super().__init__()
+        self.model = model.eval()
+        self.flip_channels = flip_channels
+        preprocessor = model.data_preprocessor
+        self.register_buffer('mean', preprocessor.mean.detach().clone().view(1, -1, 1, 1))
+        self.register_buffer('std', preprocessor.std.detach().clone().view(1, -1, 1, 1))
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        x = images.float()
+        if self.flip_channels:
+            x = x.flip(1)
+        x = (x - self.mean) / self.std
+        return F.normalize(self.model.extract_feat(x), dim=-1)
+
+
+def load_check_images(cfg, count: int, size: Tuple[int, int]) -> Tuple[torch.Tensor, str]:
+    """(count x 3 x H x W uint8 RGB images, where they come from): the config's test images
+    resized to ``size`` when the test dataset can be built, else seeded random pixels."""
+    import cv2
+    from mmengine.registry import DefaultScope
+
+    from irtbox.registry import DATASETS
+    try:
+        with DefaultScope.overwrite_default_scope('irtbox'):
+            dataset = DATASETS.build(dict(cfg.test_dataloader.dataset, pipeline=[]))
+        paths = [dataset.get_data_info(i)['img_path'] for i in range(min(count, len(dataset)))]
+        images = [cv2.imread(p, cv2.IMREAD_COLOR) for p in paths]
+        if len(images) == count and all(i is not None for i in images):
+            batch = np.stack([cv2.resize(i, size[::-1])[..., ::-1] for i in images])
+            source = f'{count} test images of {cfg.test_dataloader.dataset.get("type")}'
+            return torch.from_numpy(np.ascontiguousarray(batch.transpose(0, 3, 1, 2))), source
+    except Exception:  # noqa: BLE001  (no dataset here: random pixels are the fallback)
+        pass
+    generator = torch.Generator().manual_seed(0)
+    return (torch.randint(0, 256, (count, 3, *size), dtype=torch.uint8, generator=generator),
+            'random pixels (the test dataset could not be read)')
+
+
+def export_onnx(module: nn.Module, example: torch.Tensor, path: str, dynamic_batch: bool,
+                dynamic_size: bool, opset: int, dynamo: bool) -> None:
+    axes = {}
+    if dynamic_batch:
+        axes[0] = 'batch'
+    if dynamic_size:
+        axes.update({2: 'height', 3: 'width'})
+    kwargs = dict(input_names=['images'], output_names=['embeddings'], opset_version=opset)
+    if dynamo:
+        dims = {i: torch.export.Dim.AUTO for i in axes}
+        torch.onnx.export(module, (example,), path, dynamo=True,
+                          dynamic_shapes=({**dims},) if dims else None, **kwargs)
+    else:
+        torch.onnx.export(module, (example,), path, dynamo=False,
+                          dynamic_axes={'images': axes, 'embeddings': {0: 'batch'}
+                                        if dynamic_batch else {}}, **kwargs)
+
+
+def export_torchscript(module: nn.Module, example: torch.Tensor, path: str) -> None:
+    with torch.no_grad():
+        traced = torch.jit.trace(module, (example,), check_trace=False)
+    torch.jit.save(traced, path)
+
+
+def run_exported(path: str, fmt: str, images: torch.Tensor) -> np.ndarray:
+    """Embeddings the exported file computes (onnxruntime on the CPU, or torch.jit)."""
+    if fmt == 'onnx':
+        import onnxruntime
+        session = onnxruntime.InferenceSession(path, providers=['CPUExecutionProvider'])
+        return session.run(None, {session.get_inputs()[0].name: images.numpy()})[0]
+    with torch.no_grad():
+        return torch.jit.load(path)(images).numpy()
+
+
+def compare(expected: np.ndarray, got: np.ndarray) -> Dict[str, float]:
+    """Max absolute difference and minimum cosine similarity of two B x D arrays."""
+    if expected.shape != got.shape:
+        return dict(max_abs=float('inf'), min_cosine=-1.0)
+    cos = (expected * got).sum(1) / np.maximum(
+        np.linalg.norm(expected, axis=1) * np.linalg.norm(got, axis=1), 1e-12)
+    return dict(max_abs=float(np.abs(expected - got).max()), min_cosine=float(cos.min()))
+
+
+def _check_cases(images: torch.Tensor, dynamic_batch: bool, dynamic_size: bool,
+                 size: Tuple[int, int]) -> List[Tuple[str, torch.Tensor]]:
+    import cv2
+    cases = [(f'batch {len(images)} at {size[0]}x{size[1]}', images)]
+    if dynamic_batch:
+        cases.append((f'batch {max(1, len(images) - 1)}', images[:max(1, len(images) - 1)]))
+    if dynamic_size:
+        other = (size[0] + 32, size[1] + 16)
+        resized = np.stack([cv2.resize(i, other[::-1]) for i in images.permute(0, 2, 3, 1).numpy()])
+        cases.append((f'size {other[0]}x{other[1]}',
+                      torch.from_numpy(np.ascontiguousarray(resized.transpose(0, 3, 1, 2)))))
+    return cases
+
+
+def export_model(model: nn.Module, fmt: str, out: str, input_size: Optional[Sequence[int]] = None,
+                 dynamic_batch: bool = False, dynamic_size: bool = False, batch_size: int = 4,
+                 input_dtype: str = 'uint8', opset: int = 17, dynamo: bool = False,
+                 log=print) -> Dict:
+    """Export ``model`` (from ``init_model``) to ``out`` and check it; returns the report
+    also written to ``out + '.json'``. The file appears under ``out`` only if every check
+    passes (max-abs <= 1e-4 and cosine >= 0.99999 for each batch/size checked); otherwise
+    :class:`ExportCheckError` says which case failed and by how much."""
+    from irtbox.utils.config import eval_input_size
+    if fmt not in FORMATS:
+        raise ValueError(f'format must be one of {FORMATS}, got {fmt!r}')
+    if input_dtype not in ('uint8', 'float32'):
+        raise ValueError(f"input dtype must be 'uint8' or 'float32', got {input_dtype!r}")
+    size = tuple(input_size) if input_size else eval_input_size(model.cfg)
+    module = EmbeddingExport(model, model_sees_bgr(model.cfg, model)).eval()
+    images, source = load_check_images(model.cfg, batch_size, size)
+    cast = (lambda x: x) if input_dtype == 'uint8' else (lambda x: x.float())
+    cases = _check_cases(images, dynamic_batch, dynamic_size, size)
+    if dynamic_size:
+        name, batch = cases[-1]
+        try:
+            with torch.no_grad():
+                module(cast(batch))
+        except Exception as err:  # noqa: BLE001  (timm asserts on a fixed image size)
+            raise ValueError(f'--dynamic-size: the PyTorch model itself does not accept the '
+                             f'check\'s {name} ({type(err).__name__}: {err}); it has a fixed '
+                             'input size, so export it without --dynamic-size') from None
+    tmp = f'{out}.{os.getpid()}.tmp'
+    os.makedirs(osp.dirname(osp.abspath(out)), exist_ok=True)
+    try:
+        if fmt == 'onnx':
+            export_onnx(module, cast(images), tmp, dynamic_batch, dynamic_size, opset, dynamo)
+        else:
+            export_torchscript(module, cast(images), tmp)
+        checks = []
+        for name, batch in cases:
+            with torch.no_grad():
+                expected = module(cast(batch)).numpy()
+            try:
+                got = run_exported(tmp, fmt, cast(batch))
+                result = compare(expected, got)
+            except Exception as err:  # noqa: BLE001  (the runtime refused this input)
+                result = dict(max_abs=float('inf'), min_cosine=-1.0,
+                              error=f'{type(err).__name__}: {str(err).splitlines()[0][:300]}')
+            result['case'] = name
+            checks.append(result)
+            log(f'check {name}: max |diff| {result["max_abs"]:.2e}, min cosine '
+                f'{result["min_cosine"]:.7f}' + (f' ({result["error"]})' if 'error' in result
+                                                 else ''))
+        failed = [c for c in checks if not (c['max_abs'] <= MAX_ABS_TOL and
+                                            c['min_cosine'] >= MIN_COSINE)]
+        if failed:
+            hint = ''
+            if any(c['case'].startswith('size') for c in failed):
+                hint = (' The exported graph does not generalise to other input sizes '
+                        '(tracing fixed the size); export at the size you serve, without '
+                        '--dynamic-size' + (', or try --dynamo' if fmt == 'onnx' and not dynamo
+                                            else '') + '.')
+            raise ExportCheckError(
+                f'{fmt} export of {getattr(model.cfg, "filename", "the model")} does not match '
+                f'PyTorch: ' + '; '.join(f'{c["case"]}: max |diff| {c["max_abs"]:.2e}, min '
+                                         f'cosine {c["min_cosine"]:.7f}' for c in failed) +
+                f' (limits: {MAX_ABS_TOL:g}, {MIN_COSINE}).{hint} Nothing was written to {out}.')
+        os.replace(tmp, out)
+    finally:
+        if osp.exists(tmp):
+            os.remove(tmp)
+    with torch.no_grad():
+        dim = int(module(cast(images[:1])).shape[1])
+    report = dict(
+        format=fmt, file=osp.basename(out), exporter=('dynamo' if dynamo else 'torchscript-trace')
+        if fmt == 'onnx' else 'torch.jit.trace', opset=opset if fmt == 'onnx' else None,
+        input=dict(name='images', layout='NCHW', channels='RGB', dtype=input_dtype,
+                   range='0-255', height=size[0], width=size[1],
+                   dynamic_batch=dynamic_batch, dynamic_size=dynamic_size),
+        output=dict(name='embeddings', dim=dim, l2_normalized=True),
+        config=getattr(model.cfg, 'filename', None), checkpoint=getattr(model, 'checkpoint', None),
+        check_images=source, checks=checks)
+    with open(out + '.json', 'w') as f:
+        json.dump(report, f, indent=2)
+    return report

@@ -1,0 +1,157 @@
+"""tools/deployment/export.py on tiny random-weight versions of each family we ship, checked
+numerically by the tool itself (onnxruntime / torch.jit against PyTorch) and here again."""
+import json
+import os
+import os.path as osp
+
+import numpy as np
+import pytest
+import torch
+
+from irtbox.apis import init_model
+from irtbox.deployment import EmbeddingExport, export_model, model_sees_bgr
+from irtbox.utils.config import load_config
+from tools.deployment import export as export_tool
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+QUICKSTART = 'configs/quickstart/irt-r_vit-tiny_1xb64-500_digits.py'
+FAMILIES = {
+    # IRT: DeiT-S recipe (bgr_to_rgb), one block.
+    'irt-deit': ('configs/irt/irt-r_deit-s_1xb64-35k_sop.py', [
+        'model.backbone.pretrained=False', 'model.backbone.depth=1',
+        'model.backbone.embed_dim=64', 'model.backbone.num_heads=2',
+        'model.head.losses.contrastive.embed_dim=64'], (224, 224)),
+    # DToP: the hybrid R50 stem + ViT with dynamic position embedding, the DToP neck,
+    # 3 test scales and learned whitening.
+    'dtop': ('configs/dtop/dtop_r50-vit-b_8xb8-30e_sfm120k.py', [
+        'model.backbone.pretrained=False', 'model.backbone.depth=2',
+        'model.backbone.embed_dim=64', 'model.backbone.num_heads=2',
+        'model.backbone.out_indices=[-2,-1]', 'model.neck.0.in_channels=64',
+        'model.backbone.img_size=64', 'model.whitening.in_dim=128',
+        'model.head.losses.arcface.embed_dim=128'], (64, 64)),
+    # GeM ResNet-50 (landmarks, IRT Table 6 baseline).
+    'gem-resnet': ('configs/irt/landmarks/irt-l_r50-gem_1xb5-100e_sfm120k.py', [
+        'model.backbone.pretrained=False'], (96, 96)),
+    # The recipe benchmark's DINOv2 ViT-B/14, one block, 28 x 28.
+    'dinov2': ('configs/dml_benchmark/dml_dinov2-vit-b_arcface_1xb256-39k_cub.py', [
+        'model.backbone.pretrained=False', 'model.backbone.depth=1',
+        'model.backbone.img_size=28', 'model.backbone.init_values=1.0'], (28, 28)),
+}
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    monkeypatch.setenv('HF_HUB_OFFLINE', '1')
+    monkeypatch.setenv('IRTBOX_OFFLINE', '1')
+
+
+def checkpoint_of(config, opts, path):
+    """A random-weight checkpoint of the reduced model, its whitening (if any) fitted."""
+    cfg_options = export_tool.parse_args(
+        [config, 'none', '--format', 'onnx', '--out', 'x', '--cfg-options', *opts]).cfg_options \
+        if opts else None
+    torch.manual_seed(0)
+    model = init_model(osp.join(ROOT, config), cfg_options=cfg_options)
+    if model.whitening is not None:
+        dim = model.whitening.mean.shape[0]
+        q, _ = torch.linalg.qr(torch.randn(dim, dim))
+        out_dim = model.whitening.projection.shape[0]
+        model.whitening.set_projection(0.01 * torch.randn(dim), q[:out_dim])
+    torch.save({'state_dict': model.state_dict()}, path)
+    return model, cfg_options
+
+
+@pytest.mark.parametrize('fmt', ['onnx', 'torchscript'])
+@pytest.mark.parametrize('family', sorted(FAMILIES))
+def test_families_export_and_match(family, fmt, tmp_path):
+    config, opts, size = FAMILIES[family]
+    ckpt = str(tmp_path / 'model.pth')
+    model, _ = checkpoint_of(config, opts, ckpt)
+    out = str(tmp_path / f'model.{"onnx" if fmt == "onnx" else "pt"}')
+    argv = [osp.join(ROOT, config), ckpt, '--format', fmt, '--out', out, '--dynamic-batch',
+            '--input-size', str(size[0]), str(size[1]), '--batch-size', '3',
+            '--cfg-options', *opts]
+    if family == 'dtop':
+        argv += ['--dynamic-size']
+    report = export_tool.main(argv)
+    assert osp.isfile(out) and [c['case'] for c in report['checks']][:2] == [
+        f'batch 3 at {size[0]}x{size[1]}', 'batch 2']
+    with open(out + '.json') as f:
+        assert json.load(f)['output']['dim'] == report['output']['dim']
+    # Independently of the tool: the file on 5 fresh images equals the eager model.
+    generator = torch.Generator().manual_seed(7)
+    sizes = [size] + ([(size[0] + 16, size[1] - 8)] if '--dynamic-size' in argv else [])
+    for h, w in sizes:
+        images = torch.randint(0, 256, (5, 3, h, w), dtype=torch.uint8, generator=generator)
+        with torch.no_grad():
+            expected = EmbeddingExport(model, model_sees_bgr(model.cfg, model))(images).numpy()
+        if fmt == 'onnx':
+            import onnxruntime
+            session = onnxruntime.InferenceSession(out, providers=['CPUExecutionProvider'])
+            got = session.run(None, {'images': images.numpy()})[0]
+        else:
+            with torch.no_grad():
+                got = torch.jit.load(out)(images).numpy()
+        assert got.shape == expected.shape == (5, report['output']['dim'])
+        np.testing.assert_allclose(got, expected, atol=1e-4)
+        np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1, atol=1e-5)
+
+
+def test_the_graph_normalises_like_the_pipeline(tmp_path):
+    """RGB uint8 in: the same embedding as the test pipeline's BGR image through the model's
+    own data preprocessor, for a BGR-trained and an RGB-trained model."""
+    for config, bgr in ((QUICKSTART, True), (FAMILIES['irt-deit'][0], False)):
+        opts = [] if config == QUICKSTART else FAMILIES['irt-deit'][1]
+        model, _ = checkpoint_of(config, opts, str(tmp_path / 'm.pth'))
+        assert model_sees_bgr(model.cfg, model) == bgr
+        rgb = torch.randint(0, 256, (2, 3, 32, 32), dtype=torch.uint8)
+        if config != QUICKSTART:
+            rgb = torch.randint(0, 256, (2, 3, 224, 224), dtype=torch.uint8)
+        bgr_batch = {'inputs': list(rgb.flip(1)), 'data_samples': None}
+        with torch.no_grad():
+            inputs = model.data_preprocessor(bgr_batch, False)['inputs']
+            np.testing.assert_allclose(EmbeddingExport(model, bgr)(rgb).numpy(),
+                                       model(inputs, mode='tensor').numpy(), atol=1e-5)
+
+
+def test_dynamo_exporter(tmp_path):
+    """The torch.export-based ONNX exporter, dynamic batch, on the quick-start ViT."""
+    pytest.importorskip('onnxscript', reason='the dynamo exporter needs onnxscript')
+    out = str(tmp_path / 'q.onnx')
+    report = export_tool.main([osp.join(ROOT, QUICKSTART), 'none', '--format', 'onnx', '--out',
+                               out, '--dynamic-batch', '--dynamo'])
+    assert report['exporter'] == 'dynamo' and osp.isfile(out)
+    assert [c['case'] for c in report['checks']] == ['batch 4 at 32x32', 'batch 3']
+
+
+def test_fixed_size_model_with_dynamic_size_fails_clearly(tmp_path):
+    """A plain ViT (timm position embedding, fixed 32 x 32): a second size cannot work, the
+    tool says so before exporting and no file is left."""
+    out = str(tmp_path / 'q.onnx')
+    with pytest.raises(SystemExit, match='does not accept the check.s size 64x48.*without '
+                                         '--dynamic-size'):
+        export_tool.main([osp.join(ROOT, QUICKSTART), 'none', '--format', 'onnx', '--out', out,
+                          '--dynamic-size'])
+    assert os.listdir(tmp_path) == []
+
+
+def test_wrong_export_is_caught(tmp_path, monkeypatch):
+    """An exported graph that differs from PyTorch (simulated) fails the export."""
+    import irtbox.deployment.export as export_module
+    real = export_module.run_exported
+    monkeypatch.setattr(export_module, 'run_exported',
+                        lambda path, fmt, images: real(path, fmt, images) + 1e-3)
+    model = init_model(osp.join(ROOT, QUICKSTART))
+    out = str(tmp_path / 'q.pt')
+    with pytest.raises(export_module.ExportCheckError, match='max \\|diff\\| 1.00e-03'):
+        export_model(model, 'torchscript', out, log=lambda *_: None)
+    assert os.listdir(tmp_path) == []
+
+
+def test_default_input_size_and_float_input(tmp_path):
+    model = init_model(osp.join(ROOT, QUICKSTART))
+    report = export_model(model, 'onnx', str(tmp_path / 'q.onnx'), input_dtype='float32',
+                          log=lambda *_: None)
+    assert (report['input']['height'], report['input']['width']) == (32, 32)
+    assert report['input']['dtype'] == 'float32'
+    assert load_config(osp.join(ROOT, QUICKSTART)).model.backbone.img_size == 32
