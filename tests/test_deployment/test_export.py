@@ -71,7 +71,7 @@ def test_families_export_and_match(family, fmt, tmp_path):
     argv = [osp.join(ROOT, config), ckpt, '--format', fmt, '--out', out, '--dynamic-batch',
             '--input-size', str(size[0]), str(size[1]), '--batch-size', '3',
             '--cfg-options', *opts]
-    if family == 'dtop':
+    if family in ('dtop', 'gem-resnet'):  # dynamic position embedding; a CNN
         argv += ['--dynamic-size']
     report = export_tool.main(argv)
     assert osp.isfile(out) and [c['case'] for c in report['checks']][:2] == [
@@ -155,3 +155,26 @@ def test_default_input_size_and_float_input(tmp_path):
     assert (report['input']['height'], report['input']['width']) == (32, 32)
     assert report['input']['dtype'] == 'float32'
     assert load_config(osp.join(ROOT, QUICKSTART)).model.backbone.img_size == 32
+
+
+def test_readme_onnxruntime_recipe_equals_extract_features(tmp_path):
+    """tools/deployment/README.md's serving snippet (OpenCV resize, BGR -> RGB, uint8 NCHW,
+    onnxruntime) gives the embeddings extract_features gives through the test pipeline."""
+    import cv2
+    import onnxruntime
+
+    from irtbox.apis import extract_features
+    model = init_model(osp.join(ROOT, QUICKSTART))
+    out = str(tmp_path / 'q.onnx')
+    export_model(model, 'onnx', out, dynamic_batch=True, log=lambda *_: None)
+    rng = np.random.default_rng(0)
+    paths = []
+    for i, shape in enumerate([(8, 8), (40, 24), (64, 64)]):
+        paths.append(str(tmp_path / f'{i}.png'))
+        cv2.imwrite(paths[-1], rng.integers(0, 256, (*shape, 3), dtype=np.uint8))
+    session = onnxruntime.InferenceSession(out, providers=['CPUExecutionProvider'])
+    images = [cv2.resize(cv2.imread(p, cv2.IMREAD_COLOR), (32, 32))[..., ::-1] for p in paths]
+    batch = np.ascontiguousarray(np.stack(images).transpose(0, 3, 1, 2))
+    got = session.run(['embeddings'], {'images': batch})[0]
+    expected = extract_features(model, paths, progress=False).embeddings
+    np.testing.assert_allclose(got, expected, atol=1e-4)

@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import os.path as osp
-import resource
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,9 @@ import numpy as np
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
+
+from peak_memory import peak_rss_mb  # noqa: E402
 SETTINGS = {
     'vit-tiny/32 digits': dict(
         config='configs/quickstart/irt-r_vit-tiny_1xb64-500_digits.py', resize=32, crop=None,
@@ -137,8 +139,7 @@ def main():
         run = (bare_loop(setting, args.batch_size) if contender == 'bare' else
                irtbox_loop(setting, args.batch_size, int(workers)))
         seconds, count = timed(run, paths, args.batch_size, args.min_seconds)
-        print(json.dumps(dict(seconds=seconds, images=count, peak_mb=resource.getrusage(
-            resource.RUSAGE_SELF).ru_maxrss / 1024)))
+        print(json.dumps(dict(seconds=seconds, images=count, peak_mb=peak_rss_mb())))
         return
     load_before = os.getloadavg()
     contenders = (('bare', 0), ('irtbox', 0), ('irtbox', 2))

@@ -13,7 +13,6 @@ Prints a markdown table.
 import argparse
 import json
 import os.path as osp
-import resource
 import subprocess
 import sys
 import time
@@ -22,6 +21,9 @@ import numpy as np
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
+
+from peak_memory import peak_rss_mb  # noqa: E402
 
 
 def collection(n, dim, seed=0):
@@ -66,7 +68,7 @@ def run_contender(name, factory, n, dim, queries, k, nprobe):
         recall = searcher.recall_vs_exact(k=10, num_queries=1000)
     return dict(build_s=build, p50_ms=1000 * float(np.percentile(times, 50)),
                 p99_ms=1000 * float(np.percentile(times, 99)), recall=recall,
-                peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+                peak_mb=peak_rss_mb())
 
 
 def main():
