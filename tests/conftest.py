@@ -1,5 +1,23 @@
 """Fixtures shared by the test folders."""
+import os.path as osp
+import sys
+
 import pytest
+
+ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+
+
+@pytest.fixture(scope='session')
+def digits_root(tmp_path_factory):
+    """scikit-learn's digits written once per session by the quick start's converter
+    (``tools/dataset_converters/prepare_digits.py``): ``<root>/{train,test}/<digit>/*.png``.
+    Tests copy what they need from it and must not change it."""
+    pytest.importorskip('sklearn.datasets')
+    sys.path.insert(0, osp.join(ROOT, 'tools', 'dataset_converters'))
+    from prepare_digits import prepare_digits
+    root = tmp_path_factory.mktemp('digits')
+    prepare_digits(str(root))
+    return root
 
 
 @pytest.fixture(scope='module')

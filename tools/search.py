@@ -40,12 +40,12 @@ def parse_args(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest='command', required=True)
     build = commands.add_parser('build', help='embed a folder of images and save an index')
-    build.add_argument('config')
+    build.add_argument('config', help='the model\'s config file')
     build.add_argument('checkpoint', help='checkpoint file or URL, or "none"')
-    build.add_argument('image_dir')
-    build.add_argument('index_dir')
+    build.add_argument('image_dir', help='folder of images (searched recursively)')
+    build.add_argument('index_dir', help='folder to write the index to (created)')
     build.add_argument('--index', default='Flat', help='faiss factory string (default: Flat)')
-    build.add_argument('--batch-size', type=int, default=32)
+    build.add_argument('--batch-size', type=int, default=32, help='images per forward pass')
     build.add_argument('--num-workers', type=int, default=2, help='image decoding processes')
     build.add_argument('--shard-size', type=int, default=4096,
                        help='images embedded between two saves of progress (for --resume)')
@@ -56,23 +56,28 @@ def parse_args(argv=None):
                        help='override config entries')
 
     query = commands.add_parser('query', help='search an index with query images')
-    query.add_argument('index_dir')
-    query.add_argument('images', nargs='+')
-    query.add_argument('--k', type=int, default=10)
+    query.add_argument('index_dir', help='a folder written by build')
+    query.add_argument('images', nargs='+', help='query image files')
+    query.add_argument('--k', type=int, default=10, help='results per query (default 10)')
     query.add_argument('--out', help='results.json or results.html')
     query.add_argument('--checkpoint', help='where the build checkpoint is now, if it moved')
-    query.add_argument('--device', default=None)
+    query.add_argument('--device', default=None,
+                       help='cpu or cuda (default: cuda if available)')
 
     serve = commands.add_parser('serve', help='serve a search page and a JSON API')
-    serve.add_argument('index_dir')
+    serve.add_argument('index_dir', help='a folder written by build')
     serve.add_argument('--host', default='127.0.0.1',
                        help='address to bind (default 127.0.0.1: this machine only)')
-    serve.add_argument('--port', type=int, default=8000)
-    serve.add_argument('--max-upload-mb', type=float, default=10.0)
-    serve.add_argument('--max-megapixels', type=float, default=40.0)
-    serve.add_argument('--max-k', type=int, default=100)
+    serve.add_argument('--port', type=int, default=8000, help='default 8000')
+    serve.add_argument('--max-upload-mb', type=float, default=10.0,
+                       help='larger uploads get a 413 (default 10)')
+    serve.add_argument('--max-megapixels', type=float, default=40.0,
+                       help='larger images are refused before decoding (default 40)')
+    serve.add_argument('--max-k', type=int, default=100,
+                       help='the most results a request may ask for (default 100)')
     serve.add_argument('--checkpoint', help='where the build checkpoint is now, if it moved')
-    serve.add_argument('--device', default=None)
+    serve.add_argument('--device', default=None,
+                       help='cpu or cuda (default: cuda if available)')
     args = parser.parse_args(argv)
     if getattr(args, 'out', None) and not args.out.endswith(('.json', '.html')):
         parser.error(f'--out must name a .json or .html file, got {args.out}')

@@ -31,18 +31,14 @@ MAX_UPLOAD = 200 * 1024
 
 
 @pytest.fixture(scope='module')
-def digits(tmp_path_factory):
-    """120 test digits (12 per class 5-9 ... from the digits converter) in one folder."""
-    import sys
-    sys.path.insert(0, osp.join(ROOT, 'tools', 'dataset_converters'))
-    from prepare_digits import prepare_digits
+def digits(tmp_path_factory, digits_root):
+    """120 test digits (24 per class 5-9, from the digits converter) in one folder."""
     root = tmp_path_factory.mktemp('digits')
-    prepare_digits(str(root / 'all'))
     folder = root / 'gallery'
     folder.mkdir()
     for digit in range(5, 10):
-        for name in sorted(os.listdir(root / 'all' / 'test' / str(digit)))[:24]:
-            shutil.copy(root / 'all' / 'test' / str(digit) / name, folder / f'{digit}_{name}')
+        for name in sorted(os.listdir(digits_root / 'test' / str(digit)))[:24]:
+            shutil.copy(digits_root / 'test' / str(digit) / name, folder / f'{digit}_{name}')
     return str(folder)
 
 

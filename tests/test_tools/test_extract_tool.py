@@ -6,7 +6,6 @@ import os
 import os.path as osp
 import shutil
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -22,14 +21,11 @@ pytest.importorskip('sklearn.datasets')
 
 
 @pytest.fixture(scope='module')
-def collection(tmp_path_factory):
+def collection(tmp_path_factory, digits_root):
     """174 digit PNGs and an empty (unreadable) JPEG; a random-weight checkpoint."""
-    sys.path.insert(0, osp.join(ROOT, 'tools', 'dataset_converters'))
-    from prepare_digits import prepare_digits
     root = tmp_path_factory.mktemp('collection')
-    prepare_digits(str(root / 'digits'))
     folder = root / 'images'
-    shutil.copytree(root / 'digits' / 'test' / '8', folder / 'eights')
+    shutil.copytree(digits_root / 'test' / '8', folder / 'eights')
     (folder / 'eights' / 'zero.jpg').write_bytes(b'')
     torch.manual_seed(0)
     checkpoint = str(root / 'model.pth')

@@ -3,7 +3,6 @@ import json
 import os
 import os.path as osp
 import shutil
-import sys
 
 import numpy as np
 import pytest
@@ -19,16 +18,13 @@ pytest.importorskip('sklearn.datasets')
 
 
 @pytest.fixture(scope='module')
-def photos(tmp_path_factory):
+def photos(tmp_path_factory, digits_root):
     """A user's folder: 100 digit PNGs in sub-folders, one corrupt file, one text file."""
-    sys.path.insert(0, osp.join(ROOT, 'tools', 'dataset_converters'))
-    from prepare_digits import prepare_digits
     root = tmp_path_factory.mktemp('user')
-    prepare_digits(str(root / 'digits'))
     folder = root / 'photos'
     for digit in range(5, 10):
         (folder / f'album{digit}').mkdir(parents=True)
-        source = root / 'digits' / 'test' / str(digit)
+        source = digits_root / 'test' / str(digit)
         for name in sorted(os.listdir(source))[:20]:
             shutil.copy(source / name, folder / f'album{digit}' / name)
     (folder / 'album5' / 'broken.png').write_bytes(b'\x89PNG\r\n\x1a\n' + b'\x00' * 40)
