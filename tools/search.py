@@ -11,7 +11,7 @@ serve it as a web page.
 Examples (after the quick start):
   python tools/search.py build configs/quickstart/irt-r_vit-tiny_1xb64-500_digits.py \\
       work_dirs/quickstart/irt_r/iter_500.pth data/digits/test work_dirs/digits_index
-  python tools/search.py query work_dirs/digits_index data/digits/test/7/0042.png --k 5
+  python tools/search.py query work_dirs/digits_index data/digits/test/7/0007.png --k 5
   python tools/search.py serve work_dirs/digits_index          # http://127.0.0.1:8000
   python tools/search.py build CONFIG CKPT photos/ photos_index --index IVF1024,Flat
 

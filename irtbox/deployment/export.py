@@ -8,6 +8,7 @@ and ``model.extract_feat`` (multi-scale test scales and learned whitening includ
 """
 import json
 import os
+import warnings
 import os.path as osp
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -165,10 +166,14 @@ def export_model(model: nn.Module, fmt: str, out: str, input_size: Optional[Sequ
     tmp = f'{out}.{os.getpid()}.tmp'
     os.makedirs(osp.dirname(osp.abspath(out)), exist_ok=True)
     try:
-        if fmt == 'onnx':
-            export_onnx(module, cast(images), tmp, dynamic_batch, dynamic_size, opset, dynamo)
-        else:
-            export_torchscript(module, cast(images), tmp)
+        with warnings.catch_warnings():
+            # Tracing warns at every shape-dependent branch (timm's size asserts); whether the
+            # trace generalises is what the numerical check below establishes, per case.
+            warnings.simplefilter('ignore', torch.jit.TracerWarning)
+            if fmt == 'onnx':
+                export_onnx(module, cast(images), tmp, dynamic_batch, dynamic_size, opset, dynamo)
+            else:
+                export_torchscript(module, cast(images), tmp)
         checks = []
         for name, batch in cases:
             with torch.no_grad():
@@ -205,7 +210,7 @@ def export_model(model: nn.Module, fmt: str, out: str, input_size: Optional[Sequ
     with torch.no_grad():
         dim = int(module(cast(images[:1])).shape[1])
     report = dict(
-        format=fmt, file=osp.basename(out), exporter=('dynamo' if dynamo else 'torchscript-trace')
+        format=fmt, file=osp.basename(out), exporter=('dynamo' if dynamo else 'trace')
         if fmt == 'onnx' else 'torch.jit.trace', opset=opset if fmt == 'onnx' else None,
         input=dict(name='images', layout='NCHW', channels='RGB', dtype=input_dtype,
                    range='0-255', height=size[0], width=size[1],
