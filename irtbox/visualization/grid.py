@@ -3,7 +3,7 @@ import os
 import os.path as osp
 from typing import Optional, Sequence
 
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw, ImageFont, ImageOps
 
 __all__ = ['COLORS', 'load_tile', 'tile_origin', 'draw_result_grid', 'save_image']
 
@@ -22,7 +22,7 @@ MISSING = (235, 235, 235)
 
 
 def load_tile(path: Optional[str], size: int) -> Image.Image:
-    """The image at ``path`` fitted (aspect kept) into a ``size`` x ``size`` white square.
+    """The image at ``path`` scaled (aspect kept) to fit a ``size`` x ``size`` white square.
 
     A missing or unreadable file gives a light grey square instead (the grid still
     shows where it ranked), so one bad file does not stop a report.
@@ -30,8 +30,8 @@ def load_tile(path: Optional[str], size: int) -> Image.Image:
     tile = Image.new('RGB', (size, size), (255, 255, 255))
     try:
         with Image.open(path) as img:
-            img = img.convert('RGB')
-            img.thumbnail((size, size))
+            # Scaled up or down to fit: tiny fixture images stay visible.
+            img = ImageOps.contain(img.convert('RGB'), (size, size))
     except (OSError, TypeError, ValueError, AttributeError):
         tile.paste(MISSING, (0, 0, size, size))
         return tile
@@ -81,7 +81,7 @@ def draw_result_grid(query_image: Image.Image, result_images: Sequence[Image.Ima
     height = HEADER + PAD + framed + CAPTION + PAD
     grid = Image.new('RGB', (width, height), (255, 255, 255))
     draw = ImageDraw.Draw(grid)
-    font = ImageFont.load_default()
+    font = ImageFont.load_default(size=12)
     draw.text((PAD, 3), title, fill=(0, 0, 0), font=font)
     tiles = [(query_image, 'query', query_caption)] + [
         (img, s, f'#{rank} {score:.3f}')
