@@ -23,15 +23,16 @@ def relative_image_paths(dataset, sample_idx: Sequence[int]) -> Dict[str, np.nda
     return dict(img_path=np.array(paths, dtype=str), data_root=np.array(root))
 
 
-def load_results(path: str, prefix: str = '', need: Sequence[str] = ('embeddings', )
-                 ) -> Dict[str, Optional[np.ndarray]]:
+def load_results(path: str, prefix: str = '', need: Sequence[str] = ('embeddings', ),
+                 data_root: Optional[str] = None) -> Dict[str, Optional[np.ndarray]]:
     """The arrays of one test set of a ``tools/test.py --out`` .npz.
 
     Returns ``embeddings`` (n x D), ``labels`` (n or None), ``is_query`` (n bool; all
     False when absent: leave-one-out), ``image_paths`` (n absolute-or-cwd paths, joined
     with ``data_root``; None when the file has no ``img_path``), ``class_names`` (or
     None) and ``metrics`` ({name: value}). ``prefix`` selects a test set of a
-    multi-dataset run (e.g. '1/'). Raises ``ValueError`` naming the file and the missing
+    multi-dataset run (e.g. '1/'); ``data_root`` replaces the stored root (images moved).
+    Raises ``ValueError`` naming the file and the missing
     key when a key of ``need`` (among embeddings, labels, image_paths) is absent.
     """
     if not osp.isfile(path):
@@ -54,7 +55,7 @@ def load_results(path: str, prefix: str = '', need: Sequence[str] = ('embeddings
         out['metrics'] = {k[len('metrics/'):]: float(data[k]) for k in sorted(keys)
                           if k.startswith('metrics/') and data[k].ndim == 0}
     if rel is not None:
-        root = str(root) if root is not None else ''
+        root = data_root or (str(root) if root is not None else '')
         out['image_paths'] = [p if osp.isabs(p) or not root else osp.join(root, p)
                               for p in rel.tolist()]
     else:
