@@ -47,12 +47,12 @@ def embed_2d(embeddings: np.ndarray, method: str = 'tsne', seed: int = 0) -> np.
 
 def plot_embedding_map(points: np.ndarray, labels: Optional[np.ndarray], out: str,
                        class_names: Optional[Sequence[str]] = None, title: str = '',
-                       thumbnails: Sequence = (), thumb_zoom: float = 0.3) -> None:
+                       thumbnails: Sequence = (), thumb_zoom: float = 0.3):
     """Scatter ``points`` (n x 2) coloured by ``labels`` into the image file ``out``.
 
     A legend appears when there are at most ``LEGEND_MAX_CLASSES`` classes.
     ``thumbnails``: ``(index, image array)`` pairs drawn at those points. Written
-    atomically (a file beside ``out``, then renamed).
+    atomically (a file beside ``out``, then renamed). Returns the matplotlib ``Figure``.
     """
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -89,6 +89,7 @@ def plot_embedding_map(points: np.ndarray, labels: Optional[np.ndarray], out: st
     tmp = f'{root}.tmp{os.getpid()}{ext}'
     fig.savefig(tmp)
     os.replace(tmp, out)
+    return fig
 
 
 def _colours(n: int) -> list:
