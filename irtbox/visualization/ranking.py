@@ -2,9 +2,10 @@
 the rank of its first correct result and the classes that come before it.
 
 Only the queries that are shown are ranked in full (``chunk_size`` at a time, with
-:func:`~irtbox.evaluation.functional.rank_database`); choosing them needs only each
-query's top-1 (:func:`~irtbox.evaluation.functional.knn`). Nothing builds a
-queries x gallery matrix.
+:func:`~irtbox.evaluation.functional.rank_database`); choosing them needs only the top-1
+(:func:`~irtbox.evaluation.functional.knn`) of a random pool of queries a few times
+larger than the sample. Nothing builds a queries x gallery matrix, and the cost grows
+with the number of queries shown, not with the test set.
 """
 from typing import Dict, List, Optional, Sequence
 
@@ -51,22 +52,26 @@ def _normalized(x) -> torch.Tensor:
     return F.normalize(torch.as_tensor(np.ascontiguousarray(x, dtype=np.float32)), dim=1)
 
 
-def top1_failures(query_emb: np.ndarray, gallery_emb: np.ndarray, gnd_of,
+def top1_failures(query_emb: np.ndarray, gallery_emb: np.ndarray, rows: Sequence[int], gnd_of,
                   exclude_self: bool = False, chunk_size: int = 1024) -> np.ndarray:
-    """(n_q,) bool: whether each query's nearest gallery item is wrong (neither ok nor junk).
+    """(len(rows),) bool: whether the nearest gallery item of each query of ``rows`` is
+    wrong (neither ok nor junk).
 
     ``gnd_of(rows)`` returns the ``{'ok', 'junk'}`` dicts of those query rows (e.g.
     :func:`label_ground_truth` bound to the labels). A cheap screen used to include
-    failures in the sample: one exact top-1 search per query, chunked.
+    failures in the sample: one exact top-1 (top-2 in leave-one-out mode, where query i is
+    gallery item i and is dropped) search per row, chunked.
     """
-    _, top = knn(query_emb, gallery_emb, k=1, exclude_self=exclude_self, chunk_size=chunk_size)
+    rows = np.asarray(rows, dtype=np.int64)
+    k = min(2 if exclude_self else 1, len(gallery_emb))
+    _, top = knn(query_emb[rows], gallery_emb, k=k, chunk_size=chunk_size)
+    if exclude_self:
+        # The query itself is normally first; drop it wherever it is, keep the best other.
+        top = np.where(top[:, :1] == rows[:, None], top[:, 1:], top[:, :1])
     top = top[:, 0]
-    failed = np.zeros(len(top), dtype=bool)
-    for start in range(0, len(top), chunk_size):
-        rows = np.arange(start, min(start + chunk_size, len(top)))
-        for row, g in zip(rows, gnd_of(rows)):
-            # Self never is the top-1 here (knn left it out), so junk = real junk.
-            failed[row] = top[row] not in g['ok'] and top[row] not in g['junk']
+    failed = np.zeros(len(rows), dtype=bool)
+    for j, g in enumerate(gnd_of(rows)):
+        failed[j] = top[j] not in g['ok'] and top[j] not in g['junk']
     return failed
 
 

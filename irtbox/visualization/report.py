@@ -13,6 +13,8 @@ from .ranking import analyze_queries, label_ground_truth, select_queries, top1_f
 
 __all__ = ['show_results', 'write_failures_csv']
 
+POOL_FACTOR, MIN_POOL = 10, 500
+
 
 def show_results(out_dir: str, embeddings: np.ndarray, image_paths: Sequence[str],
                  is_query: Optional[np.ndarray] = None, labels: Optional[np.ndarray] = None,
@@ -27,8 +29,9 @@ def show_results(out_dir: str, embeddings: np.ndarray, image_paths: Sequence[str
 
     The queries are the samples with ``is_query`` True, searched in the others; when
     none is (leave-one-out), every sample queries all the others. ``num`` of them are
-    shown, chosen with ``seed`` (:func:`~irtbox.visualization.ranking.select_queries`:
-    up to half are top-1 failures).
+    shown, chosen with ``seed``: a random pool of max(10 num, 500) queries is screened for
+    top-1 failures, then up to half of the sample are failures of the pool
+    (:func:`~irtbox.visualization.ranking.select_queries`).
 
     Args:
         out_dir: output folder.
@@ -79,8 +82,11 @@ def show_results(out_dir: str, embeddings: np.ndarray, image_paths: Sequence[str
         raise ValueError('show_results: neither labels nor gnd given; expected one of them '
                          'to tell correct results from wrong ones.')
     q_emb, g_emb = embeddings[q_ids], embeddings[g_ids]
-    failures = top1_failures(q_emb, g_emb, gnd_of, exclude_self=leave_one_out)
-    rows = select_queries(len(q_ids), num, failures, seed)
+    # Failures are screened in a random pool (POOL_FACTOR x num queries), not in all queries:
+    # the cost stays proportional to what is drawn (a 10k-query test set costs no more).
+    pool = select_queries(len(q_ids), max(POOL_FACTOR * num, MIN_POOL), seed=seed)
+    failures = top1_failures(q_emb, g_emb, pool, gnd_of, exclude_self=leave_one_out)
+    rows = pool[select_queries(len(pool), num, failures, seed)]
     records = analyze_queries(q_emb, g_emb, rows, gnd_of(rows), k=k,
                               gallery_labels=None if labels is None else labels[g_ids],
                               exclude_self=leave_one_out)

@@ -75,9 +75,12 @@ def test_top1_failures_and_sample():
 
     def gnd_of(rows):
         return label_ground_truth(labels, labels, rows, exclude_self=True)
-    failed = top1_failures(emb, emb, gnd_of, exclude_self=True)
+    failed = top1_failures(emb, emb, np.arange(5), gnd_of, exclude_self=True)
     # Nearest: 0 -> 1 (wrong), 1 -> 0 (wrong), 2 -> 3, 3 -> 2, 4 -> 3 (wrong).
     assert failed.tolist() == [True, True, False, False, True]
+    assert top1_failures(emb, emb, [4, 2], gnd_of, exclude_self=True).tolist() == [True, False]
+    # Not leave-one-out: each query finds itself, which gnd_of lists as junk: no failure.
+    assert not top1_failures(emb, emb, np.arange(5), gnd_of).any()
     a = select_queries(5, 2, failed, seed=3)
     assert a.tolist() == select_queries(5, 2, failed, seed=3).tolist()  # reproducible
     assert failed[a].sum() == 1  # half failures, half not
