@@ -61,7 +61,8 @@ def load_results(path: str, prefix: str = '', need: Sequence[str] = ('embeddings
     else:
         out['image_paths'] = None
     hints = dict(embeddings='rerun tools/test.py with --out results.npz',
-                 labels='the test metric keeps labels only for labelled sets (RetrievalMetric)',
+                 labels='only labelled sets (RetrievalMetric) keep labels; for revisited Oxford '
+                        '/ Paris pass --gnd gnd_*.pkl',
                  image_paths='written by tools/test.py --out since image paths were added; '
                              'rerun tools/test.py --out results.npz')
     for key in need:

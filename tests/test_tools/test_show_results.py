@@ -126,3 +126,35 @@ def test_run_log_has_no_registry_scope_warning(tmp_path, in_root):
     text = open(logs[0]).read()
     assert 'Iter(test)' in text  # the log is the run's
     assert 'Failed to search registry' not in text
+
+
+def test_revisited_junk_is_grey(tmp_path, in_root):
+    """ROxford fixture, Hard protocol: positives = 'hard', junk = 'junk' + 'easy' (grey)."""
+    import pickle
+
+    from PIL import Image
+
+    from irtbox.visualization import COLORS
+    from irtbox.visualization.grid import HEADER, PAD
+    out = str(tmp_path / 'r.npz')
+    test_tool.main([osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_landmarks.py'),
+                    '--work-dir', str(tmp_path / 'w'), '--out', out])
+    gnd_file = osp.join(ROOT, 'tests', 'data', 'landmarks', 'roxford5k', 'gnd_roxford5k.pkl')
+    records = browse_results.main([out, '--out-dir', str(tmp_path / 'show'), '--gnd', gnd_file,
+                                   '--protocol', 'hard', '--topk', '10'])
+    with open(gnd_file, 'rb') as f:
+        gnd = pickle.load(f)['gnd']
+    is_query = np.load(out)['is_query']
+    queries, database = np.flatnonzero(is_query), np.flatnonzero(~is_query)
+    seen = set()
+    for rec in records:
+        g = gnd[int(np.searchsorted(queries, rec['query']))]
+        grid = np.asarray(Image.open(tmp_path / 'show' / 'grids' / f"query_{rec['query']}.png"))
+        for j, sample in enumerate(rec['results'], start=1):
+            db = int(np.searchsorted(database, sample))
+            want = 'junk' if db in list(g['junk']) + list(g['easy']) else \
+                'correct' if db in g['hard'] else 'wrong'
+            seen.add(want)
+            x, y = PAD + j * (128 + 10 + PAD), HEADER + PAD
+            assert tuple(grid[y + 1, x + 1]) == COLORS[want]
+    assert seen == {'junk', 'correct', 'wrong'}
