@@ -142,7 +142,7 @@ header { position: sticky; top: 0; background: #fff; padding: 4px 0; border-bott
 .row { display: flex; align-items: flex-start; gap: 10px; padding: 6px 0;
        border-bottom: 1px solid #eee; }
 .row[hidden] { display: none; }
-.facts { width: 220px; flex: none; }
+.facts { width: 200px; flex: none; }
 .hits { display: flex; flex-wrap: wrap; gap: 6px; }
 .hit { display: flex; flex-direction: column; align-items: center; text-decoration: none;
        color: #000; font-size: 11px; }
