@@ -19,11 +19,11 @@ __all__ = ['write_thumbnails', 'write_results_browser', 'worst_queries', 'label_
 
 def write_thumbnails(out_dir: str, samples: Sequence[int], image_paths: Sequence[str],
                      size: int = 96, progress: bool = True) -> None:
-    """Writes ``out_dir/thumbs/<i>.jpg`` (at most ``size`` x ``size``) for each sample i,
-    skipping those already there (so a gallery image shown for many queries is written once)."""
+    """Writes ``out_dir/thumbs/<i>.jpg`` (``size`` x ``size``) for each distinct sample i, so
+    a gallery image shown for many queries is written once. Existing files are rewritten: an
+    earlier report in the same folder may have had other images under the same numbers."""
     from tqdm import tqdm
-    todo = [i for i in sorted(set(int(i) for i in samples))
-            if not osp.isfile(osp.join(out_dir, 'thumbs', f'{i}.jpg'))]
+    todo = sorted(set(int(i) for i in samples))
     for i in tqdm(todo, desc='thumbnails', unit='img', disable=not progress or not todo):
         save_image(load_tile(image_paths[i], size), osp.join(out_dir, 'thumbs', f'{i}.jpg'),
                    quality=85)
@@ -159,16 +159,16 @@ const list = document.getElementById('rows');
 const rows = Array.from(list.children);
 const sortBy = document.getElementById('sort');
 const failuresOnly = document.getElementById('failures-only');
-function apOf(row) {  // queries without any correct item (no AP) sort last
-  return row.dataset.ap === '' ? NaN : parseFloat(row.dataset.ap);
+function apOf(row) {  // a query without any correct item (no AP) counts as the worst
+  return row.dataset.ap === '' ? -1 : parseFloat(row.dataset.ap);
 }
 function update() {
   const mode = sortBy.value;
   const sorted = rows.slice().sort((a, b) => {
-    if (mode === 'order') return a.dataset.order - b.dataset.order;
+    const byIndex = a.dataset.order - b.dataset.order;
+    if (mode === 'order') return byIndex;
     const x = apOf(a), y = apOf(b);
-    if (isNaN(x) || isNaN(y)) return isNaN(x) - isNaN(y) || a.dataset.order - b.dataset.order;
-    return (mode === 'ap-asc' ? x - y : y - x) || a.dataset.order - b.dataset.order;
+    return (mode === 'ap-asc' ? x - y : y - x) || byIndex;
   });
   let shown = 0;
   for (const row of sorted) {

@@ -63,3 +63,37 @@ def test_browser_rows_sorting_filter_and_thumbnails(tiny_result, tmp_path, chrom
     if keep:
         shutil.copy(shot, os.path.join(keep, 'results_browser.png'))
     assert np.isfinite([r['ap'] for r in records]).all()
+
+
+def record(query, ap, first, results=(1, 2), status=('wrong', 'correct'), failure=True):
+    return dict(query=query, results=np.array(results), scores=[0.9, 0.8][:len(results)],
+                status=list(status), ap=ap, n_relevant=1, first_correct=first,
+                failure=failure, confusions=[])
+
+
+def test_worst_queries_order():
+    from irtbox.visualization.html_browser import worst_queries
+    recs = [record(0, 0.5, 2), record(3, float('nan'), None), record(4, 0.5, 5),
+            record(5, 0.2, 3)]
+    # No correct item at all first, then by AP; equal AP: the later first correct first.
+    assert [r['query'] for r in worst_queries(recs)] == [3, 5, 4, 0]
+    assert [r['query'] for r in worst_queries(recs, 2)] == [3, 5]
+
+
+def test_page_rows_junk_and_relative_links(tmp_path):
+    from irtbox.visualization import write_results_browser
+    from PIL import Image
+    paths = []
+    for i in range(3):
+        paths.append(str(tmp_path / 'data' / f'im {i}.png'))  # a space: links are URL-quoted
+        (tmp_path / 'data').mkdir(exist_ok=True)
+        Image.new('RGB', (10, 10)).save(paths[-1])
+    out = tmp_path / 'show'
+    write_results_browser(str(out), [record(0, float('nan'), None, status=('junk', 'wrong'))],
+                          paths, labels=np.array([0, 0, 1]), class_names=['a', 'b'],
+                          progress=False)
+    page = (out / 'index.html').read_text()
+    assert 'class="hit junk" href="../data/im%201.png"' in page
+    assert 'data-ap=""' in page and 'AP n/a (no correct item)' in page
+    assert page.count('loading="lazy"') == 3
+    assert sorted(p.name for p in (out / 'thumbs').iterdir()) == ['0.jpg', '1.jpg', '2.jpg']
