@@ -88,7 +88,7 @@ def metric_outputs(runner) -> dict:
     return outputs
 
 
-def test_sets(runner) -> list:
+def evaluated_sets(runner) -> list:
     """(array-name prefix, dataset) of each test set, the prefixes of :func:`metric_outputs`."""
     loop = runner.test_loop
     loaders = getattr(loop, 'dataloaders', [loop.dataloader])
@@ -101,7 +101,7 @@ def sample_paths(runner, outputs: dict) -> dict:
     root (``data_root``) and the class names (``class_names``) where the dataset has them."""
     from irtbox.visualization import relative_image_paths
     extra = {}
-    for prefix, dataset in test_sets(runner):
+    for prefix, dataset in evaluated_sets(runner):
         if prefix + 'sample_idx' not in outputs or not hasattr(dataset, 'get_data_info'):
             continue
         paths = relative_image_paths(dataset, outputs[prefix + 'sample_idx'])
@@ -119,7 +119,7 @@ def show(runner, outputs: dict, metrics: dict, args) -> None:
 
     from irtbox.evaluation.functional import build_revisited_gnd
     from irtbox.visualization import show_results
-    for prefix, dataset in test_sets(runner):
+    for prefix, dataset in evaluated_sets(runner):
         if prefix + 'img_path' not in outputs:
             runner.logger.warning(f'--show-dir: test set {prefix or 0} kept no embeddings or '
                                   'image paths; nothing drawn for it')

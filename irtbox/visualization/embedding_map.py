@@ -41,7 +41,8 @@ def embed_2d(embeddings: np.ndarray, method: str = 'tsne', seed: int = 0) -> np.
         import umap
     except ImportError as error:
         raise ImportError("--method umap needs umap-learn, an optional extra: "
-                          "pip install umap-learn (or use --method tsne / pca)") from error
+                          "pip install umap-learn (or pip install -e '.[umap]'; or use "
+                          "--method tsne / pca)") from error
     return umap.UMAP(n_components=2, random_state=seed, metric='cosine').fit_transform(x)
 
 
