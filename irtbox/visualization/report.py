@@ -21,7 +21,8 @@ def show_results(out_dir: str, embeddings: np.ndarray, image_paths: Sequence[str
                  gnd: Optional[Sequence[dict]] = None,
                  class_names: Optional[Sequence[str]] = None,
                  metrics: Optional[Dict[str, float]] = None, num: int = 50, k: int = 8,
-                 seed: int = 0, tile: int = 128, progress: bool = True) -> List[dict]:
+                 seed: int = 0, worst: int = 0, tile: int = 128,
+                 progress: bool = True) -> List[dict]:
     """Draws a sample of queries and their top-k into ``out_dir``.
 
     Writes ``grids/query_<sample>.png`` (one per shown query), ``index.html`` (the
@@ -32,6 +33,11 @@ def show_results(out_dir: str, embeddings: np.ndarray, image_paths: Sequence[str
     shown, chosen with ``seed``: a random pool of max(10 num, 500) queries is screened for
     top-1 failures, then up to half of the sample are failures of the pool
     (:func:`~irtbox.visualization.ranking.select_queries`).
+
+    With ``worst`` > 0, every query is ranked in full instead (the cost of ``map@all``:
+    O(queries x gallery log gallery) time, still O(64 x gallery) memory), the ``worst``
+    queries with the lowest AP are shown (``num`` and ``seed`` unused) and
+    ``failures.csv`` lists all queries.
 
     Args:
         out_dir: output folder.
@@ -46,11 +52,13 @@ def show_results(out_dir: str, embeddings: np.ndarray, image_paths: Sequence[str
         num: queries shown.
         k: results per query.
         seed: the sample's seed.
+        worst: show the queries with the lowest AP of the whole test set instead of a
+            sample (0: a sample).
         tile: side of a grid tile in pixels.
         progress: show progress bars.
 
     Returns:
-        The per-query records (see
+        The shown queries' records (see
         :func:`~irtbox.visualization.ranking.analyze_queries`) with ``query`` and
         ``results`` as sample indices.
     """
@@ -82,18 +90,44 @@ def show_results(out_dir: str, embeddings: np.ndarray, image_paths: Sequence[str
         raise ValueError('show_results: neither labels nor gnd given; expected one of them '
                          'to tell correct results from wrong ones.')
     q_emb, g_emb = embeddings[q_ids], embeddings[g_ids]
-    # Failures are screened in a random pool (POOL_FACTOR x num queries), not in all queries:
-    # the cost stays proportional to what is drawn (a 10k-query test set costs no more).
-    pool = select_queries(len(q_ids), max(POOL_FACTOR * num, MIN_POOL), seed=seed)
-    failures = top1_failures(q_emb, g_emb, pool, gnd_of, exclude_self=leave_one_out)
-    rows = pool[select_queries(len(pool), num, failures, seed)]
-    records = analyze_queries(q_emb, g_emb, rows, gnd_of(rows), k=k,
-                              gallery_labels=None if labels is None else labels[g_ids],
-                              exclude_self=leave_one_out)
-    for rec in records:  # rows and gallery positions -> sample indices
+    gallery_labels = None if labels is None else labels[g_ids]
+    if worst > 0:
+        rows = np.arange(len(q_ids))
+        analyzed = []
+        for start in tqdm(range(0, len(rows), 1024), desc='ranking all queries', unit='chunk',
+                          disable=not progress):
+            chunk = rows[start:start + 1024]
+            analyzed += analyze_queries(q_emb, g_emb, chunk, gnd_of(chunk), k=k,
+                                        gallery_labels=gallery_labels,
+                                        exclude_self=leave_one_out)
+        _to_samples(analyzed, q_ids, g_ids)
+        records = sorted(worst_queries(analyzed, worst), key=lambda r: r['query'])
+    else:
+        # Failures are screened in a random pool (POOL_FACTOR x num queries), not in all
+        # queries: the cost follows what is drawn (a 10k-query test set costs no more).
+        pool = select_queries(len(q_ids), max(POOL_FACTOR * num, MIN_POOL), seed=seed)
+        failures = top1_failures(q_emb, g_emb, pool, gnd_of, exclude_self=leave_one_out)
+        rows = pool[select_queries(len(pool), num, failures, seed)]
+        records = analyze_queries(q_emb, g_emb, rows, gnd_of(rows), k=k,
+                                  gallery_labels=gallery_labels, exclude_self=leave_one_out)
+        _to_samples(records, q_ids, g_ids)
+        analyzed = records
+    _draw(out_dir, records, image_paths, labels, class_names, metrics, tile, progress)
+    write_failures_csv(osp.join(out_dir, 'failures.csv'), analyzed, image_paths, labels,
+                       class_names)
+    return records
+
+
+def _to_samples(records: List[dict], q_ids: np.ndarray, g_ids: np.ndarray) -> None:
+    """Query rows and gallery positions -> sample indices, in place."""
+    for rec in records:
         rec['query'] = int(q_ids[rec['query']])
         rec['results'] = g_ids[rec['results']]
 
+
+def _draw(out_dir, records, image_paths, labels, class_names, metrics, tile, progress) -> None:
+    """The grids of ``records`` and the browser that links them."""
+    from tqdm import tqdm
     tile_of = lru_cache(maxsize=4096)(lambda i: load_tile(image_paths[i], tile))
     grid_files = {}
     for rec in tqdm(records, desc='result grids', unit='query', disable=not progress):
@@ -108,9 +142,6 @@ def show_results(out_dir: str, embeddings: np.ndarray, image_paths: Sequence[str
         save_image(grid, grid_files[q])
     write_results_browser(out_dir, records, image_paths, labels=labels, class_names=class_names,
                           metrics=metrics, grid_files=grid_files, progress=progress)
-    write_failures_csv(osp.join(out_dir, 'failures.csv'), records, image_paths, labels,
-                       class_names)
-    return records
 
 
 def write_failures_csv(path: str, records: Sequence[dict], image_paths: Sequence[str],

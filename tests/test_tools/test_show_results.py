@@ -76,6 +76,16 @@ def test_browse_results_rebuilds_the_same_from_the_npz(tested):
         sorted(osp.basename(p) for p in glob.glob(osp.join(show, 'grids', '*.png')))
 
 
+def test_browse_results_worst(tested):
+    tmp, out, _ = tested
+    worst = str(tmp / 'worst')
+    records = browse_results.main([out, '--out-dir', worst, '--worst', '2'])
+    rows = read_csv(osp.join(worst, 'failures.csv'))
+    assert len(rows) == len(np.load(out)['embeddings'])  # every query, worst first
+    assert sorted(r['query'] for r in records) == sorted(int(r['query']) for r in rows[:2])
+    assert len(glob.glob(osp.join(worst, 'grids', '*.png'))) == 2
+
+
 def test_browse_results_clear_errors(tested, tmp_path):
     _, out, _ = tested
     old = dict(np.load(out))

@@ -74,3 +74,29 @@ def test_show_results_grids_match_the_labels(tiny_result, tmp_path):
     assert [int(r['query']) for r in rows] == [
         r['query'] for r in sorted(records, key=lambda r: (r['ap'], -r['first_correct']))]
     assert {r['label'] for r in rows} <= set(tiny_result['class_names'])
+
+
+def brute_force_ap(emb, labels, q):
+    """AP of leave-one-out query q from a full numpy sort (ties: lower index first)."""
+    x = emb / np.linalg.norm(emb, axis=1, keepdims=True)
+    sims = x @ x[q]
+    order = [i for i in np.lexsort((np.arange(len(x)), -sims)) if i != q]
+    hits = np.array([labels[i] == labels[q] for i in order])
+    ranks = np.flatnonzero(hits) + 1
+    return np.mean(np.arange(1, len(ranks) + 1) / ranks)
+
+
+def test_worst_queries_of_the_whole_test_set(tiny_result, tmp_path):
+    emb, labels = tiny_result['embeddings'], tiny_result['labels']
+    out = tmp_path / 'worst'
+    records = show_results(str(out), emb, tiny_result['image_paths'], labels=labels, worst=3,
+                           k=4, progress=False)
+    aps = np.array([brute_force_ap(emb, labels, q) for q in range(len(emb))])
+    assert sorted(r['query'] for r in records) == sorted(np.argsort(aps, kind='stable')[:3])
+    for r in records:
+        assert r['ap'] == pytest.approx(aps[r['query']])
+    assert len(list((out / 'grids').glob('*.png'))) == 3
+    with open(out / 'failures.csv') as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 16  # every query
+    assert [float(r['ap']) for r in rows] == pytest.approx(sorted(aps), abs=1e-6)

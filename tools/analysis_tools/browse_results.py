@@ -8,8 +8,8 @@ the same as ``tools/test.py --show-dir``:
   red = wrong, grey = junk, each with its rank and cosine similarity;
 - index.html: one row per query, sortable by AP, with a "failures only" filter; open it
   from the file system (no server, nothing downloaded);
-- failures.csv: the shown queries, worst AP first, with R, the rank of the first correct
-  result and the wrong classes ranked before it.
+- failures.csv: the shown queries (with --worst: all queries), worst AP first, with R, the
+  rank of the first correct result and the wrong classes ranked before it.
 
 Examples:
   python tools/test.py CONFIG CKPT --out work_dirs/res/results.npz
@@ -17,6 +17,8 @@ Examples:
   # 200 queries, 10 results each, another sample; data moved since the test
   python tools/analysis_tools/browse_results.py results.npz --out-dir show --show-num 200 \\
       --topk 10 --seed 1 --data-root /new/place/sop
+  # the 100 worst queries of the whole test set; failures.csv lists every query, worst first
+  python tools/analysis_tools/browse_results.py results.npz --out-dir worst --worst 100
   # revisited Oxford / Paris (no labels: correct / junk from the ground truth)
   python tools/analysis_tools/browse_results.py roxford.npz --out-dir show \\
       --gnd data/roxford5k/gnd_roxford5k.pkl --protocol medium
@@ -39,6 +41,10 @@ def parse_args(argv=None):
                         'up to half of them top-1 failures)')
     parser.add_argument('--topk', type=int, default=8, help='results per query (default 8)')
     parser.add_argument('--seed', type=int, default=0, help='seed of the query sample')
+    parser.add_argument('--worst', type=int, default=0,
+                        help='show the N queries with the lowest AP of the whole test set '
+                        'instead of a sample (ranks every query in full, like map@all; '
+                        'failures.csv then lists all queries)')
     parser.add_argument('--prefix', default='', help="test set of a multi-dataset result, "
                         "e.g. '1/' (the prefix of its arrays)")
     parser.add_argument('--data-root', help='the data root now, if the images moved since the '
@@ -48,8 +54,8 @@ def parse_args(argv=None):
     parser.add_argument('--protocol', default='medium', choices=['easy', 'medium', 'hard'],
                         help='the --gnd protocol (default medium)')
     args = parser.parse_args(argv)
-    if args.show_num < 1 or args.topk < 1:
-        parser.error('--show-num and --topk must be positive')
+    if args.show_num < 1 or args.topk < 1 or args.worst < 0:
+        parser.error('--show-num and --topk must be positive, --worst not negative')
     return args
 
 
@@ -78,7 +84,8 @@ def main(argv=None):
                                is_query=data['is_query'],
                                labels=None if gnd is not None else data['labels'], gnd=gnd,
                                class_names=data['class_names'], metrics=data['metrics'],
-                               num=args.show_num, k=args.topk, seed=args.seed)
+                               num=args.show_num, k=args.topk, seed=args.seed,
+                               worst=args.worst)
     except ValueError as error:
         raise SystemExit(f'{args.results}: {error}')
     print(f"{len(records)} queries drawn: open {osp.join(args.out_dir, 'index.html')}; "
