@@ -65,6 +65,11 @@ def load_results(path: str, prefix: str = '', need: Sequence[str] = ('embeddings
                         '/ Paris pass --gnd gnd_*.pkl',
                  image_paths='written by tools/test.py --out since image paths were added; '
                              'rerun tools/test.py --out results.npz')
+    prefixes = sorted({k[:-len('embeddings')] for k in keys if k.endswith('embeddings')})
+    if out['embeddings'] is None and prefixes:
+        choices = ', '.join(repr(p) if p else "'' (no --prefix)" for p in prefixes)
+        raise ValueError(f"{path}: no '{prefix}embeddings'; its test sets have the prefixes "
+                         f'{choices}: pick one with --prefix')
     for key in need:
         if out.get(key) is None:
             found = sorted(k for k in keys if not k.startswith('metrics/'))

@@ -168,3 +168,10 @@ def test_revisited_junk_is_grey(tmp_path, in_root):
             x, y = PAD + j * (128 + 10 + PAD), HEADER + PAD
             assert tuple(grid[y + 1, x + 1]) == COLORS[want]
     assert seen == {'junk', 'correct', 'wrong'}
+
+
+def test_browse_results_asks_for_a_prefix(tmp_path):
+    np.savez(tmp_path / 'two.npz', **{'0/embeddings': np.ones((3, 2)), '1/embeddings':
+                                      np.ones((3, 2))})
+    with pytest.raises(SystemExit, match="prefixes '0/', '1/': pick one with --prefix"):
+        browse_results.main([str(tmp_path / 'two.npz'), '--out-dir', str(tmp_path / 's')])
