@@ -59,7 +59,7 @@ def test_browser_rows_sorting_filter_and_thumbnails(tiny_result, tmp_path, chrom
     shot = str(tmp_path / 'results_browser.png')
     driver.save_screenshot(shot)
     assert os.path.getsize(shot) > 10000
-    keep = os.environ.get('IRTBOX_SCREENSHOT_DIR')  # docs: the README's picture
+    keep = os.environ.get('IRTBOX_SCREENSHOT_DIR')  # to look at the page afterwards
     if keep:
         shutil.copy(shot, os.path.join(keep, 'results_browser.png'))
     assert np.isfinite([r['ap'] for r in records]).all()
