@@ -32,6 +32,7 @@ setup(
         serve=read_requirements('serve.txt'),
         deploy=read_requirements('deploy.txt'),
         tests=read_requirements('tests.txt'),
+        umap=['umap-learn'],  # tools/analysis_tools/plot_embeddings.py --method umap
         all=read_requirements('optional.txt') + read_requirements('serve.txt') +
         read_requirements('deploy.txt') + read_requirements('tests.txt'),
     ),

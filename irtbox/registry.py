@@ -22,6 +22,8 @@ from mmengine.registry import OPTIMIZERS as MMENGINE_OPTIMIZERS
 from mmengine.registry import PARAM_SCHEDULERS as MMENGINE_PARAM_SCHEDULERS
 from mmengine.registry import RUNNERS as MMENGINE_RUNNERS
 from mmengine.registry import TRANSFORMS as MMENGINE_TRANSFORMS
+from mmengine.registry import VISBACKENDS as MMENGINE_VISBACKENDS
+from mmengine.registry import VISUALIZERS as MMENGINE_VISUALIZERS
 from mmengine.registry import Registry
 
 # Runners and loops (e.g. a loop that evaluates several test sets).
@@ -58,3 +60,11 @@ MODEL_WRAPPERS = Registry(
 # Evaluation: metrics wrap the pure functions of irtbox.evaluation.functional.
 METRICS = Registry('metric', parent=MMENGINE_METRICS, locations=['irtbox.evaluation'])
 EVALUATOR = Registry('evaluator', parent=MMENGINE_EVALUATOR, locations=['irtbox.evaluation'])
+
+# Visualisation: MMEngine's Visualizer / LocalVisBackend, found through these children (without
+# them every run under default_scope='irtbox' warns "Failed to search registry with scope irtbox
+# in the vis_backend registry tree").
+VISUALIZERS = Registry(
+    'visualizer', parent=MMENGINE_VISUALIZERS, locations=['irtbox.visualization'])
+VISBACKENDS = Registry(
+    'vis_backend', parent=MMENGINE_VISBACKENDS, locations=['irtbox.visualization'])

@@ -38,3 +38,29 @@ def timm_cache():
     timm.create_model = cached
     yield
     timm.create_model = create
+
+
+@pytest.fixture
+def chromium():
+    """A headless Chromium driven by Selenium (quit afterwards), for the pages' browser tests.
+
+    Skipped when Debian's chromium / chromium-driver are missing (tools/run_tests.sh installs
+    them with apt-get where it can) or selenium is not installed."""
+    import os
+    import shutil
+    if not (shutil.which('chromium') and shutil.which('chromedriver')):
+        pytest.skip('chromium/chromedriver not installed (tools/run_tests.sh installs them with '
+                    'apt-get where it can)')
+    webdriver = pytest.importorskip('selenium.webdriver')
+    from selenium.webdriver.chrome.service import Service
+    os.environ.setdefault('SE_AVOID_STATS', 'true')  # no usage statistics sent by Selenium
+    options = webdriver.ChromeOptions()
+    for flag in ('--headless=new', '--no-sandbox', '--disable-dev-shm-usage',
+                 '--window-size=1280,900', '--allow-file-access-from-files'):
+        options.add_argument(flag)
+    options.binary_location = shutil.which('chromium')
+    driver = webdriver.Chrome(service=Service(shutil.which('chromedriver')), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()

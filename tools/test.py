@@ -5,6 +5,8 @@ Examples:
   python tools/test.py CONFIG CKPT --out results.npz     # embeddings, labels, ids, metrics
                                                          # (metrics also in results.json)
   python tools/test.py CONFIG CKPT --out results.json    # metrics only: name -> value
+  python tools/test.py CONFIG CKPT --show-dir work_dirs/show   # result grids, index.html
+                                                         # (open it in a browser), failures.csv
   python tools/test.py CONFIG                            # no checkpoint: the config's own weights
                                                          # (e.g. IRT_O, timm ImageNet weights)
   tools/dist_test.sh CONFIG CKPT 8
@@ -31,6 +33,14 @@ def parse_args(argv=None):
     parser.add_argument('--out', help='a .npz file: write embeddings, labels, sample ids, query '
                         'flags and metrics there (metrics also to the same name with .json); '
                         'a .json file: write only the metrics (name -> value)')
+    parser.add_argument('--show-dir', help='draw a sample of queries with their top-k there: '
+                        'grids/*.png (green = correct, red = wrong, grey = junk), index.html '
+                        '(a results browser; open it from the file system) and failures.csv')
+    parser.add_argument('--show-num', type=int, default=50,
+                        help='queries drawn with --show-dir (default 50; up to half of them '
+                        'top-1 failures, the sample fixed by --show-seed)')
+    parser.add_argument('--show-topk', type=int, default=8, help='results per query drawn')
+    parser.add_argument('--show-seed', type=int, default=0, help='seed of the query sample')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction, metavar='KEY=VALUE',
                         help='override config entries')
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm'], default='none',
@@ -40,6 +50,8 @@ def parse_args(argv=None):
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     if args.out and not args.out.endswith(('.npz', '.json')):
         parser.error(f'--out must name a .npz or .json file, got {args.out}')
+    if args.show_num < 1 or args.show_topk < 1:
+        parser.error('--show-num and --show-topk must be positive')
     return args
 
 
@@ -76,6 +88,58 @@ def metric_outputs(runner) -> dict:
     return outputs
 
 
+def evaluated_sets(runner) -> list:
+    """(array-name prefix, dataset) of each test set, the prefixes of :func:`metric_outputs`."""
+    loop = runner.test_loop
+    loaders = getattr(loop, 'dataloaders', [loop.dataloader])
+    return [(f'{i}/' if len(loaders) > 1 else '', loader.dataset)
+            for i, loader in enumerate(loaders)]
+
+
+def sample_paths(runner, outputs: dict) -> dict:
+    """Per test set: each sample's image path relative to the data root (``img_path``), the
+    root (``data_root``) and the class names (``class_names``) where the dataset has them."""
+    from irtbox.visualization import relative_image_paths
+    extra = {}
+    for prefix, dataset in evaluated_sets(runner):
+        if prefix + 'sample_idx' not in outputs or not hasattr(dataset, 'get_data_info'):
+            continue
+        paths = relative_image_paths(dataset, outputs[prefix + 'sample_idx'])
+        extra.update({prefix + k: v for k, v in paths.items()})
+        classes = dataset.metainfo.get('classes')
+        if classes is not None:
+            extra[prefix + 'class_names'] = [str(c) for c in classes]
+    return extra
+
+
+def show(runner, outputs: dict, metrics: dict, args) -> None:
+    """Result grids, index.html and failures.csv of each test set (``--show-dir``; the
+    test set's index as a subfolder when there are several)."""
+    import numpy as np
+
+    from irtbox.evaluation.functional import build_revisited_gnd
+    from irtbox.visualization import show_results
+    for prefix, dataset in evaluated_sets(runner):
+        if prefix + 'img_path' not in outputs:
+            runner.logger.warning(f'--show-dir: test set {prefix or 0} kept no embeddings or '
+                                  'image paths; nothing drawn for it')
+            continue
+        root = str(outputs[prefix + 'data_root'])
+        paths = [p if not root else osp.join(root, p) for p in outputs[prefix + 'img_path']]
+        gnd = dataset.metainfo.get('gnd')  # revisited Oxford / Paris: Medium protocol
+        labels = outputs.get(prefix + 'labels')
+        out_dir = osp.join(args.show_dir, prefix.rstrip('/'))
+        show_results(out_dir, outputs[prefix + 'embeddings'], paths,
+                     is_query=outputs.get(prefix + 'is_query'),
+                     labels=None if labels is None else np.asarray(labels),
+                     gnd=None if gnd is None or labels is not None
+                     else build_revisited_gnd(gnd, 'medium'),
+                     class_names=outputs.get(prefix + 'class_names'),
+                     metrics=metrics,
+                     num=args.show_num, k=args.show_topk, seed=args.show_seed)
+        runner.logger.info(f'results browser: {osp.join(out_dir, "index.html")}')
+
+
 def main(argv=None):
     args = parse_args(argv)
     from mmengine.dist import get_rank
@@ -106,10 +170,16 @@ def main(argv=None):
         init_distributed(args.launcher)
     runner = Runner.from_cfg(cfg)
     metrics = runner.test()
-    if args.out and get_rank() == 0:
-        outputs = metric_outputs(runner) if args.out.endswith('.npz') else {}
-        write_outputs(args.out, metrics, outputs)
-        runner.logger.info(f'results written to {args.out}')
+    if (args.out or args.show_dir) and get_rank() == 0:
+        outputs = {}
+        if args.show_dir or args.out.endswith('.npz'):
+            outputs = metric_outputs(runner)
+            outputs.update(sample_paths(runner, outputs))
+        if args.out:
+            write_outputs(args.out, metrics, outputs)
+            runner.logger.info(f'results written to {args.out}')
+        if args.show_dir:
+            show(runner, outputs, metrics, args)
     finish_distributed()
     return metrics
 

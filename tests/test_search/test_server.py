@@ -185,50 +185,32 @@ def test_bounded_load(server):
           f'p99 {np.percentile(latency, 99):.1f} ms')
 
 
-def chromium_driver():
-    if not (shutil.which('chromium') and shutil.which('chromedriver')):
-        pytest.skip('chromium/chromedriver not installed (tools/run_tests.sh installs them with '
-                    'apt-get where it can)')
-    webdriver = pytest.importorskip('selenium.webdriver')
-    from selenium.webdriver.chrome.service import Service
-    os.environ.setdefault('SE_AVOID_STATS', 'true')
-    options = webdriver.ChromeOptions()
-    for flag in ('--headless=new', '--no-sandbox', '--disable-dev-shm-usage',
-                 '--window-size=1280,900'):
-        options.add_argument(flag)
-    options.binary_location = shutil.which('chromium')
-    return webdriver.Chrome(service=Service(shutil.which('chromedriver')), options=options)
-
-
-def test_page_in_a_real_browser(server, tmp_path):
+def test_page_in_a_real_browser(server, tmp_path, chromium):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select, WebDriverWait
     url, searcher = server
-    driver = chromium_driver()
-    try:
-        driver.get(url + '/')
-        WebDriverWait(driver, 20).until(
-            lambda d: str(len(searcher)) in d.find_element(By.ID, 'index-info').text)
-        Select(driver.find_element(By.ID, 'k')).select_by_visible_text('10')
-        query = searcher.ids[42]
-        driver.find_element(By.ID, 'query-file').send_keys(query)
-        WebDriverWait(driver, 30).until(
-            lambda d: len(d.find_elements(By.CSS_SELECTOR, '.hit')) == 10)
-        hits = driver.find_elements(By.CSS_SELECTOR, '.hit')
-        assert hits[0].get_attribute('data-id') == query
-        WebDriverWait(driver, 20).until(lambda d: d.execute_script(
-            "return [...document.querySelectorAll('.hit img')].every(i => i.complete && "
-            "i.naturalWidth > 0)"))
-        shot = str(tmp_path / 'search_page.png')
-        driver.save_screenshot(shot)
-        assert os.path.getsize(shot) > 10000
-        keep = os.environ.get('IRTBOX_SCREENSHOT_DIR')  # docs: the README's picture
-        if keep:
-            shutil.copy(shot, osp.join(keep, 'search_page.png'))
-        clicked = hits[3].get_attribute('data-id')
-        hits[3].click()  # a result searches with itself: it comes first
-        WebDriverWait(driver, 30).until(lambda d: d.execute_script(
-            "const h = document.querySelector('.hit'); return h && h.dataset.id") == clicked)
-        assert driver.find_element(By.ID, 'status').get_attribute('class') != 'error'
-    finally:
-        driver.quit()
+    driver = chromium
+    driver.get(url + '/')
+    WebDriverWait(driver, 20).until(
+        lambda d: str(len(searcher)) in d.find_element(By.ID, 'index-info').text)
+    Select(driver.find_element(By.ID, 'k')).select_by_visible_text('10')
+    query = searcher.ids[42]
+    driver.find_element(By.ID, 'query-file').send_keys(query)
+    WebDriverWait(driver, 30).until(
+        lambda d: len(d.find_elements(By.CSS_SELECTOR, '.hit')) == 10)
+    hits = driver.find_elements(By.CSS_SELECTOR, '.hit')
+    assert hits[0].get_attribute('data-id') == query
+    WebDriverWait(driver, 20).until(lambda d: d.execute_script(
+        "return [...document.querySelectorAll('.hit img')].every(i => i.complete && "
+        "i.naturalWidth > 0)"))
+    shot = str(tmp_path / 'search_page.png')
+    driver.save_screenshot(shot)
+    assert os.path.getsize(shot) > 10000
+    keep = os.environ.get('IRTBOX_SCREENSHOT_DIR')  # docs: the README's picture
+    if keep:
+        shutil.copy(shot, osp.join(keep, 'search_page.png'))
+    clicked = hits[3].get_attribute('data-id')
+    hits[3].click()  # a result searches with itself: it comes first
+    WebDriverWait(driver, 30).until(lambda d: d.execute_script(
+        "const h = document.querySelector('.hit'); return h && h.dataset.id") == clicked)
+    assert driver.find_element(By.ID, 'status').get_attribute('class') != 'error'

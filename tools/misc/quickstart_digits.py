@@ -5,6 +5,9 @@ model (IRT_O), trains IRT_L (contrastive loss) and IRT_R (+ KoLeo) with
 tools/train.py, evaluates both with tools/test.py, then prints the three side by
 side and writes them to WORK_DIR/results.json and results.csv.
 
+IRT_R's test also draws 30 queries with their top 8 (--show-dir): result grids, a results
+browser WORK_DIR/irt_r/show/index.html (open it from the file system) and failures.csv.
+
 Finally it publishes IRT_R into a local model zoo (WORK_DIR/zoo, with
 tools/misc/publish_model.py) and prints how to load it with ``get_model``.
 
@@ -34,6 +37,7 @@ TRAINED = [('IRT_L', 'irt-l_vit-tiny_1xb64-500_digits.py'),
 COLUMNS = [('recall@1', 'R@1'), ('recall@2', 'R@2'), ('recall@4', 'R@4'), ('recall@8', 'R@8'),
            ('map@r', 'MAP@R')]
 ZOO_NAME = 'irt-r_vit-tiny_digits'
+SHOW_SUBDIR = osp.join('irt_r', 'show')  # IRT_R's result grids and results browser
 SHOWN = ('Iter(', 'Error', 'Traceback', 'results written')
 
 
@@ -83,11 +87,12 @@ def main():
     data = [f'{loader}.dataset.data_root={args.data_root}'
             for loader in ('val_dataloader', 'test_dataloader')]
 
-    def test(name, config, checkpoint=()):
+    def test(name, config, checkpoint=(), extra=()):
         work_dir = osp.join(args.work_dir, name.lower())
         out = osp.join(work_dir, 'test_results.npz')
         wait(name, start(name, [sys.executable, 'tools/test.py', config, *checkpoint,
-                                '--work-dir', work_dir, '--out', out, '--cfg-options', *data],
+                                '--work-dir', work_dir, '--out', out, *extra,
+                                '--cfg-options', *data],
                          osp.join(work_dir, 'stdout.log')))
         with open(osp.splitext(out)[0] + '.json') as f:
             return json.load(f)
@@ -106,7 +111,9 @@ def main():
         wait(name, job)
     for name, config in TRAINED:
         checkpoint = osp.join(args.work_dir, name.lower(), f'iter_{args.iters}.pth')
-        results[name] = test(name, osp.join(CONFIGS, config), [checkpoint])
+        extra = ['--show-dir', osp.join(args.work_dir, SHOW_SUBDIR), '--show-num', '30'] \
+            if name == 'IRT_R' else []
+        results[name] = test(name, osp.join(CONFIGS, config), [checkpoint], extra)
 
     os.makedirs(args.work_dir, exist_ok=True)
     with open(osp.join(args.work_dir, 'results.json'), 'w') as f:
@@ -124,6 +131,8 @@ def main():
         print(f'{name:8}' + ''.join(f'{100 * metrics[key]:8.1f}' for key, _ in COLUMNS))
     gain = 100 * (results['IRT_R']['recall@1'] - results['IRT_O']['recall@1'])
     print(f'\nIRT_R - IRT_O Recall@1: {gain:+.1f} points')
+    browser = osp.join(args.work_dir, SHOW_SUBDIR, 'index.html')
+    print(f"IRT_R's results browser: {browser} (result grids and failures.csv beside it)")
     publish(args.work_dir, osp.join(args.work_dir, 'irt_r', f'iter_{args.iters}.pth'),
             osp.join(CONFIGS, TRAINED[1][1]))
 

@@ -1,0 +1,101 @@
+"""A 2-D map of the embedding space (PCA, t-SNE or UMAP), coloured by class."""
+import os
+import os.path as osp
+from typing import Optional, Sequence
+
+import numpy as np
+
+from .html_browser import label_name
+
+__all__ = ['METHODS', 'embed_2d', 'plot_embedding_map']
+
+METHODS = ('pca', 'tsne', 'umap')
+LEGEND_MAX_CLASSES = 20  # more classes than this: a legend would hide the map
+
+
+def embed_2d(embeddings: np.ndarray, method: str = 'tsne', seed: int = 0) -> np.ndarray:
+    """(n, 2) coordinates of n x D ``embeddings`` (rows L2-normalised first, as the search
+    compares them by cosine).
+
+    'pca': the two leading principal components (numpy SVD); 'tsne': scikit-learn's
+    t-SNE (perplexity min(30, (n - 1) / 3)); 'umap': umap-learn, an optional extra (an
+    ``ImportError`` naming ``pip install umap-learn`` when it is absent).
+    """
+    if method not in METHODS:
+        raise ValueError(f'embed_2d: method must be one of {METHODS}, got {method!r}.')
+    x = np.asarray(embeddings, dtype=np.float64)
+    if x.ndim != 2 or len(x) < 3:
+        raise ValueError(f'embed_2d: expected an n x D array with n >= 3, got shape {x.shape}.')
+    x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    if method == 'pca':
+        centred = x - x.mean(axis=0)
+        _, _, vt = np.linalg.svd(centred, full_matrices=False)
+        out = centred @ vt[:2].T
+        return np.pad(out, ((0, 0), (0, 2 - out.shape[1])))  # D = 1: a flat second axis
+    if method == 'tsne':
+        from sklearn.manifold import TSNE
+        perplexity = min(30.0, (len(x) - 1) / 3)
+        return TSNE(n_components=2, perplexity=perplexity, init='pca', random_state=seed,
+                    metric='cosine').fit_transform(x)
+    try:
+        import umap
+    except ImportError as error:
+        raise ImportError("--method umap needs umap-learn, an optional extra: "
+                          "pip install umap-learn (or pip install -e '.[umap]'; or use "
+                          "--method tsne / pca)") from error
+    return umap.UMAP(n_components=2, random_state=seed, metric='cosine').fit_transform(x)
+
+
+def plot_embedding_map(points: np.ndarray, labels: Optional[np.ndarray], out: str,
+                       class_names: Optional[Sequence[str]] = None, title: str = '',
+                       thumbnails: Sequence = (), thumb_zoom: float = 0.3):
+    """Scatter ``points`` (n x 2) coloured by ``labels`` into the image file ``out``.
+
+    A legend appears when there are at most ``LEGEND_MAX_CLASSES`` classes.
+    ``thumbnails``: ``(index, image array)`` pairs drawn at those points. Written
+    atomically (a file beside ``out``, then renamed). Returns the matplotlib ``Figure``.
+    """
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+        from matplotlib.offsetbox import AnnotationBbox, OffsetImage
+    except ImportError as error:
+        raise ImportError('the embedding map needs matplotlib: pip install matplotlib') \
+            from error
+    # A Figure of its own (no pyplot): nothing global changes in the caller's matplotlib.
+    fig = Figure(figsize=(8, 8), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    if labels is None:
+        ax.scatter(points[:, 0], points[:, 1], s=6, c='tab:blue')
+    else:
+        classes = np.unique(labels)
+        colours = _colours(len(classes))
+        for colour, c in zip(colours, classes):
+            mask = labels == c
+            name = label_name(c.item(), class_names)
+            ax.scatter(points[mask, 0], points[mask, 1], s=6, color=colour, label=name)
+        if len(classes) <= LEGEND_MAX_CLASSES:
+            ax.legend(markerscale=3, fontsize=8, loc='best', title='class')
+    for index, image in thumbnails:
+        box = AnnotationBbox(OffsetImage(image, zoom=thumb_zoom), points[index], frameon=True,
+                             pad=0.1)
+        ax.add_artist(box)
+    ax.set_title(title)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    fig.tight_layout()
+    os.makedirs(osp.dirname(osp.abspath(out)), exist_ok=True)
+    root, ext = osp.splitext(out)
+    tmp = f'{root}.tmp{os.getpid()}{ext}'
+    fig.savefig(tmp)
+    os.replace(tmp, out)
+    return fig
+
+
+def _colours(n: int) -> list:
+    """n distinct colours: tab20's for up to 20 classes, else evenly spaced on a spectrum."""
+    import matplotlib
+    if n <= 20:
+        return [matplotlib.colormaps['tab20'](i) for i in range(n)]
+    return [matplotlib.colormaps['nipy_spectral'](x) for x in np.linspace(0, 0.95, n)]

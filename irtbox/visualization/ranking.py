@@ -1,0 +1,173 @@
+"""What each shown query retrieved: its top-k, which results are right, wrong or junk, its AP,
+the rank of its first correct result and the classes that come before it.
+
+Only the queries that are shown are ranked in full (``chunk_size`` at a time, with
+:func:`~irtbox.evaluation.functional.rank_database`); choosing them needs only the top-1
+(:func:`~irtbox.evaluation.functional.knn`) of a random pool of queries a few times
+larger than the sample. Nothing builds a queries x gallery matrix, and the cost grows
+with the number of queries shown, not with the test set.
+"""
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from irtbox.evaluation.functional import average_precision, knn, rank_database
+
+__all__ = ['label_ground_truth', 'top1_failures', 'select_queries', 'analyze_queries']
+
+CORRECT, WRONG, JUNK = 'correct', 'wrong', 'junk'
+
+
+def label_ground_truth(query_labels: np.ndarray, gallery_labels: np.ndarray,
+                       rows: Sequence[int], junk: Optional[Dict[int, Sequence[int]]] = None,
+                       exclude_self: bool = False) -> List[dict]:
+    """``{'ok', 'junk'}`` gallery indices of the queries ``rows`` from class labels.
+
+    Args:
+        query_labels: (n_q,) labels of all queries.
+        gallery_labels: (n_g,) labels of the gallery.
+        rows: the queries wanted (indices into ``query_labels``).
+        junk: optional {query row: [gallery index, ...]} ignored in the ranking.
+        exclude_self: leave-one-out (query i is gallery item i): i is junk of query i.
+
+    Returns:
+        One dict per row: ``ok`` = the gallery items with the query's label, ``junk``.
+    """
+    order = np.argsort(gallery_labels, kind='stable')
+    sorted_labels = gallery_labels[order]
+    out = []
+    for row in rows:
+        lo, hi = np.searchsorted(sorted_labels, query_labels[row], side='left'), \
+            np.searchsorted(sorted_labels, query_labels[row], side='right')
+        ignored = list((junk or {}).get(int(row), ()))
+        if exclude_self:
+            ignored.append(int(row))
+        out.append(dict(ok=np.sort(order[lo:hi]), junk=np.asarray(ignored, dtype=np.int64)))
+    return out
+
+
+def _normalized(x) -> torch.Tensor:
+    return F.normalize(torch.as_tensor(np.ascontiguousarray(x, dtype=np.float32)), dim=1)
+
+
+def top1_failures(query_emb: np.ndarray, gallery_emb: np.ndarray, rows: Sequence[int], gnd_of,
+                  exclude_self: bool = False, chunk_size: int = 1024) -> np.ndarray:
+    """(len(rows),) bool: whether the nearest gallery item of each query of ``rows`` is
+    wrong (neither ok nor junk).
+
+    ``gnd_of(rows)`` returns the ``{'ok', 'junk'}`` dicts of those query rows (e.g.
+    :func:`label_ground_truth` bound to the labels). A cheap screen used to include
+    failures in the sample: one exact top-1 (top-2 in leave-one-out mode, where query i is
+    gallery item i and is dropped) search per row, chunked.
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    k = min(2 if exclude_self else 1, len(gallery_emb))
+    _, top = knn(query_emb[rows], gallery_emb, k=k, chunk_size=chunk_size)
+    if exclude_self:
+        # The query itself is normally first; drop it wherever it is, keep the best other.
+        top = np.where(top[:, :1] == rows[:, None], top[:, 1:], top[:, :1])
+    top = top[:, 0]
+    failed = np.zeros(len(rows), dtype=bool)
+    for j, g in enumerate(gnd_of(rows)):
+        failed[j] = top[j] not in g['ok'] and top[j] not in g['junk']
+    return failed
+
+
+def select_queries(n_queries: int, num: int, failures: Optional[np.ndarray] = None,
+                   seed: int = 0) -> np.ndarray:
+    """A reproducible sample of ``num`` query rows (all of them if ``num >= n_queries``).
+
+    Up to half of the sample are failures (``failures[i]`` True), drawn at random with
+    ``seed``; the rest is drawn from the other queries, so a good model still shows
+    its mistakes and a bad one still shows successes. Returned sorted.
+    """
+    if num >= n_queries:
+        return np.arange(n_queries)
+    rng = np.random.default_rng(seed)
+    if failures is None:
+        return np.sort(rng.choice(n_queries, num, replace=False))
+    bad, good = np.flatnonzero(failures), np.flatnonzero(~failures)
+    n_bad = min(len(bad), max(num // 2, num - len(good)))
+    chosen = np.concatenate([rng.choice(bad, n_bad, replace=False),
+                             rng.choice(good, num - n_bad, replace=False)])
+    return np.sort(chosen)
+
+
+def analyze_queries(query_emb: np.ndarray, gallery_emb: np.ndarray, rows: Sequence[int],
+                    gnd: Sequence[dict], k: int = 8, gallery_labels: Optional[np.ndarray] = None,
+                    exclude_self: bool = False, chunk_size: int = 64,
+                    max_confusions: int = 3) -> List[dict]:
+    """Ranks the gallery for each query of ``rows`` and describes the result.
+
+    Similarity is the cosine (rows L2-normalised), ties to the lower gallery index.
+    In leave-one-out mode (``exclude_self``: query i is gallery item i) the query
+    itself is removed from the shown ranking; ``gnd`` must then list it as junk
+    (:func:`label_ground_truth` does).
+
+    Args:
+        query_emb: n_q x D embeddings of all queries.
+        gallery_emb: n_g x D embeddings of the gallery.
+        rows: the query rows to analyse.
+        gnd: one ``{'ok', 'junk'}`` dict per row (gallery indices).
+        k: results kept per query (fewer when the gallery is smaller).
+        gallery_labels: (n_g,) labels, for the confusions (None: no confusions).
+        exclude_self: leave-one-out search.
+        chunk_size: queries ranked at once (memory O(chunk_size x n_g)).
+        max_confusions: how many wrong classes to report per query.
+
+    Returns:
+        One dict per row: ``query`` (the row), ``results`` (gallery indices, top-k),
+        ``scores`` (their cosine similarities), ``status`` ('correct' / 'wrong' /
+        'junk' each), ``ap`` (non-interpolated AP over the whole ranking, junk
+        removed; NaN when no correct item exists), ``n_relevant`` (R, the number of
+        correct gallery items), ``first_correct`` (1-based rank of the first correct
+        result in the shown ranking, None if there is none), ``failure`` (a wrong
+        result comes before the first correct one, junk skipped) and ``confusions``
+        (``[(label, count), ...]``: the labels of the wrong results ranked before the
+        first correct one, or in the top-k when there is none, most frequent first).
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    if len(rows) != len(gnd):
+        raise ValueError(f'analyze_queries: {len(rows)} rows but {len(gnd)} ground-truth '
+                         'entries; expected one per row.')
+    q, g = _normalized(query_emb), _normalized(gallery_emb)
+    out = []
+    for start in range(0, len(rows), chunk_size):
+        chunk = rows[start:start + chunk_size]
+        cgnd = gnd[start:start + chunk_size]
+        ranks = rank_database(q[chunk], g, chunk_size=chunk_size).numpy()
+        aps = average_precision(ranks, cgnd)
+        for j, row in enumerate(chunk):
+            column = ranks[:, j]
+            if exclude_self:
+                column = column[column != row]
+            out.append(_describe(int(row), column, cgnd[j], float(aps[j]), q[row], g, k,
+                                 gallery_labels, max_confusions))
+    return out
+
+
+def _describe(row, column, gt, ap, query, gallery, k, gallery_labels, max_confusions) -> dict:
+    ok = np.setdiff1d(np.asarray(gt['ok'], dtype=np.int64),
+                      np.asarray(gt.get('junk', ()), dtype=np.int64))
+    is_junk = np.isin(column, np.asarray(gt.get('junk', ()), dtype=np.int64))
+    is_ok = np.isin(column, ok) & ~is_junk
+    correct_at = np.flatnonzero(is_ok)
+    first = int(correct_at[0]) if len(correct_at) else None
+    counted = ~is_junk
+    failure = first is None or bool((counted[:first] & ~is_ok[:first]).any())
+    top = column[:k]
+    status = np.where(is_junk[:k], JUNK, np.where(is_ok[:k], CORRECT, WRONG)).tolist()
+    scores = (gallery[torch.from_numpy(top)] @ query).numpy()
+    confusions = []
+    if gallery_labels is not None:
+        stop = first if first is not None else len(top)
+        wrong = column[:stop][counted[:stop] & ~is_ok[:stop]]
+        labels, first_seen, counts = np.unique(gallery_labels[wrong], return_index=True,
+                                               return_counts=True)
+        order = sorted(range(len(labels)), key=lambda i: (-counts[i], first_seen[i]))
+        confusions = [(labels[i].item(), int(counts[i])) for i in order[:max_confusions]]
+    return dict(query=row, results=top, scores=scores, status=status, ap=ap,
+                n_relevant=len(ok), first_correct=None if first is None else first + 1,
+                failure=failure, confusions=confusions)

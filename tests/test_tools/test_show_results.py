@@ -1,0 +1,177 @@
+"""tools/test.py --show-dir / --out paths, browse_results.py and plot_embeddings.py as a user runs
+them, and no registry-scope warning in a run's log."""
+import csv
+import glob
+import os.path as osp
+import sys
+
+import numpy as np
+import pytest
+
+from tools import test as test_tool
+from tools.analysis_tools import browse_results, plot_embeddings
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+TINY_CONFIG = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')
+INSHOP = ['test_dataloader.dataset.type=InShopDataset',
+          'test_dataloader.dataset.data_root=tests/data/inshop']
+
+
+@pytest.fixture(scope='module')
+def tested(tmp_path_factory):
+    """tools/test.py --out and --show-dir of the random tiny model on the SOP fixture."""
+    import os
+    here = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        tmp = tmp_path_factory.mktemp('tested')
+        out, show = str(tmp / 'results.npz'), str(tmp / 'show')
+        test_tool.main([TINY_CONFIG, '--work-dir', str(tmp / 'work'), '--out', out,
+                        '--show-dir', show, '--show-num', '5', '--show-topk', '4'])
+    finally:
+        os.chdir(here)
+    return tmp, out, show
+
+
+def read_csv(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def test_out_stores_paths_relative_to_the_root(tested):
+    _, out, _ = tested
+    results = np.load(out)
+    root = str(results['data_root'])
+    assert root == osp.join(ROOT, 'tests', 'data', 'sop')
+    paths = results['img_path'].tolist()
+    assert len(paths) == len(results['embeddings'])
+    assert all(not osp.isabs(p) and osp.isfile(osp.join(root, p)) for p in paths)
+    # In sample order: the SOP test split's annotation lines, image column (path_id 4).
+    with open(osp.join(root, 'Ebay_test.txt')) as f:
+        want = [line.split()[3] for line in f.readlines()[1:] if line.strip()]
+    assert paths == want
+    assert len(results['class_names']) == len(np.unique(results['labels']))
+
+
+def test_show_dir_grids_browser_and_csv(tested):
+    _, out, show = tested
+    assert len(glob.glob(osp.join(show, 'grids', 'query_*.png'))) == 5
+    assert osp.isfile(osp.join(show, 'index.html'))
+    rows = read_csv(osp.join(show, 'failures.csv'))
+    assert len(rows) == 5
+    assert set(rows[0]) == {'query', 'image', 'label', 'ap', 'n_relevant', 'first_correct',
+                            'failure', 'confusions'}
+    labels = np.load(out)['labels']
+    # R = the other samples of the query's class (leave-one-out).
+    assert [int(r['n_relevant']) for r in rows] == [
+        int((labels == labels[int(r['query'])]).sum()) - 1 for r in rows]
+
+
+def test_browse_results_rebuilds_the_same_from_the_npz(tested):
+    tmp, out, show = tested
+    again = str(tmp / 'again')
+    browse_results.main([out, '--out-dir', again, '--show-num', '5', '--topk', '4'])
+    assert read_csv(osp.join(again, 'failures.csv')) == read_csv(osp.join(show, 'failures.csv'))
+    assert sorted(osp.basename(p) for p in glob.glob(osp.join(again, 'grids', '*.png'))) == \
+        sorted(osp.basename(p) for p in glob.glob(osp.join(show, 'grids', '*.png')))
+
+
+def test_browse_results_worst(tested):
+    tmp, out, _ = tested
+    worst = str(tmp / 'worst')
+    records = browse_results.main([out, '--out-dir', worst, '--worst', '2'])
+    rows = read_csv(osp.join(worst, 'failures.csv'))
+    assert len(rows) == len(np.load(out)['embeddings'])  # every query, worst first
+    assert sorted(r['query'] for r in records) == sorted(int(r['query']) for r in rows[:2])
+    assert len(glob.glob(osp.join(worst, 'grids', '*.png'))) == 2
+
+
+def test_browse_results_clear_errors(tested, tmp_path):
+    _, out, _ = tested
+    old = dict(np.load(out))
+    del old['img_path']
+    np.savez(tmp_path / 'old.npz', **old)
+    with pytest.raises(SystemExit, match="no 'img_path' array"):
+        browse_results.main([str(tmp_path / 'old.npz'), '--out-dir', str(tmp_path / 's')])
+    with pytest.raises(SystemExit, match='--data-root'):
+        browse_results.main([out, '--out-dir', str(tmp_path / 's'), '--data-root',
+                             str(tmp_path)])
+    with pytest.raises(SystemExit, match='no such file'):
+        browse_results.main([str(tmp_path / 'none.npz'), '--out-dir', str(tmp_path / 's')])
+
+
+def test_query_gallery_set_shows_only_queries(tmp_path, in_root):
+    out, show = str(tmp_path / 'r.npz'), str(tmp_path / 'show')
+    test_tool.main([TINY_CONFIG, '--work-dir', str(tmp_path / 'w'), '--out', out,
+                    '--show-dir', show, '--cfg-options', *INSHOP])
+    is_query = np.load(out)['is_query']
+    shown = sorted(int(r['query']) for r in read_csv(osp.join(show, 'failures.csv')))
+    assert shown == np.flatnonzero(is_query).tolist()  # fewer queries than --show-num
+
+
+@pytest.mark.parametrize('method', ['pca', 'tsne'])
+def test_plot_embeddings_writes_a_png(tested, tmp_path, method):
+    from PIL import Image
+    _, out, _ = tested
+    png = tmp_path / f'{method}.png'
+    points = plot_embeddings.main([out, '--method', method, '--out', str(png),
+                                   '--thumbnails', '2'])
+    assert points.shape == (len(np.load(out)['embeddings']), 2)
+    with Image.open(png) as img:
+        assert img.format == 'PNG' and img.width > 100
+
+
+def test_plot_embeddings_umap_missing(tested, tmp_path, monkeypatch):
+    _, out, _ = tested
+    monkeypatch.setitem(sys.modules, 'umap', None)
+    with pytest.raises(SystemExit, match='pip install umap-learn'):
+        plot_embeddings.main([out, '--method', 'umap', '--out', str(tmp_path / 'u.png')])
+
+
+def test_run_log_has_no_registry_scope_warning(tmp_path, in_root):
+    work_dir = tmp_path / 'work'
+    test_tool.main([TINY_CONFIG, '--work-dir', str(work_dir)])
+    logs = glob.glob(str(work_dir / '*' / '*.log'))
+    assert logs
+    text = open(logs[0]).read()
+    assert 'Iter(test)' in text  # the log is the run's
+    assert 'Failed to search registry' not in text
+
+
+def test_revisited_junk_is_grey(tmp_path, in_root):
+    """ROxford fixture, Hard protocol: positives = 'hard', junk = 'junk' + 'easy' (grey)."""
+    import pickle
+
+    from PIL import Image
+
+    from irtbox.visualization import COLORS
+    from irtbox.visualization.grid import HEADER, PAD
+    out = str(tmp_path / 'r.npz')
+    test_tool.main([osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_landmarks.py'),
+                    '--work-dir', str(tmp_path / 'w'), '--out', out])
+    gnd_file = osp.join(ROOT, 'tests', 'data', 'landmarks', 'roxford5k', 'gnd_roxford5k.pkl')
+    records = browse_results.main([out, '--out-dir', str(tmp_path / 'show'), '--gnd', gnd_file,
+                                   '--protocol', 'hard', '--topk', '10'])
+    with open(gnd_file, 'rb') as f:
+        gnd = pickle.load(f)['gnd']
+    is_query = np.load(out)['is_query']
+    queries, database = np.flatnonzero(is_query), np.flatnonzero(~is_query)
+    seen = set()
+    for rec in records:
+        g = gnd[int(np.searchsorted(queries, rec['query']))]
+        grid = np.asarray(Image.open(tmp_path / 'show' / 'grids' / f"query_{rec['query']}.png"))
+        for j, sample in enumerate(rec['results'], start=1):
+            db = int(np.searchsorted(database, sample))
+            want = 'junk' if db in list(g['junk']) + list(g['easy']) else \
+                'correct' if db in g['hard'] else 'wrong'
+            seen.add(want)
+            x, y = PAD + j * (128 + 10 + PAD), HEADER + PAD
+            assert tuple(grid[y + 1, x + 1]) == COLORS[want]
+    assert seen == {'junk', 'correct', 'wrong'}
+
+
+def test_browse_results_asks_for_a_prefix(tmp_path):
+    np.savez(tmp_path / 'two.npz', **{'0/embeddings': np.ones((3, 2)), '1/embeddings':
+                                      np.ones((3, 2))})
+    with pytest.raises(SystemExit, match="prefixes '0/', '1/': pick one with --prefix"):
+        browse_results.main([str(tmp_path / 'two.npz'), '--out-dir', str(tmp_path / 's')])
