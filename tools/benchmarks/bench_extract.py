@@ -128,6 +128,8 @@ def main():
     parser.add_argument('--repeats', type=int, default=3, help='rounds; the median counts')
     parser.add_argument('--min-seconds', type=float, default=5.0,
                         help='a contender process repeats its pass (median) for this long')
+    parser.add_argument('--settings', nargs='+', default=list(SETTINGS), choices=list(SETTINGS),
+                        help='which settings to run (default: all)')
     parser.add_argument('--one', nargs=4, help=argparse.SUPPRESS)  # setting contender workers dir
     args = parser.parse_args()
     if args.one:
@@ -145,7 +147,7 @@ def main():
     contenders = (('bare', 0), ('irtbox', 0), ('irtbox', 2))
     rows = []
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
-    for setting in SETTINGS:
+    for setting in args.settings:
         with tempfile.TemporaryDirectory() as folder:
             with open(osp.join(folder, 'paths.json'), 'w') as f:
                 json.dump(make_images(setting, args.images, folder), f)

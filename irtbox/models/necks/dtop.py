@@ -2,7 +2,8 @@
 
 "Boosting vision transformers for image retrieval" (DToP). Only the supplementary
 is available and no code was released, so the wiring below is a reconstruction
-(``../shared/spec/dtop.md``); every reconstructed choice is a keyword option.
+(``configs/dtop/README.md``, "Reconstructed choices"); every reconstructed choice is a
+keyword option.
 Defaults, at D = 768 and k = 6 layers, on a B x 768 x h x w patch grid per layer:
 
     u = mean_l CLS_l                                 B x D        (Eqs. 5, 7)
