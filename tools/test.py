@@ -79,8 +79,8 @@ def metric_outputs(runner) -> dict:
 def main(argv=None):
     args = parse_args(argv)
     from mmengine.dist import get_rank
-    from mmengine.runner import Runner
 
+    from irtbox.engine import IrtboxRunner
     from irtbox.utils import register_safe_globals
     from irtbox.utils.dist import adapt_cfg_to_device, finish_distributed, init_distributed
     cfg = load_config(args.config, args.cfg_options)
@@ -104,7 +104,7 @@ def main(argv=None):
     register_safe_globals()
     if args.launcher != 'none':
         init_distributed(args.launcher)
-    runner = Runner.from_cfg(cfg)
+    runner = IrtboxRunner.from_cfg(cfg)
     metrics = runner.test()
     if args.out and get_rank() == 0:
         outputs = metric_outputs(runner) if args.out.endswith('.npz') else {}
