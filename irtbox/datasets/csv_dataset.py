@@ -4,7 +4,7 @@ import os.path as osp
 from typing import Dict, List, Optional, Tuple
 
 from irtbox.registry import DATASETS
-from .base_dataset import BaseRetrievalDataset, malformed
+from .base_dataset import BaseRetrievalDataset, check_utf8, malformed
 
 _REQUIRED = ('path', 'label')
 _JUNK_COLUMNS = ('query_path', 'gallery_path')
@@ -74,6 +74,7 @@ class CSVDataset(BaseRetrievalDataset):
 
     def parse_samples(self) -> List[dict]:
         path = self._require_file(self.ann_file, 'ann_file')
+        check_utf8(path)
         with open(path, newline='', encoding='utf-8') as f:
             reader = csv.DictReader(f, skipinitialspace=True)
             columns = [c.strip() for c in reader.fieldnames or []]
@@ -85,17 +86,24 @@ class CSVDataset(BaseRetrievalDataset):
             if self.split is not None and 'split' not in columns:
                 raise ValueError(f'CSVDataset: split={self.split!r} was asked for '
                                  f'but {path} has no split column')
-            rows, splits, all_paths = [], set(), set()
+            rows, splits, label_of = [], set(), {}  # label_of: path -> (first line, label)
             for row in reader:
                 lineno = reader.line_num
                 if None in row or any(row.get(c) is None for c in columns):
                     raise malformed(path, lineno, f'{len(columns)} fields '
                                     f'({",".join(columns)})', _raw(row))
                 row = {k: v.strip() for k, v in row.items()}
-                if not row['path'] or not row['label']:
-                    raise malformed(path, lineno, 'a non-empty path and label', _raw(row))
+                if not row['path'] or not row['label'] or row['label'].lower() == 'nan':
+                    raise malformed(path, lineno, 'a non-empty path and label (not NaN)',
+                                    _raw(row))
                 splits.add(row.get('split'))
-                all_paths.add(osp.normpath(row['path']))
+                key = osp.normpath(row['path'])
+                if key in label_of and label_of[key][1] != row['label']:
+                    first, label = label_of[key]
+                    raise ValueError(f'{path}, lines {first} and {lineno}: {row["path"]!r} has '
+                                     f'the label {label!r} on line {first} and '
+                                     f'{row["label"]!r} on line {lineno}; one image, one label')
+                label_of.setdefault(key, (lineno, row['label']))
                 if self.split is None or row['split'] == self.split:
                     rows.append((lineno, row))
         if not rows:
@@ -103,13 +111,14 @@ class CSVDataset(BaseRetrievalDataset):
                              f'{path} (splits found: {sorted(splits)})')
         samples = self._to_samples(path, rows)
         if self.junk_file:
-            self._junk_pairs = self._read_junk(path, rows, samples, all_paths)
+            self._junk_pairs = self._read_junk(path, rows, samples, set(label_of))
         return samples
 
     def _read_junk(self, ann_path: str, rows: list, samples: List[dict],
                    all_paths: set) -> List[Tuple[str, str]]:
         """The junk file's (query img_path, gallery img_path) pairs within the split."""
         path = self._require_file(self._join_root(self.junk_file), 'junk_file')
+        check_utf8(path)
         in_split: Dict[str, List[dict]] = {}
         for (_, row), sample in zip(rows, samples):
             in_split.setdefault(osp.normpath(row['path']), []).append(sample)

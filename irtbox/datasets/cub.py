@@ -27,6 +27,8 @@ class CUBDataset(BaseRetrievalDataset):
         label_file (str): The image-to-class file, relative to ``data_root``.
         num_train_classes (int): Classes ``1 .. num_train_classes`` form the
             training split, the others the test split (100 in the protocol).
+        max_class_id (int): Class ids must lie in ``1 .. max_class_id`` (200 classes);
+            any other is an error naming the file and line.
         **kwargs: See :class:`BaseRetrievalDataset`; ``ann_file`` defaults to
             ``images.txt`` and ``data_prefix`` to ``dict(img_path='images')``.
     """
@@ -36,9 +38,14 @@ class CUBDataset(BaseRetrievalDataset):
     def __init__(self,
                  label_file: str = 'image_class_labels.txt',
                  num_train_classes: int = 100,
+                 max_class_id: int = 200,
                  **kwargs):
+        if not 0 < num_train_classes < max_class_id:
+            raise ValueError(f'CUBDataset: num_train_classes={num_train_classes}; expected '
+                             f'1 .. max_class_id - 1 = {max_class_id - 1}')
         self.label_file = label_file
         self.num_train_classes = num_train_classes
+        self.max_class_id = max_class_id
         super().__init__(**kwargs)
 
     def default_ann_file(self, split):
@@ -68,6 +75,10 @@ class CUBDataset(BaseRetrievalDataset):
             label_line, text = labels[image_id]
             class_id = parse_int(label_path, label_line, text, 'class_id',
                                  f'{image_id} {text}')
+            if not 1 <= class_id <= self.max_class_id:
+                # Out of range would otherwise land silently in a split (-5: train).
+                raise malformed(label_path, label_line,
+                                f'a class_id in 1 .. {self.max_class_id}', f'{image_id} {text}')
             if (class_id <= self.num_train_classes) == (self.split == 'train'):
                 samples.append(dict(img_path=self._join_img(rel_path), gt_label=class_id))
         return samples
