@@ -17,6 +17,7 @@
 The tools build it with ``IrtboxRunner.from_cfg(cfg)``; a config may also name it with
 ``runner_type = 'IrtboxRunner'``.
 """
+import logging
 import os
 import os.path as osp
 import re
@@ -33,6 +34,18 @@ from irtbox.utils.checkpoint import checkpoint_problem, extract_state_dict
 __all__ = ['IrtboxRunner', 'find_resume_checkpoint', 'run_checkpoints']
 
 _CKPT_NAME = re.compile(r'^(iter|epoch)_(\d+)\.pth$')
+
+# MMEngine warnings of every run that no config can avoid: CheckpointHook and LoggerHook
+# build a deprecated FileClient even when none is configured, and BaseMetric warns that
+# irtbox's metrics have no prefix (their names, recall@1 ..., are unprefixed by design).
+_UNACTIONABLE = ('"FileClient" will be deprecated in future',
+                 '"HardDiskBackend" is the alias of "LocalBackend"',
+                 'The prefix is not set in metric class')
+
+
+class _DropUnactionable(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(_UNACTIONABLE)
 
 
 def run_checkpoints(work_dir: str) -> List[str]:
@@ -95,6 +108,7 @@ class IrtboxRunner(Runner):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._load_partial = bool(self.cfg.get('load_partial', False))
+        self.logger.addFilter(_DropUnactionable())
 
     def register_default_hooks(self, hooks=None) -> None:
         """MMEngine's default hooks plus ``non_finite_loss``; set
