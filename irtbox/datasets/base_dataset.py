@@ -3,7 +3,7 @@ errors, remapping labels to contiguous ids, and cheap access to the labels."""
 import csv
 import logging
 import os.path as osp
-from typing import Hashable, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Hashable, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 from mmengine.dataset import BaseDataset
@@ -200,6 +200,20 @@ def check_utf8(path: str) -> None:
         raise ValueError(f'{path}, line {lineno}, column {column}: byte '
                          f'0x{data[err.start]:02x} is not UTF-8 text ({err.reason}); '
                          'save the file as UTF-8') from None
+
+
+def check_one_label_per_image(path: str, entries: Iterable[Tuple[int, str, Hashable]]) -> None:
+    """Raise a ValueError naming both lines when an image path of the annotation file
+    ``path`` is listed twice with different labels; ``entries`` are (line, image path,
+    label). The same image twice with the same label is left alone."""
+    first: Dict[str, Tuple[int, Hashable]] = {}
+    for lineno, image, label in entries:
+        key = osp.normpath(image)
+        seen = first.setdefault(key, (lineno, label))
+        if seen[1] != label:
+            raise ValueError(f'{path}, lines {seen[0]} and {lineno}: {image!r} has the label '
+                             f'{seen[1]!r} on line {seen[0]} and {label!r} on line {lineno}; '
+                             'one image, one label')
 
 
 def malformed(path: str, lineno: int, expected: str, line: str) -> ValueError:

@@ -4,7 +4,7 @@ import os.path as osp
 from typing import Dict, List, Optional, Tuple
 
 from irtbox.registry import DATASETS
-from .base_dataset import BaseRetrievalDataset, check_utf8, malformed
+from .base_dataset import BaseRetrievalDataset, check_one_label_per_image, check_utf8, malformed
 
 _REQUIRED = ('path', 'label')
 _JUNK_COLUMNS = ('query_path', 'gallery_path')
@@ -86,7 +86,7 @@ class CSVDataset(BaseRetrievalDataset):
             if self.split is not None and 'split' not in columns:
                 raise ValueError(f'CSVDataset: split={self.split!r} was asked for '
                                  f'but {path} has no split column')
-            rows, splits, label_of = [], set(), {}  # label_of: path -> (first line, label)
+            rows, splits, entries = [], set(), []  # entries: (line, path, label) of all splits
             for row in reader:
                 lineno = reader.line_num
                 if None in row or any(row.get(c) is None for c in columns):
@@ -97,21 +97,17 @@ class CSVDataset(BaseRetrievalDataset):
                     raise malformed(path, lineno, 'a non-empty path and label (not NaN)',
                                     _raw(row))
                 splits.add(row.get('split'))
-                key = osp.normpath(row['path'])
-                if key in label_of and label_of[key][1] != row['label']:
-                    first, label = label_of[key]
-                    raise ValueError(f'{path}, lines {first} and {lineno}: {row["path"]!r} has '
-                                     f'the label {label!r} on line {first} and '
-                                     f'{row["label"]!r} on line {lineno}; one image, one label')
-                label_of.setdefault(key, (lineno, row['label']))
+                entries.append((lineno, row['path'], row['label']))
                 if self.split is None or row['split'] == self.split:
                     rows.append((lineno, row))
+        check_one_label_per_image(path, entries)
         if not rows:
             raise ValueError(f'CSVDataset: no rows with split {self.split!r} in '
                              f'{path} (splits found: {sorted(splits)})')
         samples = self._to_samples(path, rows)
         if self.junk_file:
-            self._junk_pairs = self._read_junk(path, rows, samples, set(label_of))
+            all_paths = {osp.normpath(image) for _, image, _ in entries}
+            self._junk_pairs = self._read_junk(path, rows, samples, all_paths)
         return samples
 
     def _read_junk(self, ann_path: str, rows: list, samples: List[dict],

@@ -3,7 +3,8 @@ zero-shot metric-learning split of Song et al. (CVPR 2016)."""
 from typing import List
 
 from irtbox.registry import DATASETS
-from .base_dataset import BaseRetrievalDataset, malformed, parse_int
+from .base_dataset import (BaseRetrievalDataset, check_one_label_per_image, malformed,
+                           parse_int)
 
 
 @DATASETS.register_module()
@@ -67,7 +68,7 @@ class CUBDataset(BaseRetrievalDataset):
         label_path = self._join_root(self.label_file)
         paths = self._read_id_pairs(self.ann_file, 'ann_file', 'path')
         labels = self._read_id_pairs(label_path, 'label_file', 'class_id')
-        samples = []
+        samples, entries = [], []  # entries: (images.txt line, path, class_id)
         for image_id, (lineno, rel_path) in paths.items():
             if image_id not in labels:
                 raise ValueError(f'{label_path}: no class for image_id {image_id} '
@@ -79,7 +80,9 @@ class CUBDataset(BaseRetrievalDataset):
                 # Out of range would otherwise land silently in a split (-5: train).
                 raise malformed(label_path, label_line,
                                 f'a class_id in 1 .. {self.max_class_id}', f'{image_id} {text}')
+            entries.append((lineno, rel_path, class_id))
             if (class_id <= self.num_train_classes) == (self.split == 'train'):
                 samples.append(dict(img_path=self._join_img(rel_path), gt_label=class_id))
+        check_one_label_per_image(self.ann_file, entries)
         return samples
 

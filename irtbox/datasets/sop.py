@@ -4,7 +4,8 @@ import os.path as osp
 from typing import List, Tuple
 
 from irtbox.registry import DATASETS
-from .base_dataset import BaseRetrievalDataset, malformed, parse_int
+from .base_dataset import (BaseRetrievalDataset, check_one_label_per_image, malformed,
+                           parse_int)
 
 _HEADER = 'image_id class_id super_class_id path'
 
@@ -58,6 +59,7 @@ class SOPDataset(BaseRetrievalDataset):
             class_id = parse_int(path, lineno, fields[1], 'class_id', line)
             parse_int(path, lineno, fields[2], 'super_class_id', line)
             rows.append((lineno, class_id, fields[3]))
+        check_one_label_per_image(path, ((n, image, c) for n, c, image in rows))
         return rows
 
     def _check_class_disjoint(self, rows: List[Tuple[int, int, str]]) -> None:

@@ -28,7 +28,8 @@ def default_max_pixels() -> int:
     try:
         return int(float(value))
     except ValueError:
-        raise ValueError(f'IRTBOX_MAX_IMAGE_PIXELS={value!r}: expected a number of pixels') from None
+        raise ValueError(
+            f'IRTBOX_MAX_IMAGE_PIXELS={value!r}: expected a number of pixels') from None
 
 
 def _size_past_pillow_limit(data: bytes) -> Tuple[int, int]:

@@ -83,3 +83,22 @@ def test_inshop_query_without_positive_is_counted(tmp_path, monkeypatch):
     assert len(logged) == 1
     assert "1 of 2 queries of split 'test'" in logged[0] and 'list_eval_partition.txt' in logged[0]
     assert 'Recall@K counts each of them as a miss' in logged[0]
+
+
+@pytest.mark.parametrize('fmt', ['sop', 'cub', 'inshop'])
+def test_list_file_same_path_two_labels(fmt, tmp_path):
+    if fmt == 'sop':
+        name, make = 'Ebay_train.txt', lambda: sop(tmp_path, '1 1 1 a/1.jpg\n2 2 1 a/1.jpg\n')
+    elif fmt == 'cub':
+        (tmp_path / 'images.txt').write_text('1 001.a/1.jpg\n2 001.a/1.jpg\n')
+        (tmp_path / 'image_class_labels.txt').write_text('1 1\n2 2\n')
+        name, make = 'images.txt', lambda: len(CUBDataset(data_root=str(tmp_path), split='train'))
+    else:
+        (tmp_path / 'Eval').mkdir()
+        (tmp_path / 'Eval' / 'list_eval_partition.txt').write_text(
+            '2\nimage_name item_id evaluation_status\nimg/1.jpg id_1 train\nimg/1.jpg id_2 train\n')
+        name = 'Eval/list_eval_partition.txt'
+        make = lambda: InShopDataset(data_root=str(tmp_path), split='train')  # noqa: E731
+    lines = {'sop': (2, 3), 'cub': (1, 2), 'inshop': (3, 4)}[fmt]
+    with raises_at(tmp_path / name, f's {lines[0]} and {lines[1]}', 'one image, one label'):
+        make()

@@ -23,8 +23,10 @@ def png_header(width, height, pixels=True):
     """A PNG of width x height black pixels, compressed (~400 KB for 20000 x 20000); without
     ``pixels`` only its header chunk: a valid header declaring an oversized image."""
     def chunk(kind, data):
-        return struct.pack('>I', len(data)) + kind + data + struct.pack('>I', zlib.crc32(kind + data))
-    header = b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', width, height, 8, 0, 0, 0, 0))
+        crc = struct.pack('>I', zlib.crc32(kind + data))
+        return struct.pack('>I', len(data)) + kind + data + crc
+    ihdr = struct.pack('>IIBBBBB', width, height, 8, 0, 0, 0, 0)  # 8-bit greyscale
+    header = b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', ihdr)
     if not pixels:
         return header + chunk(b'IEND', b'')
     raw = zlib.compressobj(9)

@@ -119,6 +119,6 @@ class NonFiniteLossHook(Hook):
         for name, value in bare_model(runner).state_dict().items():
             if value.is_floating_point() and not torch.isfinite(value).all():
                 raise NonFiniteLossError(
-                    f'iteration {runner.iter + 1}: weight or buffer {name} is not finite; the checkpoint '
-                    'is not saved, the latest stays '
+                    f'iteration {runner.iter + 1}: weight or buffer {name} is not finite; the '
+                    'checkpoint is not saved, the latest stays '
                     f'{_latest_checkpoint(runner)}')
