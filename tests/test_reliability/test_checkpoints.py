@@ -2,6 +2,7 @@
 checkpoint, strict loading, a clear refusal of files that are no checkpoint."""
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -25,6 +26,25 @@ def train(work_dir, *extra, iters=None):
 
 def ckpt_iter(path):
     return safe_torch_load(path)['meta']['iter']
+
+
+@pytest.fixture(scope='module')
+def four_iterations(tmp_path_factory):
+    """A work dir after a 4-iteration run (iter_2.pth, iter_4.pth): trained once, copied."""
+    work_dir = tmp_path_factory.mktemp('trained') / 'w'
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(ROOT)
+        train(work_dir, iters=4)
+    return work_dir
+
+
+def copy_run(source, tmp_path):
+    """A copy of a work dir, its last_checkpoint pointing into the copy."""
+    work_dir = tmp_path / 'w'
+    shutil.copytree(source, work_dir)
+    record = work_dir / 'last_checkpoint'
+    record.write_text(record.read_text().replace(str(source), str(work_dir)))
+    return work_dir
 
 
 @pytest.fixture
@@ -88,20 +108,19 @@ def test_not_a_checkpoint_names_the_file(content, tmp_path, in_root):
 
 
 @pytest.mark.parametrize('record', ['missing', 'empty'])
-def test_resume_without_last_checkpoint_uses_newest(record, tmp_path, in_root):
-    work_dir = tmp_path / 'w'
-    train(work_dir, iters=2)
-    first = (work_dir / 'iter_2.pth').read_bytes()
+def test_resume_without_last_checkpoint_uses_newest(record, four_iterations, tmp_path, in_root):
+    work_dir = copy_run(four_iterations, tmp_path)
+    earlier = {name: (work_dir / name).read_bytes() for name in ('iter_2.pth', 'iter_4.pth')}
     if record == 'missing':
         os.remove(work_dir / 'last_checkpoint')
     else:
         (work_dir / 'last_checkpoint').write_text('')
-    train(work_dir, '--resume')
-    # Before: restarted at iteration 1 and overwrote iter_2.pth with a new run's weights.
-    assert (work_dir / 'iter_2.pth').read_bytes() == first
-    assert ckpt_iter(str(work_dir / 'iter_4.pth')) == 4
+    train(work_dir, '--resume', iters=6)
+    # Before: restarted at iteration 1 and overwrote iter_2.pth and iter_4.pth with a new run.
+    assert {name: (work_dir / name).read_bytes() for name in earlier} == earlier
+    assert ckpt_iter(str(work_dir / 'iter_6.pth')) == 6
     log = run_log(str(work_dir))
-    assert f'last_checkpoint is {record}' in log and f'resume: from {work_dir}/iter_2.pth' in log
+    assert f'last_checkpoint is {record}' in log and f'resume: from {work_dir}/iter_4.pth' in log
 
 
 def test_resume_with_no_checkpoint_says_so(tmp_path, in_root):
@@ -111,9 +130,8 @@ def test_resume_with_no_checkpoint_says_so(tmp_path, in_root):
 
 
 @pytest.mark.parametrize('damage', ['truncated', 'zero_bytes', 'missing_target'])
-def test_resume_skips_a_damaged_newest_checkpoint(damage, tmp_path, in_root):
-    work_dir = tmp_path / 'w'
-    train(work_dir, iters=4)
+def test_resume_skips_a_damaged_newest_checkpoint(damage, four_iterations, tmp_path, in_root):
+    work_dir = copy_run(four_iterations, tmp_path)
     newest = work_dir / 'iter_4.pth'
     if damage == 'truncated':
         newest.write_bytes(newest.read_bytes()[:1000])
@@ -130,11 +148,10 @@ def test_resume_skips_a_damaged_newest_checkpoint(damage, tmp_path, in_root):
     assert ckpt_iter(str(work_dir / 'iter_6.pth')) == 6
 
 
-def test_fresh_run_warns_before_overwriting(tmp_path, in_root):
-    work_dir = tmp_path / 'w'
+def test_fresh_run_warns_before_overwriting(four_iterations, tmp_path, in_root):
+    work_dir = copy_run(four_iterations, tmp_path)
     train(work_dir, iters=2)
-    train(work_dir, iters=2)
-    assert 'holds checkpoints of an earlier run (iter_2.pth)' in run_log(str(work_dir))
+    assert 'holds checkpoints of an earlier run (iter_4.pth, iter_2.pth)' in run_log(str(work_dir))
 
 
 KILL_DURING_SAVE = textwrap.dedent('''
