@@ -116,7 +116,7 @@ class IrtboxRunner(Runner):
         hooks = dict(hooks or {})
         entry = hooks.get('non_finite_loss', {})
         if isinstance(entry, dict):  # e.g. only max_skipped given: the type is ours
-            hooks['non_finite_loss'] = dict(type='NonFiniteLossHook', **entry)
+            hooks['non_finite_loss'] = {'type': 'NonFiniteLossHook', **entry}
         super().register_default_hooks(hooks)
 
     def load_or_resume(self) -> None:
