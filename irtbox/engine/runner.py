@@ -108,6 +108,9 @@ class IrtboxRunner(Runner):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._load_partial = bool(self.cfg.get('load_partial', False))
+        # What a checkpoint is loaded for decides how its training-only parts (heads, memories)
+        # are checked: evaluation ignores them, load_from may lack them, resume needs them.
+        self._loading_for = 'evaluation'
         self.logger.addFilter(_DropUnactionable())
 
     def register_default_hooks(self, hooks=None) -> None:
@@ -138,9 +141,18 @@ class IrtboxRunner(Runner):
 
     def train(self):
         """Train; warns first when a run from iteration 0 may overwrite earlier checkpoints."""
+        self._loading_for = 'training'
         if not self._resume:
             self._warn_existing_checkpoints()
         return super().train()
+
+    def resume(self, filename: str, *args, **kwargs) -> None:
+        """MMEngine's resume; every weight, training-only parts included, must match."""
+        self._loading_for = 'resume'
+        try:
+            super().resume(filename, *args, **kwargs)
+        finally:
+            self._loading_for = 'training'
 
     def _warn_existing_checkpoints(self) -> None:
         existing = run_checkpoints(self.work_dir)
@@ -154,7 +166,10 @@ class IrtboxRunner(Runner):
     def load_checkpoint(self, filename: str, map_location='cpu', strict: bool = False,
                         revise_keys: list = [(r'^module\.', '')]):  # noqa: B006 (MMEngine's)
         """Load ``filename``'s weights into the model, refusing any key or shape mismatch
-        (:func:`~irtbox.apis.inference.load_model_weights`) unless ``load_partial``."""
+        (:func:`~irtbox.apis.inference.load_model_weights`) unless ``load_partial``. The
+        training-only parts (head, memories) must match to resume, may be absent for
+        ``load_from``, and are left alone for evaluation (``tools/test.py``), which does
+        not use them."""
         if self._load_partial:
             return super().load_checkpoint(filename, map_location, strict, revise_keys)
         from irtbox.apis.inference import load_model_weights
@@ -164,7 +179,9 @@ class IrtboxRunner(Runner):
         state = extract_state_dict(checkpoint)
         for pattern, replacement in revise_keys:
             state = {re.sub(pattern, replacement, k): v for k, v in state.items()}
-        load_model_weights(model, state, source=filename)
+        training_parts = dict(evaluation='ignored', training='optional', resume='required')
+        load_model_weights(model, state, source=filename,
+                           training_parts=training_parts[self._loading_for])
         self._has_loaded = True
         self.logger.info(f'Load checkpoint from {filename}')
         return checkpoint

@@ -198,3 +198,18 @@ def test_clean_run_logs_no_unactionable_warning(tmp_path, in_root):
                 and 'registry tree' not in line]
     # Before: MMEngine's FileClient / HardDiskBackend deprecations and the metric prefix note.
     assert warnings == []
+
+
+def test_training_only_parts_checked_by_purpose(tmp_path, in_root):
+    """The head (classifier, memory) is not used to evaluate: a checkpoint without it, or with
+    a classifier of another size, still tests; resuming needs it whole; load_from may lack it."""
+    state = init_model(TINY_CONFIG).state_dict()
+    head = [k for k in state if k.startswith('head.')]
+    assert head
+    path = str(tmp_path / 'no_head.pth')
+    torch.save({'state_dict': {k: v for k, v in state.items() if k not in head},
+                'meta': dict(iter=2, epoch=0)}, path)
+    test_tool.main([TINY_CONFIG, path, '--work-dir', str(tmp_path / 'test')])
+    train(tmp_path / 'finetune', '--cfg-options', f'load_from={path}', 'train_cfg.max_iters=1')
+    with pytest.raises(CheckpointMismatchError, match=re.escape(head[0])):
+        train(tmp_path / 'resume', '--resume', path)
