@@ -143,8 +143,8 @@ def show(runner, outputs: dict, metrics: dict, args) -> None:
 def main(argv=None):
     args = parse_args(argv)
     from mmengine.dist import get_rank
-    from mmengine.runner import Runner
 
+    from irtbox.engine import IrtboxRunner
     from irtbox.utils import register_safe_globals
     from irtbox.utils.dist import adapt_cfg_to_device, finish_distributed, init_distributed
     cfg = load_config(args.config, args.cfg_options)
@@ -168,7 +168,7 @@ def main(argv=None):
     register_safe_globals()
     if args.launcher != 'none':
         init_distributed(args.launcher)
-    runner = Runner.from_cfg(cfg)
+    runner = IrtboxRunner.from_cfg(cfg)
     metrics = runner.test()
     if (args.out or args.show_dir) and get_rank() == 0:
         outputs = {}

@@ -93,15 +93,18 @@ def check_batch_sampler(cfg):
 def main(argv=None):
     args = parse_args(argv)
     cfg = build_cfg(args)
-    from mmengine.runner import Runner
-
+    from irtbox.engine import IrtboxRunner, NonFiniteLossError
     from irtbox.utils import register_safe_globals
     from irtbox.utils.dist import finish_distributed, init_distributed
     register_safe_globals()
     if args.launcher != 'none':
         init_distributed(args.launcher)
-    runner = Runner.from_cfg(cfg)
-    runner.train()
+    runner = IrtboxRunner.from_cfg(cfg)
+    try:
+        runner.train()
+    except NonFiniteLossError as err:  # a clear stop, not a traceback: the message says it all
+        runner.logger.error(str(err))
+        raise SystemExit(1) from err
     finish_distributed()
 
 

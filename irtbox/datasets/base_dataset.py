@@ -1,11 +1,13 @@
 """Shared logic of the retrieval datasets: reading annotation files with clear
 errors, remapping labels to contiguous ids, and cheap access to the labels."""
 import csv
+import logging
 import os.path as osp
-from typing import Hashable, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Hashable, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 from mmengine.dataset import BaseDataset
+from mmengine.logging import print_log
 
 
 class BaseRetrievalDataset(BaseDataset):
@@ -121,6 +123,17 @@ class BaseRetrievalDataset(BaseDataset):
         self._query_mask = None
         if any('is_query' in d for d in infos):
             self._query_mask = np.array([bool(d.get('is_query', False)) for d in infos])
+            self._warn_queries_without_positive()
+
+    def _warn_queries_without_positive(self) -> None:
+        queries = self._gt_labels[self._query_mask]
+        lonely = int(np.sum(~np.isin(queries, self._gt_labels[~self._query_mask])))
+        if lonely:
+            print_log(f'{type(self).__name__}: {lonely} of {len(queries)} queries of split '
+                      f'{self.split!r} ({self.ann_file}) have no positive in the gallery; '
+                      'Recall@K counts each of them as a miss, MAP@R, R-precision and '
+                      'Precision@1 leave them out of their means', logger='current',
+                      level=logging.WARNING)
 
     # ----------------------------------------------------------------- access
     @property
@@ -159,6 +172,7 @@ class BaseRetrievalDataset(BaseDataset):
         """Yield ``(line_number, stripped_line)`` of the non-blank lines of a
         text annotation file, line numbers 1-based."""
         self._require_file(path, key)
+        check_utf8(path)
         with open(path, encoding='utf-8') as f:
             for lineno, line in enumerate(f, start=1):
                 line = line.strip()
@@ -173,6 +187,35 @@ class BaseRetrievalDataset(BaseDataset):
         return path if osp.isabs(path) or not self.data_root else osp.join(self.data_root, path)
 
 
+def check_utf8(path: str) -> None:
+    """Raise a ValueError naming the file, line and column of the first bytes of ``path``
+    that are not UTF-8 (Python's own error gives only a byte offset)."""
+    with open(path, 'rb') as f:
+        data = f.read()
+    try:
+        data.decode('utf-8')
+    except UnicodeDecodeError as err:
+        lineno = data.count(b'\n', 0, err.start) + 1
+        column = err.start - (data.rfind(b'\n', 0, err.start) + 1) + 1
+        raise ValueError(f'{path}, line {lineno}, column {column}: byte '
+                         f'0x{data[err.start]:02x} is not UTF-8 text ({err.reason}); '
+                         'save the file as UTF-8') from None
+
+
+def check_one_label_per_image(path: str, entries: Iterable[Tuple[int, str, Hashable]]) -> None:
+    """Raise a ValueError naming both lines when an image path of the annotation file
+    ``path`` is listed twice with different labels; ``entries`` are (line, image path,
+    label). The same image twice with the same label is left alone."""
+    first: Dict[str, Tuple[int, Hashable]] = {}
+    for lineno, image, label in entries:
+        key = osp.normpath(image)
+        seen = first.setdefault(key, (lineno, label))
+        if seen[1] != label:
+            raise ValueError(f'{path}, lines {seen[0]} and {lineno}: {image!r} has the label '
+                             f'{seen[1]!r} on line {seen[0]} and {label!r} on line {lineno}; '
+                             'one image, one label')
+
+
 def malformed(path: str, lineno: int, expected: str, line: str) -> ValueError:
     """The error for a line that does not have the expected format."""
     return ValueError(f'{path}, line {lineno}: expected {expected}, got {line!r}')
@@ -183,6 +226,7 @@ def iter_csv_rows(path: str, header: Sequence[str]):
     first line must be ``header``, each row having ``len(header)`` fields (else an error
     naming the file and line)."""
     expected_header = ','.join(header)
+    check_utf8(path)
     with open(path, newline='', encoding='utf-8') as f:
         reader = csv.reader(f)
         for row in reader:

@@ -4,7 +4,7 @@ import os.path as osp
 from typing import Dict, List, Optional, Tuple
 
 from irtbox.registry import DATASETS
-from .base_dataset import BaseRetrievalDataset, malformed
+from .base_dataset import BaseRetrievalDataset, check_one_label_per_image, check_utf8, malformed
 
 _REQUIRED = ('path', 'label')
 _JUNK_COLUMNS = ('query_path', 'gallery_path')
@@ -74,6 +74,7 @@ class CSVDataset(BaseRetrievalDataset):
 
     def parse_samples(self) -> List[dict]:
         path = self._require_file(self.ann_file, 'ann_file')
+        check_utf8(path)
         with open(path, newline='', encoding='utf-8') as f:
             reader = csv.DictReader(f, skipinitialspace=True)
             columns = [c.strip() for c in reader.fieldnames or []]
@@ -85,24 +86,27 @@ class CSVDataset(BaseRetrievalDataset):
             if self.split is not None and 'split' not in columns:
                 raise ValueError(f'CSVDataset: split={self.split!r} was asked for '
                                  f'but {path} has no split column')
-            rows, splits, all_paths = [], set(), set()
+            rows, splits, entries = [], set(), []  # entries: (line, path, label) of all splits
             for row in reader:
                 lineno = reader.line_num
                 if None in row or any(row.get(c) is None for c in columns):
                     raise malformed(path, lineno, f'{len(columns)} fields '
                                     f'({",".join(columns)})', _raw(row))
                 row = {k: v.strip() for k, v in row.items()}
-                if not row['path'] or not row['label']:
-                    raise malformed(path, lineno, 'a non-empty path and label', _raw(row))
+                if not row['path'] or not row['label'] or row['label'].lower() == 'nan':
+                    raise malformed(path, lineno, 'a non-empty path and label (not NaN)',
+                                    _raw(row))
                 splits.add(row.get('split'))
-                all_paths.add(osp.normpath(row['path']))
+                entries.append((lineno, row['path'], row['label']))
                 if self.split is None or row['split'] == self.split:
                     rows.append((lineno, row))
+        check_one_label_per_image(path, entries)
         if not rows:
             raise ValueError(f'CSVDataset: no rows with split {self.split!r} in '
                              f'{path} (splits found: {sorted(splits)})')
         samples = self._to_samples(path, rows)
         if self.junk_file:
+            all_paths = {osp.normpath(image) for _, image, _ in entries}
             self._junk_pairs = self._read_junk(path, rows, samples, all_paths)
         return samples
 
@@ -110,6 +114,7 @@ class CSVDataset(BaseRetrievalDataset):
                    all_paths: set) -> List[Tuple[str, str]]:
         """The junk file's (query img_path, gallery img_path) pairs within the split."""
         path = self._require_file(self._join_root(self.junk_file), 'junk_file')
+        check_utf8(path)
         in_split: Dict[str, List[dict]] = {}
         for (_, row), sample in zip(rows, samples):
             in_split.setdefault(osp.normpath(row['path']), []).append(sample)

@@ -3,7 +3,8 @@ zero-shot metric-learning split of Song et al. (CVPR 2016)."""
 from typing import List
 
 from irtbox.registry import DATASETS
-from .base_dataset import BaseRetrievalDataset, malformed, parse_int
+from .base_dataset import (BaseRetrievalDataset, check_one_label_per_image, malformed,
+                           parse_int)
 
 
 @DATASETS.register_module()
@@ -27,6 +28,8 @@ class CUBDataset(BaseRetrievalDataset):
         label_file (str): The image-to-class file, relative to ``data_root``.
         num_train_classes (int): Classes ``1 .. num_train_classes`` form the
             training split, the others the test split (100 in the protocol).
+        max_class_id (int): Class ids must lie in ``1 .. max_class_id`` (200 classes);
+            any other is an error naming the file and line.
         **kwargs: See :class:`BaseRetrievalDataset`; ``ann_file`` defaults to
             ``images.txt`` and ``data_prefix`` to ``dict(img_path='images')``.
     """
@@ -36,9 +39,14 @@ class CUBDataset(BaseRetrievalDataset):
     def __init__(self,
                  label_file: str = 'image_class_labels.txt',
                  num_train_classes: int = 100,
+                 max_class_id: int = 200,
                  **kwargs):
+        if not 0 < num_train_classes < max_class_id:
+            raise ValueError(f'CUBDataset: num_train_classes={num_train_classes}; expected '
+                             f'1 .. max_class_id - 1 = {max_class_id - 1}')
         self.label_file = label_file
         self.num_train_classes = num_train_classes
+        self.max_class_id = max_class_id
         super().__init__(**kwargs)
 
     def default_ann_file(self, split):
@@ -60,7 +68,7 @@ class CUBDataset(BaseRetrievalDataset):
         label_path = self._join_root(self.label_file)
         paths = self._read_id_pairs(self.ann_file, 'ann_file', 'path')
         labels = self._read_id_pairs(label_path, 'label_file', 'class_id')
-        samples = []
+        samples, entries = [], []  # entries: (images.txt line, path, class_id)
         for image_id, (lineno, rel_path) in paths.items():
             if image_id not in labels:
                 raise ValueError(f'{label_path}: no class for image_id {image_id} '
@@ -68,7 +76,13 @@ class CUBDataset(BaseRetrievalDataset):
             label_line, text = labels[image_id]
             class_id = parse_int(label_path, label_line, text, 'class_id',
                                  f'{image_id} {text}')
+            if not 1 <= class_id <= self.max_class_id:
+                # Out of range would otherwise land silently in a split (-5: train).
+                raise malformed(label_path, label_line,
+                                f'a class_id in 1 .. {self.max_class_id}', f'{image_id} {text}')
+            entries.append((lineno, rel_path, class_id))
             if (class_id <= self.num_train_classes) == (self.split == 'train'):
                 samples.append(dict(img_path=self._join_img(rel_path), gt_label=class_id))
+        check_one_label_per_image(self.ann_file, entries)
         return samples
 

@@ -2,7 +2,8 @@
 from typing import List
 
 from irtbox.registry import DATASETS
-from .base_dataset import BaseRetrievalDataset, malformed, parse_int
+from .base_dataset import (BaseRetrievalDataset, check_one_label_per_image, malformed,
+                           parse_int)
 
 _HEADER = 'image_name item_id evaluation_status'
 _STATUSES = ('train', 'query', 'gallery')
@@ -42,7 +43,7 @@ class InShopDataset(BaseRetrievalDataset):
     def parse_samples(self) -> List[dict]:
         path = self.ann_file
         wanted = ('train', ) if self.split == 'train' else ('query', 'gallery')
-        samples, count, num_entries = [], None, 0
+        samples, count, num_entries, entries = [], None, 0, []
         for i, (lineno, line) in enumerate(self._read_lines(path, 'ann_file')):
             if i == 0:
                 count = parse_int(path, lineno, line, 'number of entries', line)
@@ -57,11 +58,13 @@ class InShopDataset(BaseRetrievalDataset):
                                 "'image_name item_id train|query|gallery'", line)
             num_entries += 1
             name, item_id, status = fields
+            entries.append((lineno, name, item_id))
             if status in wanted:
                 sample = dict(img_path=self._join_img(name), gt_label=item_id)
                 if self.split == 'test':
                     sample['is_query'] = status == 'query'
                 samples.append(sample)
+        check_one_label_per_image(path, entries)
         if count is not None and count != num_entries:
             raise ValueError(f'{path}, line 1: says {count} entries, '
                              f'but the file lists {num_entries}')

@@ -1,9 +1,11 @@
 """Stanford Online Products (Song et al., "Deep Metric Learning via Lifted
 Structured Feature Embedding", CVPR 2016)."""
-from typing import List
+import os.path as osp
+from typing import List, Tuple
 
 from irtbox.registry import DATASETS
-from .base_dataset import BaseRetrievalDataset, malformed, parse_int
+from .base_dataset import (BaseRetrievalDataset, check_one_label_per_image, malformed,
+                           parse_int)
 
 _HEADER = 'image_id class_id super_class_id path'
 
@@ -32,9 +34,16 @@ class SOPDataset(BaseRetrievalDataset):
         return f'Ebay_{split}.txt'
 
     def parse_samples(self) -> List[dict]:
-        path = self.ann_file
-        samples = []
-        for i, (lineno, line) in enumerate(self._read_lines(path, 'ann_file')):
+        rows = self._read_rows(self.ann_file, 'ann_file')
+        self._check_class_disjoint(rows)
+        return [dict(img_path=self._join_img(rel_path), gt_label=class_id)
+                for _, class_id, rel_path in rows]
+
+    def _read_rows(self, path: str, key: str) -> List[Tuple[int, int, str]]:
+        """(line number, class_id, path) of every image of an Ebay_*.txt file; an error
+        names the file and line of a malformed line or of a repeated image_id."""
+        rows, line_of_id = [], {}
+        for i, (lineno, line) in enumerate(self._read_lines(path, key)):
             if i == 0:
                 if line.split() != _HEADER.split():
                     raise malformed(path, lineno, f'the header {_HEADER!r}', line)
@@ -42,8 +51,29 @@ class SOPDataset(BaseRetrievalDataset):
             fields = line.split()
             if len(fields) != 4:
                 raise malformed(path, lineno, f'4 fields {_HEADER!r}', line)
-            parse_int(path, lineno, fields[0], 'image_id', line)
+            image_id = parse_int(path, lineno, fields[0], 'image_id', line)
+            if image_id in line_of_id:
+                raise malformed(path, lineno, f'a new image_id ({image_id} is on line '
+                                f'{line_of_id[image_id]} already)', line)
+            line_of_id[image_id] = lineno
             class_id = parse_int(path, lineno, fields[1], 'class_id', line)
             parse_int(path, lineno, fields[2], 'super_class_id', line)
-            samples.append(dict(img_path=self._join_img(fields[3]), gt_label=class_id))
-        return samples
+            rows.append((lineno, class_id, fields[3]))
+        check_one_label_per_image(path, ((n, image, c) for n, c, image in rows))
+        return rows
+
+    def _check_class_disjoint(self, rows: List[Tuple[int, int, str]]) -> None:
+        """The protocol's train and test classes are disjoint: a class in both (checked
+        when the other split's file is there) is an error naming both lines."""
+        other = self.default_ann_file('test' if self.split == 'train' else 'train')
+        other_path = osp.join(osp.dirname(self.ann_file), other)
+        if self.split not in ('train', 'test') or not osp.isfile(other_path):
+            return
+        other_line = {class_id: lineno
+                      for lineno, class_id, _ in reversed(self._read_rows(other_path, other))}
+        for lineno, class_id, _ in rows:
+            if class_id in other_line:
+                raise ValueError(
+                    f'{self.ann_file}, line {lineno}: class_id {class_id} is also in '
+                    f'{other_path} (line {other_line[class_id]}); the train and test classes '
+                    'of Stanford Online Products are disjoint')

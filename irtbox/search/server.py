@@ -32,22 +32,16 @@ def _import_fastapi():
 
 
 def decode_upload(data: bytes, max_pixels: int) -> np.ndarray:
-    """An uploaded image as an H x W x 3 uint8 RGB array; ValueError saying what is wrong."""
-    from PIL import Image, UnidentifiedImageError
+    """An uploaded image as an H x W x 3 uint8 RGB array; ValueError saying what is wrong,
+    ImageTooLargeError (an OverflowError) above ``max_pixels`` (read from the header)."""
+    from PIL import Image
+
+    from irtbox.utils.image import check_image_bytes
     if not data:
         raise ValueError('the upload is empty')
+    check_image_bytes(data, max_pixels)
     try:
-        image = Image.open(io.BytesIO(data))
-        width, height = image.size
-    except Image.DecompressionBombError as err:
-        raise OverflowError(f'the image is too large ({err})') from None
-    except (UnidentifiedImageError, OSError) as err:
-        raise ValueError(f'not an image PIL can read ({err})') from None
-    if width * height > max_pixels:
-        raise OverflowError(f'the image is {width} x {height} = {width * height / 1e6:.1f} '
-                            f'megapixels; the limit is {max_pixels / 1e6:.1f}')
-    try:
-        return np.asarray(image.convert('RGB'))
+        return np.asarray(Image.open(io.BytesIO(data)).convert('RGB'))
     except (OSError, ValueError, Image.DecompressionBombError) as err:
         raise ValueError(f'the image cannot be decoded ({err})') from None
 

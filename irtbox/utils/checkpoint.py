@@ -8,7 +8,9 @@ allow exactly those classes, and route MMEngine's local and http(s) checkpoint
 loaders through the same safe ``torch.load``; downloads go through
 :mod:`irtbox.utils.download` (verified, resumable, cached).
 """
+import os
 import os.path as osp
+import zipfile
 from typing import Dict, Optional
 
 import numpy as np
@@ -62,13 +64,48 @@ def safe_torch_load(path: str, map_location='cpu'):
         raise FileNotFoundError(f'checkpoint file not found: {path}')
     if path.endswith('.safetensors'):
         return load_safetensors(path, map_location)
+    problem = checkpoint_problem(path, verify_crc=False)
+    if problem is not None:
+        raise RuntimeError(f'{path}: {problem}')
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # re-raised with the file name and the safe-load context
+        if not zipfile.is_zipfile(path):
+            raise RuntimeError(f'{path} is not a PyTorch checkpoint (neither a zip archive as '
+                               f'torch.save writes nor a legacy pickle: {err})') from err
         raise RuntimeError(
             f'could not load checkpoint {path} with torch.load(weights_only=True): {err}. '
             'irtbox only loads tensors, containers and the MMEngine objects it allow-lists; '
             'a file needing other Python objects is refused for safety.') from err
+
+
+def checkpoint_problem(path: str, verify_crc: bool = True) -> Optional[str]:
+    """What is wrong with the ``.pth`` file ``path`` (None when it looks intact), without
+    unpickling it: missing, empty, truncated (a zip archive without its central directory),
+    a corrupt zip member (CRC, only with ``verify_crc``: reads the whole file).
+
+    A file that is no zip archive at all may still be a legacy (pre torch 1.6) pickle: that
+    is for ``torch.load`` to decide, so it is not reported here.
+    """
+    if not osp.isfile(path):
+        return 'file not found'
+    if os.path.getsize(path) == 0:
+        return 'empty file (0 bytes): not a PyTorch checkpoint'
+    with open(path, 'rb') as f:
+        is_zip_start = f.read(4) == b'PK\x03\x04'
+    if not zipfile.is_zipfile(path):
+        # torch.save's zip archive starts with a local header and ends with the central
+        # directory: a start without an end is a file cut short (killed while writing).
+        return 'truncated checkpoint (a zip archive without its end)' if is_zip_start else None
+    if verify_crc:
+        try:
+            with zipfile.ZipFile(path) as archive:
+                bad = archive.testzip()
+        except (zipfile.BadZipFile, OSError, EOFError) as err:
+            return f'corrupt checkpoint ({err})'
+        if bad is not None:
+            return f'corrupt checkpoint (member {bad} fails its CRC check)'
+    return None
 
 
 def load_safetensors(path: str, map_location='cpu') -> Dict[str, torch.Tensor]:

@@ -1,11 +1,28 @@
 """Loading configs with errors that name the file and the entry at fault."""
+import difflib
 import os.path as osp
 
 from mmengine.config import Config, DictAction  # noqa: F401  (DictAction re-exported for tools)
 
+# The top-level keys the runner reads (MMEngine's Runner.from_cfg and IrtboxRunner).
+RUNNER_KEYS = (
+    'activation_checkpointing', 'auto_scale_lr', 'compile', 'custom_hooks', 'data_preprocessor',
+    'default_hooks', 'default_scope', 'efficient_conv_bn_eval', 'env_cfg', 'experiment_name',
+    'find_unused_parameters', 'launcher', 'load_from', 'load_partial', 'log_level',
+    'log_processor', 'model', 'model_wrapper_cfg', 'optim_wrapper', 'param_scheduler',
+    'randomness', 'resume', 'runner_type', 'test_cfg', 'test_dataloader', 'test_evaluator',
+    'train_cfg', 'train_dataloader', 'val_cfg', 'val_dataloader', 'val_evaluator',
+    'vis_backends', 'visualizer', 'work_dir')
+
+
+class ConfigError(ValueError):
+    """A config entry or ``--cfg-options`` value the toolbox would otherwise misread."""
+
 
 def load_config(path: str, cfg_options: dict = None) -> Config:
-    """``Config.fromfile`` plus ``--cfg-options``, with clear errors."""
+    """``Config.fromfile`` plus ``--cfg-options``, with clear errors: an option whose value
+    has another type than the config's entry, and a top-level key that looks like a
+    misspelled runner key (:func:`check_top_level_keys`), are refused."""
     if not osp.isfile(path):
         raise FileNotFoundError(f'config file not found: {path}')
     try:
@@ -13,9 +30,65 @@ def load_config(path: str, cfg_options: dict = None) -> Config:
     except Exception as err:  # re-raised naming the config file
         raise type(err)(f'could not load config {path}: {err}') from err
     if cfg_options:
+        check_option_types(cfg, cfg_options)
         cfg.merge_from_dict(cfg_options)
+    check_top_level_keys(cfg, path)
     cfg.setdefault('default_scope', 'irtbox')
     return cfg
+
+
+def check_top_level_keys(cfg: Config, path: str) -> None:
+    """Refuse a top-level key that is not a runner key but nearly spells one (``trian_cfg``,
+    ``optim_wraper``): the runner would silently ignore it. Variables of a config's own
+    (``data_root``, ``train_pipeline``) are far from every runner key and pass; a name
+    starting with ``_`` is never checked."""
+    for key in cfg.keys():
+        if key in RUNNER_KEYS or key.startswith('_'):
+            continue
+        # Close in spelling and in length: a typo, not a variable named after a key
+        # (``train_eval_dataloader`` is not a misspelled ``train_dataloader``).
+        close = [k for k in difflib.get_close_matches(key, RUNNER_KEYS, n=3, cutoff=0.85)
+                 if abs(len(k) - len(key)) <= 2]
+        if close:
+            raise ConfigError(
+                f'{path}: unknown top-level key {key!r}; did you mean {close[0]!r}? The runner '
+                f'ignores {key!r}, so its settings would be lost. (A variable of your own: '
+                "rename it or start its name with '_'.)")
+
+
+def _config_value(cfg, dotted: str):
+    """(True, value) of ``a.b.0.c`` in ``cfg``, or (False, None) when it is not there."""
+    node = cfg
+    for part in dotted.split('.'):
+        if isinstance(node, (dict, Config)) and part in node:
+            node = node[part]
+        elif isinstance(node, (list, tuple)) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return False, None
+    return True, node
+
+
+def check_option_types(cfg: Config, cfg_options: dict) -> None:
+    """Refuse ``--cfg-options KEY=VALUE`` whose value cannot be of the type the config has
+    at KEY (a number, a bool): ``train_cfg.max_iters=abc`` would otherwise end in an
+    unrelated error deep in training, or none."""
+    for key, value in cfg_options.items():
+        present, current = _config_value(cfg, key)
+        if not present or current is None:
+            continue
+        if isinstance(current, bool):
+            ok, expected = isinstance(value, bool), 'True or False'
+        elif isinstance(current, (int, float)):
+            # int and float both pass: a margin of 1 may well become 0.5.
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            expected = 'a number'
+        else:
+            continue
+        if not ok:
+            where = getattr(cfg, 'filename', None) or 'the config'
+            raise ConfigError(f'--cfg-options {key}={value!r}: expected {expected}, as '
+                              f'{key} = {current!r} in {where}')
 
 
 def _size_hw(size, key: str, where: str):

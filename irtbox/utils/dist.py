@@ -5,11 +5,18 @@ wrapper passes ``device_ids=[local_rank]``; both fail on CPU-only machines. The
 tools call :func:`init_distributed` before building the runner and
 :func:`adapt_cfg_to_device` to pick the backend and the wrapper arguments.
 """
+import ctypes
+import ctypes.util
+import inspect
 import os
+import signal
 import subprocess
+import sys
 
 import torch
 import torch.distributed as dist
+
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 
 def init_distributed(launcher: str, backend: str = None, port: int = None) -> None:
@@ -24,7 +31,9 @@ def init_distributed(launcher: str, backend: str = None, port: int = None) -> No
         return
     if launcher == 'slurm':
         _slurm_env(port)
-    elif launcher != 'pytorch':
+    elif launcher == 'pytorch':
+        exit_with_parent()  # torchrun started this rank: end with it
+    else:
         raise ValueError(f'unknown launcher {launcher!r}; expected none, pytorch or slurm')
     for key in ('RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT'):
         if key not in os.environ:
@@ -35,6 +44,21 @@ def init_distributed(launcher: str, backend: str = None, port: int = None) -> No
     if cuda:
         torch.cuda.set_device(int(os.environ.get('LOCAL_RANK', 0)) % torch.cuda.device_count())
     dist.init_process_group(backend=backend)
+
+
+def exit_with_parent(sig: int = signal.SIGTERM) -> None:
+    """Have the kernel send ``sig`` to this process when its parent (the ``torchrun``
+    launcher) dies, so that a killed launcher leaves no orphaned ranks (Linux
+    ``prctl(PR_SET_PDEATHSIG)``; a no-op elsewhere). Dataloader workers need nothing: they
+    already exit once their rank is gone (PyTorch's worker watchdog, within seconds)."""
+    if not sys.platform.startswith('linux'):
+        return
+    parent = os.getppid()
+    libc = ctypes.CDLL(ctypes.util.find_library('c') or 'libc.so.6', use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), 'prctl(PR_SET_PDEATHSIG) failed')
+    if os.getppid() != parent:  # the launcher died before the signal was armed
+        os.kill(os.getpid(), sig)
 
 
 def finish_distributed() -> None:
@@ -68,6 +92,12 @@ def adapt_cfg_to_device(cfg) -> None:
     wrapper = cfg.get('model_wrapper_cfg') or dict(type='MMDistributedDataParallel')
     wrapper['device_ids'] = None
     # As MMEngine's default wrapper: buffers (e.g. a cross-batch memory, already
-    # identical on every rank) are not re-sent from rank 0 at every step.
-    wrapper.setdefault('broadcast_buffers', False)
+    # identical on every rank) are not re-sent from rank 0 at every step. torch >= 2.13
+    # deprecates broadcast_buffers (a FutureWarning on every run) for forward_sync_buffers,
+    # which still syncs buffers once at start: harmless, as they start identical.
+    if 'broadcast_buffers' not in wrapper and 'forward_sync_buffers' not in wrapper:
+        key = ('forward_sync_buffers' if 'forward_sync_buffers' in
+               inspect.signature(torch.nn.parallel.DistributedDataParallel).parameters
+               else 'broadcast_buffers')
+        wrapper[key] = False
     cfg.model_wrapper_cfg = wrapper

@@ -1,8 +1,10 @@
 from .early_stopping import BestWeightsEarlyStoppingHook, StoppingState, early_stopping_step
 from .gradient_noise_hook import GradientNoiseHook
+from .non_finite_loss import NonFiniteLossError, NonFiniteLossHook
 from .projection_fit_hook import PCAFitHook, ProjectionFitHook, WhiteningFitHook
 from .tuple_mining_hook import TupleMiningHook, mine_hard_negatives
 
-__all__ = ['BestWeightsEarlyStoppingHook', 'GradientNoiseHook', 'PCAFitHook', 'ProjectionFitHook',
+__all__ = ['BestWeightsEarlyStoppingHook', 'GradientNoiseHook', 'NonFiniteLossError',
+           'NonFiniteLossHook', 'PCAFitHook', 'ProjectionFitHook',
            'StoppingState', 'TupleMiningHook', 'WhiteningFitHook', 'early_stopping_step',
            'mine_hard_negatives']

@@ -1,0 +1,77 @@
+"""``LoadImageFromFile`` that names the file of every image it cannot load, and caps pixels."""
+from typing import Optional
+
+import mmcv
+import numpy as np
+from mmcv.transforms import LoadImageFromFile as MMCVLoadImageFromFile
+from mmengine import fileio
+
+from irtbox.registry import TRANSFORMS
+from irtbox.utils.image import check_image_bytes, default_max_pixels
+
+__all__ = ['ImageLoadError', 'LoadImageFromFile']
+
+
+class ImageLoadError(ValueError):
+    """An image file that cannot be loaded: empty, truncated, not an image, or too large."""
+
+
+@TRANSFORMS.register_module()
+class LoadImageFromFile(MMCVLoadImageFromFile):
+    """mmcv's ``LoadImageFromFile`` (same arguments and results) that checks the file first.
+
+    Under ``default_scope='irtbox'`` this replaces mmcv's transform of the same name in
+    every pipeline. The image size is read from the header and refused above ``max_pixels``
+    before decoding (a decompression bomb never allocates its pixels); an empty, truncated
+    or undecodable file raises :class:`ImageLoadError` naming it and saying why, where mmcv
+    asserts or (for some truncated files) decodes what it can.
+
+    Args:
+        max_pixels (int, optional): the pixel cap. Default: ``$IRTBOX_MAX_IMAGE_PIXELS``,
+            else 89,478,485 (Pillow's default limit).
+        **kwargs: mmcv's ``LoadImageFromFile`` arguments (``ignore_empty=True`` still turns
+            an unloadable image into a skipped sample, as in mmcv).
+    """
+
+    def __init__(self, max_pixels: Optional[int] = None, **kwargs):
+        super().__init__(**kwargs)
+        self.max_pixels = max_pixels
+
+    def transform(self, results: dict) -> Optional[dict]:
+        """Load ``results['img_path']`` into ``results['img']`` (with img_shape, ori_shape)."""
+        filename = results['img_path']
+        try:
+            img = self._load(filename)
+        except ImageLoadError:
+            if self.ignore_empty:
+                return None
+            raise
+        if self.to_float32:
+            img = img.astype(np.float32)
+        results['img'] = img
+        results['img_shape'] = img.shape[:2]
+        results['ori_shape'] = img.shape[:2]
+        return results
+
+    def _load(self, filename: str) -> np.ndarray:
+        try:
+            data = fileio.get(filename, backend_args=self.backend_args)
+        except OSError as err:
+            raise ImageLoadError(f'{filename}: cannot read the image file ({err})') from err
+        max_pixels = default_max_pixels() if self.max_pixels is None else self.max_pixels
+        try:
+            width, height = check_image_bytes(data, max_pixels)
+        except OverflowError as err:
+            raise ImageLoadError(f'{filename}: {err} (max_pixels of LoadImageFromFile or '
+                                 'IRTBOX_MAX_IMAGE_PIXELS to raise it)') from None
+        except ValueError as err:
+            raise ImageLoadError(f'{filename}: {err}') from None
+        try:
+            img = mmcv.imfrombytes(data, flag=self.color_type, backend=self.imdecode_backend)
+        except (OSError, ValueError, SyntaxError) as err:
+            raise ImageLoadError(f'{filename}: the image cannot be decoded ({err})') from None
+        if img is None:  # what OpenCV returns for a truncated or corrupt file
+            raise ImageLoadError(f'{filename}: the image cannot be decoded (truncated or '
+                                 f'corrupt {len(data)}-byte file; its header says '
+                                 f'{width} x {height})')
+        return img

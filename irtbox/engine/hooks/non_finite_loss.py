@@ -1,0 +1,124 @@
+"""Stop training at the first non-finite loss instead of training on, and saving, NaNs."""
+import math
+import os.path as osp
+from typing import Optional
+
+import torch
+import torch.distributed as dist
+from mmengine.hooks import Hook
+from mmengine.optim import OptimWrapper
+
+from irtbox.registry import HOOKS
+from .utils import bare_model
+
+__all__ = ['NonFiniteLossError', 'NonFiniteLossHook']
+
+
+class NonFiniteLossError(RuntimeError):
+    """Training met a non-finite loss (or weights) beyond what the config allows."""
+
+
+def _non_finite_terms(log_vars: Optional[dict]) -> dict:
+    terms = {}
+    for name, value in (log_vars or {}).items():
+        value = float(value.detach().float().mean()) if torch.is_tensor(value) else value
+        if isinstance(value, float) and not math.isfinite(value):
+            terms[name] = value
+    return terms
+
+
+def _latest_checkpoint(runner) -> str:
+    record = osp.join(runner.work_dir, 'last_checkpoint')
+    if osp.isfile(record):
+        with open(record) as f:
+            return f.read().strip() or 'none'
+    return 'none (none was saved yet)'
+
+
+@HOOKS.register_module()
+class NonFiniteLossHook(Hook):
+    """Skip the update of an iteration whose loss is NaN or infinite, and stop training
+    (``NonFiniteLossError``, non-zero exit) once more than ``max_skipped`` were skipped,
+    naming the iteration and the loss terms at fault.
+
+    The skipped update never reaches the weights (the optimizer step is left out; under
+    DDP every rank agrees on skipping), so the last checkpoint saved stays the latest and
+    stays finite. With ``max_skipped > 0`` the model's buffers (e.g. a cross-batch memory
+    the forward pass fills) are copied before each iteration and restored when its update
+    is skipped. Checkpoints with a non-finite weight or buffer are refused as well.
+
+    ``IrtboxRunner`` adds it as the default hook ``non_finite_loss``; configure it with
+    ``default_hooks = dict(non_finite_loss=dict(max_skipped=3))``.
+
+    Args:
+        max_skipped (int): non-finite iterations tolerated (skipped) before stopping.
+            Default 0: stop at the first.
+    """
+
+    priority = 'ABOVE_NORMAL'  # before CheckpointHook / LoggerHook in after_train_iter
+
+    def __init__(self, max_skipped: int = 0):
+        if max_skipped < 0:
+            raise ValueError(f'NonFiniteLossHook: max_skipped={max_skipped}; expected >= 0')
+        self.max_skipped = max_skipped
+        self.skipped = 0
+        self._skip_this_iter = False
+        self._buffers = None
+
+    def before_train(self, runner) -> None:
+        """Guard the optimizer wrapper's update (an OptimWrapperDict is checked after the
+        iteration only, as its parts update separately)."""
+        wrapper = runner.optim_wrapper
+        if isinstance(wrapper, OptimWrapper):
+            wrapper.update_params = self._guarded(wrapper, wrapper.update_params)
+
+    def _guarded(self, wrapper, update_params):
+        def update_if_finite(loss, *args, **kwargs):
+            finite = torch.isfinite(loss.detach()).all().float()
+            if dist.is_available() and dist.is_initialized():
+                # A NaN on one rank reaches every rank through the gradient all-reduce.
+                dist.all_reduce(finite, op=dist.ReduceOp.MIN)
+            self._skip_this_iter = not bool(finite)
+            if not self._skip_this_iter:
+                return update_params(loss, *args, **kwargs)
+            # backward keeps DDP's gradient all-reduce in step on every rank; the
+            # gradients are then dropped and the optimizer step left out.
+            loss.backward()
+            wrapper.zero_grad()
+        return update_if_finite
+
+    def before_train_iter(self, runner, batch_idx: int, data_batch=None) -> None:
+        """Keep the buffers an iteration may have to be rolled back to (when skips are allowed)."""
+        if self.max_skipped > 0:
+            self._buffers = {name: buffer.detach().clone()
+                             for name, buffer in bare_model(runner).named_buffers()}
+
+    def after_train_iter(self, runner, batch_idx: int, data_batch=None, outputs=None) -> None:
+        """Count a non-finite iteration; stop past ``max_skipped``."""
+        terms = _non_finite_terms(outputs)
+        if not (terms or self._skip_this_iter):
+            return
+        self._skip_this_iter = False
+        self.skipped += 1
+        described = ', '.join(f'{k}={v}' for k, v in terms.items()) or 'on another rank'
+        where = f'iteration {runner.iter + 1}: non-finite loss ({described})'
+        if self.skipped > self.max_skipped:
+            raise NonFiniteLossError(
+                f'{where}; training stopped ({self.skipped} non-finite iteration(s), '
+                f'default_hooks.non_finite_loss.max_skipped={self.max_skipped}). The latest '
+                f'checkpoint stays {_latest_checkpoint(runner)}. Lower the learning '
+                'rate, or check the data and the loss terms named above.')
+        if self._buffers is not None:
+            for name, buffer in bare_model(runner).named_buffers():
+                buffer.copy_(self._buffers[name])
+        runner.logger.warning(f'{where}: update skipped ({self.skipped} of at most '
+                              f'{self.max_skipped})')
+
+    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+        """Refuse to write a checkpoint whose weights are not all finite."""
+        for name, value in bare_model(runner).state_dict().items():
+            if value.is_floating_point() and not torch.isfinite(value).all():
+                raise NonFiniteLossError(
+                    f'iteration {runner.iter + 1}: weight or buffer {name} is not finite; the '
+                    'checkpoint is not saved, the latest stays '
+                    f'{_latest_checkpoint(runner)}')

@@ -1,0 +1,103 @@
+"""A killed ``torchrun`` launcher leaves no orphaned ranks or dataloader workers."""
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from reliability_helpers import ROOT, TINY_CONFIG
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def children(pid):
+    found = []
+    try:
+        for task in os.listdir(f'/proc/{pid}/task'):
+            with open(f'/proc/{pid}/task/{task}/children') as f:
+                found += [int(c) for c in f.read().split()]
+    except FileNotFoundError:
+        pass
+    return found
+
+
+def descendants(pid):
+    found = []
+    for child in children(pid):
+        found += [child] + descendants(child)
+    return found
+
+
+def running(pid):
+    """Alive and not a zombie (an exited orphan may wait for a reaper that never comes)."""
+    try:
+        with open(f'/proc/{pid}/stat') as f:
+            return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir('/proc'), reason='reads the process tree from /proc (Linux)')
+def test_killed_launcher_leaves_no_orphans(tmp_path):
+    log = open(tmp_path / 'out.log', 'w')
+    launcher = subprocess.Popen(
+        ['bash', 'tools/dist_train.sh', TINY_CONFIG, '2', '--work-dir', str(tmp_path / 'w'),
+         '--cfg-options', 'train_cfg.max_iters=100000', 'train_cfg.val_interval=100000',
+         'default_hooks.checkpoint.interval=100000', 'train_dataloader.num_workers=1',
+         'train_dataloader.persistent_workers=True'],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        env=dict(os.environ, PORT=str(free_port()), OMP_NUM_THREADS='1', CUDA_VISIBLE_DEVICES=''))
+    tree = []  # every process started, for the clean-up whatever happens
+    try:
+        deadline = time.time() + 240
+        while not re.search(r'Iter\(train\) \[\s*3/100000\]', (tmp_path / 'out.log').read_text()):
+            assert launcher.poll() is None and time.time() < deadline, \
+                (tmp_path / 'out.log').read_text()[-3000:]
+            time.sleep(0.5)
+        # The DDP wrapper of CPU runs used to warn (broadcast_buffers FutureWarning) every run.
+        assert 'FutureWarning' not in (tmp_path / 'out.log').read_text()
+        torchrun = children(launcher.pid)[0]
+        tree = descendants(torchrun)  # 2 ranks, each with its dataloader worker
+        assert len(tree) >= 4, tree
+        os.kill(torchrun, signal.SIGKILL)
+        killed = time.time()
+        while any(running(pid) for pid in tree) and time.time() - killed < 10:
+            time.sleep(0.2)
+        # Before: the ranks trained on without their launcher, workers with them.
+        assert not [pid for pid in tree if running(pid)], 'orphans left 10 s after the kill'
+    finally:
+        for pid in set(tree + descendants(launcher.pid) + [launcher.pid]):
+            if running(pid):
+                os.kill(pid, signal.SIGKILL)
+        launcher.wait()
+        log.close()
+
+
+def test_cpu_ddp_wrapper_raises_no_deprecation_warning(tmp_path):
+    import warnings
+
+    import torch
+    import torch.distributed as dist
+    from mmengine.config import Config
+    from mmengine.registry import MODEL_WRAPPERS
+
+    from irtbox.utils.dist import adapt_cfg_to_device
+    if torch.cuda.is_available():
+        pytest.skip('checks the CPU (gloo) wrapper settings')
+    cfg = Config(dict())
+    adapt_cfg_to_device(cfg)
+    dist.init_process_group('gloo', init_method=f'file://{tmp_path}/store', rank=0, world_size=1)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter('error')
+            MODEL_WRAPPERS.build(cfg.model_wrapper_cfg,
+                                 default_args=dict(module=torch.nn.Linear(2, 2)))
+    finally:
+        dist.destroy_process_group()
