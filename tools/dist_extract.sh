@@ -12,14 +12,4 @@ USAGE
 }
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then usage; exit 0; fi
 if [ $# -lt 5 ]; then usage >&2; exit 2; fi
-NPROC=$5
-NNODES=${NNODES:-1}
-NODE_RANK=${NODE_RANK:-0}
-PORT=${PORT:-29500}
-MASTER_ADDR=${MASTER_ADDR:-127.0.0.1}
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-PYTHONPATH="$ROOT:${PYTHONPATH:-}" \
-python -m torch.distributed.run \
-    --nnodes="$NNODES" --node_rank="$NODE_RANK" --master_addr="$MASTER_ADDR" \
-    --nproc_per_node="$NPROC" --master_port="$PORT" \
-    "$ROOT/tools/extract.py" "$1" "$2" "$3" "$4" --launcher pytorch "${@:6}"
+exec bash "$(dirname "$0")/dist_launch.sh" extract.py "$5" "$1" "$2" "$3" "$4" "${@:6}"

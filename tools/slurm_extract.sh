@@ -13,15 +13,4 @@ USAGE
 }
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then usage; exit 0; fi
 if [ $# -lt 6 ]; then usage >&2; exit 2; fi
-PARTITION=$1
-JOB_NAME=$2
-GPUS=${GPUS:-8}
-GPUS_PER_NODE=${GPUS_PER_NODE:-8}
-CPUS_PER_TASK=${CPUS_PER_TASK:-5}
-SRUN_ARGS=${SRUN_ARGS:-""}
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-PYTHONPATH="$ROOT:${PYTHONPATH:-}" \
-srun -p "$PARTITION" --job-name="$JOB_NAME" --gres=gpu:"$GPUS_PER_NODE" \
-    --ntasks="$GPUS" --ntasks-per-node="$GPUS_PER_NODE" --cpus-per-task="$CPUS_PER_TASK" \
-    --kill-on-bad-exit=1 ${SRUN_ARGS} \
-    python -u "$ROOT/tools/extract.py" "$3" "$4" "$5" "$6" --launcher slurm "${@:7}"
+exec bash "$(dirname "$0")/slurm_launch.sh" "$1" "$2" extract.py "${@:3}"

@@ -2,16 +2,4 @@
 # Usage: [GPUS=8 GPUS_PER_NODE=8 CPUS_PER_TASK=5 SRUN_ARGS=...] tools/slurm_train.sh PARTITION JOB_NAME CONFIG [train.py args...]
 set -euo pipefail
 if [ $# -lt 3 ]; then echo "usage: $0 PARTITION JOB_NAME CONFIG [train.py args...]" >&2; exit 2; fi
-PARTITION=$1
-JOB_NAME=$2
-CONFIG=$3
-GPUS=${GPUS:-8}
-GPUS_PER_NODE=${GPUS_PER_NODE:-8}
-CPUS_PER_TASK=${CPUS_PER_TASK:-5}
-SRUN_ARGS=${SRUN_ARGS:-""}
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-PYTHONPATH="$ROOT:${PYTHONPATH:-}" \
-srun -p "$PARTITION" --job-name="$JOB_NAME" --gres=gpu:"$GPUS_PER_NODE" \
-    --ntasks="$GPUS" --ntasks-per-node="$GPUS_PER_NODE" --cpus-per-task="$CPUS_PER_TASK" \
-    --kill-on-bad-exit=1 ${SRUN_ARGS} \
-    python -u "$ROOT/tools/train.py" "$CONFIG" --launcher slurm "${@:4}"
+exec bash "$(dirname "$0")/slurm_launch.sh" "$1" "$2" train.py "${@:3}"

@@ -1,0 +1,49 @@
+"""The Slurm launchers forward their arguments to srun and the tool (a stand-in srun prints
+its command line); the torchrun ones are run for real in test_dist_train.py and
+test_extract_tool.py."""
+import os
+import os.path as osp
+import subprocess
+
+import pytest
+
+from tools import extract as extract_tool
+from tools import test as test_tool
+from tools import train as train_tool
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+
+
+def run_with_fake_srun(tmp_path, script, *args, **env):
+    fake = tmp_path / 'srun'
+    fake.write_text('#!/bin/sh\nfor a in "$@"; do echo "$a"; done\n')
+    fake.chmod(0o755)
+    env = dict(os.environ, PATH=f'{tmp_path}:{os.environ["PATH"]}', **env)
+    proc = subprocess.run(['bash', osp.join(ROOT, 'tools', script), *args], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.splitlines()
+
+
+@pytest.mark.parametrize('script,args,tool,parser', [
+    ('slurm_train.sh', ['cfg.py', '--resume'], 'train.py', train_tool),
+    ('slurm_test.sh', ['cfg.py', 'ck.pth', '--out', 'r.npz'], 'test.py', test_tool),
+    ('slurm_extract.sh', ['cfg.py', 'ck.pth', 'imgs', 'out', '--resume'], 'extract.py',
+     extract_tool)])
+def test_slurm_scripts_forward_everything(tmp_path, script, args, tool, parser):
+    argv = run_with_fake_srun(tmp_path, script, 'gpu', 'job', *args, GPUS='16',
+                              SRUN_ARGS='--qos=high --time=1:00:00')
+    assert argv[:3] == ['-p', 'gpu', '--job-name=job']
+    assert '--ntasks=16' in argv and '--qos=high' in argv and '--time=1:00:00' in argv
+    tool_args = argv[argv.index(osp.join(ROOT, 'tools', tool)) + 1:]
+    assert tool_args == ['--launcher', 'slurm', *args]
+    parsed = parser.parse_args(tool_args)  # the tool reads them as meant
+    assert parsed.launcher == 'slurm' and parsed.config == 'cfg.py'
+
+
+def test_usage_errors(tmp_path):
+    for script in ('slurm_train.sh', 'slurm_test.sh', 'slurm_extract.sh', 'dist_train.sh',
+                   'dist_test.sh', 'dist_extract.sh'):
+        proc = subprocess.run(['bash', osp.join(ROOT, 'tools', script)], capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 2 and 'usage:' in proc.stderr, script
