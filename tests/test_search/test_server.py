@@ -26,7 +26,6 @@ from irtbox.search.server import create_app
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIG = osp.join(ROOT, 'configs', 'quickstart', 'irt-r_vit-tiny_1xb64-500_digits.py')
 pytest.importorskip('fastapi')
-pytest.importorskip('sklearn.datasets')
 MAX_UPLOAD = 200 * 1024
 
 

@@ -14,7 +14,6 @@ from tools import search as search_tool
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIG = osp.join(ROOT, 'configs', 'quickstart', 'irt-r_vit-tiny_1xb64-500_digits.py')
-pytest.importorskip('sklearn.datasets')
 
 
 @pytest.fixture(scope='module')
