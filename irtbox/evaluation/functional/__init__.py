@@ -4,10 +4,10 @@ from .embedding_analysis import (cumulative_energy, effective_dimension, ground_
                                  similarity_histograms)
 from .gradient_noise import gradient_direction_spread
 from .knn import knn
-from .map_at_r import count_relevant, map_at_r, map_at_r_from_relevance
-from .recall import recall_at_k, recall_from_relevance
+from .map_at_r import count_relevant, map_at_r_from_relevance
+from .recall import recall_from_relevance
 from .reranking import alpha_database_augmentation, alpha_query_expansion
-from .retrieval import retrieval_metrics
+from .retrieval import map_at_r, recall_at_k, retrieval_metrics
 from .revisited import build_revisited_gnd, rank_database, revisited_map, revisited_means
 from .whitening import apply_whitening, learn_whitening, pca_whitening
 

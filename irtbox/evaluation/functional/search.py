@@ -1,0 +1,302 @@
+"""The one exact search of irtbox: similarities by inner product, chunked over queries.
+
+Every place that searches (``knn``, ``retrieval_metrics``, the revisited Oxford / Paris
+ranking, αQE / αDBA, ``ImageSearcher``'s exact reference) goes through this module, so the
+conventions are decided once:
+
+- rows are queries; ``chunk_size`` queries are searched at once, so the largest temporary
+  is chunk x N and nothing nq x N (or nq x k) is ever kept here;
+- equal similarities: the lower gallery index first, both in the order and in the choice
+  of which tied items make a top-k;
+- leave-one-out by index: query i is gallery item i and is left out of its own search
+  (its similarity is set to -inf), which exact duplicates cannot break.
+
+Results are yielded chunk by chunk, so a caller consumes and drops them.
+"""
+import warnings
+from typing import Iterator, Optional, Tuple, Union
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .checks import ArrayLike, as_float_matrix
+
+__all__ = [
+    'prepare_pair', 'auto_chunk_size', 'similarity_blocks', 'topk_blocks', 'stable_topk',
+    'stable_order', 'first_relevant_rank', 'stable_ranks', 'import_faiss'
+]
+
+Device = Optional[Union[str, torch.device]]
+
+# The similarity block of the default chunk size stays under this many bytes: the extra
+# memory of a search is then flat in the number of queries and small at any gallery size.
+_BLOCK_BYTES = 128 << 20
+_MAX_AUTO_CHUNK = 4096
+# faiss-gpu selects at most this many neighbours per query.
+_FAISS_GPU_MAX_K = 2048
+
+
+def import_faiss():
+    """The faiss module, or an ImportError that says how to install it."""
+    try:
+        import faiss
+    except ImportError as e:
+        raise ImportError("search with backend='faiss' needs faiss: pip install faiss-cpu "
+                          '(or faiss-gpu-cu12 for search on a GPU).') from e
+    return faiss
+
+
+def prepare_pair(query: ArrayLike,
+                 gallery: ArrayLike,
+                 owner: str,
+                 normalize: bool,
+                 names: Tuple[str, str] = ('query', 'gallery'),
+                 keep_float64: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Checked float tensors (nq x D, N x D) of one search.
+
+    Errors name ``owner`` and the argument at fault. With ``normalize`` rows are
+    L2-normalised; when ``gallery`` is ``query`` (leave-one-out) that is done once and
+    the two results are one tensor. With ``keep_float64`` float64 input stays float64 and
+    both sides get the wider type.
+    """
+    same = gallery is query
+    query_t = as_float_matrix(query, names[0], owner, keep_float64)
+    gallery_t = query_t if same else as_float_matrix(gallery, names[1], owner, keep_float64)
+    if query_t.shape[1] != gallery_t.shape[1]:
+        raise ValueError(f'{owner}: {names[0]} has dimension {query_t.shape[1]} but '
+                         f'{names[1]} has {gallery_t.shape[1]}; expected the same embedding '
+                         'size.')
+    if gallery_t.shape[0] == 0:
+        raise ValueError(f'{owner}: the {names[1]} is empty; expected at least one item.')
+    if normalize:
+        query_t = F.normalize(query_t, dim=1)
+        gallery_t = query_t if same else F.normalize(gallery_t, dim=1)
+    if query_t.dtype != gallery_t.dtype:
+        query_t, gallery_t = query_t.double(), gallery_t.double()
+    return query_t, gallery_t
+
+
+def auto_chunk_size(chunk_size: Optional[int], n_gallery: int, owner: str) -> int:
+    """``chunk_size`` checked, or for ``None`` the most queries whose float32 similarity
+    block (chunk x ``n_gallery``) fits in 128 MB (at most 4096)."""
+    if chunk_size is None:
+        return int(max(1, min(_MAX_AUTO_CHUNK, _BLOCK_BYTES // (4 * max(1, n_gallery)))))
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) \
+            or chunk_size < 1:
+        raise ValueError(f'{owner}: chunk_size must be a positive integer, got {chunk_size!r}.')
+    return int(chunk_size)
+
+
+def similarity_blocks(query: torch.Tensor,
+                      gallery: torch.Tensor,
+                      chunk_size: int,
+                      device: Device = None,
+                      exclude_self: bool = False) -> Iterator[Tuple[int, torch.Tensor]]:
+    """Inner products of ``chunk_size`` queries at a time with the whole gallery.
+
+    Args:
+        query: nq x D tensor; gallery: N x D tensor of the same dtype (e.g. from
+            :func:`prepare_pair`).
+        chunk_size: query rows per block.
+        device: where the products are computed (default: the query's device).
+        exclude_self: query i is gallery item i; its own similarity is -inf.
+
+    Yields:
+        ``(start, sims)``: sims is (rows x N) on ``device`` for queries
+        ``start .. start + rows - 1``.
+    """
+    device = torch.device(device) if device is not None else query.device
+    gallery = gallery.to(device)
+    for start in range(0, query.shape[0], chunk_size):
+        sims = query[start:start + chunk_size].to(device) @ gallery.T
+        if exclude_self:
+            rows = torch.arange(sims.shape[0], device=device)
+            sims[rows, rows + start] = float('-inf')
+        yield start, sims
+
+
+def topk_blocks(query: torch.Tensor,
+                gallery: torch.Tensor,
+                k: int,
+                chunk_size: int,
+                backend: str = 'torch',
+                device: Device = None,
+                exclude_self: bool = False
+                ) -> Iterator[Tuple[int, torch.Tensor, torch.Tensor]]:
+    """The exact top ``k`` gallery items of each query, a chunk of queries at a time.
+
+    Args:
+        query, gallery: nq x D and N x D float32 tensors (:func:`prepare_pair`).
+        k: neighbours per query, at most N (N - 1 with ``exclude_self``).
+        chunk_size: queries per chunk.
+        backend: ``'torch'`` (matrix product + :func:`stable_topk`) or ``'faiss'``
+            (``IndexFlatIP``, exact; on a GPU when ``device`` is CUDA and faiss has GPU
+            support).
+        device: where to compute (torch default: the query's device; faiss: CPU).
+        exclude_self: leave-one-out by index (nq == N).
+
+    Yields:
+        ``(start, sims, idx)``: rows x k float32 and int64 tensors (CPU for faiss, on
+        ``device`` for torch), by decreasing similarity, ties to the lower index.
+    """
+    if backend == 'torch':
+        for start, sims in similarity_blocks(query, gallery, chunk_size, device, exclude_self):
+            yield (start, ) + stable_topk(sims, k)
+    elif backend == 'faiss':
+        yield from _faiss_topk_blocks(query, gallery, k, chunk_size, device, exclude_self)
+    else:
+        raise ValueError(f"search: backend must be 'torch' or 'faiss', got {backend!r}.")
+
+
+def stable_topk(sims: torch.Tensor, k: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Top ``k`` of each row of ``sims`` (rows x N), decreasing; ties to the lower column.
+
+    Returns:
+        (values, columns), each rows x k.
+    """
+    if k == sims.shape[1]:
+        return stable_order(sims, torch.arange(k, device=sims.device).expand_as(sims))
+    # One extra column shows whether values equal to the k-th one straddle the cut, where
+    # torch.topk's choice among them is arbitrary.
+    vals, idx = torch.topk(sims, k + 1, dim=1)
+    straddle = vals[:, k - 1] == vals[:, k]
+    vals, idx = vals[:, :k], idx[:, :k]
+    if bool(straddle.any()):
+        # Everything above the k-th value plus the lowest-indexed ties: O(rows x N), no
+        # sort of the whole row.
+        rows = straddle.nonzero().squeeze(1)
+        sub, kth = sims[rows], vals[rows, -1:]
+        above = sub > kth
+        ties = sub == kth
+        need = k - above.sum(dim=1, keepdim=True)
+        chosen = above | (ties & (torch.cumsum(ties, dim=1, dtype=torch.int32) <= need))
+        # nonzero() is row-major: k column indices per row, increasing.
+        sub_idx = chosen.nonzero()[:, 1].view(-1, k)
+        idx[rows] = sub_idx
+        vals[rows] = sub.gather(1, sub_idx)
+    return stable_order(vals, idx)
+
+
+def stable_order(vals: torch.Tensor, idx: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Sort each row by decreasing value, equal values by increasing index."""
+    idx, perm = idx.sort(dim=1)
+    vals = vals.gather(1, perm)
+    vals, perm = vals.sort(dim=1, descending=True, stable=True)
+    return vals, idx.gather(1, perm)
+
+
+def first_relevant_rank(sims: torch.Tensor, relevant: torch.Tensor) -> torch.Tensor:
+    """0-based rank of each row's first relevant item, by counting, without sorting.
+
+    The first relevant item is the one of highest similarity b (the lowest column p
+    among equals); its rank in the order of :func:`stable_topk` is the number of items
+    above it: #(s > b) + #(s == b and column < p).
+
+    Args:
+        sims: rows x N similarities.
+        relevant: rows x N bool; every row must have a relevant item of finite similarity.
+
+    Returns:
+        rows int64 ranks.
+    """
+    best = torch.where(relevant, sims, torch.full_like(sims, float('-inf'))).amax(dim=1,
+                                                                                  keepdim=True)
+    at_best = sims == best
+    # argmax returns the first maximal entry: the lowest relevant column at the best value.
+    first = (relevant & at_best).to(torch.uint8).argmax(dim=1, keepdim=True)
+    columns = torch.arange(sims.shape[1], device=sims.device)
+    return (sims > best).sum(dim=1) + (at_best & (columns < first)).sum(dim=1)
+
+
+def stable_ranks(scores: np.ndarray, items: np.ndarray) -> np.ndarray:
+    """0-based positions of ``items`` in the ranking of ``scores``, without sorting it.
+
+    The ranking is by decreasing score, equal scores by increasing index (a stable
+    descending sort, as :func:`~irtbox.evaluation.functional.rank_database`). The
+    position of item x with score t is #(s > t) + #(s == t and index < x); only the
+    scores at or above the lowest item score are looked at, and those are counted
+    against the items' scores with one ``searchsorted``.
+
+    Args:
+        scores: (N,) float scores of one query against the database.
+        items: (m,) distinct int64 database indices.
+
+    Returns:
+        (m,) int64 positions, in the order of ``items``.
+    """
+    if len(items) == 0:
+        return np.zeros(0, dtype=np.int64)
+    t = scores[items]
+    above = scores[scores >= t.min()]
+    levels = np.unique(t)
+    # With next = the next representable value above each level, "s == level" is exactly
+    # "level <= s < next": bucket counts over the interleaved edges give both the number
+    # of scores above and equal to each level.
+    edges = np.unique(np.concatenate([levels, np.nextafter(levels, np.inf)]))
+    counts = np.bincount(np.searchsorted(edges, above, side='right'),
+                         minlength=len(edges) + 1)
+    at_or_above = np.cumsum(counts[::-1])[::-1]  # at_or_above[j] = #(s >= edges[j - 1])
+    edge_pos = np.searchsorted(edges, t)
+    greater = at_or_above[edge_pos + 2]
+    equal = counts[edge_pos + 1]
+    # Ties among the items themselves: the lower index first.
+    order = np.lexsort((items, -t))
+    tie_rank = np.empty(len(items), dtype=np.int64)
+    group_start = np.r_[0, np.flatnonzero(np.diff(t[order]) != 0) + 1]
+    tie_rank[order] = np.arange(len(items)) - np.repeat(group_start,
+                                                        np.diff(np.r_[group_start, len(items)]))
+    ranks = greater + tie_rank
+    # Rare: a non-item database entry has exactly an item's score; count it by index.
+    level_of = np.searchsorted(levels, t)
+    items_equal = np.bincount(level_of, minlength=len(levels))[level_of]
+    for j in np.flatnonzero(equal != items_equal):
+        tied = np.flatnonzero(scores == t[j])
+        ranks[j] = greater[j] + np.count_nonzero(tied < items[j])
+    return ranks
+
+
+def _faiss_topk_blocks(query, gallery, k, chunk_size, device, exclude_self):
+    faiss = import_faiss()
+    query_np = query.cpu().numpy()
+    gallery_np = np.ascontiguousarray(gallery.cpu().numpy())
+    n = gallery_np.shape[0]
+    # One extra neighbour shows whether ties straddle the cut (and one more to make room
+    # for the query itself when it is excluded).
+    k_search = min(k + 1 + int(exclude_self), n)
+    index = faiss.IndexFlatIP(gallery_np.shape[1])
+    device = torch.device(device) if device is not None else torch.device('cpu')
+    if device.type == 'cuda':
+        if not hasattr(faiss, 'StandardGpuResources') or faiss.get_num_gpus() == 0:
+            warnings.warn('search: faiss has no GPU support here (install faiss-gpu-cu12); '
+                          'searching on the CPU.')
+        elif k_search > _FAISS_GPU_MAX_K:
+            warnings.warn(f'search: faiss-gpu returns at most {_FAISS_GPU_MAX_K} neighbours, '
+                          f'{k_search} are needed; searching on the CPU.')
+        else:
+            resources = faiss.StandardGpuResources()
+            index = faiss.index_cpu_to_gpu(resources, device.index or 0, index)
+    index.add(gallery_np)
+    gallery_t = torch.from_numpy(gallery_np)
+    for start in range(0, query_np.shape[0], chunk_size):
+        stop = min(start + chunk_size, query_np.shape[0])
+        d, i = index.search(np.ascontiguousarray(query_np[start:stop]), k_search)
+        rows = np.arange(stop - start)
+        if exclude_self:
+            drop = i == np.arange(start, stop)[:, None]
+            drop[~drop.any(axis=1), -1] = True  # self not found: drop the last
+            d = d[~drop].reshape(len(rows), -1)
+            i = i[~drop].reshape(len(rows), -1)
+        if d.shape[1] > k:
+            # Equal similarities across the cut: faiss's choice among them is arbitrary,
+            # so those rows are redone exactly.
+            straddle = rows[d[:, k - 1] == d[:, k]]
+            if len(straddle):
+                sims = torch.from_numpy(query_np[start + straddle]) @ gallery_t.T
+                if exclude_self:
+                    sims[torch.arange(len(straddle)), torch.from_numpy(start + straddle)] = \
+                        float('-inf')
+                v, j = stable_topk(sims, k)
+                d[straddle, :k], i[straddle, :k] = v.numpy(), j.numpy()
+        yield (start, ) + stable_order(torch.from_numpy(d[:, :k].copy()),
+                                       torch.from_numpy(i[:, :k].copy()))
