@@ -3,7 +3,8 @@ from typing import Sequence
 
 import numpy as np
 
-from .revisited import ArrayLike, _as_ranks, junk_free_positions
+from .checks import ArrayLike
+from .revisited import _as_ranks, junk_free_positions
 
 
 def average_precision(ranks: ArrayLike, gnd: Sequence[dict]) -> np.ndarray:

@@ -52,10 +52,12 @@ def prepare_pair(query: ArrayLike,
                  owner: str,
                  normalize: bool,
                  names: Tuple[str, str] = ('query', 'gallery'),
-                 keep_float64: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
+                 keep_float64: bool = False,
+                 role: str = 'gallery') -> Tuple[torch.Tensor, torch.Tensor]:
     """Checked float tensors (nq x D, N x D) of one search.
 
-    Errors name ``owner`` and the argument at fault. With ``normalize`` rows are
+    Errors name ``owner`` and the argument at fault (``role``: what the second one is
+    called in the message for an empty one). With ``normalize`` rows are
     L2-normalised; when ``gallery`` is ``query`` (leave-one-out) that is done once and
     the two results are one tensor. With ``keep_float64`` float64 input stays float64 and
     both sides get the wider type.
@@ -68,7 +70,8 @@ def prepare_pair(query: ArrayLike,
                          f'{names[1]} has {gallery_t.shape[1]}; expected the same embedding '
                          'size.')
     if gallery_t.shape[0] == 0:
-        raise ValueError(f'{owner}: the {names[1]} is empty; expected at least one item.')
+        raise ValueError(f'{owner}: the {role} is empty ({names[1]} has no rows); expected at '
+                         'least one item.')
     if normalize:
         query_t = F.normalize(query_t, dim=1)
         gallery_t = query_t if same else F.normalize(gallery_t, dim=1)
