@@ -9,6 +9,7 @@ from mmengine.evaluator import BaseMetric
 
 from irtbox.registry import METRICS
 from ..functional import average_precision, rank_database, retrieval_metrics
+from ..functional.search import auto_chunk_size
 from .gather import (embedding_to_numpy, gather_by_sample_idx, merge_by_sample_idx,
                      pack_results)
 
@@ -107,7 +108,7 @@ class RetrievalMetric(BaseMetric):
         if not ks and not map_at_r and not map_at_all:
             raise ValueError('RetrievalMetric: nothing to compute (ks is empty and '
                              'map_at_r=map_at_all=False).')
-        search = {'backend': 'torch', 'chunk_size': 1024, **(search or {})}
+        search = {'backend': 'torch', **(search or {})}
         for key in search:
             if key not in _SEARCH_KEYS:
                 raise ValueError(f'RetrievalMetric: unknown key {key!r} in search; '
@@ -206,7 +207,8 @@ class RetrievalMetric(BaseMetric):
         sorted_labels = g_labels[by_label]
         lo = np.searchsorted(sorted_labels, q_labels, side='left')
         hi = np.searchsorted(sorted_labels, q_labels, side='right')
-        chunk = self.search['chunk_size']
+        chunk = auto_chunk_size(self.search.get('chunk_size'), len(g_labels),
+                                'RetrievalMetric')
         aps = np.empty(len(q_labels))
         for start in range(0, len(q_labels), chunk):
             stop = min(start + chunk, len(q_labels))
