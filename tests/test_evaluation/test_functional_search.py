@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from irtbox.evaluation.functional import retrieval_metrics
-from irtbox.evaluation.functional.search import first_relevant_rank, stable_ranks
+from irtbox.evaluation.functional.search import rank_of, stable_ranks
 
 
 def int_embeddings(n, d=4, seed=0):
@@ -72,12 +72,15 @@ def test_recall_only_counts_beyond_a_small_top():
     assert got == pytest.approx({k: v for k, v in want.items() if k.startswith('recall')})
 
 
-def test_first_relevant_rank_counts_ties_by_index():
-    sims = torch.tensor([[0.5, 0.9, 0.5, 0.2, 0.5], [1.0, 1.0, 1.0, 0.0, 1.0]])
-    relevant = torch.tensor([[False, False, True, False, True], [False, False, False, True, True]])
-    # Row 0: best positive 0.5 at column 2; above it 0.9 and the tied column 0 -> rank 2.
-    # Row 1: best positive 1.0 at column 4, after columns 0, 1, 2 tied with it -> rank 3.
-    assert first_relevant_rank(sims, relevant).tolist() == [2, 3]
+def test_rank_of_counts_ties_by_index():
+    sims = torch.tensor([[0.5, 0.9, 0.5, 0.2, 0.5], [1.0, 1.0, 1.0, 0.0, 1.0],
+                         [0.1, 0.3, 0.2, 0.0, 0.4]])
+    # Row 0: the item at column 2 (0.5): above it 0.9 and the tied column 0 -> rank 2.
+    # Row 1: column 4 (1.0), after columns 0, 1, 2 tied with it -> rank 3.
+    # Row 2: column 2 (0.2), no tie: 0.3 and 0.4 above -> rank 2.
+    value = torch.tensor([0.5, 1.0, 0.2])
+    assert rank_of(sims, value, torch.tensor([2, 4, 2])).tolist() == [2, 3, 2]
+    assert rank_of(sims, value, torch.tensor([0, 0, 2])).tolist() == [1, 0, 2]
 
 
 @pytest.mark.parametrize('dtype', [np.float32, np.float64])

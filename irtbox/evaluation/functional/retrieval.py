@@ -12,8 +12,8 @@ import torch
 from .checks import ArrayLike, as_vector
 from .map_at_r import count_relevant, map_at_r_means, map_at_r_per_query
 from .recall import first_hit_ranks, recall_from_first_hit
-from .search import (auto_chunk_size, first_relevant_rank, prepare_pair, similarity_blocks,
-                     stable_topk, topk_blocks)
+from .search import (auto_chunk_size, prepare_pair, rank_of, similarity_blocks, stable_topk,
+                     topk_blocks)
 
 __all__ = ['retrieval_metrics', 'recall_at_k', 'map_at_r']
 
@@ -117,10 +117,8 @@ def _stream(query_emb, query_labels, gallery_emb, gallery_labels, ks, map_at_r,
             missed = np.flatnonzero(np.isinf(first_hit[start:stop])
                                     & (num_relevant[start:stop] > 0))
             if len(missed):
-                rows = torch.from_numpy(missed).to(sims.device)
-                positive = gallery_codes_t == query_codes_t[start + rows][:, None]
-                first_hit[start + missed] = first_relevant_rank(sims[rows],
-                                                                positive).cpu().numpy()
+                first_hit[start + missed] = _best_positive_rank(
+                    sims, missed, query_codes[start + missed], by_code, sorted_codes)
         if map_at_r:
             ap[start:stop], rp[start:stop], p1[start:stop] = map_at_r_per_query(
                 relevant, num_relevant[start:stop])
@@ -133,13 +131,37 @@ def _stream(query_emb, query_labels, gallery_emb, gallery_labels, ks, map_at_r,
     else:
         # Only the top max R is selected; Recall@K beyond it is counted, not sorted.
         k = max(1, min(max_r if map_at_r else min(max(ks), max_r), available))
-        device = torch.device(device) if device is not None else query_t.device
-        query_codes_t = torch.from_numpy(query_codes).to(device)
-        gallery_codes_t = torch.from_numpy(gallery_codes).to(device)
+        # The gallery sorted by label: the positives of a query are one slice of it.
+        by_code = np.argsort(gallery_codes, kind='stable')
+        sorted_codes = gallery_codes[by_code]
         for start, sims in similarity_blocks(query_t, gallery_t, chunk_size, device,
                                              leave_one_out):
             consume(start, stable_topk(sims, k)[1], sims)
     return first_hit, (ap, rp, p1)
+
+
+def _best_positive_rank(sims: torch.Tensor, rows: np.ndarray, codes: np.ndarray,
+                        by_code: np.ndarray, sorted_codes: np.ndarray) -> np.ndarray:
+    """Rank of the first correct item of some rows of a similarity block, by counting.
+
+    The first correct item is the positive of highest similarity (the lowest column among
+    equals); its positives are gathered from the gallery sorted by label (``by_code``,
+    ``sorted_codes``), so only the count touches whole rows.
+    """
+    lo = np.searchsorted(sorted_codes, codes, side='left')
+    count = np.searchsorted(sorted_codes, codes, side='right') - lo
+    offsets = np.arange(int(count.max()))
+    valid = offsets < count[:, None]
+    columns = by_code[np.where(valid, lo[:, None] + offsets, lo[:, None])]
+    device = sims.device
+    rows_t = torch.from_numpy(rows).to(device)
+    columns_t = torch.from_numpy(columns).to(device)
+    values = sims[rows_t[:, None], columns_t]
+    values[~torch.from_numpy(valid).to(device)] = float('-inf')
+    best = values.amax(dim=1)
+    at_best = values == best[:, None]
+    first = torch.where(at_best, columns_t, torch.full_like(columns_t, sims.shape[1])).amin(1)
+    return rank_of(sims[rows_t], best, first).cpu().numpy()
 
 
 def recall_at_k(query_emb,

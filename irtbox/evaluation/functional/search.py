@@ -24,7 +24,7 @@ from .checks import ArrayLike, as_float_matrix
 
 __all__ = [
     'prepare_pair', 'auto_chunk_size', 'similarity_blocks', 'topk_blocks', 'stable_topk',
-    'stable_order', 'first_relevant_rank', 'stable_ranks', 'import_faiss'
+    'stable_order', 'rank_of', 'stable_ranks', 'import_faiss'
 ]
 
 Device = Optional[Union[str, torch.device]]
@@ -98,6 +98,10 @@ def similarity_blocks(query: torch.Tensor,
                       exclude_self: bool = False) -> Iterator[Tuple[int, torch.Tensor]]:
     """Inner products of ``chunk_size`` queries at a time with the whole gallery.
 
+    Every block is written into one buffer: a fresh chunk x N tensor per block would be
+    returned to the system and page-faulted in again each time (~10 % of the product's
+    time on a CPU). So a block is valid until the next one is yielded.
+
     Args:
         query: nq x D tensor; gallery: N x D tensor of the same dtype (e.g. from
             :func:`prepare_pair`).
@@ -111,11 +115,15 @@ def similarity_blocks(query: torch.Tensor,
     """
     device = torch.device(device) if device is not None else query.device
     gallery = gallery.to(device)
-    for start in range(0, query.shape[0], chunk_size):
-        sims = query[start:start + chunk_size].to(device) @ gallery.T
+    nq = query.shape[0]
+    buffer = torch.empty(min(chunk_size, nq), gallery.shape[0], dtype=gallery.dtype,
+                         device=device)
+    for start in range(0, nq, chunk_size):
+        rows = min(chunk_size, nq - start)
+        sims = torch.matmul(query[start:start + rows].to(device), gallery.T, out=buffer[:rows])
         if exclude_self:
-            rows = torch.arange(sims.shape[0], device=device)
-            sims[rows, rows + start] = float('-inf')
+            diagonal = torch.arange(rows, device=device)
+            sims[diagonal, diagonal + start] = float('-inf')
         yield start, sims
 
 
@@ -189,27 +197,30 @@ def stable_order(vals: torch.Tensor, idx: torch.Tensor) -> Tuple[torch.Tensor, t
     return vals, idx.gather(1, perm)
 
 
-def first_relevant_rank(sims: torch.Tensor, relevant: torch.Tensor) -> torch.Tensor:
-    """0-based rank of each row's first relevant item, by counting, without sorting.
+def rank_of(sims: torch.Tensor, value: torch.Tensor, column: torch.Tensor) -> torch.Tensor:
+    """0-based rank of one item per row in the order of :func:`stable_topk`, by counting.
 
-    The first relevant item is the one of highest similarity b (the lowest column p
-    among equals); its rank in the order of :func:`stable_topk` is the number of items
-    above it: #(s > b) + #(s == b and column < p).
+    The item in ``column`` of a row, of similarity ``value``, has rank
+    #(s > value) + #(s == value and column' < column); no row is sorted.
 
     Args:
         sims: rows x N similarities.
-        relevant: rows x N bool; every row must have a relevant item of finite similarity.
+        value, column: (rows,) the item's similarity and column in each row.
 
     Returns:
-        rows int64 ranks.
+        (rows,) int64 ranks.
     """
-    best = torch.where(relevant, sims, torch.full_like(sims, float('-inf'))).amax(dim=1,
-                                                                                  keepdim=True)
-    at_best = sims == best
-    # argmax returns the first maximal entry: the lowest relevant column at the best value.
-    first = (relevant & at_best).to(torch.uint8).argmax(dim=1, keepdim=True)
-    columns = torch.arange(sims.shape[1], device=sims.device)
-    return (sims > best).sum(dim=1) + (at_best & (columns < first)).sum(dim=1)
+    value = value[:, None]
+    greater = (sims > value).sum(dim=1, dtype=torch.int32)
+    at_least = (sims >= value).sum(dim=1, dtype=torch.int32)
+    ranks = greater.long()
+    # Rare: other items share the value exactly; those of lower column come first.
+    tied = (at_least - greater > 1).nonzero().squeeze(1)
+    if len(tied):
+        columns = torch.arange(sims.shape[1], device=sims.device)
+        before = (sims[tied] == value[tied]) & (columns < column[tied, None])
+        ranks[tied] += before.sum(dim=1)
+    return ranks
 
 
 def stable_ranks(scores: np.ndarray, items: np.ndarray) -> np.ndarray:
