@@ -95,3 +95,34 @@ def test_stable_ranks_equal_a_stable_argsort(dtype):
         position[order] = np.arange(300)
         np.testing.assert_array_equal(stable_ranks(scores, items), position[items])
     assert len(stable_ranks(scores, np.zeros(0, dtype=np.int64))) == 0
+
+
+def clustered(n=600, dim=16, classes=40, seed=0):
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, classes, n)
+    emb = rng.standard_normal((classes, dim))[labels] + rng.standard_normal((n, dim))
+    return emb.astype(np.float32), labels
+
+
+@pytest.mark.parametrize('leave_one_out', [True, False])
+def test_approximate_search_visiting_every_list_is_exact(leave_one_out):
+    pytest.importorskip('faiss')
+    emb, labels = clustered()
+    args = (emb, labels) if leave_one_out else (emb[:100], labels[:100], emb[100:], labels[100:])
+    exact = retrieval_metrics(*args, ks=(1, 10))
+    got = retrieval_metrics(*args, ks=(1, 10), backend='faiss', index='IVF8,Flat', nprobe=8,
+                            chunk_size=64)
+    assert got.pop('search_recall@10') == pytest.approx(1.0)
+    assert got == pytest.approx(exact)
+
+
+def test_approximate_search_reports_its_recall():
+    pytest.importorskip('faiss')
+    emb, labels = clustered(seed=1)
+    got = retrieval_metrics(emb, labels, ks=(1, ), backend='faiss', index='IVF32,Flat',
+                            nprobe=1)
+    assert 0 < got['search_recall@10'] < 1  # one list of 32: some true neighbours missed
+    with pytest.raises(ValueError, match="needs backend='faiss'"):
+        retrieval_metrics(emb, labels, index='HNSW32')
+    with pytest.raises(ValueError, match="cannot build index 'NoSuchIndex'"):
+        retrieval_metrics(emb, labels, backend='faiss', index='NoSuchIndex')

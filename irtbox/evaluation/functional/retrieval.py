@@ -12,12 +12,16 @@ import torch
 from .checks import ArrayLike, as_vector
 from .map_at_r import count_relevant, map_at_r_means, map_at_r_per_query
 from .recall import first_hit_ranks, recall_from_first_hit
-from .search import (auto_chunk_size, prepare_pair, rank_of, similarity_blocks, stable_topk,
-                     topk_blocks)
+from .search import (approximate_topk_blocks, auto_chunk_size, prepare_pair, rank_of,
+                     similarity_blocks, stable_topk, topk_blocks)
 
 __all__ = ['retrieval_metrics', 'recall_at_k', 'map_at_r']
 
 OWNER = 'retrieval_metrics'
+# Approximate search is reported with the recall of its top 10 against exact search, on
+# a seeded sample of this many queries.
+SEARCH_RECALL_K = 10
+SEARCH_RECALL_QUERIES = 1000
 
 
 def retrieval_metrics(query_emb,
@@ -49,13 +53,18 @@ def retrieval_metrics(query_emb,
         map_at_r: also compute MAP@R, R-precision and Precision@1.
         **search: ``backend`` ('torch' or 'faiss'), ``chunk_size`` (queries
             per similarity block; ``None``: a block of at most 128 MB),
-            ``device``, ``normalize`` (as :func:`knn`).
+            ``device``, ``normalize`` (as :func:`knn`). Approximate search, for
+            galleries too large for exact search: ``backend='faiss'`` with
+            ``index`` (any faiss factory string but ``'Flat'``, e.g.
+            ``'IVF4096,Flat'``, ``'HNSW32'``) and ``nprobe`` / ``ef_search``.
 
     Returns:
         ``{'recall@K': ...}`` for each K and, with ``map_at_r``, ``'map@r'``,
         ``'r_precision'``, ``'precision@1'``; all fractions in [0, 1].
         Recall@K counts every query; MAP@R, R-precision and Precision@1 drop
-        queries with R_i = 0 (Musgrave et al. 2020).
+        queries with R_i = 0 (Musgrave et al. 2020). With an approximate
+        ``index`` also ``'search_recall@10'``: the mean fraction of the exact
+        top 10 that the index returns, over a seeded sample of 1000 queries.
     """
     leave_one_out = gallery_emb is None
     if leave_one_out != (gallery_labels is None):
@@ -77,21 +86,30 @@ def retrieval_metrics(query_emb,
     if not ks and not map_at_r:
         raise ValueError('retrieval_metrics: nothing to compute (ks is empty and '
                          'map_at_r=False).')
-    first_hit, per_query = _stream(query_emb, query_labels, gallery_emb, gallery_labels, ks,
-                                   map_at_r, leave_one_out, **search)
+    first_hit, per_query, search_recall = _stream(query_emb, query_labels, gallery_emb,
+                                                  gallery_labels, ks, map_at_r, leave_one_out,
+                                                  **search)
     metrics = {f'recall@{k}': v for k, v in recall_from_first_hit(first_hit, ks).items()}
     if map_at_r:
         metrics.update(map_at_r_means(*per_query))
+    if search_recall is not None:
+        metrics[f'search_recall@{SEARCH_RECALL_K}'] = search_recall
     return metrics
 
 
 def _stream(query_emb, query_labels, gallery_emb, gallery_labels, ks, map_at_r,
             leave_one_out, backend: str = 'torch', chunk_size: Optional[int] = None,
-            device: Optional[Union[str, torch.device]] = None, normalize: bool = True):
-    """(first_hit, (ap, rp, p1)): per-query scalars of one chunked search."""
+            device: Optional[Union[str, torch.device]] = None, normalize: bool = True,
+            index: Optional[str] = None, nprobe: Optional[int] = None,
+            ef_search: Optional[int] = None):
+    """(first_hit, (ap, rp, p1), search recall or None): per-query scalars of one search."""
     if backend not in ('torch', 'faiss'):
         raise ValueError(f"retrieval_metrics: backend must be 'torch' or 'faiss', got "
                          f'{backend!r}.')
+    approximate = index is not None and index != 'Flat'
+    if approximate and backend != 'faiss':
+        raise ValueError(f"retrieval_metrics: index={index!r} is a faiss index; it needs "
+                         "backend='faiss'.")
     query_t, gallery_t = prepare_pair(query_emb, gallery_emb, OWNER, normalize,
                                       ('query_emb', 'gallery_emb'))
     nq, n = query_t.shape[0], gallery_t.shape[0]
@@ -110,7 +128,9 @@ def _stream(query_emb, query_labels, gallery_emb, gallery_labels, ks, map_at_r,
 
     def consume(start, idx, sims=None):
         stop = start + len(idx)
-        relevant = gallery_codes[idx.cpu().numpy()] == query_codes[start:stop, None]
+        idx = idx.cpu().numpy()
+        # -1: a neighbour an approximate index did not return.
+        relevant = (gallery_codes[idx] == query_codes[start:stop, None]) & (idx >= 0)
         first_hit[start:stop] = first_hit_ranks(relevant)
         if sims is not None:
             # First correct item below the selected top: its rank is counted.
@@ -123,7 +143,20 @@ def _stream(query_emb, query_labels, gallery_emb, gallery_labels, ks, map_at_r,
             ap[start:stop], rp[start:stop], p1[start:stop] = map_at_r_per_query(
                 relevant, num_relevant[start:stop])
 
-    if backend == 'faiss':
+    search_recall = None
+    if approximate:
+        k = min(max(ks + ((max_r, ) if map_at_r else ()) + (SEARCH_RECALL_K, )), available)
+        sample = np.sort(np.random.default_rng(0).choice(
+            nq, min(nq, SEARCH_RECALL_QUERIES), replace=False))
+        found = []
+        for start, _, idx in approximate_topk_blocks(query_t, gallery_t, k, chunk_size, index,
+                                                     nprobe, ef_search, leave_one_out):
+            consume(start, idx)
+            rows = sample[(sample >= start) & (sample < start + len(idx))]
+            found.append(idx[rows - start, :SEARCH_RECALL_K].numpy())
+        search_recall = _search_recall(query_t, gallery_t, sample, np.concatenate(found),
+                                       leave_one_out, chunk_size)
+    elif backend == 'faiss':
         k = min(max(ks + ((max_r, ) if map_at_r else ()) + (1, )), available)
         for start, _, idx in topk_blocks(query_t, gallery_t, k, chunk_size, 'faiss', device,
                                          leave_one_out):
@@ -137,7 +170,20 @@ def _stream(query_emb, query_labels, gallery_emb, gallery_labels, ks, map_at_r,
         for start, sims in similarity_blocks(query_t, gallery_t, chunk_size, device,
                                              leave_one_out):
             consume(start, stable_topk(sims, k)[1], sims)
-    return first_hit, (ap, rp, p1)
+    return first_hit, (ap, rp, p1), search_recall
+
+
+def _search_recall(query_t, gallery_t, sample, found, leave_one_out, chunk_size) -> float:
+    """Mean fraction of the exact top 10 of the ``sample`` queries among ``found``."""
+    k = found.shape[1]
+    hits = 0
+    for start, sims in similarity_blocks(query_t[sample], gallery_t, chunk_size):
+        rows = np.arange(start, start + len(sims))
+        if leave_one_out:
+            sims[torch.from_numpy(rows - start), torch.from_numpy(sample[rows])] = float('-inf')
+        exact = stable_topk(sims, k)[1].cpu().numpy()
+        hits += sum(len(np.intersect1d(e, f)) for e, f in zip(exact, found[rows]))
+    return hits / (len(sample) * k)
 
 
 def _best_positive_rank(sims: torch.Tensor, rows: np.ndarray, codes: np.ndarray,

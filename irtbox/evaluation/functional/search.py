@@ -24,7 +24,7 @@ from .checks import ArrayLike, as_float_matrix
 
 __all__ = [
     'prepare_pair', 'auto_chunk_size', 'similarity_blocks', 'topk_blocks', 'stable_topk',
-    'stable_order', 'rank_of', 'stable_ranks', 'import_faiss'
+    'stable_order', 'rank_of', 'stable_ranks', 'approximate_topk_blocks', 'import_faiss'
 ]
 
 Device = Optional[Union[str, torch.device]]
@@ -268,6 +268,60 @@ def stable_ranks(scores: np.ndarray, items: np.ndarray) -> np.ndarray:
         tied = np.flatnonzero(scores == t[j])
         ranks[j] = greater[j] + np.count_nonzero(tied < items[j])
     return ranks
+
+
+def approximate_topk_blocks(query: torch.Tensor,
+                            gallery: torch.Tensor,
+                            k: int,
+                            chunk_size: int,
+                            index: str,
+                            nprobe: Optional[int] = None,
+                            ef_search: Optional[int] = None,
+                            exclude_self: bool = False
+                            ) -> Iterator[Tuple[int, torch.Tensor, torch.Tensor]]:
+    """An approximate top ``k`` from any faiss index (CPU), a chunk of queries at a time.
+
+    For galleries too large for exact search: the index is built from the factory string
+    ``index`` (e.g. ``'IVF4096,Flat'``, ``'HNSW32'``, ``'IVF1024,PQ32'``) by inner product,
+    trained on the gallery when it needs training, and searched with ``nprobe`` (IVF) or
+    ``ef_search`` (HNSW). Missing neighbours are index -1 (similarity -inf).
+
+    Args:
+        query, gallery: nq x D and N x D float32 tensors (:func:`prepare_pair`).
+        k: neighbours per query.
+        chunk_size: queries per chunk.
+        index: a faiss factory string.
+        nprobe, ef_search: search parameters (``None``: faiss's default).
+        exclude_self: leave-one-out by index (nq == N).
+
+    Yields:
+        ``(start, sims, idx)`` as :func:`topk_blocks`, CPU tensors.
+    """
+    faiss = import_faiss()
+    gallery_np = np.ascontiguousarray(gallery.cpu().numpy())
+    try:
+        built = faiss.index_factory(gallery_np.shape[1], index, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as err:
+        raise ValueError(f'search: faiss cannot build index {index!r} for '
+                         f'{gallery_np.shape[1]}-d vectors: {err}') from err
+    if not built.is_trained:
+        built.train(gallery_np)
+    built.add(gallery_np)
+    for name, value in (('nprobe', nprobe), ('efSearch', ef_search)):
+        if value is not None:
+            faiss.ParameterSpace().set_index_parameter(built, name, int(value))
+    query_np = query.cpu().numpy()
+    k_search = min(k + int(exclude_self), gallery_np.shape[0])
+    for start in range(0, query_np.shape[0], chunk_size):
+        stop = min(start + chunk_size, query_np.shape[0])
+        d, i = built.search(np.ascontiguousarray(query_np[start:stop]), k_search)
+        if exclude_self:
+            drop = i == np.arange(start, stop)[:, None]
+            drop[~drop.any(axis=1), -1] = True  # self not found: drop the last
+            d = d[~drop].reshape(stop - start, -1)
+            i = i[~drop].reshape(stop - start, -1)
+        d[i < 0] = -np.inf
+        yield start, torch.from_numpy(d[:, :k]), torch.from_numpy(i[:, :k])
 
 
 def _faiss_topk_blocks(query, gallery, k, chunk_size, device, exclude_self):

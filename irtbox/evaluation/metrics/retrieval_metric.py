@@ -13,7 +13,8 @@ from ..functional.search import auto_chunk_size
 from .gather import (embedding_to_numpy, gather_by_sample_idx, merge_by_sample_idx,
                      pack_results)
 
-_SEARCH_KEYS = ('backend', 'chunk_size', 'device', 'normalize')
+_SEARCH_KEYS = ('backend', 'chunk_size', 'device', 'normalize', 'index', 'nprobe',
+                'ef_search')
 # A repeated sample index must repeat these (else two samples share an index).
 _CONSISTENT = {'label': 'labels'}
 # Who sets each per-sample field, for the error when one is missing.
