@@ -1,4 +1,6 @@
 """The search core against brute force: full similarity matrices sorted stably in numpy."""
+import importlib
+
 import numpy as np
 import pytest
 import torch
@@ -46,11 +48,19 @@ def brute_force_metrics(q, q_labels, g, g_labels, ks, leave_one_out):
 @pytest.mark.parametrize('backend', ['torch', 'faiss'])
 @pytest.mark.parametrize('chunk_size', [1, 13, None])
 @pytest.mark.parametrize('leave_one_out', [True, False])
-def test_retrieval_metrics_equal_a_full_stable_sort(backend, chunk_size, leave_one_out):
-    # Few distinct vectors and many exact ties, classes of very different sizes, so that
-    # first hits fall far below the top max R and ties straddle every cut.
+@pytest.mark.parametrize('skewed', [True, False])
+def test_retrieval_metrics_equal_a_full_stable_sort(backend, chunk_size, leave_one_out, skewed,
+                                                    monkeypatch):
+    # Missed rows counted 3 at a time, so that the grouping is exercised.
+    monkeypatch.setattr(importlib.import_module('irtbox.evaluation.functional.retrieval'),
+                        '_COUNT_ROWS', 3)
+    # Few distinct vectors and many exact ties, so that ties straddle every cut; classes
+    # of very different sizes, or many small ones unrelated to the vectors, so that many
+    # first hits fall far below the top max R and are counted.
     emb = int_embeddings(160, d=3)
-    labels = np.random.default_rng(1).choice(12, size=160, p=np.r_[0.45, [0.05] * 11])
+    rng = np.random.default_rng(1)
+    labels = rng.choice(12, size=160, p=np.r_[0.45, [0.05] * 11]) if skewed \
+        else rng.integers(0, 40, size=160)
     ks = (1, 2, 5, 17, 40, 159, 1000)
     if leave_one_out:
         got = retrieval_metrics(emb, labels, ks=ks, backend=backend, chunk_size=chunk_size,
