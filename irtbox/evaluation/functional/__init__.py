@@ -1,5 +1,5 @@
 """Pure retrieval metrics and embedding analyses on arrays/tensors, usable without any runner."""
-from .average_precision import average_precision
+from .average_precision import average_precision, search_average_precision
 from .embedding_analysis import (cumulative_energy, effective_dimension, ground_truth_histograms,
                                  similarity_histograms)
 from .gradient_noise import gradient_direction_spread
@@ -18,6 +18,7 @@ __all__ = [
     'build_revisited_gnd', 'rank_database', 'revisited_metrics', 'learn_whitening',
     'apply_whitening', 'pca_whitening',
     'alpha_query_expansion', 'alpha_database_augmentation', 'average_precision',
+    'search_average_precision',
     'cumulative_energy', 'effective_dimension', 'similarity_histograms',
     'gradient_direction_spread', 'ground_truth_histograms'
 ]
