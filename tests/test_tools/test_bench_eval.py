@@ -22,10 +22,14 @@ def run(tmp_path, *args):
 def test_retrieval_contenders_agree(tmp_path):
     pytest.importorskip('faiss')
     result, table = run(tmp_path, '--n', '400', '--dim', '16', '--ks', '1', '10',
-                        '--contenders', 'faiss_k1001', 'irtbox_torch', 'irtbox_faiss', 'pml')
+                        '--index', 'IVF4,Flat', '--nprobe', '4', '--contenders',
+                        'faiss_k1001', 'irtbox_torch', 'irtbox_faiss', 'irtbox_approx', 'pml')
     rows = {r['contender']: r for r in result['rows']}
     assert {'faiss_k1001', 'irtbox_torch', 'irtbox_faiss'} <= set(rows)
     assert rows['irtbox_torch']['metrics'] == pytest.approx(rows['irtbox_faiss']['metrics'])
+    approx = dict(rows['irtbox_approx']['metrics'])  # every list visited: exact
+    assert approx.pop('search_recall@10') == pytest.approx(1.0)
+    assert approx == pytest.approx(rows['irtbox_torch']['metrics'])
     assert set(rows['irtbox_torch']['metrics']) == {'recall@1', 'recall@10', 'map@r',
                                                     'r_precision', 'precision@1'}
     if 'pml' in rows:  # installed: the same three numbers

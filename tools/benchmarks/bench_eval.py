@@ -22,7 +22,9 @@ Contenders (retrieval): ``faiss_k1001`` = ``faiss.IndexFlatIP`` add + ``search(k
 every item (the floor: one matrix product plus selection); ``torch_product`` = the same
 chunked matrix product in torch with no selection at all; ``irtbox_torch`` /
 ``irtbox_faiss`` = ``retrieval_metrics(emb, labels, ks)`` (Recall@K, MAP@R, R-precision,
-Precision@1, leave-one-out) with each backend; ``pml`` = PyTorch Metric Learning's
+Precision@1, leave-one-out) with each backend; ``irtbox_approx`` = the same with
+``backend='faiss', index=--index, nprobe=--nprobe`` (approximate; it also reports
+``search_recall@10`` against exact search); ``pml`` = PyTorch Metric Learning's
 ``AccuracyCalculator`` (precision_at_1, r_precision, mean_average_precision_at_r, k =
 max_bin_count) when it is installed. Ratios are to the ``faiss_k1001`` time of the same run.
 
@@ -48,7 +50,8 @@ sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 
 from peak_memory import peak_rss_mb, reset_peak  # noqa: E402
 
-RETRIEVAL = ('faiss_k1001', 'torch_product', 'irtbox_torch', 'irtbox_faiss', 'pml')
+RETRIEVAL = ('faiss_k1001', 'torch_product', 'irtbox_torch', 'irtbox_faiss', 'irtbox_approx',
+             'pml')
 LANDMARKS = ('numpy_argsort', 'rank_database', 'revisited_metrics')
 PML_METRICS = {'precision_at_1': 'precision@1', 'r_precision': 'r_precision',
                'mean_average_precision_at_r': 'map@r'}
@@ -94,7 +97,7 @@ def make_landmark_data(queries, n, dim, seed=0):
     return query, db, gnd
 
 
-def run_retrieval(name, folder, ks):
+def run_retrieval(name, folder, ks, index, nprobe):
     emb = np.load(osp.join(folder, 'emb.npy'))
     labels = np.load(osp.join(folder, 'labels.npy'))
     import torch  # noqa: F401  (imports are not timed)
@@ -120,6 +123,12 @@ def run_retrieval(name, folder, ks):
 
         def call():
             return retrieval_metrics(emb, labels, ks=ks, backend=name.split('_')[1])
+    elif name == 'irtbox_approx':
+        from irtbox.evaluation.functional import retrieval_metrics
+
+        def call():
+            return retrieval_metrics(emb, labels, ks=ks, backend='faiss', index=index,
+                                     nprobe=nprobe)
     elif name == 'pml':
         from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
 
@@ -172,12 +181,13 @@ def measure(call):
 def child(args):
     if args.landmarks:
         return run_landmarks(args.child, args.data)
-    return run_retrieval(args.child, args.data, tuple(args.ks))
+    return run_retrieval(args.child, args.data, tuple(args.ks), args.index, args.nprobe)
 
 
 def spawn(args, name, folder):
     cmd = [sys.executable, osp.abspath(__file__), '--child', name, '--data', folder,
-           '--ks'] + [str(k) for k in args.ks] + (['--landmarks'] if args.landmarks else [])
+           '--index', args.index, '--nprobe', str(args.nprobe), '--ks'] + \
+        [str(k) for k in args.ks] + (['--landmarks'] if args.landmarks else [])
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f'contender {name} failed:\n{out.stderr[-3000:]}')
@@ -205,6 +215,9 @@ def main():
     parser.add_argument('--queries', type=int, default=70, help='landmark queries')
     parser.add_argument('--ks', type=int, nargs='+', default=[1, 10, 100, 1000],
                         help='the K of Recall@K')
+    parser.add_argument('--index', default='IVF256,Flat',
+                        help='faiss factory string of irtbox_approx')
+    parser.add_argument('--nprobe', type=int, default=4, help='nprobe of irtbox_approx')
     parser.add_argument('--contenders', nargs='+', default=None,
                         help=f'some of {RETRIEVAL} or, with --landmarks, {LANDMARKS}')
     parser.add_argument('--json', help='write the results here')
