@@ -366,5 +366,10 @@ def _faiss_topk_blocks(query, gallery, k, chunk_size, device, exclude_self):
                         float('-inf')
                 v, j = stable_topk(sims, k)
                 d[straddle, :k], i[straddle, :k] = v.numpy(), j.numpy()
-        yield (start, ) + stable_order(torch.from_numpy(d[:, :k].copy()),
-                                       torch.from_numpy(i[:, :k].copy()))
+        d, i = torch.from_numpy(d[:, :k].copy()), torch.from_numpy(i[:, :k].copy())
+        # faiss sorts by decreasing similarity; only rows with equal values need their
+        # ties put in index order.
+        tied = (d[:, 1:] == d[:, :-1]).any(dim=1).nonzero().squeeze(1)
+        if len(tied):
+            d[tied], i[tied] = stable_order(d[tied], i[tied])
+        yield start, d, i
