@@ -79,12 +79,17 @@ class RetrievalMetric(BaseMetric):
     Args:
         ks: the K of Recall@K.
         map_at_r: also compute MAP@R, R-precision and Precision@1 (the search
-            then returns max(R) neighbours per query).
-        map_at_all: also compute ``map@all`` (the full gallery is ranked
-            for every query).
+            then selects max(R) neighbours per query).
+        map_at_all: also compute ``map@all`` (every positive's rank in the
+            full gallery ranking is counted for every query).
         search: keyword arguments of
-            :func:`~irtbox.evaluation.functional.knn`: ``backend`` ('torch' or
-            'faiss'), ``chunk_size``, ``device``, ``normalize``.
+            :func:`~irtbox.evaluation.functional.retrieval_metrics`: ``backend``
+            ('torch' or 'faiss'), ``chunk_size`` (default: a similarity block
+            of at most 128 MB), ``device``, ``normalize``; for approximate
+            evaluation ``backend='faiss'`` with ``index`` (a faiss factory
+            string, e.g. ``'IVF4096,Flat'``) and ``nprobe`` / ``ef_search``,
+            which adds ``search_recall@10`` (against exact search, 1000
+            sampled queries) to the metrics.
         prefix: prepended to the metric names as ``prefix/name``.
         collect_device: 'cpu' or 'gpu', how results are gathered across ranks.
         collect_dir: shared folder for gathering on 'cpu' (default: a
