@@ -136,3 +136,15 @@ def test_approximate_search_reports_its_recall():
         retrieval_metrics(emb, labels, index='HNSW32')
     with pytest.raises(ValueError, match="cannot build index 'NoSuchIndex'"):
         retrieval_metrics(emb, labels, backend='faiss', index='NoSuchIndex')
+
+
+@pytest.mark.parametrize('bad', [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize('dtype', [np.float32, np.float64])
+def test_non_finite_input_is_named(bad, dtype):
+    from irtbox.evaluation.functional import knn
+    emb = np.ones((6, 3), dtype=dtype)
+    emb[4, 2] = bad
+    with pytest.raises(ValueError, match='knn: gallery contains NaN or infinite'):
+        knn(np.ones((2, 3), dtype=dtype), emb, 2)
+    with pytest.raises(ValueError, match='retrieval_metrics: query_emb contains NaN'):
+        retrieval_metrics(emb, np.zeros(6))
