@@ -20,6 +20,10 @@ __all__ = [
     'junk_free_positions', 'revisited_means', 'rank_database'
 ]
 
+# Few queries, a large database: each similarity block reads the whole database again, so
+# the blocks are larger than the search core's default.
+_BLOCK_BYTES = 512 << 20
+
 # Which of easy / hard / junk are positives and which are junk, per protocol.
 PROTOCOLS: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]] = {
     'easy': (('easy', ), ('junk', 'hard')),
@@ -236,7 +240,7 @@ def revisited_metrics(query_emb: ArrayLike,
                       db_emb: ArrayLike,
                       gnds: Mapping[str, Sequence[dict]],
                       kappas: Sequence[int] = (1, 5, 10),
-                      chunk_size: int = 64,
+                      chunk_size: Optional[int] = None,
                       device: Optional[Union[str, torch.device]] = None
                       ) -> Dict[str, Tuple[float, np.ndarray, np.ndarray, np.ndarray]]:
     """:func:`revisited_map` of the full ranking by inner product, without ranking.
@@ -254,7 +258,8 @@ def revisited_metrics(query_emb: ArrayLike,
         gnds: {name: n_q dicts with ``ok`` and optionally ``junk``}, e.g.
             ``{p: build_revisited_gnd(raw, p) for p in ('easy', 'medium', 'hard')}``.
         kappas: the k of mP@k.
-        chunk_size: queries per similarity block.
+        chunk_size: queries per similarity block (``None``: a block of at
+            most 512 MB, e.g. 128 queries at 1M images).
         device: where the similarities are computed (default: the query's).
 
     Returns:
@@ -265,7 +270,7 @@ def revisited_metrics(query_emb: ArrayLike,
                              names=('query_emb', 'db_emb'), keep_float64=True,
                              role='database')
     n_q, n_db = query.shape[0], db.shape[0]
-    chunk_size = auto_chunk_size(chunk_size, n_db, 'revisited_metrics')
+    chunk_size = auto_chunk_size(chunk_size, n_db, 'revisited_metrics', _BLOCK_BYTES)
     checked = {name: [_checked_gnd(g, i, n_db, 'revisited_metrics') for i, g in enumerate(gnd)]
                for name, gnd in gnds.items()}
     for name, gnd in checked.items():

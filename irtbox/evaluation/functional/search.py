@@ -80,11 +80,12 @@ def prepare_pair(query: ArrayLike,
     return query_t, gallery_t
 
 
-def auto_chunk_size(chunk_size: Optional[int], n_gallery: int, owner: str) -> int:
+def auto_chunk_size(chunk_size: Optional[int], n_gallery: int, owner: str,
+                    block_bytes: int = _BLOCK_BYTES) -> int:
     """``chunk_size`` checked, or for ``None`` the most queries whose float32 similarity
-    block (chunk x ``n_gallery``) fits in 128 MB (at most 4096)."""
+    block (chunk x ``n_gallery``) fits in ``block_bytes`` (128 MB; at most 4096 rows)."""
     if chunk_size is None:
-        return int(max(1, min(_MAX_AUTO_CHUNK, _BLOCK_BYTES // (4 * max(1, n_gallery)))))
+        return int(max(1, min(_MAX_AUTO_CHUNK, block_bytes // (4 * max(1, n_gallery)))))
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) \
             or chunk_size < 1:
         raise ValueError(f'{owner}: chunk_size must be a positive integer, got {chunk_size!r}.')
@@ -224,13 +225,13 @@ def rank_of(sims: torch.Tensor, value: torch.Tensor, column: torch.Tensor) -> to
 
 
 def stable_ranks(scores: np.ndarray, items: np.ndarray) -> np.ndarray:
-    """0-based positions of ``items`` in the ranking of ``scores``, without sorting it.
+    """0-based positions of ``items`` in the ranking of ``scores``, without ranking it.
 
     The ranking is by decreasing score, equal scores by increasing index (a stable
     descending sort, as :func:`~irtbox.evaluation.functional.rank_database`). The
-    position of item x with score t is #(s > t) + #(s == t and index < x); only the
-    scores at or above the lowest item score are looked at, and those are counted
-    against the items' scores with one ``searchsorted``.
+    position of item x with score t is #(s > t) + #(s == t and index < x). Only the scores
+    at or above the lowest item score matter; those are sorted (values only, no indices:
+    a fraction of an argsort of the row) and each item's count is a ``searchsorted``.
 
     Args:
         scores: (N,) float scores of one query against the database.
@@ -242,28 +243,19 @@ def stable_ranks(scores: np.ndarray, items: np.ndarray) -> np.ndarray:
     if len(items) == 0:
         return np.zeros(0, dtype=np.int64)
     t = scores[items]
-    above = scores[scores >= t.min()]
-    levels = np.unique(t)
-    # With next = the next representable value above each level, "s == level" is exactly
-    # "level <= s < next": bucket counts over the interleaved edges give both the number
-    # of scores above and equal to each level.
-    edges = np.unique(np.concatenate([levels, np.nextafter(levels, np.inf)]))
-    counts = np.bincount(np.searchsorted(edges, above, side='right'),
-                         minlength=len(edges) + 1)
-    at_or_above = np.cumsum(counts[::-1])[::-1]  # at_or_above[j] = #(s >= edges[j - 1])
-    edge_pos = np.searchsorted(edges, t)
-    greater = at_or_above[edge_pos + 2]
-    equal = counts[edge_pos + 1]
+    above = np.sort(scores[scores >= t.min()])
+    right = np.searchsorted(above, t, side='right')
+    greater = len(above) - right
+    equal = right - np.searchsorted(above, t, side='left')
     # Ties among the items themselves: the lower index first.
     order = np.lexsort((items, -t))
-    tie_rank = np.empty(len(items), dtype=np.int64)
     group_start = np.r_[0, np.flatnonzero(np.diff(t[order]) != 0) + 1]
-    tie_rank[order] = np.arange(len(items)) - np.repeat(group_start,
-                                                        np.diff(np.r_[group_start, len(items)]))
+    sizes = np.diff(np.r_[group_start, len(items)])
+    tie_rank, items_equal = np.empty((2, len(items)), dtype=np.int64)
+    tie_rank[order] = np.arange(len(items)) - np.repeat(group_start, sizes)
+    items_equal[order] = np.repeat(sizes, sizes)
     ranks = greater + tie_rank
-    # Rare: a non-item database entry has exactly an item's score; count it by index.
-    level_of = np.searchsorted(levels, t)
-    items_equal = np.bincount(level_of, minlength=len(levels))[level_of]
+    # Rare: a database entry outside ``items`` has exactly an item's score; count it by index.
     for j in np.flatnonzero(equal != items_equal):
         tied = np.flatnonzero(scores == t[j])
         ranks[j] = greater[j] + np.count_nonzero(tied < items[j])

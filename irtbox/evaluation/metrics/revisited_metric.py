@@ -71,8 +71,9 @@ class RevisitedMetric(BaseMetric):
         kappas: the k of mP@k.
         query_expansion: ``None`` or ``dict(k=..., alpha=...)`` for αQE.
         database_augmentation: ``None`` or ``dict(k=..., alpha=...)`` for αDBA.
-        chunk_size: queries ranked at once (memory O(chunk_size x n_db)),
-            also the chunk of the αQE / αDBA searches.
+        chunk_size: queries per similarity block (memory O(chunk_size x n_db);
+            ``None``: a block of at most 512 MB), also the chunk of the αQE / αDBA
+            searches (``None``: at most 128 MB).
         device: where similarities are computed (default CPU).
         prefix: replaces the dataset name in the metric names.
         embedding_key: the data-sample field evaluated; ``'embedding_raw'`` is
@@ -91,7 +92,7 @@ class RevisitedMetric(BaseMetric):
                  kappas: Sequence[int] = (1, 5, 10),
                  query_expansion: Optional[dict] = None,
                  database_augmentation: Optional[dict] = None,
-                 chunk_size: int = 64,
+                 chunk_size: Optional[int] = None,
                  device: Optional[Union[str, torch.device]] = None,
                  prefix: Optional[str] = None,
                  embedding_key: str = 'embedding',
@@ -109,7 +110,8 @@ class RevisitedMetric(BaseMetric):
             if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
                 raise ValueError(f'RevisitedMetric: kappas must hold positive integers, got '
                                  f'{k!r} in kappas={kappas}.')
-        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        if chunk_size is not None and (isinstance(chunk_size, bool)
+                                       or not isinstance(chunk_size, int) or chunk_size < 1):
             raise ValueError(f'RevisitedMetric: chunk_size must be a positive integer, got '
                              f'{chunk_size!r}.')
         self.protocols = protocols
