@@ -79,9 +79,7 @@ def map_at_r_from_relevance(relevant: np.ndarray, num_relevant: np.ndarray) -> D
     (:func:`map_at_r_per_query`, then the means over queries with R_i > 0).
 
     Returns:
-        {'map_at_r', 'r_precision', 'precision_at_1'}, each in [0, 1]; NaN
-        (with a warning) when no query has R_i > 0.
+        {'map@r', 'r_precision', 'precision@1'}, each in [0, 1]; NaN (with a
+        warning) when no query has R_i > 0.
     """
-    m = map_at_r_means(*map_at_r_per_query(relevant, num_relevant))
-    return dict(map_at_r=m['map@r'], r_precision=m['r_precision'],
-                precision_at_1=m['precision@1'])
+    return map_at_r_means(*map_at_r_per_query(relevant, num_relevant))

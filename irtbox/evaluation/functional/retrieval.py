@@ -255,12 +255,10 @@ def map_at_r(emb: ArrayLike, labels, gallery_emb=None, gallery_labels=None,
         **search: as :func:`retrieval_metrics`.
 
     Returns:
-        {'map_at_r', 'r_precision', 'precision_at_1'}, each in [0, 1].
+        {'map@r', 'r_precision', 'precision@1'}, each in [0, 1].
     """
-    metrics = retrieval_metrics(emb, labels, gallery_emb, gallery_labels, ks=(),
-                                map_at_r=True, **search)
-    return dict(map_at_r=metrics['map@r'], r_precision=metrics['r_precision'],
-                precision_at_1=metrics['precision@1'])
+    return retrieval_metrics(emb, labels, gallery_emb, gallery_labels, ks=(), map_at_r=True,
+                             **search)
 
 
 def _num_rows(emb, name: str) -> int:
