@@ -45,3 +45,14 @@ def test_landmark_contenders_agree(tmp_path):
     assert set(rows) == {'numpy_argsort', 'rank_database', 'revisited_metrics'}
     assert rows['revisited_metrics']['metrics'] == rows['rank_database']['metrics']
     assert '| revisited_metrics | 3000 |' in table
+
+
+def test_train_input_benchmark_runs(tmp_path):
+    pytest.importorskip('cv2')
+    out = tmp_path / 'train_input.json'
+    subprocess.run([sys.executable, osp.join(ROOT, 'tools', 'benchmarks', 'bench_train_input.py'),
+                    '--images', '20', '--batch', '8', '--size', '64', '48', '--json', str(out)],
+                   check=True, capture_output=True, text=True, timeout=600)
+    rows = {r['contender']: r for r in json.loads(out.read_text())['rows']}
+    assert set(rows) == {'bare', 'irtbox'}
+    assert all(r['images'] == 20 and r['seconds'] > 0 for r in rows.values())
