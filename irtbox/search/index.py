@@ -4,7 +4,7 @@ from typing import Optional
 
 import numpy as np
 
-from irtbox.evaluation.functional.knn import import_faiss
+from irtbox.evaluation.functional.search import import_faiss
 
 
 def min_training_vectors(factory: str) -> int:

@@ -12,7 +12,8 @@ import numpy as np
 import torch
 from mmengine.logging import print_log
 
-from irtbox.evaluation.functional.knn import import_faiss, knn
+from irtbox.evaluation.functional.knn import knn
+from irtbox.evaluation.functional.search import import_faiss
 
 from .identity import identity_differences, model_identity
 from .index import build_index, to_cpu, to_gpu, train_index

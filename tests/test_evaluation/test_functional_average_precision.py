@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from irtbox.evaluation.functional import average_precision, rank_database, revisited_map
+from irtbox.evaluation.functional import (average_precision, rank_database, revisited_map,
+                                          search_average_precision)
 
 
 def slow_average_precision(ranks, gnd):
@@ -126,3 +127,19 @@ def test_bad_input():
         average_precision(ranks, [dict(ok=[1, 1])])
     with pytest.raises(ValueError, match=r"gnd\[0\]\['junk'\] holds a negative"):
         average_precision(ranks, [dict(ok=[1], junk=[-1])])
+
+
+@pytest.mark.parametrize('chunk_size', [1, 5, None])
+def test_search_average_precision_equals_the_full_ranking(chunk_size):
+    # Coarse embeddings: exact ties between positives, junk and the rest; ok and junk overlap.
+    rng = np.random.default_rng(7)
+    gallery = rng.integers(-1, 2, size=(300, 3)).astype(np.float32)
+    query = rng.integers(-1, 2, size=(12, 3)).astype(np.float32)
+    gnd = []
+    for i in range(12):
+        picked = rng.choice(300, size=40, replace=False)
+        gnd.append(dict(ok=picked[:3 * i], junk=np.r_[picked[30:30 + i], picked[:i // 3]]))
+    want = average_precision(rank_database(query, gallery), gnd)
+    got = search_average_precision(query, gallery, gnd, chunk_size=chunk_size)
+    np.testing.assert_allclose(got, want, atol=1e-15)
+    assert np.isnan(got[0])

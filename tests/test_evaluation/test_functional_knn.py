@@ -7,8 +7,7 @@ import torch
 
 from irtbox.evaluation.functional import knn
 
-# The package exports the function under the module's name; fetch the module.
-knn_module = importlib.import_module('irtbox.evaluation.functional.knn')
+search_module = importlib.import_module('irtbox.evaluation.functional.search')
 
 
 def brute_force(query, gallery, k, exclude_self=False):
@@ -101,16 +100,23 @@ def test_tensor_in_tensor_out_numpy_in_numpy_out():
 def test_memory_is_chunked(monkeypatch):
     # The similarity block never has more than chunk_size query rows.
     rows = []
-    original = knn_module._search_rows
+    original = search_module.stable_topk
 
-    def spy(query, gallery, k, self_index):
-        rows.append(query.shape[0])
-        return original(query, gallery, k, self_index)
+    def spy(sims, k):
+        rows.append(sims.shape[0])
+        return original(sims, k)
 
-    monkeypatch.setattr(knn_module, '_search_rows', spy)
+    monkeypatch.setattr(search_module, 'stable_topk', spy)
     emb = int_embeddings(100)
     knn(emb, emb, 5, exclude_self=True, chunk_size=16)
     assert max(rows) == 16 and sum(rows) == 100
+
+
+def test_default_chunk_keeps_the_block_small():
+    assert search_module.auto_chunk_size(None, 121_000, 'knn') * 121_000 * 4 <= 128 << 20
+    assert search_module.auto_chunk_size(None, 10, 'knn') == 4096
+    with pytest.raises(ValueError, match='chunk_size must be a positive integer'):
+        search_module.auto_chunk_size(0, 10, 'knn')
 
 
 def test_bad_inputs():

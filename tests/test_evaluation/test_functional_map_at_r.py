@@ -19,15 +19,15 @@ def test_protocols_example():
     # R = 3 -> (1/3)(1/1 + 0 + 2/3) = 0.5556.
     expected = (1 / 3) * (1 / 1 + 0 + 2 / 3)
     got = map_at_r_from_relevance(np.array([[1, 0, 1, 1, 0]], dtype=bool), np.array([3]))
-    assert got['map_at_r'] == pytest.approx(expected)
-    assert round(got['map_at_r'], 4) == 0.5556
+    assert got['map@r'] == pytest.approx(expected)
+    assert round(got['map@r'], 4) == 0.5556
     assert got['r_precision'] == pytest.approx(2 / 3)
-    assert got['precision_at_1'] == 1.0
+    assert got['precision@1'] == 1.0
 
     # The same case through a real search: gallery at increasing angles.
     gallery = on_circle([10, 20, 30, 40, 50])
     got = map_at_r(on_circle([0]), [0], gallery, [0, 1, 0, 0, 1])
-    assert got['map_at_r'] == pytest.approx(expected)
+    assert got['map@r'] == pytest.approx(expected)
 
 
 @pytest.mark.parametrize('backend', ['torch', 'faiss'])
@@ -36,8 +36,8 @@ def test_leave_one_out_hand_computed(backend):
     # q0: [1, ...] -> AP 0; q1: [0, 0] -> AP 0; q2: [1] -> AP 0;
     # q3 (100°): 110°(1), 30°(0) -> AP (1/2)(1/1) = 0.5, RP 1/2, P@1 1; q4 alike.
     got = map_at_r(on_circle(ANGLES), LABELS, backend=backend)
-    assert got == pytest.approx(dict(map_at_r=1.0 / 5, r_precision=1.0 / 5,
-                                     precision_at_1=2 / 5))
+    assert got == pytest.approx({'map@r': 1.0 / 5, 'r_precision': 1.0 / 5,
+                                 'precision@1': 2 / 5})
 
 
 def test_singleton_queries_are_dropped():
@@ -45,16 +45,16 @@ def test_singleton_queries_are_dropped():
     # unchanged; dropped, it leaves the means as they were (counted as 0 it
     # would turn 1/5 into 1/6).
     got = map_at_r(on_circle(ANGLES + [240]), LABELS + [7])
-    assert got == pytest.approx(dict(map_at_r=1.0 / 5, r_precision=1.0 / 5,
-                                     precision_at_1=2 / 5))
+    assert got == pytest.approx({'map@r': 1.0 / 5, 'r_precision': 1.0 / 5,
+                                 'precision@1': 2 / 5})
 
 
 def test_query_gallery_hand_computed():
     # q0 (0°, label 0, R=2): gallery labels by rank [1, 0, 0, 1] -> AP (1/2)(1/2)
     # q1 (90°, label 1, R=2): [1, 0, 0, 1] -> AP (1/2)(1/1)
     got = map_at_r(on_circle([0, 90]), [0, 1], on_circle([20, 40, 80, 95]), [1, 0, 0, 1])
-    assert got == pytest.approx(dict(map_at_r=(0.25 + 0.5) / 2, r_precision=0.5,
-                                     precision_at_1=0.5))
+    assert got == pytest.approx({'map@r': (0.25 + 0.5) / 2, 'r_precision': 0.5,
+                                 'precision@1': 0.5})
 
 
 def test_exact_duplicates_excluded_by_index():
@@ -64,7 +64,7 @@ def test_exact_duplicates_excluded_by_index():
     # the query itself for q1 and q3 and give AP 1 there.
     emb = on_circle([0, 0, 90, 90])
     got = map_at_r(emb, [0, 1, 0, 1])
-    assert got == pytest.approx(dict(map_at_r=0.0, r_precision=0.0, precision_at_1=0.0))
+    assert got == pytest.approx({'map@r': 0.0, 'r_precision': 0.0, 'precision@1': 0.0})
 
 
 def test_no_query_with_a_class_mate_gives_nan():
@@ -98,7 +98,7 @@ def slow_map_at_r(query, query_labels, gallery, gallery_labels, leave_one_out):
         aps.append(ap / r)
         rps.append(sum(rel[:r]) / r)
         p1s.append(rel[0])
-    return dict(map_at_r=np.mean(aps), r_precision=np.mean(rps), precision_at_1=np.mean(p1s))
+    return {'map@r': np.mean(aps), 'r_precision': np.mean(rps), 'precision@1': np.mean(p1s)}
 
 
 @pytest.mark.parametrize('backend', ['torch', 'faiss'])

@@ -94,19 +94,26 @@ def test_torch_inputs():
 
 def test_one_search_feeds_every_metric(monkeypatch):
     retrieval = importlib.import_module('irtbox.evaluation.functional.retrieval')
-    calls = []
-    original = retrieval.knn
+    searches, selected = [], []
+    blocks, topk = retrieval.similarity_blocks, retrieval.stable_topk
 
-    def spy(*args, **kwargs):
-        calls.append(args[2])
-        return original(*args, **kwargs)
+    def spy_blocks(*args, **kwargs):
+        searches.append(args[2])
+        return blocks(*args, **kwargs)
 
-    monkeypatch.setattr(retrieval, 'knn', spy)
+    def spy_topk(sims, k):
+        selected.append(k)
+        return topk(sims, k)
+
+    monkeypatch.setattr(retrieval, 'similarity_blocks', spy_blocks)
+    monkeypatch.setattr(retrieval, 'stable_topk', spy_topk)
     labels = np.array([0] * 7 + [1] * 3)
     emb = np.random.default_rng(0).standard_normal((10, 4)).astype(np.float32)
-    metrics = retrieval_metrics(emb, labels, ks=(1, 2), map_at_r=True)
-    assert calls == [6]  # max(max(ks), max R) with R = 7 - 1
-    assert set(metrics) == {'recall@1', 'recall@2', 'map@r', 'r_precision', 'precision@1'}
+    metrics = retrieval_metrics(emb, labels, ks=(1, 2, 9), map_at_r=True, chunk_size=4)
+    assert searches == [4]  # one search, in chunks of 4 queries
+    assert selected == [6, 6, 6]  # per chunk, only the top max R (R = 7 - 1) is selected
+    assert set(metrics) == {'recall@1', 'recall@2', 'recall@9', 'map@r', 'r_precision',
+                            'precision@1'}
 
 
 def test_bad_inputs():

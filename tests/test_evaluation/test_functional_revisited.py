@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from irtbox.evaluation.functional import (build_revisited_gnd, rank_database, revisited_map,
-                                          revisited_means)
+                                          revisited_means, revisited_metrics)
 
 
 def column(*items):
@@ -188,3 +188,35 @@ def test_rank_database_bad_input():
         rank_database(np.full((2, 3), np.nan), np.zeros((5, 3)))
     with pytest.raises(ValueError, match='chunk_size must be a positive integer'):
         rank_database(np.zeros((2, 3)), np.zeros((5, 3)), chunk_size=0)
+
+
+@pytest.mark.parametrize('dtype', [np.float32, np.float64])
+@pytest.mark.parametrize('chunk_size', [1, 4, 64])
+def test_revisited_metrics_equal_the_full_ranking(dtype, chunk_size):
+    # Coarse embeddings: many exact ties between positives, junk and the rest.
+    rng = np.random.default_rng(5)
+    db = rng.integers(-1, 2, size=(400, 3)).astype(dtype)
+    query = rng.integers(-1, 2, size=(9, 3)).astype(dtype)
+    raw = []
+    for i in range(9):
+        picked = rng.choice(400, size=60, replace=False)
+        raw.append(dict(easy=picked[:i * 3], hard=picked[30:30 + i], junk=picked[40:40 + 2 * i]))
+    raw[4]['junk'] = np.r_[raw[4]['junk'], raw[4]['easy'][:2]]  # ok and junk at once
+    gnds = {p: build_revisited_gnd(raw, p) for p in ('easy', 'medium', 'hard')}
+    got = revisited_metrics(query, db, gnds, kappas=(1, 3, 10), chunk_size=chunk_size)
+    ranks = rank_database(query, db)
+    for p, gnd in gnds.items():
+        want = revisited_map(ranks, gnd, kappas=(1, 3, 10))
+        assert got[p][0] == pytest.approx(want[0], abs=1e-15, nan_ok=True)
+        for g, w in zip(got[p][1:], want[1:]):
+            np.testing.assert_allclose(g, w, atol=1e-15)
+
+
+def test_revisited_metrics_bad_input():
+    db = np.eye(4, dtype=np.float32)
+    with pytest.raises(ValueError, match=r"gnd\[0\]\['ok'\] holds database index 7"):
+        revisited_metrics(db[:1], db, {'medium': [dict(ok=[7])]})
+    with pytest.raises(ValueError, match="gnds\\['medium'\\] has 1 entries but there are 2"):
+        revisited_metrics(db[:2], db, {'medium': [dict(ok=[1])]})
+    with pytest.raises(ValueError, match='database is empty'):
+        revisited_metrics(db[:1], db[:0], {'medium': [dict(ok=[])]})

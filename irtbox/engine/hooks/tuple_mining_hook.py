@@ -12,6 +12,7 @@ from mmengine.runner import EpochBasedTrainLoop
 from mmengine.utils import ProgressBar
 from torch.utils.data import DataLoader, Dataset
 
+from irtbox.evaluation.functional.search import similarity_blocks
 from irtbox.registry import HOOKS, TRANSFORMS
 from .utils import bare_model
 
@@ -67,10 +68,8 @@ def mine_hard_negatives(q_desc, pool_desc, q_clusters, pool_clusters, nnum: int 
         raise ValueError(f'mine_hard_negatives: nnum and chunk_size must be >= 1, got '
                          f'{nnum} and {chunk_size}')
     check_enough_clusters(q_clusters, pool_clusters, nnum)
-    pool_t = pool_desc.float().t()
     negatives = np.empty((len(q_desc), nnum), dtype=np.int64)
-    for start in range(0, len(q_desc), chunk_size):
-        sims = q_desc[start:start + chunk_size].float() @ pool_t
+    for start, sims in similarity_blocks(q_desc.float(), pool_desc.float(), chunk_size):
         order = torch.sort(sims, dim=1, descending=True, stable=True).indices.cpu().numpy()
         for row, ranking in enumerate(order):
             negatives[start + row] = _walk(ranking, pool_clusters, q_clusters[start + row], nnum)

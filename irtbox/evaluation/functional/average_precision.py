@@ -1,9 +1,14 @@
 """Non-interpolated average precision of full gallery rankings, with junk removed."""
-from typing import Sequence
+from typing import Optional, Sequence, Union
 
 import numpy as np
+import torch
 
-from .revisited import ArrayLike, _as_ranks, junk_free_positions
+from .checks import ArrayLike
+from .revisited import _as_indices, _as_ranks, junk_free_positions
+from .search import auto_chunk_size, prepare_pair, similarity_blocks, stable_ranks
+
+__all__ = ['average_precision', 'search_average_precision']
 
 
 def average_precision(ranks: ArrayLike, gnd: Sequence[dict]) -> np.ndarray:
@@ -47,4 +52,57 @@ def average_precision(ranks: ArrayLike, gnd: Sequence[dict]) -> np.ndarray:
     for i, pos, n_ok in junk_free_positions(ranks, gnd, 'average_precision', junk_wins=True):
         # pos is increasing, so the j-th found positive has j + 1 positives up to it.
         aps[i] = np.sum(np.arange(1, len(pos) + 1) / (pos + 1)) / n_ok if n_ok else np.nan
+    return aps
+
+
+def search_average_precision(query_emb: ArrayLike,
+                             gallery_emb: ArrayLike,
+                             gnd: Sequence[dict],
+                             chunk_size: Optional[int] = None,
+                             device: Optional[Union[str, torch.device]] = None) -> np.ndarray:
+    """:func:`average_precision` of the full ranking by inner product, without ranking.
+
+    Equals ``average_precision(rank_database(query_emb, gallery_emb), gnd)``, but per
+    query only the positions of its ``ok`` and ``junk`` items in the stable order (ties
+    to the lower index) are counted from its similarities
+    (:func:`~irtbox.evaluation.functional.search.stable_ranks`). Memory: one
+    similarity block of the search core.
+
+    Args:
+        query_emb: n_q x D; gallery_emb: N x D (inner products as given).
+        gnd: n_q dicts with ``ok`` and optionally ``junk`` (gallery indices).
+        chunk_size: queries per similarity block (``None``: a block of at most 128 MB).
+        device: where the similarities are computed.
+
+    Returns:
+        aps: (n_q,) float64 as :func:`average_precision` (NaN: no positive).
+    """
+    query, gallery = prepare_pair(query_emb, gallery_emb, 'search_average_precision',
+                                  normalize=False, names=('query_emb', 'gallery_emb'))
+    if len(gnd) != len(query):
+        raise ValueError(f'search_average_precision: {len(query)} queries but gnd has '
+                         f'{len(gnd)} entries; expected one ground-truth dict per query.')
+    chunk_size = auto_chunk_size(chunk_size, len(gallery), 'search_average_precision')
+    aps = np.empty(len(query))
+    for start, sims in similarity_blocks(query, gallery, chunk_size, device):
+        for row, scores in enumerate(sims.cpu().numpy()):
+            i = start + row
+            g = gnd[i]
+            ok = _as_indices(g['ok'], f"gnd[{i}]['ok']")
+            junk = np.unique(_as_indices(g.get('junk', ()), f"gnd[{i}]['junk']"))
+            if len(np.unique(ok)) != len(ok):
+                raise ValueError(f"search_average_precision: gnd[{i}]['ok'] repeats a gallery "
+                                 'index; expected each positive once.')
+            if max(ok.max(initial=-1), junk.max(initial=-1)) >= len(scores):
+                raise ValueError(f'search_average_precision: gnd[{i}] names a gallery index '
+                                 f'beyond the {len(scores)} gallery items.')
+            ok = ok[~np.isin(ok, junk)]  # an item both ok and junk is junk
+            if len(ok) == 0:
+                aps[i] = np.nan
+                continue
+            items = np.concatenate([ok, junk])
+            ranks = stable_ranks(scores, items)
+            pos, junk_pos = np.sort(ranks[:len(ok)]), np.sort(ranks[len(ok):])
+            pos = pos - np.searchsorted(junk_pos, pos, side='left')
+            aps[i] = np.sum(np.arange(1, len(pos) + 1) / (pos + 1)) / len(ok)
     return aps

@@ -1,8 +1,10 @@
-"""Input checks shared by the evaluation functions."""
+"""Input checks shared by the evaluation functions, and their one ``ArrayLike``."""
 from typing import Union
 
 import numpy as np
 import torch
+
+__all__ = ['ArrayLike', 'as_float_matrix', 'as_vector', 'check_finite']
 
 ArrayLike = Union[np.ndarray, torch.Tensor]
 
@@ -26,9 +28,26 @@ def as_float_matrix(x: ArrayLike, name: str, owner: str,
         raise ValueError(f'{owner}: {name} must be 2-D (items x dimension), got shape '
                          f'{tuple(t.shape)}.')
     t = t if keep_float64 and t.dtype == torch.float64 else t.float()
-    if not bool(torch.isfinite(t).all()):
-        raise ValueError(f'{owner}: {name} contains NaN or infinite values.')
+    check_finite(t, name, owner)
     return t
+
+
+def check_finite(t: torch.Tensor, name: str, owner: str) -> None:
+    """Raise naming ``owner`` and ``name`` if the float tensor ``t`` holds NaN or inf.
+
+    Its minimum and maximum are finite exactly when every entry is (both propagate NaN):
+    one pass with no temporary, where ``isfinite(t).all()`` needs a bool mask of the
+    size of ``t`` (0.8 GB for a 1M x 768 database) and is several times slower.
+    """
+    if t.numel() == 0:
+        return
+    if t.device.type == 'cpu':
+        a = t.numpy()
+        low, high = np.min(a), np.max(a)
+    else:
+        low, high = (float(v) for v in torch.aminmax(t))
+    if not (np.isfinite(low) and np.isfinite(high)):
+        raise ValueError(f'{owner}: {name} contains NaN or infinite values.')
 
 
 def as_vector(v, name: str, owner: str, n: int, entry: str = 'entry') -> np.ndarray:

@@ -16,9 +16,7 @@ from typing import Dict, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 
-from .checks import as_float_matrix, as_vector
-
-ArrayLike = Union[np.ndarray, torch.Tensor]
+from .checks import ArrayLike, as_float_matrix, as_vector
 
 # Rows per block when accumulating the D x D scatter matrix (memory: block x D floats).
 _SCATTER_BLOCK = 4096

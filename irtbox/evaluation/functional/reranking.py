@@ -4,8 +4,8 @@ Radenović, Tolias, Chum, "Fine-tuning CNN Image Retrieval with No Human
 Annotation", TPAMI 2018, Sec. 4.3 (αQE) and the αDBA of the revisited
 Oxford / Paris benchmark (Radenović et al., CVPR 2018). Both take and give
 embeddings; the neighbours come from the exact chunked search
-:func:`~irtbox.evaluation.functional.knn` (memory O(chunk_size x N), ties to
-the lower index), never from an N x N matrix.
+:mod:`~irtbox.evaluation.functional.search` (memory O(chunk_size x N), ties
+to the lower index, consumed a chunk at a time), never from an N x N matrix.
 
 Every vector is L2-normalised first (written x̂), and with s the inner
 product of normalised vectors a neighbour weighs w(s) = s^α for s > 0 and 0
@@ -18,10 +18,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .checks import as_float_matrix
-from .knn import knn
+from .checks import ArrayLike, as_float_matrix
+from .search import auto_chunk_size, prepare_pair, topk_blocks
 
-ArrayLike = Union[np.ndarray, torch.Tensor]
+__all__ = ['alpha_query_expansion', 'alpha_database_augmentation']
 
 
 def alpha_query_expansion(query: ArrayLike,
@@ -84,20 +84,23 @@ def _expand(x, pool, k, alpha, chunk_size, device, fn, exclude_self):
         raise ValueError(f'{fn}: alpha must be a finite number >= 0, got {alpha!r}.')
     as_tensor = isinstance(x, torch.Tensor)
     out_device = x.device if as_tensor else torch.device('cpu')
-    x_t = F.normalize(as_float_matrix(x, 'the first argument' if exclude_self else 'query', fn),
-                      dim=1)
-    pool_t = x_t if exclude_self else F.normalize(as_float_matrix(pool, 'database', fn), dim=1)
+    if exclude_self:
+        x_t = pool_t = F.normalize(as_float_matrix(x, 'the first argument', fn), dim=1)
+    else:
+        x_t, pool_t = prepare_pair(x, pool, fn, normalize=True, names=('query', 'database'),
+                                     role='database')
     out = x_t.clone()
     if k > 0 and len(pool_t) > int(exclude_self):
-        sims, idx = knn(x_t, pool_t, k, exclude_self=exclude_self, chunk_size=chunk_size,
-                        device=device, normalize=False)
-        sims, idx = sims.to(out_device), idx.to(out_device)
-        weights = torch.where(sims > 0, sims.clamp(min=0).pow(float(alpha)),
-                              torch.zeros_like(sims))
-        # Neighbour vectors gathered a chunk at a time: chunk x k x D.
-        for start in range(0, len(x_t), chunk_size):
-            stop = min(start + chunk_size, len(x_t))
-            neighbours = pool_t[idx[start:stop]]
-            out[start:stop] += (weights[start:stop, :, None] * neighbours).sum(dim=1)
+        k = min(k, len(pool_t) - int(exclude_self))
+        chunk_size = auto_chunk_size(chunk_size, len(pool_t), fn)
+        if device is None:
+            device = out_device
+        for start, sims, idx in topk_blocks(x_t, pool_t, k, chunk_size, 'torch', device,
+                                            exclude_self):
+            sims, idx = sims.to(out_device), idx.to(out_device)
+            weights = torch.where(sims > 0, sims.clamp(min=0).pow(float(alpha)),
+                                  torch.zeros_like(sims))
+            # Neighbour vectors of one chunk: chunk x k x D.
+            out[start:start + len(idx)] += (weights[:, :, None] * pool_t[idx]).sum(dim=1)
     out = F.normalize(out, dim=1)
     return out if as_tensor else out.numpy()

@@ -1,16 +1,29 @@
-"""Every retrieval metric of a labelled query set from one nearest-neighbour search."""
-from typing import Dict, Iterable
+"""Every retrieval metric of a labelled query set from one streamed nearest-neighbour search.
+
+The search core (:mod:`.search`) yields a chunk of queries at a time; each chunk is turned
+into per-query scalars (rank of the first correct item, AP@R, R-precision, Precision@1)
+and dropped, so the extra memory is one similarity block, whatever the number of queries.
+"""
+from typing import Dict, Iterable, Optional, Union
 
 import numpy as np
 import torch
 
-from .checks import as_vector
-from .knn import knn
-from .map_at_r import count_relevant, map_at_r_from_relevance
-from .recall import recall_from_relevance
+from .checks import ArrayLike, as_vector
+from .map_at_r import count_relevant, map_at_r_means, map_at_r_per_query
+from .recall import first_hit_ranks, recall_from_first_hit
+from .search import (approximate_topk_blocks, auto_chunk_size, prepare_pair, rank_of,
+                     similarity_blocks, stable_topk, topk_blocks)
 
-# Query rows turned into relevance at once (bounds the label-gather temporary).
-_BLOCK = 8192
+__all__ = ['retrieval_metrics', 'recall_at_k', 'map_at_r']
+
+OWNER = 'retrieval_metrics'
+# Approximate search is reported with the recall of its top 10 against exact search, on
+# a seeded sample of this many queries.
+SEARCH_RECALL_K = 10
+SEARCH_RECALL_QUERIES = 1000
+# Rows whose first correct item is counted at once.
+_COUNT_ROWS = 64
 
 
 def retrieval_metrics(query_emb,
@@ -19,12 +32,17 @@ def retrieval_metrics(query_emb,
                       gallery_labels=None,
                       ks: Iterable[int] = (1, ),
                       map_at_r: bool = True,
-                      **search_kwargs) -> Dict[str, float]:
+                      **search) -> Dict[str, float]:
     """Recall@K and MAP@R / R-precision / Precision@1 from ONE exact search.
 
-    The search asks for k = max(max(ks), max_i R_i) neighbours (R_i = number
-    of gallery items with query i's label), enough for every metric; k is
-    clipped to the gallery size by :func:`knn`.
+    Recall@K for every K needs only the rank of each query's first correct
+    item, and MAP@R only the top R_i (R_i = number of gallery items with
+    query i's label). With the torch backend each chunk's top max(R_i) is
+    selected and, for the queries whose first correct item is not in it,
+    that item's rank is counted in the similarity block (no sort beyond
+    max R). With faiss the top max(max(ks), max R_i) is searched. Ties go to
+    the lower gallery index either way, so both give the results of a full
+    stable sort.
 
     Args:
         query_emb: nq x D embeddings (numpy array or torch tensor).
@@ -35,27 +53,33 @@ def retrieval_metrics(query_emb,
             Given: queries are searched in this gallery only (In-Shop).
         ks: the K of Recall@K.
         map_at_r: also compute MAP@R, R-precision and Precision@1.
-        **search_kwargs: passed to :func:`knn` (``backend``, ``chunk_size``,
-            ``device``, ``normalize``).
+        **search: ``backend`` ('torch' or 'faiss'), ``chunk_size`` (queries
+            per similarity block; ``None``: a block of at most 128 MB),
+            ``device``, ``normalize`` (as :func:`knn`). Approximate search, for
+            galleries too large for exact search: ``backend='faiss'`` with
+            ``index`` (any faiss factory string but ``'Flat'``, e.g.
+            ``'IVF4096,Flat'``, ``'HNSW32'``) and ``nprobe`` / ``ef_search``.
 
     Returns:
         ``{'recall@K': ...}`` for each K and, with ``map_at_r``, ``'map@r'``,
         ``'r_precision'``, ``'precision@1'``; all fractions in [0, 1].
         Recall@K counts every query; MAP@R, R-precision and Precision@1 drop
-        queries with R_i = 0 (Musgrave et al. 2020).
+        queries with R_i = 0 (Musgrave et al. 2020). With an approximate
+        ``index`` also ``'search_recall@10'``: the mean fraction of the exact
+        top 10 that the index returns, over a seeded sample of 1000 queries.
     """
     leave_one_out = gallery_emb is None
     if leave_one_out != (gallery_labels is None):
         raise ValueError('retrieval_metrics: give both gallery_emb and gallery_labels, or '
                          'neither (leave-one-out).')
-    query_labels = as_vector(query_labels, 'query_labels', 'retrieval_metrics',
+    query_labels = as_vector(query_labels, 'query_labels', OWNER,
                              _num_rows(query_emb, 'query_emb'), entry='label')
     if len(query_labels) == 0:
         raise ValueError('retrieval_metrics: no queries; expected at least one.')
     if leave_one_out:
         gallery_emb, gallery_labels = query_emb, query_labels
     else:
-        gallery_labels = as_vector(gallery_labels, 'gallery_labels', 'retrieval_metrics',
+        gallery_labels = as_vector(gallery_labels, 'gallery_labels', OWNER,
                                    _num_rows(gallery_emb, 'gallery_emb'), entry='label')
         if len(gallery_labels) == 0:
             raise ValueError('retrieval_metrics: the gallery is empty; expected at least '
@@ -64,25 +88,177 @@ def retrieval_metrics(query_emb,
     if not ks and not map_at_r:
         raise ValueError('retrieval_metrics: nothing to compute (ks is empty and '
                          'map_at_r=False).')
-
-    num_relevant = count_relevant(query_labels, gallery_labels, leave_one_out)
-    k = max(ks + ((int(num_relevant.max()), ) if map_at_r else ()))
-    _, neighbours = knn(query_emb, gallery_emb, max(k, 1), exclude_self=leave_one_out,
-                        **search_kwargs)
-    if isinstance(neighbours, torch.Tensor):
-        neighbours = neighbours.cpu().numpy()
-    relevant = np.empty(neighbours.shape, dtype=bool)
-    for start in range(0, len(neighbours), _BLOCK):
-        stop = start + _BLOCK
-        relevant[start:stop] = gallery_labels[neighbours[start:stop]] \
-            == query_labels[start:stop, None]
-
-    metrics = {f'recall@{k}': v for k, v in recall_from_relevance(relevant, ks).items()}
+    first_hit, per_query, search_recall = _stream(query_emb, query_labels, gallery_emb,
+                                                  gallery_labels, ks, map_at_r, leave_one_out,
+                                                  **search)
+    metrics = {f'recall@{k}': v for k, v in recall_from_first_hit(first_hit, ks).items()}
     if map_at_r:
-        m = map_at_r_from_relevance(relevant, num_relevant)
-        metrics.update({'map@r': m['map_at_r'], 'r_precision': m['r_precision'],
-                        'precision@1': m['precision_at_1']})
+        metrics.update(map_at_r_means(*per_query))
+    if search_recall is not None:
+        metrics[f'search_recall@{SEARCH_RECALL_K}'] = search_recall
     return metrics
+
+
+def _stream(query_emb, query_labels, gallery_emb, gallery_labels, ks, map_at_r,
+            leave_one_out, backend: str = 'torch', chunk_size: Optional[int] = None,
+            device: Optional[Union[str, torch.device]] = None, normalize: bool = True,
+            index: Optional[str] = None, nprobe: Optional[int] = None,
+            ef_search: Optional[int] = None):
+    """(first_hit, (ap, rp, p1), search recall or None): per-query scalars of one search."""
+    if backend not in ('torch', 'faiss'):
+        raise ValueError(f"retrieval_metrics: backend must be 'torch' or 'faiss', got "
+                         f'{backend!r}.')
+    approximate = index is not None and index != 'Flat'
+    if approximate and backend != 'faiss':
+        raise ValueError(f"retrieval_metrics: index={index!r} is a faiss index; it needs "
+                         "backend='faiss'.")
+    query_t, gallery_t = prepare_pair(query_emb, gallery_emb, OWNER, normalize,
+                                      ('query_emb', 'gallery_emb'))
+    nq, n = query_t.shape[0], gallery_t.shape[0]
+    chunk_size = auto_chunk_size(chunk_size, n, OWNER)
+    available = n - int(leave_one_out)
+    if available == 0:
+        raise ValueError('retrieval_metrics: leave-one-out on a single item leaves no '
+                         'neighbour to search.')
+    # Labels as integer codes, so that relevance is one comparison on any device.
+    codes = np.unique(np.concatenate([query_labels, gallery_labels]), return_inverse=True)[1]
+    query_codes, gallery_codes = codes[:nq], codes[nq:] if not leave_one_out else codes[:nq]
+    num_relevant = count_relevant(query_labels, gallery_labels, leave_one_out)
+    max_r = int(num_relevant.max())
+    first_hit = np.full(nq, np.inf)
+    ap, rp, p1 = (np.full(nq, np.nan) for _ in range(3))
+
+    def consume(start, idx, sims=None):
+        stop = start + len(idx)
+        idx = idx.cpu().numpy()
+        # -1: a neighbour an approximate index did not return.
+        relevant = (gallery_codes[idx] == query_codes[start:stop, None]) & (idx >= 0)
+        first_hit[start:stop] = first_hit_ranks(relevant)
+        if sims is not None:
+            # First correct item below the selected top: its rank is counted.
+            missed = np.flatnonzero(np.isinf(first_hit[start:stop])
+                                    & (num_relevant[start:stop] > 0))
+            if len(missed):
+                first_hit[start + missed] = _best_positive_rank(
+                    sims, missed, query_codes[start + missed], by_code, sorted_codes)
+        if map_at_r:
+            ap[start:stop], rp[start:stop], p1[start:stop] = map_at_r_per_query(
+                relevant, num_relevant[start:stop])
+
+    search_recall = None
+    if approximate:
+        k = min(max(ks + ((max_r, ) if map_at_r else ()) + (SEARCH_RECALL_K, )), available)
+        sample = np.sort(np.random.default_rng(0).choice(
+            nq, min(nq, SEARCH_RECALL_QUERIES), replace=False))
+        found = []
+        for start, _, idx in approximate_topk_blocks(query_t, gallery_t, k, chunk_size, index,
+                                                     nprobe, ef_search, leave_one_out):
+            consume(start, idx)
+            rows = sample[(sample >= start) & (sample < start + len(idx))]
+            found.append(idx[rows - start, :SEARCH_RECALL_K].numpy())
+        search_recall = _search_recall(query_t, gallery_t, sample, np.concatenate(found),
+                                       leave_one_out, chunk_size)
+    elif backend == 'faiss':
+        k = min(max(ks + ((max_r, ) if map_at_r else ()) + (1, )), available)
+        for start, _, idx in topk_blocks(query_t, gallery_t, k, chunk_size, 'faiss', device,
+                                         leave_one_out):
+            consume(start, idx)
+    else:
+        # Only the top max R is selected; Recall@K beyond it is counted, not sorted.
+        k = max(1, min(max_r if map_at_r else min(max(ks), max_r), available))
+        # The gallery sorted by label: the positives of a query are one slice of it.
+        by_code = np.argsort(gallery_codes, kind='stable')
+        sorted_codes = gallery_codes[by_code]
+        for start, sims in similarity_blocks(query_t, gallery_t, chunk_size, device,
+                                             leave_one_out):
+            consume(start, stable_topk(sims, k)[1], sims)
+    return first_hit, (ap, rp, p1), search_recall
+
+
+def _search_recall(query_t, gallery_t, sample, found, leave_one_out, chunk_size) -> float:
+    """Mean fraction of the exact top 10 of the ``sample`` queries among ``found``."""
+    k = found.shape[1]
+    hits = 0
+    for start, sims in similarity_blocks(query_t[sample], gallery_t, chunk_size):
+        rows = np.arange(start, start + len(sims))
+        if leave_one_out:
+            sims[torch.from_numpy(rows - start), torch.from_numpy(sample[rows])] = float('-inf')
+        exact = stable_topk(sims, k)[1].cpu().numpy()
+        hits += sum(len(np.intersect1d(e, f)) for e, f in zip(exact, found[rows]))
+    return hits / (len(sample) * k)
+
+
+def _best_positive_rank(sims: torch.Tensor, rows: np.ndarray, codes: np.ndarray,
+                        by_code: np.ndarray, sorted_codes: np.ndarray) -> np.ndarray:
+    """Rank of the first correct item of some rows of a similarity block, by counting.
+
+    The first correct item is the positive of highest similarity (the lowest column among
+    equals); its positives are gathered from the gallery sorted by label (``by_code``,
+    ``sorted_codes``), so only the count touches whole rows.
+    """
+    lo = np.searchsorted(sorted_codes, codes, side='left')
+    count = np.searchsorted(sorted_codes, codes, side='right') - lo
+    offsets = np.arange(int(count.max()))
+    valid = offsets < count[:, None]
+    columns = by_code[np.where(valid, lo[:, None] + offsets, lo[:, None])]
+    device = sims.device
+    rows_t = torch.from_numpy(rows).to(device)
+    columns_t = torch.from_numpy(columns).to(device)
+    values = sims[rows_t[:, None], columns_t]
+    values[~torch.from_numpy(valid).to(device)] = float('-inf')
+    best = values.amax(dim=1)
+    at_best = values == best[:, None]
+    first = torch.where(at_best, columns_t, torch.full_like(columns_t, sims.shape[1])).amin(1)
+    # A few rows at a time: the copies and masks stay a small fraction of the block.
+    return torch.cat([rank_of(sims[rows_t[g:g + _COUNT_ROWS]], best[g:g + _COUNT_ROWS],
+                              first[g:g + _COUNT_ROWS])
+                      for g in range(0, len(rows), _COUNT_ROWS)]).cpu().numpy()
+
+
+def recall_at_k(query_emb,
+                query_labels,
+                gallery_emb=None,
+                gallery_labels=None,
+                ks: Iterable[int] = (1, ),
+                **search) -> Dict[int, float]:
+    """Recall@K of queries searched in a gallery (Recall@K of Song et al. 2016 / Jégou et al.).
+
+    Args:
+        query_emb: nq x D embeddings (numpy array or torch tensor).
+        query_labels: nq labels.
+        gallery_emb, gallery_labels: N x D and N; ``None`` = leave-one-out on
+            the queries themselves (query i excluded from its own search by
+            index).
+        ks: the values of K.
+        **search: as :func:`retrieval_metrics` (``backend``, ``chunk_size``,
+            ``device``, ``normalize``).
+
+    Returns:
+        {K: recall@K in [0, 1]}.
+    """
+    ks = tuple(ks)
+    metrics = retrieval_metrics(query_emb, query_labels, gallery_emb, gallery_labels,
+                                ks=ks, map_at_r=False, **search)
+    return {int(k): metrics[f'recall@{k}'] for k in ks}
+
+
+def map_at_r(emb: ArrayLike, labels, gallery_emb=None, gallery_labels=None,
+             **search) -> Dict[str, float]:
+    """MAP@R, R-precision and Precision@1 of a labelled set (Musgrave et al. 2020).
+
+    Args:
+        emb: n x D embeddings (numpy array or torch tensor).
+        labels: n labels.
+        gallery_emb, gallery_labels: optional separate gallery (N x D, N);
+            ``None`` = leave-one-out on ``emb`` (each item excluded from its
+            own search by index).
+        **search: as :func:`retrieval_metrics`.
+
+    Returns:
+        {'map@r', 'r_precision', 'precision@1'}, each in [0, 1].
+    """
+    return retrieval_metrics(emb, labels, gallery_emb, gallery_labels, ks=(), map_at_r=True,
+                             **search)
 
 
 def _num_rows(emb, name: str) -> int:

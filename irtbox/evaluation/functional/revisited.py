@@ -2,17 +2,27 @@
 
 mAP with the official trapezoid AP, junk removal and the mP@k of the
 official evaluation code, quirks included (protocols.md, "Revisited Oxford /
-Paris"), plus the Easy / Medium / Hard ground truth and a chunked full
-ranking of the database.
+Paris"), plus the Easy / Medium / Hard ground truth, a chunked full
+ranking of the database (the revisitop interface) and
+:func:`revisited_metrics`, the same numbers without any ranking: only the
+positions of each query's positives and junk are counted.
 """
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 
-from .checks import as_float_matrix
+from .checks import ArrayLike
+from .search import auto_chunk_size, prepare_pair, similarity_blocks, stable_ranks
 
-ArrayLike = Union[np.ndarray, torch.Tensor]
+__all__ = [
+    'PROTOCOLS', 'build_revisited_gnd', 'revisited_map', 'revisited_metrics',
+    'junk_free_positions', 'revisited_means', 'rank_database'
+]
+
+# Few queries, a large database: each similarity block reads the whole database again, so
+# the blocks are larger than the search core's default.
+_BLOCK_BYTES = 512 << 20
 
 # Which of easy / hard / junk are positives and which are junk, per protocol.
 PROTOCOLS: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]] = {
@@ -214,28 +224,100 @@ def rank_database(query_emb: ArrayLike,
     """
     as_tensor = isinstance(query_emb, torch.Tensor)
     out_device = query_emb.device if as_tensor else torch.device('cpu')
-    query = as_float_matrix(query_emb, 'query_emb', 'rank_database', keep_float64=True)
-    db = as_float_matrix(db_emb, 'db_emb', 'rank_database', keep_float64=True)
-    if query.shape[1] != db.shape[1]:
-        raise ValueError(f'rank_database: query_emb has dimension {query.shape[1]} but db_emb '
-                         f'has {db.shape[1]}; expected the same embedding size.')
-    if db.shape[0] == 0:
-        raise ValueError('rank_database: the database is empty; expected at least one item.')
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) \
-            or chunk_size < 1:
-        raise ValueError(f'rank_database: chunk_size must be a positive integer, '
-                         f'got {chunk_size!r}.')
-    dtype = torch.float64 if torch.float64 in (query.dtype, db.dtype) else torch.float32
+    query, db = prepare_pair(query_emb, db_emb, 'rank_database', normalize=False,
+                             names=('query_emb', 'db_emb'), keep_float64=True,
+                             role='database')
+    chunk_size = auto_chunk_size(chunk_size, db.shape[0], 'rank_database')
     device = torch.device(device) if device is not None else out_device
-    db = db.to(device=device, dtype=dtype)
-    n_q = query.shape[0]
-    ranks = torch.empty(db.shape[0], n_q, dtype=torch.long, device=out_device)
-    for start in range(0, n_q, chunk_size):
-        stop = min(start + chunk_size, n_q)
-        sims = query[start:stop].to(device=device, dtype=dtype) @ db.T
+    ranks = torch.empty(db.shape[0], query.shape[0], dtype=torch.long, device=out_device)
+    for start, sims in similarity_blocks(query, db, chunk_size, device):
         order = torch.sort(sims, dim=1, descending=True, stable=True).indices
-        ranks[:, start:stop] = order.T.to(out_device)
+        ranks[:, start:start + len(sims)] = order.T.to(out_device)
     return ranks if as_tensor else ranks.numpy()
+
+
+def revisited_metrics(query_emb: ArrayLike,
+                      db_emb: ArrayLike,
+                      gnds: Mapping[str, Sequence[dict]],
+                      kappas: Sequence[int] = (1, 5, 10),
+                      chunk_size: Optional[int] = None,
+                      device: Optional[Union[str, torch.device]] = None
+                      ) -> Dict[str, Tuple[float, np.ndarray, np.ndarray, np.ndarray]]:
+    """:func:`revisited_map` of the full ranking by inner product, without ranking.
+
+    Equals ``revisited_map(rank_database(query_emb, db_emb), gnd, kappas)`` for
+    each ground truth, but no n_db x n_q ranks exist: per query, only the
+    positions of its ``ok`` and ``junk`` items in the stable order (ties to
+    the lower index) are counted from its similarities
+    (:func:`~irtbox.evaluation.functional.search.stable_ranks`), once for
+    every ground truth. Memory: one chunk_size x n_db similarity block.
+
+    Args:
+        query_emb: n_q x D; db_emb: n_db x D (arrays or tensors; inner products
+            as given, float64 kept).
+        gnds: {name: n_q dicts with ``ok`` and optionally ``junk``}, e.g.
+            ``{p: build_revisited_gnd(raw, p) for p in ('easy', 'medium', 'hard')}``.
+        kappas: the k of mP@k.
+        chunk_size: queries per similarity block (``None``: a block of at
+            most 512 MB, e.g. 128 queries at 1M images).
+        device: where the similarities are computed (default: the query's).
+
+    Returns:
+        {name: (mAP, aps, mpr, prs)} as :func:`revisited_map` returns them.
+    """
+    kappas = _as_kappas(kappas)
+    query, db = prepare_pair(query_emb, db_emb, 'revisited_metrics', normalize=False,
+                             names=('query_emb', 'db_emb'), keep_float64=True,
+                             role='database')
+    n_q, n_db = query.shape[0], db.shape[0]
+    chunk_size = auto_chunk_size(chunk_size, n_db, 'revisited_metrics', _BLOCK_BYTES)
+    checked = {name: [_checked_gnd(g, i, n_db, 'revisited_metrics') for i, g in enumerate(gnd)]
+               for name, gnd in gnds.items()}
+    for name, gnd in checked.items():
+        if len(gnd) != n_q:
+            raise ValueError(f'revisited_metrics: gnds[{name!r}] has {len(gnd)} entries but '
+                             f'there are {n_q} queries; expected one ground-truth dict per '
+                             'query.')
+    aps = {name: np.empty(n_q) for name in checked}
+    prs = {name: np.empty((n_q, len(kappas))) for name in checked}
+    for start, sims in similarity_blocks(query, db, chunk_size, device):
+        sims = sims.cpu().numpy()
+        for row, scores in enumerate(sims):
+            i = start + row
+            # Every ground truth names items of one small set: rank it once.
+            items = np.unique(np.concatenate([a for gnd in checked.values() for a in gnd[i]]))
+            item_ranks = stable_ranks(scores, items)
+            for name, gnd in checked.items():
+                ok, junk = gnd[i]
+                if len(ok) == 0:
+                    aps[name][i], prs[name][i] = np.nan, np.nan
+                    continue
+                pos = np.sort(item_ranks[np.searchsorted(items, ok)])
+                junk_pos = np.sort(item_ranks[np.searchsorted(items, junk)])
+                pos = pos - np.searchsorted(junk_pos, pos, side='left')
+                aps[name][i], prs[name][i] = _ap_and_precisions(pos, len(ok), kappas)
+    out = {}
+    for name in checked:
+        mean_ap, mpr = revisited_means(aps[name], prs[name])
+        out[name] = (mean_ap, aps[name], mpr, prs[name])
+    return out
+
+
+def _checked_gnd(g, i: int, n_db: int, owner: str) -> Tuple[np.ndarray, np.ndarray]:
+    """(ok, junk) index arrays of ``gnd[i]``, checked against a database of ``n_db``."""
+    if not hasattr(g, 'get') or g.get('ok') is None:
+        raise KeyError(f"{owner}: gnd[{i}] must be a dict with an 'ok' index list "
+                       "(and optionally 'junk').")
+    ok = _as_indices(g['ok'], f"gnd[{i}]['ok']")
+    junk = _as_indices(g.get('junk', ()), f"gnd[{i}]['junk']")
+    if len(np.unique(ok)) != len(ok):
+        raise ValueError(f"{owner}: gnd[{i}]['ok'] repeats a database index; expected each "
+                         'positive once.')
+    for key, idx in (('ok', ok), ('junk', junk)):
+        if len(idx) and idx.max() >= n_db:
+            raise ValueError(f"{owner}: gnd[{i}]['{key}'] holds database index {idx.max()}, "
+                             f'but the database has {n_db} items.')
+    return ok, np.unique(junk)
 
 
 def _ap_and_precisions(pos: np.ndarray, n: int,

@@ -5,12 +5,12 @@ with D x N columns). All computations are in float64; numpy input gives
 numpy output, tensor input gives float64 tensors on the input's device.
 """
 import warnings
-from typing import Optional, Sequence, Tuple, Union
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 
-ArrayLike = Union[np.ndarray, torch.Tensor]
+from .checks import ArrayLike
 
 # Diagonal loading of a non-positive-definite matrix starts here and grows x10
 # (the regularisation of Radenović et al.'s whitening code).

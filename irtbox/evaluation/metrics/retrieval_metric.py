@@ -8,11 +8,12 @@ from mmengine.dist import broadcast_object_list, is_main_process
 from mmengine.evaluator import BaseMetric
 
 from irtbox.registry import METRICS
-from ..functional import average_precision, rank_database, retrieval_metrics
+from ..functional import retrieval_metrics, search_average_precision
 from .gather import (embedding_to_numpy, gather_by_sample_idx, merge_by_sample_idx,
                      pack_results)
 
-_SEARCH_KEYS = ('backend', 'chunk_size', 'device', 'normalize')
+_SEARCH_KEYS = ('backend', 'chunk_size', 'device', 'normalize', 'index', 'nprobe',
+                'ef_search')
 # A repeated sample index must repeat these (else two samples share an index).
 _CONSISTENT = {'label': 'labels'}
 # Who sets each per-sample field, for the error when one is missing.
@@ -58,11 +59,13 @@ class RetrievalMetric(BaseMetric):
     the test dataset's ``metainfo`` there; :class:`~irtbox.datasets.CSVDataset`
     fills it from ``junk_file``): a dict ``{query sample_idx: [gallery
     sample_idx, ...]}``. In leave-one-out mode the query itself is junk too.
-    The junk affects ``map@all`` only, not Recall@K or MAP@R. The gallery is
-    ranked for ``search['chunk_size']`` queries at a time with torch
-    (:func:`~irtbox.evaluation.functional.rank_database`, on
-    ``search['device']``, cosine similarity unless ``normalize=False``,
-    whatever the search ``backend``), so memory is O(chunk_size x gallery).
+    The junk affects ``map@all`` only, not Recall@K or MAP@R. No ranking is
+    sorted: each positive's and junk item's rank is counted in the
+    similarities of a chunk of queries at a time
+    (:func:`~irtbox.evaluation.functional.search_average_precision`, with
+    ``search['chunk_size']`` and ``search['device']``, cosine similarity
+    unless ``normalize=False``, whatever the search ``backend``), so memory
+    is O(chunk_size x gallery).
 
     Names get ``prefix/`` in front when ``prefix`` is set.
 
@@ -76,12 +79,17 @@ class RetrievalMetric(BaseMetric):
     Args:
         ks: the K of Recall@K.
         map_at_r: also compute MAP@R, R-precision and Precision@1 (the search
-            then returns max(R) neighbours per query).
-        map_at_all: also compute ``map@all`` (the full gallery is ranked
-            for every query).
+            then selects max(R) neighbours per query).
+        map_at_all: also compute ``map@all`` (every positive's rank in the
+            full gallery ranking is counted for every query).
         search: keyword arguments of
-            :func:`~irtbox.evaluation.functional.knn`: ``backend`` ('torch' or
-            'faiss'), ``chunk_size``, ``device``, ``normalize``.
+            :func:`~irtbox.evaluation.functional.retrieval_metrics`: ``backend``
+            ('torch' or 'faiss'), ``chunk_size`` (default: a similarity block
+            of at most 128 MB), ``device``, ``normalize``; for approximate
+            evaluation ``backend='faiss'`` with ``index`` (a faiss factory
+            string, e.g. ``'IVF4096,Flat'``) and ``nprobe`` / ``ef_search``,
+            which adds ``search_recall@10`` (against exact search, 1000
+            sampled queries) to the metrics.
         prefix: prepended to the metric names as ``prefix/name``.
         collect_device: 'cpu' or 'gpu', how results are gathered across ranks.
         collect_dir: shared folder for gathering on 'cpu' (default: a
@@ -107,7 +115,7 @@ class RetrievalMetric(BaseMetric):
         if not ks and not map_at_r and not map_at_all:
             raise ValueError('RetrievalMetric: nothing to compute (ks is empty and '
                              'map_at_r=map_at_all=False).')
-        search = {'backend': 'torch', 'chunk_size': 1024, **(search or {})}
+        search = {'backend': 'torch', **(search or {})}
         for key in search:
             if key not in _SEARCH_KEYS:
                 raise ValueError(f'RetrievalMetric: unknown key {key!r} in search; '
@@ -198,7 +206,8 @@ class RetrievalMetric(BaseMetric):
         emb = torch.from_numpy(np.ascontiguousarray(emb, dtype=np.float32))
         if self.search.get('normalize', True):
             emb = F.normalize(emb, dim=1)
-        q_emb, g_emb = emb[torch.from_numpy(query)], emb[torch.from_numpy(gallery)]
+        q_emb, g_emb = (emb, emb) if leave_one_out else \
+            (emb[torch.from_numpy(query)], emb[torch.from_numpy(gallery)])
         q_labels, g_labels = labels[query], labels[gallery]
         junk = _junk_columns(self.dataset_meta, data['sample_idx'], query, gallery)
         # Positives of a label = one slice of the gallery sorted by label.
@@ -206,20 +215,14 @@ class RetrievalMetric(BaseMetric):
         sorted_labels = g_labels[by_label]
         lo = np.searchsorted(sorted_labels, q_labels, side='left')
         hi = np.searchsorted(sorted_labels, q_labels, side='right')
-        chunk = self.search['chunk_size']
-        aps = np.empty(len(q_labels))
-        for start in range(0, len(q_labels), chunk):
-            stop = min(start + chunk, len(q_labels))
-            ranks = rank_database(q_emb[start:stop], g_emb, chunk_size=chunk,
-                                  device=self.search.get('device'))
-            gnd = []
-            for i in range(start, stop):
-                ignored = junk.get(i, [])
-                if leave_one_out:  # query i is gallery item i
-                    ignored = ignored + [i]
-                gnd.append(dict(ok=by_label[lo[i]:hi[i]], junk=np.asarray(ignored, np.int64)))
-            aps[start:stop] = average_precision(ranks, gnd)
-        return aps
+        gnd = []
+        for i in range(len(q_labels)):
+            ignored = junk.get(i, [])
+            if leave_one_out:  # query i is gallery item i
+                ignored = ignored + [i]
+            gnd.append(dict(ok=by_label[lo[i]:hi[i]], junk=np.asarray(ignored, np.int64)))
+        return search_average_precision(q_emb, g_emb, gnd, self.search.get('chunk_size'),
+                                        self.search.get('device'))
 
 
 def _field(sample, key: str):

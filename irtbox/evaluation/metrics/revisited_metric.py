@@ -8,8 +8,7 @@ from mmengine.evaluator import BaseMetric
 
 from irtbox.registry import METRICS
 from ..functional.reranking import alpha_database_augmentation, alpha_query_expansion
-from ..functional.revisited import (PROTOCOLS, build_revisited_gnd, rank_database,
-                                    revisited_map, revisited_means)
+from ..functional.revisited import PROTOCOLS, build_revisited_gnd, revisited_metrics
 from .gather import (embedding_to_numpy, gather_by_sample_idx, merge_by_sample_idx,
                      pack_results)
 
@@ -44,10 +43,11 @@ class RevisitedMetric(BaseMetric):
     dataset's ``metainfo`` into ``dataset_meta``): one dict per query with
     ``easy``, ``hard``, ``junk`` (indices into the database). Per protocol
     (:func:`~irtbox.evaluation.functional.build_revisited_gnd`) the full
-    ranking by inner product
-    (:func:`~irtbox.evaluation.functional.rank_database`, ties to the lower
-    index) is scored by the official evaluation
-    (:func:`~irtbox.evaluation.functional.revisited_map`: trapezoid AP, junk
+    ranking by inner product (ties to the lower index) is scored by the
+    official evaluation (:func:`~irtbox.evaluation.functional.revisited_metrics`,
+    equal to :func:`~irtbox.evaluation.functional.revisited_map` of
+    :func:`~irtbox.evaluation.functional.rank_database` without building the
+    ranking: trapezoid AP, junk
     removed, mP@k with kq = min(max position, k), queries without positives
     left out).
 
@@ -71,8 +71,9 @@ class RevisitedMetric(BaseMetric):
         kappas: the k of mP@k.
         query_expansion: ``None`` or ``dict(k=..., alpha=...)`` for αQE.
         database_augmentation: ``None`` or ``dict(k=..., alpha=...)`` for αDBA.
-        chunk_size: queries ranked at once (memory O(chunk_size x n_db)),
-            also the chunk of the αQE / αDBA searches.
+        chunk_size: queries per similarity block (memory O(chunk_size x n_db);
+            ``None``: a block of at most 512 MB), also the chunk of the αQE / αDBA
+            searches (``None``: at most 128 MB).
         device: where similarities are computed (default CPU).
         prefix: replaces the dataset name in the metric names.
         embedding_key: the data-sample field evaluated; ``'embedding_raw'`` is
@@ -91,7 +92,7 @@ class RevisitedMetric(BaseMetric):
                  kappas: Sequence[int] = (1, 5, 10),
                  query_expansion: Optional[dict] = None,
                  database_augmentation: Optional[dict] = None,
-                 chunk_size: int = 64,
+                 chunk_size: Optional[int] = None,
                  device: Optional[Union[str, torch.device]] = None,
                  prefix: Optional[str] = None,
                  embedding_key: str = 'embedding',
@@ -109,7 +110,8 @@ class RevisitedMetric(BaseMetric):
             if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
                 raise ValueError(f'RevisitedMetric: kappas must hold positive integers, got '
                                  f'{k!r} in kappas={kappas}.')
-        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        if chunk_size is not None and (isinstance(chunk_size, bool)
+                                       or not isinstance(chunk_size, int) or chunk_size < 1):
             raise ValueError(f'RevisitedMetric: chunk_size must be a positive integer, got '
                              f'{chunk_size!r}.')
         self.protocols = protocols
@@ -174,16 +176,9 @@ class RevisitedMetric(BaseMetric):
             query = alpha_query_expansion(query, database, **self.query_expansion,
                                           chunk_size=self.chunk_size, device=self.device)
 
-        aps = {p: np.empty(n_q) for p in self.protocols}
-        prs = {p: np.empty((n_q, len(self.kappas))) for p in self.protocols}
-        # One chunk of queries at a time: the ranks never exceed chunk x n_db.
-        for start in range(0, n_q, self.chunk_size):
-            stop = min(start + self.chunk_size, n_q)
-            ranks = rank_database(query[start:stop], database, chunk_size=self.chunk_size,
-                                  device=self.device)
-            for p in self.protocols:
-                _, aps[p][start:stop], _, prs[p][start:stop] = revisited_map(
-                    ranks, gnds[p][start:stop], self.kappas)
+        # One search for every protocol; no n_db x n_q ranking is built.
+        results = revisited_metrics(query, database, gnds, self.kappas,
+                                    chunk_size=self.chunk_size, device=self.device)
 
         name = self.prefix or (self.dataset_meta or {}).get('dataset_name')
         head = ''.join(f'{part}/' for part in (name, self.tag) if part)
@@ -192,11 +187,11 @@ class RevisitedMetric(BaseMetric):
                        is_query=is_query)
         for p in self.protocols:
             s = _SHORT[p]
-            mean_ap, mpr = revisited_means(aps[p], prs[p])
+            mean_ap, aps, mpr, _ = results[p]
             metrics[f'{head}mAP_{s}'] = 100 * mean_ap
             for k, value in zip(self.kappas, mpr):
                 metrics[f'{head}mP@{k}_{s}'] = 100 * float(value)
-            outputs[f'ap_{s}'] = 100 * aps[p]
+            outputs[f'ap_{s}'] = 100 * aps
         self.last_outputs = outputs
         return metrics
 

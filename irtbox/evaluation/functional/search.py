@@ -1,0 +1,367 @@
+"""The one exact search of irtbox: similarities by inner product, chunked over queries.
+
+Every place that searches (``knn``, ``retrieval_metrics``, the revisited Oxford / Paris
+ranking, αQE / αDBA, ``ImageSearcher``'s exact reference) goes through this module, so the
+conventions are decided once:
+
+- rows are queries; ``chunk_size`` queries are searched at once, so the largest temporary
+  is chunk x N and nothing nq x N (or nq x k) is ever kept here;
+- equal similarities: the lower gallery index first, both in the order and in the choice
+  of which tied items make a top-k;
+- leave-one-out by index: query i is gallery item i and is left out of its own search
+  (its similarity is set to -inf), which exact duplicates cannot break.
+
+Results are yielded chunk by chunk, so a caller consumes and drops them.
+"""
+import warnings
+from typing import Iterator, Optional, Tuple, Union
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .checks import ArrayLike, as_float_matrix
+
+__all__ = [
+    'prepare_pair', 'auto_chunk_size', 'similarity_blocks', 'topk_blocks', 'stable_topk',
+    'stable_order', 'rank_of', 'stable_ranks', 'approximate_topk_blocks', 'import_faiss'
+]
+
+Device = Optional[Union[str, torch.device]]
+
+# The similarity block of the default chunk size stays under this many bytes: the extra
+# memory of a search is then flat in the number of queries and small at any gallery size.
+_BLOCK_BYTES = 128 << 20
+_MAX_AUTO_CHUNK = 4096
+# faiss-gpu selects at most this many neighbours per query.
+_FAISS_GPU_MAX_K = 2048
+
+
+def import_faiss():
+    """The faiss module, or an ImportError that says how to install it."""
+    try:
+        import faiss
+    except ImportError as e:
+        raise ImportError("search with backend='faiss' needs faiss: pip install faiss-cpu "
+                          '(or faiss-gpu-cu12 for search on a GPU).') from e
+    return faiss
+
+
+def prepare_pair(query: ArrayLike,
+                 gallery: ArrayLike,
+                 owner: str,
+                 normalize: bool,
+                 names: Tuple[str, str] = ('query', 'gallery'),
+                 keep_float64: bool = False,
+                 role: str = 'gallery') -> Tuple[torch.Tensor, torch.Tensor]:
+    """Checked float tensors (nq x D, N x D) of one search.
+
+    Errors name ``owner`` and the argument at fault (``role``: what the second one is
+    called in the message for an empty one). With ``normalize`` rows are
+    L2-normalised; when ``gallery`` is ``query`` (leave-one-out) that is done once and
+    the two results are one tensor. With ``keep_float64`` float64 input stays float64 and
+    both sides get the wider type.
+    """
+    same = gallery is query
+    query_t = as_float_matrix(query, names[0], owner, keep_float64)
+    gallery_t = query_t if same else as_float_matrix(gallery, names[1], owner, keep_float64)
+    if query_t.shape[1] != gallery_t.shape[1]:
+        raise ValueError(f'{owner}: {names[0]} has dimension {query_t.shape[1]} but '
+                         f'{names[1]} has {gallery_t.shape[1]}; expected the same embedding '
+                         'size.')
+    if gallery_t.shape[0] == 0:
+        raise ValueError(f'{owner}: the {role} is empty ({names[1]} has no rows); expected at '
+                         'least one item.')
+    if normalize:
+        query_t = F.normalize(query_t, dim=1)
+        gallery_t = query_t if same else F.normalize(gallery_t, dim=1)
+    if query_t.dtype != gallery_t.dtype:
+        query_t, gallery_t = query_t.double(), gallery_t.double()
+    return query_t, gallery_t
+
+
+def auto_chunk_size(chunk_size: Optional[int], n_gallery: int, owner: str,
+                    block_bytes: int = _BLOCK_BYTES) -> int:
+    """``chunk_size`` checked, or for ``None`` the most queries whose float32 similarity
+    block (chunk x ``n_gallery``) fits in ``block_bytes`` (128 MB; at most 4096 rows)."""
+    if chunk_size is None:
+        return int(max(1, min(_MAX_AUTO_CHUNK, block_bytes // (4 * max(1, n_gallery)))))
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) \
+            or chunk_size < 1:
+        raise ValueError(f'{owner}: chunk_size must be a positive integer, got {chunk_size!r}.')
+    return int(chunk_size)
+
+
+def similarity_blocks(query: torch.Tensor,
+                      gallery: torch.Tensor,
+                      chunk_size: int,
+                      device: Device = None,
+                      exclude_self: bool = False) -> Iterator[Tuple[int, torch.Tensor]]:
+    """Inner products of ``chunk_size`` queries at a time with the whole gallery.
+
+    Every block is written into one buffer: a fresh chunk x N tensor per block would be
+    returned to the system and page-faulted in again each time (~10 % of the product's
+    time on a CPU). So a block is valid until the next one is yielded.
+
+    Args:
+        query: nq x D tensor; gallery: N x D tensor of the same dtype (e.g. from
+            :func:`prepare_pair`).
+        chunk_size: query rows per block.
+        device: where the products are computed (default: the query's device).
+        exclude_self: query i is gallery item i; its own similarity is -inf.
+
+    Yields:
+        ``(start, sims)``: sims is (rows x N) on ``device`` for queries
+        ``start .. start + rows - 1``.
+    """
+    device = torch.device(device) if device is not None else query.device
+    gallery = gallery.to(device)
+    nq = query.shape[0]
+    buffer = torch.empty(min(chunk_size, nq), gallery.shape[0], dtype=gallery.dtype,
+                         device=device)
+    for start in range(0, nq, chunk_size):
+        rows = min(chunk_size, nq - start)
+        sims = torch.matmul(query[start:start + rows].to(device), gallery.T, out=buffer[:rows])
+        if exclude_self:
+            diagonal = torch.arange(rows, device=device)
+            sims[diagonal, diagonal + start] = float('-inf')
+        yield start, sims
+
+
+def topk_blocks(query: torch.Tensor,
+                gallery: torch.Tensor,
+                k: int,
+                chunk_size: int,
+                backend: str = 'torch',
+                device: Device = None,
+                exclude_self: bool = False
+                ) -> Iterator[Tuple[int, torch.Tensor, torch.Tensor]]:
+    """The exact top ``k`` gallery items of each query, a chunk of queries at a time.
+
+    Args:
+        query, gallery: nq x D and N x D float32 tensors (:func:`prepare_pair`).
+        k: neighbours per query, at most N (N - 1 with ``exclude_self``).
+        chunk_size: queries per chunk.
+        backend: ``'torch'`` (matrix product + :func:`stable_topk`) or ``'faiss'``
+            (``IndexFlatIP``, exact; on a GPU when ``device`` is CUDA and faiss has GPU
+            support).
+        device: where to compute (torch default: the query's device; faiss: CPU).
+        exclude_self: leave-one-out by index (nq == N).
+
+    Yields:
+        ``(start, sims, idx)``: rows x k float32 and int64 tensors (CPU for faiss, on
+        ``device`` for torch), by decreasing similarity, ties to the lower index.
+    """
+    if backend == 'torch':
+        for start, sims in similarity_blocks(query, gallery, chunk_size, device, exclude_self):
+            yield (start, ) + stable_topk(sims, k)
+    elif backend == 'faiss':
+        yield from _faiss_topk_blocks(query, gallery, k, chunk_size, device, exclude_self)
+    else:
+        raise ValueError(f"search: backend must be 'torch' or 'faiss', got {backend!r}.")
+
+
+def stable_topk(sims: torch.Tensor, k: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Top ``k`` of each row of ``sims`` (rows x N), decreasing; ties to the lower column.
+
+    Returns:
+        (values, columns), each rows x k.
+    """
+    if k == sims.shape[1]:
+        return stable_order(sims, torch.arange(k, device=sims.device).expand_as(sims))
+    # One extra column shows whether values equal to the k-th one straddle the cut, where
+    # torch.topk's choice among them is arbitrary.
+    vals, idx = torch.topk(sims, k + 1, dim=1)
+    straddle = vals[:, k - 1] == vals[:, k]
+    vals, idx = vals[:, :k], idx[:, :k]
+    if bool(straddle.any()):
+        # Everything above the k-th value plus the lowest-indexed ties: O(rows x N), no
+        # sort of the whole row.
+        rows = straddle.nonzero().squeeze(1)
+        sub, kth = sims[rows], vals[rows, -1:]
+        above = sub > kth
+        ties = sub == kth
+        need = k - above.sum(dim=1, keepdim=True)
+        chosen = above | (ties & (torch.cumsum(ties, dim=1, dtype=torch.int32) <= need))
+        # nonzero() is row-major: k column indices per row, increasing.
+        sub_idx = chosen.nonzero()[:, 1].view(-1, k)
+        idx[rows] = sub_idx
+        vals[rows] = sub.gather(1, sub_idx)
+    return stable_order(vals, idx)
+
+
+def stable_order(vals: torch.Tensor, idx: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Sort each row by decreasing value, equal values by increasing index."""
+    idx, perm = idx.sort(dim=1)
+    vals = vals.gather(1, perm)
+    vals, perm = vals.sort(dim=1, descending=True, stable=True)
+    return vals, idx.gather(1, perm)
+
+
+def rank_of(sims: torch.Tensor, value: torch.Tensor, column: torch.Tensor) -> torch.Tensor:
+    """0-based rank of one item per row in the order of :func:`stable_topk`, by counting.
+
+    The item in ``column`` of a row, of similarity ``value``, has rank
+    #(s > value) + #(s == value and column' < column); no row is sorted.
+
+    Args:
+        sims: rows x N similarities.
+        value, column: (rows,) the item's similarity and column in each row.
+
+    Returns:
+        (rows,) int64 ranks.
+    """
+    value = value[:, None]
+    greater = (sims > value).sum(dim=1, dtype=torch.int32)
+    at_least = (sims >= value).sum(dim=1, dtype=torch.int32)
+    ranks = greater.long()
+    # Rare: other items share the value exactly; those of lower column come first.
+    tied = (at_least - greater > 1).nonzero().squeeze(1)
+    if len(tied):
+        columns = torch.arange(sims.shape[1], device=sims.device)
+        before = (sims[tied] == value[tied]) & (columns < column[tied, None])
+        ranks[tied] += before.sum(dim=1)
+    return ranks
+
+
+def stable_ranks(scores: np.ndarray, items: np.ndarray) -> np.ndarray:
+    """0-based positions of ``items`` in the ranking of ``scores``, without ranking it.
+
+    The ranking is by decreasing score, equal scores by increasing index (a stable
+    descending sort, as :func:`~irtbox.evaluation.functional.rank_database`). The
+    position of item x with score t is #(s > t) + #(s == t and index < x). Only the scores
+    at or above the lowest item score matter; those are sorted (values only, no indices:
+    a fraction of an argsort of the row) and each item's count is a ``searchsorted``.
+
+    Args:
+        scores: (N,) float scores of one query against the database.
+        items: (m,) distinct int64 database indices.
+
+    Returns:
+        (m,) int64 positions, in the order of ``items``.
+    """
+    if len(items) == 0:
+        return np.zeros(0, dtype=np.int64)
+    t = scores[items]
+    above = np.sort(scores[scores >= t.min()])
+    right = np.searchsorted(above, t, side='right')
+    greater = len(above) - right
+    equal = right - np.searchsorted(above, t, side='left')
+    # Ties among the items themselves: the lower index first.
+    order = np.lexsort((items, -t))
+    group_start = np.r_[0, np.flatnonzero(np.diff(t[order]) != 0) + 1]
+    sizes = np.diff(np.r_[group_start, len(items)])
+    tie_rank, items_equal = np.empty((2, len(items)), dtype=np.int64)
+    tie_rank[order] = np.arange(len(items)) - np.repeat(group_start, sizes)
+    items_equal[order] = np.repeat(sizes, sizes)
+    ranks = greater + tie_rank
+    # Rare: a database entry outside ``items`` has exactly an item's score; count it by index.
+    for j in np.flatnonzero(equal != items_equal):
+        tied = np.flatnonzero(scores == t[j])
+        ranks[j] = greater[j] + np.count_nonzero(tied < items[j])
+    return ranks
+
+
+def approximate_topk_blocks(query: torch.Tensor,
+                            gallery: torch.Tensor,
+                            k: int,
+                            chunk_size: int,
+                            index: str,
+                            nprobe: Optional[int] = None,
+                            ef_search: Optional[int] = None,
+                            exclude_self: bool = False
+                            ) -> Iterator[Tuple[int, torch.Tensor, torch.Tensor]]:
+    """An approximate top ``k`` from any faiss index (CPU), a chunk of queries at a time.
+
+    For galleries too large for exact search: the index is built from the factory string
+    ``index`` (e.g. ``'IVF4096,Flat'``, ``'HNSW32'``, ``'IVF1024,PQ32'``) by inner product,
+    trained on the gallery when it needs training, and searched with ``nprobe`` (IVF) or
+    ``ef_search`` (HNSW). Missing neighbours are index -1 (similarity -inf).
+
+    Args:
+        query, gallery: nq x D and N x D float32 tensors (:func:`prepare_pair`).
+        k: neighbours per query.
+        chunk_size: queries per chunk.
+        index: a faiss factory string.
+        nprobe, ef_search: search parameters (``None``: faiss's default).
+        exclude_self: leave-one-out by index (nq == N).
+
+    Yields:
+        ``(start, sims, idx)`` as :func:`topk_blocks`, CPU tensors.
+    """
+    faiss = import_faiss()
+    gallery_np = np.ascontiguousarray(gallery.cpu().numpy())
+    try:
+        built = faiss.index_factory(gallery_np.shape[1], index, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as err:
+        raise ValueError(f'search: faiss cannot build index {index!r} for '
+                         f'{gallery_np.shape[1]}-d vectors: {err}') from err
+    if not built.is_trained:
+        built.train(gallery_np)
+    built.add(gallery_np)
+    for name, value in (('nprobe', nprobe), ('efSearch', ef_search)):
+        if value is not None:
+            faiss.ParameterSpace().set_index_parameter(built, name, int(value))
+    query_np = query.cpu().numpy()
+    k_search = min(k + int(exclude_self), gallery_np.shape[0])
+    for start in range(0, query_np.shape[0], chunk_size):
+        stop = min(start + chunk_size, query_np.shape[0])
+        d, i = built.search(np.ascontiguousarray(query_np[start:stop]), k_search)
+        if exclude_self:
+            drop = i == np.arange(start, stop)[:, None]
+            drop[~drop.any(axis=1), -1] = True  # self not found: drop the last
+            d = d[~drop].reshape(stop - start, -1)
+            i = i[~drop].reshape(stop - start, -1)
+        d[i < 0] = -np.inf
+        yield start, torch.from_numpy(d[:, :k]), torch.from_numpy(i[:, :k])
+
+
+def _faiss_topk_blocks(query, gallery, k, chunk_size, device, exclude_self):
+    faiss = import_faiss()
+    query_np = query.cpu().numpy()
+    gallery_np = np.ascontiguousarray(gallery.cpu().numpy())
+    n = gallery_np.shape[0]
+    # One extra neighbour shows whether ties straddle the cut (and one more to make room
+    # for the query itself when it is excluded).
+    k_search = min(k + 1 + int(exclude_self), n)
+    index = faiss.IndexFlatIP(gallery_np.shape[1])
+    device = torch.device(device) if device is not None else torch.device('cpu')
+    if device.type == 'cuda':
+        if not hasattr(faiss, 'StandardGpuResources') or faiss.get_num_gpus() == 0:
+            warnings.warn('search: faiss has no GPU support here (install faiss-gpu-cu12); '
+                          'searching on the CPU.')
+        elif k_search > _FAISS_GPU_MAX_K:
+            warnings.warn(f'search: faiss-gpu returns at most {_FAISS_GPU_MAX_K} neighbours, '
+                          f'{k_search} are needed; searching on the CPU.')
+        else:
+            resources = faiss.StandardGpuResources()
+            index = faiss.index_cpu_to_gpu(resources, device.index or 0, index)
+    index.add(gallery_np)
+    gallery_t = torch.from_numpy(gallery_np)
+    for start in range(0, query_np.shape[0], chunk_size):
+        stop = min(start + chunk_size, query_np.shape[0])
+        d, i = index.search(np.ascontiguousarray(query_np[start:stop]), k_search)
+        rows = np.arange(stop - start)
+        if exclude_self:
+            drop = i == np.arange(start, stop)[:, None]
+            drop[~drop.any(axis=1), -1] = True  # self not found: drop the last
+            d = d[~drop].reshape(len(rows), -1)
+            i = i[~drop].reshape(len(rows), -1)
+        if d.shape[1] > k:
+            # Equal similarities across the cut: faiss's choice among them is arbitrary,
+            # so those rows are redone exactly.
+            straddle = rows[d[:, k - 1] == d[:, k]]
+            if len(straddle):
+                sims = torch.from_numpy(query_np[start + straddle]) @ gallery_t.T
+                if exclude_self:
+                    sims[torch.arange(len(straddle)), torch.from_numpy(start + straddle)] = \
+                        float('-inf')
+                v, j = stable_topk(sims, k)
+                d[straddle, :k], i[straddle, :k] = v.numpy(), j.numpy()
+        d, i = torch.from_numpy(d[:, :k].copy()), torch.from_numpy(i[:, :k].copy())
+        # faiss sorts by decreasing similarity; only rows with equal values need their
+        # ties put in index order.
+        tied = (d[:, 1:] == d[:, :-1]).any(dim=1).nonzero().squeeze(1)
+        if len(tied):
+            d[tied], i[tied] = stable_order(d[tied], i[tied])
+        yield start, d, i
