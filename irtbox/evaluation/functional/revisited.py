@@ -161,14 +161,8 @@ def junk_free_positions(ranks: np.ndarray,
     in_ok = np.zeros(size, dtype=bool)
     in_junk = np.zeros(size, dtype=bool)
     for i, g in enumerate(gnd):
-        if not hasattr(g, 'get') or g.get('ok') is None:
-            raise KeyError(f"{owner}: gnd[{i}] must be a dict with an 'ok' index list "
-                           "(and optionally 'junk').")
-        ok = _as_indices(g['ok'], f"gnd[{i}]['ok']")
-        junk = _as_indices(g.get('junk', ()), f"gnd[{i}]['junk']")
-        if len(np.unique(ok)) != len(ok):
-            raise ValueError(f"{owner}: gnd[{i}]['ok'] repeats a database index; "
-                             'expected each positive once.')
+        # No database size: a truncated ranking may leave positives out of ``ranks``.
+        ok, junk = _checked_gnd(g, i, None, owner)
         if junk_wins:
             ok = ok[~np.isin(ok, junk)]
         if len(ok) == 0:
@@ -303,8 +297,10 @@ def revisited_metrics(query_emb: ArrayLike,
     return out
 
 
-def _checked_gnd(g, i: int, n_db: int, owner: str) -> Tuple[np.ndarray, np.ndarray]:
-    """(ok, junk) index arrays of ``gnd[i]``, checked against a database of ``n_db``."""
+def _checked_gnd(g, i: int, n_db: Optional[int],
+                 owner: str) -> Tuple[np.ndarray, np.ndarray]:
+    """(ok, junk) index arrays of ``gnd[i]``, checked against a database of ``n_db`` items
+    (no range check when None)."""
     if not hasattr(g, 'get') or g.get('ok') is None:
         raise KeyError(f"{owner}: gnd[{i}] must be a dict with an 'ok' index list "
                        "(and optionally 'junk').")
@@ -314,7 +310,7 @@ def _checked_gnd(g, i: int, n_db: int, owner: str) -> Tuple[np.ndarray, np.ndarr
         raise ValueError(f"{owner}: gnd[{i}]['ok'] repeats a database index; expected each "
                          'positive once.')
     for key, idx in (('ok', ok), ('junk', junk)):
-        if len(idx) and idx.max() >= n_db:
+        if n_db is not None and len(idx) and idx.max() >= n_db:
             raise ValueError(f"{owner}: gnd[{i}]['{key}'] holds database index {idx.max()}, "
                              f'but the database has {n_db} items.')
     return ok, np.unique(junk)
