@@ -64,3 +64,17 @@ def chromium():
         yield driver
     finally:
         driver.quit()
+
+
+@pytest.fixture
+def embedded_items(monkeypatch):
+    """The items (image paths) ``extract_features`` and the sharded extraction embed from now
+    on, in order: a spy on ``irtbox.apis.extract._embed_items`` that still embeds them."""
+    import irtbox.apis.extract as extract_module
+    embedded, embed = [], extract_module._embed_items
+
+    def counting(model, items, *rest, **kwargs):
+        embedded.extend(items)
+        return embed(model, items, *rest, **kwargs)
+    monkeypatch.setattr(extract_module, '_embed_items', counting)
+    return embedded

@@ -56,7 +56,7 @@ def test_one_process_equals_extract_features(collection, tmp_path, monkeypatch):
     assert sorted(os.listdir(osp.join(out, 'shards'))) == [f'shard_{i:06d}.npz' for i in range(4)]
 
 
-def test_resume(collection, tmp_path, monkeypatch):
+def test_resume(collection, tmp_path, request):
     folder, checkpoint = collection
     out = str(tmp_path / 'out')
     args = [CONFIG, checkpoint, folder, out, '--shard-size', '50', '--num-workers', '0']
@@ -70,13 +70,7 @@ def test_resume(collection, tmp_path, monkeypatch):
     with pytest.raises(SystemExit, match='pass --resume'):
         extract_tool.main(args)
 
-    embedded = []
-    embed = extract_module._embed_items
-
-    def counting(model, items, *rest, **kwargs):
-        embedded.extend(items)
-        return embed(model, items, *rest, **kwargs)
-    monkeypatch.setattr(extract_module, '_embed_items', counting)
+    embedded = request.getfixturevalue('embedded_items')
     extract_tool.main(args + ['--resume'])
     assert embedded == list_images(folder)[50:100]  # only the deleted shard
     assert [os.stat(s).st_mtime_ns for i, s in enumerate(shards) if i != 1] == mtimes[:1] + \

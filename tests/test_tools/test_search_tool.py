@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from irtbox.apis import extract_features, init_model
+from irtbox.apis import extract_features, init_model, list_images
 from irtbox.search import ImageSearcher
 from tools import search as search_tool
 
@@ -64,7 +64,7 @@ def test_build_then_query(photos, tmp_path, capsys):
     assert text.count('<figure') == 4 and osp.basename(query) in text
 
 
-def test_resume_continues_from_the_shards(photos, tmp_path, monkeypatch):
+def test_resume_continues_from_the_shards(photos, tmp_path, monkeypatch, request):
     folder, checkpoint = photos
     index = str(tmp_path / 'index')
     args = ['build', CONFIG, checkpoint, folder, index, '--num-workers', '0', '--shard-size', '40']
@@ -78,16 +78,9 @@ def test_resume_continues_from_the_shards(photos, tmp_path, monkeypatch):
     monkeypatch.undo()
     with pytest.raises(SystemExit, match='--resume'):
         search_tool.main(args)
-    import irtbox.apis.extract as extract_module
-    embedded = []
-    embed = extract_module._embed_items
-
-    def counting(model, items, *rest, **kwargs):
-        embedded.extend(items)
-        return embed(model, items, *rest, **kwargs)
-    monkeypatch.setattr(extract_module, '_embed_items', counting)
+    embedded = request.getfixturevalue('embedded_items')
     searcher = search_tool.main(args + ['--resume'])
-    paths = extract_module.list_images(folder)
+    paths = list_images(folder)
     assert embedded == paths[40:80]  # only the deleted shard is embedded again
     assert len(searcher) == 100 and ImageSearcher.load(index).ids == searcher.ids
 
