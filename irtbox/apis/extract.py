@@ -16,6 +16,8 @@ import numpy as np
 import torch
 from mmengine.logging import print_log
 
+from irtbox.utils.fileio import atomic_write, atomic_write_text
+
 IMAGE_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.bmp', '.webp', '.tif', '.tiff')
 SHARDS_MANIFEST = 'shards.json'
 # Failed images named in the warning (all of them are in the result).
@@ -202,13 +204,8 @@ def _shard_path(out_dir: str, index: int) -> str:
 
 
 def _atomic_savez(path: str, **arrays) -> None:
-    """``np.savez`` to a temporary name in the same folder, then renamed into place: a reader
-    sees the whole file or none."""
-    tmp = f'{path}.{os.getpid()}.tmp.npz'
-    np.savez(tmp, **arrays)
-    with open(tmp, 'rb') as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    """``np.savez`` written whole or not at all (:func:`atomic_write`)."""
+    atomic_write(path, lambda tmp: np.savez(tmp, **arrays))
 
 
 def _result_arrays(embeddings: np.ndarray, ids: Sequence[str],
@@ -265,9 +262,7 @@ def prepare_shards(model, out_dir: str, paths: Sequence[str], shard_size: int, r
         raise FileNotFoundError(f'{path} is missing: rank 0 prepares the shards first')
     else:
         os.makedirs(osp.join(out_dir, 'shards'), exist_ok=True)
-        with open(path + '.tmp', 'w') as f:
-            json.dump(wanted, f, indent=1)
-        os.replace(path + '.tmp', path)
+        atomic_write_text(path, json.dumps(wanted, indent=1))
 
 
 def extract_to_shards(model, paths: Sequence[str], out_dir: str, shard_size: int = 4096,

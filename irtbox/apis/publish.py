@@ -16,7 +16,6 @@ import json
 import os
 import os.path as osp
 import re
-import tempfile
 from typing import Dict, Optional
 
 import torch
@@ -26,28 +25,12 @@ from mmengine.logging import print_log
 from irtbox.utils.checkpoint import extract_state_dict, safe_torch_load
 from irtbox.utils.config import eval_input_size, load_config
 from irtbox.utils.download import sha256sum
+from irtbox.utils.fileio import atomic_write
 
 from .inference import TRAINING_ONLY_PREFIXES, load_model_weights, without_pretrained_backbone
 
 FORMATS = ('safetensors', 'pth')
 _NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._+-]*$')
-
-
-def _atomic_write(path: str, write) -> None:
-    """Call ``write(tmp_path)``, fsync, then rename onto ``path``."""
-    folder = osp.dirname(osp.abspath(path))
-    # The temporary name keeps the extension: Config.dump picks its format by it.
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f'.{osp.basename(path)}.',
-                               suffix='.tmp' + osp.splitext(path)[1])
-    os.close(fd)
-    try:
-        write(tmp)
-        with open(tmp, 'rb+') as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if osp.exists(tmp):
-            os.remove(tmp)
 
 
 def checkpoint_config(checkpoint: dict, config: Optional[str], source: str) -> Config:
@@ -93,7 +76,7 @@ def _update_index(index_path: str, entry: dict) -> None:
             f.write('# A local irtbox model zoo, written by tools/misc/publish_model.py.\n'
                     '# Use it with IRTBOX_MODEL_INDEX=<this file> or get_model(..., index=...).\n')
             yaml.safe_dump(data, f, sort_keys=False)
-    _atomic_write(index_path, write)
+    atomic_write(index_path, write)
 
 
 def publish_checkpoint(checkpoint: str, out_dir: str, name: Optional[str] = None,
@@ -144,10 +127,10 @@ def publish_checkpoint(checkpoint: str, out_dir: str, name: Optional[str] = None
         # One metadata key: safetensors writes several in a random order, and the same
         # weights must give the same file (and name) every time.
         meta = {'irtbox': json.dumps({'name': name, 'embedding_dim': dim}, sort_keys=True)}
-        _atomic_write(staging, lambda tmp: save_file(
+        atomic_write(staging, lambda tmp: save_file(
             {k: v.clone() for k, v in tensors.items()}, tmp, metadata=meta))
     else:
-        _atomic_write(staging, lambda tmp: torch.save(
+        atomic_write(staging, lambda tmp: torch.save(
             {'state_dict': tensors, 'meta': {'name': name, 'embedding_dim': dim}}, tmp))
     digest = sha256sum(staging)
     filename = f'{name}-{digest[:8]}.{fmt}'
@@ -156,7 +139,7 @@ def publish_checkpoint(checkpoint: str, out_dir: str, name: Optional[str] = None
     size = osp.getsize(path)
 
     config_file = osp.join(out_dir, f'{name}.py')
-    _atomic_write(config_file, lambda tmp: cfg.dump(tmp))
+    atomic_write(config_file, lambda tmp: cfg.dump(tmp))
     url = f'{url_prefix.rstrip("/")}/{filename}' if url_prefix else filename
     entry = {'Name': name, 'Config': osp.basename(config_file),
              'Metadata': {'Source Checkpoint': osp.basename(checkpoint),

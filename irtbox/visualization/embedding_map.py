@@ -1,9 +1,9 @@
 """A 2-D map of the embedding space (PCA, t-SNE or UMAP), coloured by class."""
-import os
-import os.path as osp
 from typing import Optional, Sequence
 
 import numpy as np
+
+from irtbox.utils.fileio import atomic_write
 
 from .html_browser import label_name
 
@@ -85,11 +85,7 @@ def plot_embedding_map(points: np.ndarray, labels: Optional[np.ndarray], out: st
     ax.set_xticks([])
     ax.set_yticks([])
     fig.tight_layout()
-    os.makedirs(osp.dirname(osp.abspath(out)), exist_ok=True)
-    root, ext = osp.splitext(out)
-    tmp = f'{root}.tmp{os.getpid()}{ext}'
-    fig.savefig(tmp)
-    os.replace(tmp, out)
+    atomic_write(out, fig.savefig)
     return fig
 
 

@@ -1,9 +1,9 @@
 """A query and its top-k results side by side in one PNG, each result framed by its status."""
-import os
-import os.path as osp
 from typing import Optional, Sequence
 
 from PIL import Image, ImageDraw, ImageFont, ImageOps
+
+from irtbox.utils.fileio import atomic_write
 
 __all__ = ['COLORS', 'load_tile', 'tile_origin', 'draw_result_grid', 'save_image']
 
@@ -100,8 +100,4 @@ def draw_result_grid(query_image: Image.Image, result_images: Sequence[Image.Ima
 def save_image(image: Image.Image, path: str, **kwargs) -> None:
     """Write ``image`` to ``path`` atomically (a file beside it, then renamed); the format
     comes from the suffix, ``kwargs`` go to ``Image.save`` (e.g. ``quality``)."""
-    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
-    root, ext = osp.splitext(path)
-    tmp = f'{root}.tmp{os.getpid()}{ext}'
-    image.save(tmp, **kwargs)
-    os.replace(tmp, path)
+    atomic_write(path, lambda tmp: image.save(tmp, **kwargs))

@@ -12,6 +12,8 @@ import os.path as osp
 from typing import Dict, List, Optional, Sequence
 from urllib.parse import quote
 
+from irtbox.utils.fileio import atomic_write_text
+
 from .grid import COLORS, load_tile, save_image
 
 __all__ = ['write_thumbnails', 'write_results_browser', 'worst_queries', 'label_name']
@@ -129,10 +131,7 @@ def write_results_browser(out_dir: str, records: Sequence[dict], image_paths: Se
         js=_JS, legend=', '.join(f'<span style="color:rgb{v}">&#9632; {k}</span>'
                                  for k, v in COLORS.items()))
     path = osp.join(out_dir, 'index.html')
-    tmp = path + f'.tmp{os.getpid()}'
-    with open(tmp, 'w', encoding='utf-8') as f:
-        f.write(page)
-    os.replace(tmp, path)
+    atomic_write_text(path, page)
     return path
 
 

@@ -1,11 +1,12 @@
 """The whole picture of one evaluation: sampled queries -> PNG grids, index.html, failures.csv."""
 import csv
-import os
 import os.path as osp
 from functools import lru_cache
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
+
+from irtbox.utils.fileio import atomic_write
 
 from .grid import draw_result_grid, load_tile, save_image
 from .html_browser import label_name, worst_queries, write_results_browser
@@ -151,18 +152,17 @@ def write_failures_csv(path: str, records: Sequence[dict], image_paths: Sequence
     n_relevant (R), first_correct (1-based rank, empty if none), failure (0/1) and
     confusions ('class:count;...', the wrong classes ranked before the first correct
     result). Written atomically."""
-    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
-    tmp = path + f'.tmp{os.getpid()}'
-    with open(tmp, 'w', newline='', encoding='utf-8') as f:
-        writer = csv.writer(f)
-        writer.writerow(['query', 'image', 'label', 'ap', 'n_relevant', 'first_correct',
-                         'failure', 'confusions'])
-        for rec in worst_queries(records):
-            q = rec['query']
-            writer.writerow([
-                q, image_paths[q], '' if labels is None else label_name(labels[q].item(),
-                                                                         class_names),
-                '' if rec['ap'] != rec['ap'] else f"{rec['ap']:.6f}", rec['n_relevant'],
-                rec['first_correct'] or '', int(rec['failure']),
-                ';'.join(f'{label_name(c, class_names)}:{n}' for c, n in rec['confusions'])])
-    os.replace(tmp, path)
+    def write(tmp: str) -> None:
+        with open(tmp, 'w', newline='', encoding='utf-8') as f:
+            writer = csv.writer(f)
+            writer.writerow(['query', 'image', 'label', 'ap', 'n_relevant', 'first_correct',
+                             'failure', 'confusions'])
+            for rec in worst_queries(records):
+                q = rec['query']
+                writer.writerow([
+                    q, image_paths[q], '' if labels is None else label_name(labels[q].item(),
+                                                                             class_names),
+                    '' if rec['ap'] != rec['ap'] else f"{rec['ap']:.6f}", rec['n_relevant'],
+                    rec['first_correct'] or '', int(rec['failure']),
+                    ';'.join(f'{label_name(c, class_names)}:{n}' for c, n in rec['confusions'])])
+    atomic_write(path, write)
