@@ -1,7 +1,8 @@
 """Every config under configs/ loads, builds its model (random weights), names only registered
 parts and follows the naming rule; the IRT configs carry the recipe of the paper.
 
-Naming rule (spec/design.md): ``{method}_{backbone}[_{setting}][_{training}]_{dataset}.py``, e.g.
+Naming rule (docs/README.md, "Config file names"):
+``{method}_{backbone}[_{setting}][_{training}]_{dataset}.py``, e.g.
 ``irt-r_deit-s_1xb64-35k_sop.py``, ``irt_deit-s_beta0.3-lambda0.5_1xb64-35k_sop.py`` (an ablation
 setting), ``irt-o_deit-s_sop.py`` (no training field: a test-only config). ``NxbB`` is N processes
 x B images per process; a trailing ``-<n>`` / ``-<n>k`` tag is the number of iterations.
@@ -13,7 +14,7 @@ PCA neck and the losses (``embed_dim``) must expect.
 
 The recipe values asserted below are facts stated in El-Nouby et al. 2021 ("Training Vision
 Transformers for Image Retrieval", Sec. 4.1 and Tables 2-5, 9) and in the dataset definitions
-(spec/protocols.md), not numbers computed from the code.
+(docs/protocols.md), not numbers computed from the code.
 """
 import copy
 import functools
@@ -52,7 +53,7 @@ NAME_RULE = re.compile(
     rf'^(?P<method>{_PART})_(?P<backbone>{_PART})(?:_(?P<setting>{_PART}))??'
     rf'(?:_(?P<training>\d+xb\d+(?:-[a-z0-9.]+)*))?_(?P<dataset>[a-z][a-z0-9]*)\.py$')
 
-# Facts of the datasets (spec/protocols.md) and of the IRT recipe (paper Sec. 4.1).
+# Facts of the datasets (docs/protocols.md) and of the IRT recipe (paper Sec. 4.1).
 TRAIN_SIZE = dict(sop=59551, cub=5864, inshop=25882)
 MEMORY_SIZE = dict(sop=59551, cub=5864, inshop=5176)  # In-Shop: int(0.2 x 25,882)
 MAX_ITERS = dict(sop=35000, cub=2000, inshop=35000)

@@ -1,17 +1,16 @@
 """The training-recipe benchmark configs carry the paper's recipe, and every factor of the study
 is a config key that takes effect.
 
-Recipe facts (Berton, Musgrave & Masone; spec/dml_benchmark.md): DINOv2 ViT-B/14, raw 768-d CLS
-token, 224 x 224 resized inputs, RandAugment(3, 9) on training images, ImageNet normalisation;
-Adam lr 1e-6, no weight decay, no schedule, bf16 autocast; classification losses' weights at lr
-1.0 in their own group; PML 2.9's default loss hyper-parameters; batches of 256 with M images
-per class: M = 4 and the multi-similarity miner (epsilon 0.1) for the contrastive losses, M = 1
-(256 different classes) for the classification ones, which needs 256 training classes: CUB and
-Cars196 have fewer, Fig. 8 has no result for M <= 2 there, so M = 4; 80/20 class split of the
-training classes (the first 80% of the sorted ids train); early stopping on validation
-Precision@1, patience 3 "epochs" of 390 batches, at most 100; test MAP@R and Precision@1.
-Training classes: CUB 100 and Cars196 98 (spec/protocols.md), iNaturalist 2018 5,690 and SOP
-11,318 (the paper's Table 2).
+Recipe facts (Berton, Musgrave & Masone; docs/methods/dml_benchmark.md): DINOv2 ViT-B/14, raw 768-d
+CLS token, 224 x 224 resized inputs, RandAugment(3, 9) on training images, ImageNet normalisation;
+Adam lr 1e-6, no weight decay, no schedule, bf16 autocast; classification losses' weights at lr 1.0
+in their own group; PML 2.9's default loss hyper-parameters; batches of 256 with M images per
+class: M = 4 and the multi-similarity miner (epsilon 0.1) for the contrastive losses, M = 1 (256
+different classes) for the classification ones, which needs 256 training classes: CUB and Cars196
+have fewer, Fig. 8 has no result for M <= 2 there, so M = 4; 80/20 class split of the training
+classes (the first 80% of the sorted ids train); early stopping on validation Precision@1, patience
+3 "epochs" of 390 batches, at most 100; test MAP@R and Precision@1. Training classes: CUB 100 and
+Cars196 98 (docs/protocols.md), iNaturalist 2018 5,690 and SOP 11,318 (the paper's Table 2).
 
 Models are built with the configs' own architecture cut to one block at 28 x 28 (random
 weights): the parameter names, which decide the optimizer groups, are those of the full model.

@@ -4,7 +4,8 @@ Recipe facts (Song et al., WACV 2023, supplementary A.1): ArcFace margin 0.15, b
 momentum 0.9, lr 1e-3, cosine decay with factor 1e-4, warm-up 0 / 3 / 5 / 5 epochs on NC-clean /
 SfM-120k / GLDv1-noisy / GLDv2-clean; k = 6 layers (Table A8), DPE bilinear (Table A9), N = 1536
 (Table A7), 3 test scales (A.4). Class counts: Table A6(a), except SfM-120k, whose 'train' split
-has the 551 3D models of its train clusters (spec/protocols.md), not the 713 of train + val.
+has the 551 3D models of its train clusters (docs/protocols.md, "SfM-120k"), not the 713 of
+train + val.
 
 Each ablation config is compared with the default, key by key: the keys that differ must be
 exactly the ones its table row names, with the row's value. Every config's model is built by

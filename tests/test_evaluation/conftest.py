@@ -6,7 +6,7 @@ import pytest
 
 def slow_official_map(ranks, gnd, kappas=(1, 5, 10)):
     """The revisited Oxford / Paris evaluation, one ranked item at a time,
-    written from protocols.md as an independent reference.
+    written from docs/protocols.md ("Revisited Oxford and Paris") as an independent reference.
 
     Returns (mAP, aps, mpr, prs) like revisited_map.
     """

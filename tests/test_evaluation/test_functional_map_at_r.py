@@ -15,7 +15,7 @@ LABELS = [0, 1, 0, 1, 1]
 
 
 def test_protocols_example():
-    # protocols.md: neighbour labels [0, 1, 0, 0, 1] for a label-0 query with
+    # docs/protocols.md (MAP@R): neighbour labels [0, 1, 0, 0, 1] for a label-0 query with
     # R = 3 -> (1/3)(1/1 + 0 + 2/3) = 0.5556.
     expected = (1 / 3) * (1 / 1 + 0 + 2 / 3)
     got = map_at_r_from_relevance(np.array([[1, 0, 1, 1, 0]], dtype=bool), np.array([3]))

@@ -1,6 +1,6 @@
 """Early stopping on a validation metric, keeping and reloading the best weights.
 
-Berton, Musgrave & Masone's recipe (``dml_benchmark.md``): validate every "epoch"
+Berton, Musgrave & Masone's recipe (``docs/methods/dml_benchmark.md``): validate every "epoch"
 (a fixed number of iterations, the train loop's ``val_interval``), stop when
 validation Precision@1 has not improved for ``patience`` validations, then
 reload the best weights before the single test evaluation.

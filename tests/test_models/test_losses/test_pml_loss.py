@@ -91,7 +91,7 @@ def test_auto_miner_is_multi_similarity_for_contrastive_losses_only():
 
 
 def test_defaults_are_the_benchmark_hyper_parameters():
-    """The values of the spec's table (dml_benchmark.md), read off the built losses."""
+    """The defaults of docs/methods/dml_benchmark.md ("The 12 losses"), read off the losses."""
 
     def built(name):
         return PMLLoss(name, **kwargs_for(name)).pml_loss
