@@ -29,13 +29,12 @@ a loss: ``paramwise_cfg=dict(custom_keys={'pml_loss': dict(lr=1.0)})`` (MMEngine
 copies the key's ``lr`` into the group, independent of the model's lr)
 (the contrastive losses have no parameters, so the key matches nothing there).
 """
-import importlib
-import inspect
 from typing import Union
 
 from torch import Tensor, nn
 
 from irtbox.registry import MODELS
+from ..pml_adapter import build_pml, init_takes, pml_class
 from .utils import loss_forward
 
 #: The 12 losses of the benchmark, contrastive ("stateless") then classification.
@@ -47,47 +46,6 @@ PML_CLASSIFICATION_LOSSES = ('ArcFaceLoss', 'CosFaceLoss', 'NormalizedSoftmaxLos
 
 #: The miner the benchmark always uses with the contrastive losses.
 DEFAULT_MINER = dict(type='PMLMiner', name='MultiSimilarityMiner')
-
-
-def import_pml(owner: str) -> None:
-    """Raise an ImportError naming ``owner`` and the package to install
-    unless ``pytorch_metric_learning`` is importable."""
-    try:
-        import pytorch_metric_learning  # noqa: F401
-    except ImportError as error:
-        raise ImportError(f'{owner} wraps PyTorch Metric Learning, which is not installed: '
-                          'pip install pytorch-metric-learning==2.9.0') from error
-
-
-def pml_class(owner: str, module: str, name: str, base: str) -> type:
-    """The class ``name`` of ``pytorch_metric_learning.<module>``, checked to
-    derive from its ``base``; a ValueError listing the valid names otherwise."""
-    import_pml(owner)
-    package = importlib.import_module(f'pytorch_metric_learning.{module}')
-    base_cls = getattr(package, base)
-    valid = sorted(n for n, c in vars(package).items()
-                   if isinstance(c, type) and issubclass(c, base_cls) and c is not base_cls)
-    cls = getattr(package, name, None) if isinstance(name, str) else None
-    if cls is None or not (isinstance(cls, type) and issubclass(cls, base_cls)) \
-            or cls is base_cls:
-        raise ValueError(f'{owner}: name={name!r} is not a pytorch_metric_learning.{module} '
-                         f'class; expected one of {valid}')
-    return cls
-
-
-def build_pml(owner: str, module: str, cls: type, kwargs: dict):
-    """``cls(**kwargs)``; a TypeError naming ``owner``, the class and the arguments otherwise."""
-    try:
-        return cls(**kwargs)
-    except TypeError as error:
-        raise TypeError(f'{owner}: cannot build pytorch_metric_learning.{module}.'
-                        f'{cls.__name__} with {kwargs}: {error}') from error
-
-
-def _takes(cls: type, argument: str) -> bool:
-    """Whether ``cls`` or one of its bases names ``argument`` in ``__init__``."""
-    return any(argument in inspect.signature(c.__init__).parameters
-               for c in cls.__mro__ if '__init__' in vars(c))
 
 
 @MODELS.register_module()
@@ -152,7 +110,7 @@ class PMLLoss(nn.Module):
         self.embedding_size = kwargs.get('embedding_size')
         self.num_classes = kwargs.get('num_classes')
         for checked_only in ('embedding_size', 'num_classes'):
-            if not _takes(cls, checked_only):
+            if not init_takes(cls, checked_only):
                 kwargs.pop(checked_only, None)
         self.pml_loss = build_pml('PMLLoss', 'losses', cls, kwargs)
         self.name = name
