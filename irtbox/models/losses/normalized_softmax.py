@@ -1,4 +1,9 @@
-"""Normalized softmax (Zhai & Wu 2018): classification with cosine logits."""
+"""Normalized softmax (Zhai & Wu 2018): classification with cosine logits.
+
+The one formula of irtbox for it: :func:`normalized_softmax_loss` serves both
+the registered :class:`NormalizedSoftmaxLoss` (C x D ``class_weights``; IRT)
+and ``PMLLoss(name='NormalizedSoftmaxLoss')`` (PML's form, see
+:mod:`.pml_equivalents`; the training-recipe benchmark)."""
 
 import torch.nn.functional as F
 from torch import Tensor
@@ -6,6 +11,8 @@ from torch import Tensor
 from irtbox.registry import MODELS
 from .class_weights import ClassWeightLoss
 from .utils import loss_forward
+
+__all__ = ['NormalizedSoftmaxLoss', 'normalized_softmax_loss']
 
 
 def normalized_softmax_loss(embeddings: Tensor, labels: Tensor, class_weights: Tensor,
