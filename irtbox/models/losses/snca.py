@@ -60,7 +60,9 @@ class ScalableNCALoss(nn.Module):
 
     Soft nearest-neighbour classification: the probability that item i picks
     a same-label neighbour, with the softmax over cosine similarities / τ
-    (τ weights hard negatives implicitly). See :func:`scalable_nca_loss`.
+    (τ weights hard negatives implicitly; the batch and the memory are the
+    neighbours): p_i = Σ_{j≠i, y_j = y_i} exp(z_iᵀz_j / τ) / Σ_{k≠i} exp(z_iᵀz_k / τ),
+    L = −mean_i log p_i over the items with a positive. See :func:`scalable_nca_loss`.
 
     Deviation from the paper: SNCA keeps one memory slot per training sample,
     updated with momentum by sample index. Our loss API has no sample indices

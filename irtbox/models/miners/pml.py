@@ -9,6 +9,8 @@ from irtbox.registry import MODELS
 from ..pml_adapter import build_pml, pml_class
 from ..losses.utils import check_embeddings_labels
 
+__all__ = ['PMLMiner']
+
 
 @MODELS.register_module()
 class PMLMiner(nn.Module):
