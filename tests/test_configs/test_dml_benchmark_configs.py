@@ -31,6 +31,7 @@ from pytorch_metric_learning import losses as pml_losses
 from pytorch_metric_learning.miners import MultiSimilarityMiner
 
 from irtbox.datasets.label_transforms import split_classes
+from irtbox.models.losses.pml import PML_EQUIVALENTS
 from irtbox.models.miners import PMLMiner
 from irtbox.registry import DATA_SAMPLERS, DATASETS, METRICS, MODELS
 from tools.train import check_batch_sampler
@@ -137,7 +138,8 @@ def test_loss(loss, dataset):
     assert dict(metric) == dict(type='PMLLoss', name=pml_name, num_classes=num_classes,
                                 embedding_size=768)  # miner: 'auto'
     built = build(MODELS, metric)
-    assert isinstance(built.pml_loss, getattr(pml_losses, pml_name))
+    # ArcFace and the normalised softmax: irtbox's formula in PML's form (test_pml_loss.py)
+    assert isinstance(built.pml_loss, PML_EQUIVALENTS.get(pml_name, getattr(pml_losses, pml_name)))
     assert (built.num_classes, built.embedding_size) == (num_classes, 768)
     if family == 'contrastive':
         assert isinstance(built.miner, PMLMiner)
@@ -157,7 +159,8 @@ def test_one_key_switches_the_loss(dataset):
     for loss, (pml_name, family) in LOSSES.items():
         cfg.merge_from_dict({'model.head.losses.metric.name': pml_name})
         built = build(MODELS, cfg.model.head.losses.metric)
-        assert isinstance(built.pml_loss, getattr(pml_losses, pml_name))
+        assert isinstance(built.pml_loss,
+                          PML_EQUIVALENTS.get(pml_name, getattr(pml_losses, pml_name)))
         if family == 'classification':
             weights = next(built.pml_loss.parameters())
             centres = 10 if pml_name == 'SoftTripleLoss' else 1  # PML's default per class

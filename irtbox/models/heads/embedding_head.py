@@ -1,28 +1,35 @@
 """EmbeddingHead: runs one or more weighted losses on the embeddings."""
-import inspect
 from typing import Dict, Optional
 
 from torch import Tensor, nn
 
 from irtbox.registry import MODELS
 
+__all__ = ['EmbeddingHead']
+
 
 @MODELS.register_module()
 class EmbeddingHead(nn.Module):
     """Holds the training losses of a retriever and returns them as named terms.
 
-    ``loss(embeddings, labels, **kwargs)`` returns ``{'loss_<name>': weight *
-    loss(embeddings, labels)}`` for every configured loss, so MMEngine logs
-    each term and sums them (IRT_R: L = L_contr + λ L_KoLeo, λ = 0.7).
+    ``loss(embeddings, labels, memory_embeddings=None)`` returns
+    ``{'loss_<name>': weight * loss(embeddings, labels)}`` for every configured
+    loss, so MMEngine logs each term and sums them (IRT_R: L = L_contr +
+    λ L_KoLeo, λ = 0.7).
 
     - Weights default to 1. A loss with weight 0 is not computed at all (no
       time spent, no log entry, and a loss with a memory does not fill it),
       so e.g. λ = 0 in an ablation is exactly the loss without the term.
-    - Extra keyword arguments (e.g. ``memory_embeddings`` from a momentum
-      encoder) go only to the losses whose ``forward`` has a parameter of that
-      name (read once at build time); a keyword that no loss takes is an error.
+    - The losses with a cross-batch memory declare it with the class
+      attribute ``uses_memory = True`` (see :mod:`irtbox.models.losses.xbm`);
+      they are called ``loss(embeddings, labels, memory_embeddings=...)``,
+      the others ``loss(embeddings, labels)``. ``memory_embeddings`` are the
+      momentum encoder's embeddings of the same batch (the retriever's
+      ``momentum``), which those losses enqueue instead of the batch's; given
+      while no loss uses a memory, they are an error.
 
-    Shapes: ``embeddings`` B x D (L2-normalised), ``labels`` B -> dict of scalars.
+    Shapes: ``embeddings`` B x D (L2-normalised), ``labels`` B,
+    ``memory_embeddings`` B x D or None -> dict of scalars.
 
     Example config (IRT_R with XBM on SOP)::
 
@@ -66,30 +73,31 @@ class EmbeddingHead(nn.Module):
                 raise ValueError(f"EmbeddingHead: loss_weights['{name}'] must be a number "
                                  f'>= 0, got {weight!r}')
         self.loss_weights = {name: float(loss_weights.get(name, 1.0)) for name in built}
-        self._kwarg_names = {name: _keyword_names(loss) for name, loss in built.items()}
 
-    def loss(self, embeddings: Tensor, labels: Tensor, **kwargs) -> Dict[str, Tensor]:
+    def loss(self, embeddings: Tensor, labels: Tensor,
+             memory_embeddings: Optional[Tensor] = None) -> Dict[str, Tensor]:
         """Weighted loss terms ``{'loss_<name>': Tensor}`` (weight-0 losses left out)."""
-        for key in kwargs:
-            if not any(key in names for names in self._kwarg_names.values()):
-                raise TypeError(f'EmbeddingHead.loss: no loss accepts the keyword {key!r}; '
-                                'accepted keywords: '
-                                f'{ {n: sorted(k) for n, k in self._kwarg_names.items()} }')
+        with_memory = [name for name, loss in self.losses.items() if _uses_memory(loss)]
+        if memory_embeddings is not None and not with_memory:
+            raise ValueError('EmbeddingHead.loss: memory_embeddings were given (a momentum '
+                             'encoder) but no loss uses a memory (uses_memory = True); losses: '
+                             f'{list(self.losses)}')
         terms = {}
         for name, loss in self.losses.items():
             weight = self.loss_weights[name]
             if weight == 0:
                 continue
-            own = {k: v for k, v in kwargs.items() if k in self._kwarg_names[name]}
-            terms[f'loss_{name}'] = weight * loss(embeddings, labels, **own)
+            if name in with_memory:
+                value = loss(embeddings, labels, memory_embeddings=memory_embeddings)
+            else:
+                value = loss(embeddings, labels)
+            terms[f'loss_{name}'] = weight * value
         return terms
 
     def extra_repr(self) -> str:
         return f'loss_weights={self.loss_weights}'
 
 
-def _keyword_names(loss: nn.Module) -> frozenset:
-    """Names of the forward parameters after (embeddings, labels)."""
-    params = list(inspect.signature(loss.forward).parameters.values())[2:]
-    return frozenset(p.name for p in params
-                     if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+def _uses_memory(loss: nn.Module) -> bool:
+    """The loss's declaration that it takes ``memory_embeddings`` (default: no)."""
+    return getattr(loss, 'uses_memory', False) is True

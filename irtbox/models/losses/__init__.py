@@ -1,8 +1,10 @@
 """Losses: modules called ``loss(embeddings, labels) -> scalar``, pure functions beside them.
 
 The modules check their inputs and compute in float32 with autocast off
-(see :func:`.utils.loss_forward`); losses with a cross-batch memory derive
-from :class:`.xbm.MemoryLoss`.
+(see :func:`.utils.loss_forward`); losses with a cross-batch memory hold a
+:class:`.xbm.CrossBatchMemory` as their sub-module ``memory``, run their pair
+loss through :func:`.xbm.pair_loss_with_memory` and declare
+``uses_memory = True`` (see :mod:`.xbm`).
 """
 from .arcface import ArcFaceLoss, arcface_loss, arcface_target_logit, cosine_to_classes
 from .contrastive import ContrastiveLoss, contrastive_loss
@@ -11,12 +13,12 @@ from .normalized_softmax import NormalizedSoftmaxLoss, normalized_softmax_loss
 from .pml import PML_CLASSIFICATION_LOSSES, PML_CONTRASTIVE_LOSSES, PMLLoss
 from .snca import ScalableNCALoss, scalable_nca_loss
 from .tuple_contrastive import TupleContrastiveLoss, tuple_contrastive_loss
-from .xbm import CrossBatchMemory, MemoryLoss
+from .xbm import CrossBatchMemory, build_memory, pair_loss_with_memory
 
 __all__ = [
     'ArcFaceLoss', 'arcface_loss', 'arcface_target_logit', 'cosine_to_classes',
     'ContrastiveLoss', 'contrastive_loss', 'KoLeoLoss', 'koleo_loss', 'NormalizedSoftmaxLoss',
     'normalized_softmax_loss', 'PMLLoss', 'PML_CLASSIFICATION_LOSSES',
     'PML_CONTRASTIVE_LOSSES', 'ScalableNCALoss', 'scalable_nca_loss', 'CrossBatchMemory',
-    'MemoryLoss', 'TupleContrastiveLoss', 'tuple_contrastive_loss'
+    'build_memory', 'pair_loss_with_memory', 'TupleContrastiveLoss', 'tuple_contrastive_loss'
 ]

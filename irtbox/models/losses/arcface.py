@@ -1,5 +1,10 @@
 """ArcFace (Deng et al. 2019): softmax cross-entropy with an additive angular
-margin on the target class, with class weights that may be very large."""
+margin on the target class, with class weights that may be very large.
+
+The one ArcFace formula of irtbox: :func:`arcface_loss` serves both the
+registered :class:`ArcFaceLoss` (C x D ``class_weights``, margin in radians;
+IRT / DToP) and ``PMLLoss(name='ArcFaceLoss')`` (PML's form, see
+:mod:`.pml_equivalents`; the training-recipe benchmark)."""
 import math
 
 import torch
@@ -9,6 +14,8 @@ from torch import Tensor
 from irtbox.registry import MODELS
 from .class_weights import ClassWeightLoss
 from .utils import loss_forward
+
+__all__ = ['ArcFaceLoss', 'arcface_loss', 'arcface_target_logit', 'cosine_to_classes']
 
 # Target cosines are clamped to [-1 + eps, 1 - eps] before sin θ = sqrt(1 - cos²θ):
 # the derivative of the square root is infinite at sin θ = 0.

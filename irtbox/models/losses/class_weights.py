@@ -4,6 +4,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+__all__ = ['ClassWeightLoss']
+
 
 class ClassWeightLoss(nn.Module):
     """Owns ``class_weights`` (C x D, an ``nn.Parameter`` so that an optimiser

@@ -1,13 +1,16 @@
 """Contrastive loss with a margin on negatives (IRT Eq. 1), optionally with XBM."""
+import functools
 from typing import Optional
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
 from irtbox.registry import MODELS
 from .utils import loss_forward
-from .xbm import MemoryLoss
+from .xbm import build_memory, pair_loss_with_memory
+
+__all__ = ['ContrastiveLoss', 'contrastive_loss']
 
 
 def contrastive_loss(embeddings: Tensor, labels: Tensor, margin: float = 0.5,
@@ -53,7 +56,7 @@ def _pair_terms(sim: Tensor, same: Tensor, margin: float,
 
 
 @MODELS.register_module()
-class ContrastiveLoss(MemoryLoss):
+class ContrastiveLoss(nn.Module):
     """Contrastive loss of IRT (El-Nouby et al. 2021, Eq. 1) with cross-batch memory.
 
     Positive pairs are pulled to similarity 1; negative pairs are pushed only
@@ -68,7 +71,11 @@ class ContrastiveLoss(MemoryLoss):
     memory *before* it is enqueued, so it is never its own positive. The
     memory (detached; gathered across ranks) is described in
     :class:`~irtbox.models.losses.xbm.CrossBatchMemory`; it is filled only in
-    training mode.
+    training mode. The loss holds it as its sub-module ``memory`` (None
+    without one) and runs :func:`~irtbox.models.losses.xbm.pair_loss_with_memory`
+    with :func:`contrastive_loss`; ``uses_memory = True`` tells
+    :class:`~irtbox.models.heads.EmbeddingHead` to pass it the momentum-encoder
+    embeddings.
 
     Shapes: ``embeddings`` B x D (L2-normalised), ``labels`` B (integer),
     ``memory_embeddings`` B x D or None -> scalar.
@@ -83,9 +90,12 @@ class ContrastiveLoss(MemoryLoss):
             Defaults to 0.
     """
 
+    uses_memory = True
+
     def __init__(self, margin: float = 0.5, memory_size: int = 0,
                  embed_dim: Optional[int] = None, memory_start_iter: int = 0) -> None:
-        super().__init__(memory_size, embed_dim, memory_start_iter)
+        super().__init__()
+        self.memory = build_memory('ContrastiveLoss', memory_size, embed_dim, memory_start_iter)
         self.margin = float(margin)
 
     @loss_forward()
@@ -93,10 +103,9 @@ class ContrastiveLoss(MemoryLoss):
                 memory_embeddings: Optional[Tensor] = None) -> Tensor:
         """Loss of the batch; then enqueue ``memory_embeddings`` (momentum-encoder
         keys in the order of ``labels``) if given, else the detached embeddings."""
-        mem_embeddings, mem_labels = self.memory_entries(embeddings)
-        loss = contrastive_loss(embeddings, labels, self.margin, mem_embeddings, mem_labels)
-        self.update_memory(embeddings, labels, memory_embeddings)
-        return loss
+        return pair_loss_with_memory('ContrastiveLoss',
+                                     functools.partial(contrastive_loss, margin=self.margin),
+                                     self.memory, embeddings, labels, memory_embeddings)
 
     def extra_repr(self) -> str:
         return f'margin={self.margin}'

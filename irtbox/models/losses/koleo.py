@@ -5,6 +5,8 @@ from torch import Tensor, nn
 from irtbox.registry import MODELS
 from .utils import loss_forward
 
+__all__ = ['KoLeoLoss', 'koleo_loss']
+
 
 def koleo_loss(embeddings: Tensor, eps: float = 1e-8) -> Tensor:
     """IRT Eq. 5: −(1/N) Σ_i log(ρ_i + eps), ρ_i = min_{j≠i} ‖z_i − z_j‖ in the batch.
@@ -39,6 +41,8 @@ class KoLeoLoss(nn.Module):
     batch, spreading the embeddings over the sphere (against dimensional
     collapse). Computed over the local batch of each rank. Labels are unused
     (accepted for the common loss API).
+
+    L = −(1/B) Σ_i log(ρ_i + eps),  ρ_i = min_{j≠i} ‖z_i − z_j‖ (see :func:`koleo_loss`).
 
     Shapes: ``embeddings`` B x D (B >= 2, L2-normalised), ``labels`` B -> scalar.
 

@@ -1,4 +1,9 @@
-"""Normalized softmax (Zhai & Wu 2018): classification with cosine logits."""
+"""Normalized softmax (Zhai & Wu 2018): classification with cosine logits.
+
+The one formula of irtbox for it: :func:`normalized_softmax_loss` serves both
+the registered :class:`NormalizedSoftmaxLoss` (C x D ``class_weights``; IRT)
+and ``PMLLoss(name='NormalizedSoftmaxLoss')`` (PML's form, see
+:mod:`.pml_equivalents`; the training-recipe benchmark)."""
 
 import torch.nn.functional as F
 from torch import Tensor
@@ -6,6 +11,8 @@ from torch import Tensor
 from irtbox.registry import MODELS
 from .class_weights import ClassWeightLoss
 from .utils import loss_forward
+
+__all__ = ['NormalizedSoftmaxLoss', 'normalized_softmax_loss']
 
 
 def normalized_softmax_loss(embeddings: Tensor, labels: Tensor, class_weights: Tensor,
@@ -32,7 +39,8 @@ class NormalizedSoftmaxLoss(ClassWeightLoss):
 
     One proxy per training class. Softmax cross-entropy over the cosine
     similarities between the L2-normalised embedding and the L2-normalised
-    proxies, divided by the temperature τ. The proxies are the parameter
+    proxies, divided by the temperature τ:
+    L = −(1/B) Σ_i log( exp(cos(z_i, w_{y_i}) / τ) / Σ_c exp(cos(z_i, w_c) / τ) ). The proxies are the parameter
     ``class_weights`` (C x D), so an optimizer parameter group can give them
     their own learning rate (``paramwise_cfg=dict(custom_keys={'class_weights':
     ...})``); initialised like ``nn.Linear`` weights (uniform ±1/√D).

@@ -9,8 +9,16 @@ PML's reducers (e.g. the mean over non-zero terms of ``AvgNonZeroReducer``),
 its pair/triplet bookkeeping and the miner would duplicate that definition
 with room for drift. PML is therefore an optional dependency, imported lazily
 when a :class:`PMLLoss` or :class:`~irtbox.models.miners.PMLMiner` is built
-(an ``ImportError`` names the package otherwise); nothing else in irtbox
-needs it.
+(an ``ImportError`` names the package otherwise, see
+:mod:`irtbox.models.pml_adapter`); nothing else in irtbox needs it.
+
+The exception, ArcFace and the normalised softmax: irtbox has its own
+implementation of both (:class:`~irtbox.models.losses.ArcFaceLoss`,
+:class:`~irtbox.models.losses.NormalizedSoftmaxLoss`, for the IRT and DToP
+recipes), so ``name='ArcFaceLoss'`` / ``'NormalizedSoftmaxLoss'`` run that
+formula in PML's form (PML's arguments, defaults, ``W`` parameter and
+initialisation; :mod:`.pml_equivalents`) rather than keep a second one; the
+tests show that value and gradients equal PML's.
 
 Classification ("stateful") losses keep their weights as ``nn.Parameter`` s of
 the wrapped PML module, which is the sub-module ``pml_loss``; their names are
@@ -29,14 +37,18 @@ a loss: ``paramwise_cfg=dict(custom_keys={'pml_loss': dict(lr=1.0)})`` (MMEngine
 copies the key's ``lr`` into the group, independent of the model's lr)
 (the contrastive losses have no parameters, so the key matches nothing there).
 """
-import importlib
 import inspect
 from typing import Union
 
 from torch import Tensor, nn
 
 from irtbox.registry import MODELS
+from ..pml_adapter import build_pml, init_takes, pml_class
+from .pml_equivalents import PMLArcFaceLoss, PMLNormalizedSoftmaxLoss
 from .utils import loss_forward
+
+__all__ = ['PMLLoss', 'PML_CONTRASTIVE_LOSSES', 'PML_CLASSIFICATION_LOSSES', 'PML_EQUIVALENTS',
+           'DEFAULT_MINER']
 
 #: The 12 losses of the benchmark, contrastive ("stateless") then classification.
 PML_CONTRASTIVE_LOSSES = ('CircleLoss', 'ContrastiveLoss', 'MultiSimilarityLoss', 'NTXentLoss',
@@ -45,49 +57,13 @@ PML_CONTRASTIVE_LOSSES = ('CircleLoss', 'ContrastiveLoss', 'MultiSimilarityLoss'
 PML_CLASSIFICATION_LOSSES = ('ArcFaceLoss', 'CosFaceLoss', 'NormalizedSoftmaxLoss',
                              'ProxyAnchorLoss', 'SoftTripleLoss')
 
+#: PML losses computed by irtbox's own formula in PML's form (one implementation
+#: of ArcFace and of the normalised softmax; see :mod:`.pml_equivalents`).
+PML_EQUIVALENTS = {'ArcFaceLoss': PMLArcFaceLoss,
+                   'NormalizedSoftmaxLoss': PMLNormalizedSoftmaxLoss}
+
 #: The miner the benchmark always uses with the contrastive losses.
 DEFAULT_MINER = dict(type='PMLMiner', name='MultiSimilarityMiner')
-
-
-def import_pml(owner: str) -> None:
-    """Raise an ImportError naming ``owner`` and the package to install
-    unless ``pytorch_metric_learning`` is importable."""
-    try:
-        import pytorch_metric_learning  # noqa: F401
-    except ImportError as error:
-        raise ImportError(f'{owner} wraps PyTorch Metric Learning, which is not installed: '
-                          'pip install pytorch-metric-learning==2.9.0') from error
-
-
-def pml_class(owner: str, module: str, name: str, base: str) -> type:
-    """The class ``name`` of ``pytorch_metric_learning.<module>``, checked to
-    derive from its ``base``; a ValueError listing the valid names otherwise."""
-    import_pml(owner)
-    package = importlib.import_module(f'pytorch_metric_learning.{module}')
-    base_cls = getattr(package, base)
-    valid = sorted(n for n, c in vars(package).items()
-                   if isinstance(c, type) and issubclass(c, base_cls) and c is not base_cls)
-    cls = getattr(package, name, None) if isinstance(name, str) else None
-    if cls is None or not (isinstance(cls, type) and issubclass(cls, base_cls)) \
-            or cls is base_cls:
-        raise ValueError(f'{owner}: name={name!r} is not a pytorch_metric_learning.{module} '
-                         f'class; expected one of {valid}')
-    return cls
-
-
-def build_pml(owner: str, module: str, cls: type, kwargs: dict):
-    """``cls(**kwargs)``; a TypeError naming ``owner``, the class and the arguments otherwise."""
-    try:
-        return cls(**kwargs)
-    except TypeError as error:
-        raise TypeError(f'{owner}: cannot build pytorch_metric_learning.{module}.'
-                        f'{cls.__name__} with {kwargs}: {error}') from error
-
-
-def _takes(cls: type, argument: str) -> bool:
-    """Whether ``cls`` or one of its bases names ``argument`` in ``__init__``."""
-    return any(argument in inspect.signature(c.__init__).parameters
-               for c in cls.__mro__ if '__init__' in vars(c))
 
 
 @MODELS.register_module()
@@ -152,9 +128,10 @@ class PMLLoss(nn.Module):
         self.embedding_size = kwargs.get('embedding_size')
         self.num_classes = kwargs.get('num_classes')
         for checked_only in ('embedding_size', 'num_classes'):
-            if not _takes(cls, checked_only):
+            if not init_takes(cls, checked_only):
                 kwargs.pop(checked_only, None)
-        self.pml_loss = build_pml('PMLLoss', 'losses', cls, kwargs)
+        self.pml_loss = (_build_equivalent(name, kwargs) if name in PML_EQUIVALENTS
+                         else build_pml('PMLLoss', 'losses', cls, kwargs))
         self.name = name
         has_weights = any(True for _ in self.pml_loss.parameters())
         if isinstance(miner, str):
@@ -167,6 +144,10 @@ class PMLLoss(nn.Module):
         elif miner is not None and not isinstance(miner, nn.Module):
             raise ValueError(f'PMLLoss: miner must be a config dict, a module, None or '
                              f"'auto', got {miner!r}")
+        if miner is not None and name in PML_EQUIVALENTS:
+            raise ValueError(f'PMLLoss: name={name!r} is computed by irtbox\'s own formula '
+                             '(irtbox/models/losses/pml_equivalents.py), which takes no miner; '
+                             "use miner=None or 'auto'")
         self.miner = miner
 
     @loss_forward()
@@ -181,8 +162,21 @@ class PMLLoss(nn.Module):
                                  f'[0, {self.num_classes}) (num_classes={self.num_classes}), '
                                  f'got labels in [{low}, {high}]; the training labels must '
                                  'be contiguous class indices')
-        indices_tuple = None if self.miner is None else self.miner(embeddings, labels)
-        return self.pml_loss(embeddings, labels, indices_tuple)
+        if self.miner is None:
+            return self.pml_loss(embeddings, labels)
+        return self.pml_loss(embeddings, labels, self.miner(embeddings, labels))
 
     def extra_repr(self) -> str:
         return f'name={self.name!r}'
+
+
+def _build_equivalent(name: str, kwargs: dict) -> nn.Module:
+    """irtbox's module for the PML loss ``name``; a TypeError naming the arguments otherwise."""
+    cls = PML_EQUIVALENTS[name]
+    try:
+        return cls(**kwargs)
+    except TypeError as error:
+        raise TypeError(f'PMLLoss: cannot build {name} (irtbox\'s formula in PML\'s form, '
+                        f'{cls.__module__}.{cls.__name__}) with {kwargs}: {error}. It takes '
+                        f'{list(inspect.signature(cls).parameters)}; PML\'s reducers, '
+                        'distances and regularisers are not offered for it') from error

@@ -1,12 +1,15 @@
 """Scalable neighbourhood component analysis (Wu, Efros & Yu, ECCV 2018) with a FIFO memory."""
+import functools
 from typing import Optional
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from irtbox.registry import MODELS
 from .utils import loss_forward
-from .xbm import MemoryLoss
+from .xbm import build_memory, pair_loss_with_memory
+
+__all__ = ['ScalableNCALoss', 'scalable_nca_loss']
 
 
 def scalable_nca_loss(embeddings: Tensor, labels: Tensor, temperature: float = 0.05,
@@ -51,13 +54,15 @@ def scalable_nca_loss(embeddings: Tensor, labels: Tensor, temperature: float = 0
 
 
 @MODELS.register_module()
-class ScalableNCALoss(MemoryLoss):
+class ScalableNCALoss(nn.Module):
     """Scalable NCA (Wu, Efros & Yu, "Improving Generalization via Scalable
     Neighborhood Component Analysis", ECCV 2018); IRT Table 4 "SNCA".
 
     Soft nearest-neighbour classification: the probability that item i picks
     a same-label neighbour, with the softmax over cosine similarities / τ
-    (τ weights hard negatives implicitly). See :func:`scalable_nca_loss`.
+    (τ weights hard negatives implicitly; the batch and the memory are the
+    neighbours): p_i = Σ_{j≠i, y_j = y_i} exp(z_iᵀz_j / τ) / Σ_{k≠i} exp(z_iᵀz_k / τ),
+    L = −mean_i log p_i over the items with a positive. See :func:`scalable_nca_loss`.
 
     Deviation from the paper: SNCA keeps one memory slot per training sample,
     updated with momentum by sample index. Our loss API has no sample indices
@@ -66,7 +71,9 @@ class ScalableNCALoss(MemoryLoss):
     :class:`ContrastiveLoss` (a queue the size of the training set holds each
     sample about once, its most recent embedding instead of a running mean).
     The batch is compared with the memory before it is enqueued; the memory
-    is only filled in training mode.
+    is only filled in training mode (composition as in
+    :class:`~irtbox.models.losses.ContrastiveLoss`: the sub-module ``memory``
+    and :func:`~irtbox.models.losses.xbm.pair_loss_with_memory`).
 
     Shapes: ``embeddings`` B x D (L2-normalised), ``labels`` B (integer),
     ``memory_embeddings`` B x D or None -> scalar.
@@ -79,9 +86,13 @@ class ScalableNCALoss(MemoryLoss):
             Defaults to 0.
     """
 
+    uses_memory = True
+
     def __init__(self, temperature: float = 0.05, memory_size: int = 0,
                  embed_dim: Optional[int] = None, memory_start_iter: int = 0) -> None:
-        super().__init__(memory_size, embed_dim, memory_start_iter)
+        super().__init__()
+        self.memory = build_memory('ScalableNCALoss', memory_size, embed_dim,
+                                   memory_start_iter)
         if not temperature > 0:
             raise ValueError(f'ScalableNCALoss: temperature must be > 0, got {temperature!r}')
         self.temperature = float(temperature)
@@ -91,11 +102,9 @@ class ScalableNCALoss(MemoryLoss):
                 memory_embeddings: Optional[Tensor] = None) -> Tensor:
         """Loss of the batch; then enqueue ``memory_embeddings`` if given, else
         the detached embeddings."""
-        mem_embeddings, mem_labels = self.memory_entries(embeddings)
-        loss = scalable_nca_loss(embeddings, labels, self.temperature, mem_embeddings,
-                                 mem_labels)
-        self.update_memory(embeddings, labels, memory_embeddings)
-        return loss
+        return pair_loss_with_memory(
+            'ScalableNCALoss', functools.partial(scalable_nca_loss, temperature=self.temperature),
+            self.memory, embeddings, labels, memory_embeddings)
 
     def extra_repr(self) -> str:
         return f'temperature={self.temperature}'

@@ -1,9 +1,12 @@
-"""Contrastive loss on (query, positive, negatives) tuples (Radenović et al., cnnimageretrieval)."""
+"""Contrastive loss on (query, positive, negatives) tuples (Radenović et al.,
+cnnimageretrieval)."""
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from irtbox.registry import MODELS
 from .utils import loss_forward
+
+__all__ = ['TupleContrastiveLoss', 'tuple_contrastive_loss']
 
 
 def tuple_contrastive_loss(embeddings: Tensor, num_negatives: int = 5, margin: float = 0.85,
@@ -29,7 +32,8 @@ def tuple_contrastive_loss(embeddings: Tensor, num_negatives: int = 5, margin: f
 
 @MODELS.register_module()
 class TupleContrastiveLoss(nn.Module):
-    """The contrastive loss of the particular-object recipe (Radenović et al. 2018).
+    """The contrastive loss of the particular-object recipe (Radenović, Tolias &
+    Chum, "Fine-tuning CNN Image Retrieval with No Human Annotation", TPAMI 2018).
 
     For each tuple (query q, positive p, negatives n_1..n_k), with
     d(q, x) = ‖q − x + 1e-6‖: 0.5·d(q, p)² + Σ_i 0.5·max(0, β − d(q, n_i))²,
@@ -51,7 +55,8 @@ class TupleContrastiveLoss(nn.Module):
     def __init__(self, margin: float = 0.85, num_negatives: int = 5, eps: float = 1e-6) -> None:
         super().__init__()
         if num_negatives < 1:
-            raise ValueError(f'TupleContrastiveLoss: num_negatives must be >= 1, got {num_negatives}')
+            raise ValueError('TupleContrastiveLoss: num_negatives must be >= 1, '
+                             f'got {num_negatives}')
         self.margin, self.num_negatives, self.eps = float(margin), int(num_negatives), float(eps)
 
     @loss_forward(min_batch=2)

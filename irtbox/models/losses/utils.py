@@ -5,6 +5,8 @@ from typing import Callable
 import torch
 from torch import Tensor
 
+__all__ = ['check_embeddings_labels', 'loss_forward']
+
 
 def check_embeddings_labels(owner: str, embeddings: Tensor, labels: Tensor,
                             min_batch: int = 1) -> None:

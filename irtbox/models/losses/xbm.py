@@ -1,14 +1,32 @@
-"""Cross-batch memory (XBM): a FIFO queue of past embeddings and labels.
+"""Cross-batch memory (XBM): a FIFO queue of past embeddings and labels, and
+the step that composes it with any pair-based loss.
 
 Wang et al., "Cross-Batch Memory for Embedding Learning", CVPR 2020. Pair-based
 losses (contrastive, scalable NCA) compare the current batch with the memory as
 well as with itself, which gives them many more (hard) negatives per step.
+
+Composition, not inheritance: a loss that offers a memory holds a
+:class:`CrossBatchMemory` (or None) as its sub-module ``memory`` (built from its
+config keys by :func:`build_memory`) and computes its forward with
+:func:`pair_loss_with_memory`, handing over its pair loss, a function
+``pair_loss(embeddings, labels, ref_embeddings=None, ref_labels=None)``. Such a
+loss sets the class attribute ``uses_memory = True``, the contract with
+:class:`~irtbox.models.heads.EmbeddingHead`, which then passes it the
+momentum-encoder embeddings (``memory_embeddings``) of the batch.
 """
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
 
 import torch
 from mmengine import dist
 from torch import Tensor, nn
+
+__all__ = ['CrossBatchMemory', 'PairLoss', 'all_gather_cat', 'build_memory',
+           'pair_loss_with_memory']
+
+#: ``pair_loss(embeddings B x D, labels B, ref_embeddings=M x D | None,
+#: ref_labels=M | None) -> scalar``: a loss over the pairs of the batch with
+#: itself and with M extra reference entries (the memory), passed by keyword.
+PairLoss = Callable[..., Tensor]
 
 
 def all_gather_cat(*tensors: Tensor) -> Tuple[Tensor, ...]:
@@ -125,57 +143,72 @@ class CrossBatchMemory(nn.Module):
         return f'size={self.size}, embed_dim={self.embed_dim}, start_iter={self.start_iter}'
 
 
-class MemoryLoss(nn.Module):
-    """Base of the losses that compare the batch with a :class:`CrossBatchMemory`.
-
-    Subclasses call :meth:`memory_entries` before computing their loss and
-    :meth:`update_memory` after it, so the current batch is never in the
-    memory while it is compared with it (it would be its own positive).
-    The memory is read in eval mode but only filled in training mode.
+def build_memory(owner: str, memory_size: int = 0, embed_dim: Optional[int] = None,
+                 memory_start_iter: int = 0) -> Optional[CrossBatchMemory]:
+    """The memory described by a loss's config keys; None for ``memory_size=0``.
 
     Args:
+        owner (str): the loss class, named in the errors.
         memory_size (int): queue size; 0 turns the memory off.
         embed_dim (int, optional): embedding dimension, required when
             ``memory_size > 0`` (fixed buffer shapes, see CrossBatchMemory).
         memory_start_iter (int): warm-up calls without memory.
     """
+    if isinstance(memory_size, bool) or not isinstance(memory_size, int) or memory_size < 0:
+        raise ValueError(f'{owner}: memory_size must be an int >= 0 (0 = no memory), '
+                         f'got {memory_size!r}')
+    if memory_size == 0:
+        return None
+    if embed_dim is None:
+        raise ValueError(f'{owner}: memory_size={memory_size} needs embed_dim (the '
+                         'embedding dimension) so that the memory buffers have a fixed '
+                         'shape and load from checkpoints')
+    return CrossBatchMemory(memory_size, embed_dim, memory_start_iter)
 
-    def __init__(self, memory_size: int = 0, embed_dim: Optional[int] = None,
-                 memory_start_iter: int = 0) -> None:
-        super().__init__()
-        name = type(self).__name__
-        if not isinstance(memory_size, int) or memory_size < 0:
-            raise ValueError(f'{name}: memory_size must be an int >= 0 (0 = no memory), '
-                             f'got {memory_size!r}')
-        if memory_size > 0 and embed_dim is None:
-            raise ValueError(f'{name}: memory_size={memory_size} needs embed_dim (the '
-                             'embedding dimension) so that the memory buffers have a fixed '
-                             'shape and load from checkpoints')
-        self.memory = (CrossBatchMemory(memory_size, embed_dim, memory_start_iter)
-                       if memory_size > 0 else None)
 
-    def memory_entries(self, embeddings: Tensor) -> Tuple[Optional[Tensor], Optional[Tensor]]:
-        """(M x D, M) memory entries in the dtype of ``embeddings``; (None, None) without memory."""
-        if self.memory is None:
-            return None, None
-        if embeddings.shape[1] != self.memory.embed_dim:
-            raise ValueError(f'{type(self).__name__}: embed_dim={self.memory.embed_dim} but '
-                             f'the embeddings have dimension {embeddings.shape[1]}')
-        return self.memory.get(embeddings.dtype)
+def pair_loss_with_memory(owner: str, pair_loss: PairLoss, memory: Optional[CrossBatchMemory],
+                          embeddings: Tensor, labels: Tensor,
+                          memory_embeddings: Optional[Tensor] = None) -> Tensor:
+    """One XBM step of a pair-based loss: batch vs (batch ∪ memory), then enqueue.
 
-    def update_memory(self, embeddings: Tensor, labels: Tensor,
-                      memory_embeddings: Optional[Tensor] = None) -> None:
-        """Enqueue ``memory_embeddings`` (e.g. momentum-encoder keys, same order
-        as ``labels``) if given, else the detached ``embeddings``."""
-        if memory_embeddings is not None:
-            if self.memory is None:
-                raise ValueError(f'{type(self).__name__}: memory_embeddings were given but '
-                                 'memory_size=0 (no memory to fill)')
-            if memory_embeddings.shape != embeddings.shape:
-                raise ValueError(f'{type(self).__name__}: memory_embeddings must have the '
-                                 f'shape of embeddings {tuple(embeddings.shape)}, got '
-                                 f'{tuple(memory_embeddings.shape)}')
-        if self.memory is None or not self.training:
-            return
-        self.memory.step(embeddings if memory_embeddings is None else memory_embeddings,
-                         labels)
+    1. Read the memory entries (M x D, M; none without a memory or during
+       its warm-up), in the dtype of ``embeddings``.
+    2. ``loss = pair_loss(embeddings, labels, ref_embeddings=...,
+       ref_labels=...)`` (keywords, so a ``functools.partial`` that fixes
+       the loss's hyper-parameters by keyword fits).
+    3. In training mode (``memory.training``), enqueue ``memory_embeddings``
+       (e.g. momentum-encoder keys, in the order of ``labels``) if given, else
+       the detached ``embeddings``. The memory is read in eval mode but not
+       filled.
+
+    The batch is enqueued only after the loss, so it is never its own positive.
+
+    Args:
+        owner (str): the loss class, named in the errors.
+        pair_loss (PairLoss): the loss to extend with the memory.
+        memory (CrossBatchMemory, optional): None = the batch only.
+        embeddings (Tensor): B x D.
+        labels (Tensor): B integer labels.
+        memory_embeddings (Tensor, optional): B x D, enqueued instead of
+            ``embeddings``; an error without a memory.
+
+    Returns:
+        Tensor: the scalar of ``pair_loss``.
+    """
+    if memory_embeddings is not None:
+        if memory is None:
+            raise ValueError(f'{owner}: memory_embeddings were given but memory_size=0 '
+                             '(no memory to fill)')
+        if memory_embeddings.shape != embeddings.shape:
+            raise ValueError(f'{owner}: memory_embeddings must have the shape of embeddings '
+                             f'{tuple(embeddings.shape)}, got {tuple(memory_embeddings.shape)}')
+    if memory is None:
+        return pair_loss(embeddings, labels)
+    if embeddings.shape[1] != memory.embed_dim:
+        raise ValueError(f'{owner}: embed_dim={memory.embed_dim} but the embeddings have '
+                         f'dimension {embeddings.shape[1]}')
+    ref_embeddings, ref_labels = memory.get(embeddings.dtype)
+    loss = pair_loss(embeddings, labels, ref_embeddings=ref_embeddings, ref_labels=ref_labels)
+    if memory.training:
+        memory.step(embeddings if memory_embeddings is None else memory_embeddings, labels)
+    return loss

@@ -1,12 +1,15 @@
 """Adapter to PyTorch Metric Learning (PML) miners (wrapped for the same
-reason as the losses, see :mod:`irtbox.models.losses.pml`)."""
+reason as the losses, see :mod:`irtbox.models.losses.pml`); the class lookup
+and construction are those of :mod:`irtbox.models.pml_adapter`."""
 from typing import Tuple
 
 from torch import Tensor, nn
 
 from irtbox.registry import MODELS
-from ..losses.pml import build_pml, pml_class
+from ..pml_adapter import build_pml, pml_class
 from ..losses.utils import check_embeddings_labels
+
+__all__ = ['PMLMiner']
 
 
 @MODELS.register_module()

@@ -152,13 +152,13 @@ class ImageRetriever(BaseModel):
             raise RuntimeError('ImageRetriever: training needs a head (model.head in the config).')
         labels = torch.stack([s.gt_label for s in data_samples]).to(inputs.device)
         embeddings = self._embed(inputs, self.backbone, self.neck)
-        kwargs = {}
+        memory_embeddings = None
         if self.momentum_encoder is not None:
             self._momentum_update()
             with torch.no_grad():
-                kwargs['memory_embeddings'] = self._embed(
+                memory_embeddings = self._embed(
                     inputs, self.momentum_encoder['backbone'], self.momentum_encoder['neck'])
-        return self.head.loss(embeddings, labels, **kwargs)
+        return self.head.loss(embeddings, labels, memory_embeddings=memory_embeddings)
 
     def predict(self, inputs: torch.Tensor,
                 data_samples: Optional[List[DataSample]] = None) -> List[DataSample]:

@@ -41,13 +41,31 @@ def test_zero_weight_is_not_computed():
     assert int(head.losses['contrastive'].memory.num_steps) == 0  # never called
 
 
-def test_kwargs_go_only_to_losses_that_take_them():
+def test_memory_embeddings_go_only_to_losses_that_use_a_memory():
     head = irt_r_head()
     keys = F.normalize(torch.randn(8, 4), dim=1)
     head.loss(Z, Y, memory_embeddings=keys)  # KoLeoLoss.forward would reject the keyword
     assert torch.equal(head.losses['contrastive'].memory.get()[0], keys)
-    with pytest.raises(TypeError, match="no loss accepts the keyword 'sample_idx'"):
-        head.loss(Z, Y, sample_idx=torch.arange(8))
+    with pytest.raises(ValueError, match='memory_embeddings were given .* no loss uses a memory'):
+        EmbeddingHead(losses=dict(koleo=KoLeoLoss())).loss(Z, Y, memory_embeddings=keys)
+
+
+def test_losses_declare_the_memory_instead_of_a_signature():
+    """The head reads ``uses_memory``, not the forward's parameters."""
+
+    class Spy(torch.nn.Module):
+        uses_memory = True
+
+        def forward(self, embeddings, labels, **kwargs):
+            self.kwargs = kwargs
+            return embeddings.sum() * 0
+
+    head = EmbeddingHead(losses=dict(spy=Spy(), koleo=KoLeoLoss()))
+    head.loss(Z, Y)
+    assert head.losses['spy'].kwargs == dict(memory_embeddings=None)
+    keys = F.normalize(torch.randn(8, 4), dim=1)
+    head.loss(Z, Y, memory_embeddings=keys)
+    assert head.losses['spy'].kwargs['memory_embeddings'] is keys
 
 
 def test_gradients_flow_through_weighted_sum():

@@ -7,7 +7,7 @@ import torch.multiprocessing as mp
 import torch.nn.functional as F
 
 from irtbox.models.losses import ContrastiveLoss, CrossBatchMemory, ScalableNCALoss
-from irtbox.models.losses import contrastive_loss
+from irtbox.models.losses import build_memory, contrastive_loss, pair_loss_with_memory
 
 
 def entries(start, stop, dim=2):
@@ -116,6 +116,39 @@ def test_state_dict_round_trip_resumes_memory():
     assert resumed(z, y).item() == pytest.approx(loss(z, y).item())
     with pytest.raises(RuntimeError, match='size mismatch'):
         ContrastiveLoss(margin=0.3, memory_size=9, embed_dim=4).load_state_dict(state)
+
+
+def test_any_pair_loss_composes_with_a_memory():
+    """pair_loss_with_memory gives any pair loss the batch plus the memory's
+    entries (read before the batch is enqueued), and enqueues afterwards."""
+    calls = []
+
+    def pair_loss(embeddings, labels, ref_embeddings=None, ref_labels=None):
+        calls.append(None if ref_labels is None else ref_labels.tolist())
+        return embeddings.sum()
+
+    z, y = torch.tensor([[1., 0.], [0., 1.]]), torch.tensor([0, 1])
+    assert pair_loss_with_memory('Spy', pair_loss, None, z, y).item() == 2
+    memory = build_memory('Spy', memory_size=3, embed_dim=2)
+    pair_loss_with_memory('Spy', pair_loss, memory, z, y)
+    pair_loss_with_memory('Spy', pair_loss, memory, z, y + 5)
+    memory.eval()
+    pair_loss_with_memory('Spy', pair_loss, memory, z, y + 7)
+    assert calls == [None, [], [0, 1], [6, 1, 5]]
+    with pytest.raises(ValueError, match='Spy: memory_embeddings were given but memory_size=0'):
+        pair_loss_with_memory('Spy', pair_loss, None, z, y, memory_embeddings=z)
+    with pytest.raises(ValueError, match='Spy: embed_dim=2 but the embeddings have dimension 3'):
+        pair_loss_with_memory('Spy', pair_loss, memory, torch.zeros(2, 3), y)
+
+
+def test_memory_config_keys():
+    assert build_memory('X', 0) is None
+    with pytest.raises(ValueError, match='X: memory_size=4 needs embed_dim'):
+        build_memory('X', 4)
+    with pytest.raises(ValueError, match='ContrastiveLoss: memory_size must be an int >= 0'):
+        ContrastiveLoss(memory_size=-1)
+    assert ContrastiveLoss().memory is None and ScalableNCALoss().memory is None
+    assert ContrastiveLoss.uses_memory and ScalableNCALoss.uses_memory
 
 
 def test_bad_arguments():

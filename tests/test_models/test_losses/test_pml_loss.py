@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from irtbox.models.losses import PML_CLASSIFICATION_LOSSES, PML_CONTRASTIVE_LOSSES, PMLLoss
+from irtbox.models.losses.pml_equivalents import PMLArcFaceLoss, PMLNormalizedSoftmaxLoss
 from irtbox.models.miners import PMLMiner
 from irtbox.registry import MODELS
 
@@ -75,6 +76,32 @@ def test_value_and_gradients_match_pml(name, mined):
     assert len(grads) == len(ref_grads) == 1 + classification
     for ours_g, ref_g in zip(grads, ref_grads):
         torch.testing.assert_close(ours_g, ref_g, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize('name,kwargs', [
+    ('ArcFaceLoss', {}), ('ArcFaceLoss', dict(margin=10.0, scale=16)),
+    ('NormalizedSoftmaxLoss', {}), ('NormalizedSoftmaxLoss', dict(temperature=0.2))])
+@pytest.mark.parametrize('dtype', [torch.float32, torch.float64])
+def test_one_formula_for_arcface_and_normsoftmax_equal_to_pml(name, kwargs, dtype):
+    """PMLLoss runs irtbox's own ArcFace / normalised softmax formula (one
+    implementation each), in PML's form: the same initial weights from the
+    same seed (N(0, 1), D x C), the same hyper-parameters (ArcFace's margin in
+    degrees) and the same value and gradients as PML's classes."""
+    kwargs = dict(kwargs_for(name), **kwargs)
+    torch.manual_seed(5)
+    ours = PMLLoss(name, **kwargs).to(dtype)
+    torch.manual_seed(5)
+    reference = getattr(pml_losses, name)(**kwargs).to(dtype)
+    assert isinstance(ours.pml_loss, (PMLArcFaceLoss, PMLNormalizedSoftmaxLoss))
+    assert torch.equal(ours.pml_loss.W, reference.W)
+    embeddings, labels = batch(seed=7, dtype=dtype)
+    value, grads = value_and_grads(ours, ours.parameters(), embeddings, labels)
+    ref_value, ref_grads = value_and_grads(
+        lambda e, y: reference(e, y), reference.parameters(), embeddings, labels)
+    tol = dict(rtol=1e-10, atol=1e-12) if dtype == torch.float64 else dict(rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(value, ref_value, **tol)
+    for ours_g, ref_g in zip(grads, ref_grads):
+        torch.testing.assert_close(ours_g, ref_g, **tol)
 
 
 def test_auto_miner_is_multi_similarity_for_contrastive_losses_only():
@@ -182,6 +209,11 @@ def test_bad_inputs():
         PMLLoss('ArcFaceLoss')
     with pytest.raises(ValueError, match="miner must be .*'auto'"):
         PMLLoss('ContrastiveLoss', miner='ms')
+    with pytest.raises(TypeError, match="PMLLoss: cannot build ArcFaceLoss .*'reducer'"):
+        PMLLoss('ArcFaceLoss', num_classes=3, embedding_size=4, reducer=None)
+    with pytest.raises(ValueError, match="name='NormalizedSoftmaxLoss' .* takes no miner"):
+        PMLLoss('NormalizedSoftmaxLoss', num_classes=3, embedding_size=4,
+                miner=dict(type='PMLMiner'))
     loss = PMLLoss('ArcFaceLoss', num_classes=3, embedding_size=4)
     with pytest.raises(ValueError, match=r'labels must lie in \[0, 3\).*\[0, 3\]'):
         loss(torch.randn(2, 4), torch.tensor([0, 3]))
