@@ -18,6 +18,11 @@ from irtbox.structures import DataSample
 KS = (1, 2, 4)
 
 
+def percent(fractions: dict) -> dict:
+    """The functional API's fractions as the metric reports them (percent)."""
+    return {k: 100 * v for k, v in fractions.items()}
+
+
 def make_data(n=25, seed=0):
     rng = np.random.default_rng(seed)
     emb = rng.integers(-1, 2, size=(n, 4)).astype(np.float32)
@@ -53,7 +58,7 @@ def test_shuffled_and_padded_samples_are_ordered_and_deduplicated():
     metric = RetrievalMetric(ks=KS)
     feed(metric, order, emb, labels)
     got = metric.evaluate(size=n)
-    assert got == retrieval_metrics(emb, labels, ks=KS)
+    assert got == percent(retrieval_metrics(emb, labels, ks=KS))
     assert set(got) == {'recall@1', 'recall@2', 'recall@4', 'map@r', 'r_precision',
                         'precision@1'}
     out = metric.last_outputs
@@ -65,7 +70,7 @@ def test_shuffled_and_padded_samples_are_ordered_and_deduplicated():
     # Kept duplicates would add same-label twins as neighbours and raise recall.
     with_dupes = np.concatenate([emb, emb[[3, 17, 0]]]), np.concatenate([labels,
                                                                          labels[[3, 17, 0]]])
-    assert retrieval_metrics(*with_dupes, ks=KS) != got
+    assert percent(retrieval_metrics(*with_dupes, ks=KS)) != got
 
 
 def test_query_gallery_mode():
@@ -77,7 +82,7 @@ def test_query_gallery_mode():
     got = metric.evaluate(size=30)
     expected = retrieval_metrics(emb[is_query], labels[is_query], emb[~is_query],
                                  labels[~is_query], ks=KS)
-    assert got == {f'inshop/{k}': v for k, v in expected.items()}
+    assert got == {f'inshop/{k}': 100 * v for k, v in expected.items()}
     np.testing.assert_array_equal(metric.last_outputs['is_query'], is_query)
 
 
@@ -90,14 +95,15 @@ def test_through_mmengine_evaluator_and_registry():
     for start in range(0, len(samples), 10):
         evaluator.process(data_samples=samples[start:start + 10], data_batch=None)
     got = evaluator.evaluate(len(samples))
-    assert got == retrieval_metrics(emb, labels, ks=(1, 2), map_at_r=False)
+    assert got == percent(retrieval_metrics(emb, labels, ks=(1, 2), map_at_r=False))
 
 
 def test_compute_metrics_matches_evaluate():
     emb, labels = make_data()
     metric = RetrievalMetric(ks=KS)
     feed(metric, range(len(labels)), emb, labels)
-    assert metric.compute_metrics(metric.results) == retrieval_metrics(emb, labels, ks=KS)
+    assert metric.compute_metrics(metric.results) == percent(
+        retrieval_metrics(emb, labels, ks=KS))
 
 
 def test_bad_configs_and_samples():
@@ -186,7 +192,7 @@ def test_two_process_gather_by_sample_index(tmp_path):
                 w.kill()
     ranks = [json.loads((tmp_path / f'rank{r}.json').read_text()) for r in range(2)]
     assert [r['num_seen'] for r in ranks] == [12, 12]  # 24 = 23 + one padding repeat
-    expected = retrieval_metrics(emb, labels, ks=(1, 2, 4))
+    expected = percent(retrieval_metrics(emb, labels, ks=(1, 2, 4)))
     for r in ranks:  # rank 1 gets rank 0's result by broadcast
         assert r['metrics'] == pytest.approx(expected, abs=0)
     assert ranks[0]['sample_idx'] == list(range(23))

@@ -61,19 +61,19 @@ def test_hand_computed_with_junk():
     metric = RetrievalMetric(ks=(1, ), map_at_r=False, map_at_all=True)
     feed(metric, emb, labels, is_query)
     got = metric.evaluate(size=6)
-    assert got['map@all'] == pytest.approx((1 / 2 + 2 / 4) / 2)
+    assert got['map@all'] == pytest.approx(100 * (1 / 2 + 2 / 4) / 2)
     assert got['recall@1'] == 0
     # Junk 1 (ranked first): the positives move to 0 and 2.
     metric.dataset_meta = dict(junk={0: [1]})
     feed(metric, emb, labels, is_query)
     got = metric.evaluate(size=6)
-    assert got['map@all'] == pytest.approx((1 + 2 / 3) / 2)
+    assert got['map@all'] == pytest.approx(100 * (1 + 2 / 3) / 2)
     assert got['recall@1'] == 0  # the junk affects map@all only
-    np.testing.assert_allclose(metric.last_outputs['ap_all'], [(1 + 2 / 3) / 2])
+    np.testing.assert_allclose(metric.last_outputs['ap_all'], [100 * (1 + 2 / 3) / 2])
     # A positive as junk: only 4 is left, at position 1 after removing 1.
     metric.dataset_meta = dict(junk={0: [1, 2]})
     feed(metric, emb, labels, is_query)
-    assert metric.evaluate(size=6)['map@all'] == pytest.approx(1 / 2)
+    assert metric.evaluate(size=6)['map@all'] == pytest.approx(100 / 2)
 
 
 @pytest.mark.parametrize('chunk_size', [1, 4, 1024])
@@ -93,13 +93,13 @@ def test_query_gallery_against_brute_force(chunk_size):
     got = metric.evaluate(size=n)
     expected = slow_map_at_all(emb, labels, is_query, junk)
     assert np.isnan(expected[-1])
-    np.testing.assert_allclose(metric.last_outputs['ap_all'], expected, rtol=1e-6,
+    np.testing.assert_allclose(metric.last_outputs['ap_all'], 100 * expected, rtol=1e-6,
                                equal_nan=True)
-    assert got['mine/map@all'] == pytest.approx(np.nanmean(expected), rel=1e-6)
+    assert got['mine/map@all'] == pytest.approx(100 * np.nanmean(expected), rel=1e-6)
     assert set(got) == {'mine/recall@1', 'mine/recall@5', 'mine/map@r', 'mine/r_precision',
                         'mine/precision@1', 'mine/map@all'}
     # Without the junk the number differs (the test can fail).
-    assert np.nanmean(slow_map_at_all(emb, labels, is_query, {})) != pytest.approx(
+    assert 100 * np.nanmean(slow_map_at_all(emb, labels, is_query, {})) != pytest.approx(
         got['mine/map@all'])
 
 
@@ -113,7 +113,7 @@ def test_leave_one_out_excludes_the_query_itself():
     got = metric.evaluate(size=20)
     assert set(got) == {'map@all'}
     expected = slow_map_at_all(emb, labels, np.zeros(20, dtype=bool), {3: [5, 7]})
-    assert got['map@all'] == pytest.approx(np.nanmean(expected), rel=1e-6)
+    assert got['map@all'] == pytest.approx(100 * np.nanmean(expected), rel=1e-6)
 
 
 def test_off_by_default():
@@ -137,7 +137,7 @@ def test_csv_junk_file_end_to_end():
     junk = ds.metainfo['junk']
     assert junk  # the fixture's junk lines of the test split
     expected = slow_map_at_all(emb, labels, is_query, junk)
-    assert got['map@all'] == pytest.approx(np.nanmean(expected), rel=1e-6)
+    assert got['map@all'] == pytest.approx(100 * np.nanmean(expected), rel=1e-6)
 
 
 @pytest.mark.parametrize('junk, error, message', [

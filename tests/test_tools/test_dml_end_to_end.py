@@ -103,7 +103,7 @@ def test_early_stopping_keeps_the_best(trained):
     (scalars, ) = glob.glob(osp.join(work_dir, '*', 'vis_data', 'scalars.json'))
     with open(scalars) as f:
         validations = [r for r in map(json.loads, f) if 'precision@1' in r]
-    assert [r['precision@1'] for r in validations] == [1.0, 1.0]
+    assert [r['precision@1'] for r in validations] == [100.0, 100.0]  # percent
 
 
 def test_learning_rates_in_the_optimizer(trained):
@@ -156,7 +156,7 @@ def test_best_weights_tested(trained, tmp_path, in_root):
         reported = json.load(f)
     assert reported == pytest.approx(metrics)
     for key in ('map@r', 'precision@1'):
-        assert 0.0 <= reported[key] <= 1.0, key
+        assert 0.0 <= reported[key] <= 100.0, key  # percent
 
     npz_out = str(tmp_path / 'x.npz')
     test_tool.main(args + ['--out', npz_out] + options)
@@ -166,8 +166,8 @@ def test_best_weights_tested(trained, tmp_path, in_root):
     assert sorted(np.unique(results['labels'], return_counts=True)[1]) == \
         sorted(np.unique(test_labels, return_counts=True)[1])
     expected = brute_force(results['embeddings'], results['labels'])
-    assert reported['map@r'] == pytest.approx(expected['map_at_r'], abs=1e-9)
-    assert reported['precision@1'] == pytest.approx(expected['precision_at_1'], abs=1e-9)
+    assert reported['map@r'] == pytest.approx(100 * expected['map_at_r'], abs=1e-7)
+    assert reported['precision@1'] == pytest.approx(100 * expected['precision_at_1'], abs=1e-7)
 
 
 def test_amp_flag_is_refused_for_bf16_configs(tmp_path):

@@ -122,14 +122,14 @@ def main():
         writer = csv.writer(f)
         writer.writerow(['variant'] + [key for key, _ in COLUMNS])
         for name, metrics in results.items():
-            writer.writerow([name] + [f'{metrics[key]:.4f}' for key, _ in COLUMNS])
+            writer.writerow([name] + [f'{metrics[key]:.2f}' for key, _ in COLUMNS])
 
     print(f'\nDigits 5-9 (unseen classes), leave-one-out, {time.time() - start_time:.0f} s in all; '
           f'results in {args.work_dir}/results.{{json,csv}}\n')
     print(f'{"":8}' + ''.join(f'{title:>8}' for _, title in COLUMNS))
     for name, metrics in results.items():
-        print(f'{name:8}' + ''.join(f'{100 * metrics[key]:8.1f}' for key, _ in COLUMNS))
-    gain = 100 * (results['IRT_R']['recall@1'] - results['IRT_O']['recall@1'])
+        print(f'{name:8}' + ''.join(f'{metrics[key]:8.1f}' for key, _ in COLUMNS))
+    gain = results['IRT_R']['recall@1'] - results['IRT_O']['recall@1']
     print(f'\nIRT_R - IRT_O Recall@1: {gain:+.1f} points')
     browser = osp.join(args.work_dir, SHOW_SUBDIR, 'index.html')
     print(f"IRT_R's results browser: {browser} (result grids and failures.csv beside it)")

@@ -41,8 +41,9 @@ class RetrievalMetric(BaseMetric):
     - query/gallery otherwise: samples with ``is_query=True`` are searched in
       the other samples only (In-Shop).
 
-    Metrics, all fractions in [0, 1] (not percentages):
-    ``recall@K`` for each K = fraction of queries with a same-label item in
+    Metrics, all in percent (as in the papers' tables and as
+    :class:`RevisitedMetric` reports; the functional API returns fractions):
+    ``recall@K`` for each K = percentage of queries with a same-label item in
     their K nearest neighbours (Song et al., CVPR 2016; every query counts);
     ``map@r`` = mean over queries of (1/R) Σ_{j≤R} rel_j·P@j, ``r_precision``
     = mean of (Σ_{j≤R} rel_j)/R and ``precision@1`` = mean of rel_1, with R the
@@ -192,10 +193,10 @@ class RetrievalMetric(BaseMetric):
                                         **self.search)
         if self.map_at_all:
             aps = self._average_precisions(data)
-            data['ap_all'] = aps
+            data['ap_all'] = 100 * aps
             metrics['map@all'] = float(np.nanmean(aps)) if not np.isnan(aps).all() \
                 else float('nan')
-        return metrics
+        return {key: 100 * value for key, value in metrics.items()}
 
     def _average_precisions(self, data: Dict[str, np.ndarray]) -> np.ndarray:
         """AP of every query over its full gallery ranking, junk removed (NaN: no positive)."""
