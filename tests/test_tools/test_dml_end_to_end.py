@@ -90,7 +90,7 @@ def test_early_stopping_keeps_the_best(trained):
     saved = {osp.basename(p) for p in glob.glob(osp.join(work_dir, '*.pth'))}
     assert saved == {'best.pth', f'iter_{VAL_INTERVAL}.pth', f'iter_{stop}.pth'}
     best = safe_torch_load(osp.join(work_dir, 'best.pth'))
-    assert best['meta']['early_stopping'] == dict(best=1.0, wait=0, best_iter=VAL_INTERVAL)
+    assert best['meta']['early_stopping'] == dict(best=100.0, wait=0, best_iter=VAL_INTERVAL)
     assert 'optimizer' not in best
     at_best = safe_torch_load(osp.join(work_dir, f'iter_{VAL_INTERVAL}.pth'))['state_dict']
     assert best['state_dict'].keys() == at_best.keys()
