@@ -220,3 +220,26 @@ def test_revisited_metrics_bad_input():
         revisited_metrics(db[:2], db, {'medium': [dict(ok=[1])]})
     with pytest.raises(ValueError, match='database is empty'):
         revisited_metrics(db[:1], db[:0], {'medium': [dict(ok=[])]})
+
+
+@pytest.mark.parametrize('bad', [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize('chunk_size', [1, 3])
+def test_bad_database_found_in_the_similarities(bad, chunk_size):
+    """The database is not scanned up front: a NaN / inf entry is found in the similarity
+    block, even where the query is 0 in that dimension (0 x inf = NaN), in any chunk."""
+    rng = np.random.default_rng(0)
+    query = rng.standard_normal((5, 4)).astype(np.float32)
+    query[:, 2] = 0
+    db = rng.standard_normal((30, 4)).astype(np.float32)
+    db[17, 2] = bad
+    gnd = {'medium': [dict(ok=[0])] * 5}
+    with pytest.raises(ValueError, match='revisited_metrics: db_emb contains NaN or infinite'):
+        revisited_metrics(query, db, gnd, chunk_size=chunk_size)
+    with pytest.raises(ValueError, match='rank_database: db_emb contains NaN or infinite'):
+        rank_database(query, db, chunk_size=chunk_size)
+
+
+def test_overflowing_similarities_are_an_error():
+    db = np.full((3, 2), 3e38, dtype=np.float32)
+    with pytest.raises(ValueError, match='revisited_metrics: inner products overflow float32'):
+        revisited_metrics(db[:1], db, {'medium': [dict(ok=[0])]})

@@ -10,9 +10,11 @@ ArrayLike = Union[np.ndarray, torch.Tensor]
 
 
 def as_float_matrix(x: ArrayLike, name: str, owner: str,
-                    keep_float64: bool = False) -> torch.Tensor:
+                    keep_float64: bool = False, check: bool = True) -> torch.Tensor:
     """``x`` as a 2-D float tensor of finite values (float32, or float64 kept when
-    ``keep_float64``; shares memory where it can), else an error naming ``owner`` and ``name``."""
+    ``keep_float64``; shares memory where it can), else an error naming ``owner`` and ``name``.
+    ``check=False`` leaves the NaN / inf check to the caller (see
+    :func:`~irtbox.evaluation.functional.search.similarity_blocks`)."""
     if isinstance(x, torch.Tensor):
         if x.is_complex():
             raise TypeError(f'{owner}: {name} must hold real numbers, got dtype {x.dtype}.')
@@ -28,7 +30,8 @@ def as_float_matrix(x: ArrayLike, name: str, owner: str,
         raise ValueError(f'{owner}: {name} must be 2-D (items x dimension), got shape '
                          f'{tuple(t.shape)}.')
     t = t if keep_float64 and t.dtype == torch.float64 else t.float()
-    check_finite(t, name, owner)
+    if check:
+        check_finite(t, name, owner)
     return t
 
 
@@ -41,11 +44,7 @@ def check_finite(t: torch.Tensor, name: str, owner: str) -> None:
     """
     if t.numel() == 0:
         return
-    if t.device.type == 'cpu':
-        a = t.numpy()
-        low, high = np.min(a), np.max(a)
-    else:
-        low, high = (float(v) for v in torch.aminmax(t))
+    low, high = (float(v) for v in torch.aminmax(t))
     if not (np.isfinite(low) and np.isfinite(high)):
         raise ValueError(f'{owner}: {name} contains NaN or infinite values.')
 

@@ -220,11 +220,12 @@ def rank_database(query_emb: ArrayLike,
     out_device = query_emb.device if as_tensor else torch.device('cpu')
     query, db = prepare_pair(query_emb, db_emb, 'rank_database', normalize=False,
                              names=('query_emb', 'db_emb'), keep_float64=True,
-                             role='database')
+                             role='database', check_gallery=False)
     chunk_size = auto_chunk_size(chunk_size, db.shape[0], 'rank_database')
     device = torch.device(device) if device is not None else out_device
     ranks = torch.empty(db.shape[0], query.shape[0], dtype=torch.long, device=out_device)
-    for start, sims in similarity_blocks(query, db, chunk_size, device):
+    for start, sims in similarity_blocks(query, db, chunk_size, device,
+                                         checked=('rank_database', 'db_emb')):
         order = torch.sort(sims, dim=1, descending=True, stable=True).indices
         ranks[:, start:start + len(sims)] = order.T.to(out_device)
     return ranks if as_tensor else ranks.numpy()
@@ -262,7 +263,7 @@ def revisited_metrics(query_emb: ArrayLike,
     kappas = _as_kappas(kappas)
     query, db = prepare_pair(query_emb, db_emb, 'revisited_metrics', normalize=False,
                              names=('query_emb', 'db_emb'), keep_float64=True,
-                             role='database')
+                             role='database', check_gallery=False)
     n_q, n_db = query.shape[0], db.shape[0]
     chunk_size = auto_chunk_size(chunk_size, n_db, 'revisited_metrics', _BLOCK_BYTES)
     checked = {name: [_checked_gnd(g, i, n_db, 'revisited_metrics') for i, g in enumerate(gnd)]
@@ -274,7 +275,8 @@ def revisited_metrics(query_emb: ArrayLike,
                              'query.')
     aps = {name: np.empty(n_q) for name in checked}
     prs = {name: np.empty((n_q, len(kappas))) for name in checked}
-    for start, sims in similarity_blocks(query, db, chunk_size, device):
+    for start, sims in similarity_blocks(query, db, chunk_size, device,
+                                         checked=('revisited_metrics', 'db_emb')):
         sims = sims.cpu().numpy()
         for row, scores in enumerate(sims):
             i = start + row
