@@ -10,6 +10,7 @@ from mmengine.model import BaseModule
 from torch.utils.checkpoint import checkpoint as grad_checkpoint
 
 from irtbox.registry import MODELS
+from irtbox.structures import ViTFeatures
 from irtbox.utils.checkpoint import load_state_dict_file
 
 POS_EMBED_MODES = ('timm', 'dpe-bilinear', 'dpe-bicubic', 'none', 'cpe')
@@ -221,17 +222,14 @@ class TimmBackbone(BaseModule):
             for index, (grid, prefix) in zip(self.out_indices, feats):
                 if index == last and self.norm == 'last':
                     prefix, grid = self._final_norm(prefix, grid)
-                outs.append((prefix, grid))
+                outs.append(ViTFeatures(prefix, grid))
             return tuple(outs)
         return tuple(self.model.forward_intermediates(
             x, indices=list(self.out_indices), intermediates_only=True))
 
-    def _final_norm(self, prefix: torch.Tensor, grid: torch.Tensor):
-        b, d, h, w = grid.shape
-        tokens = torch.cat([prefix, grid.flatten(2).transpose(1, 2)], dim=1)
-        tokens = self.model.norm(tokens)
-        p = prefix.shape[1]
-        return tokens[:, :p], tokens[:, p:].transpose(1, 2).reshape(b, d, h, w)
+    def _final_norm(self, prefix: torch.Tensor, grid: torch.Tensor) -> ViTFeatures:
+        tokens = self.model.norm(ViTFeatures(prefix, grid).tokens())
+        return ViTFeatures.from_tokens(tokens, prefix.shape[1], *grid.shape[-2:])
 
     # Own token path (pos_embed other than 'timm').
 
@@ -288,7 +286,7 @@ class TimmBackbone(BaseModule):
             if pool is not None:
                 grid, prefix = pool(grid, prefix)
             b, d, h, w = grid.shape
-            tokens = pre_norm(torch.cat([prefix, grid.flatten(2).transpose(1, 2)], dim=1))
+            tokens = pre_norm(ViTFeatures(prefix, grid).tokens())
             for block in blocks:
                 tokens = grad_checkpoint(block, tokens, use_reentrant=False) \
                     if use_checkpoint else block(tokens)
@@ -297,20 +295,14 @@ class TimmBackbone(BaseModule):
                 if index in self.out_indices:
                     final = self.norm == 'all' or (
                         self.norm == 'last' and index == self.num_layers - 1)
-                    outs.append(self._split(self.model.norm(tokens) if final else tokens, p, h, w))
+                    outs.append(ViTFeatures.from_tokens(
+                        self.model.norm(tokens) if final else tokens, p, h, w))
                     if len(outs) == len(self.out_indices):
                         return tuple(outs)
                 index += 1
-            prefix, grid = self._split(tokens, p, h, w)
+            prefix, grid = ViTFeatures.from_tokens(tokens, p, h, w)
         return tuple(outs)
 
-    @staticmethod
-    def _split(tokens: torch.Tensor, p: int, h: int, w: int):
-        """B x (P + h w) x D tokens -> (B x P x D, B x D x h x w)."""
-        grid = tokens[:, p:].transpose(1, 2).reshape(tokens.shape[0], -1, h, w)
-        return tokens[:, :p], grid
-
     def _conditional_pos_embed(self, tokens, p, h, w):
-        prefix, grid = self._split(tokens, p, h, w)
-        grid = grid + self.cpe(grid)
-        return torch.cat([prefix, grid.flatten(2).transpose(1, 2)], dim=1)
+        prefix, grid = ViTFeatures.from_tokens(tokens, p, h, w)
+        return ViTFeatures(prefix, grid + self.cpe(grid)).tokens()

@@ -21,6 +21,7 @@ import torch
 import torch.nn as nn
 
 from irtbox.registry import MODELS
+from irtbox.structures import ViTFeatures
 from .elm import EnhancedLocalityModule
 from .fusions import FUSION_MODES, FeatureFusion, orthogonal_fusion
 from .poolers import AvgPool, GeMPool
@@ -46,9 +47,10 @@ def aggregate_layers(x: torch.Tensor, mode: str = 'mean',
     raise ValueError(f'aggregate_layers: mode={mode!r}; expected one of {AGGREGATIONS}.')
 
 
-def global_token(prefix: torch.Tensor, grid: torch.Tensor, token: str = 'cls') -> torch.Tensor:
+def global_token(features: ViTFeatures, token: str = 'cls') -> torch.Tensor:
     """One layer's global token, B x D: CLS (prefix index 0), DIST (index 1, DeiT-distilled /
     PiT) or the mean of the patch tokens (DToP Table A5's three feature types)."""
+    prefix = features.prefix
     if token == 'cls':
         return prefix[:, 0]
     if token == 'dist':
@@ -58,7 +60,7 @@ def global_token(prefix: torch.Tensor, grid: torch.Tensor, token: str = 'cls') -
                              f'{prefix.shape[1]} prefix token(s).')
         return prefix[:, 1]
     if token == 'patch':
-        return grid.mean(dim=(-2, -1))
+        return features.grid.mean(dim=(-2, -1))
     raise ValueError(f'global_token: token={token!r}; expected one of {GLOBAL_TOKENS}.')
 
 
@@ -95,10 +97,10 @@ class LayerAggregation(nn.Module):
 
 @MODELS.register_module()
 class DToPNeck(nn.Module):
-    """DToP's neck: k layers of (prefix, grid) -> one global descriptor B x N.
+    """DToP's neck: k layers of ViTFeatures -> one global descriptor B x N.
 
-    Input: the backbone tuple, one ``(prefix B x P x D, grid B x D x h x w)`` pair
-    per collected layer (``TimmBackbone(out_indices=(-k, ..., -1), norm=True)``
+    Input: the backbone tuple, one :class:`~irtbox.structures.ViTFeatures`
+    (prefix B x P x D, grid B x D x h x w) per collected layer (``TimmBackbone(out_indices=(-k, ..., -1), norm=True)``
     passes every layer through the final LayerNorm; ``norm=False`` only the
     last); any k >= 1 and any grid size. Output: B x N, not normalised.
 
@@ -211,18 +213,19 @@ class DToPNeck(nn.Module):
     def _layers(self, inputs):
         """Checks the backbone tuple; returns u_l (k x B x D; None for the local branch only)
         and Y_l (k x B x D x h x w)."""
-        if not isinstance(inputs, (tuple, list)) or not inputs:
-            raise ValueError('DToPNeck: expected the backbone tuple of (prefix, grid) pairs, '
-                             f'got {type(inputs).__name__}.')
+        if not isinstance(inputs, (tuple, list)) or isinstance(inputs, ViTFeatures) or not inputs:
+            raise ValueError('DToPNeck: expected the backbone tuple of ViTFeatures, one per '
+                             f'layer, got {type(inputs).__name__}.')
         if self.num_layers is not None and len(inputs) != self.num_layers:
             raise ValueError(f'DToPNeck: num_layers={self.num_layers} but the backbone returned '
                              f'{len(inputs)} layers; match it to the backbone out_indices.')
         tokens, grids = [], []
         for i, entry in enumerate(inputs):
-            if not (isinstance(entry, (tuple, list)) and len(entry) == 2):
+            if not isinstance(entry, ViTFeatures):
                 raise ValueError('DToPNeck needs a vision transformer backbone: each layer a '
-                                 f'(prefix B x P x D, grid B x D x h x w) pair; layer {i} is not.')
-            prefix, grid = entry
+                                 f'ViTFeatures (prefix B x P x D, grid B x D x h x w); layer {i} '
+                                 f'is a {type(entry).__name__}.')
+            grid = entry.grid
             if grid.dim() != 4 or grid.shape[1] != self.in_channels:
                 raise ValueError(f'DToPNeck: layer {i} grid has shape {tuple(grid.shape)}; '
                                  f'expected B x {self.in_channels} (in_channels) x h x w.')
@@ -230,7 +233,7 @@ class DToPNeck(nn.Module):
                 raise ValueError(f'DToPNeck: layer {i} grid {tuple(grid.shape)} differs from '
                                  f'layer 0 {tuple(grids[0].shape)}.')
             if self.branches != 'local':
-                tokens.append(global_token(prefix, grid, self.global_token))
+                tokens.append(global_token(entry, self.global_token))
             grids.append(grid)
         return (torch.stack(tokens) if tokens else None), torch.stack(grids)
 

@@ -1,33 +1,45 @@
 """Global poolers: one descriptor per image from a backbone's last returned layer.
 
 Each takes the backbone output (a tuple with one entry per layer) and pools the
-last entry. A ViT entry is ``(prefix B x P x D, grid B x D x h x w)``; a CNN entry
-is a map B x C x h x w. Token poolers need a ViT; map poolers accept both (for a
-ViT they pool the patch grid, prefix tokens excluded, as in IRT Table 9).
+last entry. A ViT entry is a :class:`~irtbox.structures.ViTFeatures` (prefix
+B x P x D, grid B x D x h x w); a CNN entry is a map B x C x h x w. Token poolers
+need a ViT; map poolers accept both (for a ViT they pool the patch grid, prefix
+tokens excluded, as in IRT Table 9).
 """
 import torch
 import torch.nn as nn
 
 from irtbox.registry import MODELS
+from irtbox.structures import ViTFeatures
+
+__all__ = ['last_layer', 'last_grid', 'last_vit_features', 'gem', 'ClsTokenPool',
+           'DistTokenPool', 'AvgPool', 'MaxPool', 'GeMPool']
+
+
+def last_layer(inputs):
+    """The last layer of the backbone output (or ``inputs`` itself when it is one layer)."""
+    if torch.is_tensor(inputs) or isinstance(inputs, ViTFeatures):
+        return inputs
+    return inputs[-1]
 
 
 def last_grid(inputs) -> torch.Tensor:
     """The B x C x h x w map of the last layer (patch grid for a ViT)."""
-    entry = inputs[-1] if isinstance(inputs, (tuple, list)) else inputs
-    if isinstance(entry, (tuple, list)):
-        entry = entry[1]
+    entry = last_layer(inputs)
+    if isinstance(entry, ViTFeatures):
+        entry = entry.grid
     if entry.dim() != 4:
         raise ValueError(f'expected a B x C x h x w feature map, got shape {tuple(entry.shape)}')
     return entry
 
 
-def last_prefix(inputs, name: str) -> torch.Tensor:
-    """The B x P x D prefix tokens of the last layer; errors for CNN features."""
-    entry = inputs[-1] if isinstance(inputs, (tuple, list)) else inputs
-    if not isinstance(entry, (tuple, list)):
+def last_vit_features(inputs, name: str) -> ViTFeatures:
+    """The last layer's :class:`ViTFeatures`; errors for CNN features."""
+    entry = last_layer(inputs)
+    if not isinstance(entry, ViTFeatures):
         raise ValueError(f'{name} needs a vision transformer backbone (prefix tokens); '
                          'the backbone returned a feature map. Use a map pooler (AvgPool, GeMPool, ...).')
-    return entry[0]
+    return entry
 
 
 def gem(x: torch.Tensor, p: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -43,7 +55,7 @@ class ClsTokenPool(nn.Module):
     """The CLS token of the last layer (IRT's default descriptor). -> B x D."""
 
     def forward(self, inputs) -> torch.Tensor:
-        return last_prefix(inputs, 'ClsTokenPool')[:, 0]
+        return last_vit_features(inputs, 'ClsTokenPool').prefix[:, 0]
 
 
 @MODELS.register_module()
@@ -51,7 +63,7 @@ class DistTokenPool(nn.Module):
     """The distillation token of a DeiT† (``*_distilled_*``) model. -> B x D."""
 
     def forward(self, inputs) -> torch.Tensor:
-        prefix = last_prefix(inputs, 'DistTokenPool')
+        prefix = last_vit_features(inputs, 'DistTokenPool').prefix
         if prefix.shape[1] < 2:
             raise ValueError('DistTokenPool needs a model with a distillation token '
                              '(e.g. deit_small_distilled_patch16_224); this one has only CLS.')

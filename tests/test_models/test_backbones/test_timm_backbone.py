@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from irtbox.models.backbones import TimmBackbone
+from irtbox.structures import ViTFeatures
 
 
 def tiny_vit(**kwargs):
@@ -16,7 +17,9 @@ def test_vit_last_layer_matches_forward_features():
     torch.manual_seed(0)
     backbone = tiny_vit().eval()
     x = torch.randn(2, 3, 32, 32)
-    (prefix, grid), = backbone(x)
+    (feats,) = backbone(x)
+    assert isinstance(feats, ViTFeatures)
+    prefix, grid = feats.prefix, feats.grid
     tokens = backbone.model.forward_features(x)
     assert prefix.shape == (2, 1, 192) and grid.shape == (2, 192, 4, 4)
     torch.testing.assert_close(prefix[:, 0], tokens[:, 0])

@@ -4,6 +4,7 @@ import torch.nn as nn
 
 from irtbox.models.necks import DToPNeck, LayerAggregation, aggregate_layers
 from irtbox.registry import MODELS
+from irtbox.structures import ViTFeatures
 from irtbox.utils import register_all_modules
 
 register_all_modules()
@@ -11,8 +12,8 @@ register_all_modules()
 
 def layers(k=3, b=2, d=8, h=4, w=5, prefix=2, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return tuple((torch.randn(b, prefix, d, generator=g), torch.randn(b, d, h, w, generator=g))
-                 for _ in range(k))
+    return tuple(ViTFeatures(torch.randn(b, prefix, d, generator=g),
+                             torch.randn(b, d, h, w, generator=g)) for _ in range(k))
 
 
 def small(**kwargs):
@@ -106,8 +107,8 @@ def test_layer_aggregation_module():
 def test_r2_aggregates_before_the_elm(aggregation, combine):
     neck = small(aggregation=aggregation).eval()
     feats = layers(k=3)
-    merged = ((combine(torch.stack([p for p, _ in feats])),
-               combine(torch.stack([g for _, g in feats]))),)
+    merged = (ViTFeatures(combine(torch.stack([f.prefix for f in feats])),
+                          combine(torch.stack([f.grid for f in feats]))),)
     torch.testing.assert_close(neck(feats), neck(merged))
 
 
@@ -119,8 +120,8 @@ def test_softmax_aggregation_weights_the_layers():
     feats = layers(k=3)
     wg = torch.tensor([0.0, 1.0, 2.0]).softmax(0)
     wl = torch.tensor([2.0, 0.0, -1.0]).softmax(0)
-    merged = ((sum(wg[i] * feats[i][0] for i in range(3)),
-               sum(wl[i] * feats[i][1] for i in range(3))),)
+    merged = (ViTFeatures(sum(wg[i] * feats[i].prefix for i in range(3)),
+                          sum(wl[i] * feats[i].grid for i in range(3))),)
     plain = small().eval()
     plain.load_state_dict(neck.state_dict(), strict=False)
     torch.testing.assert_close(neck(feats), plain(merged))
@@ -196,7 +197,8 @@ def test_out_dim_projection():
 
 def test_gradients_reach_every_parameter_and_layer():
     neck = small(aggregation='softmax', num_layers=3, fusion='fast_normalized').train()
-    feats = tuple((p.requires_grad_(), g.requires_grad_()) for p, g in layers(k=3))
+    feats = tuple(ViTFeatures(f.prefix.requires_grad_(), f.grid.requires_grad_())
+                  for f in layers(k=3))
     neck(feats).pow(2).sum().backward()
     for name, param in neck.named_parameters():
         assert param.grad is not None and param.grad.abs().sum() > 0, name
