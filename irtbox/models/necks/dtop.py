@@ -24,10 +24,9 @@ from irtbox.registry import MODELS
 from irtbox.structures import ViTFeatures
 from .elm import EnhancedLocalityModule
 from .fusions import FUSION_MODES, FeatureFusion, orthogonal_fusion
-from .poolers import AvgPool, GeMPool
+from .poolers import GLOBAL_TOKENS, AvgPool, GeMPool, global_token
 
 AGGREGATIONS = ('mean', 'sum', 'softmax')
-GLOBAL_TOKENS = ('cls', 'dist', 'patch')
 
 
 def aggregate_layers(x: torch.Tensor, mode: str = 'mean',
@@ -45,23 +44,6 @@ def aggregate_layers(x: torch.Tensor, mode: str = 'mean',
         weights = logits.softmax(0).view(-1, *([1] * (x.dim() - 1)))
         return (weights * x).sum(0)
     raise ValueError(f'aggregate_layers: mode={mode!r}; expected one of {AGGREGATIONS}.')
-
-
-def global_token(features: ViTFeatures, token: str = 'cls') -> torch.Tensor:
-    """One layer's global token, B x D: CLS (prefix index 0), DIST (index 1, DeiT-distilled /
-    PiT) or the mean of the patch tokens (DToP Table A5's three feature types)."""
-    prefix = features.prefix
-    if token == 'cls':
-        return prefix[:, 0]
-    if token == 'dist':
-        if prefix.shape[1] < 2:
-            raise ValueError("DToPNeck: global_token='dist' needs a model with a distillation "
-                             'token (e.g. deit_base_distilled_patch16_384); this one has '
-                             f'{prefix.shape[1]} prefix token(s).')
-        return prefix[:, 1]
-    if token == 'patch':
-        return features.grid.mean(dim=(-2, -1))
-    raise ValueError(f'global_token: token={token!r}; expected one of {GLOBAL_TOKENS}.')
 
 
 @MODELS.register_module()
@@ -233,7 +215,8 @@ class DToPNeck(nn.Module):
                 raise ValueError(f'DToPNeck: layer {i} grid {tuple(grid.shape)} differs from '
                                  f'layer 0 {tuple(grids[0].shape)}.')
             if self.branches != 'local':
-                tokens.append(global_token(entry, self.global_token))
+                tokens.append(global_token(entry, self.global_token,
+                                           f'DToPNeck (global_token={self.global_token!r})'))
             grids.append(grid)
         return (torch.stack(tokens) if tokens else None), torch.stack(grids)
 

@@ -12,7 +12,10 @@ import torch.nn as nn
 from irtbox.registry import MODELS
 from irtbox.structures import ViTFeatures
 
-__all__ = ['last_layer', 'last_grid', 'last_vit_features', 'gem', 'ClsTokenPool',
+GLOBAL_TOKENS = ('cls', 'dist', 'patch')
+
+__all__ = ['GLOBAL_TOKENS', 'last_layer', 'last_grid', 'last_vit_features', 'global_token', 'gem',
+           'ClsTokenPool',
            'DistTokenPool', 'AvgPool', 'MaxPool', 'GeMPool']
 
 
@@ -42,6 +45,24 @@ def last_vit_features(inputs, name: str) -> ViTFeatures:
     return entry
 
 
+def global_token(features: ViTFeatures, token: str = 'cls', owner: str = 'global_token'
+                 ) -> torch.Tensor:
+    """One layer's global vector, B x D: the CLS token (prefix index 0), the distillation
+    token (index 1, DeiT-distilled / PiT) or the mean of the patch tokens (DToP Table A5's
+    three feature types). ``owner`` names the caller in errors."""
+    if token == 'cls':
+        return features.prefix[:, 0]
+    if token == 'dist':
+        if features.prefix.shape[1] < 2:
+            raise ValueError(f'{owner} needs a model with a distillation token (e.g. '
+                             'deit_small_distilled_patch16_224); this one has '
+                             f'{features.prefix.shape[1]} prefix token(s).')
+        return features.prefix[:, 1]
+    if token == 'patch':
+        return features.grid.mean(dim=(-2, -1))
+    raise ValueError(f'{owner}: token={token!r}; expected one of {GLOBAL_TOKENS}.')
+
+
 def gem(x: torch.Tensor, p: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """Generalised mean over the spatial dims: (mean x^p)^(1/p), x clamped at ``eps``.
 
@@ -55,7 +76,7 @@ class ClsTokenPool(nn.Module):
     """The CLS token of the last layer (IRT's default descriptor). -> B x D."""
 
     def forward(self, inputs) -> torch.Tensor:
-        return last_vit_features(inputs, 'ClsTokenPool').prefix[:, 0]
+        return global_token(last_vit_features(inputs, 'ClsTokenPool'), 'cls', 'ClsTokenPool')
 
 
 @MODELS.register_module()
@@ -63,11 +84,7 @@ class DistTokenPool(nn.Module):
     """The distillation token of a DeiT† (``*_distilled_*``) model. -> B x D."""
 
     def forward(self, inputs) -> torch.Tensor:
-        prefix = last_vit_features(inputs, 'DistTokenPool').prefix
-        if prefix.shape[1] < 2:
-            raise ValueError('DistTokenPool needs a model with a distillation token '
-                             '(e.g. deit_small_distilled_patch16_224); this one has only CLS.')
-        return prefix[:, 1]
+        return global_token(last_vit_features(inputs, 'DistTokenPool'), 'dist', 'DistTokenPool')
 
 
 @MODELS.register_module()
