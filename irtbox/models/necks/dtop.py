@@ -192,6 +192,12 @@ class DToPNeck(nn.Module):
         self.proj = nn.Linear(natural, out_dim) if project else None
         self.out_dim = out_dim if project else natural
 
+    @property
+    def gem_power(self) -> Optional[torch.Tensor]:
+        """The GeM exponent of the local pooling; None without one (``pool='avg'``, or the
+        global branch only)."""
+        return getattr(getattr(self, 'pool', None), 'gem_power', None)
+
     def _layers(self, inputs):
         """Checks the backbone tuple; returns u_l (k x B x D; None for the local branch only)
         and Y_l (k x B x D x h x w)."""

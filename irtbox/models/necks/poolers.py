@@ -126,5 +126,11 @@ class GeMPool(nn.Module):
             self.register_buffer('p', p)
         self.eps = eps
 
+    @property
+    def gem_power(self) -> torch.Tensor:
+        """The exponent p (1-element tensor), e.g. for multi-scale aggregation with the same
+        power (``ImageRetriever(multi_scale_power='gem')``)."""
+        return self.p
+
     def forward(self, inputs) -> torch.Tensor:
         return gem(last_grid(inputs), self.p, self.eps)
