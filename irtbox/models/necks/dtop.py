@@ -15,18 +15,20 @@ Defaults, at D = 768 and k = 6 layers, on a B x 768 x h x w patch grid per layer
 
 about 0.29M parameters (the paper's 0.3M). The retriever L2-normalises z.
 """
-from typing import Optional, Sequence
+from typing import Optional
 
 import torch
 import torch.nn as nn
 
 from irtbox.registry import MODELS
 from irtbox.structures import ViTFeatures
-from .elm import EnhancedLocalityModule
-from .fusions import FUSION_MODES, FeatureFusion, orthogonal_fusion
+from .fusions import FeatureFusion, orthogonal_fusion
 from .poolers import GLOBAL_TOKENS, AvgPool, GeMPool, global_token
 
 AGGREGATIONS = ('mean', 'sum', 'softmax')
+DEFAULT_ELM = dict(type='EnhancedLocalityModule')
+DEFAULT_FUSION = dict(type='FeatureFusion', mode='orthogonal')
+DEFAULTS = dict(elm=DEFAULT_ELM, fusion=DEFAULT_FUSION)
 
 
 def aggregate_layers(x: torch.Tensor, mode: str = 'mean',
@@ -106,10 +108,15 @@ class DToPNeck(nn.Module):
         global_token: ``'cls'``, ``'dist'`` or ``'patch'`` (mean of patch tokens).
         branches: ``'both'``; ``'global'`` (u only) or ``'local'`` (y only), the
             single-branch setting of Table A5.
-        elm_channels, expand_ratio, aspp_rates, irb, aspp, waveblock, wave_ratio,
-            wave_factor: the ELM (``EnhancedLocalityModule``; Table A10).
-        fusion: h(Y, U), one of ``FeatureFusion``'s modes (Table A13); ``'y'``
-            means no ELM (none is built).
+        elm: config of the ELM that computes U = ELM(Y) (Eq. 11), built with
+            ``MODELS.build``; ``in_channels`` is filled in (D). Default
+            ``dict(type='EnhancedLocalityModule')`` (C = 64; Table A10 switches off
+            ``irb`` / ``aspp`` / ``waveblock`` in it). ``None``: no ELM, for
+            ``fusion`` mode ``'y'``, which ignores U.
+        fusion: config of h(Y, U) (Eq. A13, Table A13), built with ``MODELS.build``;
+            ``dim=1`` is filled in, and ``eps`` for ``'orthogonal'``. Default
+            ``dict(type='FeatureFusion', mode='orthogonal')``. It must have
+            ``out_channels(D)``.
         pool: ``'gem'`` (learnable p, ``gem_p`` = 3) or ``'avg'``.
         gem_p, gem_learnable: GeM exponent and whether it is learned.
         local_fold: ``'sum'`` or ``'linear'`` (see above).
@@ -129,15 +136,8 @@ class DToPNeck(nn.Module):
                  order: str = 'R2',
                  global_token: str = 'cls',
                  branches: str = 'both',
-                 elm_channels: int = 64,
-                 expand_ratio: int = 6,
-                 aspp_rates: Sequence[int] = (1, 2, 3),
-                 irb: bool = True,
-                 aspp: bool = True,
-                 waveblock: bool = True,
-                 wave_ratio: float = 0.3,
-                 wave_factor: float = 1.5,
-                 fusion: str = 'orthogonal',
+                 elm: Optional[dict] = DEFAULT_ELM,
+                 fusion: dict = DEFAULT_FUSION,
                  pool: str = 'gem',
                  gem_p: float = 3.0,
                  gem_learnable: bool = True,
@@ -149,7 +149,7 @@ class DToPNeck(nn.Module):
         super().__init__()
         for name, value, allowed in (
                 ('aggregation', aggregation, AGGREGATIONS), ('order', order, ('R1', 'R2')),
-                ('global_token', global_token, GLOBAL_TOKENS), ('fusion', fusion, FUSION_MODES),
+                ('global_token', global_token, GLOBAL_TOKENS),
                 ('branches', branches, ('both', 'global', 'local')), ('pool', pool, ('gem', 'avg')),
                 ('local_fold', local_fold, ('sum', 'linear')),
                 ('global_fusion', global_fusion, ('orthogonal', 'concat'))):
@@ -171,10 +171,8 @@ class DToPNeck(nn.Module):
             self.layer_agg = LayerAggregation(aggregation, num_layers)
 
         if branches != 'global':
-            self.fusion = FeatureFusion(fusion, dim=1, eps=eps if fusion == 'orthogonal' else None)
-            self.elm = None if fusion == 'y' else EnhancedLocalityModule(
-                in_channels, elm_channels, expand_ratio, aspp_rates, irb, aspp, waveblock,
-                wave_ratio, wave_factor)
+            self.fusion = self._build_fusion(fusion, eps)
+            self.elm = self._build_elm(elm, in_channels, getattr(self.fusion, 'mode', None))
             self.pool = GeMPool(p=gem_p, learnable=gem_learnable) if pool == 'gem' else AvgPool()
             fused = self.fusion.out_channels(in_channels)
             self.fold = nn.Linear(fused, in_channels) if (
@@ -191,6 +189,42 @@ class DToPNeck(nn.Module):
                              f'{natural} but project=False.')
         self.proj = nn.Linear(natural, out_dim) if project else None
         self.out_dim = out_dim if project else natural
+
+    @staticmethod
+    def _built(name: str, cfg, **defaults) -> nn.Module:
+        if not (isinstance(cfg, dict) and 'type' in cfg):
+            raise ValueError(f"DToPNeck: {name} must be a config dict with a 'type', e.g. "
+                             f'{name}={DEFAULTS[name]!r}; got {cfg!r}.')
+        cfg = dict(cfg)
+        for key, value in defaults.items():
+            if cfg.setdefault(key, value) != value:
+                raise ValueError(f'DToPNeck: {name}.{key}={cfg[key]!r} but the neck needs '
+                                 f'{value!r}; leave it out of {name}.')
+        try:
+            return MODELS.build(cfg)
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(f'DToPNeck: could not build {name}={cfg!r}: {err}') from err
+
+    def _build_fusion(self, cfg, eps: float) -> nn.Module:
+        orthogonal = isinstance(cfg, dict) and cfg.get('type') in ('FeatureFusion', FeatureFusion) \
+            and cfg.get('mode', 'orthogonal') == 'orthogonal'
+        fusion = self._built('fusion', cfg, dim=1, **(dict(eps=eps) if orthogonal else {}))
+        if not callable(getattr(fusion, 'out_channels', None)):
+            raise ValueError(f'DToPNeck: fusion {type(fusion).__name__} has no out_channels(D); '
+                             'use FeatureFusion or a module with that method.')
+        return fusion
+
+    def _build_elm(self, cfg, in_channels: int, fusion_mode: Optional[str]
+                   ) -> Optional[nn.Module]:
+        # Mode 'y' ignores U: an ELM there would hold unused parameters (which stall DDP).
+        if fusion_mode == 'y':
+            if cfg is not None:
+                raise ValueError("DToPNeck: fusion mode 'y' ignores the ELM output; set elm=None.")
+            return None
+        if cfg is None:
+            raise ValueError(f'DToPNeck: fusion mode {fusion_mode!r} fuses Y with U = ELM(Y); '
+                             "give elm=dict(type='EnhancedLocalityModule', ...).")
+        return self._built('elm', cfg, in_channels=in_channels)
 
     @property
     def gem_power(self) -> Optional[torch.Tensor]:

@@ -123,7 +123,8 @@ def test_each_sample_embedded_once_at_its_own_scales():
 
 
 def test_gem_power_comes_from_the_neck():
-    neck = dict(type='DToPNeck', in_channels=16, elm_channels=4, gem_p=2.5)
+    neck = dict(type='DToPNeck', in_channels=16, elm=dict(type='EnhancedLocalityModule',
+                                                          channels=4), gem_p=2.5)
     model = ImageRetriever(backbone=dict(BACKBONE, dynamic_img_size=True, norm='all'), neck=[neck],
                            test_scales=(1.0, 0.5), multi_scale_power='gem')
     assert float(model._gem_power()) == 2.5
