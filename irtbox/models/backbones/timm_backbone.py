@@ -11,7 +11,7 @@ from torch.utils.checkpoint import checkpoint as grad_checkpoint
 
 from irtbox.registry import MODELS
 from irtbox.structures import ViTFeatures
-from irtbox.utils.checkpoint import load_state_dict_file
+from irtbox.utils.checkpoint import load_state_dict_file, strip_prefixes
 
 POS_EMBED_MODES = ('timm', 'dpe-bilinear', 'dpe-bicubic', 'none', 'cpe')
 NORM_MODES = ('last', 'all', 'none')
@@ -196,10 +196,7 @@ class TimmBackbone(BaseModule):
         return resolved
 
     def load_checkpoint(self, checkpoint: str) -> None:
-        state = load_state_dict_file(checkpoint)
-        for prefix in ('module.', 'backbone.model.', 'backbone.', 'model.'):
-            if state and all(k.startswith(prefix) for k in state):
-                state = {k[len(prefix):]: v for k, v in state.items()}
+        state = strip_prefixes(load_state_dict_file(checkpoint))
         missing, unexpected = self.model.load_state_dict(state, strict=False)
         # A classifier head in the file is expected (we build with num_classes=0).
         unexpected = [k for k in unexpected if not k.startswith(('head.', 'head_dist.', 'fc.'))]
