@@ -13,6 +13,8 @@ from irtbox.registry import MODELS
 from irtbox.structures import ViTFeatures
 from irtbox.utils.checkpoint import load_state_dict_file, strip_prefixes
 
+__all__ = ['POS_EMBED_MODES', 'NORM_MODES', 'resize_grid_pos_embed', 'pad_same', 'TimmBackbone']
+
 POS_EMBED_MODES = ('timm', 'dpe-bilinear', 'dpe-bicubic', 'none', 'cpe')
 NORM_MODES = ('last', 'all', 'none')
 
@@ -50,11 +52,12 @@ def pad_same(x: torch.Tensor, patch_size: Tuple[int, int]) -> torch.Tensor:
 class TimmBackbone(BaseModule):
     """Any timm model, returning the features of chosen layers.
 
-    Vision transformers (models with ``forward_intermediates`` and prefix tokens,
-    e.g. ``deit_small_patch16_224``) give, for each layer in ``out_indices``,
-    a pair ``(prefix, grid)``: ``prefix`` is B x P x D (P = 1 for CLS, 2 with a
-    distillation token) and ``grid`` is B x D x h x w. Convolutional networks give
-    B x C x h x w maps. The forward returns a tuple with one entry per layer.
+    Forward contract: images B x 3 x H x W -> a tuple with one entry per layer
+    of ``out_indices``, in increasing layer order. Vision transformers (models with
+    prefix tokens and blocks, e.g. ``deit_small_patch16_224``) give a
+    :class:`~irtbox.structures.ViTFeatures` per layer: ``prefix`` B x P x D (P = 1
+    for CLS, 2 with a distillation token, more with register tokens) and ``grid``
+    B x D x h x w. Convolutional networks give B x C x h x w maps.
 
     Position embedding (``pos_embed``; DToP, Song et al. WACV 2023, Table A9):
 

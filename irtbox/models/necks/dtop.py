@@ -25,10 +25,13 @@ from irtbox.structures import ViTFeatures
 from .fusions import FeatureFusion, orthogonal_fusion
 from .poolers import GLOBAL_TOKENS, AvgPool, GeMPool, global_token
 
+__all__ = ['AGGREGATIONS', 'DEFAULT_ELM', 'DEFAULT_FUSION', 'aggregate_layers', 'LayerAggregation',
+           'DToPNeck']
+
 AGGREGATIONS = ('mean', 'sum', 'softmax')
 DEFAULT_ELM = dict(type='EnhancedLocalityModule')
 DEFAULT_FUSION = dict(type='FeatureFusion', mode='orthogonal')
-DEFAULTS = dict(elm=DEFAULT_ELM, fusion=DEFAULT_FUSION)
+_DEFAULTS = dict(elm=DEFAULT_ELM, fusion=DEFAULT_FUSION)
 
 
 def aggregate_layers(x: torch.Tensor, mode: str = 'mean',
@@ -194,7 +197,7 @@ class DToPNeck(nn.Module):
     def _built(name: str, cfg, **defaults) -> nn.Module:
         if not (isinstance(cfg, dict) and 'type' in cfg):
             raise ValueError(f"DToPNeck: {name} must be a config dict with a 'type', e.g. "
-                             f'{name}={DEFAULTS[name]!r}; got {cfg!r}.')
+                             f'{name}={_DEFAULTS[name]!r}; got {cfg!r}.')
         cfg = dict(cfg)
         for key, value in defaults.items():
             if cfg.setdefault(key, value) != value:

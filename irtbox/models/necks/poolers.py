@@ -73,7 +73,10 @@ def gem(x: torch.Tensor, p: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
 
 @MODELS.register_module()
 class ClsTokenPool(nn.Module):
-    """The CLS token of the last layer (IRT's default descriptor). -> B x D."""
+    """The CLS token of the last layer, IRT's descriptor (El-Nouby et al. 2021, Sec. 3).
+
+    Backbone output (last entry a ViTFeatures, prefix B x P x D) -> B x D.
+    """
 
     def forward(self, inputs) -> torch.Tensor:
         return global_token(last_vit_features(inputs, 'ClsTokenPool'), 'cls', 'ClsTokenPool')
@@ -81,7 +84,11 @@ class ClsTokenPool(nn.Module):
 
 @MODELS.register_module()
 class DistTokenPool(nn.Module):
-    """The distillation token of a DeiT† (``*_distilled_*``) model. -> B x D."""
+    """The distillation token of a DeiT† (``*_distilled_*``) model (Touvron et al. 2021,
+    Sec. 5; IRT's DeiT-S† rows).
+
+    Backbone output (last entry a ViTFeatures, prefix B x P x D with P >= 2) -> B x D.
+    """
 
     def forward(self, inputs) -> torch.Tensor:
         return global_token(last_vit_features(inputs, 'DistTokenPool'), 'dist', 'DistTokenPool')
@@ -89,7 +96,10 @@ class DistTokenPool(nn.Module):
 
 @MODELS.register_module()
 class AvgPool(nn.Module):
-    """Average of the patch tokens / map positions. B x C x h x w -> B x C."""
+    """Average of the patch tokens / map positions (SPoC-style global average, IRT Table 9).
+
+    Last layer's map (a ViT's patch grid) B x C x h x w -> B x C.
+    """
 
     def forward(self, inputs) -> torch.Tensor:
         return last_grid(inputs).mean(dim=(-2, -1))
@@ -97,7 +107,10 @@ class AvgPool(nn.Module):
 
 @MODELS.register_module()
 class MaxPool(nn.Module):
-    """Maximum over the patch tokens / map positions (MAC). B x C x h x w -> B x C."""
+    """Maximum over the patch tokens / map positions (MAC; Tolias et al., ICLR 2016, Eq. 1).
+
+    Last layer's map (a ViT's patch grid) B x C x h x w -> B x C.
+    """
 
     def forward(self, inputs) -> torch.Tensor:
         return last_grid(inputs).amax(dim=(-2, -1))
@@ -106,6 +119,9 @@ class MaxPool(nn.Module):
 @MODELS.register_module()
 class GeMPool(nn.Module):
     """Generalised-mean pooling with a learnable exponent (Radenović et al. 2018, Eq. 3).
+
+    (mean over h x w of x^p)^(1/p) per channel: last layer's map (a ViT's patch grid)
+    B x C x h x w -> B x C. The exponent is exposed as ``gem_power``.
 
     Inputs are clamped at ``eps`` before the power: GeM is defined for
     non-negative activations (ReLU maps); transformer tokens can be negative,
