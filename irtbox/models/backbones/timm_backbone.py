@@ -211,25 +211,24 @@ class TimmBackbone(BaseModule):
                       f'unexpected keys {unexpected}', logger='current')
 
     def forward(self, x: torch.Tensor) -> Tuple:
-        if self.token_path is not None:
-            return self._forward_tokens(x)
-        if self.is_vit:
-            last = self.num_layers - 1
-            feats = self.model.forward_intermediates(
-                x, indices=list(self.out_indices), norm=self.norm == 'all',
-                return_prefix_tokens=True, output_fmt='NCHW', intermediates_only=True)
-            outs = []
-            for index, (grid, prefix) in zip(self.out_indices, feats):
-                if index == last and self.norm == 'last':
-                    prefix, grid = self._final_norm(prefix, grid)
-                outs.append(ViTFeatures(prefix, grid))
-            return tuple(outs)
-        return tuple(self.model.forward_intermediates(
-            x, indices=list(self.out_indices), intermediates_only=True))
+        indices = list(self.out_indices)
+        if not self.is_vit:
+            return tuple(self.model.forward_intermediates(
+                x, indices=indices, intermediates_only=True))
+        if self.token_path is None:
+            feats = [ViTFeatures(prefix, grid) for grid, prefix in self.model.forward_intermediates(
+                x, indices=indices, norm=self.norm == 'all', return_prefix_tokens=True,
+                output_fmt='NCHW', intermediates_only=True)]
+        else:
+            feats = self._token_intermediates(x, indices, norm=self.norm == 'all')
+        if self.norm == 'last' and indices[-1] == self.num_layers - 1:
+            feats[-1] = self._final_norm(feats[-1])
+        return tuple(feats)
 
-    def _final_norm(self, prefix: torch.Tensor, grid: torch.Tensor) -> ViTFeatures:
-        tokens = self.model.norm(ViTFeatures(prefix, grid).tokens())
-        return ViTFeatures.from_tokens(tokens, prefix.shape[1], *grid.shape[-2:])
+    def _final_norm(self, feats: ViTFeatures) -> ViTFeatures:
+        """The model's final norm on one layer's tokens (timm's ``forward_features`` output)."""
+        tokens = self.model.norm(feats.tokens())
+        return ViTFeatures.from_tokens(tokens, feats.prefix.shape[1], *feats.grid.shape[-2:])
 
     # Own token path (pos_embed other than 'timm').
 
@@ -277,7 +276,17 @@ class TimmBackbone(BaseModule):
         grid = embed.proj(pad_same(x, embed.patch_size))
         return embed.norm(grid.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
 
-    def _forward_tokens(self, x: torch.Tensor) -> Tuple:
+    def _token_intermediates(self, x: torch.Tensor, indices: List[int],
+                             norm: bool) -> List[ViTFeatures]:
+        """What timm's ``forward_intermediates`` gives, for the modes timm cannot run: the
+        ViTFeatures of the blocks in ``indices``, each through the final norm when ``norm``.
+
+        timm's VisionTransformer resamples its position embedding only bicubic with
+        antialias (inside the private ``_pos_embed``), pads inputs bottom/right rather
+        than TF-"same", and has no step between blocks for CPE; PiT's
+        ``forward_intermediates`` returns whole stages without prefix tokens. So these
+        modes run the timm modules block by block here.
+        """
         prefix, grid = self._embed(x)
         p = prefix.shape[1]
         use_checkpoint = getattr(self.model, 'grad_checkpointing', False) and self.training
@@ -285,23 +294,21 @@ class TimmBackbone(BaseModule):
         for pool, pre_norm, blocks in self._block_groups():
             if pool is not None:
                 grid, prefix = pool(grid, prefix)
-            b, d, h, w = grid.shape
+            h, w = grid.shape[-2:]
             tokens = pre_norm(ViTFeatures(prefix, grid).tokens())
             for block in blocks:
                 tokens = grad_checkpoint(block, tokens, use_reentrant=False) \
                     if use_checkpoint else block(tokens)
                 if index == 0 and self.cpe is not None:
                     tokens = self._conditional_pos_embed(tokens, p, h, w)
-                if index in self.out_indices:
-                    final = self.norm == 'all' or (
-                        self.norm == 'last' and index == self.num_layers - 1)
+                if index in indices:
                     outs.append(ViTFeatures.from_tokens(
-                        self.model.norm(tokens) if final else tokens, p, h, w))
-                    if len(outs) == len(self.out_indices):
-                        return tuple(outs)
+                        self.model.norm(tokens) if norm else tokens, p, h, w))
+                    if len(outs) == len(indices):
+                        return outs
                 index += 1
             prefix, grid = ViTFeatures.from_tokens(tokens, p, h, w)
-        return tuple(outs)
+        return outs
 
     def _conditional_pos_embed(self, tokens, p, h, w):
         prefix, grid = ViTFeatures.from_tokens(tokens, p, h, w)
