@@ -13,8 +13,8 @@ def vit_output(b=2, d=4, h=2, w=3, prefix=2):
 
 def test_token_poolers():
     feats = vit_output()
-    torch.testing.assert_close(ClsTokenPool()(feats), feats[0][0][:, 0])
-    torch.testing.assert_close(DistTokenPool()(feats), feats[0][0][:, 1])
+    torch.testing.assert_close(ClsTokenPool()(feats), feats[0].prefix[:, 0])
+    torch.testing.assert_close(DistTokenPool()(feats), feats[0].prefix[:, 1])
     with pytest.raises(ValueError, match='distillation token'):
         DistTokenPool()(vit_output(prefix=1))
     with pytest.raises(ValueError, match='vision transformer'):

@@ -30,7 +30,7 @@ def test_tensor_and_predict_modes():
     emb = model(x, mode='tensor')
     assert emb.shape == (3, 16)
     torch.testing.assert_close(emb.norm(dim=1), torch.ones(3))
-    torch.testing.assert_close(emb, F.normalize(model.backbone(x)[-1][0][:, 0], dim=-1))
+    torch.testing.assert_close(emb, F.normalize(model.backbone(x)[-1].prefix[:, 0], dim=-1))
     out = model(x, samples([0, 1, 2]), mode='predict')
     torch.testing.assert_close(torch.stack([s.embedding for s in out]), emb)
     with pytest.raises(ValueError, match='invalid mode'):
