@@ -238,8 +238,8 @@ class TimmBackbone(BaseModule):
             return [(s.pool, s.norm, s.blocks) for s in self.model.transformers]
         return [(None, self.model.norm_pre, self.model.blocks)]
 
-    def _embed(self, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Image -> (prefix B x P x D, patch grid B x D x h x w), position embedding added."""
+    def _embed(self, x: torch.Tensor) -> ViTFeatures:
+        """Image -> prefix B x P x D and patch grid B x D x h x w, position embedding added."""
         model = self.model
         dpe = self.pos_embed_mode.startswith('dpe')
         mode = self.pos_embed_mode[len('dpe-'):]
@@ -247,7 +247,7 @@ class TimmBackbone(BaseModule):
             grid = model.patch_embed(x)
             if dpe:
                 grid = grid + resize_grid_pos_embed(model.pos_embed, grid.shape[-2:], mode)
-            return model.cls_token.expand(x.shape[0], -1, -1), model.pos_drop(grid)
+            return ViTFeatures(model.cls_token.expand(x.shape[0], -1, -1), model.pos_drop(grid))
 
         grid = self._patch_grid(x)
         b, d = grid.shape[:2]
@@ -262,7 +262,7 @@ class TimmBackbone(BaseModule):
             grid_pe = model.pos_embed[:, n_prefix:].reshape(1, gh, gw, d).permute(0, 3, 1, 2)
             grid = grid + resize_grid_pos_embed(grid_pe, grid.shape[-2:], mode)
         # Dropout is elementwise, so dropping prefix and grid apart equals timm's joint drop.
-        return model.pos_drop(prefix), model.pos_drop(grid)
+        return ViTFeatures(model.pos_drop(prefix), model.pos_drop(grid))
 
     def _patch_grid(self, x: torch.Tensor) -> torch.Tensor:
         """ViT patch embedding at any input size: B x 3 x H x W -> B x D x h x w."""

@@ -11,7 +11,7 @@ from .whitening import LearnedWhitening
 
 __all__ = ['AvgPool', 'ClsTokenPool', 'DistTokenPool', 'GeMPool', 'MaxPool', 'gem', 'L2Norm',
            'PCAReduction', 'fit_pca', 'RMACPool', 'rmac', 'rmac_regions',
-           'FittedProjection', 'LinearProjection', 'LearnedWhitening', 'DToPNeck', 'LayerAggregation',
-           'aggregate_layers', 'global_token', 'ASPP', 'EnhancedLocalityModule',
-           'InvertedResidual', 'WaveBlock', 'FeatureFusion', 'fast_normalized_fusion',
-           'orthogonal_fusion', 'project_onto']
+           'FittedProjection', 'LinearProjection', 'LearnedWhitening', 'DToPNeck',
+           'LayerAggregation', 'aggregate_layers', 'global_token', 'ASPP',
+           'EnhancedLocalityModule', 'InvertedResidual', 'WaveBlock', 'FeatureFusion',
+           'fast_normalized_fusion', 'orthogonal_fusion', 'project_onto']

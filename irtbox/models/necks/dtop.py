@@ -87,9 +87,10 @@ class DToPNeck(nn.Module):
     """DToP's neck: k layers of ViTFeatures -> one global descriptor B x N.
 
     Input: the backbone tuple, one :class:`~irtbox.structures.ViTFeatures`
-    (prefix B x P x D, grid B x D x h x w) per collected layer (``TimmBackbone(out_indices=(-k, ..., -1), norm=True)``
-    passes every layer through the final LayerNorm; ``norm=False`` only the
-    last); any k >= 1 and any grid size. Output: B x N, not normalised.
+    (prefix B x P x D, grid B x D x h x w) per collected layer
+    (``TimmBackbone(out_indices=(-k, ..., -1), norm='all')`` passes every layer
+    through the final LayerNorm; ``norm='last'`` only the last); any k >= 1 and
+    any grid size. Output: B x N, not normalised.
 
     Pipeline (see the module docstring): global tokens u_l and maps Y_l per layer;
     order ``'R2'`` aggregates the layers first (u, Y), then ELM -> fusion h(Y, U)

@@ -40,8 +40,8 @@ def last_vit_features(inputs, name: str) -> ViTFeatures:
     """The last layer's :class:`ViTFeatures`; errors for CNN features."""
     entry = last_layer(inputs)
     if not isinstance(entry, ViTFeatures):
-        raise ValueError(f'{name} needs a vision transformer backbone (prefix tokens); '
-                         'the backbone returned a feature map. Use a map pooler (AvgPool, GeMPool, ...).')
+        raise ValueError(f'{name} needs a vision transformer backbone (prefix tokens); the '
+                         'backbone returned a feature map. Use a map pooler (AvgPool, GeMPool, ...).')
     return entry
 
 
