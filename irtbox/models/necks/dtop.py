@@ -22,7 +22,7 @@ import torch.nn as nn
 
 from irtbox.registry import MODELS
 from irtbox.structures import ViTFeatures
-from .fusions import FeatureFusion, orthogonal_fusion
+from .fusions import orthogonal_fusion
 from .poolers import GLOBAL_TOKENS, AvgPool, GeMPool, global_token
 
 __all__ = ['AGGREGATIONS', 'DEFAULT_ELM', 'DEFAULT_FUSION', 'aggregate_layers', 'LayerAggregation',
@@ -118,9 +118,8 @@ class DToPNeck(nn.Module):
             ``irb`` / ``aspp`` / ``waveblock`` in it). ``None``: no ELM, for
             ``fusion`` mode ``'y'``, which ignores U.
         fusion: config of h(Y, U) (Eq. A13, Table A13), built with ``MODELS.build``;
-            ``dim=1`` is filled in, and ``eps`` for ``'orthogonal'``. Default
-            ``dict(type='FeatureFusion', mode='orthogonal')``. It must have
-            ``out_channels(D)``.
+            ``dim=1`` is filled in. Default ``dict(type='FeatureFusion',
+            mode='orthogonal')`` (its own ``eps``, 1e-6). It must have ``out_channels(D)``.
         pool: ``'gem'`` (learnable p, ``gem_p`` = 3) or ``'avg'``.
         gem_p, gem_learnable: GeM exponent and whether it is learned.
         local_fold: ``'sum'`` or ``'linear'`` (see above).
@@ -130,7 +129,8 @@ class DToPNeck(nn.Module):
         project: force (True) or forbid (False) the output linear layer; ``None``
             adds it when ``out_dim`` differs from the natural width. Table A5
             uses an FC layer to N = 768 = D: ``project=True``.
-        eps: denominator guard of the orthogonal projections.
+        eps: denominator guard of the global-local orthogonal fusion (Eq. 12); the local
+            fusion takes its own (``fusion.eps``).
     """
 
     def __init__(self,
@@ -175,7 +175,7 @@ class DToPNeck(nn.Module):
             self.layer_agg = LayerAggregation(aggregation, num_layers)
 
         if branches != 'global':
-            self.fusion = self._build_fusion(fusion, eps)
+            self.fusion = self._build_fusion(fusion)
             self.elm = self._build_elm(elm, in_channels, getattr(self.fusion, 'mode', None))
             self.pool = GeMPool(p=gem_p, learnable=gem_learnable) if pool == 'gem' else AvgPool()
             fused = self.fusion.out_channels(in_channels)
@@ -209,10 +209,8 @@ class DToPNeck(nn.Module):
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f'DToPNeck: could not build {name}={cfg!r}: {err}') from err
 
-    def _build_fusion(self, cfg, eps: float) -> nn.Module:
-        orthogonal = isinstance(cfg, dict) and cfg.get('type') in ('FeatureFusion', FeatureFusion) \
-            and cfg.get('mode', 'orthogonal') == 'orthogonal'
-        fusion = self._built('fusion', cfg, dim=1, **(dict(eps=eps) if orthogonal else {}))
+    def _build_fusion(self, cfg) -> nn.Module:
+        fusion = self._built('fusion', cfg, dim=1)
         if not callable(getattr(fusion, 'out_channels', None)):
             raise ValueError(f'DToPNeck: fusion {type(fusion).__name__} has no out_channels(D); '
                              'use FeatureFusion or a module with that method.')

@@ -245,7 +245,8 @@ def test_elm_and_fusion_configs():
     neck = small(elm=dict(ELM, irb=False, waveblock=False), fusion='sum')
     assert neck.elm.reduce.in_channels == 8 and isinstance(neck.elm.irb, nn.Identity)
     assert neck.fusion.mode == 'sum' and neck.fusion.dim == 1
-    assert small(eps=1e-3).fusion.eps == 1e-3  # the neck's eps reaches the orthogonal fusion
+    tight = DToPNeck(in_channels=8, elm=ELM, fusion=dict(type='FeatureFusion', eps=1e-3))
+    assert tight.fusion.eps == 1e-3 and tight.eps == 1e-6
     for key, value, message in (
             ('elm', 'EnhancedLocalityModule', "elm must be a config dict with a 'type'"),
             ('fusion', 'sum', "fusion must be a config dict with a 'type'"),
