@@ -283,7 +283,8 @@ class TimmBackbone(BaseModule):
 
         timm's VisionTransformer resamples its position embedding only bicubic with
         antialias (inside the private ``_pos_embed``), pads inputs bottom/right rather
-        than TF-"same", and has no step between blocks for CPE; PiT's
+        than TF-"same", sizes a hybrid's grid floor(H / 16) where its ResNet stem gives
+        ceil(H / 16), and has no step between blocks for CPE; PiT's
         ``forward_intermediates`` returns whole stages without prefix tokens. So these
         modes run the timm modules block by block here.
         """
