@@ -2,6 +2,8 @@
 import torch
 from mmengine.structures import BaseDataElement
 
+__all__ = ['DataSample']
+
 
 class DataSample(BaseDataElement):
     """One image's annotations and, after ``mode='predict'``, its embedding.

@@ -11,13 +11,17 @@ loaders through the same safe ``torch.load``; downloads go through
 import os
 import os.path as osp
 import zipfile
-from typing import Dict, Optional
+from typing import Dict, Optional, Sequence
 
 import numpy as np
 import torch
 from mmengine.runner.checkpoint import CheckpointLoader
 
 _registered = False
+
+# Wrappers around a timm model's weights: DDP (``module.``), a whole irtbox model
+# (``backbone.model.``, ``backbone.``) and other wrappers (``model.``).
+WRAPPER_PREFIXES = ('module.', 'backbone.model.', 'backbone.', 'model.')
 
 
 def _numpy_safe_globals():
@@ -144,6 +148,16 @@ def extract_state_dict(checkpoint) -> Dict[str, torch.Tensor]:
                 return checkpoint[key]
         return checkpoint
     raise TypeError(f'expected a checkpoint dict, got {type(checkpoint).__name__}')
+
+
+def strip_prefixes(state_dict: Dict[str, torch.Tensor],
+                   prefixes: Sequence[str] = WRAPPER_PREFIXES) -> Dict[str, torch.Tensor]:
+    """``state_dict`` with wrapper prefixes removed: each of ``prefixes`` in turn is cut
+    when every key starts with it (so ``module.backbone.model.x`` -> ``x``)."""
+    for prefix in prefixes:
+        if state_dict and all(k.startswith(prefix) for k in state_dict):
+            state_dict = {k[len(prefix):]: v for k, v in state_dict.items()}
+    return state_dict
 
 
 def load_state_dict_file(path_or_url: str) -> Dict[str, torch.Tensor]:

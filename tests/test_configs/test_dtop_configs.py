@@ -241,7 +241,8 @@ def expected_changes(rel_path):
             changes = {'model.backbone.model_name': 'vit_base_patch16_384',
                        'model.data_preprocessor.model_name': 'vit_base_patch16_384'}
         if setting is not None:
-            changes[f"model.neck.0.{ELM_OFF[re.fullmatch(r'no-(.+)', setting)[1]]}"] = False
+            off = ELM_OFF[re.fullmatch(r'no-(.+)', setting)[1]]
+            changes['model.neck.0.elm'] = {'type': 'EnhancedLocalityModule', off: False}
         return changes
     if table == 'tableA11':
         query, database = re.fullmatch(r'q-(\w+)-db-(\w+)', setting).groups()
@@ -258,7 +259,11 @@ def expected_changes(rel_path):
                 'train_dataloader.drop_last': True,
                 'train_dataloader.dataset.pipeline.1.sizes': ((384, 384), ) * 5}
     if table == 'tableA13':
-        return {'model.neck.0.fusion': re.fullmatch(r'fusion-(.+)', setting)[1].replace('-', '_')}
+        mode = re.fullmatch(r'fusion-(.+)', setting)[1].replace('-', '_')
+        changes = {'model.neck.0.fusion': dict(type='FeatureFusion', mode=mode)}
+        if mode == 'y':  # Y alone: no ELM
+            changes['model.neck.0.elm'] = None
+        return changes
     if table == 'tableA5':
         timm_name, width, k = A5_BACKBONES[backbone]
         branch, token = setting.split('-')
@@ -267,7 +272,8 @@ def expected_changes(rel_path):
                         project=True)
         else:
             assert token == 'patch'
-            head = neck(in_channels=width, branches='local', fusion='y', pool='avg',
+            head = neck(in_channels=width, branches='local',
+                        fusion=dict(type='FeatureFusion', mode='y'), elm=None, pool='avg',
                         out_dim=768, project=True)
         changes = {'model.neck': head, 'model.head.losses.arcface.embed_dim': 768,
                    'model.whitening.in_dim': 768, 'param_scheduler': cosine_schedule(0)}

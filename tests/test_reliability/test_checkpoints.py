@@ -213,3 +213,12 @@ def test_training_only_parts_checked_by_purpose(tmp_path, in_root):
     train(tmp_path / 'finetune', '--cfg-options', f'load_from={path}', 'train_cfg.max_iters=1')
     with pytest.raises(CheckpointMismatchError, match=re.escape(head[0])):
         train(tmp_path / 'resume', '--resume', path)
+
+
+def test_strip_prefixes_removes_wrappers_only_when_every_key_has_them():
+    from irtbox.utils.checkpoint import strip_prefixes
+    w = torch.zeros(1)
+    assert strip_prefixes({'module.backbone.model.blocks.0.w': w}) == {'blocks.0.w': w}
+    assert strip_prefixes({'backbone.w': w, 'model.v': w}) == {'backbone.w': w, 'model.v': w}
+    assert strip_prefixes({'net.w': w}, prefixes=('net.',)) == {'w': w}
+    assert strip_prefixes({}) == {}

@@ -7,5 +7,6 @@ _base_ = ['../dtop_r50-vit-b_8xb8-30e_sfm120k.py']
 model = dict(
     data_preprocessor=dict(model_name='vit_base_patch16_384'),
     backbone=dict(model_name='vit_base_patch16_384'),
-    neck=[dict(type='DToPNeck', in_channels=768, waveblock=False)],
+    neck=[dict(type='DToPNeck', in_channels=768,
+               elm=dict(type='EnhancedLocalityModule', waveblock=False))],
 )

@@ -5,7 +5,8 @@
 _base_ = ['../dtop_r50-vit-b_8xb8-30e_sfm120k.py']
 model = dict(
     neck=[dict(type='DToPNeck', in_channels=768,
-               branches='local', fusion='y', pool='avg', out_dim=768,
+               branches='local', fusion=dict(type='FeatureFusion', mode='y'), elm=None,
+               pool='avg', out_dim=768,
                project=True)],
     head=dict(losses=dict(arcface=dict(embed_dim=768))),
     whitening=dict(in_dim=768),

@@ -10,7 +10,10 @@ from mmengine.model import BaseModule
 from torch.utils.checkpoint import checkpoint as grad_checkpoint
 
 from irtbox.registry import MODELS
-from irtbox.utils.checkpoint import load_state_dict_file
+from irtbox.structures import ViTFeatures
+from irtbox.utils.checkpoint import load_state_dict_file, strip_prefixes
+
+__all__ = ['POS_EMBED_MODES', 'NORM_MODES', 'resize_grid_pos_embed', 'pad_same', 'TimmBackbone']
 
 POS_EMBED_MODES = ('timm', 'dpe-bilinear', 'dpe-bicubic', 'none', 'cpe')
 NORM_MODES = ('last', 'all', 'none')
@@ -49,11 +52,12 @@ def pad_same(x: torch.Tensor, patch_size: Tuple[int, int]) -> torch.Tensor:
 class TimmBackbone(BaseModule):
     """Any timm model, returning the features of chosen layers.
 
-    Vision transformers (models with ``forward_intermediates`` and prefix tokens,
-    e.g. ``deit_small_patch16_224``) give, for each layer in ``out_indices``,
-    a pair ``(prefix, grid)``: ``prefix`` is B x P x D (P = 1 for CLS, 2 with a
-    distillation token) and ``grid`` is B x D x h x w. Convolutional networks give
-    B x C x h x w maps. The forward returns a tuple with one entry per layer.
+    Forward contract: images B x 3 x H x W -> a tuple with one entry per layer
+    of ``out_indices``, in increasing layer order. Vision transformers (models with
+    prefix tokens and blocks, e.g. ``deit_small_patch16_224``) give a
+    :class:`~irtbox.structures.ViTFeatures` per layer: ``prefix`` B x P x D (P = 1
+    for CLS, 2 with a distillation token, more with register tokens) and ``grid``
+    B x D x h x w. Convolutional networks give B x C x h x w maps.
 
     Position embedding (``pos_embed``; DToP, Song et al. WACV 2023, Table A9):
 
@@ -195,10 +199,7 @@ class TimmBackbone(BaseModule):
         return resolved
 
     def load_checkpoint(self, checkpoint: str) -> None:
-        state = load_state_dict_file(checkpoint)
-        for prefix in ('module.', 'backbone.model.', 'backbone.', 'model.'):
-            if state and all(k.startswith(prefix) for k in state):
-                state = {k[len(prefix):]: v for k, v in state.items()}
+        state = strip_prefixes(load_state_dict_file(checkpoint))
         missing, unexpected = self.model.load_state_dict(state, strict=False)
         # A classifier head in the file is expected (we build with num_classes=0).
         unexpected = [k for k in unexpected if not k.startswith(('head.', 'head_dist.', 'fc.'))]
@@ -210,28 +211,24 @@ class TimmBackbone(BaseModule):
                       f'unexpected keys {unexpected}', logger='current')
 
     def forward(self, x: torch.Tensor) -> Tuple:
-        if self.token_path is not None:
-            return self._forward_tokens(x)
-        if self.is_vit:
-            last = self.num_layers - 1
-            feats = self.model.forward_intermediates(
-                x, indices=list(self.out_indices), norm=self.norm == 'all',
-                return_prefix_tokens=True, output_fmt='NCHW', intermediates_only=True)
-            outs = []
-            for index, (grid, prefix) in zip(self.out_indices, feats):
-                if index == last and self.norm == 'last':
-                    prefix, grid = self._final_norm(prefix, grid)
-                outs.append((prefix, grid))
-            return tuple(outs)
-        return tuple(self.model.forward_intermediates(
-            x, indices=list(self.out_indices), intermediates_only=True))
+        indices = list(self.out_indices)
+        if not self.is_vit:
+            return tuple(self.model.forward_intermediates(
+                x, indices=indices, intermediates_only=True))
+        if self.token_path is None:
+            feats = [ViTFeatures(prefix, grid) for grid, prefix in self.model.forward_intermediates(
+                x, indices=indices, norm=self.norm == 'all', return_prefix_tokens=True,
+                output_fmt='NCHW', intermediates_only=True)]
+        else:
+            feats = self._token_intermediates(x, indices, norm=self.norm == 'all')
+        if self.norm == 'last' and indices[-1] == self.num_layers - 1:
+            feats[-1] = self._final_norm(feats[-1])
+        return tuple(feats)
 
-    def _final_norm(self, prefix: torch.Tensor, grid: torch.Tensor):
-        b, d, h, w = grid.shape
-        tokens = torch.cat([prefix, grid.flatten(2).transpose(1, 2)], dim=1)
-        tokens = self.model.norm(tokens)
-        p = prefix.shape[1]
-        return tokens[:, :p], tokens[:, p:].transpose(1, 2).reshape(b, d, h, w)
+    def _final_norm(self, feats: ViTFeatures) -> ViTFeatures:
+        """The model's final norm on one layer's tokens (timm's ``forward_features`` output)."""
+        tokens = self.model.norm(feats.tokens())
+        return ViTFeatures.from_tokens(tokens, feats.prefix.shape[1], *feats.grid.shape[-2:])
 
     # Own token path (pos_embed other than 'timm').
 
@@ -241,8 +238,8 @@ class TimmBackbone(BaseModule):
             return [(s.pool, s.norm, s.blocks) for s in self.model.transformers]
         return [(None, self.model.norm_pre, self.model.blocks)]
 
-    def _embed(self, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Image -> (prefix B x P x D, patch grid B x D x h x w), position embedding added."""
+    def _embed(self, x: torch.Tensor) -> ViTFeatures:
+        """Image -> prefix B x P x D and patch grid B x D x h x w, position embedding added."""
         model = self.model
         dpe = self.pos_embed_mode.startswith('dpe')
         mode = self.pos_embed_mode[len('dpe-'):]
@@ -250,7 +247,7 @@ class TimmBackbone(BaseModule):
             grid = model.patch_embed(x)
             if dpe:
                 grid = grid + resize_grid_pos_embed(model.pos_embed, grid.shape[-2:], mode)
-            return model.cls_token.expand(x.shape[0], -1, -1), model.pos_drop(grid)
+            return ViTFeatures(model.cls_token.expand(x.shape[0], -1, -1), model.pos_drop(grid))
 
         grid = self._patch_grid(x)
         b, d = grid.shape[:2]
@@ -265,7 +262,7 @@ class TimmBackbone(BaseModule):
             grid_pe = model.pos_embed[:, n_prefix:].reshape(1, gh, gw, d).permute(0, 3, 1, 2)
             grid = grid + resize_grid_pos_embed(grid_pe, grid.shape[-2:], mode)
         # Dropout is elementwise, so dropping prefix and grid apart equals timm's joint drop.
-        return model.pos_drop(prefix), model.pos_drop(grid)
+        return ViTFeatures(model.pos_drop(prefix), model.pos_drop(grid))
 
     def _patch_grid(self, x: torch.Tensor) -> torch.Tensor:
         """ViT patch embedding at any input size: B x 3 x H x W -> B x D x h x w."""
@@ -279,7 +276,18 @@ class TimmBackbone(BaseModule):
         grid = embed.proj(pad_same(x, embed.patch_size))
         return embed.norm(grid.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
 
-    def _forward_tokens(self, x: torch.Tensor) -> Tuple:
+    def _token_intermediates(self, x: torch.Tensor, indices: List[int],
+                             norm: bool) -> List[ViTFeatures]:
+        """What timm's ``forward_intermediates`` gives, for the modes timm cannot run: the
+        ViTFeatures of the blocks in ``indices``, each through the final norm when ``norm``.
+
+        timm's VisionTransformer resamples its position embedding only bicubic with
+        antialias (inside the private ``_pos_embed``), pads inputs bottom/right rather
+        than TF-"same", sizes a hybrid's grid floor(H / 16) where its ResNet stem gives
+        ceil(H / 16), and has no step between blocks for CPE; PiT's
+        ``forward_intermediates`` returns whole stages without prefix tokens. So these
+        modes run the timm modules block by block here.
+        """
         prefix, grid = self._embed(x)
         p = prefix.shape[1]
         use_checkpoint = getattr(self.model, 'grad_checkpointing', False) and self.training
@@ -287,30 +295,22 @@ class TimmBackbone(BaseModule):
         for pool, pre_norm, blocks in self._block_groups():
             if pool is not None:
                 grid, prefix = pool(grid, prefix)
-            b, d, h, w = grid.shape
-            tokens = pre_norm(torch.cat([prefix, grid.flatten(2).transpose(1, 2)], dim=1))
+            h, w = grid.shape[-2:]
+            tokens = pre_norm(ViTFeatures(prefix, grid).tokens())
             for block in blocks:
                 tokens = grad_checkpoint(block, tokens, use_reentrant=False) \
                     if use_checkpoint else block(tokens)
                 if index == 0 and self.cpe is not None:
                     tokens = self._conditional_pos_embed(tokens, p, h, w)
-                if index in self.out_indices:
-                    final = self.norm == 'all' or (
-                        self.norm == 'last' and index == self.num_layers - 1)
-                    outs.append(self._split(self.model.norm(tokens) if final else tokens, p, h, w))
-                    if len(outs) == len(self.out_indices):
-                        return tuple(outs)
+                if index in indices:
+                    outs.append(ViTFeatures.from_tokens(
+                        self.model.norm(tokens) if norm else tokens, p, h, w))
+                    if len(outs) == len(indices):
+                        return outs
                 index += 1
-            prefix, grid = self._split(tokens, p, h, w)
-        return tuple(outs)
-
-    @staticmethod
-    def _split(tokens: torch.Tensor, p: int, h: int, w: int):
-        """B x (P + h w) x D tokens -> (B x P x D, B x D x h x w)."""
-        grid = tokens[:, p:].transpose(1, 2).reshape(tokens.shape[0], -1, h, w)
-        return tokens[:, :p], grid
+            prefix, grid = ViTFeatures.from_tokens(tokens, p, h, w)
+        return outs
 
     def _conditional_pos_embed(self, tokens, p, h, w):
-        prefix, grid = self._split(tokens, p, h, w)
-        grid = grid + self.cpe(grid)
-        return torch.cat([prefix, grid.flatten(2).transpose(1, 2)], dim=1)
+        prefix, grid = ViTFeatures.from_tokens(tokens, p, h, w)
+        return ViTFeatures(prefix, grid + self.cpe(grid)).tokens()

@@ -5,6 +5,8 @@ from mmengine.model import ImgDataPreprocessor
 
 from irtbox.registry import MODELS
 
+__all__ = ['timm_mean_std', 'TimmDataPreprocessor']
+
 
 def timm_mean_std(model_name: str) -> Tuple[Tuple[float, ...], Tuple[float, ...]]:
     """Mean and std, on the 0-255 scale, that ``model_name``'s pretrained weights expect.

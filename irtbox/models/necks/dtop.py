@@ -15,18 +15,23 @@ Defaults, at D = 768 and k = 6 layers, on a B x 768 x h x w patch grid per layer
 
 about 0.29M parameters (the paper's 0.3M). The retriever L2-normalises z.
 """
-from typing import Optional, Sequence
+from typing import Optional
 
 import torch
 import torch.nn as nn
 
 from irtbox.registry import MODELS
-from .elm import EnhancedLocalityModule
-from .fusions import FUSION_MODES, FeatureFusion, orthogonal_fusion
-from .poolers import AvgPool, GeMPool
+from irtbox.structures import ViTFeatures
+from .fusions import orthogonal_fusion
+from .poolers import GLOBAL_TOKENS, AvgPool, GeMPool, global_token
+
+__all__ = ['AGGREGATIONS', 'DEFAULT_ELM', 'DEFAULT_FUSION', 'aggregate_layers', 'LayerAggregation',
+           'DToPNeck']
 
 AGGREGATIONS = ('mean', 'sum', 'softmax')
-GLOBAL_TOKENS = ('cls', 'dist', 'patch')
+DEFAULT_ELM = dict(type='EnhancedLocalityModule')
+DEFAULT_FUSION = dict(type='FeatureFusion', mode='orthogonal')
+_DEFAULTS = dict(elm=DEFAULT_ELM, fusion=DEFAULT_FUSION)
 
 
 def aggregate_layers(x: torch.Tensor, mode: str = 'mean',
@@ -44,22 +49,6 @@ def aggregate_layers(x: torch.Tensor, mode: str = 'mean',
         weights = logits.softmax(0).view(-1, *([1] * (x.dim() - 1)))
         return (weights * x).sum(0)
     raise ValueError(f'aggregate_layers: mode={mode!r}; expected one of {AGGREGATIONS}.')
-
-
-def global_token(prefix: torch.Tensor, grid: torch.Tensor, token: str = 'cls') -> torch.Tensor:
-    """One layer's global token, B x D: CLS (prefix index 0), DIST (index 1, DeiT-distilled /
-    PiT) or the mean of the patch tokens (DToP Table A5's three feature types)."""
-    if token == 'cls':
-        return prefix[:, 0]
-    if token == 'dist':
-        if prefix.shape[1] < 2:
-            raise ValueError("DToPNeck: global_token='dist' needs a model with a distillation "
-                             'token (e.g. deit_base_distilled_patch16_384); this one has '
-                             f'{prefix.shape[1]} prefix token(s).')
-        return prefix[:, 1]
-    if token == 'patch':
-        return grid.mean(dim=(-2, -1))
-    raise ValueError(f'global_token: token={token!r}; expected one of {GLOBAL_TOKENS}.')
 
 
 @MODELS.register_module()
@@ -95,12 +84,13 @@ class LayerAggregation(nn.Module):
 
 @MODELS.register_module()
 class DToPNeck(nn.Module):
-    """DToP's neck: k layers of (prefix, grid) -> one global descriptor B x N.
+    """DToP's neck: k layers of ViTFeatures -> one global descriptor B x N.
 
-    Input: the backbone tuple, one ``(prefix B x P x D, grid B x D x h x w)`` pair
-    per collected layer (``TimmBackbone(out_indices=(-k, ..., -1), norm=True)``
-    passes every layer through the final LayerNorm; ``norm=False`` only the
-    last); any k >= 1 and any grid size. Output: B x N, not normalised.
+    Input: the backbone tuple, one :class:`~irtbox.structures.ViTFeatures`
+    (prefix B x P x D, grid B x D x h x w) per collected layer
+    (``TimmBackbone(out_indices=(-k, ..., -1), norm='all')`` passes every layer
+    through the final LayerNorm; ``norm='last'`` only the last); any k >= 1 and
+    any grid size. Output: B x N, not normalised.
 
     Pipeline (see the module docstring): global tokens u_l and maps Y_l per layer;
     order ``'R2'`` aggregates the layers first (u, Y), then ELM -> fusion h(Y, U)
@@ -122,10 +112,14 @@ class DToPNeck(nn.Module):
         global_token: ``'cls'``, ``'dist'`` or ``'patch'`` (mean of patch tokens).
         branches: ``'both'``; ``'global'`` (u only) or ``'local'`` (y only), the
             single-branch setting of Table A5.
-        elm_channels, expand_ratio, aspp_rates, irb, aspp, waveblock, wave_ratio,
-            wave_factor: the ELM (``EnhancedLocalityModule``; Table A10).
-        fusion: h(Y, U), one of ``FeatureFusion``'s modes (Table A13); ``'y'``
-            means no ELM (none is built).
+        elm: config of the ELM that computes U = ELM(Y) (Eq. 11), built with
+            ``MODELS.build``; ``in_channels`` is filled in (D). Default
+            ``dict(type='EnhancedLocalityModule')`` (C = 64; Table A10 switches off
+            ``irb`` / ``aspp`` / ``waveblock`` in it). ``None``: no ELM, for
+            ``fusion`` mode ``'y'``, which ignores U.
+        fusion: config of h(Y, U) (Eq. A13, Table A13), built with ``MODELS.build``;
+            ``dim=1`` is filled in. Default ``dict(type='FeatureFusion',
+            mode='orthogonal')`` (its own ``eps``, 1e-6). It must have ``out_channels(D)``.
         pool: ``'gem'`` (learnable p, ``gem_p`` = 3) or ``'avg'``.
         gem_p, gem_learnable: GeM exponent and whether it is learned.
         local_fold: ``'sum'`` or ``'linear'`` (see above).
@@ -135,7 +129,8 @@ class DToPNeck(nn.Module):
         project: force (True) or forbid (False) the output linear layer; ``None``
             adds it when ``out_dim`` differs from the natural width. Table A5
             uses an FC layer to N = 768 = D: ``project=True``.
-        eps: denominator guard of the orthogonal projections.
+        eps: denominator guard of the global-local orthogonal fusion (Eq. 12); the local
+            fusion takes its own (``fusion.eps``).
     """
 
     def __init__(self,
@@ -145,15 +140,8 @@ class DToPNeck(nn.Module):
                  order: str = 'R2',
                  global_token: str = 'cls',
                  branches: str = 'both',
-                 elm_channels: int = 64,
-                 expand_ratio: int = 6,
-                 aspp_rates: Sequence[int] = (1, 2, 3),
-                 irb: bool = True,
-                 aspp: bool = True,
-                 waveblock: bool = True,
-                 wave_ratio: float = 0.3,
-                 wave_factor: float = 1.5,
-                 fusion: str = 'orthogonal',
+                 elm: Optional[dict] = DEFAULT_ELM,
+                 fusion: dict = DEFAULT_FUSION,
                  pool: str = 'gem',
                  gem_p: float = 3.0,
                  gem_learnable: bool = True,
@@ -165,7 +153,7 @@ class DToPNeck(nn.Module):
         super().__init__()
         for name, value, allowed in (
                 ('aggregation', aggregation, AGGREGATIONS), ('order', order, ('R1', 'R2')),
-                ('global_token', global_token, GLOBAL_TOKENS), ('fusion', fusion, FUSION_MODES),
+                ('global_token', global_token, GLOBAL_TOKENS),
                 ('branches', branches, ('both', 'global', 'local')), ('pool', pool, ('gem', 'avg')),
                 ('local_fold', local_fold, ('sum', 'linear')),
                 ('global_fusion', global_fusion, ('orthogonal', 'concat'))):
@@ -187,10 +175,8 @@ class DToPNeck(nn.Module):
             self.layer_agg = LayerAggregation(aggregation, num_layers)
 
         if branches != 'global':
-            self.fusion = FeatureFusion(fusion, dim=1, eps=eps if fusion == 'orthogonal' else None)
-            self.elm = None if fusion == 'y' else EnhancedLocalityModule(
-                in_channels, elm_channels, expand_ratio, aspp_rates, irb, aspp, waveblock,
-                wave_ratio, wave_factor)
+            self.fusion = self._build_fusion(fusion)
+            self.elm = self._build_elm(elm, in_channels, getattr(self.fusion, 'mode', None))
             self.pool = GeMPool(p=gem_p, learnable=gem_learnable) if pool == 'gem' else AvgPool()
             fused = self.fusion.out_channels(in_channels)
             self.fold = nn.Linear(fused, in_channels) if (
@@ -208,21 +194,62 @@ class DToPNeck(nn.Module):
         self.proj = nn.Linear(natural, out_dim) if project else None
         self.out_dim = out_dim if project else natural
 
+    @staticmethod
+    def _built(name: str, cfg, **defaults) -> nn.Module:
+        if not (isinstance(cfg, dict) and 'type' in cfg):
+            raise ValueError(f"DToPNeck: {name} must be a config dict with a 'type', e.g. "
+                             f'{name}={_DEFAULTS[name]!r}; got {cfg!r}.')
+        cfg = dict(cfg)
+        for key, value in defaults.items():
+            if cfg.setdefault(key, value) != value:
+                raise ValueError(f'DToPNeck: {name}.{key}={cfg[key]!r} but the neck needs '
+                                 f'{value!r}; leave it out of {name}.')
+        try:
+            return MODELS.build(cfg)
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(f'DToPNeck: could not build {name}={cfg!r}: {err}') from err
+
+    def _build_fusion(self, cfg) -> nn.Module:
+        fusion = self._built('fusion', cfg, dim=1)
+        if not callable(getattr(fusion, 'out_channels', None)):
+            raise ValueError(f'DToPNeck: fusion {type(fusion).__name__} has no out_channels(D); '
+                             'use FeatureFusion or a module with that method.')
+        return fusion
+
+    def _build_elm(self, cfg, in_channels: int, fusion_mode: Optional[str]
+                   ) -> Optional[nn.Module]:
+        # Mode 'y' ignores U: an ELM there would hold unused parameters (which stall DDP).
+        if fusion_mode == 'y':
+            if cfg is not None:
+                raise ValueError("DToPNeck: fusion mode 'y' ignores the ELM output; set elm=None.")
+            return None
+        if cfg is None:
+            raise ValueError(f'DToPNeck: fusion mode {fusion_mode!r} fuses Y with U = ELM(Y); '
+                             "give elm=dict(type='EnhancedLocalityModule', ...).")
+        return self._built('elm', cfg, in_channels=in_channels)
+
+    @property
+    def gem_power(self) -> Optional[torch.Tensor]:
+        """The GeM exponent of the local pooling; None without one (``pool='avg'``, or the
+        global branch only)."""
+        return getattr(getattr(self, 'pool', None), 'gem_power', None)
+
     def _layers(self, inputs):
         """Checks the backbone tuple; returns u_l (k x B x D; None for the local branch only)
         and Y_l (k x B x D x h x w)."""
-        if not isinstance(inputs, (tuple, list)) or not inputs:
-            raise ValueError('DToPNeck: expected the backbone tuple of (prefix, grid) pairs, '
-                             f'got {type(inputs).__name__}.')
+        if not isinstance(inputs, (tuple, list)) or isinstance(inputs, ViTFeatures) or not inputs:
+            raise ValueError('DToPNeck: expected the backbone tuple of ViTFeatures, one per '
+                             f'layer, got {type(inputs).__name__}.')
         if self.num_layers is not None and len(inputs) != self.num_layers:
             raise ValueError(f'DToPNeck: num_layers={self.num_layers} but the backbone returned '
                              f'{len(inputs)} layers; match it to the backbone out_indices.')
         tokens, grids = [], []
         for i, entry in enumerate(inputs):
-            if not (isinstance(entry, (tuple, list)) and len(entry) == 2):
+            if not isinstance(entry, ViTFeatures):
                 raise ValueError('DToPNeck needs a vision transformer backbone: each layer a '
-                                 f'(prefix B x P x D, grid B x D x h x w) pair; layer {i} is not.')
-            prefix, grid = entry
+                                 f'ViTFeatures (prefix B x P x D, grid B x D x h x w); layer {i} '
+                                 f'is a {type(entry).__name__}.')
+            grid = entry.grid
             if grid.dim() != 4 or grid.shape[1] != self.in_channels:
                 raise ValueError(f'DToPNeck: layer {i} grid has shape {tuple(grid.shape)}; '
                                  f'expected B x {self.in_channels} (in_channels) x h x w.')
@@ -230,7 +257,8 @@ class DToPNeck(nn.Module):
                 raise ValueError(f'DToPNeck: layer {i} grid {tuple(grid.shape)} differs from '
                                  f'layer 0 {tuple(grids[0].shape)}.')
             if self.branches != 'local':
-                tokens.append(global_token(prefix, grid, self.global_token))
+                tokens.append(global_token(entry, self.global_token,
+                                           f'DToPNeck (global_token={self.global_token!r})'))
             grids.append(grid)
         return (torch.stack(tokens) if tokens else None), torch.stack(grids)
 

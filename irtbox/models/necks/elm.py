@@ -13,6 +13,8 @@ import torch.nn as nn
 
 from irtbox.registry import MODELS
 
+__all__ = ['conv_bn_act', 'InvertedResidual', 'ASPP', 'WaveBlock', 'EnhancedLocalityModule']
+
 
 def conv_bn_act(in_channels: int, out_channels: int, kernel_size: int = 1, dilation: int = 1,
                 groups: int = 1, act: bool = True) -> nn.Sequential:

@@ -11,6 +11,9 @@ import torch.nn.functional as F
 
 from irtbox.registry import MODELS
 
+__all__ = ['FUSION_MODES', 'project_onto', 'orthogonal_fusion', 'fast_normalized_fusion',
+           'FeatureFusion']
+
 FUSION_MODES = ('y', 'u', 'sum', 'hadamard', 'concat', 'fast_normalized', 'orthogonal')
 
 

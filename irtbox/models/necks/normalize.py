@@ -5,6 +5,8 @@ import torch.nn.functional as F
 
 from irtbox.registry import MODELS
 
+__all__ = ['L2Norm']
+
 
 @MODELS.register_module()
 class L2Norm(nn.Module):

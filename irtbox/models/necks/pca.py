@@ -6,6 +6,8 @@ import torch
 from irtbox.registry import MODELS
 from .projection import FittedProjection
 
+__all__ = ['fit_pca', 'PCAReduction']
+
 
 def fit_pca(x: torch.Tensor, out_dim: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Principal components of the rows of ``x`` (N x D), in float64.

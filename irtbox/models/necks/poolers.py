@@ -1,33 +1,66 @@
 """Global poolers: one descriptor per image from a backbone's last returned layer.
 
 Each takes the backbone output (a tuple with one entry per layer) and pools the
-last entry. A ViT entry is ``(prefix B x P x D, grid B x D x h x w)``; a CNN entry
-is a map B x C x h x w. Token poolers need a ViT; map poolers accept both (for a
-ViT they pool the patch grid, prefix tokens excluded, as in IRT Table 9).
+last entry. A ViT entry is a :class:`~irtbox.structures.ViTFeatures` (prefix
+B x P x D, grid B x D x h x w); a CNN entry is a map B x C x h x w. Token poolers
+need a ViT; map poolers accept both (for a ViT they pool the patch grid, prefix
+tokens excluded, as in IRT Table 9).
 """
 import torch
 import torch.nn as nn
 
 from irtbox.registry import MODELS
+from irtbox.structures import ViTFeatures
+
+GLOBAL_TOKENS = ('cls', 'dist', 'patch')
+
+__all__ = ['GLOBAL_TOKENS', 'last_layer', 'last_grid', 'last_vit_features', 'global_token', 'gem',
+           'ClsTokenPool',
+           'DistTokenPool', 'AvgPool', 'MaxPool', 'GeMPool']
+
+
+def last_layer(inputs):
+    """The last layer of the backbone output (or ``inputs`` itself when it is one layer)."""
+    if torch.is_tensor(inputs) or isinstance(inputs, ViTFeatures):
+        return inputs
+    return inputs[-1]
 
 
 def last_grid(inputs) -> torch.Tensor:
     """The B x C x h x w map of the last layer (patch grid for a ViT)."""
-    entry = inputs[-1] if isinstance(inputs, (tuple, list)) else inputs
-    if isinstance(entry, (tuple, list)):
-        entry = entry[1]
+    entry = last_layer(inputs)
+    if isinstance(entry, ViTFeatures):
+        entry = entry.grid
     if entry.dim() != 4:
         raise ValueError(f'expected a B x C x h x w feature map, got shape {tuple(entry.shape)}')
     return entry
 
 
-def last_prefix(inputs, name: str) -> torch.Tensor:
-    """The B x P x D prefix tokens of the last layer; errors for CNN features."""
-    entry = inputs[-1] if isinstance(inputs, (tuple, list)) else inputs
-    if not isinstance(entry, (tuple, list)):
-        raise ValueError(f'{name} needs a vision transformer backbone (prefix tokens); '
-                         'the backbone returned a feature map. Use a map pooler (AvgPool, GeMPool, ...).')
-    return entry[0]
+def last_vit_features(inputs, name: str) -> ViTFeatures:
+    """The last layer's :class:`ViTFeatures`; errors for CNN features."""
+    entry = last_layer(inputs)
+    if not isinstance(entry, ViTFeatures):
+        raise ValueError(f'{name} needs a vision transformer backbone (prefix tokens); the '
+                         'backbone returned a feature map. Use a map pooler (AvgPool, GeMPool, ...).')
+    return entry
+
+
+def global_token(features: ViTFeatures, token: str = 'cls', owner: str = 'global_token'
+                 ) -> torch.Tensor:
+    """One layer's global vector, B x D: the CLS token (prefix index 0), the distillation
+    token (index 1, DeiT-distilled / PiT) or the mean of the patch tokens (DToP Table A5's
+    three feature types). ``owner`` names the caller in errors."""
+    if token == 'cls':
+        return features.prefix[:, 0]
+    if token == 'dist':
+        if features.prefix.shape[1] < 2:
+            raise ValueError(f'{owner} needs a model with a distillation token (e.g. '
+                             'deit_small_distilled_patch16_224); this one has '
+                             f'{features.prefix.shape[1]} prefix token(s).')
+        return features.prefix[:, 1]
+    if token == 'patch':
+        return features.grid.mean(dim=(-2, -1))
+    raise ValueError(f'{owner}: token={token!r}; expected one of {GLOBAL_TOKENS}.')
 
 
 def gem(x: torch.Tensor, p: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -40,27 +73,33 @@ def gem(x: torch.Tensor, p: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
 
 @MODELS.register_module()
 class ClsTokenPool(nn.Module):
-    """The CLS token of the last layer (IRT's default descriptor). -> B x D."""
+    """The CLS token of the last layer, IRT's descriptor (El-Nouby et al. 2021, Sec. 3).
+
+    Backbone output (last entry a ViTFeatures, prefix B x P x D) -> B x D.
+    """
 
     def forward(self, inputs) -> torch.Tensor:
-        return last_prefix(inputs, 'ClsTokenPool')[:, 0]
+        return global_token(last_vit_features(inputs, 'ClsTokenPool'), 'cls', 'ClsTokenPool')
 
 
 @MODELS.register_module()
 class DistTokenPool(nn.Module):
-    """The distillation token of a DeiT† (``*_distilled_*``) model. -> B x D."""
+    """The distillation token of a DeiT† (``*_distilled_*``) model (Touvron et al. 2021,
+    Sec. 5; IRT's DeiT-S† rows).
+
+    Backbone output (last entry a ViTFeatures, prefix B x P x D with P >= 2) -> B x D.
+    """
 
     def forward(self, inputs) -> torch.Tensor:
-        prefix = last_prefix(inputs, 'DistTokenPool')
-        if prefix.shape[1] < 2:
-            raise ValueError('DistTokenPool needs a model with a distillation token '
-                             '(e.g. deit_small_distilled_patch16_224); this one has only CLS.')
-        return prefix[:, 1]
+        return global_token(last_vit_features(inputs, 'DistTokenPool'), 'dist', 'DistTokenPool')
 
 
 @MODELS.register_module()
 class AvgPool(nn.Module):
-    """Average of the patch tokens / map positions. B x C x h x w -> B x C."""
+    """Average of the patch tokens / map positions (SPoC-style global average, IRT Table 9).
+
+    Last layer's map (a ViT's patch grid) B x C x h x w -> B x C.
+    """
 
     def forward(self, inputs) -> torch.Tensor:
         return last_grid(inputs).mean(dim=(-2, -1))
@@ -68,7 +107,10 @@ class AvgPool(nn.Module):
 
 @MODELS.register_module()
 class MaxPool(nn.Module):
-    """Maximum over the patch tokens / map positions (MAC). B x C x h x w -> B x C."""
+    """Maximum over the patch tokens / map positions (MAC; Tolias et al., ICLR 2016, Eq. 1).
+
+    Last layer's map (a ViT's patch grid) B x C x h x w -> B x C.
+    """
 
     def forward(self, inputs) -> torch.Tensor:
         return last_grid(inputs).amax(dim=(-2, -1))
@@ -77,6 +119,9 @@ class MaxPool(nn.Module):
 @MODELS.register_module()
 class GeMPool(nn.Module):
     """Generalised-mean pooling with a learnable exponent (Radenović et al. 2018, Eq. 3).
+
+    (mean over h x w of x^p)^(1/p) per channel: last layer's map (a ViT's patch grid)
+    B x C x h x w -> B x C. The exponent is exposed as ``gem_power``.
 
     Inputs are clamped at ``eps`` before the power: GeM is defined for
     non-negative activations (ReLU maps); transformer tokens can be negative,
@@ -96,6 +141,12 @@ class GeMPool(nn.Module):
         else:
             self.register_buffer('p', p)
         self.eps = eps
+
+    @property
+    def gem_power(self) -> torch.Tensor:
+        """The exponent p (1-element tensor), e.g. for multi-scale aggregation with the same
+        power (``ImageRetriever(multi_scale_power='gem')``)."""
+        return self.p
 
     def forward(self, inputs) -> torch.Tensor:
         return gem(last_grid(inputs), self.p, self.eps)

@@ -4,6 +4,8 @@ from contextlib import contextmanager
 import torch
 import torch.nn as nn
 
+__all__ = ['FittedProjection']
+
 
 class FittedProjection(nn.Module):
     """``y = P (x − m)`` with ``m`` (in_dim) and ``P`` (out_dim x in_dim) held in buffers.

@@ -6,6 +6,8 @@ import torch.nn as nn
 
 from irtbox.registry import MODELS
 
+__all__ = ['LinearProjection']
+
 
 @MODELS.register_module()
 class LinearProjection(nn.Module):

@@ -8,6 +8,8 @@ import torch.nn as nn
 from irtbox.registry import MODELS
 from .poolers import last_grid
 
+__all__ = ['rmac_regions', 'rmac', 'RMACPool']
+
 
 def rmac_regions(height: int, width: int, levels: int = 3,
                  overlap: float = 0.4) -> List[Tuple[int, int, int]]:

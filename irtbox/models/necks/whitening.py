@@ -6,6 +6,8 @@ import torch
 from irtbox.registry import MODELS
 from .projection import FittedProjection
 
+__all__ = ['LearnedWhitening']
+
 
 @MODELS.register_module()
 class LearnedWhitening(FittedProjection):

@@ -10,6 +10,8 @@ from mmengine.model import BaseModel
 from irtbox.registry import MODELS
 from irtbox.structures import DataSample
 
+__all__ = ['ImageRetriever']
+
 
 def _build_necks(neck) -> nn.Sequential:
     if neck is None:
@@ -46,12 +48,13 @@ class ImageRetriever(BaseModel):
             ``(mean_s f(x_s)^p)^(1/p)`` with ``p = multi_scale_power``, ``f`` the
             single-scale descriptor and ``x_s`` the normalised input resized
             bilinearly (align_corners False) by ``s`` (protocols.md, multi-scale).
-            ``multi_scale_power='gem'`` takes p from the model's ``GeMPool``
-            (cnnimageretrieval: the learned exponent, for GeM networks without
-            whitening).
+            ``multi_scale_power='gem'`` takes p from the first neck that pools
+            with a GeM exponent (its ``gem_power``: ``GeMPool``, ``DToPNeck`` with
+            ``pool='gem'``; cnnimageretrieval: the learned exponent, for GeM
+            networks without whitening).
         query_test_scales: scales for the samples marked ``is_query`` in predict
             mode, when queries and database differ (DToP Table A11); default:
-            ``test_scales`` for both.
+            ``test_scales`` for both. Each sample is embedded once, at its own scales.
     """
 
     def __init__(self,
@@ -76,9 +79,9 @@ class ImageRetriever(BaseModel):
         self.normalize = normalize
         self.test_scales = tuple(test_scales)
         self.query_test_scales = None if query_test_scales is None else tuple(query_test_scales)
-        if multi_scale_power == 'gem' and not any(
-                type(m).__name__ == 'GeMPool' for m in self.neck.modules()):
-            raise ValueError("ImageRetriever: multi_scale_power='gem' needs a GeMPool neck")
+        if multi_scale_power == 'gem' and self._gem_power() is None:
+            raise ValueError("ImageRetriever: multi_scale_power='gem' needs a GeMPool neck (or "
+                             "another neck with a gem_power, e.g. DToPNeck with pool='gem')")
         if not isinstance(multi_scale_power, (int, float)) and multi_scale_power != 'gem':
             raise ValueError("ImageRetriever: multi_scale_power must be a number or 'gem', got "
                              f'{multi_scale_power!r}')
@@ -91,6 +94,11 @@ class ImageRetriever(BaseModel):
             self.momentum_encoder = nn.ModuleDict(
                 dict(backbone=copy.deepcopy(self.backbone), neck=copy.deepcopy(self.neck)))
             self.momentum_encoder.requires_grad_(False)
+
+    def _gem_power(self) -> Optional[torch.Tensor]:
+        """The GeM exponent of the first neck that pools with one (its ``gem_power``)."""
+        return next((neck.gem_power for neck in self.neck
+                     if getattr(neck, 'gem_power', None) is not None), None)
 
     def _embed(self, inputs: torch.Tensor, backbone, neck) -> torch.Tensor:
         x = neck(backbone(inputs))
@@ -114,7 +122,7 @@ class ImageRetriever(BaseModel):
             return self._embed(inputs, self.backbone, self.neck)
         p = self.multi_scale_power
         if p == 'gem':
-            p = next(float(m.p) for m in self.neck.modules() if type(m).__name__ == 'GeMPool')
+            p = float(self._gem_power())
         acc = 0
         for scale in scales:
             x = inputs if scale == 1.0 else F.interpolate(
@@ -160,15 +168,28 @@ class ImageRetriever(BaseModel):
                     inputs, self.momentum_encoder['backbone'], self.momentum_encoder['neck'])
         return self.head.loss(embeddings, labels, memory_embeddings=memory_embeddings)
 
+    def _extract_by_role(self, inputs: torch.Tensor,
+                         data_samples: Optional[List[DataSample]]) -> torch.Tensor:
+        """Raw descriptors, queries at ``query_test_scales`` and the rest at ``test_scales``;
+        each sample embedded once."""
+        if self.query_test_scales is None or data_samples is None:
+            return self.extract_raw_feat(inputs)
+        is_query = torch.tensor([bool(s.get('is_query', False)) for s in data_samples],
+                                device=inputs.device)
+        if not is_query.any():
+            return self.extract_raw_feat(inputs)
+        if is_query.all():
+            return self.extract_raw_feat(inputs, self.query_test_scales)
+        queries = self.extract_raw_feat(inputs[is_query], self.query_test_scales)
+        others = self.extract_raw_feat(inputs[~is_query])
+        raw = queries.new_empty(len(is_query), queries.shape[1])
+        raw[is_query] = queries
+        raw[~is_query] = others
+        return raw
+
     def predict(self, inputs: torch.Tensor,
                 data_samples: Optional[List[DataSample]] = None) -> List[DataSample]:
-        raw = self.extract_raw_feat(inputs)
-        if self.query_test_scales is not None and data_samples is not None:
-            is_query = [bool(s.get('is_query', False)) for s in data_samples]
-            if any(is_query):
-                mask = torch.tensor(is_query, device=raw.device)
-                raw = raw.clone()
-                raw[mask] = self.extract_raw_feat(inputs[mask], self.query_test_scales)
+        raw = self._extract_by_role(inputs, data_samples)
         embeddings = self._whiten(raw)
         if data_samples is None:
             data_samples = [DataSample() for _ in range(embeddings.shape[0])]

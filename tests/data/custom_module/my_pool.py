@@ -13,5 +13,5 @@ class TopKPool(nn.Module):
         self.k = k
 
     def forward(self, feats):
-        grid = feats[-1][1]  # ViT: (prefix tokens, patch grid)
+        grid = feats[-1].grid  # ViT: ViTFeatures(prefix, grid)
         return grid.flatten(2).topk(self.k, dim=-1).values.mean(-1)

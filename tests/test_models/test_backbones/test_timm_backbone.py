@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from irtbox.models.backbones import TimmBackbone
+from irtbox.structures import ViTFeatures
 
 
 def tiny_vit(**kwargs):
@@ -16,7 +17,9 @@ def test_vit_last_layer_matches_forward_features():
     torch.manual_seed(0)
     backbone = tiny_vit().eval()
     x = torch.randn(2, 3, 32, 32)
-    (prefix, grid), = backbone(x)
+    (feats,) = backbone(x)
+    assert isinstance(feats, ViTFeatures)
+    prefix, grid = feats.prefix, feats.grid
     tokens = backbone.model.forward_features(x)
     assert prefix.shape == (2, 1, 192) and grid.shape == (2, 192, 4, 4)
     torch.testing.assert_close(prefix[:, 0], tokens[:, 0])
@@ -288,7 +291,7 @@ def test_cpe_is_a_residual_depthwise_conv_after_the_first_block():
     assert cpe.cpe.weight.shape == (192, 1, 3, 3) and cpe.cpe.groups == 192
     x = torch.randn(2, 3, 40, 24)
     with torch.no_grad():  # zero-initialised: starts as the 'none' network
-        torch.testing.assert_close(cpe(x)[0][1], none(x)[0][1], rtol=0, atol=0)
+        torch.testing.assert_close(cpe(x)[0].grid, none(x)[0].grid, rtol=0, atol=0)
         cpe.cpe.weight.normal_()
         cpe.cpe.bias.normal_()
     seen = _block_inputs(cpe, x)
@@ -299,7 +302,7 @@ def test_cpe_is_a_residual_depthwise_conv_after_the_first_block():
     torch.testing.assert_close(seen[1][:, :2], after_first[:, :2])
     torch.testing.assert_close(seen[1][:, 2:], grid.flatten(2).transpose(1, 2))
     cpe.train()
-    cpe(x)[0][1].sum().backward()
+    cpe(x)[0].grid.sum().backward()
     assert cpe.cpe.weight.grad.abs().sum() > 0
 
 

@@ -4,6 +4,7 @@ import torch.nn as nn
 
 from irtbox.models.necks import DToPNeck, LayerAggregation, aggregate_layers
 from irtbox.registry import MODELS
+from irtbox.structures import ViTFeatures
 from irtbox.utils import register_all_modules
 
 register_all_modules()
@@ -11,13 +12,21 @@ register_all_modules()
 
 def layers(k=3, b=2, d=8, h=4, w=5, prefix=2, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return tuple((torch.randn(b, prefix, d, generator=g), torch.randn(b, d, h, w, generator=g))
-                 for _ in range(k))
+    return tuple(ViTFeatures(torch.randn(b, prefix, d, generator=g),
+                             torch.randn(b, d, h, w, generator=g)) for _ in range(k))
 
 
-def small(**kwargs):
+ELM = dict(type='EnhancedLocalityModule', channels=4)
+
+
+def small(fusion=None, **kwargs):
+    """A D = 8 neck with a C = 4 ELM; ``fusion``: a FeatureFusion mode ('y' drops the ELM)."""
     torch.manual_seed(0)
-    return DToPNeck(**dict(dict(in_channels=8, elm_channels=4), **kwargs))
+    if fusion is not None:
+        kwargs['fusion'] = dict(type='FeatureFusion', mode=fusion)
+        if fusion == 'y':
+            kwargs.setdefault('elm', None)
+    return DToPNeck(**dict(dict(in_channels=8, elm=ELM), **kwargs))
 
 
 def n_params(module):
@@ -69,7 +78,7 @@ def test_default_forward_against_an_independent_computation():
 
 
 def test_local_part_orthogonal_to_global_part():
-    neck = DToPNeck(in_channels=64, elm_channels=8).eval()
+    neck = DToPNeck(in_channels=64, elm=dict(type='EnhancedLocalityModule', channels=8)).eval()
     z = neck(layers(k=4, d=64, h=6, w=7))
     local, glob = z[:, :64], z[:, 64:]
     cos = (local * glob).sum(1) / (local.norm(dim=1) * glob.norm(dim=1))
@@ -106,8 +115,8 @@ def test_layer_aggregation_module():
 def test_r2_aggregates_before_the_elm(aggregation, combine):
     neck = small(aggregation=aggregation).eval()
     feats = layers(k=3)
-    merged = ((combine(torch.stack([p for p, _ in feats])),
-               combine(torch.stack([g for _, g in feats]))),)
+    merged = (ViTFeatures(combine(torch.stack([f.prefix for f in feats])),
+                          combine(torch.stack([f.grid for f in feats]))),)
     torch.testing.assert_close(neck(feats), neck(merged))
 
 
@@ -119,8 +128,8 @@ def test_softmax_aggregation_weights_the_layers():
     feats = layers(k=3)
     wg = torch.tensor([0.0, 1.0, 2.0]).softmax(0)
     wl = torch.tensor([2.0, 0.0, -1.0]).softmax(0)
-    merged = ((sum(wg[i] * feats[i][0] for i in range(3)),
-               sum(wl[i] * feats[i][1] for i in range(3))),)
+    merged = (ViTFeatures(sum(wg[i] * feats[i].prefix for i in range(3)),
+                          sum(wl[i] * feats[i].grid for i in range(3))),)
     plain = small().eval()
     plain.load_state_dict(neck.state_dict(), strict=False)
     torch.testing.assert_close(neck(feats), plain(merged))
@@ -196,7 +205,8 @@ def test_out_dim_projection():
 
 def test_gradients_reach_every_parameter_and_layer():
     neck = small(aggregation='softmax', num_layers=3, fusion='fast_normalized').train()
-    feats = tuple((p.requires_grad_(), g.requires_grad_()) for p, g in layers(k=3))
+    feats = tuple(ViTFeatures(f.prefix.requires_grad_(), f.grid.requires_grad_())
+                  for f in layers(k=3))
     neck(feats).pow(2).sum().backward()
     for name, param in neck.named_parameters():
         assert param.grad is not None and param.grad.abs().sum() > 0, name
@@ -218,9 +228,37 @@ def test_input_and_option_errors():
         neck(torch.randn(2, 8, 4, 4))
     for key, value in (('order', 'R3'), ('global_token', 'avg'), ('branches', 'none'),
                        ('pool', 'max'), ('local_fold', 'mean'), ('global_fusion', 'sum'),
-                       ('fusion', 'max'), ('aggregation', 'max')):
+                       ('aggregation', 'max')):
         with pytest.raises(ValueError, match=f'DToPNeck: {key}='):
             small(**{key: value})
+
+
+class FusionWithoutWidth(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+
+    def forward(self, y, u):
+        return y + u
+
+
+def test_elm_and_fusion_configs():
+    neck = small(elm=dict(ELM, irb=False, waveblock=False), fusion='sum')
+    assert neck.elm.reduce.in_channels == 8 and isinstance(neck.elm.irb, nn.Identity)
+    assert neck.fusion.mode == 'sum' and neck.fusion.dim == 1
+    tight = DToPNeck(in_channels=8, elm=ELM, fusion=dict(type='FeatureFusion', eps=1e-3))
+    assert tight.fusion.eps == 1e-3 and tight.eps == 1e-6
+    for key, value, message in (
+            ('elm', 'EnhancedLocalityModule', "elm must be a config dict with a 'type'"),
+            ('fusion', 'sum', "fusion must be a config dict with a 'type'"),
+            ('elm', dict(type='NoSuchModule'), 'could not build elm='),
+            ('fusion', dict(type='FeatureFusion', mode='max'), "could not build fusion=.*'max'"),
+            ('elm', dict(ELM, in_channels=16), 'elm.in_channels=16 but the neck needs 8'),
+            ('elm', None, "fuses Y with U = ELM"),
+            ('fusion', dict(type=FusionWithoutWidth), 'no out_channels')):
+        with pytest.raises(ValueError, match=message):
+            DToPNeck(in_channels=8, **dict(dict(elm=ELM), **{key: value}))
+    with pytest.raises(ValueError, match="mode 'y' ignores the ELM output; set elm=None"):
+        small(fusion='y', elm=ELM)
 
 
 def test_with_a_timm_backbone_from_config():
@@ -228,7 +266,7 @@ def test_with_a_timm_backbone_from_config():
     backbone = MODELS.build(dict(
         type='TimmBackbone', model_name='deit_tiny_distilled_patch16_224', img_size=32,
         patch_size=8, depth=3, embed_dim=16, num_heads=2, out_indices=(-3, -2, -1), norm=True))
-    neck = MODELS.build(dict(type='DToPNeck', in_channels=16, elm_channels=4, num_layers=3,
+    neck = MODELS.build(dict(type='DToPNeck', in_channels=16, elm=dict(ELM), num_layers=3,
                              global_token='dist'))
     x = torch.randn(2, 3, 32, 32, requires_grad=True)
     out = neck(backbone(x))

@@ -30,7 +30,7 @@ def test_tensor_and_predict_modes():
     emb = model(x, mode='tensor')
     assert emb.shape == (3, 16)
     torch.testing.assert_close(emb.norm(dim=1), torch.ones(3))
-    torch.testing.assert_close(emb, F.normalize(model.backbone(x)[-1][0][:, 0], dim=-1))
+    torch.testing.assert_close(emb, F.normalize(model.backbone(x)[-1].prefix[:, 0], dim=-1))
     out = model(x, samples([0, 1, 2]), mode='predict')
     torch.testing.assert_close(torch.stack([s.embedding for s in out]), emb)
     with pytest.raises(ValueError, match='invalid mode'):
@@ -109,3 +109,24 @@ def test_query_scales_differ_from_database_scales():
     torch.testing.assert_close(out[[0, 2]], single[[0, 2]])
     torch.testing.assert_close(out[1], multi[1])
     assert not torch.allclose(single[1], multi[1])
+
+
+def test_each_sample_embedded_once_at_its_own_scales():
+    kwargs = dict(backbone=dict(BACKBONE, dynamic_img_size=True), neck=[dict(type='ClsTokenPool')])
+    model = ImageRetriever(test_scales=(1.0, 0.5), query_test_scales=(1.0,), **kwargs).eval()
+    batch_sizes = []
+    model.backbone.register_forward_hook(lambda mod, args, out: batch_sizes.append(len(args[0])))
+    data = [DataSample(metainfo=dict(is_query=q)) for q in (True, False, True)]
+    model(torch.randn(3, 3, 32, 32), data, mode='predict')
+    # queries: 2 images at one scale; database: 1 image at two scales
+    assert sorted(batch_sizes) == [1, 1, 2]
+
+
+def test_gem_power_comes_from_the_neck():
+    neck = dict(type='DToPNeck', in_channels=16, elm=dict(type='EnhancedLocalityModule',
+                                                          channels=4), gem_p=2.5)
+    model = ImageRetriever(backbone=dict(BACKBONE, dynamic_img_size=True, norm='all'), neck=[neck],
+                           test_scales=(1.0, 0.5), multi_scale_power='gem')
+    assert float(model._gem_power()) == 2.5
+    with pytest.raises(ValueError, match='needs a GeMPool'):
+        ImageRetriever(backbone=BACKBONE, neck=[dict(neck, pool='avg')], multi_scale_power='gem')
