@@ -15,11 +15,8 @@ import argparse
 import json
 import os
 import os.path as osp
-import sys
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
-
-from irtbox.utils.config import DictAction, load_config  # noqa: E402
+from irtbox.utils.config import DictAction, load_config
 
 
 def parse_args(argv=None):

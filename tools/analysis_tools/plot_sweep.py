@@ -40,7 +40,7 @@ def plot_factor(summary: List[dict], factor: str, metric: str, out_path: str,
 
     ``xlabel`` defaults to ``factor``; ``title``, when given, is the figure's suptitle.
     """
-    from tools.analysis_tools.plotting import pyplot
+    from irtbox.visualization.plotting import pyplot
     plt = pyplot()
     if band not in ('minmax', 'std'):
         raise ValueError(f"band must be 'minmax' or 'std', got {band!r}")

@@ -45,10 +45,8 @@ import time
 import numpy as np
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 
-from peak_memory import peak_rss_mb, reset_peak  # noqa: E402
+from irtbox.utils.memory import peak_rss_mb, reset_peak
 
 RETRIEVAL = ('faiss_k1001', 'torch_product', 'irtbox_torch', 'irtbox_faiss', 'irtbox_approx',
              'pml')
