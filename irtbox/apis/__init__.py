@@ -6,11 +6,12 @@ from .model_zoo import (ModelNotReleasedError, UnknownModelError, ZooEntry, get_
                         list_models)
 from .publish import publish_checkpoint
 from .runner import DEFAULT_RUNNER, build_runner, check_checkpoint, load_run_config
+from .setup_env import register_all_modules
 
 __all__ = [
     'CheckpointMismatchError', 'DEFAULT_RUNNER', 'ExtractionResult', 'ModelNotReleasedError',
     'UnknownModelError', 'ZooEntry', 'build_runner', 'check_checkpoint', 'extract_features',
     'extract_to_shards', 'get_entry', 'get_model', 'init_model', 'list_images', 'list_models',
     'load_model_weights', 'load_run_config', 'merge_shards', 'prepare_shards',
-    'publish_checkpoint', 'save_features', 'without_pretrained_backbone'
+    'publish_checkpoint', 'register_all_modules', 'save_features', 'without_pretrained_backbone'
 ]

@@ -77,7 +77,7 @@ def run_irtbox(folder, batch):
     from torch.utils.data import DataLoader
 
     from irtbox.registry import DATASETS
-    from irtbox.utils.setup_env import register_all_modules
+    from irtbox.apis import register_all_modules
     register_all_modules()
     pipeline = [
         dict(type='LoadImageFromFile'),

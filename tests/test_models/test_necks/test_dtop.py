@@ -4,7 +4,7 @@ import torch.nn as nn
 
 from irtbox.models.necks import DToPNeck, LayerAggregation, aggregate_layers
 from irtbox.registry import MODELS
-from irtbox.utils import register_all_modules
+from irtbox.apis import register_all_modules
 
 register_all_modules()
 
