@@ -9,6 +9,7 @@ from mmengine.model import BaseModel
 
 from irtbox.registry import MODELS
 from irtbox.structures import DataSample
+from ..backbones.timm_preprocessor import with_backbone_model_name
 
 
 def _build_necks(neck) -> nn.Sequential:
@@ -68,6 +69,7 @@ class ImageRetriever(BaseModel):
                  init_cfg=None):
         if data_preprocessor is None:
             data_preprocessor = dict(type='ImgDataPreprocessor')
+        data_preprocessor = with_backbone_model_name(data_preprocessor, backbone)
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         self.backbone = MODELS.build(backbone)
         self.neck = _build_necks(neck)
