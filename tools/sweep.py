@@ -72,8 +72,8 @@ import os.path as osp
 import sys
 
 from irtbox.sweeps import (EMBEDDINGS, FAILED, LOG, RESULTS, TRAIN_DONE, SelectionError, collect,
-                           emit_command, expand, load_spec, run_all, select_runs, state_of,
-                           summarize, write_table)
+                           emit_command, expand, load_spec, plot_all, run_all, select_runs,
+                           state_of, summarize, write_table)
 
 # The runs call train.py and test.py beside this script.
 TOOLS = osp.dirname(osp.abspath(__file__))
@@ -163,7 +163,6 @@ def main(argv=None):
     write_table(rows, osp.join(args.work_root, 'runs.json'))
     write_table(summary, osp.join(args.work_root, 'summary.csv'))
     if not args.no_plot:
-        from irtbox.sweeps.figures import plot_all
         for path in plot_all(summary, spec, args.work_root, band=args.band):
             print(path)
     if failures and not args.collect_only:
