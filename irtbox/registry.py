@@ -1,10 +1,16 @@
-"""irtbox registries: children of MMEngine's root registries.
+"""irtbox registries: children of MMEngine's root registries, scope 'irtbox'.
 
-Each registry names, in ``locations``, the modules that register into it, so
-that building a config entry imports them on demand (no import side effects
-needed in user code). ``default_scope='irtbox'`` in the configs makes these the
-registries that ``Runner`` looks names up in; names not found here fall back
-to MMEngine's parent registries (e.g. ``ImgDataPreprocessor``, ``AdamW``).
+``default_scope='irtbox'`` in the configs makes these the registries that MMEngine's
+``Runner`` looks names up in; names not found here fall back to MMEngine's parent
+registries (e.g. ``ImgDataPreprocessor``, ``AdamW``). Register your own parts into them
+(``@MODELS.register_module()``) and name them in a config, with ``custom_imports`` when
+they live outside irtbox.
+
+A registry that holds parts of ours names, in ``locations``, the package that registers
+them, so that building a config entry imports it on demand. The registries with nothing
+of ours in them are kept on purpose: the ``Runner`` builds from each of these trees under
+scope 'irtbox', and MMEngine warns on every run ("Failed to search registry with scope
+irtbox") when the scope has no node there.
 """
 from mmengine.registry import DATA_SAMPLERS as MMENGINE_DATA_SAMPLERS
 from mmengine.registry import DATASETS as MMENGINE_DATASETS
@@ -26,45 +32,46 @@ from mmengine.registry import VISBACKENDS as MMENGINE_VISBACKENDS
 from mmengine.registry import VISUALIZERS as MMENGINE_VISUALIZERS
 from mmengine.registry import Registry
 
-# Runners and loops (e.g. a loop that evaluates several test sets).
+# Runners: IrtboxRunner (tools/train.py and tools/test.py build cfg.runner_type, default it).
 RUNNERS = Registry('runner', parent=MMENGINE_RUNNERS, locations=['irtbox.engine'])
+# Loops: validation and test over several datasets at once.
 LOOPS = Registry('loop', parent=MMENGINE_LOOPS, locations=['irtbox.engine'])
-# Hooks: momentum encoder, PCA fitting, hard-negative mining, ...
+# Hooks: PCA / whitening fitting, tuple mining, early stopping, non-finite-loss stop, ...
 HOOKS = Registry('hook', parent=MMENGINE_HOOKS, locations=['irtbox.engine'])
-LOG_PROCESSORS = Registry(
-    'log processor', parent=MMENGINE_LOG_PROCESSORS, locations=['irtbox.engine'])
+# Log processors: MMEngine's LogProcessor (nothing of ours).
+LOG_PROCESSORS = Registry('log processor', parent=MMENGINE_LOG_PROCESSORS)
 
-# Optimisation: parameter-group constructors (classifier weights at their own lr, ...).
-OPTIMIZERS = Registry('optimizer', parent=MMENGINE_OPTIMIZERS, locations=['irtbox.engine'])
+# Optimizers: MMEngine's / torch's (AdamW, SGD; nothing of ours).
+OPTIMIZERS = Registry('optimizer', parent=MMENGINE_OPTIMIZERS)
+# Optimizer wrappers: bf16 autocast on the GPUs that support it.
 OPTIM_WRAPPERS = Registry(
     'optim_wrapper', parent=MMENGINE_OPTIM_WRAPPERS, locations=['irtbox.engine'])
+# Optimizer wrapper constructors: MMEngine's default, with paramwise_cfg (nothing of ours).
 OPTIM_WRAPPER_CONSTRUCTORS = Registry(
-    'optimizer wrapper constructor',
-    parent=MMENGINE_OPTIM_WRAPPER_CONSTRUCTORS,
-    locations=['irtbox.engine'])
-PARAM_SCHEDULERS = Registry(
-    'parameter scheduler', parent=MMENGINE_PARAM_SCHEDULERS, locations=['irtbox.engine'])
+    'optimizer wrapper constructor', parent=MMENGINE_OPTIM_WRAPPER_CONSTRUCTORS)
+# Learning-rate and momentum schedulers: MMEngine's (nothing of ours).
+PARAM_SCHEDULERS = Registry('parameter scheduler', parent=MMENGINE_PARAM_SCHEDULERS)
 
-# Data: datasets (one file each), samplers (M-per-class, ...), transforms.
+# Datasets: one file each under irtbox/datasets/, plus wrappers (benchmark splits, ...).
 DATASETS = Registry('dataset', parent=MMENGINE_DATASETS, locations=['irtbox.datasets'])
+# Samplers that compose batches: M images per class, group sizes, ...
 DATA_SAMPLERS = Registry(
     'data sampler', parent=MMENGINE_DATA_SAMPLERS, locations=['irtbox.datasets.samplers'])
+# Transforms: image loading, resizing, cropping, packing into data samples.
 TRANSFORMS = Registry(
     'transform', parent=MMENGINE_TRANSFORMS, locations=['irtbox.datasets.transforms'])
 
-# Models: retrievers, backbones, necks, heads, losses (all in one registry, as in MMEngine).
+# Models: retrievers, backbones, necks, heads, losses, miners, data preprocessors (one
+# registry, as in MMEngine).
 MODELS = Registry('model', parent=MMENGINE_MODELS, locations=['irtbox.models'])
-MODEL_WRAPPERS = Registry(
-    'model_wrapper', parent=MMENGINE_MODEL_WRAPPERS, locations=['irtbox.models'])
+# Model wrappers for distributed training: MMEngine's DDP wrapper (nothing of ours).
+MODEL_WRAPPERS = Registry('model_wrapper', parent=MMENGINE_MODEL_WRAPPERS)
 
-# Evaluation: metrics wrap the pure functions of irtbox.evaluation.functional.
+# Metrics: retrieval metrics, wrapping the pure functions of irtbox.evaluation.functional.
 METRICS = Registry('metric', parent=MMENGINE_METRICS, locations=['irtbox.evaluation'])
-EVALUATOR = Registry('evaluator', parent=MMENGINE_EVALUATOR, locations=['irtbox.evaluation'])
+# Evaluators: MMEngine's Evaluator (nothing of ours).
+EVALUATOR = Registry('evaluator', parent=MMENGINE_EVALUATOR)
 
-# Visualisation: MMEngine's Visualizer / LocalVisBackend, found through these children (without
-# them every run under default_scope='irtbox' warns "Failed to search registry with scope irtbox
-# in the vis_backend registry tree").
-VISUALIZERS = Registry(
-    'visualizer', parent=MMENGINE_VISUALIZERS, locations=['irtbox.visualization'])
-VISBACKENDS = Registry(
-    'vis_backend', parent=MMENGINE_VISBACKENDS, locations=['irtbox.visualization'])
+# Visualizers and their backends: MMEngine's Visualizer / LocalVisBackend (nothing of ours).
+VISUALIZERS = Registry('visualizer', parent=MMENGINE_VISUALIZERS)
+VISBACKENDS = Registry('vis_backend', parent=MMENGINE_VISBACKENDS)

@@ -1,6 +1,5 @@
 """Fixtures shared by the test folders."""
 import os.path as osp
-import sys
 
 import pytest
 
@@ -10,11 +9,10 @@ ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 @pytest.fixture(scope='session')
 def digits_root(tmp_path_factory):
     """scikit-learn's digits written once per session by the quick start's converter
-    (``tools/dataset_converters/prepare_digits.py``): ``<root>/{train,test}/<digit>/*.png``.
+    (``irtbox.datasets.digits``): ``<root>/{train,test}/<digit>/*.png``.
     Tests copy what they need from it and must not change it."""
     pytest.importorskip('sklearn.datasets')
-    sys.path.insert(0, osp.join(ROOT, 'tools', 'dataset_converters'))
-    from prepare_digits import prepare_digits
+    from irtbox.datasets.digits import prepare_digits
     root = tmp_path_factory.mktemp('digits')
     prepare_digits(str(root))
     return root

@@ -9,7 +9,6 @@ if [ $# -lt 2 ]; then echo "usage: $0 SCRIPT NUM_PROCESSES [script args...]" >&2
 SCRIPT=$1
 NPROC=$2
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-PYTHONPATH="$ROOT:${PYTHONPATH:-}" \
 python -m torch.distributed.run \
     --nnodes="${NNODES:-1}" --node_rank="${NODE_RANK:-0}" \
     --master_addr="${MASTER_ADDR:-127.0.0.1}" --master_port="${PORT:-29500}" \

@@ -23,12 +23,9 @@ config's own weights).
 import argparse
 import os
 import os.path as osp
-import sys
 import time
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
-
-from irtbox.utils.config import DictAction  # noqa: E402
+from irtbox.utils.config import DictAction
 
 
 def parse_args(argv=None):

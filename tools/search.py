@@ -26,12 +26,9 @@ import json
 import os
 import os.path as osp
 import shutil
-import sys
 import time
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
-
-from irtbox.utils.config import DictAction  # noqa: E402
+from irtbox.utils.config import DictAction
 
 
 def parse_args(argv=None):

@@ -10,7 +10,6 @@ GPUS_PER_NODE=${GPUS_PER_NODE:-8}
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 # SRUN_ARGS is split into words on purpose: it holds several srun options.
 # shellcheck disable=SC2086
-PYTHONPATH="$ROOT:${PYTHONPATH:-}" \
 srun -p "$1" --job-name="$2" --gres=gpu:"$GPUS_PER_NODE" \
     --ntasks="$GPUS" --ntasks-per-node="$GPUS_PER_NODE" --cpus-per-task="${CPUS_PER_TASK:-5}" \
     --kill-on-bad-exit=1 ${SRUN_ARGS:-} \

@@ -15,11 +15,8 @@ import argparse
 import json
 import os
 import os.path as osp
-import sys
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
-
-from irtbox.utils.config import DictAction, load_config  # noqa: E402
+from irtbox.utils.config import DictAction
 
 
 def parse_args(argv=None):
@@ -144,31 +141,21 @@ def main(argv=None):
     args = parse_args(argv)
     from mmengine.dist import get_rank
 
-    from irtbox.engine import IrtboxRunner
-    from irtbox.utils import register_safe_globals
-    from irtbox.utils.dist import adapt_cfg_to_device, finish_distributed, init_distributed
-    cfg = load_config(args.config, args.cfg_options)
-    cfg.launcher = args.launcher
-    if args.work_dir is not None:
-        cfg.work_dir = args.work_dir
-    elif cfg.get('work_dir') is None:
-        cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(args.config))[0])
+    from irtbox.apis import build_runner, check_checkpoint, load_run_config
+    from irtbox.utils.dist import finish_distributed
+    cfg = load_run_config(args.config, args.cfg_options, args.work_dir, args.launcher)
     if args.checkpoint is not None:
-        if not osp.isfile(args.checkpoint) and not args.checkpoint.startswith(('http://', 'https://')):
-            raise SystemExit(f'checkpoint not found: {args.checkpoint}')
-        cfg.load_from = args.checkpoint
+        try:
+            cfg.load_from = check_checkpoint(args.checkpoint)
+        except FileNotFoundError as error:
+            raise SystemExit(str(error))
     # Testing needs none of the training parts (and a config may leave them half-set).
     for key in ('train_dataloader', 'train_cfg', 'optim_wrapper', 'param_scheduler'):
         cfg[key] = None
     for key in ('test_dataloader', 'test_evaluator'):
         if cfg.get(key) is None:
             raise SystemExit(f'{args.config} has no {key}; tools/test.py needs one.')
-    if args.launcher != 'none':
-        adapt_cfg_to_device(cfg)
-    register_safe_globals()
-    if args.launcher != 'none':
-        init_distributed(args.launcher)
-    runner = IrtboxRunner.from_cfg(cfg)
+    runner = build_runner(cfg)
     metrics = runner.test()
     if (args.out or args.show_dir) and get_rank() == 0:
         outputs = {}

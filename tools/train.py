@@ -8,12 +8,8 @@ Examples:
 """
 import argparse
 import os
-import os.path as osp
-import sys
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
-
-from irtbox.utils.config import DictAction, load_config  # noqa: E402
+from irtbox.utils.config import DictAction
 
 
 def parse_args(argv=None):
@@ -45,13 +41,8 @@ def parse_args(argv=None):
 def build_cfg(args):
     import torch
 
-    from irtbox.utils.dist import adapt_cfg_to_device
-    cfg = load_config(args.config, args.cfg_options)
-    cfg.launcher = args.launcher
-    if args.work_dir is not None:
-        cfg.work_dir = args.work_dir
-    elif cfg.get('work_dir') is None:
-        cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(args.config))[0])
+    from irtbox.apis import check_checkpoint, load_run_config
+    cfg = load_run_config(args.config, args.cfg_options, args.work_dir, args.launcher)
     if args.amp:
         if cfg.optim_wrapper.get('type') == 'BF16AutocastOptimWrapper':
             raise SystemExit(f'--amp: {args.config} already trains under bf16 autocast on GPUs '
@@ -70,12 +61,11 @@ def build_cfg(args):
     if args.resume == 'auto':
         cfg.resume, cfg.load_from = True, None
     elif args.resume is not None:
-        if not osp.isfile(args.resume) and not args.resume.startswith(('http://', 'https://')):
-            raise SystemExit(f'--resume: checkpoint not found: {args.resume}')
-        cfg.resume, cfg.load_from = True, args.resume
+        try:
+            cfg.resume, cfg.load_from = True, check_checkpoint(args.resume)
+        except FileNotFoundError as error:
+            raise SystemExit(f'--resume: {error}')
     check_batch_sampler(cfg)
-    if args.launcher != 'none':
-        adapt_cfg_to_device(cfg)
     return cfg
 
 
@@ -93,13 +83,10 @@ def check_batch_sampler(cfg):
 def main(argv=None):
     args = parse_args(argv)
     cfg = build_cfg(args)
-    from irtbox.engine import IrtboxRunner, NonFiniteLossError
-    from irtbox.utils import register_safe_globals
-    from irtbox.utils.dist import finish_distributed, init_distributed
-    register_safe_globals()
-    if args.launcher != 'none':
-        init_distributed(args.launcher)
-    runner = IrtboxRunner.from_cfg(cfg)
+    from irtbox.apis import build_runner
+    from irtbox.engine import NonFiniteLossError
+    from irtbox.utils.dist import finish_distributed
+    runner = build_runner(cfg)
     try:
         runner.train()
     except NonFiniteLossError as err:  # a clear stop, not a traceback: the message says it all

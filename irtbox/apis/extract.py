@@ -18,6 +18,9 @@ from mmengine.logging import print_log
 
 from irtbox.utils.fileio import atomic_write, atomic_write_text
 
+__all__ = ['ExtractionResult', 'list_images', 'extract_features', 'prepare_shards',
+           'extract_to_shards', 'merge_shards', 'save_features']
+
 IMAGE_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.bmp', '.webp', '.tif', '.tiff')
 SHARDS_MANIFEST = 'shards.json'
 # Failed images named in the warning (all of them are in the result).
@@ -219,7 +222,7 @@ def _result_arrays(embeddings: np.ndarray, ids: Sequence[str],
 def _job_manifest(model, paths: Sequence[str], shard_size: int) -> dict:
     """What a resumed extraction must share with the first one: images, sharding, and the
     model's weights and preprocessing (else two models' embeddings would be merged)."""
-    from irtbox.search.identity import COMPARED, model_identity
+    from .identity import COMPARED, model_identity
     identity = model_identity(model)
     return dict(images=len(paths),
                 images_sha256=hashlib.sha256('\n'.join(paths).encode()).hexdigest(),

@@ -31,6 +31,9 @@ import torch
 from mmengine.config import Config
 from mmengine.logging import print_log
 
+__all__ = ['ROOT', 'ModelNotReleasedError', 'UnknownModelError', 'ZooEntry', 'read_index',
+           'index_files', 'load_model_index', 'list_models', 'get_entry', 'get_model']
+
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 BUILTIN_INDEX = osp.join(ROOT, 'model-index.yml')
 INDEX_ENV = 'IRTBOX_MODEL_INDEX'

@@ -29,6 +29,8 @@ from irtbox.utils.fileio import atomic_write
 
 from .inference import TRAINING_ONLY_PREFIXES, load_model_weights, without_pretrained_backbone
 
+__all__ = ['checkpoint_config', 'embedding_dim', 'weights_block', 'publish_checkpoint']
+
 FORMATS = ('safetensors', 'pth')
 _NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._+-]*$')
 

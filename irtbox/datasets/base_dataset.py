@@ -9,6 +9,9 @@ import numpy as np
 from mmengine.dataset import BaseDataset
 from mmengine.logging import print_log
 
+__all__ = ['BaseRetrievalDataset', 'check_utf8', 'check_one_label_per_image', 'malformed',
+           'iter_csv_rows', 'parse_int']
+
 
 class BaseRetrievalDataset(BaseDataset):
     """Base class of the image-retrieval datasets (an MMEngine ``BaseDataset``).

@@ -9,6 +9,8 @@ import numpy as np
 from irtbox.registry import DATASETS
 from .base_dataset import BaseRetrievalDataset, malformed, parse_int
 
+__all__ = ['Cars196Dataset']
+
 _MAT_FIELDS = ('relative_im_path', 'bbox_x1', 'bbox_y1', 'bbox_x2', 'bbox_y2', 'class')
 _CSV_FORMAT = "6 comma-separated fields 'file,x1,y1,x2,y2,class'"
 

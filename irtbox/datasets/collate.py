@@ -5,6 +5,8 @@ from typing import Sequence
 from mmengine.dataset import pseudo_collate
 from mmengine.registry import FUNCTIONS
 
+__all__ = ['tuple_collate']
+
 
 @FUNCTIONS.register_module()
 def tuple_collate(data_batch: Sequence[Sequence[dict]]) -> dict:

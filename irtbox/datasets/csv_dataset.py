@@ -6,6 +6,8 @@ from typing import Dict, List, Optional, Tuple
 from irtbox.registry import DATASETS
 from .base_dataset import BaseRetrievalDataset, check_one_label_per_image, check_utf8, malformed
 
+__all__ = ['CSVDataset']
+
 _REQUIRED = ('path', 'label')
 _JUNK_COLUMNS = ('query_path', 'gallery_path')
 _TRUE, _FALSE = ('1', 'true', 'yes'), ('0', 'false', 'no')

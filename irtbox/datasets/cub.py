@@ -6,6 +6,8 @@ from irtbox.registry import DATASETS
 from .base_dataset import (BaseRetrievalDataset, check_one_label_per_image, malformed,
                            parse_int)
 
+__all__ = ['CUBDataset']
+
 
 @DATASETS.register_module()
 class CUBDataset(BaseRetrievalDataset):

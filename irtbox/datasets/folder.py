@@ -6,6 +6,8 @@ from typing import List, Optional, Sequence
 from irtbox.registry import DATASETS
 from .base_dataset import BaseRetrievalDataset
 
+__all__ = ['FolderDataset']
+
 IMG_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.bmp', '.ppm', '.pgm', '.tif', '.tiff', '.webp')
 
 

@@ -9,6 +9,8 @@ from mmengine.logging import print_log
 from irtbox.registry import DATASETS
 from .base_dataset import BaseRetrievalDataset, iter_csv_rows, malformed, parse_int
 
+__all__ = ['drop_missing_images', 'GLDv1NoisyDataset']
+
 _HEADER = ['id', 'url', 'landmark_id']
 
 

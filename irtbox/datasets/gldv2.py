@@ -6,6 +6,8 @@ from typing import List
 from irtbox.registry import DATASETS
 from .base_dataset import BaseRetrievalDataset, iter_csv_rows, malformed, parse_int
 
+__all__ = ['gld_image_path', 'GLDv2CleanDataset']
+
 _HEADER = ['landmark_id', 'images']
 
 

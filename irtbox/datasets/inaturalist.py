@@ -6,6 +6,8 @@ from typing import List
 from irtbox.registry import DATASETS
 from .base_dataset import BaseRetrievalDataset, malformed
 
+__all__ = ['INaturalist2018Dataset']
+
 
 @DATASETS.register_module()
 class INaturalist2018Dataset(BaseRetrievalDataset):

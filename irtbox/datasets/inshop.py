@@ -5,6 +5,8 @@ from irtbox.registry import DATASETS
 from .base_dataset import (BaseRetrievalDataset, check_one_label_per_image, malformed,
                            parse_int)
 
+__all__ = ['InShopDataset']
+
 _HEADER = 'image_name item_id evaluation_status'
 _STATUSES = ('train', 'query', 'gallery')
 

@@ -9,6 +9,8 @@ import numpy as np
 from irtbox.registry import DATASETS
 from .base_dataset import BaseRetrievalDataset
 
+__all__ = ['split_classes', 'keep_class_fraction', 'add_label_noise', 'BenchmarkSplitDataset']
+
 # Independent random streams per factor: changing the noise never changes the kept classes.
 _SPLIT_STREAM, _CLASS_STREAM, _NOISE_STREAM = 0, 1, 2
 

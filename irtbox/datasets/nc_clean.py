@@ -9,6 +9,8 @@ from irtbox.registry import DATASETS
 from .base_dataset import BaseRetrievalDataset, malformed
 from .gldv1 import drop_missing_images
 
+__all__ = ['NCCleanDataset']
+
 
 def _label_key(text: str):
     # Integer labels sort numerically, others as strings (BaseRetrievalDataset).

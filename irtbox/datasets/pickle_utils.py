@@ -11,6 +11,8 @@ from typing import Iterable, List
 
 import numpy as np
 
+__all__ = ['load_pickle', 'require_keys', 'as_string_list', 'as_int_array']
+
 _ALLOWED_GLOBALS = {
     *(('builtins', name) for name in ('dict', 'list', 'tuple', 'set', 'frozenset', 'int',
                                       'float', 'complex', 'bool', 'str', 'bytes', 'bytearray')),

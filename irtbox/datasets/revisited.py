@@ -10,6 +10,8 @@ from mmengine.dataset import BaseDataset
 from irtbox.registry import DATASETS
 from .pickle_utils import as_int_array, as_string_list, load_pickle, require_keys
 
+__all__ = ['RevisitedDataset']
+
 _GND_KEYS = ('easy', 'hard', 'junk', 'bbx')
 
 

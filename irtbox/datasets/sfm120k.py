@@ -12,6 +12,8 @@ from irtbox.structures import DataSample
 from .base_dataset import BaseRetrievalDataset
 from .pickle_utils import as_int_array, as_string_list, load_pickle, require_keys
 
+__all__ = ['cid_to_path', 'SfM120kDataset', 'SfMWhitenDataset']
+
 
 def cid_to_path(cid: str) -> str:
     """The released location of image ``cid`` under ``ims/``:

@@ -7,6 +7,8 @@ from irtbox.registry import DATASETS
 from .base_dataset import (BaseRetrievalDataset, check_one_label_per_image, malformed,
                            parse_int)
 
+__all__ = ['SOPDataset']
+
 _HEADER = 'image_id class_id super_class_id path'
 
 

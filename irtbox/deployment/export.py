@@ -17,6 +17,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+__all__ = ['ExportCheckError', 'model_sees_bgr', 'EmbeddingExport', 'load_check_images',
+           'export_onnx', 'export_torchscript', 'run_exported', 'compare', 'export_model']
+
 FORMATS = ('onnx', 'torchscript')
 MAX_ABS_TOL = 1e-4
 MIN_COSINE = 0.99999

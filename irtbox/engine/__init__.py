@@ -1,4 +1,9 @@
+"""The training and test machinery: the runner, loops, hooks and optimizer wrappers."""
 from .hooks import *  # noqa: F401,F403
-from .loops import MultiDatasetTestLoop, MultiDatasetValLoop  # noqa: F401
-from .optim_wrappers import BF16AutocastOptimWrapper  # noqa: F401
-from .runner import IrtboxRunner  # noqa: F401
+from .hooks import __all__ as _hooks
+from .loops import MultiDatasetTestLoop, MultiDatasetValLoop
+from .optim_wrappers import BF16AutocastOptimWrapper
+from .runner import IrtboxRunner
+
+__all__ = _hooks + ['BF16AutocastOptimWrapper', 'IrtboxRunner', 'MultiDatasetTestLoop',
+                    'MultiDatasetValLoop']

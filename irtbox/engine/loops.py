@@ -6,6 +6,8 @@ from mmengine.runner import BaseLoop, autocast
 
 from irtbox.registry import LOOPS
 
+__all__ = ['MultiDatasetValLoop', 'MultiDatasetTestLoop']
+
 
 class _MultiDatasetLoop(BaseLoop):
     """Runs the model over each dataset in turn and evaluates it with its own evaluator.

@@ -7,7 +7,7 @@
   (``last_checkpoint``'s target or the ``iter_*``/``epoch_*`` files), warning about every
   file it skips; with none it says so and starts from iteration 0.
 - Loading (``load_from``, ``tools/test.py CKPT``, ``--resume``) refuses a checkpoint whose
-  keys or shapes differ from the model (:func:`irtbox.apis.inference.load_model_weights`)
+  keys or shapes differ from the model (:func:`irtbox.utils.checkpoint.load_model_weights`)
   unless the config sets ``load_partial = True``.
 - A run starting from iteration 0 in a work dir that holds checkpoints says which it may
   overwrite.
@@ -29,7 +29,7 @@ from mmengine.runner import Runner
 from mmengine.runner.checkpoint import _load_checkpoint
 
 from irtbox.registry import RUNNERS
-from irtbox.utils.checkpoint import checkpoint_problem, extract_state_dict
+from irtbox.utils.checkpoint import checkpoint_problem, extract_state_dict, load_model_weights
 
 __all__ = ['IrtboxRunner', 'find_resume_checkpoint', 'run_checkpoints']
 
@@ -166,13 +166,12 @@ class IrtboxRunner(Runner):
     def load_checkpoint(self, filename: str, map_location='cpu', strict: bool = False,
                         revise_keys: list = [(r'^module\.', '')]):  # noqa: B006 (MMEngine's)
         """Load ``filename``'s weights into the model, refusing any key or shape mismatch
-        (:func:`~irtbox.apis.inference.load_model_weights`) unless ``load_partial``. The
+        (:func:`~irtbox.utils.checkpoint.load_model_weights`) unless ``load_partial``. The
         training-only parts (head, memories) must match to resume, may be absent for
         ``load_from``, and are left alone for evaluation (``tools/test.py``), which does
         not use them."""
         if self._load_partial:
             return super().load_checkpoint(filename, map_location, strict, revise_keys)
-        from irtbox.apis.inference import load_model_weights
         checkpoint = _load_checkpoint(filename, map_location=map_location)
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
         model = self.model.module if is_model_wrapper(self.model) else self.model

@@ -1,5 +1,6 @@
 """Search your own images: embed a collection, index it with faiss, query it, serve it."""
-from .identity import model_identity
+from irtbox.apis.identity import model_identity
+
 from .searcher import ImageSearcher, IndexMismatchError, SearchHit, load_index_model
 
 __all__ = ['ImageSearcher', 'IndexMismatchError', 'SearchHit', 'load_index_model', 'model_identity']

@@ -6,6 +6,8 @@ import numpy as np
 
 from irtbox.evaluation.functional.search import import_faiss
 
+__all__ = ['min_training_vectors', 'build_index', 'train_index', 'to_gpu', 'to_cpu']
+
 
 def min_training_vectors(factory: str) -> int:
     """The fewest training vectors faiss accepts for ``factory``: one per IVF list, 256 per

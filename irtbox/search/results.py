@@ -4,6 +4,8 @@ import os.path as osp
 from typing import List
 from urllib.request import pathname2url
 
+__all__ = ['write_results_html']
+
 
 def _src(path: str) -> str:
     return 'file:' + pathname2url(osp.abspath(path))

@@ -12,11 +12,12 @@ import numpy as np
 import torch
 from mmengine.logging import print_log
 
+from irtbox.apis.identity import identity_differences, model_identity
 from irtbox.evaluation.functional.knn import knn
 from irtbox.evaluation.functional.search import import_faiss
-
-from .identity import identity_differences, model_identity
 from .index import build_index, to_cpu, to_gpu, train_index
+
+__all__ = ['IndexMismatchError', 'SearchHit', 'ImageSearcher', 'load_index_model']
 
 MANIFEST = 'manifest.json'
 # What save() writes besides the manifest (named by a random tag per save).

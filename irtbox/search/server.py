@@ -19,6 +19,8 @@ from functools import lru_cache
 
 import numpy as np
 
+__all__ = ['decode_upload', 'create_app', 'serve']
+
 STATIC = osp.join(osp.dirname(osp.abspath(__file__)), 'static')
 
 

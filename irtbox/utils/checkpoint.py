@@ -11,11 +11,17 @@ loaders through the same safe ``torch.load``; downloads go through
 import os
 import os.path as osp
 import zipfile
-from typing import Dict, Optional, Sequence
+from typing import Dict, Optional, Sequence, Union
 
 import numpy as np
 import torch
+from mmengine.logging import print_log
 from mmengine.runner.checkpoint import CheckpointLoader
+
+__all__ = ['register_safe_globals', 'safe_torch_load', 'checkpoint_problem', 'load_safetensors',
+           'download_checkpoint', 'extract_state_dict', 'load_state_dict_file',
+           'TRAINING_ONLY_PREFIXES', 'CheckpointMismatchError', 'load_model_weights',
+           'WRAPPER_PREFIXES', 'strip_prefixes']
 
 _registered = False
 
@@ -165,3 +171,53 @@ def load_state_dict_file(path_or_url: str) -> Dict[str, torch.Tensor]:
     if path_or_url.startswith(('http://', 'https://')):
         return extract_state_dict(_load_url(path_or_url))
     return extract_state_dict(_load_local(path_or_url))
+
+
+# Parts of a retriever used only for training (the losses' classifiers and memories, the
+# momentum encoder): a published inference checkpoint may leave them out.
+TRAINING_ONLY_PREFIXES = ('head.', 'momentum_encoder.')
+
+
+class CheckpointMismatchError(ValueError):
+    """A checkpoint whose keys or shapes do not match the model built from the config."""
+
+
+def load_model_weights(model: torch.nn.Module, checkpoint: Union[str, Dict[str, torch.Tensor]],
+                       source: Optional[str] = None, training_parts: str = 'optional') -> None:
+    """Load ``checkpoint`` (a path or URL, ``.pth`` or ``.safetensors``, or a state dict
+    read from ``source``) into ``model``.
+
+    Every key and shape must match, except for the training-only parts
+    (:data:`TRAINING_ONLY_PREFIXES`), as ``training_parts`` says: ``'optional'`` (default)
+    they may be absent, as in the inference checkpoints ``tools/misc/publish_model.py``
+    writes; ``'required'`` they must match too (resuming training); ``'ignored'`` absent
+    or of another shape they are left as built (evaluation, which does not use them).
+    """
+    if training_parts not in ('optional', 'required', 'ignored'):
+        raise ValueError(f"training_parts={training_parts!r}; expected 'optional', 'required' "
+                         "or 'ignored'")
+    if isinstance(checkpoint, str):
+        state, source = load_state_dict_file(checkpoint), checkpoint
+    else:
+        state, source = checkpoint, source or 'the state dict'
+    own = model.state_dict()
+    mismatched = [k for k, v in state.items() if k in own and tuple(v.shape) != tuple(own[k].shape)]
+    missing, unexpected = model.load_state_dict(
+        {k: v for k, v in state.items() if k not in mismatched}, strict=False)
+    skipped = []
+    if training_parts != 'required':
+        skipped = [k for k in missing if k.startswith(TRAINING_ONLY_PREFIXES)]
+        if training_parts == 'ignored':
+            skipped += [k for k in mismatched if k.startswith(TRAINING_ONLY_PREFIXES)]
+    missing = [k for k in missing if k not in skipped]
+    mismatched = [f'{k}: checkpoint {tuple(state[k].shape)} vs model {tuple(own[k].shape)}'
+                  for k in mismatched if k not in skipped]
+    if missing or unexpected or mismatched:
+        raise CheckpointMismatchError(
+            f'checkpoint {source} does not match the model of the config: missing keys '
+            f'{missing[:10]} ({len(missing)} in all), unexpected keys {unexpected[:10]} '
+            f'({len(unexpected)}), shape mismatches {mismatched[:10]} ({len(mismatched)})')
+    if skipped:
+        print_log(f'{source}: training-only weights absent or of another shape, not loaded '
+                  f'({len(skipped)} keys under {", ".join(TRAINING_ONLY_PREFIXES)}); fine for '
+                  'inference, not for resuming training', logger='current')

@@ -4,6 +4,9 @@ import os.path as osp
 
 from mmengine.config import Config, DictAction  # noqa: F401  (DictAction re-exported for tools)
 
+__all__ = ['ConfigError', 'DictAction', 'load_config', 'check_top_level_keys',
+           'check_option_types', 'eval_pipeline', 'eval_input_size']
+
 # The top-level keys the runner reads (MMEngine's Runner.from_cfg and IrtboxRunner).
 RUNNER_KEYS = (
     'activation_checkpointing', 'auto_scale_lr', 'compile', 'custom_hooks', 'data_preprocessor',

@@ -16,6 +16,8 @@ import sys
 import torch
 import torch.distributed as dist
 
+__all__ = ['init_distributed', 'exit_with_parent', 'finish_distributed', 'adapt_cfg_to_device']
+
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 

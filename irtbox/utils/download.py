@@ -34,6 +34,9 @@ from urllib.parse import unquote, urlparse
 from mmengine.logging import print_log
 from tqdm import tqdm
 
+__all__ = ['OFFLINE_VARS', 'DownloadError', 'ChecksumError', 'OfflineError', 'irtbox_home',
+           'is_offline', 'sha256sum', 'download']
+
 try:
     import fcntl
 except ImportError:  # no flock (Windows): concurrent downloads of one file are then unguarded

@@ -1,10 +1,11 @@
-"""Image paths in a test result, and reading a ``tools/test.py --out`` .npz back."""
+"""Image paths in a test result, and reading a ``tools/test.py --out`` .npz (and the revisited
+ground truth it was ranked against) back."""
 import os.path as osp
 from typing import Dict, Optional, Sequence
 
 import numpy as np
 
-__all__ = ['relative_image_paths', 'load_results']
+__all__ = ['relative_image_paths', 'load_results', 'load_revisited_gnd']
 
 
 def relative_image_paths(dataset, sample_idx: Sequence[int]) -> Dict[str, np.ndarray]:
@@ -87,3 +88,20 @@ def load_results(path: str, prefix: str = '', need: Sequence[str] = ('embeddings
     if out['is_query'] is None and n is not None:
         out['is_query'] = np.zeros(n, dtype=bool)
     return out
+
+
+def load_revisited_gnd(path: str, protocol: str, owner: str = 'load_revisited_gnd',
+                       key: str = 'gnd_file') -> list:
+    """Per-query ``ok`` / ``junk`` indices of ``protocol`` ('easy', 'medium', 'hard') from a
+    revisited Oxford / Paris ``gnd_*.pkl``. Raises ``FileNotFoundError`` or ``ValueError``
+    naming the caller ``owner``, the argument ``key`` the path came from, and the file."""
+    from irtbox.datasets.pickle_utils import load_pickle
+    from irtbox.evaluation.functional import build_revisited_gnd
+    raw = load_pickle(path, owner, key=key)
+    if not isinstance(raw, dict) or 'gnd' not in raw:
+        raise ValueError(f"{key} {path}: expected a dict with a 'gnd' list (the revisited "
+                         'ground truth file)')
+    try:
+        return build_revisited_gnd(raw['gnd'], protocol)
+    except (KeyError, TypeError) as error:
+        raise ValueError(f'{key} {path}: {error}') from error

@@ -148,8 +148,9 @@ def test_main_recipe(rel_path):
     assert (optimizer.type, optimizer.lr, optimizer.momentum) == ('SGD', LR, 0.9)
     # Model: the hybrid, the last 6 blocks, DPE bilinear, the default neck, 1536-d throughout.
     model = cfg.model
-    assert model.backbone.model_name == model.data_preprocessor.model_name == \
-        'vit_base_r50_s16_384'
+    # Named once: the TimmDataPreprocessor takes the backbone's model_name.
+    assert model.backbone.model_name == 'vit_base_r50_s16_384'
+    assert 'model_name' not in model.data_preprocessor
     assert model.backbone.out_indices == (-6, -5, -4, -3, -2, -1)
     assert (model.backbone.pos_embed, model.backbone.norm) == ('dpe-bilinear', 'all')
     assert model.neck == neck()
@@ -238,8 +239,7 @@ def expected_changes(rel_path):
     if table == 'tableA10':
         changes = {}
         if backbone == 'vit-b':  # no CNN stem
-            changes = {'model.backbone.model_name': 'vit_base_patch16_384',
-                       'model.data_preprocessor.model_name': 'vit_base_patch16_384'}
+            changes = {'model.backbone.model_name': 'vit_base_patch16_384'}
         if setting is not None:
             off = ELM_OFF[re.fullmatch(r'no-(.+)', setting)[1]]
             changes['model.neck.0.elm'] = {'type': 'EnhancedLocalityModule', off: False}
@@ -279,7 +279,6 @@ def expected_changes(rel_path):
                    'model.whitening.in_dim': 768, 'param_scheduler': cosine_schedule(0)}
         if backbone != 'r50-vit-b':
             changes['model.backbone.model_name'] = timm_name
-            changes['model.data_preprocessor.model_name'] = timm_name
         if k != 6:
             changes['model.backbone.out_indices'] = tuple(range(-k, 0))
         return changes

@@ -1,5 +1,5 @@
-"""The grid specs under configs/**/sweeps/ load in tools/sweep.py, name existing configs, and
-each factor option sets a key that the config really has (a typo would otherwise add a new,
+"""The grid specs under configs/**/sweeps/ load (irtbox.sweeps), name existing configs, and each
+factor option sets a key that the config really has (a typo would otherwise add a new,
 ignored key through --cfg-options)."""
 import functools
 import glob
@@ -8,7 +8,7 @@ import os.path as osp
 import pytest
 from mmengine.config import Config
 
-from tools import sweep
+from irtbox import sweeps
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 SPECS = sorted(osp.relpath(p, ROOT)
@@ -44,8 +44,8 @@ def test_specs_found():
 
 @pytest.mark.parametrize('spec_path', SPECS)
 def test_spec_runs_name_real_configs_and_keys(spec_path):
-    spec = sweep.load_spec(osp.join(ROOT, spec_path))
-    runs = sweep.expand(spec, 'W')
+    spec = sweeps.load_spec(osp.join(ROOT, spec_path))
+    runs = sweeps.expand(spec, 'W')
     assert runs
     checked = set()
     for run in runs:
@@ -67,11 +67,11 @@ def test_spec_runs_name_real_configs_and_keys(spec_path):
 
 
 def test_paper_grid_covers_figures_4_to_10():
-    spec = sweep.load_spec(osp.join(ROOT, 'configs', 'dml_benchmark', 'sweeps',
+    spec = sweeps.load_spec(osp.join(ROOT, 'configs', 'dml_benchmark', 'sweeps',
                                     'berton2023_figs4-10.py'))
     assert sorted(f['figure'] for f in spec['factors'].values()) == list(range(4, 11))
     assert len(spec['losses']) == 12 and len(spec['datasets']) == 4
     assert spec['seeds'] == [0, 1, 2]
     # Fig. 10 (classifier learning rate) shows the classification losses only.
-    families = {sweep.family_of(loss) for loss in spec['factors']['classifier_lr']['losses']}
+    families = {spec['families'][loss] for loss in spec['factors']['classifier_lr']['losses']}
     assert families == {'classification'}

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from irtbox.datasets import RevisitedDataset
-from irtbox.utils import register_all_modules
+from irtbox.apis import register_all_modules
 
 register_all_modules()
 

@@ -10,7 +10,7 @@ from mmengine.registry import FUNCTIONS
 
 from irtbox.datasets import SfM120kDataset, SfMWhitenDataset, tuple_collate
 from irtbox.structures import DataSample
-from irtbox.utils import register_all_modules
+from irtbox.apis import register_all_modules
 
 register_all_modules()
 PIPELINE = [dict(type='LoadImageFromFile'), dict(type='PackRetrievalInputs')]

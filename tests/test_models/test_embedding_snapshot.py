@@ -24,7 +24,7 @@ from mmengine.config import Config
 
 from irtbox.registry import MODELS
 from irtbox.structures import DataSample
-from irtbox.utils import register_all_modules
+from irtbox.apis import register_all_modules
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 SNAPSHOT = osp.join(ROOT, 'tests', 'data', 'snapshots', 'model_outputs.npz')

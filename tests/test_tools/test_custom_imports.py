@@ -12,7 +12,9 @@ CONFIG = osp.join(ROOT, 'tests', 'data', 'custom_module', 'my_config.py')
 
 
 def test_train_with_custom_module(tmp_path):
-    env = dict(os.environ, PYTHONPATH=osp.join(ROOT, 'tests', 'data', 'custom_module'))
+    # The module's folder in front of what the caller's PYTHONPATH already holds.
+    paths = [osp.join(ROOT, 'tests', 'data', 'custom_module'), os.environ.get('PYTHONPATH', '')]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in paths if p))
     proc = subprocess.run(
         [sys.executable, 'tools/train.py', CONFIG, '--work-dir', str(tmp_path),
          '--cfg-options', 'train_cfg.max_iters=2', 'train_cfg.val_interval=2'],

@@ -1,14 +1,11 @@
 import os.path as osp
-import sys
 
 import numpy as np
 import pytest
 
 from irtbox.datasets import BenchmarkSplitDataset, CSVDataset, FolderDataset
+from irtbox.datasets.digits import prepare_digits
 
-sys.path.insert(0, osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))),
-                            'tools', 'dataset_converters'))
-from prepare_digits import prepare_digits  # noqa: E402
 
 sklearn = pytest.importorskip('sklearn.datasets')
 

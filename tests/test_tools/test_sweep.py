@@ -8,6 +8,7 @@ import statistics
 
 import pytest
 
+from irtbox import sweeps
 from tools import sweep
 from tools.analysis_tools import plot_sweep
 
@@ -39,8 +40,8 @@ def fake_metrics(run):
 
 
 def test_expansion(tmp_path):
-    runs = sweep.expand(sweep.load_spec(write_spec(tmp_path)), 'W')
-    trained = [r for r in runs if r.factor != sweep.OFF_THE_SHELF]
+    runs = sweeps.expand(sweeps.load_spec(write_spec(tmp_path)), 'W')
+    trained = [r for r in runs if r.factor != sweeps.OFF_THE_SHELF]
     assert len(trained) == 2 * (2 * 2 * 2 * 3)
     assert len(runs) - len(trained) == 2
     assert len({r.work_dir for r in runs}) == len(runs)
@@ -50,11 +51,11 @@ def test_expansion(tmp_path):
     assert run.options == ['train_cfg.max_iters=20', 'optim_wrapper.optimizer.lr=1e-06',
                            'randomness.seed=2']
     assert run.work_dir == osp.join('W', 'model_lr', '1e-06', 'cub200', 'ArcFace', 'seed2')
-    shelf = [r for r in runs if r.factor == sweep.OFF_THE_SHELF]
+    shelf = [r for r in runs if r.factor == sweeps.OFF_THE_SHELF]
     assert [r.config for r in shelf] == ['configs/dml_benchmark/off_the_shelf_cars196.py',
                                         'configs/dml_benchmark/off_the_shelf_cub200.py']
-    assert sweep.family_of('ArcFace') == 'classification'
-    assert sweep.family_of('multi_similarity') == 'contrastive'
+    assert sweeps.family_of('ArcFace') == 'classification'
+    assert sweeps.family_of('multi_similarity') == 'contrastive'
 
 
 @pytest.mark.parametrize('change,message', [
@@ -66,8 +67,8 @@ def test_expansion(tmp_path):
 def test_bad_specs(tmp_path, change, message):
     spec = {**SPEC, **change}
     spec = {k: v for k, v in spec.items() if v is not None}
-    with pytest.raises(SystemExit, match=message):
-        sweep.load_spec(write_spec(tmp_path, spec))
+    with pytest.raises(ValueError, match=message):
+        sweeps.load_spec(write_spec(tmp_path, spec))
 
 
 def test_spec_families_and_python_spec(tmp_path):
@@ -75,7 +76,7 @@ def test_spec_families_and_python_spec(tmp_path):
     path.write_text("config = 'c_{loss}_{dataset}.py'\nlosses = ['MyLoss']\ndatasets = ['d']\n"
                     "families = dict(MyLoss='contrastive')\n"
                     "factors = dict(m=dict(values=[1, 2], options=['sampler.m={value}']))\n")
-    runs = sweep.expand(sweep.load_spec(str(path)), 'W')
+    runs = sweeps.expand(sweeps.load_spec(str(path)), 'W')
     assert [r.options for r in runs] == [['sampler.m=1', 'randomness.seed=0'],
                                          ['sampler.m=2', 'randomness.seed=0']]
 
@@ -98,7 +99,7 @@ def fake_subprocess(monkeypatch, tmp_path, runs):
             (tmp_path / work_dir / 'last_checkpoint').write_text(osp.join(work_dir, 'iter_20.pth'))
         calls.append((tool, work_dir, cmd))
 
-    monkeypatch.setattr(sweep.subprocess, 'run', fake_run)
+    monkeypatch.setattr(sweeps.runner.subprocess, 'run', fake_run)
     return calls
 
 
@@ -107,17 +108,17 @@ def fake_sweep(tmp_path, monkeypatch):
     """A spec with some runs finished, some trained only; subprocess calls are recorded."""
     spec_path = write_spec(tmp_path)
     root = str(tmp_path / 'W')
-    runs = sweep.expand(sweep.load_spec(spec_path), root)
+    runs = sweeps.expand(sweeps.load_spec(spec_path), root)
     done, trained = runs[::5], runs[1::7]
     for run in done:
         (tmp_path / run.work_dir).mkdir(parents=True, exist_ok=True)
-        (tmp_path / run.work_dir / sweep.RESULTS).write_text(json.dumps(fake_metrics(run)))
+        (tmp_path / run.work_dir / sweeps.RESULTS).write_text(json.dumps(fake_metrics(run)))
     done_dirs = {r.work_dir for r in done}
     trained = [r for r in trained if r.work_dir not in done_dirs]
     for run in trained:
         (tmp_path / run.work_dir).mkdir(parents=True, exist_ok=True)
-        (tmp_path / run.work_dir / sweep.TRAIN_DONE).write_text('')
-        if run.factor != sweep.OFF_THE_SHELF:
+        (tmp_path / run.work_dir / sweeps.TRAIN_DONE).write_text('')
+        if run.factor != sweeps.OFF_THE_SHELF:
             (tmp_path / run.work_dir / 'best.pth').write_text('')
     calls = fake_subprocess(monkeypatch, tmp_path, runs)
     monkeypatch.chdir(tmp_path)
@@ -132,10 +133,10 @@ def test_resume_skips_finished_runs(fake_sweep):
     finished = {r.work_dir for r in done}
     skip_train = finished | {r.work_dir for r in trained}
     assert trains == {r.work_dir for r in runs if r.work_dir not in skip_train
-                      and r.factor != sweep.OFF_THE_SHELF}
+                      and r.factor != sweeps.OFF_THE_SHELF}
     assert set(tests) == {r.work_dir for r in runs if r.work_dir not in finished}
     for run in trained:   # tested on the early-stopping checkpoint, trained no more
-        if run.factor != sweep.OFF_THE_SHELF:
+        if run.factor != sweeps.OFF_THE_SHELF:
             assert osp.join(run.work_dir, 'best.pth') in tests[run.work_dir]
     todo = next(r for r in runs if r.work_dir in trains)
     assert osp.join(todo.work_dir, 'iter_20.pth') in tests[todo.work_dir]
@@ -149,25 +150,25 @@ def test_resume_skips_finished_runs(fake_sweep):
 
 def test_failed_runs_do_not_stop_the_sweep_and_are_retried(fake_sweep, monkeypatch, capsys):
     spec_path, root, runs, done, trained, calls = fake_sweep
-    todo = [r for r in runs if sweep.state_of(r) == 'todo']
+    todo = [r for r in runs if sweeps.state_of(r) == 'todo']
     broken = {todo[0].work_dir, todo[-1].work_dir}
-    fake_run = sweep.subprocess.run
+    fake_run = sweeps.runner.subprocess.run
 
     def failing_run(cmd, check, env, stdout=None, stderr=None):
         if cmd[cmd.index('--work-dir') + 1] in broken and cmd[1].endswith('train.py'):
             stdout.write('ValueError: the reason\n')
-            raise sweep.subprocess.CalledProcessError(3, cmd)
+            raise sweeps.runner.subprocess.CalledProcessError(3, cmd)
         return fake_run(cmd, check, env)
 
-    monkeypatch.setattr(sweep.subprocess, 'run', failing_run)
+    monkeypatch.setattr(sweeps.runner.subprocess, 'run', failing_run)
     with pytest.raises(SystemExit, match=r'2 run\(s\) failed') as exit_info:
         sweep.main([spec_path, '--work-root', root, '--no-plot'])
     assert all(d in str(exit_info.value) for d in broken)
     assert capsys.readouterr().err.count('FAILED (exit status 3: ') == 2
     for run in runs:
-        state = sweep.state_of(run)
+        state = sweeps.state_of(run)
         assert state == ('failed' if run.work_dir in broken else 'done'), run.work_dir
-    marker = open(osp.join(sorted(broken)[0], sweep.FAILED)).read()
+    marker = open(osp.join(sorted(broken)[0], sweeps.FAILED)).read()
     assert marker.startswith('exit status 3: ') and 'train.py' in marker
     # The tables hold every run that finished.
     with open(osp.join(root, 'runs.json')) as f:
@@ -178,13 +179,13 @@ def test_failed_runs_do_not_stop_the_sweep_and_are_retried(fake_sweep, monkeypat
     sweep.main([spec_path, '--work-root', root, '--no-plot'])
     assert {d for tool, d, _ in calls if tool == 'train.py'} == {todo[0].work_dir,
                                                                  todo[-1].work_dir}
-    assert all(sweep.state_of(r) == 'done' for r in runs)
+    assert all(sweeps.state_of(r) == 'done' for r in runs)
 
 
 def test_missing_checkpoint_and_interruption(fake_sweep, monkeypatch):
     spec_path, root, runs, done, trained, calls = fake_sweep
-    fake_run = sweep.subprocess.run
-    todo = [r for r in runs if sweep.state_of(r) == 'todo']
+    fake_run = sweeps.runner.subprocess.run
+    todo = [r for r in runs if sweeps.state_of(r) == 'todo']
     started = []
 
     def run_without_checkpoints(cmd, check, env, stdout=None, stderr=None):
@@ -196,21 +197,21 @@ def test_missing_checkpoint_and_interruption(fake_sweep, monkeypatch):
             raise KeyboardInterrupt
         return result
 
-    monkeypatch.setattr(sweep.subprocess, 'run', run_without_checkpoints)
+    monkeypatch.setattr(sweeps.runner.subprocess, 'run', run_without_checkpoints)
     with pytest.raises(SystemExit, match='interrupted: finished runs are kept'):
         sweep.main([spec_path, '--work-root', root, '--no-plot'])
-    assert sweep.state_of(todo[0]) == 'failed'
+    assert sweeps.state_of(todo[0]) == 'failed'
     assert 'neither best.pth nor last_checkpoint' in open(
-        osp.join(todo[0].work_dir, sweep.FAILED)).read()
+        osp.join(todo[0].work_dir, sweeps.FAILED)).read()
     # Nothing started after the interruption.
     assert started[-1] == todo[1].work_dir
-    assert all(sweep.state_of(r) == 'todo' for r in todo[2:])
+    assert all(sweeps.state_of(r) == 'todo' for r in todo[2:])
 
 
 def test_parallel_jobs_get_their_own_gpu_and_threads(fake_sweep, monkeypatch):
     import threading
     spec_path, root, runs, done, trained, calls = fake_sweep
-    fake_run = sweep.subprocess.run
+    fake_run = sweeps.runner.subprocess.run
     together = threading.Barrier(2, timeout=10)
     envs = []
 
@@ -223,13 +224,13 @@ def test_parallel_jobs_get_their_own_gpu_and_threads(fake_sweep, monkeypatch):
             together.wait()
         return fake_run(cmd, check, env)
 
-    monkeypatch.setattr(sweep.subprocess, 'run', recording_run)
+    monkeypatch.setattr(sweeps.runner.subprocess, 'run', recording_run)
     monkeypatch.setenv('CUDA_VISIBLE_DEVICES', '4,7')
-    monkeypatch.setattr(sweep.os, 'cpu_count', lambda: 8)
+    monkeypatch.setattr(sweeps.runner.os, 'cpu_count', lambda: 8)
     sweep.main([spec_path, '--work-root', root, '--no-plot', '--jobs', '2'])
     assert sorted(e['CUDA_VISIBLE_DEVICES'] for e in envs) == ['4', '7']
     assert all(e['OMP_NUM_THREADS'] == '4' for e in envs)
-    assert all(sweep.state_of(r) == 'done' for r in runs)
+    assert all(sweeps.state_of(r) == 'done' for r in runs)
     with pytest.raises(SystemExit, match='--jobs must be >= 1'):
         sweep.main([spec_path, '--work-root', root, '--jobs', '0'])
 
@@ -242,14 +243,14 @@ def test_factor_restricted_to_some_losses(tmp_path):
                     m=dict(values=[2, 4], options=['train_dataloader.sampler.m={value}'])))
     path = tmp_path / 'spec.json'
     path.write_text(json.dumps(spec))
-    runs = sweep.expand(sweep.load_spec(str(path)), 'W')
+    runs = sweeps.expand(sweeps.load_spec(str(path)), 'W')
     assert {(r.factor, r.loss) for r in runs} == {
         ('clf_lr', 'arcface'), ('m', 'arcface'), ('m', 'ntxent')}
     assert len(runs) == 2 * 1 * 2 + 2 * 2 * 2
     spec['factors']['clf_lr']['losses'] = ['cosface']
     path.write_text(json.dumps(spec))
-    with pytest.raises(SystemExit, match=r'spec.json: factors.clf_lr.losses must be .*cosface'):
-        sweep.load_spec(str(path))
+    with pytest.raises(ValueError, match=r'spec.json: factors.clf_lr.losses must be .*cosface'):
+        sweeps.load_spec(str(path))
 
 
 def test_tables(fake_sweep):
@@ -294,7 +295,7 @@ def test_emit_only_unfinished(fake_sweep):
     assert '--out ' + osp.join(root, 'batch_size', '32', 'cars196') in line
     assert all('test_results.json' in ln and '.npz' not in ln and 'rm ' not in ln
                for ln in lines)
-    shelf = next(ln for ln in lines if sweep.OFF_THE_SHELF in ln)
+    shelf = next(ln for ln in lines if sweeps.OFF_THE_SHELF in ln)
     assert 'train.py' not in shelf and 'tools/test.py' in shelf
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -320,19 +321,19 @@ def test_keep_embeddings_then_force(fake_sweep):
 
 
 def test_subsets_of_the_grid(tmp_path):
-    spec = sweep.load_spec(write_spec(tmp_path))
-    runs = sweep.expand(spec, 'W')
-    kept = sweep.select_runs(runs, spec, factors=['model_lr'], datasets=['cub200'],
+    spec = sweeps.load_spec(write_spec(tmp_path))
+    runs = sweeps.expand(spec, 'W')
+    kept = sweeps.select_runs(runs, spec, factors=['model_lr'], datasets=['cub200'],
                              losses=['ArcFace'], seeds=[0, 2])
-    trained = [r for r in kept if r.factor != sweep.OFF_THE_SHELF]
+    trained = [r for r in kept if r.factor != sweeps.OFF_THE_SHELF]
     assert {(r.factor, r.dataset, r.loss) for r in trained} == {('model_lr', 'cub200', 'ArcFace')}
     assert sorted((r.value, r.seed) for r in trained) == [
         (1e-06, 0), (1e-06, 2), (0.0001, 0), (0.0001, 2)]
-    assert [r.dataset for r in kept if r.factor == sweep.OFF_THE_SHELF] == ['cub200']
-    assert sweep.select_runs(runs, spec) == runs
+    assert [r.dataset for r in kept if r.factor == sweeps.OFF_THE_SHELF] == ['cub200']
+    assert sweeps.select_runs(runs, spec) == runs
     dry = sweep.main([write_spec(tmp_path), '--work-root', 'W', '--dry-run', '--losses',
                       'MultiSimilarity', '--seeds', '1'])
-    assert {(r.loss, r.seed) for r in dry if r.factor != sweep.OFF_THE_SHELF} == {
+    assert {(r.loss, r.seed) for r in dry if r.factor != sweeps.OFF_THE_SHELF} == {
         ('MultiSimilarity', 1)}
 
 
@@ -368,13 +369,13 @@ def test_figure_with_categorical_values(tmp_path):
                     n=1, mean=m, std=0.0, min=m, max=m)
                for v, m in (('raw', 0.5), (64, 0.4), (512, 0.6))
                for loss, fam in (('ArcFace', 'classification'), ('NTXent', 'contrastive'))]
-    summary.append(dict(factor=sweep.OFF_THE_SHELF, value=None, dataset='cub', loss='',
+    summary.append(dict(factor=sweeps.OFF_THE_SHELF, value=None, dataset='cub', loss='',
                         family='', metric='p', n=1, mean=0.3, std=0.0, min=0.3, max=0.3))
-    path = plot_sweep.plot_factor(summary, 'dim', 'p', str(tmp_path / 'f.png'),
+    path = sweeps.plot_factor(summary, 'dim', 'p', str(tmp_path / 'f.png'),
                                   values=['raw', 64, 512])
     assert osp.getsize(path) > 1000
     with pytest.raises(ValueError, match="factor 'lr'"):
-        plot_sweep.plot_factor(summary, 'lr', 'p', str(tmp_path / 'g.png'))
+        sweeps.plot_factor(summary, 'lr', 'p', str(tmp_path / 'g.png'))
 
 
 def small_spec(**factors):
@@ -391,16 +392,16 @@ DIM = dict(values=[dict(value='raw', options=[]), 64,
 def test_seed_options(tmp_path):
     spec = {**small_spec(m=dict(values=[4], options=['sampler.m={value}'])),
             'seed_options': ['randomness.seed={seed}', 'train_dataloader.sampler.seed={seed}']}
-    runs = sweep.expand(sweep.load_spec(write_spec(tmp_path, spec)), 'W')
+    runs = sweeps.expand(sweeps.load_spec(write_spec(tmp_path, spec)), 'W')
     assert [r.options for r in runs if r.loss == 'ArcFace'] == [
         ['sampler.m=4', 'randomness.seed=0', 'train_dataloader.sampler.seed=0'],
         ['sampler.m=4', 'randomness.seed=1', 'train_dataloader.sampler.seed=1']]
 
 
 def test_per_value_options(tmp_path):
-    spec = sweep.load_spec(write_spec(tmp_path, small_spec(dim=DIM)))
-    assert sweep.factor_values(spec['factors']['dim']) == ['raw', 64, 128]
-    runs = [r for r in sweep.expand(spec, 'W') if r.loss == 'NTXent' and r.seed == 1]
+    spec = sweeps.load_spec(write_spec(tmp_path, small_spec(dim=DIM)))
+    assert sweeps.factor_values(spec['factors']['dim']) == ['raw', 64, 128]
+    runs = [r for r in sweeps.expand(spec, 'W') if r.loss == 'NTXent' and r.seed == 1]
     assert [r.value for r in runs] == ['raw', 64, 128]
     assert [r.options for r in runs] == [
         ['randomness.seed=1'],
@@ -428,8 +429,8 @@ def test_per_value_options(tmp_path):
 ])
 def test_bad_extended_specs(tmp_path, change, message):
     path = write_spec(tmp_path, {**small_spec(dim=DIM), **change})
-    with pytest.raises(SystemExit, match=re.escape(path) + ': .*' + message):
-        sweep.load_spec(path)
+    with pytest.raises(ValueError, match=re.escape(path) + ': .*' + message):
+        sweeps.load_spec(path)
 
 
 @pytest.fixture
@@ -456,7 +457,7 @@ def test_figure_number_label_and_plain_values(tmp_path, monkeypatch, saved_figur
                       m=dict(values=['a', 'b'], options=['sampler.m={value}']))
     spec['metrics'] = ['precision@1']
     spec_path, root = write_spec(tmp_path, spec), str(tmp_path / 'W')
-    fake_subprocess(monkeypatch, tmp_path, sweep.expand(sweep.load_spec(spec_path), root))
+    fake_subprocess(monkeypatch, tmp_path, sweeps.expand(sweeps.load_spec(spec_path), root))
     monkeypatch.chdir(tmp_path)
     sweep.main([spec_path, '--work-root', root])
     assert sorted(saved_figures) == ['fig7_dim_precisionat1.png', 'fig_m_precisionat1.png']
@@ -464,3 +465,18 @@ def test_figure_number_label_and_plain_values(tmp_path, monkeypatch, saved_figur
     assert saved_figures['fig7_dim_precisionat1.png'] == dict(
         title='Fig. 7: dim', xlabel='feature dimension', ticks=['raw', '64', '128'])
     assert saved_figures['fig_m_precisionat1.png'] == dict(title='', xlabel='m', ticks=['a', 'b'])
+
+
+def test_families_come_from_the_configs(tmp_path, monkeypatch):
+    """A loss spelled as no class is named gets its family from the loss its config trains."""
+    monkeypatch.chdir(tmp_path)
+    for loss, name in (('cf', 'CosFaceLoss'), ('tcm', 'ThresholdConsistentMarginLoss')):
+        (tmp_path / f'c_{loss}_d.py').write_text(
+            f"model = dict(head=dict(losses=dict(metric=dict(type='PMLLoss', name='{name}'))))\n")
+    assert sweeps.loss_families('c_{loss}_{dataset}.py', ['cf', 'tcm', 'ArcFace'], ['d']) == {
+        'cf': 'classification', 'tcm': 'contrastive', 'ArcFace': 'classification'}
+    # The spec's own `families` win over the config.
+    assert sweeps.loss_families('c_{loss}_{dataset}.py', ['cf'], ['d'],
+                                {'cf': 'contrastive'}) == {'cf': 'contrastive'}
+    with pytest.raises(ValueError, match="'nope' has no family"):
+        sweeps.loss_families('c_{loss}_{dataset}.py', ['nope'], ['d'])

@@ -5,7 +5,6 @@ then offline from the cache, and a damaged cache fetched again."""
 import functools
 import os
 import os.path as osp
-import sys
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
@@ -15,6 +14,7 @@ from mmengine.dataset import pseudo_collate
 
 from irtbox.apis import get_model, init_model
 from irtbox.datasets import FolderDataset
+from irtbox.datasets.digits import prepare_digits
 from irtbox.utils.config import load_config
 from irtbox.utils.download import OfflineError
 from tools import train as train_tool
@@ -22,8 +22,6 @@ from tools.misc import publish_model
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIG = osp.join(ROOT, 'configs', 'quickstart', 'irt-r_vit-tiny_1xb64-500_digits.py')
-sys.path.insert(0, osp.join(ROOT, 'tools', 'dataset_converters'))
-from prepare_digits import prepare_digits  # noqa: E402
 
 pytest.importorskip('sklearn.datasets')
 

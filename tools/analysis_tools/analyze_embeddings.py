@@ -40,7 +40,6 @@ import argparse
 import json
 import os
 import os.path as osp
-import sys
 from typing import Dict, Optional, Tuple
 
 import numpy as np
@@ -150,7 +149,7 @@ def _density(counts, edges) -> np.ndarray:
 def plot_energy(results: Dict[str, dict], out_path: str, max_dims: Optional[int] = None,
                 log_x: bool = True) -> str:
     """Cumulative energy against the component index, one line per model."""
-    from tools.analysis_tools.plotting import pyplot
+    from irtbox.visualization.plotting import pyplot
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 4))
     for name, r in results.items():
@@ -172,7 +171,7 @@ def plot_energy(results: Dict[str, dict], out_path: str, max_dims: Optional[int]
 
 def plot_similarities(results: Dict[str, dict], out_path: str) -> str:
     """One panel per model: the densities of positive and negative pair similarities."""
-    from tools.analysis_tools.plotting import pyplot
+    from irtbox.visualization.plotting import pyplot
     plt = pyplot()
     # Each panel its own density scale: an untrained model's peak would flatten the others.
     fig, axes = plt.subplots(1, len(results), figsize=(4 * len(results), 3.4), squeeze=False)
@@ -242,16 +241,11 @@ def parse_args(argv=None):
 
 def load_gnd(path: str, protocol: str) -> list:
     """Per-query ``ok`` / ``junk`` indices of ``protocol`` from a revisited ``gnd_*.pkl``."""
-    from irtbox.datasets.pickle_utils import load_pickle
-    from irtbox.evaluation.functional import build_revisited_gnd
+    from irtbox.visualization import load_revisited_gnd
     try:
-        raw = load_pickle(path, 'analyze_embeddings', key='--gnd')
-        if not isinstance(raw, dict) or 'gnd' not in raw:
-            raise ValueError(f"--gnd {path}: expected a dict with a 'gnd' list (the revisited "
-                             'ground truth file)')
-        return build_revisited_gnd(raw['gnd'], protocol)
-    except (FileNotFoundError, ValueError, KeyError, TypeError) as e:
-        raise SystemExit(str(e))
+        return load_revisited_gnd(path, protocol, 'analyze_embeddings', key='--gnd')
+    except (FileNotFoundError, ValueError) as error:
+        raise SystemExit(str(error))
 
 
 def main(argv=None) -> Dict[str, dict]:
@@ -260,7 +254,6 @@ def main(argv=None) -> Dict[str, dict]:
     names = [name for name, _ in models]
     if len(set(names)) != len(names):
         raise SystemExit(f'model names must be unique, got {names}')
-    sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
     gnd = load_gnd(args.gnd, args.protocol) if args.gnd else None
     loaded = [(name, path, load_npz(path, args.prefix, need_labels=gnd is None))
               for name, path in models]

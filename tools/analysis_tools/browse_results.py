@@ -25,9 +25,6 @@ Examples:
 """
 import argparse
 import os.path as osp
-import sys
-
-sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 
 
 def parse_args(argv=None):
@@ -61,7 +58,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    from irtbox.visualization import load_results, show_results
+    from irtbox.visualization import load_results, load_revisited_gnd, show_results
     try:
         data = load_results(args.results, args.prefix,
                             need=('embeddings', 'image_paths') + (() if args.gnd else
@@ -76,9 +73,10 @@ def main(argv=None):
                          f'{missing[0]}); pass --data-root with their folder now')
     gnd = None
     if args.gnd:
-        sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-        from analyze_embeddings import load_gnd
-        gnd = load_gnd(args.gnd, args.protocol)
+        try:
+            gnd = load_revisited_gnd(args.gnd, args.protocol, 'browse_results', key='--gnd')
+        except (FileNotFoundError, ValueError) as error:
+            raise SystemExit(str(error))
     try:
         records = show_results(args.out_dir, data['embeddings'], paths,
                                is_query=data['is_query'],

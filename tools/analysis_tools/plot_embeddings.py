@@ -19,9 +19,6 @@ Examples:
 """
 import argparse
 import os.path as osp
-import sys
-
-sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 
 
 def parse_args(argv=None):

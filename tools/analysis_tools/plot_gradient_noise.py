@@ -25,7 +25,6 @@ import glob
 import json
 import os
 import os.path as osp
-import sys
 from typing import List, Optional, Tuple
 
 RESULT_FILE = 'gradient_noise.json'
@@ -97,7 +96,7 @@ def plot_gradient_noise(rows: List[dict], out_path: str, x: str = 'beta', series
 
     Returns (png path, csv path); the CSV is ``out_path`` with the ``.csv`` extension.
     """
-    from tools.analysis_tools.plotting import pyplot
+    from irtbox.visualization.plotting import pyplot
     plt = pyplot()
     if x not in AXES or series not in AXES or x == series:
         raise ValueError(f'x and series must be {sorted(AXES)}, one each; got x={x!r}, '
@@ -160,6 +159,4 @@ def main(argv=None) -> Tuple[str, str]:
 
 
 if __name__ == '__main__':
-    # The repository root, for tools.analysis_tools.plotting when run as a script.
-    sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
     main()

@@ -15,7 +15,7 @@ centres (SOP's mean class size), labels drawn uniformly (so some classes have on
 and the largest a dozen or so). The parent writes the data to a temporary folder once;
 every contender is a fresh ``python`` process that loads it, resets its peak resident
 memory (``/proc/self/clear_refs``), and reports the wall time of the timed call and the
-extra peak RSS over what it held before the call (VmHWM, see peak_memory.py). Several
+extra peak RSS over what it held before the call (VmHWM, see irtbox/utils/memory.py). Several
 ``--n`` give the scaling table.
 
 Contenders (retrieval): ``faiss_k1001`` = ``faiss.IndexFlatIP`` add + ``search(k=1001)`` of
@@ -45,10 +45,8 @@ import time
 import numpy as np
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 
-from peak_memory import peak_rss_mb, reset_peak  # noqa: E402
+from irtbox.utils.memory import peak_rss_mb, reset_peak
 
 RETRIEVAL = ('faiss_k1001', 'torch_product', 'irtbox_torch', 'irtbox_faiss', 'irtbox_approx',
              'pml')

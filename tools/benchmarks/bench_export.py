@@ -26,10 +26,8 @@ import time
 import numpy as np
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 
-from peak_memory import peak_rss_mb  # noqa: E402
+from irtbox.utils.memory import peak_rss_mb
 MODELS = {
     'vit-tiny/32': ('configs/quickstart/irt-r_vit-tiny_1xb64-500_digits.py', (32, 32)),
     'deit-s/224': ('configs/irt/irt-r_deit-s_1xb64-35k_sop.py', (224, 224)),

@@ -28,10 +28,8 @@ import time
 import numpy as np
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 
-from peak_memory import peak_rss_mb  # noqa: E402
+from irtbox.utils.memory import peak_rss_mb
 SETTINGS = {
     'vit-tiny/32 digits': dict(
         config='configs/quickstart/irt-r_vit-tiny_1xb64-500_digits.py', resize=32, crop=None,
@@ -47,8 +45,7 @@ SETTINGS = {
 def make_images(setting, count, folder):
     """Digits PNGs for the small model, random-texture JPEGs for DeiT-S."""
     if setting.startswith('vit-tiny'):
-        sys.path.insert(0, osp.join(ROOT, 'tools', 'dataset_converters'))
-        from prepare_digits import prepare_digits
+        from irtbox.datasets.digits import prepare_digits
         prepare_digits(folder)
         from irtbox.apis import list_images
         return list_images(osp.join(folder, 'test'))[:count]

@@ -20,10 +20,8 @@ import time
 import numpy as np
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 
-from peak_memory import peak_rss_mb  # noqa: E402
+from irtbox.utils.memory import peak_rss_mb
 
 
 def collection(n, dim, seed=0):

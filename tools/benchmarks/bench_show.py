@@ -12,14 +12,12 @@ queries between consecutive --num values. Prints a markdown table.
 """
 import argparse
 import os.path as osp
-import sys
 import tempfile
 import time
 
 import numpy as np
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-sys.path.insert(0, ROOT)
 
 
 def main(argv=None):

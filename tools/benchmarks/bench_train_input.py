@@ -30,7 +30,6 @@ import time
 import numpy as np
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-sys.path.insert(0, ROOT)
 
 MEAN = [123.675, 116.28, 103.53]
 STD = [58.395, 57.12, 57.375]
@@ -78,7 +77,7 @@ def run_irtbox(folder, batch):
     from torch.utils.data import DataLoader
 
     from irtbox.registry import DATASETS
-    from irtbox.utils.setup_env import register_all_modules
+    from irtbox.apis import register_all_modules
     register_all_modules()
     pipeline = [
         dict(type='LoadImageFromFile'),

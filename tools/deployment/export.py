@@ -18,12 +18,8 @@ max |diff| <= 1e-4 and cosine >= 0.99999, for each batch size (--dynamic-batch) 
 input and output and records the check.
 """
 import argparse
-import os.path as osp
-import sys
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
-
-from irtbox.utils.config import DictAction  # noqa: E402
+from irtbox.utils.config import DictAction
 
 
 def parse_args(argv=None):

@@ -16,7 +16,6 @@ import json
 import os.path as osp
 import sys
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 
 COLUMNS = ('name', 'weights', 'dim', 'result', 'config')
 

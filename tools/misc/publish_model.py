@@ -19,10 +19,6 @@ Examples:
   python tools/misc/publish_model.py CKPT zoo/ --url-prefix https://example.org/zoo/
 """
 import argparse
-import os.path as osp
-import sys
-
-sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 
 
 def parse_args(argv=None):

@@ -28,7 +28,6 @@ import threading
 import time
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-sys.path.insert(0, osp.join(ROOT, 'tools', 'dataset_converters'))
 
 CONFIGS = osp.join(ROOT, 'configs', 'quickstart')
 UNTRAINED = ('IRT_O', 'irt-o_vit-tiny_digits.py')
@@ -78,7 +77,7 @@ def main():
     parser.add_argument('--data-root', default='data/digits')
     parser.add_argument('--iters', type=int, default=500, help='training iterations per model')
     args = parser.parse_args()
-    from prepare_digits import prepare_digits
+    from irtbox.datasets.digits import prepare_digits
 
     start_time = time.time()
     counts = prepare_digits(osp.join(ROOT, args.data_root))

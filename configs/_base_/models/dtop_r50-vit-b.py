@@ -6,8 +6,7 @@
 num_classes = 551  # 3D models of SfM-120k's train split; the dataset configs set their own
 model = dict(
     type='ImageRetriever',
-    data_preprocessor=dict(type='TimmDataPreprocessor', model_name='vit_base_r50_s16_384',
-                           bgr_to_rgb=True),
+    data_preprocessor=dict(type='TimmDataPreprocessor', bgr_to_rgb=True),
     backbone=dict(type='TimmBackbone', model_name='vit_base_r50_s16_384', pretrained=True,
                   out_indices=(-6, -5, -4, -3, -2, -1), norm='all', pos_embed='dpe-bilinear'),
     neck=[dict(type='DToPNeck', in_channels=768)],

@@ -4,6 +4,5 @@
 # Paper (SfM-120k): Oxf5k 81.5, Par6k 89.8, ROxf M/H 61.4 / 32.5, RPar M/H 79.7 / 57.4.
 _base_ = ['../dtop_r50-vit-b_8xb8-30e_sfm120k.py']
 model = dict(
-    data_preprocessor=dict(model_name='vit_base_patch16_384'),
     backbone=dict(model_name='vit_base_patch16_384'),
 )

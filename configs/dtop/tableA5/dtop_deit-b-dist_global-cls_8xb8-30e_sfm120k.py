@@ -3,7 +3,6 @@
 # Paper (SfM-120k): Oxf5k 82.3, Par6k 84.1, ROxf M/H 59.6 / 29.1, RPar M/H 67.6 / 46.5.
 _base_ = ['../dtop_r50-vit-b_8xb8-30e_sfm120k.py']
 model = dict(
-    data_preprocessor=dict(model_name='deit_base_distilled_patch16_384'),
     backbone=dict(model_name='deit_base_distilled_patch16_384'),
     neck=[dict(type='DToPNeck', in_channels=768,
                branches='global', global_token='cls', out_dim=768,

@@ -3,7 +3,6 @@
 # Paper (SfM-120k): Oxf5k 84.2, Par6k 85.5, ROxf M/H 62.4 / 32.6, RPar M/H 71.2 / 49.7.
 _base_ = ['../dtop_r50-vit-b_8xb8-30e_sfm120k.py']
 model = dict(
-    data_preprocessor=dict(model_name='deit_base_distilled_patch16_384'),
     backbone=dict(model_name='deit_base_distilled_patch16_384'),
     neck=[dict(type='DToPNeck', in_channels=768,
                branches='global', global_token='dist', out_dim=768,

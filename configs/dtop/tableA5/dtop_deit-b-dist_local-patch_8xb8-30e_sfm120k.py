@@ -4,7 +4,6 @@
 # Paper (SfM-120k): Oxf5k 80.7, Par6k 78.5, ROxf M/H 54.7 / 22.7, RPar M/H 64.5 / 37.2.
 _base_ = ['../dtop_r50-vit-b_8xb8-30e_sfm120k.py']
 model = dict(
-    data_preprocessor=dict(model_name='deit_base_distilled_patch16_384'),
     backbone=dict(model_name='deit_base_distilled_patch16_384'),
     neck=[dict(type='DToPNeck', in_channels=768,
                branches='local', fusion=dict(type='FeatureFusion', mode='y'), elm=None,

@@ -5,7 +5,6 @@
 # Paper (SfM-120k): Oxf5k 66.1, Par6k 78.5, ROxf M/H 41.5 / 15.5, RPar M/H 60.6 / 30.1.
 _base_ = ['../dtop_r50-vit-b_8xb8-30e_sfm120k.py']
 model = dict(
-    data_preprocessor=dict(model_name='pit_b_distilled_224'),
     backbone=dict(model_name='pit_b_distilled_224', out_indices=(-4, -3, -2, -1)),
     neck=[dict(type='DToPNeck', in_channels=1024,
                branches='global', global_token='dist', out_dim=768,

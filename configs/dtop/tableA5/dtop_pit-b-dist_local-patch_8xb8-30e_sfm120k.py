@@ -6,7 +6,6 @@
 # Paper (SfM-120k): Oxf5k 70.9, Par6k 81.2, ROxf M/H 42.4 / 18.9, RPar M/H 64.8 / 35.5.
 _base_ = ['../dtop_r50-vit-b_8xb8-30e_sfm120k.py']
 model = dict(
-    data_preprocessor=dict(model_name='pit_b_distilled_224'),
     backbone=dict(model_name='pit_b_distilled_224', out_indices=(-4, -3, -2, -1)),
     neck=[dict(type='DToPNeck', in_channels=1024,
                branches='local', fusion=dict(type='FeatureFusion', mode='y'), elm=None,

@@ -3,7 +3,6 @@
 # Paper (SfM-120k): Oxf5k 76.2, Par6k 83.4, ROxf M/H 49.3 / 19.6, RPar M/H 70.9 / 46.4.
 _base_ = ['../dtop_r50-vit-b_8xb8-30e_sfm120k.py']
 model = dict(
-    data_preprocessor=dict(model_name='vit_base_patch16_384'),
     backbone=dict(model_name='vit_base_patch16_384'),
     neck=[dict(type='DToPNeck', in_channels=768,
                branches='global', global_token='cls', out_dim=768,

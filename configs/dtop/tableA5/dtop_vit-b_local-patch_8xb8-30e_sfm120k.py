@@ -4,7 +4,6 @@
 # Paper (SfM-120k): Oxf5k 60.4, Par6k 81.0, ROxf M/H 38.6 / 12.0, RPar M/H 69.2 / 46.9.
 _base_ = ['../dtop_r50-vit-b_8xb8-30e_sfm120k.py']
 model = dict(
-    data_preprocessor=dict(model_name='vit_base_patch16_384'),
     backbone=dict(model_name='vit_base_patch16_384'),
     neck=[dict(type='DToPNeck', in_channels=768,
                branches='local', fusion=dict(type='FeatureFusion', mode='y'), elm=None,

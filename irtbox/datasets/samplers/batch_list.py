@@ -5,6 +5,8 @@ from typing import Iterator, Optional
 from mmengine.dist import get_dist_info
 from torch.utils.data import Sampler
 
+__all__ = ['BatchListSampler']
+
 
 class BatchListSampler(Sampler):
     """Yields the indices of this rank's batches, batch after batch.

@@ -8,6 +8,8 @@ from mmengine.dist import sync_random_seed
 from irtbox.registry import DATA_SAMPLERS
 from .batch_list import BatchListSampler
 
+__all__ = ['get_dataset_labels', 'MPerClassSampler', 'OnePerClassSampler']
+
 
 def get_dataset_labels(dataset) -> np.ndarray:
     """The class label of every sample of ``dataset``, without loading images.

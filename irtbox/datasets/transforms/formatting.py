@@ -8,6 +8,8 @@ from mmcv.transforms import BaseTransform
 from irtbox.registry import TRANSFORMS
 from irtbox.structures import DataSample
 
+__all__ = ['PackRetrievalInputs']
+
 
 @TRANSFORMS.register_module()
 class PackRetrievalInputs(BaseTransform):

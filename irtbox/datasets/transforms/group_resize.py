@@ -12,6 +12,8 @@ from irtbox.registry import TRANSFORMS
 from ..samplers.group_size import (DEFAULT_ASPECT_BINS, DEFAULT_GROUP_SIZES, aspect_group,
                                    check_aspect_bins, check_group_sizes)
 
+__all__ = ['GroupResize']
+
 
 @TRANSFORMS.register_module()
 class GroupResize(BaseTransform):

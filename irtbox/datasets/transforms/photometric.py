@@ -4,6 +4,8 @@ from mmcv.transforms import BaseTransform
 
 from irtbox.registry import TRANSFORMS
 
+__all__ = ['RandomIllumination', 'RandAugment']
+
 
 @TRANSFORMS.register_module()
 class RandomIllumination(BaseTransform):

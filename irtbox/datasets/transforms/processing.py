@@ -7,6 +7,8 @@ from mmcv.transforms.utils import cache_randomness
 
 from irtbox.registry import TRANSFORMS
 
+__all__ = ['RandomCrop', 'CropBBox']
+
 
 def _pair(size: Union[int, Sequence[int]], name: str) -> Tuple[int, int]:
     if isinstance(size, int):

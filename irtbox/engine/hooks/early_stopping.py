@@ -21,6 +21,8 @@ from mmengine.logging import print_log
 from irtbox.registry import HOOKS
 from .utils import bare_model
 
+__all__ = ['StoppingState', 'early_stopping_step', 'BestWeightsEarlyStoppingHook']
+
 
 class StoppingState(NamedTuple):
     """``best``: best score so far (None before the first); ``wait``: validations since it."""

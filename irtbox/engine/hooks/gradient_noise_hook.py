@@ -13,6 +13,8 @@ from irtbox.models.losses.xbm import all_gather_cat
 from irtbox.registry import HOOKS
 from .utils import bare_model
 
+__all__ = ['GradientNoiseHook']
+
 
 @HOOKS.register_module()
 class GradientNoiseHook(Hook):

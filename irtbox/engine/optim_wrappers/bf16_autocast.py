@@ -9,6 +9,8 @@ from torch import nn
 
 from irtbox.registry import OPTIM_WRAPPERS
 
+__all__ = ['bf16_autocast_available', 'BF16AutocastOptimWrapper']
+
 
 def bf16_autocast_available() -> bool:
     """True on a CUDA GPU with bfloat16 support (Ampere and later)."""

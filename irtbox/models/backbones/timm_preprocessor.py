@@ -40,7 +40,9 @@ class TimmDataPreprocessor(ImgDataPreprocessor):
     mismatch its normalisation. Give both ``mean`` and ``std`` (0-255) to override.
 
     Args:
-        model_name: the timm name of the backbone (optionally ``name.tag``).
+        model_name: the timm name of the backbone (optionally ``name.tag``); in a
+            retriever's config it may be left out: the retriever takes the backbone's
+            (:func:`with_backbone_model_name`).
         mean, std: explicit per-channel statistics, 0-255; both or neither.
         **kwargs: the rest of ``ImgDataPreprocessor`` (``bgr_to_rgb``,
             ``pad_size_divisor``, ...).
@@ -58,3 +60,18 @@ class TimmDataPreprocessor(ImgDataPreprocessor):
             mean, std = timm_mean_std(model_name)
         super().__init__(mean=mean, std=std, **kwargs)
         self.model_name = model_name
+
+
+def with_backbone_model_name(preprocessor, backbone):
+    """The ``preprocessor`` config with the ``backbone`` config's timm ``model_name`` when it
+    is a ``TimmDataPreprocessor`` that names none, so that a config writes the name once, on
+    the backbone (the retriever calls this). Anything else is returned as it is."""
+    if not isinstance(preprocessor, dict) or preprocessor.get('model_name') is not None or \
+            preprocessor.get('type') not in ('TimmDataPreprocessor', 'irtbox.TimmDataPreprocessor',
+                                             TimmDataPreprocessor):
+        return preprocessor
+    name = backbone.get('model_name') if isinstance(backbone, dict) else None
+    if name is None:
+        raise ValueError('TimmDataPreprocessor: no model_name, and the backbone config names '
+                         f'none to take it from (backbone={backbone!r})')
+    return dict(preprocessor, model_name=name)

@@ -9,6 +9,7 @@ from mmengine.model import BaseModel
 
 from irtbox.registry import MODELS
 from irtbox.structures import DataSample
+from ..backbones.timm_preprocessor import with_backbone_model_name
 
 __all__ = ['ImageRetriever']
 
@@ -71,6 +72,7 @@ class ImageRetriever(BaseModel):
                  init_cfg=None):
         if data_preprocessor is None:
             data_preprocessor = dict(type='ImgDataPreprocessor')
+        data_preprocessor = with_backbone_model_name(data_preprocessor, backbone)
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         self.backbone = MODELS.build(backbone)
         self.neck = _build_necks(neck)

@@ -16,7 +16,7 @@ def train_descriptors(ckpt):
     """The 32-d CLS descriptors of the SOP fixture's training split, computed independently."""
     from irtbox.apis import init_model
     from irtbox.datasets import SOPDataset
-    from irtbox.utils import register_all_modules
+    from irtbox.apis import register_all_modules
     register_all_modules()
     model = init_model(CONFIG, ckpt)
     pipeline = [dict(type='LoadImageFromFile'), dict(type='Resize', scale=(32, 32), keep_ratio=False),

@@ -17,7 +17,7 @@ from mmengine.runner import EpochBasedTrainLoop, IterBasedTrainLoop, Runner
 from irtbox.datasets import SfM120kDataset
 from irtbox.engine.hooks import TupleMiningHook, mine_hard_negatives
 from irtbox.registry import MODELS
-from irtbox.utils import register_all_modules
+from irtbox.apis import register_all_modules
 
 register_all_modules()
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))

@@ -2,10 +2,10 @@ import pytest
 import torch
 import torch.nn as nn
 
+from irtbox.apis import register_all_modules
 from irtbox.models.necks import DToPNeck, LayerAggregation, aggregate_layers
 from irtbox.registry import MODELS
 from irtbox.structures import ViTFeatures
-from irtbox.utils import register_all_modules
 
 register_all_modules()
 

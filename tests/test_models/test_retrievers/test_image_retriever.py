@@ -4,7 +4,7 @@ import torch.nn.functional as F
 
 from irtbox.models.retrievers import ImageRetriever
 from irtbox.structures import DataSample
-from irtbox.utils import register_all_modules
+from irtbox.apis import register_all_modules
 
 register_all_modules()
 

@@ -2,7 +2,7 @@ import sys
 
 import pytest
 
-from tools.analysis_tools.plotting import pyplot
+from irtbox.visualization.plotting import pyplot
 
 
 def test_pyplot_is_headless():

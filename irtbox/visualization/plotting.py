@@ -1,5 +1,7 @@
 """matplotlib for the figure tools: headless (Agg), with a clear message when it is missing."""
 
+__all__ = ['pyplot']
+
 
 def pyplot():
     """``matplotlib.pyplot`` on the Agg backend (files only, no display needed)."""

@@ -1,8 +1,11 @@
-"""Registration of irtbox's modules and default scope."""
+"""Registration of irtbox's modules and default scope, for code that builds modules without a
+runner."""
 import datetime
 import warnings
 
 from mmengine import DefaultScope
+
+__all__ = ['register_all_modules']
 
 
 def register_all_modules(init_default_scope: bool = True) -> None:
@@ -15,7 +18,7 @@ def register_all_modules(init_default_scope: bool = True) -> None:
     import irtbox.engine  # noqa: F401
     import irtbox.evaluation  # noqa: F401
     import irtbox.models  # noqa: F401
-    from .checkpoint import register_safe_globals
+    from irtbox.utils.checkpoint import register_safe_globals
     register_safe_globals()
     if not init_default_scope:
         return

@@ -6,8 +6,11 @@ from typing import Dict, List
 
 import torch
 
+from irtbox.utils.checkpoint import TRAINING_ONLY_PREFIXES
 from irtbox.utils.config import eval_input_size, eval_pipeline
 from irtbox.utils.download import sha256sum
+
+__all__ = ['COMPARED', 'weights_digest', 'model_identity', 'identity_differences']
 
 # The fields that must agree for embeddings to be comparable (the rest are informational).
 COMPARED = ('weights_sha256', 'preprocessing_sha256', 'embedding_dim', 'normalize')
@@ -20,7 +23,6 @@ def _digest(obj) -> str:
 def weights_digest(model: torch.nn.Module) -> str:
     """sha256 over the model's inference weights (names, dtypes, shapes, bytes): equal for the
     same weights whatever file they came from (.pth, .safetensors, a zoo download)."""
-    from irtbox.apis.inference import TRAINING_ONLY_PREFIXES
     digest = hashlib.sha256()
     for name, tensor in sorted(model.state_dict().items()):
         if name.startswith(TRAINING_ONLY_PREFIXES):

@@ -1,5 +1,7 @@
-"""Peak resident memory of the calling process, for the benchmark contenders."""
+"""Peak resident memory of the calling process (the benchmarks of tools/benchmarks/)."""
 import resource
+
+__all__ = ['peak_rss_mb', 'reset_peak']
 
 
 def _status_mb(field: str):

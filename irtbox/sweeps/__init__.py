@@ -1,0 +1,23 @@
+"""Sweeps: a grid of trainings (factor x value x dataset x loss x seed) run, collected into
+tables and drawn as the training-recipe benchmark's figures. The CLIs are ``tools/sweep.py``
+and ``tools/analysis_tools/plot_sweep.py``.
+
+One job per module: ``spec`` (read, check and expand a grid spec), ``families`` (each loss's
+family, from its config), ``state`` (the files that say how far a run got), ``runner`` (run
+them, or print their commands), ``tables`` and ``figures``.
+"""
+from .families import family_of, loss_families
+from .figures import plot_all, plot_factor
+from .runner import emit_command, run_all, run_one
+from .spec import (OFF_THE_SHELF, Run, SelectionError, expand, factor_values, load_spec,
+                   select_runs, value_dir, value_entries)
+from .state import EMBEDDINGS, FAILED, LOG, RESULTS, TRAIN_DONE, checkpoint_of, state_of
+from .tables import collect, metric_names, read_summary, summarize, write_table
+
+__all__ = [
+    'family_of', 'loss_families', 'plot_all', 'plot_factor', 'emit_command', 'run_all',
+    'run_one', 'OFF_THE_SHELF', 'Run', 'SelectionError', 'expand', 'factor_values', 'load_spec',
+    'select_runs', 'value_dir', 'value_entries', 'EMBEDDINGS', 'FAILED', 'LOG', 'RESULTS',
+    'TRAIN_DONE', 'checkpoint_of', 'state_of', 'collect', 'metric_names', 'read_summary',
+    'summarize', 'write_table'
+]

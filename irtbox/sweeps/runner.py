@@ -1,0 +1,184 @@
+"""Running the runs of a sweep: here in subprocesses, several at a time, or as shell
+commands for a cluster.
+
+Runs: factor x value x dataset x loss x seed. Each has the work dir
+WORK_ROOT/<factor>/<value>/<dataset>/<loss>/seed<seed>, where training writes
+its checkpoints ('best.pth' from BestWeightsEarlyStoppingHook when the config
+has it, else the last checkpoint), then `train_done`; tools/test.py then writes
+the test metrics to test_results.json (--out test_results.json; with
+--keep-embeddings, --out test_results.npz, which writes the embeddings there and
+the metrics to test_results.json as well). A run whose test_results.json exists
+is finished and skipped (--force re-runs it); one with `train_done` only is
+tested again. A run whose training or test fails gets a `failed` file (the
+command and its exit status) and the sweep goes on with the others, since some
+points of the paper's grids cannot be computed (M = 1 or 2 with batch 256 on
+CUB / Cars196, Fig. 8); the tables and figures are still written, the failed
+runs are listed at the end (exit status 1), and the next call retries them.
+"""
+import json
+import os
+import os.path as osp
+import queue
+import shlex
+import subprocess
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from typing import List, Optional
+
+from .spec import OFF_THE_SHELF, Run, value_dir
+from .state import EMBEDDINGS, FAILED, LOG, RESULTS, TRAIN_DONE, checkpoint_of
+
+__all__ = ['emit_command', 'run_one', 'run_all']
+
+
+def _train_args(run: Run) -> List[str]:
+    return ['--work-dir', run.work_dir] + (['--cfg-options'] + run.options if run.options else [])
+
+
+def _test_args(run: Run, keep_embeddings: bool = False) -> List[str]:
+    return ['--work-dir', osp.join(run.work_dir, 'test'),
+            '--out', osp.join(run.work_dir, EMBEDDINGS if keep_embeddings else RESULTS)] + (
+                ['--cfg-options'] + run.options if run.options else [])
+
+
+def emit_command(run: Run, mode: str, gpus: int = 1, partition: str = 'gpu',
+                 keep_embeddings: bool = False) -> str:
+    """One shell line that trains (unless off-the-shelf), tests and marks the run."""
+    q = lambda args: ' '.join(shlex.quote(str(a)) for a in args)  # noqa: E731
+    py = shlex.quote(sys.executable)
+    ckpt = ('"$( [ -f {d}/best.pth ] && echo {d}/best.pth || cat {d}/last_checkpoint )"'
+            .format(d=shlex.quote(run.work_dir)))
+    if run.factor == OFF_THE_SHELF:
+        ckpt = ''
+    job = shlex.quote(f'{run.factor}-{value_dir(run.value)}-{run.dataset}-{run.loss}-{run.seed}')
+    test_args = q(_test_args(run, keep_embeddings))
+    if mode == 'plain':
+        train = f'{py} tools/train.py {q([run.config] + _train_args(run))}'
+        test = f'{py} tools/test.py {shlex.quote(run.config)} {ckpt} {test_args}'
+    elif mode == 'dist':
+        train = f'tools/dist_train.sh {shlex.quote(run.config)} {gpus} {q(_train_args(run))}'
+        test = f'tools/dist_test.sh {shlex.quote(run.config)} {ckpt} {gpus} {test_args}'
+    elif mode == 'slurm':
+        train = (f'GPUS={gpus} tools/slurm_train.sh {shlex.quote(partition)} {job} '
+                 f'{q([run.config] + _train_args(run))}')
+        test = (f'GPUS={gpus} tools/slurm_test.sh {shlex.quote(partition)} {job} '
+                f'{shlex.quote(run.config)} {ckpt} {test_args}')
+    else:
+        raise ValueError(f"emit mode must be 'plain', 'dist' or 'slurm', got {mode!r}")
+    if run.factor == OFF_THE_SHELF:
+        # No checkpoint, which the dist/slurm test scripts require: one process.
+        test = f'{py} tools/test.py {shlex.quote(run.config)} {test_args}'
+    steps = [f'mkdir -p {shlex.quote(run.work_dir)}']
+    if run.factor != OFF_THE_SHELF:
+        steps += [train, f'touch {shlex.quote(osp.join(run.work_dir, TRAIN_DONE))}']
+    return ' && '.join(steps + [test])
+
+
+
+def run_one(run: Run, tools_dir: str, keep_embeddings: bool = False,
+            env: Optional[dict] = None) -> None:
+    """Trains (unless already trained) and tests one run with ``tools_dir``/train.py and
+    test.py in subprocesses whose output goes to ``<work_dir>/sweep.log``; a failing step
+    raises ``subprocess.CalledProcessError``. ``env``: extra environment variables."""
+    os.makedirs(run.work_dir, exist_ok=True)
+    failed = osp.join(run.work_dir, FAILED)
+    if osp.isfile(failed):
+        os.remove(failed)
+    env = dict(os.environ, **(env or {}))
+    with open(osp.join(run.work_dir, LOG), 'a') as log:
+        def call(args):
+            subprocess.run([sys.executable] + args, check=True, env=env, stdout=log,
+                           stderr=subprocess.STDOUT)
+
+        if not osp.isfile(osp.join(run.work_dir, TRAIN_DONE)) and run.factor != OFF_THE_SHELF:
+            call([osp.join(tools_dir, 'train.py'), run.config] + _train_args(run))
+            open(osp.join(run.work_dir, TRAIN_DONE), 'w').close()
+        ckpt = [] if run.factor == OFF_THE_SHELF else [checkpoint_of(run.work_dir)]
+        call([osp.join(tools_dir, 'test.py'), run.config] + ckpt
+             + _test_args(run, keep_embeddings))
+
+
+def _job_devices(jobs: int) -> List[Optional[str]]:
+    """The CUDA device each of ``jobs`` parallel runs gets: one GPU each when
+    there are enough visible ones, else none pinned (the runs share)."""
+    visible = os.environ.get('CUDA_VISIBLE_DEVICES')
+    if visible is not None:
+        devices = [d for d in visible.split(',') if d.strip()]
+    else:
+        import torch
+        devices = [str(i) for i in range(torch.cuda.device_count())]
+    return devices[:jobs] if len(devices) >= jobs else [None] * jobs
+
+
+def _tail(path: str, lines: int = 5) -> str:
+    if not osp.isfile(path):
+        return ''
+    with open(path, errors='replace') as f:
+        return ''.join(f.readlines()[-lines:])
+
+
+def run_all(todo: List[Run], tools_dir: str, jobs: int = 1,
+            keep_embeddings: bool = False) -> None:
+    """Runs ``todo`` (see :func:`run_one`), ``jobs`` at a time, and prints one line per
+    finished run to stderr. With ``jobs > 1`` each run gets ``cpu_count // jobs`` CPU threads
+    and, when there are at least ``jobs`` visible GPUs, a GPU of its own. A
+    failed run gets a ``failed`` file and the others go on: some points
+    cannot be computed (e.g. M = 1 with batch 256 on a dataset of 80 training
+    classes, paper Fig. 8). On ``KeyboardInterrupt`` the running ones finish (they got the
+    signal too), nothing new starts, and the interrupt goes on to the caller."""
+    slots = queue.Queue()
+    for device in _job_devices(jobs) if jobs > 1 else [None]:
+        slots.put(device)
+    threads = str(max(1, (os.cpu_count() or 1) // jobs))
+
+    def work(run: Run):
+        device = slots.get()
+        env = dict(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads) if jobs > 1 else {}
+        if device is not None:
+            env['CUDA_VISIBLE_DEVICES'] = device
+        start = time.time()
+        try:
+            run_one(run, tools_dir, keep_embeddings, env)
+            return None, time.time() - start
+        except subprocess.CalledProcessError as error:
+            reason = f'exit status {error.returncode}: {shlex.join(error.cmd)}'
+        except FileNotFoundError as error:  # trained, but no checkpoint to test
+            reason = str(error)
+        finally:
+            slots.put(device)
+        with open(osp.join(run.work_dir, FAILED), 'w') as f:
+            f.write(reason + '\n')
+        return reason, time.time() - start
+
+    # Runs are submitted from this thread only, one per finished run, so that after an
+    # interruption nothing new starts (the running ones got the signal too).
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    waiting, running, finished = iter(todo), {}, 0
+
+    def submit_next():
+        run = next(waiting, None)
+        if run is not None:
+            running[pool.submit(work, run)] = run
+
+    try:
+        for _ in range(jobs):
+            submit_next()
+        while running:
+            for future in wait(running, return_when=FIRST_COMPLETED).done:
+                run = running.pop(future)
+                reason, seconds = future.result()
+                finished += 1
+                if reason is None:
+                    with open(osp.join(run.work_dir, RESULTS)) as f:
+                        metrics = json.load(f)
+                    shown = '  '.join(f'{k} {v:.4f}' for k, v in sorted(metrics.items()))
+                    print(f'[{finished}/{len(todo)}] {run.work_dir}  {seconds:.0f} s  {shown}',
+                          file=sys.stderr)
+                else:
+                    log = osp.join(run.work_dir, LOG)
+                    print(f'[{finished}/{len(todo)}] {run.work_dir}  FAILED ({reason}); end of '
+                          f'{log}:\n{_tail(log)}', file=sys.stderr)
+                submit_next()
+    finally:
+        pool.shutdown(wait=True)

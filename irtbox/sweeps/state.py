@@ -1,0 +1,38 @@
+"""The files that record how far each run of a sweep got, in its work dir."""
+import os.path as osp
+
+from .spec import OFF_THE_SHELF, Run
+
+__all__ = ['RESULTS', 'EMBEDDINGS', 'TRAIN_DONE', 'FAILED', 'LOG', 'state_of', 'checkpoint_of']
+
+RESULTS = 'test_results.json'
+# tools/test.py writes a .npz's metrics to the same name with .json: RESULTS.
+EMBEDDINGS = osp.splitext(RESULTS)[0] + '.npz'
+TRAIN_DONE = 'train_done'
+FAILED = 'failed'
+LOG = 'sweep.log'
+
+
+def state_of(run: Run) -> str:
+    """'done' (test metrics written), 'failed' (the last attempt), 'trained'
+    (test missing) or 'todo'."""
+    if osp.isfile(osp.join(run.work_dir, RESULTS)):
+        return 'done'
+    if osp.isfile(osp.join(run.work_dir, FAILED)):
+        return 'failed'
+    if run.factor == OFF_THE_SHELF:
+        return 'trained'
+    return 'trained' if osp.isfile(osp.join(run.work_dir, TRAIN_DONE)) else 'todo'
+
+
+def checkpoint_of(work_dir: str) -> str:
+    """The weights to test: best.pth (early stopping) or the last checkpoint."""
+    best = osp.join(work_dir, 'best.pth')
+    if osp.isfile(best):
+        return best
+    last = osp.join(work_dir, 'last_checkpoint')
+    if osp.isfile(last):
+        with open(last) as f:
+            return f.read().strip()
+    raise FileNotFoundError(f'{work_dir}: training finished but left neither best.pth nor '
+                            'last_checkpoint (does the config have a CheckpointHook?)')

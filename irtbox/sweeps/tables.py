@@ -1,0 +1,93 @@
+"""The tables of a sweep: runs.csv / runs.json (one row per finished run) and summary.csv
+(mean, std, min, max over seeds), and reading summary.csv back."""
+import csv
+import json
+import math
+import os
+import os.path as osp
+from typing import Dict, List
+
+from .spec import OFF_THE_SHELF, Run, value_dir
+from .state import RESULTS
+
+__all__ = ['collect', 'metric_names', 'summarize', 'write_table', 'read_summary']
+
+
+def collect(runs: List[Run], families: Dict[str, str]) -> List[dict]:
+    """One row per finished run: the run's coordinates, its loss's family (``families``:
+    loss -> family, as :func:`~irtbox.sweeps.spec.load_spec` completes it) and its test
+    metrics. A results file that is not a JSON object raises ``ValueError``."""
+    rows = []
+    for run in runs:
+        path = osp.join(run.work_dir, RESULTS)
+        if not osp.isfile(path):
+            continue
+        try:
+            with open(path) as f:
+                metrics = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f'{path}: not valid JSON ({e}); delete it to re-test the run')
+        if not isinstance(metrics, dict):
+            raise ValueError(f'{path}: expected a JSON object metric name -> value')
+        rows.append(dict(
+            factor=run.factor, value=run.value, dataset=run.dataset, loss=run.loss,
+            family='' if run.factor == OFF_THE_SHELF else families[run.loss],
+            seed=run.seed, work_dir=run.work_dir,
+            **{k: float(v) for k, v in metrics.items()}))
+    return rows
+
+
+def metric_names(rows: List[dict]) -> List[str]:
+    fixed = {'factor', 'value', 'dataset', 'loss', 'family', 'seed', 'work_dir'}
+    return sorted({k for r in rows for k in r if k not in fixed})
+
+
+def summarize(rows: List[dict]) -> List[dict]:
+    """Mean, population std, min and max over seeds per (factor, value, dataset, loss, metric)."""
+    groups: Dict[tuple, List[dict]] = {}
+    for r in rows:
+        groups.setdefault((r['factor'], value_dir(r['value']), r['dataset'], r['loss']),
+                          []).append(r)
+    out = []
+    for group in groups.values():
+        first = group[0]
+        for metric in metric_names(group):
+            vals = [r[metric] for r in group if metric in r]
+            mean = sum(vals) / len(vals)
+            out.append(dict(factor=first['factor'], value=first['value'],
+                            dataset=first['dataset'], loss=first['loss'],
+                            family=first['family'], metric=metric, n=len(vals), mean=mean,
+                            std=math.sqrt(sum((v - mean) ** 2 for v in vals) / len(vals)),
+                            min=min(vals), max=max(vals)))
+    return out
+
+
+def write_table(rows: List[dict], path: str) -> None:
+    """CSV (``path``.csv) or JSON (``path``.json) with one line per row."""
+    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
+    if path.endswith('.json'):
+        with open(path, 'w') as f:
+            json.dump(rows, f, indent=1)
+        return
+    fields = list(dict.fromkeys(k for r in rows for k in r))
+    with open(path, 'w', newline='') as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def read_summary(path: str) -> List[dict]:
+    """summary.csv back into rows (numbers parsed; factor values as numbers when they are)."""
+    def number(text):
+        for cast in (int, float):
+            try:
+                return cast(text)
+            except (TypeError, ValueError):
+                pass
+        return text
+    with open(path, newline='') as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        for key in ('value', 'mean', 'std', 'min', 'max', 'n'):
+            r[key] = number(r.get(key))
+    return rows

@@ -1,0 +1,65 @@
+"""The config and runner set-up that tools/train.py and tools/test.py share."""
+import os.path as osp
+
+import pytest
+from mmengine.config import Config
+
+from irtbox.apis import DEFAULT_RUNNER, build_runner, check_checkpoint, load_run_config
+from irtbox.engine import IrtboxRunner
+from irtbox.registry import RUNNERS
+from irtbox.utils.config import ConfigError
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+CONFIG = osp.join(ROOT, 'configs', 'quickstart', 'irt-r_vit-tiny_1xb64-500_digits.py')
+
+
+def test_work_dir_launcher_and_options():
+    cfg = load_run_config(CONFIG, {'train_cfg.max_iters': 3})
+    assert cfg.work_dir == osp.join('./work_dirs', 'irt-r_vit-tiny_1xb64-500_digits')
+    assert cfg.launcher == 'none' and cfg.train_cfg.max_iters == 3
+    assert load_run_config(CONFIG, work_dir='w').work_dir == 'w'
+    assert load_run_config(CONFIG, {'work_dir': 'from_cfg'}).work_dir == 'from_cfg'
+
+
+def test_check_checkpoint(tmp_path):
+    path = tmp_path / 'a.pth'
+    path.write_bytes(b'')
+    assert check_checkpoint(str(path)) == str(path)
+    assert check_checkpoint('https://x/y.pth') == 'https://x/y.pth'
+    with pytest.raises(FileNotFoundError, match='checkpoint not found: .*b.pth'):
+        check_checkpoint(str(tmp_path / 'b.pth'))
+
+
+@pytest.fixture
+def built(monkeypatch):
+    """The runner classes whose ``from_cfg`` was called, instead of building them."""
+    calls = []
+    monkeypatch.setattr(IrtboxRunner, 'from_cfg', classmethod(
+        lambda cls, cfg: calls.append(cls) or cls.__name__))
+    return calls
+
+
+def test_default_runner_is_ours(built):
+    assert DEFAULT_RUNNER == 'IrtboxRunner'
+    assert build_runner(Config(dict(launcher='none'))) == 'IrtboxRunner'
+    assert built == [IrtboxRunner]
+
+
+def test_runner_type_is_honoured(built):
+    class MyRunner(IrtboxRunner):
+        pass
+
+    RUNNERS.register_module(name='_TestRunnerType', module=MyRunner)
+    try:
+        assert build_runner(Config(dict(runner_type='_TestRunnerType'))) == 'MyRunner'
+    finally:
+        RUNNERS._module_dict.pop('_TestRunnerType')
+    assert built == [MyRunner]
+
+
+def test_unknown_runner_type_names_the_config(built, tmp_path):
+    path = tmp_path / 'my_config.py'
+    path.write_text("runner_type = 'NoSuchRunner'\n")
+    with pytest.raises(ConfigError, match="my_config.py: runner_type 'NoSuchRunner' is not"):
+        build_runner(Config.fromfile(str(path)))
+    assert built == []

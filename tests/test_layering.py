@@ -1,0 +1,93 @@
+"""The package imports one way: each subpackage of irtbox imports only from its own layer or
+the layers below it, lazy imports inside functions included, and the subpackages of one layer
+do not import each other in a circle. tools/ sits above all of them."""
+import ast
+import os
+import os.path as osp
+
+import pytest
+
+ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+PACKAGE = osp.join(ROOT, 'irtbox')
+# Top to bottom.
+LAYERS = [
+    ('search', 'sweeps'),                        # applications built on the API
+    ('apis', 'deployment'),                      # what tools/ and users call
+    ('engine', 'visualization'),                 # runner, loops, hooks; result pictures
+    ('models', 'datasets', 'evaluation'),        # the parts a config assembles
+    ('structures', 'utils', 'registry'),         # shared by all
+]
+LAYER = {name: i for i, names in enumerate(LAYERS) for name in names}
+
+
+def modules():
+    """(file, its dotted package parts) of every module under irtbox/."""
+    for folder, _, files in os.walk(PACKAGE):
+        for name in sorted(files):
+            if name.endswith('.py'):
+                path = osp.join(folder, name)
+                parts = osp.relpath(path, ROOT)[:-len('.py')].split(os.sep)
+                yield path, parts[:-1]
+
+
+def imported(path, package):
+    """The irtbox modules ``path`` imports anywhere in it (module level or in functions)."""
+    for node in ast.walk(ast.parse(open(path).read(), path)):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ''
+            if node.level:
+                base = '.'.join(package[:len(package) - node.level + 1] + ([base] if base else []))
+            # ``from irtbox import sweeps`` imports irtbox.sweeps.
+            yield from (f'{base}.{alias.name}' for alias in node.names)
+
+
+def subpackage(module):
+    parts = module.split('.')
+    return parts[1] if parts[0] == 'irtbox' and len(parts) > 1 else None
+
+
+def edges():
+    """{(importing subpackage, imported subpackage): [file, ...]} across subpackages."""
+    found = {}
+    for path, package in modules():
+        if len(package) < 2:
+            continue  # irtbox/__init__.py, irtbox/registry.py
+        source = package[1]
+        for module in imported(path, package):
+            target = subpackage(module)
+            if target in LAYER and target != source:
+                found.setdefault((source, target), []).append(osp.relpath(path, ROOT))
+    return found
+
+
+def test_every_subpackage_has_a_layer():
+    names = {n for n in os.listdir(PACKAGE) if osp.isdir(osp.join(PACKAGE, n))
+             and osp.isfile(osp.join(PACKAGE, n, '__init__.py'))}
+    assert names | {'registry'} == set(LAYER)
+
+
+def test_no_layer_imports_a_higher_one():
+    upward = {f'{s} -> {t}': files for (s, t), files in edges().items()
+              if LAYER[t] < LAYER[s]}
+    assert not upward, f'imports against the layers {LAYERS}: {upward}'
+
+
+def test_registry_imports_no_subpackage():
+    path = osp.join(PACKAGE, 'registry.py')
+    assert not [m for m in imported(path, ['irtbox']) if subpackage(m)]
+
+
+@pytest.mark.parametrize('layer', LAYERS)
+def test_no_circle_within_a_layer(layer):
+    graph = {}
+    for (s, t), _ in edges().items():
+        if s in layer and t in layer:
+            graph.setdefault(s, set()).add(t)
+
+    def reaches(start, goal, seen=()):
+        return any(n == goal or (n not in seen and reaches(n, goal, seen + (n, )))
+                   for n in graph.get(start, ()))
+
+    assert not [s for s in layer if reaches(s, s)], graph
