@@ -20,9 +20,6 @@ import pytest
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 THIS = osp.relpath(osp.abspath(__file__), ROOT).replace(os.sep, '/')
 
-# Pages whose bare-name mentions (``protocols.md`` without ``docs/``) are still to be re-pointed
-# after the code refactors merge; empty this tuple then.
-PENDING_DIRS = ('irtbox/models/', 'irtbox/evaluation/')
 
 TEXT_SUFFIXES = ('.py', '.md', '.sh', '.yml', '.yaml', '.txt', '.cfg', '.ini', '.toml', '.json')
 
@@ -239,8 +236,6 @@ def lines_to_scan(path):
 def test_pages_are_named_with_their_folder():
     problems = []
     for path in text_files():
-        if path.startswith(PENDING_DIRS):
-            continue
         for lineno, line in lines_to_scan(path):
             m = BARE_NAME.search(line)
             if m:

@@ -1,8 +1,8 @@
 """The revisited Oxford / Paris evaluation (Radenović et al., CVPR 2018).
 
 mAP with the official trapezoid AP, junk removal and the mP@k of the
-official evaluation code, quirks included (protocols.md, "Revisited Oxford /
-Paris"), plus the Easy / Medium / Hard ground truth, a chunked full
+official evaluation code, quirks included (docs/protocols.md, "Revisited Oxford
+and Paris"), plus the Easy / Medium / Hard ground truth, a chunked full
 ranking of the database (the revisitop interface) and
 :func:`revisited_metrics`, the same numbers without any ranking: only the
 positions of each query's positives and junk are counted.
@@ -81,7 +81,8 @@ def revisited_map(ranks: ArrayLike,
                   ) -> Tuple[float, np.ndarray, np.ndarray, np.ndarray]:
     """mAP and mP@k of the revisited Oxford / Paris evaluation, as fractions.
 
-    For query i, from its column of ``ranks`` (protocols.md):
+    For query i, from its column of ``ranks`` (docs/protocols.md, "Average precision,
+    the official way"):
 
     1. p = 0-based positions of its positives (``ok``) in the ranking, in
        increasing order; the junk items' positions likewise;

@@ -1,7 +1,7 @@
 """Descriptor whitening: supervised "Lw" from matching pairs, and PCA-whitening.
 
-Descriptors are ROWS here: X is N x D (protocols.md writes the same maths
-with D x N columns). All computations are in float64; numpy input gives
+Descriptors are ROWS here: X is N x D (the official code writes the same maths
+with D x N columns; docs/protocols.md, "Learned whitening (Lw)", as sums). All computations are in float64; numpy input gives
 numpy output, tensor input gives float64 tensors on the input's device.
 """
 import warnings
@@ -31,7 +31,7 @@ def learn_whitening(X: ArrayLike, qidxs: Sequence[int],
       else the first of 1e-10, 1e-9, ... that makes it so (with a warning);
       P1 = L⁻¹, so that P1 S P1ᵀ = I;
     - C = Σ_i P1 (x_i − m)(x_i − m)ᵀ P1ᵀ over ALL N descriptors (as in
-      protocols.md and the official code; m is still the query mean);
+      docs/protocols.md and the official code; m is still the query mean);
       eigenvectors V of C, eigenvalues in decreasing order;
     - P = Vᵀ P1 (a rotation of the pair-whitened space, no eigenvalue
       scaling).

@@ -29,7 +29,8 @@ class RevisitedMetric(BaseMetric):
     """mAP and mP@k under the Easy / Medium / Hard protocols of ROxford5k / RParis6k.
 
     Radenović, Iscen, Tolias, Avrithis, Chum, "Revisiting Oxford and Paris:
-    Large-Scale Image Retrieval Benchmarking", CVPR 2018 (protocols.md).
+    Large-Scale Image Retrieval Benchmarking", CVPR 2018 (docs/protocols.md,
+    "Revisited Oxford and Paris").
 
     Each data sample carries ``embedding`` (D), meta ``sample_idx`` and
     ``is_query``. Embeddings are gathered from all ranks and ordered by

@@ -37,7 +37,7 @@ class TupleContrastiveLoss(nn.Module):
 
     For each tuple (query q, positive p, negatives n_1..n_k), with
     d(q, x) = ‖q − x + 1e-6‖: 0.5·d(q, p)² + Σ_i 0.5·max(0, β − d(q, n_i))²,
-    summed over the tuples of the batch (protocols.md, "Hard-negative tuple
+    summed over the tuples of the batch (docs/protocols.md, "Hard-negative tuple
     mining"; IRT uses β = 0.85). The batch must be laid out tuple after tuple,
     each as (query, positive, negatives...), which is what ``SfM120kDataset``
     in tuple mode with ``tuple_collate`` produces. Labels are not used (the

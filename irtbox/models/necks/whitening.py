@@ -14,7 +14,7 @@ class LearnedWhitening(FittedProjection):
     """``x' = P[:d] (x − m)`` on the final descriptor (then L2-normalised by the retriever).
 
     ``method='learned'``: the supervised whitening "Lw" of Radenović et al.
-    (TPAMI 2018; protocols.md): m is the mean of the query descriptors of the
+    (TPAMI 2018; docs/protocols.md, "Learned whitening"): m is the mean of the query descriptors of the
     matching pairs, P whitens the pair differences and then rotates by the
     eigenvectors of the whitened data (no eigenvalue scaling).
     ``method='pca'``: unsupervised PCA-whitening of the descriptors.

@@ -48,7 +48,8 @@ class ImageRetriever(BaseModel):
         test_scales: image scales at test time; the descriptor is the L2-normalised
             ``(mean_s f(x_s)^p)^(1/p)`` with ``p = multi_scale_power``, ``f`` the
             single-scale descriptor and ``x_s`` the normalised input resized
-            bilinearly (align_corners False) by ``s`` (protocols.md, multi-scale).
+            bilinearly (align_corners False) by ``s`` (docs/protocols.md,
+            "Multi-scale descriptors").
             ``multi_scale_power='gem'`` takes p from the first neck that pools
             with a GeM exponent (its ``gem_power``: ``GeMPool``, ``DToPNeck`` with
             ``pool='gem'``; cnnimageretrieval: the learned exponent, for GeM
