@@ -15,8 +15,10 @@ import sys
 
 import torch
 import torch.distributed as dist
+from mmengine import dist as mmdist
 
-__all__ = ['init_distributed', 'exit_with_parent', 'finish_distributed', 'adapt_cfg_to_device']
+__all__ = ['init_distributed', 'exit_with_parent', 'finish_distributed', 'adapt_cfg_to_device',
+           'all_gather_cat', 'gather_round_robin']
 
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
@@ -103,3 +105,43 @@ def adapt_cfg_to_device(cfg) -> None:
                else 'broadcast_buffers')
         wrapper[key] = False
     cfg.model_wrapper_cfg = wrapper
+
+
+def all_gather_cat(*tensors: torch.Tensor) -> tuple:
+    """Concatenate each tensor (n_r x ...) over all ranks, in rank order, on every rank.
+
+    The tensors share their first dimension n_r, which may differ between
+    ranks (e.g. a smaller last batch): the sizes are gathered first, then each
+    rank's tensors are padded to the largest. Without a distributed group (or
+    with a single rank) the tensors are returned as they are.
+    """
+    if mmdist.get_world_size() == 1:
+        return tensors
+    n = tensors[0].shape[0]
+    sizes = [int(s) for s in mmdist.all_gather(torch.tensor([n], device=tensors[0].device))]
+    gathered = []
+    for tensor in tensors:
+        padded = tensor.new_zeros((max(sizes), ) + tuple(tensor.shape[1:]))
+        padded[:n] = tensor
+        gathered.append(torch.cat([g[:k].to(tensor.device)
+                                   for g, k in zip(mmdist.all_gather(padded), sizes)]))
+    return tuple(gathered)
+
+
+def gather_round_robin(local: torch.Tensor, n: int) -> torch.Tensor:
+    """The ``n`` rows of a set sharded round robin, in set order, on every rank.
+
+    Rank r holds rows r, r + world, r + 2 world, ... of the set (MMEngine's
+    ``DefaultSampler`` without shuffling, or ``indices[rank::world]``), possibly
+    followed by padding rows past ``n`` (the sampler's round-up), which are dropped.
+    """
+    world = mmdist.get_world_size()
+    if world == 1:
+        return local[:n]
+    rank = mmdist.get_rank()
+    positions = rank + world * torch.arange(len(local), device=local.device)
+    rows, positions = all_gather_cat(local, positions)
+    keep = positions < n
+    out = local.new_empty((n, ) + tuple(local.shape[1:]))
+    out[positions[keep]] = rows[keep]
+    return out

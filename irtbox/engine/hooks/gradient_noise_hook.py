@@ -9,7 +9,7 @@ from mmengine.hooks import Hook
 from mmengine.logging import print_log
 
 from irtbox.evaluation.functional.gradient_noise import gradient_direction_spread
-from irtbox.models.losses.xbm import all_gather_cat
+from irtbox.utils.dist import all_gather_cat
 from irtbox.registry import HOOKS
 from .utils import bare_model
 

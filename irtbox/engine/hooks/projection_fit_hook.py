@@ -1,12 +1,13 @@
 """Hooks that learn a model's fitted projections (PCA, whitening) from descriptors."""
 import torch
-from mmengine.dist import broadcast, collect_results, get_rank
+from mmengine.dist import broadcast, get_rank
 from mmengine.hooks import Hook
 from mmengine.logging import print_log
 from mmengine.utils import ProgressBar
 
 from irtbox.models.necks import FittedProjection, LearnedWhitening, PCAReduction
 from irtbox.registry import HOOKS
+from irtbox.utils.dist import gather_round_robin
 from .utils import bare_model
 
 
@@ -102,10 +103,8 @@ class ProjectionFitHook(Hook):
                         progress.update()
         finally:
             handle.remove()
-        rows = [row for chunk in captured for row in chunk]
-        rows = collect_results(rows, len(loader.dataset), device='cpu')
+        feats = gather_round_robin(torch.cat(captured), len(loader.dataset))
         if get_rank() == 0:
-            feats = torch.stack(rows)
             print_log(f'\n{type(self).__name__}: fitting {type(module).__name__} '
                       f'{module.in_dim} -> {module.out_dim} on {feats.shape[0]} descriptors',
                       logger='current')

@@ -1,11 +1,10 @@
 """Hard-negative tuple mining for SfM-120k training (Radenovic et al., TPAMI 2018)."""
-import math
 from typing import Optional
 
 import numpy as np
 import torch
 from mmengine.dataset import Compose, pseudo_collate
-from mmengine.dist import all_gather, broadcast_object_list, get_dist_info
+from mmengine.dist import broadcast_object_list, get_dist_info
 from mmengine.hooks import Hook
 from mmengine.logging import print_log
 from mmengine.runner import EpochBasedTrainLoop
@@ -14,6 +13,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from irtbox.evaluation.functional.search import similarity_blocks
 from irtbox.registry import HOOKS, TRANSFORMS
+from irtbox.utils.dist import gather_round_robin
 from .utils import bare_model
 
 
@@ -247,14 +247,4 @@ class TupleMiningHook(Hook):
             if scales is not None:
                 model.test_scales = scales
             model.train(was_training)
-        local = torch.cat(feats)
-        # all_gather needs equal shapes: pad every part to ceil(n / world) rows.
-        rows = math.ceil(n / world)
-        padded = local.new_zeros((rows, local.shape[1]))
-        padded[:len(local)] = local
-        parts = all_gather(padded)
-        desc = local.new_empty((n, local.shape[1]))
-        for r, part in enumerate(parts):
-            count = len(range(r, n, world))
-            desc[r::world] = part[:count].to(desc.device)
-        return desc
+        return gather_round_robin(torch.cat(feats), n)

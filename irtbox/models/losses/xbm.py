@@ -17,36 +17,16 @@ momentum-encoder embeddings (``memory_embeddings``) of the batch.
 from typing import Callable, Optional, Tuple
 
 import torch
-from mmengine import dist
 from torch import Tensor, nn
 
-__all__ = ['CrossBatchMemory', 'PairLoss', 'all_gather_cat', 'build_memory',
-           'pair_loss_with_memory']
+from irtbox.utils.dist import all_gather_cat
+
+__all__ = ['CrossBatchMemory', 'PairLoss', 'build_memory', 'pair_loss_with_memory']
 
 #: ``pair_loss(embeddings B x D, labels B, ref_embeddings=M x D | None,
 #: ref_labels=M | None) -> scalar``: a loss over the pairs of the batch with
 #: itself and with M extra reference entries (the memory), passed by keyword.
 PairLoss = Callable[..., Tensor]
-
-
-def all_gather_cat(*tensors: Tensor) -> Tuple[Tensor, ...]:
-    """Concatenate each tensor (n_r x ...) over all ranks, in rank order.
-
-    The tensors share their first dimension n_r, which may differ between
-    ranks (e.g. a smaller last batch): the sizes are gathered first, then each
-    rank's tensors are padded to the largest. Without a distributed group (or
-    with a single rank) the tensors are returned as they are.
-    """
-    if dist.get_world_size() == 1:
-        return tensors
-    n = tensors[0].shape[0]
-    sizes = [int(s) for s in dist.all_gather(torch.tensor([n], device=tensors[0].device))]
-    gathered = []
-    for tensor in tensors:
-        padded = tensor.new_zeros((max(sizes), ) + tuple(tensor.shape[1:]))
-        padded[:n] = tensor
-        gathered.append(torch.cat([g[:k] for g, k in zip(dist.all_gather(padded), sizes)]))
-    return tuple(gathered)
 
 
 class CrossBatchMemory(nn.Module):

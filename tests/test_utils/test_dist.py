@@ -1,0 +1,48 @@
+"""Cross-rank gathering (irtbox.utils.dist) on two forked gloo CPU processes."""
+import os
+
+import pytest
+import torch
+import torch.distributed as torch_dist
+import torch.multiprocessing as mp
+
+from irtbox.utils.dist import all_gather_cat, gather_round_robin
+
+
+def _worker(rank, world_size, init_file, out_dir):
+    torch.set_num_threads(1)  # no OpenMP thread pool in a forked child
+    torch_dist.init_process_group('gloo', init_method=f'file://{init_file}', rank=rank,
+                                  world_size=world_size)
+    try:
+        # A set of 7 rows, sharded as DefaultSampler does: rank r holds r, r + 2, ...,
+        # rank 1 padded with row 0 again (the sampler's round-up to 8).
+        rows = torch.arange(7.0)[:, None].repeat(1, 3)
+        mine = list(range(rank, 7, world_size)) + ([0] if rank == 1 else [])
+        padded = gather_round_robin(rows[mine], 7)
+        # Without padding (indices[rank::world]) the shards differ in size.
+        unpadded = gather_round_robin(rows[rank::world_size], 7)
+        sizes = all_gather_cat(torch.full((rank + 1, 2), rank), torch.arange(rank + 1))
+        torch.save(dict(padded=padded, unpadded=unpadded, sizes=sizes),
+                   os.path.join(out_dir, f'{rank}.pth'))
+    finally:
+        torch_dist.destroy_process_group()
+
+
+def test_two_ranks(tmp_path):
+    mp.start_processes(_worker, args=(2, str(tmp_path / 'init'), str(tmp_path)), nprocs=2,
+                       start_method='fork')
+    expected = torch.arange(7.0)[:, None].repeat(1, 3)
+    for rank in range(2):
+        out = torch.load(tmp_path / f'{rank}.pth')
+        assert torch.equal(out['padded'], expected)
+        assert torch.equal(out['unpadded'], expected)
+        gathered, ids = out['sizes']
+        assert gathered.tolist() == [[0, 0], [1, 1], [1, 1]]  # rank 0's 1 row, rank 1's 2
+        assert ids.tolist() == [0, 0, 1]
+
+
+@pytest.mark.parametrize('n', [3, 5])
+def test_one_process_is_the_identity(n):
+    x = torch.randn(5, 2)
+    assert torch.equal(gather_round_robin(x, n), x[:n])
+    assert all_gather_cat(x)[0] is x
