@@ -55,16 +55,24 @@ PML_METRICS = {'precision_at_1': 'precision@1', 'r_precision': 'r_precision',
                'mean_average_precision_at_r': 'map@r'}
 
 
-def make_retrieval_data(n, dim, seed=0, noise=1.9):
-    """``n`` x ``dim`` float32 unit rows around n / 5.35 class centres, and their labels."""
+def make_retrieval_data(n, dim, seed=0, noise=1.9, spectrum=0.0):
+    """``n`` x ``dim`` float32 unit rows around n / 5.35 class centres, and their labels.
+
+    ``spectrum`` = a: dimension i (1-based) of centres and noise is scaled by i^-a (mean
+    square 1), a power-law variance spectrum like a trained model's embeddings have; 0 gives
+    isotropic data, where no index can partition the space (the worst case for IVF).
+    """
     rng = np.random.default_rng(seed)
     classes = max(1, round(n / 5.35))
     labels = rng.integers(0, classes, n)
-    centres = rng.standard_normal((classes, dim), dtype=np.float32)
+    scale = np.arange(1, dim + 1, dtype=np.float64) ** -spectrum
+    scale = (scale / np.sqrt(np.mean(scale ** 2))).astype(np.float32)
+    centres = rng.standard_normal((classes, dim), dtype=np.float32) * scale
     emb = np.empty((n, dim), dtype=np.float32)
     for start in range(0, n, 65536):  # bounded temporaries
         lab = labels[start:start + 65536]
-        block = centres[lab] + noise * rng.standard_normal((len(lab), dim), dtype=np.float32)
+        block = centres[lab] + noise * scale * rng.standard_normal((len(lab), dim),
+                                                                   dtype=np.float32)
         emb[start:start + len(lab)] = block / np.linalg.norm(block, axis=1, keepdims=True)
     return emb, labels
 
@@ -213,6 +221,10 @@ def main():
     parser.add_argument('--queries', type=int, default=70, help='landmark queries')
     parser.add_argument('--ks', type=int, nargs='+', default=[1, 10, 100, 1000],
                         help='the K of Recall@K')
+    parser.add_argument('--noise', type=float, default=1.9,
+                        help='within-class spread of the synthetic retrieval embeddings')
+    parser.add_argument('--spectrum', type=float, default=0.0,
+                        help='power-law exponent of their variance spectrum (0: isotropic)')
     parser.add_argument('--index', default='IVF256,Flat',
                         help='faiss factory string of irtbox_approx')
     parser.add_argument('--nprobe', type=int, default=4, help='nprobe of irtbox_approx')
@@ -244,7 +256,8 @@ def main():
                     json.dump(gnd, f)
                 del query, db
             else:
-                emb, labels = make_retrieval_data(n, dim)
+                emb, labels = make_retrieval_data(n, dim, noise=args.noise,
+                                                  spectrum=args.spectrum)
                 np.save(osp.join(folder, 'emb.npy'), emb)
                 np.save(osp.join(folder, 'labels.npy'), labels)
                 del emb
