@@ -32,6 +32,11 @@ from mmengine.registry import VISBACKENDS as MMENGINE_VISBACKENDS
 from mmengine.registry import VISUALIZERS as MMENGINE_VISUALIZERS
 from mmengine.registry import Registry
 
+__all__ = ['RUNNERS', 'LOOPS', 'HOOKS', 'LOG_PROCESSORS', 'OPTIMIZERS', 'OPTIM_WRAPPERS',
+           'OPTIM_WRAPPER_CONSTRUCTORS', 'PARAM_SCHEDULERS', 'DATASETS', 'DATA_SAMPLERS',
+           'TRANSFORMS', 'MODELS', 'MODEL_WRAPPERS', 'METRICS', 'EVALUATOR', 'VISUALIZERS',
+           'VISBACKENDS']
+
 # Runners: IrtboxRunner (tools/train.py and tools/test.py build cfg.runner_type, default it).
 RUNNERS = Registry('runner', parent=MMENGINE_RUNNERS, locations=['irtbox.engine'])
 # Loops: validation and test over several datasets at once.

@@ -1,1 +1,4 @@
-from . import backbones, heads, losses, miners, necks, retrievers  # noqa: F401  (registration)
+"""The model parts, one sub-package per kind; importing it registers them all in MODELS."""
+from . import backbones, heads, losses, miners, necks, retrievers
+
+__all__ = ['backbones', 'heads', 'losses', 'miners', 'necks', 'retrievers']

@@ -10,6 +10,8 @@ from irtbox.registry import HOOKS
 from irtbox.utils.dist import gather_round_robin
 from .utils import bare_model
 
+__all__ = ['ProjectionFitHook', 'PCAFitHook', 'WhiteningFitHook']
+
 
 class ProjectionFitHook(Hook):
     """Fits the model's ``module_type`` modules on the descriptors they receive.

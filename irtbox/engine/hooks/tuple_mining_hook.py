@@ -16,6 +16,8 @@ from irtbox.registry import HOOKS, TRANSFORMS
 from irtbox.utils.dist import gather_round_robin
 from .utils import bare_model
 
+__all__ = ['check_enough_clusters', 'mine_hard_negatives', 'TupleMiningHook']
+
 
 def check_enough_clusters(q_clusters, pool_clusters, nnum: int) -> None:
     """Raise ValueError when, for some query, the pool holds fewer than

@@ -18,6 +18,9 @@ import torch
 
 from .checks import ArrayLike, as_float_matrix, as_vector
 
+__all__ = ['cumulative_energy', 'effective_dimension', 'similarity_histograms',
+           'ground_truth_histograms']
+
 # Rows per block when accumulating the D x D scatter matrix (memory: block x D floats).
 _SCATTER_BLOCK = 4096
 # effective_dimension accepts a cumulative energy this far below ``fraction``:

@@ -1,6 +1,8 @@
 """Spread of per-sample gradient directions (IRT Fig. 4: γ = ||Cov(∇_z L_contr)||_*)."""
 from .checks import ArrayLike, as_float_matrix
 
+__all__ = ['gradient_direction_spread']
+
 
 def gradient_direction_spread(grads: ArrayLike) -> float:
     """γ = ||Cov(d)||_*, the nuclear norm of the covariance of gradient directions.

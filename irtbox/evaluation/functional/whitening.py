@@ -12,6 +12,8 @@ import torch
 
 from .checks import ArrayLike
 
+__all__ = ['learn_whitening', 'pca_whitening', 'apply_whitening']
+
 # Diagonal loading of a non-positive-definite matrix starts here and grows x10
 # (the regularisation of Radenović et al.'s whitening code).
 _FIRST_JITTER = 1e-10

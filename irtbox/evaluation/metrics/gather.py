@@ -13,6 +13,8 @@ import torch
 from mmengine.dist import collect_results, get_world_size, is_main_process
 from mmengine.logging import print_log
 
+__all__ = ['embedding_to_numpy', 'pack_results', 'merge_by_sample_idx', 'gather_by_sample_idx']
+
 
 def embedding_to_numpy(embedding) -> np.ndarray:
     """A data sample's embedding (tensor or array) as a flat float32 numpy vector on the CPU."""

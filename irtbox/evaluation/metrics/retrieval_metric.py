@@ -12,6 +12,8 @@ from ..functional import retrieval_metrics, search_average_precision
 from .gather import (embedding_to_numpy, gather_by_sample_idx, merge_by_sample_idx,
                      pack_results)
 
+__all__ = ['RetrievalMetric']
+
 _SEARCH_KEYS = ('backend', 'chunk_size', 'device', 'normalize', 'index', 'nprobe',
                 'ef_search')
 # A repeated sample index must repeat these (else two samples share an index).

@@ -12,6 +12,8 @@ from ..functional.revisited import PROTOCOLS, build_revisited_gnd, revisited_met
 from .gather import (embedding_to_numpy, gather_by_sample_idx, merge_by_sample_idx,
                      pack_results)
 
+__all__ = ['RevisitedMetric']
+
 _SHORT = {'easy': 'E', 'medium': 'M', 'hard': 'H'}
 _RERANK_KEYS = ('k', 'alpha')
 # A repeated sample index must repeat these (else two samples share an index).
