@@ -1,52 +1,7 @@
 """Run a grid of trainings (the training-recipe benchmark's sweeps), collect and plot them.
 
-A grid spec is a Python, YAML or JSON file with these keys:
-
-  config      base config path, with {loss} and {dataset} placeholders,
-              e.g. 'configs/dml_benchmark/dml_dinov2-vit-b_{loss}_1xb256-39k_{dataset}.py'
-  losses      list of loss names (their family, for the line style, comes from
-              the loss the config names, see irtbox/sweeps/families.py, or the
-              spec's optional `families` dict: name -> 'contrastive' | 'classification')
-  datasets    list of dataset names
-  seeds       list of seeds (default [0])
-  seed_options  optional list of option templates, each with '{seed}', that every
-              run gets for its seed (default ['randomness.seed={seed}'])
-  factors     dict: factor name -> dict with the keys
-                values   non-empty list; each entry a plain value V, or
-                         dict(value=V, options=[...]) whose option templates
-                         replace the factor's `options` for V alone (e.g. feature
-                         dimension 'raw', the CLS token without a projection:
-                         dict(value='raw', options=[])); in both, {value} is V
-                options  list of option templates, each with '{value}',
-                         e.g. ['train_dataloader.batch_size={value}']
-                log_x    optional bool: logarithmic x axis (default: when the
-                         values are positive and span >= 100x)
-                figure   optional int, the paper's figure number: the figures are
-                         then fig<N>_<factor>_<metric>.png, titled 'Fig. N: <factor>'
-                label    optional x-axis label (default: the factor name)
-                losses   optional subset of `losses` run for this factor (e.g. the
-                         classifier learning rate, Fig. 10: classification only)
-              Each factor is swept on its own (the others stay at the base
-              config), as in the paper's Figures 4-10. A run's value (its work
-              dir, the tables, the figures' x axis) is V.
-  options     optional list of 'key=value' given to every run (e.g. a shorter schedule)
-  off_the_shelf  optional config path (with {dataset}) tested without training:
-              the horizontal line of each figure
-  metrics     optional list of metric names to plot (default: all collected)
-
-Runs: factor x value x dataset x loss x seed. Each has the work dir
-WORK_ROOT/<factor>/<value>/<dataset>/<loss>/seed<seed>, where training writes
-its checkpoints ('best.pth' from BestWeightsEarlyStoppingHook when the config
-has it, else the last checkpoint), then `train_done`; tools/test.py then writes
-the test metrics to test_results.json (--out test_results.json; with
---keep-embeddings, --out test_results.npz, which writes the embeddings there and
-the metrics to test_results.json as well). A run whose test_results.json exists
-is finished and skipped (--force re-runs it); one with `train_done` only is
-tested again. A run whose training or test fails gets a `failed` file (the
-command and its exit status) and the sweep goes on with the others, since some
-points of the paper's grids cannot be computed (M = 1 or 2 with batch 256 on
-CUB / Cars196, Fig. 8); the tables and figures are still written, the failed
-runs are listed at the end (exit status 1), and the next call retries them.
+The grid spec's format (irtbox/sweeps/spec.py) and how runs run and resume
+(irtbox/sweeps/runner.py) are printed after the examples by --help.
 
 Outputs in WORK_ROOT: runs.csv / runs.json (one row per finished run),
 summary.csv (mean, std, min, max over seeds) and the figures
@@ -71,6 +26,8 @@ import os
 import os.path as osp
 import sys
 
+from irtbox.sweeps import runner as runner_module
+from irtbox.sweeps import spec as spec_module
 from irtbox.sweeps import (EMBEDDINGS, FAILED, LOG, RESULTS, TRAIN_DONE, SelectionError, collect,
                            emit_command, expand, load_spec, plot_all, run_all, select_runs,
                            state_of, summarize, write_table)
@@ -83,7 +40,8 @@ SUBSET_OPTIONS = dict(factors='--only', datasets='--datasets', losses='--losses'
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
-        description='Run, collect and plot a grid of irtbox trainings.', epilog=__doc__,
+        description='Run, collect and plot a grid of irtbox trainings.',
+        epilog='\n'.join([__doc__, spec_module.__doc__, runner_module.__doc__]),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('spec', help='grid spec (.py, .yaml or .json)')
     parser.add_argument('--work-root', required=True, help='folder of all the runs and outputs')

@@ -22,12 +22,13 @@ import glob
 import json
 import os
 import os.path as osp
-import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
+
+from irtbox.utils.benchmark import run_contender, write_report
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
@@ -119,25 +120,15 @@ def main():
     with tempfile.TemporaryDirectory() as folder:
         make_images(folder, args.images, args.size)
         for name in CONTENDERS:
-            out = subprocess.run([sys.executable, osp.abspath(__file__), '--child', name,
-                                  '--data', folder, '--batch', str(args.batch)],
-                                 capture_output=True, text=True)
-            if out.returncode:
-                raise RuntimeError(f'contender {name} failed:\n{out.stderr[-3000:]}')
-            rows.append(dict(contender=name, **json.loads(out.stdout.strip().splitlines()[-1])))
+            result = run_contender([sys.executable, osp.abspath(__file__), '--child', name,
+                                    '--data', folder, '--batch', str(args.batch)], name)
+            rows.append(dict(contender=name, **result))
     bare = rows[0]['seconds']
     lines = ['| contender | images | time (s) | images/s | / bare |', '|---|---|---|---|---|']
     for r in rows:
         lines.append(f'| {r["contender"]} | {r["images"]} | {r["seconds"]:.2f} | '
                      f'{r["images"] / r["seconds"]:.0f} | {r["seconds"] / bare:.2f}x |')
-    table = '\n'.join(lines)
-    print(table)
-    if args.json:
-        with open(args.json, 'w') as f:
-            json.dump(dict(command=' '.join(sys.argv), rows=rows), f, indent=1)
-    if args.md:
-        with open(args.md, 'w') as f:
-            f.write(table + '\n')
+    write_report('\n'.join(lines), rows, args.json, args.md)
 
 
 if __name__ == '__main__':

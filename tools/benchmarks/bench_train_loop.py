@@ -23,12 +23,13 @@ and the ratio to ``bare`` (1.00x = as fast) and the extra peak RSS of the loop.
 import argparse
 import json
 import os.path as osp
-import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
+
+from irtbox.utils.benchmark import run_contender, write_report
 
 MEAN = [123.675, 116.28, 103.53]
 STD = [58.395, 57.12, 57.375]
@@ -176,24 +177,14 @@ def main():
         for name in CONTENDERS:
             command = [sys.executable, osp.abspath(__file__), '--child', name,
                        '--work-dir', work_dir] + sys.argv[1:]
-            out = subprocess.run(command, capture_output=True, text=True)
-            if out.returncode:
-                raise RuntimeError(f'contender {name} failed:\n{out.stderr[-3000:]}')
-            rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+            rows.append(run_contender(command, name))
     bare = rows[0]['per_iter']
     lines = ['| contender | timed iterations | s / iteration | / bare | extra peak RSS (MB) |',
              '|---|---|---|---|---|']
     for r in rows:
         lines.append(f'| {r["contender"]} | {r["iters"]} | {r["per_iter"]:.3f} | '
                      f'{r["per_iter"] / bare:.2f}x | {r["extra_peak_mb"]:.0f} |')
-    table = '\n'.join(lines)
-    print(table)
-    if args.json:
-        with open(args.json, 'w') as f:
-            json.dump(dict(command=' '.join(sys.argv), rows=rows), f, indent=1)
-    if args.md:
-        with open(args.md, 'w') as f:
-            f.write(table + '\n')
+    write_report('\n'.join(lines), rows, args.json, args.md)
 
 
 if __name__ == '__main__':

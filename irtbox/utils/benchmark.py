@@ -1,0 +1,29 @@
+"""What the benchmark scripts of tools/benchmarks/ share: one contender per process, one report."""
+import json
+import subprocess
+import sys
+from typing import List, Optional
+
+__all__ = ['run_contender', 'write_report']
+
+
+def run_contender(command: List[str], name: str) -> dict:
+    """Run ``command`` (a fresh process for one contender) and return the JSON object it prints
+    last; a failing contender is an error that shows its stderr."""
+    out = subprocess.run(command, capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(f'contender {name} failed:\n{out.stderr[-3000:]}')
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def write_report(table: str, rows: List[dict], json_path: Optional[str] = None,
+                 md_path: Optional[str] = None) -> None:
+    """Print the markdown ``table``; write it to ``md_path`` and the rows, with the command
+    line, to ``json_path`` when given."""
+    print(table)
+    if json_path:
+        with open(json_path, 'w') as f:
+            json.dump(dict(command=' '.join(sys.argv), rows=rows), f, indent=1)
+    if md_path:
+        with open(md_path, 'w') as f:
+            f.write(table + '\n')
