@@ -24,9 +24,11 @@ import re
 from typing import List, Optional, Tuple
 
 from mmengine.dist import master_only
+from mmengine.logging import MMLogger
 from mmengine.model import is_model_wrapper
 from mmengine.runner import Runner
 from mmengine.runner.checkpoint import _load_checkpoint
+from mmengine.visualization import Visualizer
 
 from irtbox.registry import RUNNERS
 from irtbox.utils.checkpoint import checkpoint_problem, extract_state_dict, load_model_weights
@@ -112,6 +114,21 @@ class IrtboxRunner(Runner):
         # are checked: evaluation ignores them, load_from may lack them, resume needs them.
         self._loading_for = 'evaluation'
         self.logger.addFilter(_DropUnactionable())
+
+    def build_logger(self, *args, **kwargs) -> MMLogger:
+        """MMEngine's logger, under an experiment name no earlier run of this process used.
+
+        MMEngine names the logger and the visualizer ``<config>_<timestamp>`` and reuses an
+        instance of that name: two runs of one config started in the same second in one
+        process (a notebook, a test session, sweeps in threads) would log into the first
+        run's folder and leave the second without a log. A suffix keeps them apart.
+        """
+        base, n = self._experiment_name, 1
+        while MMLogger.check_instance_created(self._experiment_name) or \
+                Visualizer.check_instance_created(self._experiment_name):
+            n += 1
+            self._experiment_name = f'{base}_{n}'
+        return super().build_logger(*args, **kwargs)
 
     def register_default_hooks(self, hooks=None) -> None:
         """MMEngine's default hooks plus ``non_finite_loss``; set

@@ -8,6 +8,7 @@ tools call :func:`init_distributed` before building the runner and
 import ctypes
 import ctypes.util
 import inspect
+import logging
 import os
 import signal
 import subprocess
@@ -66,14 +67,23 @@ def exit_with_parent(sig: int = signal.SIGTERM) -> None:
 
 
 def finish_distributed() -> None:
-    """End a job's process group once every rank is done (no-op without one).
+    """End a finished distributed job's process: every rank waits for the others, the
+    process group is destroyed, logs and output are flushed, and the process exits with
+    status 0 (no-op without a process group). Call it last.
 
-    Without it gloo's threads are still running when the interpreter exits, which can abort
-    a finished rank ("terminate called without an active exception") and fail the job.
+    The model wrapper (DDP) still holds the gloo group after ``destroy_process_group``;
+    its threads were then torn down by the interpreter's exit, which aborted a finished
+    rank now and then ("terminate called without an active exception") and failed a
+    successful job. Exiting right here skips that teardown.
     """
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    dist.barrier()
+    dist.destroy_process_group()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _slurm_env(port: int = None) -> None:
