@@ -25,7 +25,7 @@ from mmengine.logging import print_log
 from irtbox.utils.checkpoint import extract_state_dict, safe_torch_load
 from irtbox.utils.config import eval_input_size, load_config
 from irtbox.utils.download import sha256sum
-from irtbox.utils.fileio import atomic_write
+from irtbox.utils.fileio import atomic_write, atomic_write_text
 
 from .inference import TRAINING_ONLY_PREFIXES, load_model_weights, without_pretrained_backbone
 
@@ -73,12 +73,10 @@ def _update_index(index_path: str, entry: dict) -> None:
     models = [m for m in data.get('Models') or [] if m.get('Name') != entry['Name']]
     data['Models'] = sorted(models + [entry], key=lambda m: m['Name'])
 
-    def write(tmp):
-        with open(tmp, 'w') as f:
-            f.write('# A local irtbox model zoo, written by tools/misc/publish_model.py.\n'
-                    '# Use it with IRTBOX_MODEL_INDEX=<this file> or get_model(..., index=...).\n')
-            yaml.safe_dump(data, f, sort_keys=False)
-    atomic_write(index_path, write)
+    atomic_write_text(index_path,
+                      '# A local irtbox model zoo, written by tools/misc/publish_model.py.\n'
+                      '# Use it with IRTBOX_MODEL_INDEX=<this file> or get_model(..., index=...).\n'
+                      + yaml.safe_dump(data, sort_keys=False))
 
 
 def publish_checkpoint(checkpoint: str, out_dir: str, name: Optional[str] = None,

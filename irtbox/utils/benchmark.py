@@ -17,13 +17,13 @@ def run_contender(command: List[str], name: str) -> dict:
 
 
 def write_report(table: str, rows: List[dict], json_path: Optional[str] = None,
-                 md_path: Optional[str] = None) -> None:
+                 md_path: Optional[str] = None, **extra) -> None:
     """Print the markdown ``table``; write it to ``md_path`` and the rows, with the command
-    line, to ``json_path`` when given."""
+    line and ``extra`` fields (e.g. the machine's load), to ``json_path`` when given."""
     print(table)
     if json_path:
         with open(json_path, 'w') as f:
-            json.dump(dict(command=' '.join(sys.argv), rows=rows), f, indent=1)
+            json.dump(dict(command=' '.join(sys.argv), **extra, rows=rows), f, indent=1)
     if md_path:
         with open(md_path, 'w') as f:
             f.write(table + '\n')

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+from typing import List
 
 import torch
 import torch.distributed as dist
@@ -117,25 +118,29 @@ def adapt_cfg_to_device(cfg) -> None:
     cfg.model_wrapper_cfg = wrapper
 
 
+def _all_gather_parts(tensor: torch.Tensor, sizes: List[int]) -> List[torch.Tensor]:
+    """Every rank's ``tensor`` (``sizes[r]`` rows on rank r), in rank order; all_gather needs
+    equal shapes, so each is padded to the largest and cut back."""
+    padded = tensor.new_zeros((max(sizes), ) + tuple(tensor.shape[1:]))
+    padded[:len(tensor)] = tensor
+    return [g[:k].to(tensor.device) for g, k in zip(mmdist.all_gather(padded), sizes)]
+
+
+def _gathered_sizes(tensor: torch.Tensor) -> List[int]:
+    return [int(s) for s in mmdist.all_gather(torch.tensor([len(tensor)], device=tensor.device))]
+
+
 def all_gather_cat(*tensors: torch.Tensor) -> tuple:
     """Concatenate each tensor (n_r x ...) over all ranks, in rank order, on every rank.
 
-    The tensors share their first dimension n_r, which may differ between
-    ranks (e.g. a smaller last batch): the sizes are gathered first, then each
-    rank's tensors are padded to the largest. Without a distributed group (or
-    with a single rank) the tensors are returned as they are.
+    The tensors share their first dimension n_r, which may differ between ranks (e.g. a
+    smaller last batch). Without a distributed group (or with a single rank) the tensors
+    are returned as they are.
     """
     if mmdist.get_world_size() == 1:
         return tensors
-    n = tensors[0].shape[0]
-    sizes = [int(s) for s in mmdist.all_gather(torch.tensor([n], device=tensors[0].device))]
-    gathered = []
-    for tensor in tensors:
-        padded = tensor.new_zeros((max(sizes), ) + tuple(tensor.shape[1:]))
-        padded[:n] = tensor
-        gathered.append(torch.cat([g[:k].to(tensor.device)
-                                   for g, k in zip(mmdist.all_gather(padded), sizes)]))
-    return tuple(gathered)
+    sizes = _gathered_sizes(tensors[0])
+    return tuple(torch.cat(_all_gather_parts(t, sizes)) for t in tensors)
 
 
 def gather_round_robin(local: torch.Tensor, n: int) -> torch.Tensor:
@@ -148,10 +153,8 @@ def gather_round_robin(local: torch.Tensor, n: int) -> torch.Tensor:
     world = mmdist.get_world_size()
     if world == 1:
         return local[:n]
-    rank = mmdist.get_rank()
-    positions = rank + world * torch.arange(len(local), device=local.device)
-    rows, positions = all_gather_cat(local, positions)
-    keep = positions < n
-    out = local.new_empty((n, ) + tuple(local.shape[1:]))
-    out[positions[keep]] = rows[keep]
-    return out
+    parts = _all_gather_parts(local, _gathered_sizes(local))
+    out = local.new_empty((world * max(len(p) for p in parts), ) + tuple(local.shape[1:]))
+    for rank, part in enumerate(parts):
+        out[rank:rank + world * len(part):world] = part
+    return out[:n]

@@ -37,15 +37,13 @@ import argparse
 import json
 import os
 import os.path as osp
-import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
 
-ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-
+from irtbox.utils.benchmark import run_contender, write_report
 from irtbox.utils.memory import peak_rss_mb, reset_peak
 
 RETRIEVAL = ('faiss_k1001', 'torch_product', 'irtbox_torch', 'irtbox_faiss', 'irtbox_approx',
@@ -194,10 +192,7 @@ def spawn(args, name, folder):
     cmd = [sys.executable, osp.abspath(__file__), '--child', name, '--data', folder,
            '--index', args.index, '--nprobe', str(args.nprobe), '--ks'] + \
         [str(k) for k in args.ks] + (['--landmarks'] if args.landmarks else [])
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    if out.returncode != 0:
-        raise RuntimeError(f'contender {name} failed:\n{out.stderr[-3000:]}')
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_contender(cmd, name)
 
 
 def available(name):
@@ -266,15 +261,8 @@ def main():
                 rows.append(dict(contender=name, n=n, dim=dim, **result))
                 print(f'{name} n={n}: {result["seconds"]:.2f} s, '
                       f'+{result["extra_peak_mb"]:.0f} MB', file=sys.stderr)
-    table = markdown(rows, 'numpy_argsort' if args.landmarks else 'faiss_k1001')
-    print(table)
-    if args.json:
-        with open(args.json, 'w') as f:
-            json.dump(dict(command=' '.join(sys.argv), cpus=os.cpu_count(),
-                           loadavg=os.getloadavg(), rows=rows), f, indent=1)
-    if args.md:
-        with open(args.md, 'w') as f:
-            f.write(table + '\n')
+    write_report(markdown(rows, 'numpy_argsort' if args.landmarks else 'faiss_k1001'), rows,
+                 args.json, args.md, cpus=os.cpu_count(), loadavg=os.getloadavg())
 
 
 def markdown(rows, floor_name):

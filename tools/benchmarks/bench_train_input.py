@@ -31,6 +31,8 @@ import numpy as np
 from irtbox.utils.benchmark import run_contender, write_report
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+# The training pipeline timed, as the category-level configs use it.
+PIPELINES = osp.join(ROOT, 'configs', '_base_', 'datasets', 'pipelines_224.py')
 
 MEAN = [123.675, 116.28, 103.53]
 STD = [58.395, 57.12, 57.375]
@@ -73,20 +75,15 @@ def run_bare(folder, batch):
 
 
 def run_irtbox(folder, batch):
+    from mmengine.config import Config
     from mmengine.dataset import pseudo_collate
     from mmengine.model import ImgDataPreprocessor
     from torch.utils.data import DataLoader
 
-    from irtbox.registry import DATASETS
     from irtbox.apis import register_all_modules
+    from irtbox.registry import DATASETS
     register_all_modules()
-    pipeline = [
-        dict(type='LoadImageFromFile'),
-        dict(type='Resize', scale=(256, 256), keep_ratio=False),
-        dict(type='RandomCrop', crop_size=224),
-        dict(type='RandomFlip', prob=0.5, direction='horizontal'),
-        dict(type='PackRetrievalInputs'),
-    ]
+    pipeline = Config.fromfile(PIPELINES).train_pipeline
     dataset = DATASETS.build(dict(type='FolderDataset', data_root=folder, pipeline=pipeline))
     loader = DataLoader(dataset, batch_size=batch, collate_fn=pseudo_collate, num_workers=0)
     preprocessor = ImgDataPreprocessor(mean=MEAN, std=STD, bgr_to_rgb=True)
