@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from .checks import ArrayLike, as_vector
+from .inverted_file import InvertedFile, parse_ivf
 from .map_at_r import count_relevant, map_at_r_means, map_at_r_per_query
 from .recall import first_hit_ranks, recall_from_first_hit
 from .search import (approximate_topk_blocks, auto_chunk_size, prepare_pair, rank_of,
@@ -56,9 +57,18 @@ def retrieval_metrics(query_emb,
         **search: ``backend`` ('torch' or 'faiss'), ``chunk_size`` (queries
             per similarity block; ``None``: a block of at most 128 MB),
             ``device``, ``normalize`` (as :func:`knn`). Approximate search, for
-            galleries too large for exact search: ``backend='faiss'`` with
-            ``index`` (any faiss factory string but ``'Flat'``, e.g.
-            ``'IVF4096,Flat'``, ``'HNSW32'``) and ``nprobe`` / ``ef_search``.
+            galleries too large for exact search:
+
+            - ``index='IVF<nlist>'`` (torch backend): irtbox's inverted file
+              (:mod:`.inverted_file`), the gallery split into ``nlist`` cells by
+              k-means, each query's candidates the items of its ``nprobe``
+              cells of nearest centroid, ranked by exact similarity;
+              ``candidates=n`` probes the nearest cells only until they hold
+              n items (then ``nprobe`` defaults to nlist). Recall@K beyond the
+              top max R is counted among the candidates.
+            - ``backend='faiss'`` with ``index`` (any faiss factory string but
+              ``'Flat'``, e.g. ``'IVF4096,Flat'``, ``'HNSW32'``) and
+              ``nprobe`` / ``ef_search``.
 
     Returns:
         ``{'recall@K': ...}`` for each K and, with ``map_at_r``, ``'map@r'``,
@@ -66,7 +76,8 @@ def retrieval_metrics(query_emb,
         Recall@K counts every query; MAP@R, R-precision and Precision@1 drop
         queries with R_i = 0 (Musgrave et al. 2020). With an approximate
         ``index`` also ``'search_recall@10'``: the mean fraction of the exact
-        top 10 that the index returns, over a seeded sample of 1000 queries.
+        top 10 that the approximate search returns, over a seeded sample of
+        1000 queries.
     """
     leave_one_out = gallery_emb is None
     if leave_one_out != (gallery_labels is None):
@@ -103,18 +114,35 @@ def _stream(query_emb, query_labels, gallery_emb, gallery_labels, ks, map_at_r,
             leave_one_out, backend: str = 'torch', chunk_size: Optional[int] = None,
             device: Optional[Union[str, torch.device]] = None, normalize: bool = True,
             index: Optional[str] = None, nprobe: Optional[int] = None,
-            ef_search: Optional[int] = None):
+            ef_search: Optional[int] = None, candidates: Optional[int] = None):
     """(first_hit, (ap, rp, p1), search recall or None): per-query scalars of one search."""
     if backend not in ('torch', 'faiss'):
         raise ValueError(f"retrieval_metrics: backend must be 'torch' or 'faiss', got "
                          f'{backend!r}.')
     approximate = index is not None and index != 'Flat'
-    if approximate and backend != 'faiss':
-        raise ValueError(f"retrieval_metrics: index={index!r} is a faiss index; it needs "
-                         "backend='faiss'.")
+    if approximate and backend == 'torch':
+        nlist = parse_ivf(index, OWNER)
+        if ef_search is not None:
+            raise ValueError("retrieval_metrics: ef_search is a parameter of faiss's HNSW; "
+                             "backend='torch' searches index='IVF<nlist>' with nprobe.")
+        if candidates is not None and (isinstance(candidates, bool) or not isinstance(
+                candidates, (int, np.integer)) or candidates < 1):
+            raise ValueError(f'retrieval_metrics: candidates must be a positive integer (the '
+                             f'items each query searches), got {candidates!r}.')
+        if nprobe is None and candidates is not None:
+            nprobe = nlist
+        if isinstance(nprobe, bool) or not isinstance(nprobe, (int, np.integer)) \
+                or not 1 <= nprobe <= nlist:
+            raise ValueError(f'retrieval_metrics: index={index!r} needs nprobe (the cells '
+                             f'searched per query, an integer in 1..{nlist}) or candidates; '
+                             f'got nprobe={nprobe!r}.')
+    elif candidates is not None:
+        raise ValueError("retrieval_metrics: candidates is a parameter of backend='torch' "
+                         "with index='IVF<nlist>'.")
     query_t, gallery_t = prepare_pair(query_emb, gallery_emb, OWNER, normalize,
                                       ('query_emb', 'gallery_emb'))
     nq, n = query_t.shape[0], gallery_t.shape[0]
+    requested_chunk = chunk_size
     chunk_size = auto_chunk_size(chunk_size, n, OWNER)
     available = n - int(leave_one_out)
     if available == 0:
@@ -125,6 +153,9 @@ def _stream(query_emb, query_labels, gallery_emb, gallery_labels, ks, map_at_r,
     query_codes, gallery_codes = codes[:nq], codes[nq:] if not leave_one_out else codes[:nq]
     num_relevant = count_relevant(query_labels, gallery_labels, leave_one_out)
     max_r = int(num_relevant.max())
+    # The gallery sorted by label: the positives of a query are one slice of it.
+    by_code = np.argsort(gallery_codes, kind='stable')
+    sorted_codes = gallery_codes[by_code]
     first_hit = np.full(nq, np.inf)
     ap, rp, p1 = (np.full(nq, np.nan) for _ in range(3))
 
@@ -147,17 +178,37 @@ def _stream(query_emb, query_labels, gallery_emb, gallery_labels, ks, map_at_r,
 
     search_recall = None
     if approximate:
-        k = min(max(ks + ((max_r, ) if map_at_r else ()) + (SEARCH_RECALL_K, )), available)
+        # The queries whose approximate top 10 is compared with the exact one.
         sample = np.sort(np.random.default_rng(0).choice(
             nq, min(nq, SEARCH_RECALL_QUERIES), replace=False))
         found = []
+    if approximate and backend == 'torch':
+        device = torch.device(device) if device is not None else query_t.device
+        query_t, gallery_t = query_t.to(device), gallery_t.to(device)
+        inverted = InvertedFile.build(gallery_t, nlist)
+        # The top max R (at least the 10 of the search recall); Recall@K beyond it is
+        # counted among the candidates, not sorted.
+        k = min(max(max_r if map_at_r else 1, SEARCH_RECALL_K), available)
+        chunk_size = inverted.auto_chunk_size(requested_chunk, nprobe, candidates, OWNER)
+        for block in inverted.search(query_t, int(nprobe), chunk_size, leave_one_out,
+                                     candidates):
+            start, idx = block.start, block.topk(k)[1]
+            consume(start, idx)
+            missed = np.flatnonzero(np.isinf(first_hit[start:start + len(idx)])
+                                    & (num_relevant[start:start + len(idx)] > 0))
+            if len(missed):
+                first_hit[start + missed] = _best_candidate_rank(
+                    block, missed, query_codes[start + missed], by_code, sorted_codes)
+            rows = sample[(sample >= start) & (sample < start + len(idx))]
+            found.append(idx[torch.from_numpy(rows - start).to(device),
+                             :SEARCH_RECALL_K].cpu().numpy())
+    elif approximate:
+        k = min(max(ks + ((max_r, ) if map_at_r else ()) + (SEARCH_RECALL_K, )), available)
         for start, _, idx in approximate_topk_blocks(query_t, gallery_t, k, chunk_size, index,
                                                      nprobe, ef_search, leave_one_out):
             consume(start, idx)
             rows = sample[(sample >= start) & (sample < start + len(idx))]
             found.append(idx[rows - start, :SEARCH_RECALL_K].numpy())
-        search_recall = _search_recall(query_t, gallery_t, sample, np.concatenate(found),
-                                       leave_one_out, chunk_size)
     elif backend == 'faiss':
         k = min(max(ks + ((max_r, ) if map_at_r else ()) + (1, )), available)
         for start, _, idx in topk_blocks(query_t, gallery_t, k, chunk_size, 'faiss', device,
@@ -166,12 +217,12 @@ def _stream(query_emb, query_labels, gallery_emb, gallery_labels, ks, map_at_r,
     else:
         # Only the top max R is selected; Recall@K beyond it is counted, not sorted.
         k = max(1, min(max_r if map_at_r else min(max(ks), max_r), available))
-        # The gallery sorted by label: the positives of a query are one slice of it.
-        by_code = np.argsort(gallery_codes, kind='stable')
-        sorted_codes = gallery_codes[by_code]
         for start, sims in similarity_blocks(query_t, gallery_t, chunk_size, device,
                                              leave_one_out):
             consume(start, stable_topk(sims, k)[1], sims)
+    if approximate:
+        search_recall = _search_recall(query_t, gallery_t, sample, np.concatenate(found),
+                                       leave_one_out, chunk_size)
     return first_hit, (ap, rp, p1), search_recall
 
 
@@ -188,6 +239,52 @@ def _search_recall(query_t, gallery_t, sample, found, leave_one_out, chunk_size)
     return hits / (len(sample) * k)
 
 
+def _positive_items(codes: np.ndarray, by_code: np.ndarray,
+                    sorted_codes: np.ndarray) -> np.ndarray:
+    """Gallery indices of each code's items (rows x max count, -1 past a row's count),
+    from the gallery sorted by label (``by_code``, ``sorted_codes``)."""
+    lo = np.searchsorted(sorted_codes, codes, side='left')
+    count = np.searchsorted(sorted_codes, codes, side='right') - lo
+    offsets = np.arange(int(count.max()))
+    valid = offsets < count[:, None]
+    return np.where(valid, by_code[np.where(valid, lo[:, None] + offsets, lo[:, None])], -1)
+
+
+def _best_candidate_rank(block, rows: np.ndarray, codes: np.ndarray, by_code: np.ndarray,
+                         sorted_codes: np.ndarray) -> np.ndarray:
+    """Rank of the first correct item among the candidates of some rows of an inverted-file
+    block, by counting (``inf`` where no candidate is correct).
+
+    The first correct item is the candidate positive of highest similarity (the lowest
+    gallery index among equals); its rank counts the candidates above it and the equal ones
+    of lower index. The positives are looked up where they sit in the block, so only the
+    count touches whole rows.
+    """
+    device = block.sims.device
+    rows_t = torch.from_numpy(rows).to(device)
+    items = torch.from_numpy(_positive_items(codes, by_code, sorted_codes)).to(device)
+    columns = block.columns(rows_t, items)
+    values = block.sims[rows_t[:, None], columns.clamp(min=0)]
+    values[columns < 0] = float('-inf')
+    best = values.amax(dim=1)
+    best_item = torch.where(values == best[:, None], items,
+                            torch.full_like(items, torch.iinfo(items.dtype).max)).amin(dim=1)
+    ranks = []
+    for g in range(0, len(rows), _COUNT_ROWS):
+        part = slice(g, g + _COUNT_ROWS)
+        sims, value = block.sims[rows_t[part]], best[part, None]
+        greater = (sims > value).sum(dim=1)
+        equal = (sims == value).sum(dim=1)
+        # Rare: other candidates share the value exactly; those of lower index come first.
+        for r in ((equal > 1) & torch.isfinite(value[:, 0])).nonzero().squeeze(1).tolist():
+            ids = block.row_ids(rows_t[g + r:g + r + 1])[0]
+            greater[r] += int(((sims[r] == value[r]) & (ids < best_item[g + r])).sum())
+        ranks.append(greater.double())
+    ranks = torch.cat(ranks)
+    return torch.where(torch.isfinite(best), ranks, torch.full_like(ranks, float('inf'))
+                       ).cpu().numpy()
+
+
 def _best_positive_rank(sims: torch.Tensor, rows: np.ndarray, codes: np.ndarray,
                         by_code: np.ndarray, sorted_codes: np.ndarray) -> np.ndarray:
     """Rank of the first correct item of some rows of a similarity block, by counting.
@@ -196,14 +293,11 @@ def _best_positive_rank(sims: torch.Tensor, rows: np.ndarray, codes: np.ndarray,
     equals); its positives are gathered from the gallery sorted by label (``by_code``,
     ``sorted_codes``), so only the count touches whole rows.
     """
-    lo = np.searchsorted(sorted_codes, codes, side='left')
-    count = np.searchsorted(sorted_codes, codes, side='right') - lo
-    offsets = np.arange(int(count.max()))
-    valid = offsets < count[:, None]
-    columns = by_code[np.where(valid, lo[:, None] + offsets, lo[:, None])]
+    items = _positive_items(codes, by_code, sorted_codes)
+    valid = items >= 0
     device = sims.device
     rows_t = torch.from_numpy(rows).to(device)
-    columns_t = torch.from_numpy(columns).to(device)
+    columns_t = torch.from_numpy(np.where(valid, items, 0)).to(device)
     values = sims[rows_t[:, None], columns_t]
     values[~torch.from_numpy(valid).to(device)] = float('-inf')
     best = values.amax(dim=1)

@@ -15,7 +15,7 @@ from .gather import (embedding_to_numpy, gather_by_sample_idx, merge_by_sample_i
 __all__ = ['RetrievalMetric']
 
 _SEARCH_KEYS = ('backend', 'chunk_size', 'device', 'normalize', 'index', 'nprobe',
-                'ef_search')
+                'ef_search', 'candidates')
 # A repeated sample index must repeat these (else two samples share an index).
 _CONSISTENT = {'label': 'labels'}
 # Who sets each per-sample field, for the error when one is missing.
@@ -89,10 +89,12 @@ class RetrievalMetric(BaseMetric):
             :func:`~irtbox.evaluation.functional.retrieval_metrics`: ``backend``
             ('torch' or 'faiss'), ``chunk_size`` (default: a similarity block
             of at most 128 MB), ``device``, ``normalize``; for approximate
-            evaluation ``backend='faiss'`` with ``index`` (a faiss factory
-            string, e.g. ``'IVF4096,Flat'``) and ``nprobe`` / ``ef_search``,
-            which adds ``search_recall@10`` (against exact search, 1000
-            sampled queries) to the metrics.
+            evaluation ``index='IVF<nlist>'`` with ``nprobe`` and / or
+            ``candidates`` (irtbox's inverted file, searched by matrix
+            products), or ``backend='faiss'`` with ``index`` (any faiss factory
+            string, e.g. ``'IVF4096,Flat'``, ``'HNSW32'``) and ``nprobe`` /
+            ``ef_search``; either adds ``search_recall@10`` (against exact
+            search, 1000 sampled queries) to the metrics.
         prefix: prepended to the metric names as ``prefix/name``.
         collect_device: 'cpu' or 'gpu', how results are gathered across ranks.
         collect_dir: shared folder for gathering on 'cpu' (default: a
