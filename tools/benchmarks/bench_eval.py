@@ -3,7 +3,8 @@
 Retrieval (SOP-sized by default):
 
   python tools/benchmarks/bench_eval.py [--n 60502] [--dim 384] [--ks 1 10 100 1000]
-      [--contenders faiss_k1001 torch_product irtbox_torch irtbox_faiss pml]
+      [--contenders faiss_k1001 torch_product irtbox_torch irtbox_faiss irtbox_ivf pml]
+      [--noise 0.35 --spectrum 1.0]   # embeddings with a trained model's power-law spectrum
       [--json out.json] [--md out.md]
 
 Landmarks (revisited Oxford / Paris with distractors):
@@ -22,11 +23,14 @@ Contenders (retrieval): ``faiss_k1001`` = ``faiss.IndexFlatIP`` add + ``search(k
 every item (the floor: one matrix product plus selection); ``torch_product`` = the same
 chunked matrix product in torch with no selection at all; ``irtbox_torch`` /
 ``irtbox_faiss`` = ``retrieval_metrics(emb, labels, ks)`` (Recall@K, MAP@R, R-precision,
-Precision@1, leave-one-out) with each backend; ``irtbox_approx`` = the same with
-``backend='faiss', index=--index, nprobe=--nprobe`` (approximate; it also reports
-``search_recall@10`` against exact search); ``pml`` = PyTorch Metric Learning's
-``AccuracyCalculator`` (precision_at_1, r_precision, mean_average_precision_at_r, k =
-max_bin_count) when it is installed. Ratios are to the ``faiss_k1001`` time of the same run.
+Precision@1, leave-one-out) with each backend; two approximate ones, which also report
+``search_recall@10`` against exact search: ``irtbox_ivf`` = the same with irtbox's inverted
+file (``index=--ivf-index, nprobe=--ivf-nprobe, candidates=--ivf-candidates``, everything
+from k-means to the metrics timed) and ``irtbox_approx`` = the same with ``backend='faiss',
+index=--index, nprobe=--nprobe``; ``pml`` = PyTorch Metric Learning's ``AccuracyCalculator``
+(precision_at_1, r_precision, mean_average_precision_at_r, k = max_bin_count) when it is
+installed. Ratios are to the ``faiss_k1001`` time of the same run; ``exact / time`` is
+``irtbox_torch``'s time over the contender's (the speed-up over exact evaluation).
 
 Contenders (landmarks, ``q`` x ``n`` scores): ``numpy_argsort`` = the score matrix and
 ``numpy.argsort`` of it (the floor); ``rank_database`` = ``rank_database`` + ``revisited_map``
@@ -46,8 +50,8 @@ import numpy as np
 from irtbox.utils.benchmark import run_contender, write_report
 from irtbox.utils.memory import peak_rss_mb, reset_peak
 
-RETRIEVAL = ('faiss_k1001', 'torch_product', 'irtbox_torch', 'irtbox_faiss', 'irtbox_approx',
-             'pml')
+RETRIEVAL = ('faiss_k1001', 'torch_product', 'irtbox_torch', 'irtbox_faiss', 'irtbox_ivf',
+             'irtbox_approx', 'pml')
 LANDMARKS = ('numpy_argsort', 'rank_database', 'revisited_metrics')
 PML_METRICS = {'precision_at_1': 'precision@1', 'r_precision': 'r_precision',
                'mean_average_precision_at_r': 'map@r'}
@@ -101,7 +105,7 @@ def make_landmark_data(queries, n, dim, seed=0):
     return query, db, gnd
 
 
-def run_retrieval(name, folder, ks, index, nprobe):
+def run_retrieval(name, folder, ks, args):
     emb = np.load(osp.join(folder, 'emb.npy'))
     labels = np.load(osp.join(folder, 'labels.npy'))
     import torch  # noqa: F401  (imports are not timed)
@@ -127,12 +131,18 @@ def run_retrieval(name, folder, ks, index, nprobe):
 
         def call():
             return retrieval_metrics(emb, labels, ks=ks, backend=name.split('_')[1])
+    elif name == 'irtbox_ivf':
+        from irtbox.evaluation.functional import retrieval_metrics
+
+        def call():
+            return retrieval_metrics(emb, labels, ks=ks, index=args.ivf_index,
+                                     nprobe=args.ivf_nprobe, candidates=args.ivf_candidates)
     elif name == 'irtbox_approx':
         from irtbox.evaluation.functional import retrieval_metrics
 
         def call():
-            return retrieval_metrics(emb, labels, ks=ks, backend='faiss', index=index,
-                                     nprobe=nprobe)
+            return retrieval_metrics(emb, labels, ks=ks, backend='faiss', index=args.index,
+                                     nprobe=args.nprobe)
     elif name == 'pml':
         from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
 
@@ -185,12 +195,16 @@ def measure(call):
 def child(args):
     if args.landmarks:
         return run_landmarks(args.child, args.data)
-    return run_retrieval(args.child, args.data, tuple(args.ks), args.index, args.nprobe)
+    return run_retrieval(args.child, args.data, tuple(args.ks), args)
 
 
 def spawn(args, name, folder):
+    ivf = ['--ivf-index', args.ivf_index] + sum(
+        ([flag, str(value)] for flag, value in (('--ivf-nprobe', args.ivf_nprobe),
+                                                ('--ivf-candidates', args.ivf_candidates))
+         if value is not None), [])
     cmd = [sys.executable, osp.abspath(__file__), '--child', name, '--data', folder,
-           '--index', args.index, '--nprobe', str(args.nprobe), '--ks'] + \
+           '--index', args.index, '--nprobe', str(args.nprobe), *ivf, '--ks'] + \
         [str(k) for k in args.ks] + (['--landmarks'] if args.landmarks else [])
     return run_contender(cmd, name)
 
@@ -223,6 +237,11 @@ def main():
     parser.add_argument('--index', default='IVF256,Flat',
                         help='faiss factory string of irtbox_approx')
     parser.add_argument('--nprobe', type=int, default=4, help='nprobe of irtbox_approx')
+    parser.add_argument('--ivf-index', default='IVF512', help="irtbox_ivf's 'IVF<nlist>'")
+    parser.add_argument('--ivf-nprobe', type=int, default=None,
+                        help='nprobe of irtbox_ivf (default: nlist, the budget decides)')
+    parser.add_argument('--ivf-candidates', type=int, default=6000,
+                        help='candidates per query of irtbox_ivf')
     parser.add_argument('--contenders', nargs='+', default=None,
                         help=f'some of {RETRIEVAL} or, with --landmarks, {LANDMARKS}')
     parser.add_argument('--json', help='write the results here')
@@ -267,14 +286,16 @@ def main():
 
 def markdown(rows, floor_name):
     floors = {r['n']: r['seconds'] for r in rows if r['contender'] == floor_name}
+    exact = {r['n']: r['seconds'] for r in rows if r['contender'] == 'irtbox_torch'}
     keys = sorted({k for r in rows for k in r['metrics']})
-    lines = ['| contender | n | time (s) | / ' + floor_name + ' | extra peak RSS (MB) | ' +
-             ' | '.join(keys) + ' |', '|---' * (5 + len(keys)) + '|']
+    lines = ['| contender | n | time (s) | / ' + floor_name + ' | exact / time | '
+             'extra peak RSS (MB) | ' + ' | '.join(keys) + ' |', '|---' * (6 + len(keys)) + '|']
     for r in rows:
         ratio = f'{r["seconds"] / floors[r["n"]]:.2f}x' if r['n'] in floors else ''
+        speedup = f'{exact[r["n"]] / r["seconds"]:.2f}x' if r['n'] in exact else ''
         values = [f'{r["metrics"][k]:.4f}' if k in r['metrics'] else '' for k in keys]
         lines.append(f'| {r["contender"]} | {r["n"]} | {r["seconds"]:.2f} | {ratio} | '
-                     f'{r["extra_peak_mb"]:.0f} | ' + ' | '.join(values) + ' |')
+                     f'{speedup} | {r["extra_peak_mb"]:.0f} | ' + ' | '.join(values) + ' |')
     return '\n'.join(lines)
 
 

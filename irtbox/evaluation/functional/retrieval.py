@@ -20,9 +20,10 @@ __all__ = ['retrieval_metrics', 'recall_at_k', 'map_at_r']
 
 OWNER = 'retrieval_metrics'
 # Approximate search is reported with the recall of its top 10 against exact search, on
-# a seeded sample of this many queries.
+# a seeded sample of this many queries (5000 neighbours: a standard error of ~0.1 point at
+# 99 %; the exact search of the sample is 1 / 120 of an exact evaluation of SOP).
 SEARCH_RECALL_K = 10
-SEARCH_RECALL_QUERIES = 1000
+SEARCH_RECALL_QUERIES = 500
 # Rows whose first correct item is counted at once.
 _COUNT_ROWS = 64
 
@@ -77,7 +78,7 @@ def retrieval_metrics(query_emb,
         queries with R_i = 0 (Musgrave et al. 2020). With an approximate
         ``index`` also ``'search_recall@10'``: the mean fraction of the exact
         top 10 that the approximate search returns, over a seeded sample of
-        1000 queries.
+        500 queries.
     """
     leave_one_out = gallery_emb is None
     if leave_one_out != (gallery_labels is None):
@@ -185,7 +186,8 @@ def _stream(query_emb, query_labels, gallery_emb, gallery_labels, ks, map_at_r,
     if approximate and backend == 'torch':
         device = torch.device(device) if device is not None else query_t.device
         query_t, gallery_t = query_t.to(device), gallery_t.to(device)
-        inverted = InvertedFile.build(gallery_t, nlist)
+        inverted = InvertedFile.build(gallery_t, nlist, keep_nearest=InvertedFile.probe_width(
+            nlist, n, nprobe, candidates) if leave_one_out else 0)
         # The top max R (at least the 10 of the search recall); Recall@K beyond it is
         # counted among the candidates, not sorted.
         k = min(max(max_r if map_at_r else 1, SEARCH_RECALL_K), available)

@@ -94,7 +94,7 @@ class RetrievalMetric(BaseMetric):
             products), or ``backend='faiss'`` with ``index`` (any faiss factory
             string, e.g. ``'IVF4096,Flat'``, ``'HNSW32'``) and ``nprobe`` /
             ``ef_search``; either adds ``search_recall@10`` (against exact
-            search, 1000 sampled queries) to the metrics.
+            search, 500 sampled queries) to the metrics.
         prefix: prepended to the metric names as ``prefix/name``.
         collect_device: 'cpu' or 'gpu', how results are gathered across ranks.
         collect_dir: shared folder for gathering on 'cpu' (default: a
