@@ -152,7 +152,8 @@ def test_rows_written_without_the_strided_view_too():
     sims = torch.arange(6, dtype=torch.float32).view(2, 3)
     for strided in (True, False):
         buffer.fill_(-1)
-        _RowWriter(buffer, strided=strided)(torch.tensor([2, 20]), sims)
+        start = np.array([2, 20]) if strided else torch.tensor([2, 20])
+        _RowWriter(buffer, strided=strided)(start, sims)
         want = torch.full((30, ), -1.0)
         want[2:5], want[20:23] = sims[0], sims[1]
         assert torch.equal(buffer, want)

@@ -324,6 +324,9 @@ class InvertedFile:
                 jobs.append((cell, slice(taken, taken + count)))
             taken += count
 
+        if write.flat is not None:
+            destination = destination.numpy()
+
         def run(share):
             for cell, part in share:
                 offset, size = self._offsets_list[cell], self._sizes_list[cell]
@@ -388,7 +391,8 @@ class _RowWriter:
         self.flat = buffer.numpy() if strided else None
         self.runs = {}
 
-    def __call__(self, destination: torch.Tensor, sims: torch.Tensor) -> None:
+    def __call__(self, destination, sims: torch.Tensor) -> None:
+        """``destination``: a tensor, or a numpy array when the view is used."""
         size = sims.shape[1]
         if self.flat is None:
             index = destination[:, None] + torch.arange(size, device=self.buffer.device)
@@ -400,4 +404,4 @@ class _RowWriter:
             runs = np.lib.stride_tricks.as_strided(
                 self.flat, shape=(len(self.flat) - size + 1, size), strides=(step, step))
             self.runs[size] = runs
-        runs[destination.numpy()] = sims.numpy()
+        runs[destination] = sims.numpy()
