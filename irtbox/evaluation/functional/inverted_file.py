@@ -2,12 +2,13 @@
 
 The gallery is split into ``nlist`` cells by spherical k-means, each item in the cell of
 its nearest centroid (by inner product). A query's candidates are the items of the
-``nprobe`` cells whose centroids are nearest to it; they are ranked by their exact
-similarity. faiss's ``IndexIVFFlat`` computes the same candidates but scans each list
-query by query, about ten times slower per candidate than a matrix product on a CPU. Here
-the queries of a chunk that probe a cell are multiplied with the cell's items in one
-matrix product, so a candidate costs about what it costs in exact search, and probing a
-tenth of the gallery takes about a tenth of its time.
+``nprobe`` cells whose centroids are nearest to it (with a ``candidates`` budget, of the
+nearest ones until they hold that many items); they are ranked by their similarity.
+faiss's ``IndexIVFFlat`` computes the same candidates but scans each list query by query,
+about ten times slower per candidate than a matrix product on a CPU. Here the queries of a
+chunk that probe a cell are multiplied with the cell's items in one matrix product, so a
+candidate costs about what it costs in exact search, and probing a tenth of the gallery
+takes little more than a tenth of its time (docs/benchmarks.md).
 
 Conventions are those of the exact search (:mod:`.search`): rows are queries, equal
 similarities go to the lower gallery index, leave-one-out by index. With
@@ -29,14 +30,9 @@ __all__ = ['parse_ivf', 'spherical_kmeans', 'InvertedFile', 'CandidateBlock']
 # samples 256 per centroid by default; fewer suffice for a partition used to probe).
 _TRAIN_PER_CENTROID = 16
 _KMEANS_ITERATIONS = 6
-# The candidate block of the default chunk size stays under this many bytes; the width
-# of a chunk's block is estimated as twice the mean number of candidates per query.
+# The candidate block of the default chunk size stays under about this many bytes.
 _BLOCK_BYTES = 128 << 20
 _MAX_AUTO_CHUNK = 8192
-# bfloat16 scores: this many candidates past the k wanted are rescored exactly, and the
-# rescoring gathers the vectors of this many queries at a time.
-
-_RESCORE_ROWS = 256
 
 
 def parse_ivf(index: str, owner: str) -> int:
@@ -149,6 +145,8 @@ class CandidateBlock:
         return _ordered(vals, ids, k)
 
     def _row_topk(self, row: int, k: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The top ``k`` of one row, ties by gallery index (rows whose ties straddle the
+        cut; rare)."""
         sims = self.sims[row]
         ids = self.row_ids(torch.tensor([row], device=sims.device))[0]
         # Order by (similarity desc, gallery index asc) on this one row.
