@@ -179,7 +179,9 @@ class InvertedFile:
         chunk = auto_chunk_size(None, self.nlist, 'inverted file')
         nearest = [_nearest(sims, max(1, min(keep_nearest, self.nlist)))
                    for _, sims in similarity_blocks(gallery, self.centroids, chunk)]
-        self.nearest = torch.cat(nearest) if keep_nearest else None
+        # Cell numbers in the narrowest integer type: this list is N x keep_nearest.
+        narrow = torch.int16 if self.nlist <= torch.iinfo(torch.int16).max else torch.int32
+        self.nearest = torch.cat(nearest).to(narrow) if keep_nearest else None
         cell = torch.cat([n[:, 0] for n in nearest])
         # Items by cell, by increasing index within a cell (a stable sort).
         self.order = torch.argsort(cell, stable=True)
@@ -229,7 +231,7 @@ class InvertedFile:
         """
         width = self.probe_width(self.nlist, len(self.order), nprobe, candidates)
         if nearest is not None and nearest.shape[1] >= width:
-            probes = nearest[:, :width].clone()
+            probes = nearest[:, :width].long()
         else:
             probes = torch.topk(queries @ self.centroids.T, width, dim=1,
                                 sorted=candidates is not None).indices
