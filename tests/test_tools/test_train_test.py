@@ -83,6 +83,17 @@ def test_test_without_checkpoint(tmp_path, in_root):
     assert 0.0 <= metrics['recall@1'] <= 100.0  # percent
 
 
+def test_approximate_evaluation_from_the_command_line(tmp_path, in_root):
+    """--cfg-options test_evaluator.search.* switches test.py to the inverted file; with every
+    cell probed it reports the exact numbers plus search_recall@10."""
+    exact = test_tool.main([TINY_CONFIG, '--work-dir', str(tmp_path / 'exact')])
+    approx = test_tool.main([TINY_CONFIG, '--work-dir', str(tmp_path / 'ivf'), '--cfg-options',
+                             'test_evaluator.search.index=IVF2',
+                             'test_evaluator.search.nprobe=2'])
+    assert approx.pop('search_recall@10') == pytest.approx(100.0)
+    assert approx == pytest.approx(exact)
+
+
 def test_clear_errors(tmp_path, in_root):
     with pytest.raises(FileNotFoundError, match='no_such_config.py'):
         train_tool.main(['no_such_config.py'])
