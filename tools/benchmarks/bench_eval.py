@@ -199,10 +199,11 @@ def child(args):
 
 
 def spawn(args, name, folder):
-    ivf = ['--ivf-index', args.ivf_index] + sum(
-        ([flag, str(value)] for flag, value in (('--ivf-nprobe', args.ivf_nprobe),
-                                                ('--ivf-candidates', args.ivf_candidates))
-         if value is not None), [])
+    ivf = ['--ivf-index', args.ivf_index]
+    if args.ivf_nprobe is not None:
+        ivf += ['--ivf-nprobe', str(args.ivf_nprobe)]
+    if args.ivf_candidates is not None:
+        ivf += ['--ivf-candidates', str(args.ivf_candidates)]
     cmd = [sys.executable, osp.abspath(__file__), '--child', name, '--data', folder,
            '--index', args.index, '--nprobe', str(args.nprobe), *ivf, '--ks'] + \
         [str(k) for k in args.ks] + (['--landmarks'] if args.landmarks else [])

@@ -48,9 +48,10 @@ def export(name, folder):
     import torch
 
     from irtbox.deployment import export_model
+    from irtbox.utils.fileio import atomic_write
     model = build_model(name)
     tag = name.replace('/', '_')
-    torch.save(model.state_dict(), osp.join(folder, f'{tag}.pth'))
+    atomic_write(osp.join(folder, f'{tag}.pth'), lambda tmp: torch.save(model.state_dict(), tmp))
     for fmt, ext in (('onnx', 'onnx'), ('torchscript', 'pt')):
         export_model(model, fmt, osp.join(folder, f'{tag}.{ext}'), dynamic_batch=True,
                      log=lambda *_: None)

@@ -92,10 +92,12 @@ class CandidateBlock:
     """
 
     def __init__(self, start: int, sims: torch.Tensor, probes: torch.Tensor,
-                 ends: torch.Tensor, index: 'InvertedFile') -> None:
+                 starts: torch.Tensor, ends: torch.Tensor, index: 'InvertedFile') -> None:
         self.start = start
         self.sims = sims
+        # Per row and probe slot: the cell, and the columns its items take.
         self._probes = probes
+        self._starts = starts
         self._ends = ends
         self._index = index
 
@@ -106,22 +108,18 @@ class CandidateBlock:
         valid = slot < ends.shape[1]
         slot = slot.clamp(max=ends.shape[1] - 1)
         cell = self._probes[rows].gather(1, slot).clamp(min=0)
-        sizes = self._index.sizes[cell]
-        offset = columns - (ends.gather(1, slot) - sizes)
-        ids = self._index.order[(self._index.offsets[cell] + offset).clamp(
-            max=len(self._index.order) - 1)]
+        place = self._index.offsets[cell] + columns - self._starts[rows].gather(1, slot)
+        ids = self._index.order[place.clamp(max=len(self._index.order) - 1)]
         return torch.where(valid, ids, torch.full_like(ids, -1))
 
     def columns(self, rows: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
         """Columns of gallery ``items`` (rows' x t, -1 = none) in ``rows``; -1 where an
         item is not among the row's candidates."""
-        probes = self._probes[rows]
         cell = self._index.cell_of[items.clamp(min=0)]
-        match = probes[:, None, :] == cell[:, :, None]
+        match = self._probes[rows][:, None, :] == cell[:, :, None]
         found = match.any(dim=2) & (items >= 0)
         slot = match.int().argmax(dim=2)
-        starts = self._ends[rows] - self._index.sizes[probes.clamp(min=0)] * (probes >= 0)
-        columns = starts.gather(1, slot) + self._index.position[items.clamp(min=0)]
+        columns = self._starts[rows].gather(1, slot) + self._index.position[items.clamp(min=0)]
         return torch.where(found, columns, torch.full_like(columns, -1))
 
     def topk(self, k: int) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -286,6 +284,7 @@ class InvertedFile:
             used = probes >= 0
             sizes = self.sizes[probes.clamp(min=0)] * used
             ends = torch.cumsum(sizes, dim=1)
+            starts = ends - sizes
             width = max(1, int(ends[:, -1].max()))
             if buffer is None or buffer.numel() < rows * width:
                 buffer = torch.empty(rows * width, dtype=query.dtype, device=device)
@@ -296,7 +295,7 @@ class InvertedFile:
             flat = probes.reshape(-1)[pairs]
             by_cell = torch.argsort(flat, stable=True)
             query_of = pairs[by_cell] // probes.shape[1]
-            destination = query_of * width + (ends - sizes).reshape(-1)[pairs[by_cell]]
+            destination = query_of * width + starts.reshape(-1)[pairs[by_cell]]
             self._products(queries, query_of, destination,
                            torch.bincount(flat, minlength=self.nlist).tolist(), buffer)
             if exclude_self:
@@ -304,9 +303,8 @@ class InvertedFile:
                 own = probes == self.cell_of[own_ids][:, None]
                 hit = own.any(dim=1).nonzero().squeeze(1)
                 slot = own[hit].int().argmax(dim=1)
-                column = (ends - sizes)[hit, slot] + self.position[own_ids[hit]]
-                block[hit, column] = float('-inf')
-            yield CandidateBlock(start, block, probes, ends, self)
+                block[hit, starts[hit, slot] + self.position[own_ids[hit]]] = float('-inf')
+            yield CandidateBlock(start, block, probes, starts, ends, self)
 
     def _products(self, queries: torch.Tensor, query_of: torch.Tensor,
                   destination: torch.Tensor, counts: list, buffer: torch.Tensor) -> None:
@@ -367,11 +365,11 @@ def _ordered(vals: torch.Tensor, ids: torch.Tensor, k: int) -> Tuple[torch.Tenso
 def _fill_past_ends(block: torch.Tensor, ends: torch.Tensor) -> None:
     """-inf in each row of ``block`` from column ``ends[row]`` on (the rest is written)."""
     width = block.shape[1]
-    short = (ends < width).nonzero().squeeze(1)
     if block.device.type != 'cpu':
         columns = torch.arange(width, device=block.device)
         block.masked_fill_(columns >= ends[:, None], float('-inf'))
         return
+    short = (ends < width).nonzero().squeeze(1)
     rows = block.numpy()
     for row, end in zip(short.tolist(), ends[short].tolist()):
         rows[row, end:] = -np.inf

@@ -183,6 +183,11 @@ def _stream(query_emb, query_labels, gallery_emb, gallery_labels, ks, map_at_r,
         sample = np.sort(np.random.default_rng(0).choice(
             nq, min(nq, SEARCH_RECALL_QUERIES), replace=False))
         found = []
+
+        def keep_sample(start, idx):
+            rows = sample[(sample >= start) & (sample < start + len(idx))]
+            found.append(idx[torch.from_numpy(rows - start).to(idx.device),
+                             :SEARCH_RECALL_K].cpu().numpy())
     if approximate and backend == 'torch':
         device = torch.device(device) if device is not None else query_t.device
         query_t, gallery_t = query_t.to(device), gallery_t.to(device)
@@ -191,9 +196,10 @@ def _stream(query_emb, query_labels, gallery_emb, gallery_labels, ks, map_at_r,
         # The top max R (at least the 10 of the search recall); Recall@K beyond it is
         # counted among the candidates, not sorted.
         k = min(max(max_r if map_at_r else 1, SEARCH_RECALL_K), available)
-        chunk_size = inverted.auto_chunk_size(requested_chunk, nprobe, candidates, OWNER)
-        for block in inverted.search(query_t, int(nprobe), chunk_size, leave_one_out,
-                                     candidates):
+        for block in inverted.search(
+                query_t, int(nprobe),
+                inverted.auto_chunk_size(requested_chunk, nprobe, candidates, OWNER),
+                leave_one_out, candidates):
             start, idx = block.start, block.topk(k)[1]
             consume(start, idx)
             missed = np.flatnonzero(np.isinf(first_hit[start:start + len(idx)])
@@ -201,16 +207,13 @@ def _stream(query_emb, query_labels, gallery_emb, gallery_labels, ks, map_at_r,
             if len(missed):
                 first_hit[start + missed] = _best_candidate_rank(
                     block, missed, query_codes[start + missed], by_code, sorted_codes)
-            rows = sample[(sample >= start) & (sample < start + len(idx))]
-            found.append(idx[torch.from_numpy(rows - start).to(device),
-                             :SEARCH_RECALL_K].cpu().numpy())
+            keep_sample(start, idx)
     elif approximate:
         k = min(max(ks + ((max_r, ) if map_at_r else ()) + (SEARCH_RECALL_K, )), available)
         for start, _, idx in approximate_topk_blocks(query_t, gallery_t, k, chunk_size, index,
                                                      nprobe, ef_search, leave_one_out):
             consume(start, idx)
-            rows = sample[(sample >= start) & (sample < start + len(idx))]
-            found.append(idx[rows - start, :SEARCH_RECALL_K].numpy())
+            keep_sample(start, idx)
     elif backend == 'faiss':
         k = min(max(ks + ((max_r, ) if map_at_r else ()) + (1, )), available)
         for start, _, idx in topk_blocks(query_t, gallery_t, k, chunk_size, 'faiss', device,
@@ -258,9 +261,8 @@ def _best_candidate_rank(block, rows: np.ndarray, codes: np.ndarray, by_code: np
     block, by counting (``inf`` where no candidate is correct).
 
     The first correct item is the candidate positive of highest similarity (the lowest
-    gallery index among equals); its rank counts the candidates above it and the equal ones
-    of lower index. The positives are looked up where they sit in the block, so only the
-    count touches whole rows.
+    gallery index among equals); the positives are looked up where they sit in the block,
+    and :func:`rank_of` counts the candidates above it, equal ones by gallery index.
     """
     device = block.sims.device
     rows_t = torch.from_numpy(rows).to(device)
@@ -269,22 +271,13 @@ def _best_candidate_rank(block, rows: np.ndarray, codes: np.ndarray, by_code: np
     values = block.sims[rows_t[:, None], columns.clamp(min=0)]
     values[columns < 0] = float('-inf')
     best = values.amax(dim=1)
-    best_item = torch.where(values == best[:, None], items,
-                            torch.full_like(items, torch.iinfo(items.dtype).max)).amin(dim=1)
-    ranks = []
-    for g in range(0, len(rows), _COUNT_ROWS):
-        part = slice(g, g + _COUNT_ROWS)
-        sims, value = block.sims[rows_t[part]], best[part, None]
-        greater = (sims > value).sum(dim=1)
-        equal = (sims == value).sum(dim=1)
-        # Rare: other candidates share the value exactly; those of lower index come first.
-        for r in ((equal > 1) & torch.isfinite(value[:, 0])).nonzero().squeeze(1).tolist():
-            ids = block.row_ids(rows_t[g + r:g + r + 1])[0]
-            greater[r] += int(((sims[r] == value[r]) & (ids < best_item[g + r])).sum())
-        ranks.append(greater.double())
-    ranks = torch.cat(ranks)
-    return torch.where(torch.isfinite(best), ranks, torch.full_like(ranks, float('inf'))
-                       ).cpu().numpy()
+    first = torch.where(values == best[:, None], items,
+                        torch.full_like(items, torch.iinfo(items.dtype).max)).amin(dim=1)
+    ranks = torch.full((len(rows), ), float('inf'), dtype=torch.float64, device=device)
+    found = torch.isfinite(best).nonzero().squeeze(1)
+    ranks[found] = _count_ranks(block.sims, rows_t[found], best[found], first[found],
+                                block.row_ids).double()
+    return ranks.cpu().numpy()
 
 
 def _best_positive_rank(sims: torch.Tensor, rows: np.ndarray, codes: np.ndarray,
@@ -305,10 +298,20 @@ def _best_positive_rank(sims: torch.Tensor, rows: np.ndarray, codes: np.ndarray,
     best = values.amax(dim=1)
     at_best = values == best[:, None]
     first = torch.where(at_best, columns_t, torch.full_like(columns_t, sims.shape[1])).amin(1)
-    # A few rows at a time: the copies and masks stay a small fraction of the block.
-    return torch.cat([rank_of(sims[rows_t[g:g + _COUNT_ROWS]], best[g:g + _COUNT_ROWS],
-                              first[g:g + _COUNT_ROWS])
-                      for g in range(0, len(rows), _COUNT_ROWS)]).cpu().numpy()
+    return _count_ranks(sims, rows_t, best, first).cpu().numpy()
+
+
+def _count_ranks(sims: torch.Tensor, rows: torch.Tensor, value: torch.Tensor,
+                 key: torch.Tensor, keys_of=None) -> torch.Tensor:
+    """:func:`rank_of` on ``rows`` of ``sims``, a few rows at a time, so that the copies and
+    masks stay a small fraction of the block. ``keys_of`` takes row numbers of ``sims``."""
+    ranks = []
+    for g in range(0, len(rows), _COUNT_ROWS):
+        part = rows[g:g + _COUNT_ROWS]
+        ranks.append(rank_of(sims[part], value[g:g + _COUNT_ROWS], key[g:g + _COUNT_ROWS],
+                             None if keys_of is None else
+                             (lambda tied, part=part: keys_of(part[tied]))))
+    return torch.cat(ranks) if ranks else torch.zeros(0, dtype=torch.long, device=sims.device)
 
 
 def recall_at_k(query_emb,

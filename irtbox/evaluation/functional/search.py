@@ -14,7 +14,7 @@ conventions are decided once:
 Results are yielded chunk by chunk, so a caller consumes and drops them.
 """
 import warnings
-from typing import Iterator, Optional, Tuple, Union
+from typing import Callable, Iterator, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -223,15 +223,19 @@ def stable_order(vals: torch.Tensor, idx: torch.Tensor) -> Tuple[torch.Tensor, t
     return vals, idx.gather(1, perm)
 
 
-def rank_of(sims: torch.Tensor, value: torch.Tensor, column: torch.Tensor) -> torch.Tensor:
+def rank_of(sims: torch.Tensor, value: torch.Tensor, key: torch.Tensor,
+            keys_of: Optional[Callable[[torch.Tensor], torch.Tensor]] = None) -> torch.Tensor:
     """0-based rank of one item per row in the order of :func:`stable_topk`, by counting.
 
-    The item in ``column`` of a row, of similarity ``value``, has rank
-    #(s > value) + #(s == value and column' < column); no row is sorted.
+    The item of similarity ``value`` and tie-break key ``key`` has rank
+    #(s > value) + #(s == value and key' < key); no row is sorted.
 
     Args:
         sims: rows x N similarities.
-        value, column: (rows,) the item's similarity and column in each row.
+        value, key: (rows,) the item's similarity and key in each row.
+        keys_of: the keys of every column of some rows (given their row numbers), asked
+            only for rows where other items share the value exactly; default: the columns
+            (ties to the lower column).
 
     Returns:
         (rows,) int64 ranks.
@@ -240,11 +244,12 @@ def rank_of(sims: torch.Tensor, value: torch.Tensor, column: torch.Tensor) -> to
     greater = (sims > value).sum(dim=1, dtype=torch.int32)
     at_least = (sims >= value).sum(dim=1, dtype=torch.int32)
     ranks = greater.long()
-    # Rare: other items share the value exactly; those of lower column come first.
+    # Rare: other items share the value exactly; those of lower key come first.
     tied = (at_least - greater > 1).nonzero().squeeze(1)
     if len(tied):
-        columns = torch.arange(sims.shape[1], device=sims.device)
-        before = (sims[tied] == value[tied]) & (columns < column[tied, None])
+        keys = torch.arange(sims.shape[1], device=sims.device) if keys_of is None \
+            else keys_of(tied)
+        before = (sims[tied] == value[tied]) & (keys < key[tied, None])
         ranks[tied] += before.sum(dim=1)
     return ranks
 
