@@ -141,7 +141,9 @@ def main(argv=None):
     args = parse_args(argv)
     from mmengine.dist import get_rank
 
-    from irtbox.apis import build_runner, check_checkpoint, load_run_config
+    from irtbox.apis import (build_runner, check_checkpoint, load_run_config,
+                             without_pretrained_backbone)
+    from irtbox.models.backbones import PretrainedWeightsUnavailable
     from irtbox.utils.dist import finish_distributed
     cfg = load_run_config(args.config, args.cfg_options, args.work_dir, args.launcher)
     if args.checkpoint is not None:
@@ -149,13 +151,18 @@ def main(argv=None):
             cfg.load_from = check_checkpoint(args.checkpoint)
         except FileNotFoundError as error:
             raise SystemExit(str(error))
+        # The checkpoint holds the backbone's weights: no download, and it works offline.
+        cfg = without_pretrained_backbone(cfg)
     # Testing needs none of the training parts (and a config may leave them half-set).
     for key in ('train_dataloader', 'train_cfg', 'optim_wrapper', 'param_scheduler'):
         cfg[key] = None
     for key in ('test_dataloader', 'test_evaluator'):
         if cfg.get(key) is None:
             raise SystemExit(f'{args.config} has no {key}; tools/test.py needs one.')
-    runner = build_runner(cfg)
+    try:
+        runner = build_runner(cfg)
+    except PretrainedWeightsUnavailable as error:
+        raise SystemExit(f'{args.config}: {error}') from error
     metrics = runner.test()
     if (args.out or args.show_dir) and get_rank() == 0:
         outputs = {}

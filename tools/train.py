@@ -85,8 +85,12 @@ def main(argv=None):
     cfg = build_cfg(args)
     from irtbox.apis import build_runner
     from irtbox.engine import NonFiniteLossError
+    from irtbox.models.backbones import PretrainedWeightsUnavailable
     from irtbox.utils.dist import finish_distributed
-    runner = build_runner(cfg)
+    try:
+        runner = build_runner(cfg)
+    except PretrainedWeightsUnavailable as error:  # one line per rank, not a hub traceback
+        raise SystemExit(f'{args.config}: {error}') from error
     try:
         runner.train()
     except NonFiniteLossError as err:  # a clear stop, not a traceback: the message says it all

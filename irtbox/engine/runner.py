@@ -11,8 +11,15 @@
   unless the config sets ``load_partial = True``.
 - A run starting from iteration 0 in a work dir that holds checkpoints says which it may
   overwrite.
+- Checkpoints are prepared on every rank: a hook with a ``prepare_checkpoint(runner)``
+  method (e.g. the PCA / whitening fits, which run collectives) is called on all ranks
+  before rank 0 writes the file, so a DDP run never waits on rank 0 alone.
+- A checkpoint written after validation (``best_*.pth``) records the iterations (epochs)
+  done, not one more.
 - The ``non_finite_loss`` default hook (:class:`~irtbox.engine.hooks.NonFiniteLossHook`)
-  stops training at the first non-finite loss.
+  stops training at the first non-finite loss; ``sync_norm_stats``
+  (:class:`~irtbox.engine.hooks.SyncNormStatsHook`) keeps BatchNorm statistics equal on
+  every rank.
 
 The tools build it with ``IrtboxRunner.from_cfg(cfg)``; a config may also name it with
 ``runner_type = 'IrtboxRunner'``.
@@ -23,7 +30,7 @@ import os.path as osp
 import re
 from typing import List, Optional, Tuple
 
-from mmengine.dist import master_only
+from mmengine.dist import is_main_process
 from mmengine.logging import MMLogger
 from mmengine.model import is_model_wrapper
 from mmengine.runner import Runner
@@ -131,12 +138,14 @@ class IrtboxRunner(Runner):
         return super().build_logger(*args, **kwargs)
 
     def register_default_hooks(self, hooks=None) -> None:
-        """MMEngine's default hooks plus ``non_finite_loss``; set
-        ``default_hooks.non_finite_loss=None`` to drop it or override its arguments."""
+        """MMEngine's default hooks plus ``non_finite_loss`` and ``sync_norm_stats``; set
+        ``default_hooks.<name>=None`` to drop one, or give its arguments."""
         hooks = dict(hooks or {})
-        entry = hooks.get('non_finite_loss', {})
-        if isinstance(entry, dict):  # e.g. only max_skipped given: the type is ours
-            hooks['non_finite_loss'] = {'type': 'NonFiniteLossHook', **entry}
+        for name, hook_type in (('non_finite_loss', 'NonFiniteLossHook'),
+                                ('sync_norm_stats', 'SyncNormStatsHook')):
+            entry = hooks.get(name, {})
+            if isinstance(entry, dict):  # e.g. only max_skipped given: the type is ours
+                hooks[name] = {'type': hook_type, **entry}
         super().register_default_hooks(hooks)
 
     def load_or_resume(self) -> None:
@@ -202,16 +211,40 @@ class IrtboxRunner(Runner):
         self.logger.info(f'Load checkpoint from {filename}')
         return checkpoint
 
-    @master_only
-    def save_checkpoint(self, out_dir: str, filename: str, *args, **kwargs):
-        """Save as MMEngine does, into a temporary file that is fsynced and then renamed to
-        ``filename``: the name only ever holds a complete checkpoint."""
+    def call_hook(self, fn_name: str, **kwargs) -> None:
+        """MMEngine's, remembering which stage is running (``save_checkpoint`` needs it)."""
+        outer, self._hook_stage = getattr(self, '_hook_stage', None), fn_name
+        try:
+            super().call_hook(fn_name, **kwargs)
+        finally:
+            self._hook_stage = outer
+
+    def save_checkpoint(self, out_dir: str, filename: str, file_client_args=None,
+                        save_optimizer: bool = True, save_param_scheduler: bool = True,
+                        meta: Optional[dict] = None, by_epoch: bool = True, backend_args=None):
+        """Called on every rank: the hooks' ``prepare_checkpoint`` run on all of them, then
+        rank 0 saves as MMEngine does, into a temporary file that is fsynced and then
+        renamed to ``filename``: the name only ever holds a complete checkpoint."""
+        for hook in self.hooks:
+            prepare = getattr(hook, 'prepare_checkpoint', None)
+            if prepare is not None:
+                prepare(self)
+        if not is_main_process():
+            return
+        meta = dict(meta or {})
+        if getattr(self, '_hook_stage', None) not in ('after_train_iter', 'after_train_epoch'):
+            # MMEngine counts the iteration (epoch) in progress as done, which holds inside
+            # after_train_iter (after_train_epoch) only; after validation it is one past.
+            meta.setdefault('epoch', self.epoch)
+            meta.setdefault('iter', self.iter)
+        args = (file_client_args, save_optimizer, save_param_scheduler, meta, by_epoch,
+                backend_args)
         if '://' in out_dir:  # remote storage: its backend's own semantics
-            return super().save_checkpoint(out_dir, filename, *args, **kwargs)
+            return super().save_checkpoint(out_dir, filename, *args)
         temporary = f'.{filename}.tmp-{os.getpid()}'
         temp_path, final_path = osp.join(out_dir, temporary), osp.join(out_dir, filename)
         try:
-            super().save_checkpoint(out_dir, temporary, *args, **kwargs)
+            super().save_checkpoint(out_dir, temporary, *args)
             with open(temp_path, 'rb+') as f:
                 os.fsync(f.fileno())
             os.replace(temp_path, final_path)

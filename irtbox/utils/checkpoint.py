@@ -8,6 +8,7 @@ allow exactly those classes, and route MMEngine's local and http(s) checkpoint
 loaders through the same safe ``torch.load``; downloads go through
 :mod:`irtbox.utils.download` (verified, resumable, cached).
 """
+import hashlib
 import os
 import os.path as osp
 import zipfile
@@ -21,7 +22,7 @@ from mmengine.runner.checkpoint import CheckpointLoader
 __all__ = ['register_safe_globals', 'safe_torch_load', 'checkpoint_problem', 'load_safetensors',
            'download_checkpoint', 'extract_state_dict', 'load_state_dict_file',
            'TRAINING_ONLY_PREFIXES', 'CheckpointMismatchError', 'load_model_weights',
-           'WRAPPER_PREFIXES', 'strip_prefixes']
+           'WRAPPER_PREFIXES', 'strip_prefixes', 'state_digest']
 
 _registered = False
 
@@ -221,3 +222,17 @@ def load_model_weights(model: torch.nn.Module, checkpoint: Union[str, Dict[str, 
         print_log(f'{source}: training-only weights absent or of another shape, not loaded '
                   f'({len(skipped)} keys under {", ".join(TRAINING_ONLY_PREFIXES)}); fine for '
                   'inference, not for resuming training', logger='current')
+
+
+def state_digest(state: Dict[str, torch.Tensor]) -> str:
+    """sha256 of a state dict: every key and the raw bytes of its tensor, in key order.
+
+    Two modules have the same digest exactly when their weights are bit-identical, so a
+    log line with it says which weights a run starts from.
+    """
+    digest = hashlib.sha256()
+    for key in sorted(state):
+        tensor = state[key].detach().cpu().contiguous().reshape(-1)
+        digest.update(f'{key}:{tensor.dtype}:{tuple(state[key].shape)};'.encode())
+        digest.update(tensor.view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()

@@ -1,6 +1,6 @@
 """Hooks that learn a model's fitted projections (PCA, whitening) from descriptors."""
 import torch
-from mmengine.dist import broadcast, get_rank
+from mmengine.dist import broadcast, get_rank, get_world_size
 from mmengine.hooks import Hook
 from mmengine.logging import print_log
 from mmengine.utils import ProgressBar
@@ -23,7 +23,10 @@ class ProjectionFitHook(Hook):
     validation, before testing (or when the loaded checkpoint holds no fitted
     projection), and before a checkpoint is written (the fresh buffers are
     written into it, so saved checkpoints are self-contained). Under DDP each
-    rank extracts part of the set; rank 0 fits and broadcasts.
+    rank extracts part of the set; rank 0 fits and broadcasts, so every fit runs
+    on all ranks together: before a checkpoint, in ``prepare_checkpoint``, which
+    :class:`~irtbox.engine.IrtboxRunner` calls on every rank (``before_save_checkpoint``
+    runs on rank 0 only).
 
     Args:
         dataloader: dataloader config (dataset, sampler, batch_size, ...).
@@ -59,8 +62,19 @@ class ProjectionFitHook(Hook):
         if self.refit_on_test or not self._all_fitted(runner):
             self.fit(runner)
 
-    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+    def prepare_checkpoint(self, runner) -> None:
         if self._stale:
+            self.fit(runner)
+
+    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+        # Still stale only under a runner that does not call prepare_checkpoint (MMEngine's
+        # own): one process can fit here; under DDP the fit would wait on rank 0 alone.
+        if self._stale:
+            if get_world_size() > 1:
+                raise RuntimeError(
+                    f'{type(self).__name__}: the projection must be refitted before this '
+                    'checkpoint on every rank, which needs runner_type=\'IrtboxRunner\' (the '
+                    'default of tools/train.py); this run uses ' f'{type(runner).__name__}.')
             self.fit(runner)
         state = checkpoint['state_dict']
         for name, module in self._modules(runner).items():

@@ -1,4 +1,7 @@
+from .pretrained import PretrainedWeightsUnavailable, create_timm_model
 from .timm_backbone import TimmBackbone
 from .timm_preprocessor import TimmDataPreprocessor, timm_mean_std
 
-__all__ = ['TimmBackbone', 'TimmDataPreprocessor', 'timm_mean_std']
+__all__ = [
+    'PretrainedWeightsUnavailable', 'TimmBackbone', 'TimmDataPreprocessor', 'create_timm_model',
+    'timm_mean_std']

@@ -11,7 +11,8 @@ from torch.utils.checkpoint import checkpoint as grad_checkpoint
 
 from irtbox.registry import MODELS
 from irtbox.structures import ViTFeatures
-from irtbox.utils.checkpoint import load_state_dict_file, strip_prefixes
+from irtbox.utils.checkpoint import load_state_dict_file, state_digest, strip_prefixes
+from .pretrained import create_timm_model
 
 __all__ = ['POS_EMBED_MODES', 'NORM_MODES', 'resize_grid_pos_embed', 'pad_same', 'TimmBackbone']
 
@@ -46,6 +47,14 @@ def pad_same(x: torch.Tensor, patch_size: Tuple[int, int]) -> torch.Tensor:
         total = math.ceil(size / p) * p - size
         pads += [total // 2, total - total // 2]
     return F.pad(x, pads) if any(pads) else x
+
+
+def _pretrained_init(init_cfg) -> Optional[dict]:
+    """The ``type='Pretrained'`` entry of an MMEngine ``init_cfg`` (a dict or a list), if any."""
+    for entry in init_cfg if isinstance(init_cfg, (list, tuple)) else [init_cfg]:
+        if isinstance(entry, dict) and entry.get('type') == 'Pretrained':
+            return entry
+    return None
 
 
 @MODELS.register_module()
@@ -91,9 +100,18 @@ class TimmBackbone(BaseModule):
     descriptor); ``'all'`` to every returned layer (DToP); ``'none'`` to none
     (raw block outputs). ``False`` / ``True`` mean ``'last'`` / ``'all'``.
 
+    Pretrained weights (``pretrained``, ``checkpoint``, or an ``init_cfg`` of type
+    ``'Pretrained'``, one of the three) are in the model as soon as it is built (testing
+    and extraction need no further step), and they survive ``init_weights()``, which
+    MMEngine's runner calls before training: timm's own initialisation and any other
+    ``init_cfg`` run first, then the loaded weights are put back. The runner's log names
+    the weights training starts from (``weights_source``) with their sha256
+    (:func:`~irtbox.utils.checkpoint.state_digest`).
+
     Args:
         model_name: any name ``timm.list_models()`` knows.
-        pretrained: load timm's pretrained weights (needs the hub).
+        pretrained: load timm's pretrained weights (from the hub or its cache; in a
+            distributed job rank 0 downloads, the other ranks read its cache).
         checkpoint: a local path or an http(s) URL of a state dict for the timm
             model (keys may carry a ``state_dict``/``model`` wrapper or a
             ``module.``/``backbone.`` prefix). Loaded with ``weights_only``.
@@ -121,9 +139,12 @@ class TimmBackbone(BaseModule):
                 model_name.split('.')[0] not in timm.list_models(pretrained=False):
             raise ValueError(
                 f'TimmBackbone: unknown timm model_name={model_name!r}; see timm.list_models().')
-        if pretrained and checkpoint:
+        sources = [name for name, given in (
+            ('pretrained=True', pretrained), ('checkpoint=...', checkpoint),
+            ("init_cfg=dict(type='Pretrained', ...)", _pretrained_init(init_cfg))) if given]
+        if len(sources) > 1:
             raise ValueError(
-                'TimmBackbone: give either pretrained=True or checkpoint=..., not both.')
+                f'TimmBackbone: give one source of weights, not {" and ".join(sources)}.')
         if isinstance(norm, bool):
             norm = 'all' if norm else 'last'
         if norm not in NORM_MODES:
@@ -132,8 +153,11 @@ class TimmBackbone(BaseModule):
         if pos_embed not in POS_EMBED_MODES:
             raise ValueError(
                 f'TimmBackbone: pos_embed={pos_embed!r}; expected one of {POS_EMBED_MODES}.')
-        self.model = timm.create_model(
-            model_name, pretrained=pretrained, num_classes=0, **timm_kwargs)
+        self.model = create_timm_model(model_name, pretrained, num_classes=0, **timm_kwargs)
+        self.weights_source = 'random initialisation'
+        if pretrained:
+            tag = self.model.pretrained_cfg.get('hf_hub_id') or model_name
+            self.weights_source = f"timm's pretrained weights {tag}"
         self.model_name = model_name
         self.pos_embed_mode = pos_embed
         self.norm = norm
@@ -198,6 +222,25 @@ class TimmBackbone(BaseModule):
                              f'{self.num_layers} layers.')
         return resolved
 
+    def init_weights(self) -> None:
+        """MMEngine's initialisation (timm's ``init_weights`` of the model and this module's
+        ``init_cfg``), after which the weights loaded at build (``pretrained`` / ``checkpoint``)
+        are put back: training starts from them, not from a re-drawn model."""
+        if self._is_init:
+            return
+        loaded = None
+        if self.weights_source != 'random initialisation':
+            loaded = {k: v.detach().to('cpu', copy=True)
+                      for k, v in self.model.state_dict().items()}
+        super().init_weights()
+        if loaded is not None:
+            self.model.load_state_dict(loaded)
+        elif _pretrained_init(self.init_cfg):
+            source = _pretrained_init(self.init_cfg).get('checkpoint')
+            self.weights_source = f"init_cfg Pretrained {source}"
+        print_log(f'TimmBackbone({self.model_name}): training starts from {self.weights_source} '
+                  f'(sha256 {state_digest(self.model.state_dict())[:16]})', logger='current')
+
     def load_checkpoint(self, checkpoint: str) -> None:
         state = strip_prefixes(load_state_dict_file(checkpoint))
         missing, unexpected = self.model.load_state_dict(state, strict=False)
@@ -209,6 +252,7 @@ class TimmBackbone(BaseModule):
         if missing or unexpected:
             print_log(f'TimmBackbone: loaded {checkpoint} with missing keys {missing} and '
                       f'unexpected keys {unexpected}', logger='current')
+        self.weights_source = f'checkpoint {checkpoint}'
 
     def forward(self, x: torch.Tensor) -> Tuple:
         indices = list(self.out_indices)

@@ -98,6 +98,14 @@ class ImageRetriever(BaseModel):
                 dict(backbone=copy.deepcopy(self.backbone), neck=copy.deepcopy(self.neck)))
             self.momentum_encoder.requires_grad_(False)
 
+    def init_weights(self) -> None:
+        """MMEngine's initialisation of the parts, then the momentum encoder made a copy of
+        the initialised online encoder again, so both start from the same weights."""
+        super().init_weights()
+        if self.momentum_encoder is not None:
+            self.momentum_encoder['backbone'].load_state_dict(self.backbone.state_dict())
+            self.momentum_encoder['neck'].load_state_dict(self.neck.state_dict())
+
     def _gem_power(self) -> Optional[torch.Tensor]:
         """The GeM exponent of the first neck that pools with one (its ``gem_power``)."""
         return next((neck.gem_power for neck in self.neck

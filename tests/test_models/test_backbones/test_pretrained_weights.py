@@ -1,0 +1,180 @@
+"""Pretrained backbone weights survive initialisation, are fetched once per job and fail in
+one clear line."""
+import logging
+
+import pytest
+import torch
+from mmengine.logging import MMLogger
+
+from irtbox.models.backbones import PretrainedWeightsUnavailable, TimmBackbone, create_timm_model
+from irtbox.models.backbones import pretrained as pretrained_module
+from irtbox.registry import MODELS
+from irtbox.utils import state_digest
+
+TINY = dict(img_size=32, patch_size=8, depth=1, embed_dim=32, num_heads=2)
+HUB_NAME = 'deit_tiny_patch16_224.fb_in1k'
+
+
+def constant_checkpoint(path, value=0.25):
+    """A timm state dict of the tiny ViT whose every float tensor is ``value``."""
+    import timm
+    state = timm.create_model('vit_tiny_patch16_224', num_classes=0, **TINY).state_dict()
+    torch.save({k: torch.full_like(v, value) for k, v in state.items()}, path)
+    return str(path)
+
+
+def hub_cache(root, monkeypatch, model_name=HUB_NAME, **kwargs):
+    """A Hugging Face cache under ``root`` holding ``timm/<model_name>``'s model.safetensors
+    (seeded random weights of the model built with ``kwargs``), read offline; returns them."""
+    import timm
+    from huggingface_hub import constants
+    from safetensors.torch import save_file
+    torch.manual_seed(7)
+    state = timm.create_model(model_name, pretrained=False, **kwargs).state_dict()
+    state = {k: torch.randn_like(v) for k, v in state.items()}
+    repo = root / 'hub' / f"models--timm--{model_name}"
+    commit = 'a' * 40
+    (repo / 'refs').mkdir(parents=True)
+    (repo / 'refs' / 'main').write_text(commit)
+    (repo / 'snapshots' / commit).mkdir(parents=True)
+    save_file(state, str(repo / 'snapshots' / commit / 'model.safetensors'))
+    monkeypatch.setattr(constants, 'HF_HUB_CACHE', str(root / 'hub'))
+    monkeypatch.setattr(constants, 'HF_HUB_OFFLINE', True)
+    return state
+
+
+def build_retriever(backbone, momentum=None):
+    return MODELS.build(dict(
+        type='ImageRetriever', backbone=backbone, neck=[dict(type='ClsTokenPool')],
+        momentum=momentum))
+
+
+def test_checkpoint_weights_survive_init_weights(tmp_path):
+    """The issue's reproduction: a backbone checkpoint of all 0.25 is kept by the runner's
+    ``init_weights()`` (timm's own init re-drew every tensor before the fix), and the momentum
+    encoder starts equal to the online encoder."""
+    ckpt = constant_checkpoint(tmp_path / 'bb.pth')
+    model = build_retriever(dict(type='TimmBackbone', model_name='vit_tiny_patch16_224',
+                                 checkpoint=ckpt, **TINY), momentum=0.99)
+    model.init_weights()
+    state = model.backbone.model.state_dict()
+    assert all(bool((v == 0.25).all()) for v in state.values())
+    for (name, online), momentum in zip(model.backbone.state_dict().items(),
+                                        model.momentum_encoder['backbone'].state_dict().values()):
+        assert torch.equal(online, momentum), name
+
+
+def test_random_backbone_is_still_initialised_by_timm():
+    """Without pretrained weights, init_weights keeps doing timm's initialisation."""
+    backbone = TimmBackbone('vit_tiny_patch16_224', **TINY)
+    with torch.no_grad():
+        backbone.model.pos_embed.fill_(3.0)
+    backbone.init_weights()
+    assert not bool((backbone.model.pos_embed == 3.0).all())
+    assert backbone.weights_source == 'random initialisation'
+
+
+def test_hub_weights_survive_init_weights_and_are_logged(tmp_path, monkeypatch):
+    """``pretrained=True`` through timm's real download path (an offline cache): the weights
+    are the cached ones after init_weights, and the log names them with their digest."""
+    expected = hub_cache(tmp_path, monkeypatch, **TINY)
+    backbone = TimmBackbone(HUB_NAME, pretrained=True, **TINY)
+    logger = MMLogger.get_instance('test_pretrained_log', log_level='INFO')
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger.addHandler(handler)
+    backbone.init_weights()
+    logger.removeHandler(handler)
+    state = backbone.model.state_dict()
+    for key, value in expected.items():
+        if key in state:
+            torch.testing.assert_close(state[key], value, rtol=0, atol=0)
+    message = ' '.join(r.getMessage() for r in records)
+    assert f'timm/{HUB_NAME}' in message
+    assert state_digest(state)[:16] in message
+
+
+def test_digest_tells_weights_apart():
+    a = {'w': torch.zeros(3), 'b': torch.ones(2, dtype=torch.bfloat16)}
+    b = {'w': torch.zeros(3), 'b': torch.ones(2, dtype=torch.bfloat16)}
+    assert state_digest(a) == state_digest(b)
+    b['w'][1] = 1e-8
+    assert state_digest(a) != state_digest(b)
+    assert state_digest({'w': torch.zeros(2, 3)}) != state_digest({'w': torch.zeros(3, 2)})
+
+
+def test_missing_download_is_one_line_with_the_ways_out(tmp_path, monkeypatch):
+    from huggingface_hub import constants
+    monkeypatch.setattr(constants, 'HF_HUB_CACHE', str(tmp_path / 'empty'))
+    monkeypatch.setattr(constants, 'HF_HUB_OFFLINE', True)
+    with pytest.raises(PretrainedWeightsUnavailable) as info:
+        TimmBackbone(HUB_NAME, pretrained=True, **TINY)
+    message = str(info.value)
+    assert '\n' not in message
+    for part in (HUB_NAME, str(tmp_path / 'empty'), 'HF_HUB_OFFLINE=1',
+                 'model.backbone.checkpoint=PATH', 'model.backbone.pretrained=False'):
+        assert part in message
+
+
+def test_one_source_of_weights(tmp_path):
+    with pytest.raises(ValueError, match='one source of weights'):
+        TimmBackbone('vit_tiny_patch16_224', pretrained=True,
+                     init_cfg=dict(type='Pretrained', checkpoint='x.pth'), **TINY)
+
+
+class FakeDist:
+    """mmengine.dist as seen by one rank of a 2-process job; rank 0's broadcast is recorded."""
+
+    def __init__(self, rank, message=None):
+        self.rank, self.message, self.sent = rank, message, []
+
+    def get_world_size(self):
+        return 2
+
+    def get_rank(self):
+        return self.rank
+
+    def broadcast_object_list(self, objects, src=0):
+        assert src == 0
+        if self.rank == 0:
+            self.sent.append(list(objects))
+        else:
+            objects[0] = self.message
+
+
+def test_rank_zero_downloads_and_tells_the_others(monkeypatch):
+    from huggingface_hub import constants
+    calls = []
+
+    def create(name, pretrained, **kwargs):
+        calls.append((name, pretrained, constants.HF_HUB_OFFLINE))
+        return torch.nn.Linear(1, 1)
+
+    monkeypatch.setattr(constants, 'HF_HUB_OFFLINE', False)
+    rank0 = FakeDist(0)
+    monkeypatch.setattr(pretrained_module, 'mmdist', rank0)
+    create_timm_model('m', True, create=create)
+    assert calls == [('m', True, False)] and rank0.sent == [[None]]
+    # Rank 1 waits for rank 0's word, then reads the cache offline (and restores the flag).
+    monkeypatch.setattr(pretrained_module, 'mmdist', FakeDist(1, message=None))
+    create_timm_model('m', True, create=create)
+    assert calls[-1] == ('m', True, True) and constants.HF_HUB_OFFLINE is False
+
+
+def test_rank_zero_failure_reaches_every_rank_without_a_download(monkeypatch):
+    def failing(name, pretrained, **kwargs):
+        raise OSError('Name or service not known\nmore lines')
+
+    rank0 = FakeDist(0)
+    monkeypatch.setattr(pretrained_module, 'mmdist', rank0)
+    with pytest.raises(PretrainedWeightsUnavailable, match='Name or service not known') as info:
+        create_timm_model('m', True, create=failing)
+    assert '\n' not in str(info.value) and rank0.sent[0][0] == str(info.value)
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError('rank 1 must not try the hub after rank 0 failed')
+
+    monkeypatch.setattr(pretrained_module, 'mmdist', FakeDist(1, message='rank 0 said no'))
+    with pytest.raises(PretrainedWeightsUnavailable, match=r'\(rank 0\) rank 0 said no'):
+        create_timm_model('m', True, create=must_not_run)
