@@ -18,6 +18,9 @@ Examples (after the quick start):
 CKPT may be "none": the config's own weights (e.g. timm's pretrained ones for IRT_O).
 --index takes a faiss factory string: Flat (exact, the default), IVF<n>,Flat, IVF<n>,PQ<m>,
 HNSW32; for an approximate index the recall@10 against exact search is printed at build time.
+With --device cuda and faiss-gpu the index is searched on the current GPU (an index type
+faiss has no GPU version of, such as HNSW32, stays on the CPU with a warning); there
+query --k is at most 2048, faiss-gpu's limit (--device cpu for more).
 The index folder holds the faiss index, the embeddings, the image list, the config and the
 model's identity: querying it with another model is refused.
 """
@@ -55,7 +58,8 @@ def parse_args(argv=None):
     query = commands.add_parser('query', help='search an index with query images')
     query.add_argument('index_dir', help='a folder written by build')
     query.add_argument('images', nargs='+', help='query image files')
-    query.add_argument('--k', type=int, default=10, help='results per query (default 10)')
+    query.add_argument('--k', type=int, default=10,
+                       help='results per query (default 10; at most 2048 on a GPU)')
     query.add_argument('--out', help='results.json or results.html')
     query.add_argument('--checkpoint', help='where the build checkpoint is now, if it moved')
     query.add_argument('--device', default=None,

@@ -1,12 +1,11 @@
 """faiss indexes for inner-product (cosine) search: built from a factory string, trained when
-the index type needs it, moved to a GPU when there is one."""
-from typing import Optional
-
+the index type needs it. Moving them to a GPU and back, and setting their search
+parameters, is ``irtbox.evaluation.functional.search``'s (one implementation for both)."""
 import numpy as np
 
 from irtbox.evaluation.functional.search import import_faiss
 
-__all__ = ['min_training_vectors', 'build_index', 'train_index', 'to_gpu', 'to_cpu']
+__all__ = ['min_training_vectors', 'build_index', 'train_index', 'has_ivf']
 
 
 def min_training_vectors(factory: str) -> int:
@@ -47,20 +46,6 @@ def train_index(index, vectors: np.ndarray, factory: str) -> None:
     index.train(np.ascontiguousarray(vectors, dtype=np.float32))
 
 
-def to_gpu(index, device: Optional[str]):
-    """``index`` on the GPU when ``device`` is a CUDA device and faiss has GPU support."""
-    if device is None or not str(device).startswith('cuda'):
-        return index
-    faiss = import_faiss()
-    if not hasattr(faiss, 'StandardGpuResources') or faiss.get_num_gpus() == 0:
-        return index
-    gpu_id = int(str(device).split(':')[1]) if ':' in str(device) else 0
-    return faiss.index_cpu_to_gpu(faiss.StandardGpuResources(), gpu_id, index)
-
-
-def to_cpu(index):
-    """A CPU copy of ``index`` (what faiss can write to a file)."""
-    faiss = import_faiss()
-    if hasattr(faiss, 'index_gpu_to_cpu') and 'Gpu' in type(index).__name__:
-        return faiss.index_gpu_to_cpu(index)
-    return index
+def has_ivf(index) -> bool:
+    """Whether the CPU index ``index`` is (or wraps) an IVF index, which has an nprobe."""
+    return import_faiss().try_extract_index_ivf(index) is not None

@@ -14,8 +14,9 @@ from mmengine.logging import print_log
 
 from irtbox.apis.identity import identity_differences, model_identity
 from irtbox.evaluation.functional.knn import knn
-from irtbox.evaluation.functional.search import import_faiss
-from .index import build_index, to_cpu, to_gpu, train_index
+from irtbox.evaluation.functional.search import (FAISS_GPU_MAX_K, import_faiss, on_gpu,
+                                                 set_search_parameter, to_cpu, to_gpu)
+from .index import build_index, has_ivf, train_index
 
 __all__ = ['IndexMismatchError', 'SearchHit', 'ImageSearcher', 'load_index_model']
 
@@ -24,6 +25,8 @@ MANIFEST = 'manifest.json'
 _DATA_FILE = re.compile(r'^(index-\w+\.faiss|embeddings-\w+\.npy|config-\w+\.py|'
                         r'\.manifest\.json\.\w+\.tmp)$')
 FORMAT_VERSION = 1
+# IVF lists visited per query when nprobe is not given (faiss's default is 1).
+DEFAULT_NPROBE = 16
 
 
 class IndexMismatchError(ValueError):
@@ -48,6 +51,14 @@ def _l2_normalize(x: np.ndarray) -> np.ndarray:
     return (x / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
+def _as_float32(items) -> np.ndarray:
+    """An array of embeddings given as a NumPy array or a torch tensor (on any device,
+    with autograd, of any float dtype), as float32 NumPy."""
+    if isinstance(items, torch.Tensor):
+        return items.detach().float().cpu().numpy()
+    return np.asarray(items, dtype=np.float32)
+
+
 def _is_embedding_batch(items) -> bool:
     if isinstance(items, torch.Tensor):
         return items.is_floating_point() and items.dim() in (1, 2)
@@ -66,17 +77,22 @@ class ImageSearcher:
         model: a retriever from ``init_model`` / ``get_model``; needed to add or search
             images (embeddings work without one).
         index: the faiss factory string.
-        device: ``'cuda'`` puts the index on the GPU when faiss has GPU support.
+        device: ``'cuda'`` (the current CUDA device) or ``'cuda:N'`` puts the index on
+            the GPU when faiss has GPU support; index types faiss has no GPU version of
+            (HNSW, plain PQ) stay on the CPU with a warning.
         batch_size, num_workers: for embedding images.
-        nprobe: IVF lists visited per query (faiss's default is 1).
+        nprobe: IVF lists visited per query (default 16 for an IVF index); an index
+            without lists refuses one.
+        gpu_temp_memory: bytes of scratch memory faiss reserves on the GPU (default:
+            faiss's own).
     """
 
     def __init__(self, model: Optional[torch.nn.Module] = None, index: str = 'Flat',
                  device: Optional[str] = None, batch_size: int = 32, num_workers: int = 0,
-                 nprobe: int = 16):
+                 nprobe: Optional[int] = None, gpu_temp_memory: Optional[int] = None):
         self.model = model
         self.factory = index
-        self.device = device
+        self.device, self.gpu_temp_memory = device, gpu_temp_memory
         self.batch_size, self.num_workers, self.nprobe = batch_size, num_workers, nprobe
         self.identity = model_identity(model) if model is not None else None
         self.ids: List[str] = []
@@ -108,7 +124,7 @@ class ImageSearcher:
         """Add images (a folder, paths, RGB arrays) or an N x D embedding array; returns the
         number added. Ids must be unique (for images: their paths)."""
         if _is_embedding_batch(items):
-            embeddings = np.atleast_2d(np.asarray(items, dtype=np.float32))
+            embeddings = np.atleast_2d(_as_float32(items))
             if ids is None:
                 ids = [str(i) for i in range(len(self.ids), len(self.ids) + len(embeddings))]
         else:
@@ -132,29 +148,30 @@ class ImageSearcher:
                              f'{repeated[:5]} ({len(repeated)} in all)')
         embeddings = _l2_normalize(embeddings)
         if self.index is None:
-            self.index = build_index(self.factory, embeddings.shape[1])
-            train_index(self.index, embeddings, self.factory)
-            self.index = to_gpu(self.index, self.device)
-            self._set_nprobe()
+            index = build_index(self.factory, embeddings.shape[1])
+            train_index(index, embeddings, self.factory)
+            self.index = self._placed(index)
         self.index.add(embeddings)
         self.embeddings = embeddings if not len(self.ids) else np.concatenate(
             [self.embeddings, embeddings])
         self.ids += ids
         return len(ids)
 
-    def _set_nprobe(self) -> None:
-        faiss = import_faiss()
-        try:
-            faiss.ParameterSpace().set_index_parameter(self.index, 'nprobe', self.nprobe)
-        except RuntimeError:  # not an IVF index
-            pass
+    def _placed(self, index):
+        """The CPU index ``index`` with the searcher's nprobe, on the searcher's device.
+        nprobe is set on the CPU, where a wrong one gets a clear error; the move to the GPU
+        carries it over."""
+        nprobe = DEFAULT_NPROBE if self.nprobe is None and has_ivf(index) else self.nprobe
+        if nprobe is not None:
+            set_search_parameter(index, 'nprobe', nprobe)
+        return to_gpu(index, self.device, self.gpu_temp_memory, self.factory)
 
     # Searching.
 
     def _query_embeddings(self, queries) -> Tuple[np.ndarray, bool]:
         """(nq x D normalised embeddings, whether a single query was given)."""
         if _is_embedding_batch(queries):
-            array = np.asarray(queries, dtype=np.float32)
+            array = _as_float32(queries)
             return _l2_normalize(np.atleast_2d(array)), array.ndim == 1
         single = isinstance(queries, str) or (isinstance(queries, np.ndarray) and
                                               queries.ndim == 3)
@@ -170,7 +187,11 @@ class ImageSearcher:
     def search(self, queries, k: int = 10) -> Union[List[SearchHit], List[List[SearchHit]]]:
         """The ``k`` best items for each query: an image path or RGB array, a D-vector, or a
         list / N x D array of them. One query gives one list of hits; several, a list of
-        lists, best first."""
+        lists, best first.
+
+        An index on the GPU returns at most 2048 hits per query (faiss-gpu's limit): a
+        larger ``k`` is a ``ValueError`` that says so, rather than a silent move of the
+        whole index to the CPU; search on the CPU (``device='cpu'``) for more."""
         if not len(self.ids):
             raise ValueError('ImageSearcher.search: the index is empty; add images first')
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
@@ -179,7 +200,7 @@ class ImageSearcher:
         if embeddings.shape[1] != self.dim:
             raise ValueError(f'ImageSearcher.search: {embeddings.shape[1]}-d queries, the index '
                              f'holds {self.dim}-d embeddings')
-        scores, positions = self.index.search(embeddings, int(min(k, len(self.ids))))
+        scores, positions = self._index_search(embeddings, int(min(k, len(self.ids))))
         hits = [[SearchHit(rank=r + 1, id=self.ids[p], score=float(s), position=int(p))
                  for r, (s, p) in enumerate((s, p) for s, p in zip(row_s, row_p) if p >= 0)]
                 for row_s, row_p in zip(scores, positions)]
@@ -195,8 +216,18 @@ class ImageSearcher:
         sample = rng.choice(len(self.ids), size=min(num_queries, len(self.ids)), replace=False)
         queries = self.embeddings[np.sort(sample)]
         _, exact = knn(queries, self.embeddings, k, backend='faiss', normalize=False)
-        _, approx = self.index.search(queries, k)
+        _, approx = self._index_search(queries, k)
         return float(np.mean([len(set(a) & set(e)) / k for a, e in zip(approx, exact)]))
+
+    def _index_search(self, queries: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:
+        """The index's (scores, positions) of the top ``k``, refused past faiss-gpu's limit
+        on ``k`` (where faiss would fail deep inside)."""
+        if k > FAISS_GPU_MAX_K and on_gpu(self.index):
+            raise ValueError(f'ImageSearcher.search: faiss on the GPU returns at most '
+                             f'{FAISS_GPU_MAX_K} hits per query, got k={k}; ask for fewer or '
+                             "load the index on the CPU (device='cpu'; tools/search.py: "
+                             '--device cpu).')
+        return self.index.search(queries, k)
 
     # Saving and loading.
 
@@ -238,11 +269,11 @@ class ImageSearcher:
              device: Optional[str] = None, **kwargs) -> 'ImageSearcher':
         """The searcher saved in ``directory``. With ``model``, the model must be the one
         that built the index (same weights, preprocessing, embedding size); otherwise an
-        :class:`IndexMismatchError` names what differs."""
+        :class:`IndexMismatchError` names what differs. ``kwargs`` go to the constructor
+        (e.g. ``nprobe``, by default the one saved; ``gpu_temp_memory``)."""
         faiss = import_faiss()
         manifest = _read_manifest(directory)
-        searcher = cls(model=None, index=manifest['factory'], device=device,
-                       nprobe=manifest.get('nprobe', 16), **kwargs)
+        searcher = cls(model=None, index=manifest['factory'], device=device, **kwargs)
         searcher.identity = manifest.get('identity')
         if model is not None:
             current = model_identity(model)
@@ -258,7 +289,12 @@ class ImageSearcher:
                                          f'the model makes {current["embedding_dim"]}-d ones')
             searcher.model, searcher.identity = model, current
         files = manifest['files']
-        searcher.index = to_gpu(faiss.read_index(osp.join(directory, files['index'])), device)
+        index = faiss.read_index(osp.join(directory, files['index']))
+        # The recorded nprobe unless one is given; an IVF index's only, since manifests
+        # written while nprobe defaulted to 16 record it for every index type.
+        if searcher.nprobe is None and has_ivf(index):
+            searcher.nprobe = manifest.get('nprobe')
+        searcher.index = searcher._placed(index)
         searcher.embeddings = np.load(osp.join(directory, files['embeddings']))
         searcher.ids = list(manifest['ids'])
         if len(searcher.ids) != searcher.index.ntotal or len(searcher.ids) != len(
@@ -266,7 +302,6 @@ class ImageSearcher:
             raise ValueError(f'index {directory} is inconsistent: {len(searcher.ids)} ids, '
                              f'{searcher.index.ntotal} indexed vectors, '
                              f'{len(searcher.embeddings)} embeddings')
-        searcher._set_nprobe()
         print_log(f'loaded index {directory}: {len(searcher)} items, {manifest["factory"]}',
                   logger='current')
         return searcher

@@ -12,6 +12,10 @@ conventions are decided once:
   (its similarity is set to -inf), which exact duplicates cannot break.
 
 Results are yielded chunk by chunk, so a caller consumes and drops them.
+
+The faiss helpers at the end of the module (placing an index on the GPU and back, setting
+its search parameters) are the one implementation of that for irtbox: this module's faiss
+search and ``irtbox.search``'s indexes both use them.
 """
 import warnings
 from typing import Callable, Iterator, Optional, Tuple, Union
@@ -24,7 +28,9 @@ from .checks import ArrayLike, as_float_matrix, check_finite
 
 __all__ = [
     'prepare_pair', 'auto_chunk_size', 'similarity_blocks', 'topk_blocks', 'stable_topk',
-    'stable_order', 'rank_of', 'stable_ranks', 'approximate_topk_blocks', 'import_faiss'
+    'stable_order', 'rank_of', 'stable_ranks', 'approximate_topk_blocks', 'import_faiss',
+    'FAISS_GPU_MAX_K', 'faiss_has_gpu', 'gpu_device_id', 'float16_lookup_tables', 'to_gpu',
+    'on_gpu', 'to_cpu', 'set_search_parameter'
 ]
 
 Device = Optional[Union[str, torch.device]]
@@ -33,8 +39,12 @@ Device = Optional[Union[str, torch.device]]
 # memory of a search is then flat in the number of queries and small at any gallery size.
 _BLOCK_BYTES = 128 << 20
 _MAX_AUTO_CHUNK = 4096
-# faiss-gpu selects at most this many neighbours per query.
-_FAISS_GPU_MAX_K = 2048
+# faiss-gpu selects at most this many neighbours per query, and probes at most this many
+# IVF lists.
+FAISS_GPU_MAX_K = 2048
+# IVF-PQ codes of this many bytes or more make float32 lookup tables larger than a GPU's
+# shared memory; faiss-gpu then needs them in float16.
+_FLOAT16_PQ_BYTES = 56
 
 
 def import_faiss():
@@ -331,7 +341,7 @@ def approximate_topk_blocks(query: torch.Tensor,
     built.add(gallery_np)
     for name, value in (('nprobe', nprobe), ('efSearch', ef_search)):
         if value is not None:
-            faiss.ParameterSpace().set_index_parameter(built, name, int(value))
+            set_search_parameter(built, name, value)
     query_np = query.cpu().numpy()
     k_search = min(k + int(exclude_self), gallery_np.shape[0])
     for start in range(0, query_np.shape[0], chunk_size):
@@ -357,15 +367,14 @@ def _faiss_topk_blocks(query, gallery, k, chunk_size, device, exclude_self):
     index = faiss.IndexFlatIP(gallery_np.shape[1])
     device = torch.device(device) if device is not None else torch.device('cpu')
     if device.type == 'cuda':
-        if not hasattr(faiss, 'StandardGpuResources') or faiss.get_num_gpus() == 0:
+        if not faiss_has_gpu():
             warnings.warn('search: faiss has no GPU support here (install faiss-gpu-cu12); '
                           'searching on the CPU.')
-        elif k_search > _FAISS_GPU_MAX_K:
-            warnings.warn(f'search: faiss-gpu returns at most {_FAISS_GPU_MAX_K} neighbours, '
+        elif k_search > FAISS_GPU_MAX_K:
+            warnings.warn(f'search: faiss-gpu returns at most {FAISS_GPU_MAX_K} neighbours, '
                           f'{k_search} are needed; searching on the CPU.')
         else:
-            resources = faiss.StandardGpuResources()
-            index = faiss.index_cpu_to_gpu(resources, device.index or 0, index)
+            index = to_gpu(index, device)
     index.add(gallery_np)
     gallery_t = torch.from_numpy(gallery_np)
     for start in range(0, query_np.shape[0], chunk_size):
@@ -395,3 +404,110 @@ def _faiss_topk_blocks(query, gallery, k, chunk_size, device, exclude_self):
         if len(tied):
             d[tied], i[tied] = stable_order(d[tied], i[tied])
         yield start, d, i
+
+
+def faiss_has_gpu() -> bool:
+    """Whether faiss was built with GPU support and sees a GPU."""
+    faiss = import_faiss()
+    return hasattr(faiss, 'StandardGpuResources') and faiss.get_num_gpus() > 0
+
+
+def gpu_device_id(device: Device) -> int:
+    """The number of CUDA ``device``; for a bare ``'cuda'`` the process's current device
+    (under a distributed launcher, the local rank's), not GPU 0."""
+    device = torch.device(device)
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+def float16_lookup_tables(index) -> bool:
+    """Whether faiss-gpu needs float16 lookup tables for the CPU index ``index``: an IVF-PQ
+    index with codes of 56 bytes or more, whose float32 tables exceed a GPU's shared memory
+    (faiss refuses to move it otherwise)."""
+    faiss = import_faiss()
+    ivf = faiss.try_extract_index_ivf(index)
+    if ivf is None:
+        return False
+    ivf = faiss.downcast_index(ivf)
+    return isinstance(ivf, faiss.IndexIVFPQ) and ivf.pq.code_size >= _FLOAT16_PQ_BYTES
+
+
+def to_gpu(index, device: Device, temp_memory: Optional[int] = None,
+           name: Optional[str] = None):
+    """The CPU index ``index`` on ``device`` when that is a CUDA device and faiss has GPU
+    support; otherwise ``index`` itself.
+
+    Search parameters already set (``nprobe``) move with it. An index faiss cannot put on a
+    GPU (HNSW and plain PQ have no GPU version; an nprobe above :data:`FAISS_GPU_MAX_K`)
+    stays on the CPU, with a warning that says why.
+
+    Args:
+        index: a CPU faiss index.
+        device: e.g. ``'cuda'`` (the current CUDA device), ``'cuda:1'``, ``'cpu'``.
+        temp_memory: bytes of scratch memory faiss reserves on the GPU (``None``: faiss's
+            default).
+        name: what the warning calls the index, e.g. its factory string (default: its
+            class).
+    """
+    if device is None or torch.device(device).type != 'cuda' or not faiss_has_gpu():
+        return index
+    faiss = import_faiss()
+    resources = faiss.StandardGpuResources()
+    if temp_memory is not None:
+        resources.setTempMemory(int(temp_memory))
+    options = faiss.GpuClonerOptions()
+    options.useFloat16 = float16_lookup_tables(index)
+    try:
+        return faiss.index_cpu_to_gpu(resources, gpu_device_id(device), index, options)
+    except RuntimeError as err:
+        name = name or type(faiss.downcast_index(index)).__name__
+        warnings.warn(f'faiss cannot put index {name} on the GPU ({err}); it stays on the '
+                      'CPU.')
+        return index
+
+
+def on_gpu(index) -> bool:
+    """Whether any part of ``index`` is on a GPU: the index itself, or one inside a wrapper
+    (``IndexPreTransform``, ``IndexIDMap``, ``IndexRefine``), which keeps its CPU class."""
+    faiss = import_faiss()
+    if not hasattr(faiss, 'GpuIndex'):
+        return False
+    index = faiss.downcast_index(index)
+    if isinstance(index, faiss.GpuIndex):
+        return True
+    inner = (getattr(index, name, None) for name in ('index', 'base_index', 'refine_index'))
+    return any(on_gpu(part) for part in inner if part is not None)
+
+
+def to_cpu(index):
+    """``index`` on the CPU (what faiss can write to a file): a CPU copy of an index with
+    any part on a GPU, a CPU index itself."""
+    return import_faiss().index_gpu_to_cpu(index) if on_gpu(index) else index
+
+
+def set_search_parameter(index, name: str, value: int) -> None:
+    """Set the search parameter ``name`` (``'nprobe'``, ``'efSearch'``) of ``index``, on the
+    CPU or a GPU, through wrappers such as ``IndexPreTransform``.
+
+    faiss's ``ParameterSpace`` does not reach GPU IVF indexes; ``GpuParameterSpace`` (in a
+    faiss with GPU support) does, and sets everything else as ``ParameterSpace`` does.
+
+    Raises:
+        ValueError: ``value`` is not a positive integer; ``index`` has no such parameter
+            (e.g. nprobe of a Flat or HNSW index); an nprobe above what faiss-gpu probes on
+            a GPU index.
+    """
+    faiss = import_faiss()
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f'faiss search parameter {name} must be a positive integer, got '
+                         f'{value!r}.')
+    if name == 'nprobe' and value > FAISS_GPU_MAX_K and on_gpu(index):
+        raise ValueError(f'faiss-gpu probes at most {FAISS_GPU_MAX_K} IVF lists, got '
+                         f'nprobe={value}; use a smaller nprobe or search on the CPU.')
+    space = faiss.GpuParameterSpace() if hasattr(faiss, 'GpuParameterSpace') else \
+        faiss.ParameterSpace()
+    try:
+        space.set_index_parameter(index, name, int(value))
+    except RuntimeError as err:
+        raise ValueError(f'faiss index {type(faiss.downcast_index(index)).__name__} has no '
+                         f'search parameter {name}={value} (nprobe is one of IVF indexes, '
+                         'efSearch of HNSW ones).') from err
