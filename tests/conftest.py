@@ -2,8 +2,23 @@
 import os.path as osp
 
 import pytest
+import torch
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+
+
+def pytest_configure(config):
+    config.addinivalue_line('markers', 'gpu: needs a CUDA device (skipped without one)')
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip the tests marked ``gpu`` on a machine without CUDA."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason='needs a CUDA device')
+    for item in items:
+        if item.get_closest_marker('gpu') is not None:
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope='session')

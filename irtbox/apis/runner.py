@@ -3,6 +3,7 @@ launcher set, a checkpoint argument checked, and the runner the config asks for.
 import os.path as osp
 from typing import Optional
 
+import torch
 from mmengine.config import Config
 
 from irtbox.registry import RUNNERS
@@ -12,13 +13,16 @@ __all__ = ['DEFAULT_RUNNER', 'build_runner', 'check_checkpoint', 'load_run_confi
 
 #: The runner built when a config sets no ``runner_type``.
 DEFAULT_RUNNER = 'IrtboxRunner'
+_LOADER_KEYS = ('train_dataloader', 'val_dataloader', 'test_dataloader')
 
 
 def load_run_config(path: str, cfg_options: Optional[dict] = None,
                     work_dir: Optional[str] = None, launcher: str = 'none') -> Config:
     """The config at ``path`` with ``cfg_options`` merged (:func:`load_config`), ``launcher``
     set, and ``work_dir``: the one given, else the config's, else
-    ``./work_dirs/<config name>``. With a launcher and no CUDA, the gloo backend."""
+    ``./work_dirs/<config name>``. With a launcher and no CUDA, the gloo backend. With
+    CUDA, pinned memory and persistent workers for the dataloaders that do not say
+    (:func:`_default_loader_options`)."""
     from irtbox.utils.dist import adapt_cfg_to_device
     cfg = load_config(path, cfg_options)
     cfg.launcher = launcher
@@ -28,7 +32,36 @@ def load_run_config(path: str, cfg_options: Optional[dict] = None,
         cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(path))[0])
     if launcher != 'none':
         adapt_cfg_to_device(cfg)
+    if torch.cuda.is_available():
+        _default_loader_options(cfg)
     return cfg
+
+
+def _default_loader_options(cfg: Config) -> None:
+    """Set ``pin_memory=True``, and ``persistent_workers=True`` where ``num_workers > 0``, in
+    the config's train / val / test dataloaders (a dict or a list of them) that do not set
+    them: batches then reach the GPU by asynchronous copies from page-locked memory, and
+    the workers are not started again for each epoch and each validation. What a config
+    sets stays. A train dataloader with a ``TupleMiningHook`` keeps non-persistent
+    workers: they must be started again to see each epoch's new tuples."""
+    for key in _LOADER_KEYS:
+        persistent = not (key == 'train_dataloader' and _mines_tuples(cfg))
+        loaders = cfg.get(key)
+        for loader in loaders if isinstance(loaders, (list, tuple)) else [loaders]:
+            if not isinstance(loader, dict):
+                continue  # None: the config has no such loop
+            loader.setdefault('pin_memory', True)
+            if persistent and loader.get('num_workers', 0) > 0:
+                loader.setdefault('persistent_workers', True)
+
+
+def _mines_tuples(cfg: Config) -> bool:
+    """Whether ``cfg.custom_hooks`` holds a ``TupleMiningHook`` (by name or class)."""
+    for hook in cfg.get('custom_hooks') or []:
+        kind = hook.get('type') if isinstance(hook, dict) else None
+        if getattr(kind, '__name__', str(kind)).split('.')[-1] == 'TupleMiningHook':
+            return True
+    return False
 
 
 def check_checkpoint(path: str) -> str:
@@ -41,7 +74,9 @@ def check_checkpoint(path: str) -> str:
 def build_runner(cfg: Config):
     """The runner of ``cfg``: the registered runner named by ``cfg.runner_type`` (default
     ``IrtboxRunner``) built with its ``from_cfg``, after the distributed set-up of
-    ``cfg.launcher`` and the checkpoint classes ``torch.load`` may unpickle."""
+    ``cfg.launcher`` (with ``cfg.env_cfg.dist_cfg``: backend, timeout in seconds, ...; see
+    :func:`~irtbox.utils.dist.init_distributed`) and the checkpoint classes ``torch.load``
+    may unpickle."""
     import irtbox.engine  # noqa: F401  (registers IrtboxRunner)
     from irtbox.utils import register_safe_globals
     from irtbox.utils.dist import init_distributed
@@ -52,5 +87,10 @@ def build_runner(cfg: Config):
                           f"(irtbox's: {sorted(RUNNERS.module_dict)}; or MMEngine's 'Runner')")
     register_safe_globals()
     if cfg.get('launcher', 'none') != 'none':
-        init_distributed(cfg.launcher)
+        init_distributed(cfg.launcher, **_dist_cfg(cfg))
     return runner_cls.from_cfg(cfg)
+
+
+def _dist_cfg(cfg: Config) -> dict:
+    """``cfg.env_cfg.dist_cfg`` as a plain dict (empty when not set)."""
+    return dict((cfg.get('env_cfg') or {}).get('dist_cfg') or {})

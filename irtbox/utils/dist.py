@@ -7,13 +7,14 @@ tools call :func:`init_distributed` before building the runner and
 """
 import ctypes
 import ctypes.util
+import datetime
 import inspect
 import logging
 import os
 import signal
 import subprocess
 import sys
-from typing import List
+from typing import List, Union
 
 import torch
 import torch.distributed as dist
@@ -25,16 +26,30 @@ __all__ = ['init_distributed', 'exit_with_parent', 'finish_distributed', 'adapt_
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 
-def init_distributed(launcher: str, backend: str = None, port: int = None) -> None:
+def init_distributed(launcher: str, backend: str = None, port: int = None,
+                     timeout: Union[int, float, datetime.timedelta, None] = None,
+                     **kwargs) -> None:
     """Initialise ``torch.distributed`` for ``launcher`` in {'pytorch', 'slurm'}.
 
     ``pytorch``: the environment set by ``torchrun`` (RANK, WORLD_SIZE, LOCAL_RANK,
     MASTER_ADDR, MASTER_PORT). ``slurm``: SLURM_PROCID / SLURM_NTASKS /
     SLURM_LOCALID, the first host of SLURM_NODELIST as master, ``port`` (or
-    MASTER_PORT, default 29500). Backend: nccl with CUDA, gloo without.
+    MASTER_PORT, default 29500; ``dist_cfg.port`` too, as for MMEngine).
+
+    The other arguments are a config's ``env_cfg.dist_cfg``, read as MMEngine's
+    ``init_dist`` reads it (``build_runner`` passes it; the runner's own ``init_dist``
+    then finds the group started and is skipped):
+
+    - ``backend``: nccl with CUDA, gloo without, when not given;
+    - ``timeout``: how long a collective waits for the other ranks, in seconds (or a
+      ``datetime.timedelta``); the backend's default when not given;
+    - ``**kwargs``: any other ``torch.distributed.init_process_group`` argument
+      (e.g. ``pg_options``), passed on unchanged.
     """
     if dist.is_available() and dist.is_initialized():
         return
+    if timeout is not None:
+        kwargs['timeout'] = _as_timedelta(timeout)
     if launcher == 'slurm':
         _slurm_env(port)
     elif launcher == 'pytorch':
@@ -49,7 +64,18 @@ def init_distributed(launcher: str, backend: str = None, port: int = None) -> No
     backend = backend or ('nccl' if cuda else 'gloo')
     if cuda:
         torch.cuda.set_device(int(os.environ.get('LOCAL_RANK', 0)) % torch.cuda.device_count())
-    dist.init_process_group(backend=backend)
+    dist.init_process_group(backend=backend, **kwargs)
+
+
+def _as_timedelta(timeout) -> datetime.timedelta:
+    """``dist_cfg.timeout`` (seconds, as MMEngine's ``init_dist`` takes it, or a timedelta)
+    as the timedelta ``init_process_group`` needs."""
+    if isinstance(timeout, datetime.timedelta):
+        return timeout
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise ValueError(f'env_cfg.dist_cfg.timeout must be a positive number of seconds, got '
+                        f'{timeout!r}; e.g. dist_cfg=dict(timeout=1800)')
+    return datetime.timedelta(seconds=timeout)
 
 
 def exit_with_parent(sig: int = signal.SIGTERM) -> None:

@@ -2,11 +2,13 @@
 import os.path as osp
 
 import pytest
+import torch
 from mmengine.config import Config
 
 from irtbox.apis import DEFAULT_RUNNER, build_runner, check_checkpoint, load_run_config
 from irtbox.engine import IrtboxRunner
 from irtbox.registry import RUNNERS
+from irtbox.utils import dist as dist_module
 from irtbox.utils.config import ConfigError
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -63,3 +65,53 @@ def test_unknown_runner_type_names_the_config(built, tmp_path):
     with pytest.raises(ConfigError, match="my_config.py: runner_type 'NoSuchRunner' is not"):
         build_runner(Config.fromfile(str(path)))
     assert built == []
+
+
+def test_launcher_gets_the_configs_dist_cfg(built, monkeypatch):
+    started = []
+    monkeypatch.setattr(dist_module, 'init_distributed',
+                        lambda launcher, **kwargs: started.append((launcher, kwargs)))
+    build_runner(Config(dict(launcher='pytorch', env_cfg=dict(
+        dist_cfg=dict(backend='gloo', timeout=7200)))))
+    build_runner(Config(dict(launcher='slurm')))
+    assert started == [('pytorch', dict(backend='gloo', timeout=7200)), ('slurm', {})]
+
+
+LOADERS = '''
+train_dataloader = dict(batch_size=2, num_workers=2)
+val_dataloader = dict(batch_size=2, num_workers=2, pin_memory=False, persistent_workers=False)
+test_dataloader = [dict(batch_size=2), dict(batch_size=2, num_workers=1)]
+'''
+
+
+@pytest.mark.parametrize('cuda', [True, False])
+def test_loaders_pin_memory_and_keep_workers_with_cuda(tmp_path, monkeypatch, cuda):
+    path = tmp_path / 'loaders.py'
+    path.write_text(LOADERS)
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: cuda)
+    cfg = load_run_config(str(path))
+    # Without CUDA nothing is added (pinning needs a GPU).
+    pinned = dict(pin_memory=True) if cuda else {}
+    persistent = dict(persistent_workers=True) if cuda else {}
+    assert cfg.train_dataloader == dict(batch_size=2, num_workers=2, **pinned, **persistent)
+    # What the config sets stays.
+    assert cfg.val_dataloader == dict(batch_size=2, num_workers=2, pin_memory=False,
+                                      persistent_workers=False)
+    assert cfg.test_dataloader == [dict(batch_size=2, **pinned),  # no workers to keep
+                                   dict(batch_size=2, num_workers=1, **pinned, **persistent)]
+
+
+def test_tuple_mining_keeps_fresh_train_workers(tmp_path, monkeypatch):
+    path = tmp_path / 'tuples.py'
+    path.write_text(LOADERS + "custom_hooks = [dict(type='TupleMiningHook')]\n")
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
+    cfg = load_run_config(str(path))
+    assert cfg.train_dataloader == dict(batch_size=2, num_workers=2, pin_memory=True)
+    assert cfg.test_dataloader[1].persistent_workers
+
+
+@pytest.mark.gpu
+def test_loaders_pin_memory_on_this_gpu():
+    cfg = load_run_config(CONFIG)
+    assert all(cfg[key].pin_memory for key in ('train_dataloader', 'val_dataloader',
+                                               'test_dataloader'))

@@ -1,4 +1,6 @@
-"""Cross-rank gathering (irtbox.utils.dist) on two forked gloo CPU processes."""
+"""irtbox.utils.dist: the process group's set-up, and cross-rank gathering on two forked
+gloo CPU processes."""
+import datetime
 import os
 
 import pytest
@@ -6,7 +8,8 @@ import torch
 import torch.distributed as torch_dist
 import torch.multiprocessing as mp
 
-from irtbox.utils.dist import all_gather_cat, gather_round_robin
+from irtbox.utils import dist as dist_module
+from irtbox.utils.dist import all_gather_cat, gather_round_robin, init_distributed
 
 
 def _worker(rank, world_size, init_file, out_dir):
@@ -46,3 +49,38 @@ def test_one_process_is_the_identity(n):
     x = torch.randn(5, 2)
     assert torch.equal(gather_round_robin(x, n), x[:n])
     assert all_gather_cat(x)[0] is x
+
+
+@pytest.fixture
+def started(monkeypatch):
+    """The keyword arguments ``init_process_group`` is called with, instead of starting a
+    group; the environment of a torchrun rank on a CPU-only machine."""
+    calls = []
+    monkeypatch.setattr(torch_dist, 'init_process_group', lambda **kwargs: calls.append(kwargs))
+    monkeypatch.setattr(torch_dist, 'is_initialized', lambda: False)
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
+    # Not for the test process: the kernel would signal it when its parent exits.
+    monkeypatch.setattr(dist_module, 'exit_with_parent', lambda: None)
+    for key, value in dict(RANK='0', WORLD_SIZE='2', LOCAL_RANK='0', MASTER_ADDR='127.0.0.1',
+                           MASTER_PORT='29500').items():
+        monkeypatch.setenv(key, value)
+    return calls
+
+
+def test_dist_cfg_reaches_init_process_group(started):
+    init_distributed('pytorch', backend='mpi', timeout=1800, group_name='g')
+    init_distributed('pytorch', timeout=datetime.timedelta(minutes=5))
+    init_distributed('pytorch')
+    assert started == [
+        dict(backend='mpi', timeout=datetime.timedelta(seconds=1800), group_name='g'),
+        dict(backend='gloo', timeout=datetime.timedelta(minutes=5)),
+        dict(backend='gloo'),  # the backend's own default timeout
+    ]
+
+
+@pytest.mark.parametrize('timeout', ['30m', -1, True])
+def test_a_bad_timeout_is_named(started, timeout):
+    with pytest.raises(ValueError, match='dist_cfg.timeout must be a positive number of '
+                                         rf'seconds, got {timeout!r}'):
+        init_distributed('pytorch', timeout=timeout)
+    assert started == []

@@ -47,6 +47,15 @@ class NonFiniteLossHook(Hook):
     the forward pass fills) are copied before each iteration and restored when its update
     is skipped. Checkpoints with a non-finite weight or buffer are refused as well.
 
+    With gradient accumulation (``optim_wrapper.accumulative_counts = n > 1``) the whole
+    window of ``n`` iterations that holds a non-finite loss is dropped: its gradients are
+    zeroed where the window ends and the optimizer does not step for it, finite
+    iterations of the window included. Their gradients cannot be kept apart: they are
+    summed with the non-finite one, and under DDP only reach the other ranks through the
+    window's last backward. Every iteration still counts in the wrapper (as
+    ``update_params`` counts it), so the later windows end, and the optimizer steps, at the
+    same iterations as in a run without the non-finite loss.
+
     ``IrtboxRunner`` adds it as the default hook ``non_finite_loss``; configure it with
     ``default_hooks = dict(non_finite_loss=dict(max_skipped=3))``.
 
@@ -63,6 +72,7 @@ class NonFiniteLossHook(Hook):
         self.max_skipped = max_skipped
         self.skipped = 0
         self._skip_this_iter = False
+        self._drop_window = False
         self._buffers = None
 
     def before_train(self, runner) -> None:
@@ -73,19 +83,30 @@ class NonFiniteLossHook(Hook):
             wrapper.update_params = self._guarded(wrapper, wrapper.update_params)
 
     def _guarded(self, wrapper, update_params):
-        def update_if_finite(loss, *args, **kwargs):
+        def update_if_finite(loss, step_kwargs=None, zero_kwargs=None):
             finite = torch.isfinite(loss.detach()).all().float()
             if dist.is_available() and dist.is_initialized():
                 # A NaN on one rank reaches every rank through the gradient all-reduce.
                 dist.all_reduce(finite, op=dist.ReduceOp.MIN)
             self._skip_this_iter = not bool(finite)
-            if not self._skip_this_iter:
-                return update_params(loss, *args, **kwargs)
-            # backward keeps DDP's gradient all-reduce in step on every rank; the
-            # gradients are then dropped and the optimizer step left out.
-            loss.backward()
-            wrapper.zero_grad()
+            self._drop_window = self._drop_window or self._skip_this_iter
+            if not self._drop_window:
+                return update_params(loss, step_kwargs, zero_kwargs)
+            self._drop_update(wrapper, loss, zero_kwargs)
         return update_if_finite
+
+    def _drop_update(self, wrapper, loss, zero_kwargs=None) -> None:
+        """One iteration of an accumulation window that is dropped: what ``update_params``
+        does, with the optimizer step left out.
+
+        The backward goes through the wrapper (its loss scaling, e.g. AMP's, and its count
+        of iterations, which decides when a window ends) and keeps DDP's gradient
+        all-reduce in step on every rank. The window's gradients are zeroed where it ends.
+        """
+        wrapper.backward(wrapper.scale_loss(loss))
+        if wrapper.should_update():
+            wrapper.zero_grad(**(zero_kwargs or {}))
+            self._drop_window = False
 
     def before_train_iter(self, runner, batch_idx: int, data_batch=None) -> None:
         """Keep the buffers an iteration may have to be rolled back to (when skips are allowed)."""

@@ -1,5 +1,6 @@
 """An optimizer wrapper that runs the forward pass and the losses under bf16 autocast when the
 hardware supports it, and in float32 otherwise (so one config runs on GPUs and CPUs)."""
+import inspect
 from contextlib import contextmanager
 from typing import Union
 
@@ -13,8 +14,18 @@ __all__ = ['bf16_autocast_available', 'BF16AutocastOptimWrapper']
 
 
 def bf16_autocast_available() -> bool:
-    """True on a CUDA GPU with bfloat16 support (Ampere and later)."""
-    return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    """True on a CUDA GPU with native bfloat16 support (Ampere and later).
+
+    ``torch.cuda.is_bf16_supported()`` also says True where bf16 is only emulated (e.g.
+    a V100 or T4), and there bf16 autocast is slower than float32: only native support
+    counts (``including_emulation=False``; compute capability >= 8.0 with a torch that
+    lacks the argument).
+    """
+    if not torch.cuda.is_available():
+        return False
+    if 'including_emulation' in inspect.signature(torch.cuda.is_bf16_supported).parameters:
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+    return torch.cuda.get_device_capability() >= (8, 0)
 
 
 @OPTIM_WRAPPERS.register_module()
@@ -32,7 +43,8 @@ class BF16AutocastOptimWrapper(OptimWrapper):
 
     Args:
         enabled (bool | str): ``'auto'`` (default): autocast on a CUDA device
-            with bf16 support, float32 elsewhere; ``True``: always (on the
+            with native bf16 support (:func:`bf16_autocast_available`), float32
+            elsewhere; ``True``: always (on the
             CPU if there is no CUDA device, which is slow but exact to
             check); ``False``: never.
         **kwargs: :class:`~mmengine.optim.OptimWrapper` arguments

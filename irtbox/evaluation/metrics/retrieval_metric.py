@@ -11,6 +11,7 @@ from irtbox.registry import METRICS
 from ..functional import retrieval_metrics, search_average_precision
 from .gather import (embedding_to_numpy, gather_by_sample_idx, merge_by_sample_idx,
                      pack_results)
+from .resources import rank_threads, search_device
 
 __all__ = ['RetrievalMetric']
 
@@ -72,6 +73,11 @@ class RetrievalMetric(BaseMetric):
 
     Names get ``prefix/`` in front when ``prefix`` is set.
 
+    Rank 0 computes with torch's threads set to its share of the node's cores
+    (:func:`~irtbox.evaluation.metrics.resources.rank_threads`; torchrun leaves
+    each rank one) while the other ranks wait; the thread count is restored
+    afterwards.
+
     After :meth:`evaluate`, ``self.last_outputs`` holds (on rank 0; ``None``
     on other ranks) the gathered, de-duplicated data as numpy arrays ordered
     by sample index: ``embeddings`` (n x D float32), ``labels`` (n),
@@ -88,7 +94,11 @@ class RetrievalMetric(BaseMetric):
         search: keyword arguments of
             :func:`~irtbox.evaluation.functional.retrieval_metrics`: ``backend``
             ('torch' or 'faiss'), ``chunk_size`` (default: a similarity block
-            of at most 128 MB), ``device``, ``normalize``; for approximate
+            of at most 128 MB), ``device`` (default: this rank's own GPU when
+            CUDA is available, else the CPU; with ``backend='faiss'``: the CPU;
+            a bare ``'cuda'`` is this rank's GPU too:
+            :func:`~irtbox.evaluation.metrics.resources.search_device`),
+            ``normalize``; for approximate
             evaluation ``index='IVF<nlist>'`` with ``nprobe`` and / or
             ``candidates`` (irtbox's inverted file, searched by matrix
             products), or ``backend='faiss'`` with ``index`` (any faiss factory
@@ -177,11 +187,13 @@ class RetrievalMetric(BaseMetric):
         broadcast_object_list(out)
         return out[0]
 
+    @rank_threads()
     def _compute(self, data: Dict[str, np.ndarray]) -> Dict[str, float]:
         data = dict(embeddings=data['embedding'], labels=data['label'],
                     sample_idx=data['sample_idx'], is_query=data['is_query'])
         self.last_outputs = data
         emb, labels, is_query = data['embeddings'], data['labels'], data['is_query']
+        search = self._search_args()
         metrics = {}
         if is_query.any():
             if is_query.all():
@@ -191,16 +203,27 @@ class RetrievalMetric(BaseMetric):
             if self.ks or self.map_at_r:
                 metrics = retrieval_metrics(emb[is_query], labels[is_query], emb[gallery],
                                             labels[gallery], ks=self.ks,
-                                            map_at_r=self.map_at_r, **self.search)
+                                            map_at_r=self.map_at_r, **search)
         elif self.ks or self.map_at_r:
             metrics = retrieval_metrics(emb, labels, ks=self.ks, map_at_r=self.map_at_r,
-                                        **self.search)
+                                        **search)
         if self.map_at_all:
             aps = self._average_precisions(data)
             data['ap_all'] = 100 * aps
             metrics['map@all'] = float(np.nanmean(aps)) if not np.isnan(aps).all() \
                 else float('nan')
         return {key: 100 * value for key, value in metrics.items()}
+
+    def _search_args(self) -> dict:
+        """``search`` with the device resolved for this rank (:func:`search_device`).
+
+        faiss keeps its default, the CPU, unless a device is configured: faiss-gpu is
+        rarely installed, and faiss-cpu would warn and fall back at every evaluation.
+        """
+        search = dict(self.search)
+        if search['backend'] == 'torch' or search.get('device') is not None:
+            search['device'] = search_device(search.get('device'))
+        return search
 
     def _average_precisions(self, data: Dict[str, np.ndarray]) -> np.ndarray:
         """AP of every query over its full gallery ranking, junk removed (NaN: no positive)."""
@@ -227,7 +250,7 @@ class RetrievalMetric(BaseMetric):
                 ignored = ignored + [i]
             gnd.append(dict(ok=by_label[lo[i]:hi[i]], junk=np.asarray(ignored, np.int64)))
         return search_average_precision(q_emb, g_emb, gnd, self.search.get('chunk_size'),
-                                        self.search.get('device'))
+                                        search_device(self.search.get('device')))
 
 
 def _field(sample, key: str):

@@ -11,6 +11,7 @@ from ..functional.reranking import alpha_database_augmentation, alpha_query_expa
 from ..functional.revisited import PROTOCOLS, build_revisited_gnd, revisited_metrics
 from .gather import (embedding_to_numpy, gather_by_sample_idx, merge_by_sample_idx,
                      pack_results)
+from .resources import rank_threads, search_device
 
 __all__ = ['RevisitedMetric']
 
@@ -77,7 +78,11 @@ class RevisitedMetric(BaseMetric):
         chunk_size: queries per similarity block (memory O(chunk_size x n_db);
             ``None``: a block of at most 512 MB), also the chunk of the αQE / αDBA
             searches (``None``: at most 128 MB).
-        device: where similarities are computed (default CPU).
+        device: where similarities are computed (default: this rank's own GPU
+            when CUDA is available, else the CPU, with torch's threads set to
+            this rank's share of the node's cores for the computation; a bare
+            ``'cuda'`` is this rank's GPU too; see
+            :mod:`irtbox.evaluation.metrics.resources`).
         prefix: replaces the dataset name in the metric names.
         embedding_key: the data-sample field evaluated; ``'embedding_raw'`` is
             the descriptor before the model's whitening (results without it).
@@ -156,8 +161,10 @@ class RevisitedMetric(BaseMetric):
         broadcast_object_list(out)
         return out[0]
 
+    @rank_threads()
     def _compute(self, data: Dict[str, np.ndarray]) -> Dict[str, float]:
         gnd_raw = self._ground_truth()
+        device = search_device(self.device)
         emb, is_query = data['embedding'], data['is_query']
         query, database = emb[is_query], emb[~is_query]
         n_q, n_db = len(query), len(database)
@@ -174,14 +181,14 @@ class RevisitedMetric(BaseMetric):
         if self.database_augmentation is not None:
             database = alpha_database_augmentation(database, **self.database_augmentation,
                                                    chunk_size=self.chunk_size,
-                                                   device=self.device)
+                                                   device=device)
         if self.query_expansion is not None:
             query = alpha_query_expansion(query, database, **self.query_expansion,
-                                          chunk_size=self.chunk_size, device=self.device)
+                                          chunk_size=self.chunk_size, device=device)
 
         # One search for every protocol; no n_db x n_q ranking is built.
         results = revisited_metrics(query, database, gnds, self.kappas,
-                                    chunk_size=self.chunk_size, device=self.device)
+                                    chunk_size=self.chunk_size, device=device)
 
         name = self.prefix or (self.dataset_meta or {}).get('dataset_name')
         head = ''.join(f'{part}/' for part in (name, self.tag) if part)

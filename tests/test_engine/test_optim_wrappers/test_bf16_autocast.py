@@ -40,3 +40,35 @@ def test_disabled_and_auto():
 def test_bad_enabled():
     with pytest.raises(ValueError, match="enabled must be True, False or 'auto', got 'yes'"):
         build('yes', nn.Linear(2, 2))
+
+
+def fake_gpu(monkeypatch, major, emulates=True, with_argument=True):
+    """torch.cuda as on a GPU of compute capability ``major``.0, whose
+    ``is_bf16_supported()`` counts emulated bf16 (as torch's does on pre-Ampere GPUs)."""
+    def is_bf16_supported(including_emulation=True):
+        return major >= 8 or (including_emulation and emulates)
+
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
+    monkeypatch.setattr(torch.cuda, 'get_device_capability', lambda device=None: (major, 0))
+    monkeypatch.setattr(torch.cuda, 'is_bf16_supported', is_bf16_supported if with_argument
+                        else lambda: is_bf16_supported())
+
+
+@pytest.mark.parametrize('with_argument', [True, False])
+@pytest.mark.parametrize('major, native', [(7, False), (8, True), (9, True)])
+def test_auto_needs_native_bf16(monkeypatch, major, native, with_argument):
+    # A V100 (7.0) emulates bf16, slower than float32: auto leaves it off.
+    fake_gpu(monkeypatch, major, with_argument=with_argument)
+    assert bf16_autocast_available() is native
+    assert build('auto', nn.Linear(2, 2)).enabled is native
+
+
+def test_auto_is_off_without_cuda(monkeypatch):
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
+    assert bf16_autocast_available() is False
+
+
+@pytest.mark.gpu
+def test_auto_on_this_gpu():
+    capability = torch.cuda.get_device_capability()
+    assert bf16_autocast_available() is (capability >= (8, 0))

@@ -1,0 +1,54 @@
+"""What the rank that computes a metric searches with: its own GPU, and its share of the
+node's CPU cores.
+
+Rank 0 searches while the other ranks wait in a collective, which fails past the process
+group's timeout; so the search must use what this rank has, and only that.
+"""
+import os
+from contextlib import contextmanager
+from typing import Iterator, Optional, Union
+
+import torch
+
+__all__ = ['search_device', 'rank_thread_count', 'rank_threads']
+
+
+def search_device(device: Optional[Union[str, torch.device]] = None) -> torch.device:
+    """The device of a metric's search: ``device`` as configured, else this rank's own GPU
+    (``torch.cuda.current_device()``, which the distributed set-up made the rank's) when
+    CUDA is available, else the CPU.
+
+    A bare ``'cuda'`` also means this rank's GPU: left without an index, faiss would take
+    GPU 0, which belongs to another rank.
+    """
+    if device is None:
+        device = 'cuda' if torch.cuda.is_available() else 'cpu'
+    device = torch.device(device)
+    if device.type == 'cuda' and device.index is None:
+        return torch.device('cuda', torch.cuda.current_device())
+    return device
+
+
+def rank_thread_count() -> int:
+    """The CPU threads this rank may use: the node's cores shared among its ranks
+    (``LOCAL_WORLD_SIZE``, set by torchrun; one rank without it), at least 1."""
+    local_ranks = max(1, int(os.environ.get('LOCAL_WORLD_SIZE', 1)))
+    return max(1, (os.cpu_count() or 1) // local_ranks)
+
+
+@contextmanager
+def rank_threads() -> Iterator[int]:
+    """Run the block with :func:`rank_thread_count` torch threads (yielded) and restore
+    torch's thread count afterwards.
+
+    torchrun sets OMP_NUM_THREADS=1 for its ranks, which would leave a metric's search on
+    the CPU (torch's, and faiss's where it shares torch's OpenMP runtime) to one core while
+    the other ranks wait. Also usable as a decorator.
+    """
+    before = torch.get_num_threads()
+    threads = rank_thread_count()
+    torch.set_num_threads(threads)
+    try:
+        yield threads
+    finally:
+        torch.set_num_threads(before)
