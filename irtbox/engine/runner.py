@@ -144,7 +144,9 @@ class IrtboxRunner(Runner):
         for name, hook_type in (('non_finite_loss', 'NonFiniteLossHook'),
                                 ('sync_norm_stats', 'SyncNormStatsHook')):
             entry = hooks.get(name, {})
-            if isinstance(entry, dict):  # e.g. only max_skipped given: the type is ours
+            if entry is None:  # MMEngine drops None only for its own default hooks
+                hooks.pop(name)
+            elif isinstance(entry, dict):  # e.g. only max_skipped given: the type is ours
                 hooks[name] = {'type': hook_type, **entry}
         super().register_default_hooks(hooks)
 

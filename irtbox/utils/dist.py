@@ -132,8 +132,9 @@ def adapt_cfg_to_device(cfg) -> None:
     cfg.setdefault('env_cfg', {}).setdefault('dist_cfg', {})['backend'] = 'gloo'
     wrapper = cfg.get('model_wrapper_cfg') or dict(type='MMDistributedDataParallel')
     wrapper['device_ids'] = None
-    # As MMEngine's default wrapper: buffers (e.g. a cross-batch memory, already
-    # identical on every rank) are not re-sent from rank 0 at every step. torch >= 2.13
+    # As MMEngine's default wrapper: buffers are not re-sent from rank 0 at every step (a
+    # cross-batch memory is identical on every rank already; BatchNorm statistics, which
+    # are not, are averaged by the runner's sync_norm_stats hook). torch >= 2.13
     # deprecates broadcast_buffers (a FutureWarning on every run) for forward_sync_buffers,
     # which still syncs buffers once at start: harmless, as they start identical.
     if 'broadcast_buffers' not in wrapper and 'forward_sync_buffers' not in wrapper:

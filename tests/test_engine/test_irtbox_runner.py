@@ -28,3 +28,52 @@ def test_runs_started_in_the_same_second_keep_their_own_logs(tmp_path, monkeypat
         assert len(logs) == 1, name
         with open(logs[0]) as f:
             assert f'hello from {name}' in f.read()
+
+
+def test_best_checkpoint_records_the_iterations_done(tmp_path):
+    """A checkpoint saved after validation (save_best) records the iterations done: MMEngine
+    counted one more (``iter + 1`` is right only inside after_train_iter)."""
+    from irtbox.utils import safe_torch_load
+    cfg = Config.fromfile(TINY)
+    cfg.work_dir = str(tmp_path)
+    cfg.train_cfg.val_interval = 2
+    cfg.default_hooks.checkpoint.update(save_best='recall@1', rule='greater')
+    IrtboxRunner.from_cfg(cfg).train()
+    best = glob.glob(str(tmp_path / 'best_*.pth'))
+    assert len(best) == 1
+    done = int(osp.splitext(best[0])[0].rsplit('_', 1)[1])
+    assert safe_torch_load(best[0])['meta']['iter'] == done
+    assert safe_torch_load(str(tmp_path / 'iter_2.pth'))['meta']['iter'] == 2
+
+
+def test_checkpoints_are_prepared_on_every_rank(tmp_path, monkeypatch):
+    """prepare_checkpoint (collectives: the projection fits) runs on every rank; only rank 0
+    writes the file."""
+    import irtbox.engine.runner as runner_module
+    cfg = Config.fromfile(TINY)
+    cfg.work_dir = str(tmp_path)
+    runner = IrtboxRunner.from_cfg(cfg)
+    prepared = []
+
+    class Preparing:
+        priority = 50
+
+        def prepare_checkpoint(self, runner):
+            prepared.append(runner)
+
+    runner._hooks.append(Preparing())
+    monkeypatch.setattr(runner_module, 'is_main_process', lambda: False)
+    runner.save_checkpoint(str(tmp_path), 'iter_1.pth')
+    assert prepared == [runner] and not osp.exists(tmp_path / 'iter_1.pth')
+
+
+def test_irtbox_default_hooks_can_be_dropped(tmp_path):
+    cfg = Config.fromfile(TINY)
+    cfg.work_dir = str(tmp_path)
+    cfg.default_hooks.update(non_finite_loss=None, sync_norm_stats=None)
+    names = [type(h).__name__ for h in IrtboxRunner.from_cfg(cfg).hooks]
+    assert 'NonFiniteLossHook' not in names and 'SyncNormStatsHook' not in names
+    cfg.default_hooks.update(non_finite_loss=dict(max_skipped=2), sync_norm_stats={})
+    cfg.work_dir = str(tmp_path / 'again')
+    names = [type(h).__name__ for h in IrtboxRunner.from_cfg(cfg).hooks]
+    assert 'NonFiniteLossHook' in names and 'SyncNormStatsHook' in names

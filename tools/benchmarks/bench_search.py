@@ -48,7 +48,7 @@ def run_contender(name, factory, n, dim, queries, k, nprobe):
         def search(q):
             return index.search(q[None], k)
     else:
-        searcher = ImageSearcher(index=factory, nprobe=nprobe)
+        searcher = ImageSearcher(index=factory, nprobe=nprobe if factory != 'Flat' else None)
         searcher.add(x)
 
         def search(q):

@@ -17,6 +17,10 @@ __all__ = ['RehearsalProbeHook']
 
 # Stages every hook passes through whatever it does: running them says nothing of its work.
 _IDLE_STAGES = ('before_run', 'after_run', 'before_train', 'after_train', 'after_load_checkpoint')
+# What MMEngine's Hook calls from the train/val/test stages alike (IterTimerHook overrides
+# these), and irtbox's runner before every checkpoint.
+_SHARED_STAGES = ('_before_epoch', '_after_epoch', '_before_iter', '_after_iter',
+                  'prepare_checkpoint')
 
 
 def _plain(value):
@@ -59,7 +63,7 @@ class RehearsalProbeHook(Hook):
             if hook is self:
                 continue
             name = type(hook).__name__
-            for stage in Hook.stages + ('prepare_checkpoint', ):
+            for stage in Hook.stages + _SHARED_STAGES:
                 method = getattr(type(hook), stage, None)
                 if method is not None and method is not getattr(Hook, stage, None):
                     setattr(hook, stage, self._recording(name, stage, getattr(hook, stage)))

@@ -1,12 +1,14 @@
 """Getting a backbone's pretrained weights: once per job, rank 0 first, one clear line when
 they cannot be had."""
+import contextlib
 import os
 from typing import Callable, Optional
 
 import torch
 from mmengine import dist as mmdist
 
-__all__ = ['PretrainedWeightsUnavailable', 'create_timm_model']
+__all__ = ['PretrainedWeightsUnavailable', 'create_timm_model', 'offline_hub',
+           'pretrained_init_cfg']
 
 
 class PretrainedWeightsUnavailable(RuntimeError):
@@ -30,15 +32,29 @@ def _unavailable(model_name: str, error: BaseException) -> PretrainedWeightsUnav
         'model), or model.backbone.pretrained=False (random weights).')
 
 
-def _offline_hub():
-    """Rank 0 has filled the cache: the other ranks read it and never ask the hub."""
+@contextlib.contextmanager
+def offline_hub():
+    """Within it, the Hugging Face hub is never asked: weights come from the local cache
+    or not at all (as with ``HF_HUB_OFFLINE=1``)."""
     try:
         from huggingface_hub import constants
     except ImportError:
-        return None
+        yield
+        return
     previous = constants.HF_HUB_OFFLINE
     constants.HF_HUB_OFFLINE = True
-    return lambda: setattr(constants, 'HF_HUB_OFFLINE', previous)
+    try:
+        yield
+    finally:
+        constants.HF_HUB_OFFLINE = previous
+
+
+def pretrained_init_cfg(init_cfg) -> Optional[dict]:
+    """The ``type='Pretrained'`` entry of an MMEngine ``init_cfg`` (a dict or a list), if any."""
+    for entry in init_cfg if isinstance(init_cfg, (list, tuple)) else [init_cfg]:
+        if isinstance(entry, dict) and entry.get('type') == 'Pretrained':
+            return entry
+    return None
 
 
 def create_timm_model(model_name: str, pretrained: bool, create: Optional[Callable] = None,
@@ -73,11 +89,8 @@ def create_timm_model(model_name: str, pretrained: bool, create: Optional[Callab
     mmdist.broadcast_object_list(message, src=0)
     if message[0] is not None:
         raise PretrainedWeightsUnavailable(f'(rank 0) {message[0]}')
-    restore = _offline_hub()
     try:
-        return create(model_name, pretrained=True, **kwargs)
+        with offline_hub():  # rank 0 has filled the cache: never ask the hub again
+            return create(model_name, pretrained=True, **kwargs)
     except Exception as error:  # noqa: BLE001
         raise _unavailable(model_name, error) from error
-    finally:
-        if restore is not None:
-            restore()

@@ -12,7 +12,7 @@ from torch.utils.checkpoint import checkpoint as grad_checkpoint
 from irtbox.registry import MODELS
 from irtbox.structures import ViTFeatures
 from irtbox.utils.checkpoint import load_state_dict_file, state_digest, strip_prefixes
-from .pretrained import create_timm_model
+from .pretrained import create_timm_model, pretrained_init_cfg
 
 __all__ = ['POS_EMBED_MODES', 'NORM_MODES', 'resize_grid_pos_embed', 'pad_same', 'TimmBackbone']
 
@@ -47,14 +47,6 @@ def pad_same(x: torch.Tensor, patch_size: Tuple[int, int]) -> torch.Tensor:
         total = math.ceil(size / p) * p - size
         pads += [total // 2, total - total // 2]
     return F.pad(x, pads) if any(pads) else x
-
-
-def _pretrained_init(init_cfg) -> Optional[dict]:
-    """The ``type='Pretrained'`` entry of an MMEngine ``init_cfg`` (a dict or a list), if any."""
-    for entry in init_cfg if isinstance(init_cfg, (list, tuple)) else [init_cfg]:
-        if isinstance(entry, dict) and entry.get('type') == 'Pretrained':
-            return entry
-    return None
 
 
 @MODELS.register_module()
@@ -105,7 +97,8 @@ class TimmBackbone(BaseModule):
     and extraction need no further step), and they survive ``init_weights()``, which
     MMEngine's runner calls before training: timm's own initialisation and any other
     ``init_cfg`` run first, then the loaded weights are put back. The runner's log names
-    the weights training starts from (``weights_source``) with their sha256
+    the weights training starts from (``weights_source``) with the sha256 of this module's
+    state dict
     (:func:`~irtbox.utils.checkpoint.state_digest`).
 
     Args:
@@ -141,7 +134,7 @@ class TimmBackbone(BaseModule):
                 f'TimmBackbone: unknown timm model_name={model_name!r}; see timm.list_models().')
         sources = [name for name, given in (
             ('pretrained=True', pretrained), ('checkpoint=...', checkpoint),
-            ("init_cfg=dict(type='Pretrained', ...)", _pretrained_init(init_cfg))) if given]
+            ("init_cfg=dict(type='Pretrained', ...)", pretrained_init_cfg(init_cfg))) if given]
         if len(sources) > 1:
             raise ValueError(
                 f'TimmBackbone: give one source of weights, not {" and ".join(sources)}.')
@@ -235,11 +228,13 @@ class TimmBackbone(BaseModule):
         super().init_weights()
         if loaded is not None:
             self.model.load_state_dict(loaded)
-        elif _pretrained_init(self.init_cfg):
-            source = _pretrained_init(self.init_cfg).get('checkpoint')
+        elif pretrained_init_cfg(self.init_cfg):
+            source = pretrained_init_cfg(self.init_cfg).get('checkpoint')
             self.weights_source = f"init_cfg Pretrained {source}"
-        print_log(f'TimmBackbone({self.model_name}): training starts from {self.weights_source} '
-                  f'(sha256 {state_digest(self.model.state_dict())[:16]})', logger='current')
+        # The digest a rehearsal checks the run's start against (a resumed run then loads
+        # its checkpoint over these weights).
+        print_log(f'TimmBackbone({self.model_name}): initialised from {self.weights_source} '
+                  f'(sha256 {state_digest(self.state_dict())[:16]})', logger='current')
 
     def load_checkpoint(self, checkpoint: str) -> None:
         state = strip_prefixes(load_state_dict_file(checkpoint))

@@ -1,0 +1,261 @@
+"""A config in miniature: the same model, hooks, losses and loops, on tiny data at a small
+input size, with every interval short enough that each hook fires within a few iterations.
+
+:func:`miniaturize` is what a rehearsal (:mod:`irtbox.apis.rehearse`) runs; each step is a
+function of its own so that a reader can see exactly what a rehearsal changes:
+
+- data (:func:`point_datasets`): every dataset a loader or a hook reads is written in its
+  official layout under ``<work_dir>/data/<kind>`` (:func:`irtbox.datasets.write_miniature`),
+  or, with ``data_root``, read from the user's own data;
+- input size (:func:`scale_input_size`): every pixel size of the pipelines scaled so that
+  the model's input side is ``input_size``; a ViT with a fixed input size gets that size;
+- weights (:func:`stand_in_weights`): a backbone's pretrained weights that are not in the
+  local cache are replaced by a local checkpoint of known values, so a rehearsal needs no
+  network and can check that training starts from them;
+- schedule (:func:`shorten_schedule`): ``units`` iterations (or one epoch) per phase,
+  validation and checkpoints at every phase's end, every hook interval 1;
+- loaders (:func:`shrink_loaders`): small batches, few workers.
+"""
+import copy
+import os
+import os.path as osp
+from typing import Dict, Iterator, List, Optional, Tuple
+
+import torch
+from mmengine.config import Config, ConfigDict
+
+__all__ = ['DEFAULT_INPUT_SIZE', 'miniaturize', 'point_datasets', 'scale_input_size',
+           'stand_in_weights', 'shorten_schedule', 'shrink_loaders', 'loader_cfgs']
+
+DEFAULT_INPUT_SIZE = 64
+_STAND_IN_SEED = 20211124  # any fixed seed: the stand-in's values are known, not the run's init
+
+# Pixel-size arguments of the transforms the shipped configs use.
+_SIZE_KEYS = {'Resize': 'scale', 'CenterCrop': 'crop_size', 'RandomCrop': 'crop_size',
+              'RandomResizedCrop': 'scale', 'GroupResize': 'sizes'}
+
+
+def loader_cfgs(cfg: Config) -> Iterator[Tuple[str, dict]]:
+    """(where, loader dict) for every dataloader of ``cfg``: the top-level ``*_dataloader``
+    entries (a list for several test sets) and the ``dataloader`` of each custom hook."""
+    for key in list(cfg.keys()):
+        if key.endswith('_dataloader') and cfg[key]:
+            loaders = cfg[key] if isinstance(cfg[key], (list, tuple)) else [cfg[key]]
+            for i, loader in enumerate(loaders):
+                yield (key if len(loaders) == 1 else f'{key}[{i}]'), loader
+    for i, hook in enumerate(cfg.get('custom_hooks') or []):
+        if isinstance(hook.get('dataloader'), dict):
+            yield f'custom_hooks[{i}] ({hook.get("type")}).dataloader', hook['dataloader']
+
+
+def _walk(node) -> Iterator[dict]:
+    """Every dict inside ``node`` (dicts and lists, depth first), ``node`` included."""
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _walk(value)
+    elif isinstance(node, (list, tuple)):
+        for value in node:
+            yield from _walk(value)
+
+
+def _type_name(node: dict) -> str:
+    value = node.get('type')
+    return value.rsplit('.', 1)[-1] if isinstance(value, str) else getattr(value, '__name__', '')
+
+
+def point_datasets(cfg: Config, data_dir: str, data_root: Optional[str] = None,
+                   subset: Optional[int] = None, image_size: int = 32) -> List[str]:
+    """Point every dataset of ``cfg``'s loaders at miniature data written under
+    ``data_dir/<kind>`` (once per kind), or, with ``data_root``, at the user's data: a
+    relative ``data_root`` of the config (``data/sop``) is then looked up under
+    ``data_root`` (``<data_root>/sop``). ``subset`` keeps the first ``subset`` items of
+    each dataset (MMEngine's ``indices``). Returns what was done, one line per dataset.
+    """
+    from irtbox.datasets.miniature import miniature_kinds, point_at_miniature, write_miniature
+    done, written = [], {}
+    for where, loader in loader_cfgs(cfg):
+        dataset = loader.get('dataset')
+        if not isinstance(dataset, dict):
+            continue  # e.g. TupleMiningHook: the training set, seen through the loader's args
+        if data_root is not None:
+            _use_own_data(dataset, data_root)
+            done.append(f'{where}: {data_root}')
+        else:
+            kinds = miniature_kinds(dataset)
+            if not kinds:
+                raise ValueError(
+                    f'{where}: no miniature stands for dataset type {dataset.get("type")!r}; '
+                    'rehearse it on your own data with --data-root DIR.')
+            for kind in kinds:
+                if kind not in written:
+                    written[kind] = write_miniature(kind, osp.join(data_dir, kind),
+                                                    size=image_size)
+                dataset = point_at_miniature(dataset, written[kind], kind)
+            loader['dataset'] = dataset
+            done.append(f'{where}: miniature {", ".join(kinds)}')
+        if subset:
+            loader['dataset']['indices'] = int(subset)
+    return done
+
+
+def _use_own_data(dataset: dict, data_root: str) -> None:
+    for node in _walk(dataset):
+        for key in ('data_root', 'distractors_root'):
+            value = node.get(key)
+            if isinstance(value, str) and not osp.isabs(value):
+                node[key] = osp.join(data_root, osp.basename(osp.normpath(value)))
+
+
+def _timm_kwargs(backbone: dict) -> dict:
+    """The arguments a ``TimmBackbone`` config passes on to ``timm.create_model``."""
+    own = ('type', 'model_name', 'pretrained', 'checkpoint', 'out_indices', 'norm',
+           'pos_embed', 'init_cfg')
+    return {k: v for k, v in backbone.items() if k not in own}
+
+
+def _backbone_input(backbone: dict) -> Tuple[int, int, bool]:
+    """(input side, patch size (1 for CNNs), whether the input size is fixed) of a
+    ``TimmBackbone`` config, read off the timm model built on the meta device."""
+    import timm
+    kwargs = _timm_kwargs(backbone)
+    with torch.device('meta'):
+        model = timm.create_model(backbone['model_name'], pretrained=False, num_classes=0,
+                                  **kwargs)
+    side = int(kwargs.get('img_size') or model.pretrained_cfg.get('input_size', (3, 224))[-1])
+    embed = getattr(model, 'patch_embed', None)
+    patch = int(embed.patch_size[0]) if embed is not None and hasattr(embed, 'patch_size') else 1
+    fixed = (embed is not None and backbone.get('pos_embed', 'timm') == 'timm'
+             and not kwargs.get('dynamic_img_size', False))
+    return side, patch, fixed
+
+
+def _scaled(value, factor: float):
+    if isinstance(value, (int, float)):
+        return max(8, int(round(value * factor)))
+    return type(value)(_scaled(v, factor) for v in value) if isinstance(value, (list, tuple)) \
+        else value
+
+
+def scale_input_size(cfg: Config, input_size: int) -> str:
+    """Scale every pixel size of the loaders' pipelines so that the model's input side
+    becomes ``input_size`` (rounded to a multiple of the patch size); a ViT with a fixed
+    input size is built for it (``img_size``). Returns a line saying what changed."""
+    from irtbox.datasets.transforms.group_resize import DEFAULT_GROUP_SIZES
+    backbone = cfg.model.get('backbone') or {}
+    if _type_name(backbone) != 'TimmBackbone':
+        raise ValueError(f'scale_input_size: only TimmBackbone models, not '
+                         f'{backbone.get("type")!r}; keep the sizes (input size 0)')
+    side, patch, fixed = _backbone_input(backbone)
+    target = max(patch, int(round(input_size / patch)) * patch)
+    factor = target / side
+    for _, loader in loader_cfgs(cfg):
+        for node in _walk(loader):
+            key = _SIZE_KEYS.get(_type_name(node))
+            if key is None:
+                continue
+            if key == 'sizes' and key not in node:
+                node[key] = [list(s) for s in DEFAULT_GROUP_SIZES]
+            if node.get(key) is not None:
+                node[key] = _scaled(node[key], factor)
+    if fixed:
+        backbone['img_size'] = target
+    return (f'input side {side} -> {target} (pipeline sizes x {factor:.3f}'
+            f'{", backbone img_size " + str(target) if fixed else ""})')
+
+
+def stand_in_weights(cfg: Config, weights_dir: str) -> str:
+    """Give the backbone of ``cfg`` weights that are here: timm's pretrained weights when
+    they are in the local cache, else (and for a ``checkpoint`` file that does not exist) a
+    local checkpoint of known values, written to ``weights_dir``. Returns a line saying
+    which."""
+    import timm
+    from irtbox.models.backbones import (PretrainedWeightsUnavailable, offline_hub,
+                                         pretrained_init_cfg)
+    from irtbox.registry import MODELS
+    backbone = cfg.model.get('backbone') or {}
+    if _type_name(backbone) != 'TimmBackbone':
+        return 'backbone weights: as configured (not a TimmBackbone)'
+    init = pretrained_init_cfg(backbone.get('init_cfg'))
+    wanted = backbone.get('pretrained') or backbone.get('checkpoint') or init
+    if not wanted:
+        return 'backbone weights: random initialisation, as configured'
+    if backbone.get('pretrained'):
+        try:
+            with offline_hub():
+                MODELS.build(copy.deepcopy(backbone))
+            return f"backbone weights: timm's pretrained {backbone['model_name']}, from the cache"
+        except PretrainedWeightsUnavailable:
+            pass  # not cached: a stand-in below
+    elif backbone.get('checkpoint') and osp.exists(str(backbone['checkpoint'])):
+        return f'backbone weights: {backbone["checkpoint"]}, as configured'
+    torch.manual_seed(_STAND_IN_SEED)
+    model = timm.create_model(backbone['model_name'], pretrained=False, num_classes=0,
+                              **_timm_kwargs(backbone))
+    os.makedirs(weights_dir, exist_ok=True)
+    path = osp.join(weights_dir, f'stand_in_{backbone["model_name"]}.pth')
+    torch.save(model.state_dict(), path)
+    backbone.update(pretrained=False, checkpoint=path, init_cfg=None)
+    return f'backbone weights: a stand-in of known values for the unavailable ones ({path})'
+
+
+def shorten_schedule(cfg: Config, units: int) -> Dict[str, str]:
+    """Two phases of ``units`` iterations (or of one epoch each), validation and a
+    checkpoint at the end of each, loggers and hook intervals 1. Returns the
+    ``--cfg-options`` of the first phase (the config itself holds both phases)."""
+    train_cfg = cfg.get('train_cfg') or {}
+    by_epoch = 'max_epochs' in train_cfg or 'Epoch' in str(train_cfg.get('type', ''))
+    if by_epoch:
+        train_cfg.update(max_epochs=2, val_interval=1, val_begin=1)
+        first = {'train_cfg.max_epochs': '1'}
+    else:
+        train_cfg.update(max_iters=2 * units, val_interval=units, val_begin=1)
+        first = {'train_cfg.max_iters': str(units)}
+    hooks = cfg.setdefault('default_hooks', ConfigDict())
+    if hooks.get('checkpoint'):
+        hooks.checkpoint.update(interval=1 if by_epoch else units, by_epoch=by_epoch,
+                                max_keep_ckpts=-1)
+    if hooks.get('logger'):
+        hooks.logger.interval = 1
+    if cfg.get('log_processor'):
+        cfg.log_processor.window_size = 1
+    for hook in cfg.get('custom_hooks') or []:
+        for key in list(hook.keys()):
+            if key.endswith('interval'):
+                hook[key] = 1
+    return first
+
+
+def shrink_loaders(cfg: Config, batch_size: int, workers: int) -> None:
+    """Batches of at most ``batch_size`` (at least two classes of an M-per-class sampler),
+    at most ``workers`` loader workers."""
+    for _, loader in loader_cfgs(cfg):
+        size = batch_size
+        sampler = loader.get('sampler') or {}
+        if sampler.get('m'):
+            size = max(size, 2 * int(sampler['m']))
+        if loader.get('batch_size'):
+            loader['batch_size'] = min(int(loader['batch_size']), size)
+            if 'batch_size' in sampler:
+                sampler['batch_size'] = loader['batch_size']
+        if 'num_workers' in loader:
+            loader['num_workers'] = min(int(loader['num_workers']), workers)
+        if not loader.get('num_workers'):
+            loader['persistent_workers'] = False
+
+
+def miniaturize(cfg: Config, work_dir: str, input_size: int = DEFAULT_INPUT_SIZE,
+                data_root: Optional[str] = None, subset: Optional[int] = None,
+                units: int = 2, batch_size: int = 8, workers: int = 1
+                ) -> Tuple[Config, Dict[str, str], List[str]]:
+    """``cfg`` in miniature (see the module doc), its runs under ``<work_dir>/run``.
+    Returns the new config, the first phase's ``--cfg-options`` and what was changed."""
+    cfg = copy.deepcopy(cfg)
+    notes = point_datasets(cfg, osp.join(work_dir, 'data'), data_root, subset)
+    if input_size:
+        notes.append(scale_input_size(cfg, input_size))
+    notes.append(stand_in_weights(cfg, osp.join(work_dir, 'weights')))
+    first = shorten_schedule(cfg, units)
+    shrink_loaders(cfg, batch_size, workers)
+    cfg.work_dir = osp.join(work_dir, 'run')
+    return cfg, first, notes

@@ -1,0 +1,316 @@
+"""Rehearse a config: run it in miniature the way a real run goes, then check what a real
+run gets wrong before it has cost days.
+
+A rehearsal runs the config's own model and hooks (:func:`~irtbox.apis.miniaturize.miniaturize`)
+through the launchers users run, on ``nproc`` processes, in three phases, each under a
+time limit: ``train`` (the first half of a two-part schedule, ending in a checkpoint),
+``resume`` (the same command with ``--resume``, to the end) and ``test`` (``tools/test.py``
+on the last checkpoint). Every rank records what it saw
+(:class:`~irtbox.engine.hooks.RehearsalProbeHook`); :func:`check_rehearsal` then checks:
+
+1. every phase ended with status 0 within its time limit (else it hung or failed);
+2. training started from the expected backbone weights on every rank;
+3. the backbone's weights changed during training;
+4. every rank held the same weights and buffers at the start and end of each phase;
+5. the checkpoint on disk equals the model that was saved, and the resumed run started
+   from exactly it;
+6. every hook did its work (fit hooks, mining, validation, early stopping, checkpoints):
+   not only its set-up stages; no fitted projection left unfitted;
+7. every validation and test metric is a finite number.
+"""
+import json
+import os
+import os.path as osp
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Optional
+
+from irtbox.utils.fileio import atomic_write_text
+
+__all__ = ['Check', 'PhaseResult', 'RehearsalReport', 'rehearse', 'check_rehearsal',
+           'prepare_rehearsal']
+
+PHASES = ('train', 'resume', 'test')
+_MARKER = 'rehearsal.json'
+
+
+@dataclass
+class Check:
+    """One check of a rehearsal: its name, whether it passed, and what was seen."""
+    name: str
+    ok: bool
+    detail: str = ''
+
+
+@dataclass
+class PhaseResult:
+    name: str
+    command: List[str]
+    seconds: float
+    returncode: Optional[int]  # None: killed at the time limit
+    log: str
+
+
+@dataclass
+class RehearsalReport:
+    config: str
+    work_dir: str
+    nproc: int
+    notes: List[str]
+    phases: List[PhaseResult] = field(default_factory=list)
+    checks: List[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.checks) and all(c.ok for c in self.checks)
+
+    @property
+    def first_failure(self) -> Optional[Check]:
+        return next((c for c in self.checks if not c.ok), None)
+
+    def table(self) -> str:
+        lines = [f'{"phase":<8} {"seconds":>8}  status']
+        for phase in self.phases:
+            status = 'timed out' if phase.returncode is None else f'exit {phase.returncode}'
+            lines.append(f'{phase.name:<8} {phase.seconds:>8.1f}  {status}')
+        lines.append('')
+        lines += [f'[{"PASS" if c.ok else "FAIL"}] {c.name}' + (f': {c.detail}' if c.detail
+                                                              else '') for c in self.checks]
+        return '\n'.join(lines)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def prepare_rehearsal(config: str, work_dir: str, cfg_options: Optional[dict] = None,
+                      **miniature) -> tuple:
+    """Write the miniature of ``config`` into a fresh ``work_dir``: the rehearsal's config
+    file ``<work_dir>/rehearsal_config.py``, its data and weights. Returns (config path,
+    the first phase's ``--cfg-options``, notes). A non-empty ``work_dir`` is only reused
+    when an earlier rehearsal made it (it is then emptied)."""
+    from irtbox.utils.config import load_config
+    from .miniaturize import miniaturize
+    if osp.isdir(work_dir) and os.listdir(work_dir):
+        if not osp.exists(osp.join(work_dir, _MARKER)):
+            raise FileExistsError(f'rehearse: {work_dir} holds files of something else than a '
+                                  'rehearsal; give another --work-dir.')
+        shutil.rmtree(work_dir)
+    os.makedirs(work_dir)
+    atomic_write_text(osp.join(work_dir, _MARKER), json.dumps(dict(config=config)))
+    cfg = load_config(config, cfg_options)
+    cfg, first, notes = miniaturize(cfg, work_dir, **miniature)
+    cfg.custom_hooks = list(cfg.get('custom_hooks') or []) + [
+        dict(type='RehearsalProbeHook', out_dir=osp.join(work_dir, 'probe'))]
+    path = osp.join(work_dir, 'rehearsal_config.py')
+    cfg.dump(path)
+    return path, first, notes
+
+
+def _command(tools_dir: str, script: str, nproc: int, args: List[str]) -> List[str]:
+    if nproc > 1:
+        launcher = {'train.py': 'dist_train.sh', 'test.py': 'dist_test.sh'}[script]
+        # dist_test.sh takes CONFIG CHECKPOINT N; dist_train.sh CONFIG N.
+        head = args[:2] if script == 'test.py' else args[:1]
+        return ['bash', osp.join(tools_dir, launcher), *head, str(nproc),
+                *args[len(head):]]
+    return [sys.executable, osp.join(tools_dir, script), *args]
+
+
+def _run_phase(name: str, command: List[str], log_path: str, timeout: float) -> PhaseResult:
+    env = dict(os.environ, IRTBOX_REHEARSAL_PHASE=name, PORT=str(_free_port()),
+               HF_HUB_OFFLINE='1')  # a rehearsal never downloads: weights are cached or stand-ins
+    start = time.monotonic()
+    with open(log_path, 'w') as log:
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+        try:
+            returncode = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # the launcher and every rank
+            proc.wait()
+            returncode = None
+    return PhaseResult(name, command, time.monotonic() - start, returncode, log_path)
+
+
+def _last_checkpoint(run_dir: str) -> Optional[str]:
+    record = osp.join(run_dir, 'last_checkpoint')
+    if not osp.isfile(record):
+        return None
+    with open(record) as f:
+        return f.read().strip() or None
+
+
+def rehearse(config: str, work_dir: str, tools_dir: str, nproc: int = 2,
+             timeout: float = 600, cfg_options: Optional[dict] = None,
+             echo=print, **miniature) -> RehearsalReport:
+    """Rehearse ``config`` in ``work_dir`` (see the module doc) with the launch scripts of
+    ``tools_dir`` on ``nproc`` processes, ``timeout`` seconds at most per phase;
+    ``miniature``: the arguments of :func:`~irtbox.apis.miniaturize.miniaturize`. Progress
+    goes to ``echo``; the report is also written to ``<work_dir>/rehearsal.json``."""
+    path, first, notes = prepare_rehearsal(config, work_dir, cfg_options, **miniature)
+    report = RehearsalReport(config, work_dir, nproc, notes)
+    for note in notes:
+        echo(f'[rehearse] {note}')
+    run_dir = osp.join(work_dir, 'run')
+    os.makedirs(osp.join(work_dir, 'logs'), exist_ok=True)
+    first_options = ['--cfg-options'] + [f'{k}={v}' for k, v in first.items()]
+    plans = [('train', 'train.py', [path, '--work-dir', run_dir, *first_options]),
+             ('resume', 'train.py', [path, '--work-dir', run_dir, '--resume']),
+             ('test', 'test.py', None)]
+    for name, script, args in plans:
+        if args is None:
+            checkpoint = _last_checkpoint(run_dir)
+            if checkpoint is None:
+                report.checks.append(Check('phase test', False, f'no checkpoint in {run_dir}'))
+                break
+            args = [path, checkpoint, '--work-dir', osp.join(work_dir, 'test')]
+        echo(f'[rehearse] phase {name}: {nproc} process(es) ...')
+        result = _run_phase(name, _command(tools_dir, script, nproc, args),
+                            osp.join(work_dir, 'logs', f'{name}.log'), timeout)
+        report.phases.append(result)
+        status = 'timed out' if result.returncode is None else f'exit {result.returncode}'
+        echo(f'[rehearse] phase {name}: {status} after {result.seconds:.1f} s '
+             f'(log: {result.log})')
+        if result.returncode != 0:
+            break
+    report.checks = check_rehearsal(report, timeout)
+    atomic_write_text(osp.join(work_dir, _MARKER), json.dumps(asdict(report), indent=1))
+    return report
+
+
+def _tail(path: str, lines: int = 5) -> str:
+    try:
+        with open(path, errors='replace') as f:
+            return ' | '.join(line.strip() for line in f.readlines()[-lines:])
+    except OSError:
+        return ''
+
+
+def _records(probe_dir: str, phase: str, nproc: int) -> Dict[int, dict]:
+    records = {}
+    for rank in range(nproc):
+        path = osp.join(probe_dir, f'{phase}_rank{rank}.json')
+        if osp.isfile(path):
+            with open(path) as f:
+                records[rank] = json.load(f)
+    return records
+
+
+def _file_digest(path: str) -> str:
+    from irtbox.utils import safe_torch_load, state_digest
+    return state_digest(safe_torch_load(path)['state_dict'])
+
+
+def check_rehearsal(report: RehearsalReport, timeout: float) -> List[Check]:
+    """The checks of the module doc, on the phases and probe records of ``report``."""
+    checks = []
+    for phase in report.phases:
+        if phase.returncode is None:
+            checks.append(Check(f'phase {phase.name}', False,
+                                f'hung: no exit within {timeout:.0f} s (log: {phase.log}: '
+                                f'{_tail(phase.log)})'))
+        else:
+            checks.append(Check(f'phase {phase.name}', phase.returncode == 0,
+                                f'{phase.seconds:.1f} s' if phase.returncode == 0 else
+                                f'exit {phase.returncode} (log: {phase.log}: {_tail(phase.log)})'))
+    if not all(c.ok for c in checks) or len(report.phases) < len(PHASES):
+        return checks
+    probe = osp.join(report.work_dir, 'probe')
+    rec = {phase: _records(probe, phase, report.nproc) for phase in PHASES}
+    missing = [f'{p} rank {r}' for p in PHASES for r in range(report.nproc) if r not in rec[p]]
+    if missing:
+        return checks + [Check('probe records', False, f'missing: {", ".join(missing)}')]
+    checks.append(_check_start_weights(report, rec['train']))
+    train0 = rec['train'][0]
+    checks.append(Check('weights changed', train0['start']['backbone'] != train0['end']['backbone'],
+                        'the backbone after the first phase equals the one it started from'
+                        if train0['start']['backbone'] == train0['end']['backbone'] else ''))
+    checks.append(_check_ranks_agree(rec))
+    checks.append(_check_round_trip(report, rec))
+    checks.append(_check_hooks(rec))
+    checks.append(_check_metrics(rec))
+    return checks
+
+
+def _check_start_weights(report: RehearsalReport, train: Dict[int, dict]) -> Check:
+    from irtbox.registry import MODELS
+    from irtbox.utils import state_digest
+    from irtbox.utils.config import load_config
+    from irtbox.models.backbones import offline_hub
+    cfg = load_config(osp.join(report.work_dir, 'rehearsal_config.py'))
+    backbone = cfg.model.get('backbone') or {}
+    if not (backbone.get('pretrained') or backbone.get('checkpoint')):
+        return Check('started from the expected weights', True,
+                     'nothing to check: the backbone starts from random weights')
+    with offline_hub():
+        expected = state_digest(MODELS.build(backbone).state_dict())
+    wrong = [r for r, record in train.items() if record['start']['backbone'] != expected]
+    return Check('started from the expected weights', not wrong,
+                 f'ranks {wrong} started from other weights than the backbone\'s own '
+                 f'(expected sha256 {expected[:16]})' if wrong else f'sha256 {expected[:16]}')
+
+
+def _check_ranks_agree(rec: Dict[str, Dict[int, dict]]) -> Check:
+    differ = []
+    for phase in ('train', 'resume'):
+        for moment in ('start', 'end'):
+            digests = {r: record[moment]['model'] for r, record in rec[phase].items()}
+            if len(set(digests.values())) > 1:
+                differ.append(f'{phase} {moment}')
+    return Check('every rank holds the same weights and buffers', not differ,
+                 f'ranks differ at: {", ".join(differ)}' if differ else '')
+
+
+def _check_round_trip(report: RehearsalReport, rec: Dict[str, Dict[int, dict]]) -> Check:
+    """Every checkpoint file equals a model that was saved; the resumed run started from
+    the first phase's last checkpoint, on every rank."""
+    from irtbox.engine.runner import run_checkpoints
+    name = 'the checkpoint round-trips'
+    saved = {s['model'] for phase in ('train', 'resume') for s in rec[phase][0]['saved']}
+    files = run_checkpoints(osp.join(report.work_dir, 'run'))
+    if not rec['train'][0]['saved'] or not files:
+        return Check(name, False, 'the first phase saved no checkpoint')
+    changed = [osp.basename(f) for f in files if _file_digest(f) not in saved]
+    if changed:
+        return Check(name, False, f'{", ".join(changed)} differ(s) from every model saved')
+    resumed_from = rec['train'][0]['saved'][-1]['model']
+    wrong = [r for r, record in rec['resume'].items() if record['start']['model'] != resumed_from]
+    if wrong:
+        return Check(name, False, f'the resumed run started on ranks {wrong} from other '
+                     "weights than the first phase's last checkpoint")
+    return Check(name, True, f'{len(files)} checkpoints')
+
+
+def _check_hooks(rec: Dict[str, Dict[int, dict]]) -> Check:
+    worked: Dict[str, bool] = {}
+    for phase in PHASES:
+        for name, did in rec[phase][0].get('worked', {}).items():
+            worked[name] = worked.get(name, False) or did
+    idle = sorted(name for name, did in worked.items() if not did)
+    unfitted = sorted({m for phase in PHASES for m in rec[phase][0].get('unfitted', [])})
+    problems = ([f'never did its work: {", ".join(idle)}'] if idle else []) + \
+        ([f'left unfitted: {", ".join(unfitted)}'] if unfitted else [])
+    return Check('every hook did its work', not problems,
+                 '; '.join(problems) or f'{len(worked)} hooks')
+
+
+def _check_metrics(rec: Dict[str, Dict[int, dict]]) -> Check:
+    values = {}
+    for phase in PHASES:
+        for i, metrics in enumerate(rec[phase][0]['val'] + rec[phase][0]['test']):
+            for key, value in metrics.items():
+                values[f'{phase}:{key}'] = value
+    bad = sorted(k for k, v in values.items() if not isinstance(v, (int, float)))
+    if not rec['test'][0]['test']:
+        return Check('metrics are finite', False, 'the test phase reported no metric')
+    return Check('metrics are finite', not bad,
+                 f'not finite: {", ".join(f"{k}={values[k]}" for k in bad)}' if bad
+                 else f'{len(values)} values')
