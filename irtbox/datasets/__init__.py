@@ -12,6 +12,8 @@ from .inaturalist import INaturalist2018Dataset
 from .inshop import InShopDataset
 from .label_transforms import (BenchmarkSplitDataset, add_label_noise, keep_class_fraction,
                                split_classes)
+from .miniature import (MINIATURE_KINDS, miniature_config, miniature_kind, miniature_kinds,
+                        point_at_miniature, write_miniature)
 from .nc_clean import NCCleanDataset
 from .revisited import RevisitedDataset
 from .sfm120k import SfM120kDataset, SfMWhitenDataset
@@ -20,6 +22,8 @@ from .sop import SOPDataset
 __all__ = [
     'BaseRetrievalDataset', 'BenchmarkSplitDataset', 'Cars196Dataset', 'CSVDataset', 'CUBDataset',
     'FolderDataset', 'GLDv1NoisyDataset', 'GLDv2CleanDataset', 'INaturalist2018Dataset',
-    'InShopDataset', 'NCCleanDataset', 'RevisitedDataset', 'SfM120kDataset', 'SfMWhitenDataset',
-    'SOPDataset', 'add_label_noise', 'keep_class_fraction', 'split_classes', 'tuple_collate'
+    'InShopDataset', 'MINIATURE_KINDS', 'NCCleanDataset', 'RevisitedDataset', 'SfM120kDataset',
+    'SfMWhitenDataset', 'SOPDataset', 'add_label_noise', 'keep_class_fraction', 'miniature_config',
+    'miniature_kind', 'miniature_kinds', 'point_at_miniature', 'split_classes', 'tuple_collate',
+    'write_miniature'
 ]

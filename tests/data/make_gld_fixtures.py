@@ -1,5 +1,6 @@
 """Write the tiny landmark training-set fixtures of tests/data/gld in the
-official layouts.
+official layouts, through irtbox's miniature writers
+(``irtbox.datasets.miniature``).
 
 Run once (``python tests/data/make_gld_fixtures.py``); the files are committed.
 Images are the coloured digits of make_fixtures.py, resized to sizes whose
@@ -16,70 +17,81 @@ real dataset.
   (``<url> <label>`` lines) and ``images/<url file name>``; one train image
   is missing.
 """
-import hashlib
-import os
 import os.path as osp
 import shutil
 
 import cv2
 
-from make_fixtures import make_image, write_text
+from make_fixtures import make_image
+
+from irtbox.datasets import write_miniature
 
 HERE = osp.join(osp.dirname(osp.abspath(__file__)), 'gld')
 # (width, height) per aspect group: h / w = 0.625, 0.72, 1.0, 1.375, 1.6.
 GROUP_SHAPES = [(32, 20), (32, 23), (24, 24), (24, 33), (20, 32)]
+# landmark_id -> aspect group of each of its images (14 images, groups 3/3/3/2/3)
+GLDV2_GROUPS = {4: [0, 1, 2, 2, 3], 17: [0, 1, 4, 4], 1032: [0, 1, 2, 3, 4]}
+# (landmark_id, aspect group) of each row of train.csv; the last URL is dead
+GLDV1_ROWS = [(7, 0), (7, 2), (7, 4), (12, 1), (12, 2), (3, 3), (3, 0), (12, 2)]
+# {split: [(label, aspect group) of each line]}; train line 5 is a dead link
+NC_ROWS = {
+    'train': [('colosseum', 0), ('colosseum', 2), ('big_ben', 4), ('big_ben', 3),
+              ('louvre', 1), ('louvre', 2)],
+    'val': [('colosseum', 2), ('louvre', 0)],
+}
 
 
-def image_id(name: str) -> str:
-    """A 16-hex id like the GLD ones, stable for ``name``."""
-    return hashlib.md5(name.encode()).hexdigest()[:16]
+def grouped_image(class_index: int, image_index: int, group: int):
+    """The coloured digit resized to the size of aspect group ``group``."""
+    return cv2.resize(make_image(class_index, image_index), GROUP_SHAPES[group],
+                      interpolation=cv2.INTER_LINEAR)
 
 
-def write_jpg(path: str, class_index: int, k: int, group: int) -> None:
-    os.makedirs(osp.dirname(path), exist_ok=True)
-    img = cv2.resize(make_image(class_index, k), GROUP_SHAPES[group],
-                     interpolation=cv2.INTER_LINEAR)
-    if not cv2.imwrite(path, img, [cv2.IMWRITE_JPEG_QUALITY, 90]):
-        raise OSError(f'could not write {path}')
+def rows_by_image(rows):
+    """{(label, k): (split, row number, group)} for rows ``(split, row number, label,
+    group)``, k counting the rows of a label (the writers' image_index)."""
+    count, found = {}, {}
+    for split, row, label, group in rows:
+        k = count[label] = count.get(label, -1) + 1
+        found[label, k] = split, row, group
+    return found
 
 
 def make_gldv2(root: str) -> None:
-    # landmark_id -> aspect group of each of its images (14 images, groups 3/3/3/2/3)
-    landmarks = {4: [0, 1, 2, 2, 3], 17: [0, 1, 4, 4], 1032: [0, 1, 2, 3, 4]}
-    rows = ['landmark_id,images']
-    for c, (landmark, groups) in enumerate(sorted(landmarks.items())):
-        ids = [image_id(f'gldv2-{landmark}-{k}') for k in range(len(groups))]
-        for k, (i, g) in enumerate(zip(ids, groups)):
-            write_jpg(osp.join(root, 'train', i[0], i[1], i[2], f'{i}.jpg'), c, k, g)
-        rows.append(f'{landmark},{" ".join(ids)}')
-    write_text(osp.join(root, 'train_clean.csv'), rows)
+    position = {landmark: c for c, landmark in enumerate(sorted(GLDV2_GROUPS))}
+
+    def image_fn(landmark, k):
+        return grouped_image(position[landmark], k, GLDV2_GROUPS[landmark][k])
+
+    write_miniature('gldv2clean', root, image_fn,
+                    plan=[(landmark, len(GLDV2_GROUPS[landmark])) for landmark in position])
 
 
 def make_gldv1(root: str) -> None:
-    rows = ['"id","url","landmark_id"']
-    entries = [(7, 0), (7, 2), (7, 4), (12, 1), (12, 2), (3, 3), (3, 0), (12, 2)]
-    for k, (landmark, group) in enumerate(entries):
-        i = image_id(f'gldv1-{k}')
-        rows.append(f'"{i}","https://lh3.googleusercontent.com/-{i}/s1600/","{landmark}"')
-        if k < len(entries) - 1:  # the last URL is dead: no image
-            write_jpg(osp.join(root, 'train', f'{i}.jpg'), landmark, k, group)
-    write_text(osp.join(root, 'train.csv'), rows)
+    found = rows_by_image(('train', row, landmark, group)
+                          for row, (landmark, group) in enumerate(GLDV1_ROWS))
+
+    def image_fn(landmark, k):
+        _, row, group = found[landmark, k]
+        return grouped_image(landmark, row, group)
+
+    write_miniature('gldv1noisy', root, image_fn, plan=[landmark for landmark, _ in GLDV1_ROWS],
+                    missing=[len(GLDV1_ROWS) - 1])
 
 
 def make_nc_clean(root: str) -> None:
-    splits = {
-        'train': [('colosseum', 0), ('colosseum', 2), ('big_ben', 4), ('big_ben', 3),
-                  ('louvre', 1), ('louvre', 2)],
-        'val': [('colosseum', 2), ('louvre', 0)],
-    }
-    for split, entries in splits.items():
-        lines = []
-        for k, (label, group) in enumerate(entries):
-            name = f'{image_id(f"nc-{split}-{k}")}.jpg'
-            lines.append(f'http://static.panoramio.com/photos/original/{name} {label}')
-            if (split, k) != ('train', 5):  # one dead link
-                write_jpg(osp.join(root, 'images', name), sum(map(ord, label)) % 10, k, group)
-        write_text(osp.join(root, f'annotation_clean_{split}.txt'), lines)
+    found = rows_by_image((split, row, label, group) for split, rows in NC_ROWS.items()
+                          for row, (label, group) in enumerate(rows))
+    labels = list(dict.fromkeys(label for label, _ in found))  # the writer's class order
+
+    def image_fn(class_index, k):
+        label = labels[class_index]
+        _, row, group = found[label, k]
+        return grouped_image(sum(map(ord, label)) % 10, row, group)
+
+    write_miniature('ncclean', root, image_fn,
+                    plan={split: [label for label, _ in rows] for split, rows in NC_ROWS.items()},
+                    missing=[('train', 5)])
 
 
 def main() -> None:
