@@ -1,0 +1,111 @@
+"""What a rehearsal changes in a config, and only that."""
+import os.path as osp
+
+import torch
+from mmengine.config import Config
+
+from irtbox.apis.miniaturize import (miniaturize, scale_input_size, shorten_schedule,
+                                     shrink_loaders, stand_in_weights)
+from irtbox.registry import MODELS
+from irtbox.utils import state_digest
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+IRT_SOP = osp.join(ROOT, 'configs', 'irt', 'irt-r_deit-s_1xb64-35k_sop.py')
+DTOP = osp.join(ROOT, 'configs', 'dtop', 'r50vitb_sfm.py')
+DML = osp.join(ROOT, 'configs', 'dml_benchmark',
+               'dml_dinov2-vit-b_contrastive_1xb256-39k_cub.py')
+TINY = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')
+
+
+def sizes(pipeline):
+    return [(t['type'], t.get('scale', t.get('crop_size', t.get('sizes'))))
+            for t in pipeline if t['type'] not in ('LoadImageFromFile', 'PackRetrievalInputs')]
+
+
+def test_fixed_size_vit_gets_the_small_input_and_the_pipelines_follow():
+    cfg = Config.fromfile(IRT_SOP)
+    scale_input_size(cfg, 64)
+    assert cfg.model.backbone.img_size == 64
+    # 256 -> 224 crop, scaled by 64 / 224.
+    assert sizes(cfg.train_dataloader.dataset.pipeline)[:2] == [
+        ('Resize', (73, 73)), ('RandomCrop', 64)]
+    assert sizes(cfg.test_dataloader.dataset.pipeline) == [('Resize', (73, 73)),
+                                                           ('CenterCrop', 64)]
+
+
+def test_patch_14_rounds_to_a_multiple_of_the_patch():
+    cfg = Config.fromfile(DML)
+    scale_input_size(cfg, 64)
+    assert cfg.model.backbone.img_size == 70  # 5 patches of 14
+    assert sizes(cfg.val_dataloader.dataset.pipeline) == [('Resize', (70, 70))]
+
+
+def test_dynamic_position_embedding_keeps_its_grid_and_group_sizes_scale():
+    cfg = Config.fromfile(DTOP)
+    scale_input_size(cfg, 64)
+    assert 'img_size' not in cfg.model.backbone  # any input size: the grid stays native
+    group = [t for t in cfg.train_dataloader.dataset.pipeline if t['type'] == 'GroupResize'][0]
+    # Yokoo et al.'s (512, 352) ... (352, 512), by 64 / 384 (the model's native side).
+    assert [tuple(s) for s in group['sizes']][0] == (85, 59)
+    whiten = cfg.custom_hooks[0].dataloader.dataset.pipeline
+    assert ('Resize', (85, 85)) in sizes(whiten)
+
+
+def test_schedule_two_phases_with_every_interval_short():
+    cfg = Config.fromfile(IRT_SOP)
+    first = shorten_schedule(cfg, units=3)
+    assert first == {'train_cfg.max_iters': '3'}
+    assert (cfg.train_cfg.max_iters, cfg.train_cfg.val_interval) == (6, 3)
+    assert cfg.default_hooks.checkpoint.interval == 3
+    assert cfg.default_hooks.checkpoint.max_keep_ckpts == -1
+    epochs = Config.fromfile(DTOP)
+    assert shorten_schedule(epochs, units=3) == {'train_cfg.max_epochs': '1'}
+    assert epochs.train_cfg.max_epochs == 2
+    assert epochs.default_hooks.checkpoint.interval == 1
+
+
+def test_loaders_shrink_but_keep_two_classes_per_batch():
+    cfg = Config.fromfile(IRT_SOP)
+    shrink_loaders(cfg, batch_size=4, workers=0)
+    train = cfg.train_dataloader
+    assert train.batch_size == train.sampler.batch_size == 8  # m = 4: two classes
+    assert train.num_workers == 0 and train.persistent_workers is False
+    assert cfg.test_dataloader.batch_size == 4
+
+
+def test_uncached_pretrained_weights_get_a_stand_in_of_known_values(tmp_path, monkeypatch):
+    from huggingface_hub import constants
+    monkeypatch.setattr(constants, 'HF_HUB_CACHE', str(tmp_path / 'empty'))
+    cfg = Config.fromfile(TINY)
+    cfg.model.backbone.pretrained = True
+    note = stand_in_weights(cfg, str(tmp_path / 'weights'))
+    assert 'stand-in' in note
+    backbone = cfg.model.backbone
+    assert backbone.pretrained is False and osp.isfile(backbone.checkpoint)
+    saved = torch.load(backbone.checkpoint, weights_only=True)
+    built = MODELS.build(backbone)
+    assert state_digest(built.model.state_dict()) == state_digest(saved)
+
+
+def test_cached_pretrained_weights_are_used(tmp_path, monkeypatch):
+    from tests.test_models.test_backbones.test_pretrained_weights import HUB_NAME, TINY as KW
+    from tests.test_models.test_backbones.test_pretrained_weights import hub_cache
+    hub_cache(tmp_path, monkeypatch, **KW)
+    monkeypatch.setattr('huggingface_hub.constants.HF_HUB_OFFLINE', False)
+    cfg = Config(dict(model=dict(backbone=dict(type='TimmBackbone', model_name=HUB_NAME,
+                                               pretrained=True, **KW))))
+    assert 'from the cache' in stand_in_weights(cfg, str(tmp_path / 'weights'))
+    assert cfg.model.backbone.pretrained is True
+
+
+def test_miniaturize_writes_data_and_runs_under_the_work_dir(tmp_path):
+    cfg, first, notes = miniaturize(Config.fromfile(IRT_SOP), str(tmp_path))
+    assert cfg.work_dir == str(tmp_path / 'run')
+    assert first == {'train_cfg.max_iters': '2'}
+    root = cfg.train_dataloader.dataset.data_root
+    assert root == cfg.test_dataloader.dataset.data_root == str(tmp_path / 'data' / 'sop')
+    assert osp.isfile(osp.join(root, 'Ebay_train.txt'))
+    assert any('stand-in' in n for n in notes)
+    # The model, losses and hooks are the config's own.
+    original = Config.fromfile(IRT_SOP)
+    assert cfg.model.head == original.model.head and cfg.model.neck == original.model.neck

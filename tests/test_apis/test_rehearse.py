@@ -1,0 +1,147 @@
+"""The rehearsal's checks, on probe records written by hand: each check fails exactly when
+what it guards went wrong."""
+import json
+import os.path as osp
+
+import pytest
+import torch
+
+from irtbox.apis.rehearse import (PhaseResult, RehearsalReport, check_rehearsal,
+                                  prepare_rehearsal)
+from irtbox.utils import state_digest
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+
+
+def write_run(tmp_path, changes=None, nproc=2):
+    """A finished 2-process rehearsal: checkpoints iter_2 / iter_4 on disk, and the probe
+    records of a run where everything went right, then ``changes`` applied
+    (``changes[(phase, rank)] = function(record)``)."""
+    changes = changes or {}
+    run = tmp_path / 'run'
+    run.mkdir()
+    states = {n: {'w': torch.full((2, ), float(n))} for n in (0, 2, 4)}
+    for n in (2, 4):
+        torch.save({'state_dict': states[n], 'meta': {'iter': n}}, run / f'iter_{n}.pth')
+    digest = {n: state_digest(states[n]) for n in states}
+    backbone = {n: f'backbone{n}' for n in states}
+
+    def moment(n):
+        return dict(iter=n, epoch=0, model=digest[n], backbone=backbone[n])
+
+    base = {
+        'train': dict(start=moment(0), end=moment(2), saved=[dict(iter=2, model=digest[2])],
+                      val=[{'recall@1': 50.0}], test=[], worked={'PCAFitHook': True},
+                      unfitted=[]),
+        'resume': dict(start=moment(2), end=moment(4), saved=[dict(iter=4, model=digest[4])],
+                       val=[{'recall@1': 60.0}], test=[], worked={'PCAFitHook': True},
+                       unfitted=[]),
+        'test': dict(start=None, end=None, saved=[], val=[], test=[{'recall@1': 61.0}],
+                     worked={'PCAFitHook': True}, unfitted=[]),
+    }
+    (tmp_path / 'probe').mkdir()
+    for phase, record in base.items():
+        for rank in range(nproc):
+            record = json.loads(json.dumps(record))
+            if (phase, rank) in changes:
+                changes[(phase, rank)](record)
+            (tmp_path / 'probe' / f'{phase}_rank{rank}.json').write_text(json.dumps(record))
+    report = RehearsalReport('c.py', str(tmp_path), nproc, [])
+    report.phases = [PhaseResult(p, [], 1.0, 0, str(tmp_path / f'{p}.log'))
+                     for p in ('train', 'resume', 'test')]
+    return report
+
+
+def failed(report):
+    return {c.name: c.detail for c in check_rehearsal(report, timeout=60) if not c.ok}
+
+
+def check_start_weights_off(monkeypatch):
+    """The start-weights check builds the configured backbone: tested end to end elsewhere."""
+    from irtbox.apis import rehearse
+    monkeypatch.setattr(rehearse, '_check_start_weights',
+                        lambda report, train: rehearse.Check('started', True))
+
+
+def test_a_run_where_everything_went_right_passes(tmp_path, monkeypatch):
+    check_start_weights_off(monkeypatch)
+    assert failed(write_run(tmp_path)) == {}
+
+
+def test_a_hung_phase_fails_and_stops_the_checks(tmp_path):
+    report = write_run(tmp_path)
+    (tmp_path / 'resume.log').write_text('Saving checkpoint at 2 iterations\n')
+    report.phases[1].returncode = None
+    problems = failed(report)
+    assert list(problems) == ['phase resume']
+    assert 'hung: no exit within 60 s' in problems['phase resume']
+    assert 'Saving checkpoint at 2 iterations' in problems['phase resume']
+
+
+def test_ranks_that_differ_fail(tmp_path, monkeypatch):
+    check_start_weights_off(monkeypatch)
+
+    def drift(record):
+        record['end']['model'] = 'another'
+    problems = failed(write_run(tmp_path, {('train', 1): drift}))
+    assert problems == {'every rank holds the same weights and buffers':
+                        'ranks differ at: train end'}
+
+
+def test_unchanged_weights_fail(tmp_path, monkeypatch):
+    check_start_weights_off(monkeypatch)
+
+    def frozen(record):
+        record['end']['backbone'] = record['start']['backbone']
+    assert 'weights changed' in failed(write_run(tmp_path, {('train', 0): frozen}))
+
+
+def test_a_checkpoint_that_is_not_the_saved_model_fails(tmp_path, monkeypatch):
+    check_start_weights_off(monkeypatch)
+    report = write_run(tmp_path)
+    torch.save({'state_dict': {'w': torch.zeros(2)}}, tmp_path / 'run' / 'iter_2.pth')
+    assert 'iter_2.pth differ(s) from every model saved' in \
+        failed(report)['the checkpoint round-trips']
+
+
+def test_a_resume_from_other_weights_fails(tmp_path, monkeypatch):
+    check_start_weights_off(monkeypatch)
+
+    def elsewhere(record):
+        record['start']['model'] = 'random'
+    problems = failed(write_run(tmp_path, {('resume', 1): elsewhere}))
+    assert 'ranks [1]' in problems['the checkpoint round-trips']
+
+
+def test_an_idle_hook_or_unfitted_projection_fails(tmp_path, monkeypatch):
+    check_start_weights_off(monkeypatch)
+
+    def idle(record):
+        record['worked'] = {'PCAFitHook': False, 'TupleMiningHook': False}
+        record['unfitted'] = ['neck.1']
+    changes = {(phase, 0): idle for phase in ('train', 'resume', 'test')}
+    problem = failed(write_run(tmp_path, changes))['every hook did its work']
+    assert 'PCAFitHook, TupleMiningHook' in problem and 'neck.1' in problem
+
+
+def test_a_non_finite_metric_fails(tmp_path, monkeypatch):
+    check_start_weights_off(monkeypatch)
+
+    def nan(record):
+        record['test'] = [{'recall@1': 'nan'}]
+    problem = failed(write_run(tmp_path, {('test', 0): nan}))['metrics are finite']
+    assert problem == 'not finite: test:recall@1=nan'
+
+
+def test_a_missing_probe_record_fails(tmp_path, monkeypatch):
+    report = write_run(tmp_path)
+    (tmp_path / 'probe' / 'resume_rank1.json').unlink()
+    assert failed(report) == {'probe records': 'missing: resume rank 1'}
+
+
+def test_rehearsal_keeps_out_of_a_folder_it_did_not_make(tmp_path):
+    (tmp_path / 'precious.txt').write_text('keep me')
+    with pytest.raises(FileExistsError, match='something else than a rehearsal'):
+        prepare_rehearsal(osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py'),
+                          str(tmp_path))
+    assert (tmp_path / 'precious.txt').read_text() == 'keep me'
