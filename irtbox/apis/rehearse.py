@@ -23,13 +23,13 @@ import os
 import os.path as osp
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
+from irtbox.utils.dist import free_port
 from irtbox.utils.fileio import atomic_write_text
 
 __all__ = ['Check', 'PhaseResult', 'RehearsalReport', 'rehearse', 'check_rehearsal',
@@ -84,12 +84,6 @@ class RehearsalReport:
         return '\n'.join(lines)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
 def prepare_rehearsal(config: str, work_dir: str, cfg_options: Optional[dict] = None,
                       **miniature) -> tuple:
     """Write the miniature of ``config`` into a fresh ``work_dir``: the rehearsal's config
@@ -125,7 +119,7 @@ def _command(tools_dir: str, script: str, nproc: int, args: List[str]) -> List[s
 
 
 def _run_phase(name: str, command: List[str], log_path: str, timeout: float) -> PhaseResult:
-    env = dict(os.environ, IRTBOX_REHEARSAL_PHASE=name, PORT=str(_free_port()),
+    env = dict(os.environ, IRTBOX_REHEARSAL_PHASE=name, PORT=str(free_port()),
                HF_HUB_OFFLINE='1')  # a rehearsal never downloads: weights are cached or stand-ins
     start = time.monotonic()
     with open(log_path, 'w') as log:

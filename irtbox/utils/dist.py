@@ -12,6 +12,7 @@ import inspect
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 from typing import List, Union
@@ -20,7 +21,7 @@ import torch
 import torch.distributed as dist
 from mmengine import dist as mmdist
 
-__all__ = ['init_distributed', 'exit_with_parent', 'finish_distributed', 'adapt_cfg_to_device',
+__all__ = ['free_port', 'init_distributed', 'exit_with_parent', 'finish_distributed', 'adapt_cfg_to_device',
            'all_gather_cat', 'gather_round_robin']
 
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
@@ -76,6 +77,14 @@ def _as_timedelta(timeout) -> datetime.timedelta:
         raise ValueError(f'env_cfg.dist_cfg.timeout must be a positive number of seconds, got '
                         f'{timeout!r}; e.g. dist_cfg=dict(timeout=1800)')
     return datetime.timedelta(seconds=timeout)
+
+
+def free_port(host: str = '127.0.0.1') -> int:
+    """A TCP port free on ``host`` now, for a launcher's rendezvous (``PORT`` of the
+    ``dist_*.sh`` tools) when several jobs share a machine."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
 
 
 def exit_with_parent(sig: int = signal.SIGTERM) -> None:

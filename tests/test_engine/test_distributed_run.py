@@ -5,7 +5,6 @@ checkpoint's weights were re-drawn by init_weights, the fit before the checkpoin
 import json
 import os
 import os.path as osp
-import socket
 import subprocess
 
 import torch
@@ -13,15 +12,11 @@ from mmengine.config import Config
 
 from irtbox.registry import MODELS
 from irtbox.utils import safe_torch_load, state_digest
+from irtbox.utils.dist import free_port
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TINY_DTOP = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_dtop.py')
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 
 def test_two_processes_start_from_the_checkpoint_save_mid_run_and_agree(tmp_path):

@@ -2,7 +2,6 @@
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 
@@ -10,11 +9,8 @@ import pytest
 
 from reliability_helpers import ROOT, TINY_CONFIG
 
+from irtbox.utils.dist import free_port
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 
 def children(pid):

@@ -1,19 +1,14 @@
 """A 2-process CPU (gloo) run of tools/dist_train.sh and tools/dist_test.sh."""
 import os
 import os.path as osp
-import socket
 import subprocess
 
 from irtbox.utils import safe_torch_load
+from irtbox.utils.dist import free_port
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TINY_CONFIG = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 
 def run(cmd, tmp_path):

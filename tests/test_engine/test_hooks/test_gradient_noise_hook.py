@@ -4,7 +4,6 @@ import os
 import glob
 import os.path as osp
 import shutil
-import socket
 import subprocess
 from types import SimpleNamespace
 
@@ -20,6 +19,7 @@ from irtbox.models.heads import EmbeddingHead
 from irtbox.models.losses.contrastive import contrastive_loss
 from irtbox.utils import register_safe_globals, safe_torch_load
 from irtbox.utils.config import load_config
+from irtbox.utils.dist import free_port
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 TINY = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')
@@ -150,19 +150,13 @@ def test_resumed_run_averages_over_the_whole_training(measured_run, tmp_path):
     assert again['gamma_mean'] == pytest.approx(straight['gamma_mean'], rel=1e-5)
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
 def test_ddp_two_processes(tmp_path):
     """Under DDP (2 CPU processes, gloo) the weights are those of a run without the hook."""
     config = tmp_path / 'tiny_gamma.py'
     config.write_text(f"_base_ = ['{TINY}']\ncustom_hooks = [dict(type='GradientNoiseHook')]\n")
     procs = {}
     for name, cfg in (('with', str(config)), ('without', TINY)):
-        env = dict(os.environ, PORT=str(_free_port()), OMP_NUM_THREADS='1',
+        env = dict(os.environ, PORT=str(free_port()), OMP_NUM_THREADS='1',
                    CUDA_VISIBLE_DEVICES='')
         procs[name] = subprocess.Popen(
             ['bash', 'tools/dist_train.sh', cfg, '2', '--work-dir', str(tmp_path / name)],
