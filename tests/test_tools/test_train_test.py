@@ -103,3 +103,22 @@ def test_clear_errors(tmp_path, in_root):
         train_tool.main([TINY_CONFIG, '--resume', 'missing.pth'])
     with pytest.raises(SystemExit, match='train_dataloader.sampler.batch_size=4 differs'):
         train_tool.main([TINY_CONFIG, '--cfg-options', 'train_dataloader.batch_size=8'])
+
+
+def test_unavailable_pretrained_weights_are_one_line_and_a_checkpoint_needs_none(
+        tmp_path, in_root, monkeypatch):
+    """Offline with an empty cache: training a pretrained=True config stops with one line
+    naming the ways out; testing a checkpoint of it works (the checkpoint holds the weights)."""
+    from huggingface_hub import constants
+    monkeypatch.setattr(constants, 'HF_HUB_CACHE', str(tmp_path / 'empty_cache'))
+    monkeypatch.setattr(constants, 'HF_HUB_OFFLINE', True)
+    pretrained = ['--cfg-options', 'model.backbone.pretrained=True']
+    with pytest.raises(SystemExit) as info:
+        train_tool.main([TINY_CONFIG, '--work-dir', str(tmp_path / 'a'), *pretrained])
+    message = str(info.value.code)
+    assert '\n' not in message and 'model.backbone.pretrained=False' in message
+    train_tool.main([TINY_CONFIG, '--work-dir', str(tmp_path / 'b'),
+                     '--cfg-options', 'train_cfg.max_iters=2'])
+    metrics = test_tool.main([TINY_CONFIG, str(tmp_path / 'b' / 'iter_2.pth'),
+                              '--work-dir', str(tmp_path / 'c'), *pretrained])
+    assert metrics['recall@1'] >= 0
