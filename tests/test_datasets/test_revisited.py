@@ -71,18 +71,23 @@ def test_metainfo_carries_ground_truth(root, gnd_file):
 
 
 def test_distractors_are_appended(root, data_dir, gnd_file):
+    # R1M's layout: revisitop1m.txt beside jpg/, listing paths relative to jpg/.
     r1m = osp.join(data_dir, 'landmarks', 'revisitop1m')
-    ds = RevisitedDataset(data_root=root, distractors_list='revisitop1m.txt',
-                          distractors_root=r1m)
+    jpg = osp.join(r1m, 'jpg')
     with open(osp.join(r1m, 'revisitop1m.txt')) as f:
         rel = [line.strip() for line in f if line.strip()]
+    assert len(rel) == 4  # make_landmark_fixtures.py writes 4 distractors
     nq, nd = len(gnd_file['qimlist']), len(gnd_file['imlist'])
-    assert len(ds) == nq + nd + len(rel)
-    tail = [ds.get_data_info(i) for i in range(nq + nd, len(ds))]
-    assert [d['img_path'] for d in tail] == [osp.join(r1m, p) for p in rel]
-    assert not any(d['is_query'] for d in tail)
-    assert ds.metainfo['num_distractors'] == len(rel)
-    assert ds.metainfo['num_database'] == nd
+    # The list given by its own path, or relative to distractors_root.
+    for listed in (osp.join(r1m, 'revisitop1m.txt'), osp.join('..', 'revisitop1m.txt')):
+        ds = RevisitedDataset(data_root=root, distractors_list=listed, distractors_root=jpg)
+        assert len(ds) == nq + nd + len(rel)
+        tail = [ds.get_data_info(i) for i in range(nq + nd, len(ds))]
+        assert [d['img_path'] for d in tail] == [osp.join(jpg, p) for p in rel]
+        assert all(osp.isfile(d['img_path']) for d in tail)
+        assert not any(d['is_query'] for d in tail)
+        assert ds.metainfo['num_distractors'] == len(rel)
+        assert ds.metainfo['num_database'] == nd
 
 
 def test_query_is_cropped_to_its_box_before_resizing(root, gnd_file):

@@ -187,8 +187,9 @@ def test_whiten_dataset_errors(tmp_path, root):
     with pytest.raises(KeyError, match=r"whiten.pkl: missing key\(s\) \['pidxs'\]"):
         SfMWhitenDataset(data_root=data_root)
     shutil.rmtree(data_root)
-    data_root = rewrite(tmp_path, root, lambda d: d.update(qidxs=[0, 1, 2, 6]), name)
-    with pytest.raises(ValueError, match=r"\['qidxs'\]\[3\] = 6 is not an index in \[0, 6\)"):
+    # The whitening set: 2 images of each of the 4 val clusters, so indices 0 .. 7.
+    data_root = rewrite(tmp_path, root, lambda d: d.update(qidxs=[0, 2, 4, 8]), name)
+    with pytest.raises(ValueError, match=r"\['qidxs'\]\[3\] = 8 is not an index in \[0, 8\)"):
         SfMWhitenDataset(data_root=data_root)
     with pytest.raises(FileNotFoundError, match=name):
         SfMWhitenDataset(data_root=str(tmp_path / 'none'))

@@ -24,6 +24,7 @@ def test_train_one_epoch_then_test(tmp_path, in_root):
         for name in ('mAP_E', 'mAP_M', 'mAP_H', 'mP@1_M', 'mP@10_H'):
             assert 0.0 <= metrics[tag + name] <= 100.0
     saved = np.load(out)
+    # The fixture: 3 queries, a database of 3 x 4 views + 4 unrelated images, 4 R1M distractors.
     assert saved['is_query'].sum() == 3 and len(saved['sample_idx']) == 3 + 16 + 4
     # Both metrics' arrays are kept: whitened first, the raw ones under their tag.
     assert saved['embeddings'].shape == saved['no_whitening/embeddings'].shape

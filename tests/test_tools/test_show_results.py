@@ -139,8 +139,14 @@ def test_run_log_has_no_registry_scope_warning(tmp_path, in_root):
 
 
 def test_revisited_junk_is_grey(tmp_path, in_root):
-    """ROxford fixture, Hard protocol: positives = 'hard', junk = 'junk' + 'easy' (grey)."""
+    """ROxford fixture, Hard protocol: positives = 'hard', junk = 'junk' + 'easy' (grey).
+
+    The fixture (make_landmark_fixtures.py): 3 queries; a 16-image database with 4 views of
+    each query's landmark, labelled easy / easy / hard / junk, and 4 unrelated images; 4 R1M
+    distractors. With all 20 results shown, every query's row has its 1 hard view (green),
+    2 easy + 1 junk (grey) and the 16 others (red), whatever the ranking."""
     import pickle
+    from collections import Counter
 
     from PIL import Image
 
@@ -151,23 +157,26 @@ def test_revisited_junk_is_grey(tmp_path, in_root):
                     '--work-dir', str(tmp_path / 'w'), '--out', out])
     gnd_file = osp.join(ROOT, 'tests', 'data', 'landmarks', 'roxford5k', 'gnd_roxford5k.pkl')
     records = browse_results.main([out, '--out-dir', str(tmp_path / 'show'), '--gnd', gnd_file,
-                                   '--protocol', 'hard', '--topk', '10'])
+                                   '--protocol', 'hard', '--topk', '20'])
     with open(gnd_file, 'rb') as f:
         gnd = pickle.load(f)['gnd']
     is_query = np.load(out)['is_query']
     queries, database = np.flatnonzero(is_query), np.flatnonzero(~is_query)
-    seen = set()
+    assert (len(queries), len(database)) == (3, 16 + 4)
+    assert sorted(rec['query'] for rec in records) == queries.tolist()
     for rec in records:
         g = gnd[int(np.searchsorted(queries, rec['query']))]
         grid = np.asarray(Image.open(tmp_path / 'show' / 'grids' / f"query_{rec['query']}.png"))
+        assert sorted(rec['results']) == database.tolist()
+        seen = Counter()
         for j, sample in enumerate(rec['results'], start=1):
             db = int(np.searchsorted(database, sample))
             want = 'junk' if db in list(g['junk']) + list(g['easy']) else \
                 'correct' if db in g['hard'] else 'wrong'
-            seen.add(want)
+            seen[want] += 1
             x, y = PAD + j * (128 + 10 + PAD), HEADER + PAD
             assert tuple(grid[y + 1, x + 1]) == COLORS[want]
-    assert seen == {'junk', 'correct', 'wrong'}
+        assert seen == dict(correct=1, junk=3, wrong=16)
 
 
 def test_browse_results_asks_for_a_prefix(tmp_path):

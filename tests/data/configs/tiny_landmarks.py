@@ -38,7 +38,9 @@ train_dataloader = dict(
 test_dataloader = dict(
     batch_size=4, num_workers=0, sampler=dict(type='DefaultSampler', shuffle=False),
     dataset=dict(type='RevisitedDataset', data_root=f'{root}/roxford5k', dataset_name='roxford5k',
-                 distractors_list='revisitop1m.txt', distractors_root=f'{root}/revisitop1m',
+                 # R1M's layout: revisitop1m.txt beside jpg/, its paths relative to jpg/ (a relative
+                 # distractors_list is relative to distractors_root).
+                 distractors_list='../revisitop1m.txt', distractors_root=f'{root}/revisitop1m/jpg',
                  pipeline=query_pipeline))
 test_evaluator = [dict(type='RevisitedMetric'),
                   dict(type='RevisitedMetric', embedding_key='embedding_raw', tag='no_whitening')]
