@@ -62,7 +62,7 @@ def main(argv=None):
 
     from irtbox.apis import (extract_to_shards, init_model, list_images, merge_shards,
                              prepare_shards, save_features)
-    from irtbox.utils.dist import finish_distributed, init_distributed
+    from irtbox.utils.dist import init_distributed
     started = time.time()
     rank, world = 0, 1
     if args.launcher != 'none':
@@ -85,7 +85,7 @@ def main(argv=None):
     if world > 1:
         dist.barrier()
     if rank != 0:
-        finish_distributed()
+        _finish()
         return None
     result = merge_shards(args.out_dir)
     out = osp.join(args.out_dir, 'features.npz')
@@ -95,8 +95,14 @@ def main(argv=None):
               f'{len(result.failed)} unreadable; {world} process(es), rank 0 computed '
               f'{len(computed)} shard(s) of {args.shard_size}; {time.time() - started:.1f} s: '
               f'{out}', logger='current')
-    finish_distributed()
+    _finish()
     return result
+
+
+def _finish() -> None:
+    from irtbox.utils.dist import finish_distributed
+    if finish_distributed() and __name__ == '__main__':
+        os._exit(0)  # see finish_distributed: DDP's threads would abort the teardown
 
 
 if __name__ == '__main__':

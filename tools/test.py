@@ -174,7 +174,8 @@ def main(argv=None):
             runner.logger.info(f'results written to {args.out}')
         if args.show_dir:
             show(runner, outputs, metrics, args)
-    finish_distributed()
+    if finish_distributed() and __name__ == '__main__':
+        os._exit(0)  # see finish_distributed: DDP's threads would abort the teardown
     return metrics
 
 

@@ -96,7 +96,8 @@ def main(argv=None):
     except NonFiniteLossError as err:  # a clear stop, not a traceback: the message says it all
         runner.logger.error(str(err))
         raise SystemExit(1) from err
-    finish_distributed()
+    if finish_distributed() and __name__ == '__main__':
+        os._exit(0)  # see finish_distributed: DDP's threads would abort the teardown
 
 
 if __name__ == '__main__':

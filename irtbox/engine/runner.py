@@ -33,7 +33,7 @@ from typing import List, Optional, Tuple
 from mmengine.dist import is_main_process
 from mmengine.logging import MMLogger
 from mmengine.model import is_model_wrapper
-from mmengine.runner import Runner
+from mmengine.runner import BaseLoop, Runner
 from mmengine.runner.checkpoint import _load_checkpoint
 from mmengine.visualization import Visualizer
 
@@ -117,9 +117,6 @@ class IrtboxRunner(Runner):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._load_partial = bool(self.cfg.get('load_partial', False))
-        # What a checkpoint is loaded for decides how its training-only parts (heads, memories)
-        # are checked: evaluation ignores them, load_from may lack them, resume needs them.
-        self._loading_for = 'evaluation'
         self.logger.addFilter(_DropUnactionable())
 
     def build_logger(self, *args, **kwargs) -> MMLogger:
@@ -169,18 +166,17 @@ class IrtboxRunner(Runner):
 
     def train(self):
         """Train; warns first when a run from iteration 0 may overwrite earlier checkpoints."""
-        self._loading_for = 'training'
         if not self._resume:
             self._warn_existing_checkpoints()
         return super().train()
 
-    def resume(self, filename: str, *args, **kwargs) -> None:
-        """MMEngine's resume; every weight, training-only parts included, must match."""
-        self._loading_for = 'resume'
-        try:
-            super().resume(filename, *args, **kwargs)
-        finally:
-            self._loading_for = 'training'
+    def _training_parts(self) -> str:
+        """How a checkpoint's training-only parts (heads, memories) are checked, from what
+        this runner is doing: resuming needs them whole, a training run's ``load_from`` may
+        lack them, evaluation (no train loop built) leaves them alone."""
+        if not isinstance(self._train_loop, BaseLoop):
+            return 'ignored'
+        return 'required' if self._resume else 'optional'
 
     def _warn_existing_checkpoints(self) -> None:
         existing = run_checkpoints(self.work_dir)
@@ -206,9 +202,7 @@ class IrtboxRunner(Runner):
         state = extract_state_dict(checkpoint)
         for pattern, replacement in revise_keys:
             state = {re.sub(pattern, replacement, k): v for k, v in state.items()}
-        training_parts = dict(evaluation='ignored', training='optional', resume='required')
-        load_model_weights(model, state, source=filename,
-                           training_parts=training_parts[self._loading_for])
+        load_model_weights(model, state, source=filename, training_parts=self._training_parts())
         self._has_loaded = True
         self.logger.info(f'Load checkpoint from {filename}')
         return checkpoint

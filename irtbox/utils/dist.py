@@ -102,24 +102,25 @@ def exit_with_parent(sig: int = signal.SIGTERM) -> None:
         os.kill(os.getpid(), sig)
 
 
-def finish_distributed() -> None:
-    """End a finished distributed job's process: every rank waits for the others, the
-    process group is destroyed, logs and output are flushed, and the process exits with
-    status 0 (no-op without a process group). Call it last.
+def finish_distributed() -> bool:
+    """End a finished distributed job's process group: every rank waits for the others,
+    the group is destroyed, and logs and output are flushed. Returns whether there was a
+    group (False, a no-op, on one process). Call it last.
 
-    The model wrapper (DDP) still holds the gloo group after ``destroy_process_group``;
-    its threads were then torn down by the interpreter's exit, which aborted a finished
-    rank now and then ("terminate called without an active exception") and failed a
-    successful job. Exiting right here skips that teardown.
+    The model wrapper (DDP) still holds the gloo group after ``destroy_process_group``,
+    and tearing its threads down at interpreter exit aborts a finished rank now and then
+    ("terminate called without an active exception"), failing a successful job: a script
+    should then end its process at once (``os._exit(0)``), which is the script's decision,
+    not the library's (the tools do it).
     """
     if not (dist.is_available() and dist.is_initialized()):
-        return
+        return False
     dist.barrier()
     dist.destroy_process_group()
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    return True
 
 
 def _slurm_env(port: int = None) -> None:
