@@ -1,7 +1,7 @@
 """Run a grid of trainings (the training-recipe benchmark's sweeps), collect and plot them.
 
 The grid spec's format (irtbox/sweeps/spec.py) and how runs run and resume
-(irtbox/sweeps/runner.py) are printed after the examples by --help.
+(irtbox/sweeps/execute.py) are printed after the examples by --help.
 
 Outputs in WORK_ROOT: runs.csv / runs.json (one row per finished run),
 summary.csv (mean, std, min, max over seeds) and the figures
@@ -26,7 +26,7 @@ import os
 import os.path as osp
 import sys
 
-from irtbox.sweeps import runner as runner_module
+from irtbox.sweeps import execute as execute_module
 from irtbox.sweeps import spec as spec_module
 from irtbox.sweeps import (EMBEDDINGS, FAILED, LOG, RESULTS, TRAIN_DONE, SelectionError, collect,
                            emit_command, expand, load_spec, plot_all, run_all, select_runs,
@@ -41,7 +41,7 @@ SUBSET_OPTIONS = dict(factors='--only', datasets='--datasets', losses='--losses'
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description='Run, collect and plot a grid of irtbox trainings.',
-        epilog='\n'.join([__doc__, spec_module.__doc__, runner_module.__doc__]),
+        epilog='\n'.join([__doc__, spec_module.__doc__, execute_module.__doc__]),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('spec', help='grid spec (.py, .yaml or .json)')
     parser.add_argument('--work-root', required=True, help='folder of all the runs and outputs')

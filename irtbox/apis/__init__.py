@@ -7,7 +7,7 @@ from .model_zoo import (ModelNotReleasedError, UnknownModelError, ZooEntry, get_
 from .miniaturize import miniaturize
 from .publish import publish_checkpoint
 from .rehearse import RehearsalReport, rehearse
-from .runner import DEFAULT_RUNNER, build_runner, check_checkpoint, load_run_config
+from .run_setup import DEFAULT_RUNNER, build_runner, check_checkpoint, load_run_config
 from .setup_env import register_all_modules
 
 __all__ = [

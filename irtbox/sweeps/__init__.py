@@ -3,12 +3,12 @@ tables and drawn as the training-recipe benchmark's figures. The CLIs are ``tool
 and ``tools/analysis_tools/plot_sweep.py``.
 
 One job per module: ``spec`` (read, check and expand a grid spec), ``families`` (each loss's
-family, from its config), ``state`` (the files that say how far a run got), ``runner`` (run
+family, from its config), ``state`` (the files that say how far a run got), ``execute`` (run
 them, or print their commands), ``tables`` and ``figures``.
 """
 from .families import family_of, loss_families
+from .execute import emit_command, run_all, run_one
 from .figures import plot_all, plot_factor
-from .runner import emit_command, run_all, run_one
 from .spec import (OFF_THE_SHELF, Run, SelectionError, expand, factor_values, load_spec,
                    select_runs, value_dir, value_entries)
 from .state import EMBEDDINGS, FAILED, LOG, RESULTS, TRAIN_DONE, checkpoint_of, state_of

@@ -99,7 +99,7 @@ def fake_subprocess(monkeypatch, tmp_path, runs):
             (tmp_path / work_dir / 'last_checkpoint').write_text(osp.join(work_dir, 'iter_20.pth'))
         calls.append((tool, work_dir, cmd))
 
-    monkeypatch.setattr(sweeps.runner.subprocess, 'run', fake_run)
+    monkeypatch.setattr(sweeps.execute.subprocess, 'run', fake_run)
     return calls
 
 
@@ -152,15 +152,15 @@ def test_failed_runs_do_not_stop_the_sweep_and_are_retried(fake_sweep, monkeypat
     spec_path, root, runs, done, trained, calls = fake_sweep
     todo = [r for r in runs if sweeps.state_of(r) == 'todo']
     broken = {todo[0].work_dir, todo[-1].work_dir}
-    fake_run = sweeps.runner.subprocess.run
+    fake_run = sweeps.execute.subprocess.run
 
     def failing_run(cmd, check, env, stdout=None, stderr=None):
         if cmd[cmd.index('--work-dir') + 1] in broken and cmd[1].endswith('train.py'):
             stdout.write('ValueError: the reason\n')
-            raise sweeps.runner.subprocess.CalledProcessError(3, cmd)
+            raise sweeps.execute.subprocess.CalledProcessError(3, cmd)
         return fake_run(cmd, check, env)
 
-    monkeypatch.setattr(sweeps.runner.subprocess, 'run', failing_run)
+    monkeypatch.setattr(sweeps.execute.subprocess, 'run', failing_run)
     with pytest.raises(SystemExit, match=r'2 run\(s\) failed') as exit_info:
         sweep.main([spec_path, '--work-root', root, '--no-plot'])
     assert all(d in str(exit_info.value) for d in broken)
@@ -184,7 +184,7 @@ def test_failed_runs_do_not_stop_the_sweep_and_are_retried(fake_sweep, monkeypat
 
 def test_missing_checkpoint_and_interruption(fake_sweep, monkeypatch):
     spec_path, root, runs, done, trained, calls = fake_sweep
-    fake_run = sweeps.runner.subprocess.run
+    fake_run = sweeps.execute.subprocess.run
     todo = [r for r in runs if sweeps.state_of(r) == 'todo']
     started = []
 
@@ -197,7 +197,7 @@ def test_missing_checkpoint_and_interruption(fake_sweep, monkeypatch):
             raise KeyboardInterrupt
         return result
 
-    monkeypatch.setattr(sweeps.runner.subprocess, 'run', run_without_checkpoints)
+    monkeypatch.setattr(sweeps.execute.subprocess, 'run', run_without_checkpoints)
     with pytest.raises(SystemExit, match='interrupted: finished runs are kept'):
         sweep.main([spec_path, '--work-root', root, '--no-plot'])
     assert sweeps.state_of(todo[0]) == 'failed'
@@ -211,7 +211,7 @@ def test_missing_checkpoint_and_interruption(fake_sweep, monkeypatch):
 def test_parallel_jobs_get_their_own_gpu_and_threads(fake_sweep, monkeypatch):
     import threading
     spec_path, root, runs, done, trained, calls = fake_sweep
-    fake_run = sweeps.runner.subprocess.run
+    fake_run = sweeps.execute.subprocess.run
     together = threading.Barrier(2, timeout=10)
     envs = []
 
@@ -224,9 +224,9 @@ def test_parallel_jobs_get_their_own_gpu_and_threads(fake_sweep, monkeypatch):
             together.wait()
         return fake_run(cmd, check, env)
 
-    monkeypatch.setattr(sweeps.runner.subprocess, 'run', recording_run)
+    monkeypatch.setattr(sweeps.execute.subprocess, 'run', recording_run)
     monkeypatch.setenv('CUDA_VISIBLE_DEVICES', '4,7')
-    monkeypatch.setattr(sweeps.runner.os, 'cpu_count', lambda: 8)
+    monkeypatch.setattr(sweeps.execute.os, 'cpu_count', lambda: 8)
     sweep.main([spec_path, '--work-root', root, '--no-plot', '--jobs', '2'])
     assert sorted(e['CUDA_VISIBLE_DEVICES'] for e in envs) == ['4', '7']
     assert all(e['OMP_NUM_THREADS'] == '4' for e in envs)
