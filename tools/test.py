@@ -56,13 +56,14 @@ def write_outputs(path: str, metrics: dict, outputs: dict) -> None:
     """Writes the metrics to ``path`` with a .json suffix; for a .npz ``path`` also the arrays
     of ``outputs`` plus ``metrics/<name>`` to ``path``."""
     import numpy as np
-    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
+
+    from irtbox.utils.fileio import atomic_write, atomic_write_text
     if path.endswith('.npz'):
         arrays = {k: np.asarray(v) for k, v in (outputs or {}).items()}
         arrays.update({f'metrics/{k}': np.asarray(v) for k, v in metrics.items()})
-        np.savez(path, **arrays)
-    with open(osp.splitext(path)[0] + '.json', 'w') as f:
-        json.dump({k: float(v) for k, v in metrics.items()}, f, indent=2)
+        atomic_write(path, lambda tmp: np.savez(tmp, **arrays))
+    atomic_write_text(osp.splitext(path)[0] + '.json',
+                      json.dumps({k: float(v) for k, v in metrics.items()}, indent=2))
 
 
 def metric_outputs(runner) -> dict:

@@ -1,8 +1,9 @@
 """``IrtboxRunner``: MMEngine's ``Runner`` with checkpoints that cannot silently lose work.
 
-- Saving is atomic: a checkpoint is written to a temporary file in the same directory,
-  flushed and fsynced, then renamed to its name, so a kill while saving never leaves a
-  truncated file under a checkpoint's name.
+- Saving is atomic (:func:`~irtbox.utils.fileio.atomic_write`): a checkpoint is written to
+  a temporary file in the same directory, fsynced, then renamed to its name (the directory
+  fsynced too), so a kill while saving never leaves a truncated file under a checkpoint's
+  name.
 - ``--resume`` without a file resumes from the newest *intact* checkpoint of the work dir
   (``last_checkpoint``'s target or the ``iter_*``/``epoch_*`` files), warning about every
   file it skips; with none it says so and starts from iteration 0.
@@ -39,6 +40,7 @@ from mmengine.visualization import Visualizer
 
 from irtbox.registry import RUNNERS
 from irtbox.utils.checkpoint import checkpoint_problem, extract_state_dict, load_model_weights
+from irtbox.utils.fileio import atomic_write
 
 __all__ = ['IrtboxRunner', 'find_resume_checkpoint', 'run_checkpoints']
 
@@ -237,19 +239,6 @@ class IrtboxRunner(Runner):
                 backend_args)
         if '://' in out_dir:  # remote storage: its backend's own semantics
             return super().save_checkpoint(out_dir, filename, *args)
-        temporary = f'.{filename}.tmp-{os.getpid()}'
-        temp_path, final_path = osp.join(out_dir, temporary), osp.join(out_dir, filename)
-        try:
-            super().save_checkpoint(out_dir, temporary, *args)
-            with open(temp_path, 'rb+') as f:
-                os.fsync(f.fileno())
-            os.replace(temp_path, final_path)
-        finally:
-            if osp.exists(temp_path):  # the save failed: no half-written leftovers
-                os.remove(temp_path)
-        # The rename itself survives a power loss only once the directory is synced.
-        directory = os.open(out_dir, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        atomic_write(osp.join(out_dir, filename),
+                     lambda tmp: super(IrtboxRunner, self).save_checkpoint(
+                         out_dir, osp.basename(tmp), *args))

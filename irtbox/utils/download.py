@@ -24,7 +24,6 @@ import os.path as osp
 import re
 import socket
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -33,6 +32,8 @@ from urllib.parse import unquote, urlparse
 
 from mmengine.logging import print_log
 from tqdm import tqdm
+
+from .fileio import atomic_write_text
 
 __all__ = ['OFFLINE_VARS', 'DownloadError', 'ChecksumError', 'OfflineError', 'irtbox_home',
            'is_offline', 'sha256sum', 'download']
@@ -324,14 +325,7 @@ def _write_record(path: str, digest: str) -> None:
     """Record ``path``'s size, mtime and sha256, atomically (readers never see half a file)."""
     stat = os.stat(path)
     text = json.dumps(dict(size=stat.st_size, mtime_ns=stat.st_mtime_ns, sha256=digest))
-    fd, tmp = tempfile.mkstemp(dir=osp.dirname(path) or '.', prefix='.record-')
-    try:
-        with os.fdopen(fd, 'w') as f:
-            f.write(text)
-        os.replace(tmp, _record_path(path))
-    except BaseException:
-        os.remove(tmp)
-        raise
+    atomic_write_text(_record_path(path), text)
 
 
 def _write_record_if_possible(path: str, digest: str) -> None:

@@ -4,12 +4,13 @@ import os.path as osp
 import tempfile
 from typing import Callable
 
-__all__ = ['atomic_write', 'atomic_write_text']
+__all__ = ['atomic_write', 'atomic_write_text', 'fsync_dir']
 
 
 def atomic_write(path: str, write: Callable[[str], None]) -> None:
-    """Call ``write(tmp)`` for a temporary file beside ``path``, fsync it, then rename it onto
-    ``path``: a reader (or a crash) sees the old file or the new one, never a part.
+    """Call ``write(tmp)`` for a temporary file beside ``path``, fsync it, rename it onto
+    ``path`` and fsync the folder: a reader (or a crash, a power loss included) sees the old
+    file or the new one, never a part.
 
     The temporary name ends with ``path``'s extension, so writers that pick their format by
     it (``np.savez``, ``Image.save``, ``savefig``, ``Config.dump``) write the right one. The
@@ -28,6 +29,16 @@ def atomic_write(path: str, write: Callable[[str], None]) -> None:
     finally:
         if osp.exists(tmp):
             os.remove(tmp)
+    fsync_dir(folder)
+
+
+def fsync_dir(folder: str) -> None:
+    """fsync a folder: a rename inside it survives a power loss only once this is done."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def atomic_write_text(path: str, text: str) -> None:
