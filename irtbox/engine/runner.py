@@ -39,7 +39,8 @@ from mmengine.runner.checkpoint import _load_checkpoint
 from mmengine.visualization import Visualizer
 
 from irtbox.registry import RUNNERS
-from irtbox.utils.checkpoint import checkpoint_problem, extract_state_dict, load_model_weights
+from irtbox.utils.checkpoint import (checkpoint_problem, extract_state_dict, load_model_weights,
+                                     safe_checkpoint_loaders)
 from irtbox.utils.fileio import atomic_write
 
 __all__ = ['IrtboxRunner', 'find_resume_checkpoint', 'run_checkpoints']
@@ -172,6 +173,11 @@ class IrtboxRunner(Runner):
             self._warn_existing_checkpoints()
         return super().train()
 
+    def _init_model_weights(self) -> None:
+        """MMEngine's, with an ``init_cfg`` of type ``Pretrained`` read safely."""
+        with safe_checkpoint_loaders():
+            super()._init_model_weights()
+
     def _training_parts(self) -> str:
         """How a checkpoint's training-only parts (heads, memories) are checked, from what
         this runner is doing: resuming needs them whole, a training run's ``load_from`` may
@@ -197,8 +203,10 @@ class IrtboxRunner(Runner):
         ``load_from``, and are left alone for evaluation (``tools/test.py``), which does
         not use them."""
         if self._load_partial:
-            return super().load_checkpoint(filename, map_location, strict, revise_keys)
-        checkpoint = _load_checkpoint(filename, map_location=map_location)
+            with safe_checkpoint_loaders():
+                return super().load_checkpoint(filename, map_location, strict, revise_keys)
+        with safe_checkpoint_loaders():
+            checkpoint = _load_checkpoint(filename, map_location=map_location)
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
         model = self.model.module if is_model_wrapper(self.model) else self.model
         state = extract_state_dict(checkpoint)

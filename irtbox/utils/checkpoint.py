@@ -5,9 +5,11 @@ objects MMEngine stores in its checkpoints (the message hub's history buffers
 and the numpy arrays and scalars inside them), so resuming fails. Turning
 ``weights_only`` off would let a downloaded file run arbitrary code. Instead we
 allow exactly those classes, and route MMEngine's local and http(s) checkpoint
-loaders through the same safe ``torch.load``; downloads go through
+loaders through the same safe ``torch.load`` while irtbox's runner loads
+(:func:`safe_checkpoint_loaders`); downloads go through
 :mod:`irtbox.utils.download` (verified, resumable, cached).
 """
+import contextlib
 import hashlib
 import os
 import os.path as osp
@@ -19,7 +21,7 @@ import torch
 from mmengine.logging import print_log
 from mmengine.runner.checkpoint import CheckpointLoader
 
-__all__ = ['register_safe_globals', 'safe_torch_load', 'checkpoint_problem', 'load_safetensors',
+__all__ = ['register_safe_globals', 'safe_checkpoint_loaders', 'safe_torch_load', 'checkpoint_problem', 'load_safetensors',
            'download_checkpoint', 'extract_state_dict', 'load_state_dict_file',
            'TRAINING_ONLY_PREFIXES', 'CheckpointMismatchError', 'load_model_weights',
            'WRAPPER_PREFIXES', 'strip_prefixes', 'state_digest']
@@ -52,16 +54,33 @@ def _history_buffer_getattr(obj, name):
 
 
 def register_safe_globals() -> None:
-    """Allow MMEngine's checkpoint contents under ``weights_only=True``; idempotent."""
+    """Allow MMEngine's checkpoint contents under ``weights_only=True`` (torch's allow-list,
+    the API torch offers for it); idempotent."""
     global _registered
     if _registered:
         return
     from mmengine.logging import HistoryBuffer
     torch.serialization.add_safe_globals(
         [HistoryBuffer, *_numpy_safe_globals(), (_history_buffer_getattr, 'builtins.getattr')])
+    _registered = True
+
+
+@contextlib.contextmanager
+def safe_checkpoint_loaders():
+    """Within it, MMEngine's ``CheckpointLoader`` reads local files and http(s) URLs through
+    irtbox's safe loaders (``weights_only`` with the allow-list; downloads verified and
+    cached); on exit MMEngine's own loaders are back. The runner loads checkpoints (and
+    ``init_cfg`` ``Pretrained`` weights) within it, so nothing outside irtbox's loading
+    changes."""
+    register_safe_globals()
+    # register_scheme writes into the current dict, then replaces it by a sorted copy.
+    saved = CheckpointLoader._schemes.copy()
     CheckpointLoader.register_scheme(prefixes='', force=True)(_load_local)
     CheckpointLoader.register_scheme(prefixes=('http://', 'https://'), force=True)(_load_url)
-    _registered = True
+    try:
+        yield
+    finally:
+        CheckpointLoader._schemes = saved
 
 
 def safe_torch_load(path: str, map_location='cpu'):
