@@ -6,6 +6,7 @@ import torch
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
+from irtbox.models.input_spec import resolve_input_spec
 from irtbox.registry import MODELS
 from irtbox.utils.checkpoint import (TRAINING_ONLY_PREFIXES, CheckpointMismatchError,
                                      download_checkpoint, load_model_weights)
@@ -43,8 +44,10 @@ def init_model(config: Union[str, Config], checkpoint: Optional[str] = None,
     (loaded with ``weights_only=True``) or a ``.safetensors`` file; every key must
     match the model (see :func:`load_model_weights`). With a checkpoint the backbone
     is built without its own pretrained weights (the checkpoint has them), so this
-    works offline. The model keeps its config as ``model.cfg`` and the local checkpoint
-    file as ``model.checkpoint``.
+    works offline. The model keeps its config as ``model.cfg``, the local checkpoint
+    file as ``model.checkpoint``, and what it takes as input, resolved from its data
+    preprocessor and test pipeline, as ``model.input_spec``
+    (:class:`~irtbox.models.input_spec.InputSpec`).
     """
     cfg = config if isinstance(config, Config) else load_config(config, cfg_options)
     if cfg.get('model') is None:
@@ -59,4 +62,5 @@ def init_model(config: Union[str, Config], checkpoint: Optional[str] = None,
         load_model_weights(model, checkpoint)
     # What extraction, search indexes and export need to know of the model's origin.
     model.cfg, model.checkpoint = cfg, checkpoint
+    model.input_spec = resolve_input_spec(model, cfg)
     return model.to(device).eval()

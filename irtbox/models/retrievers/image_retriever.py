@@ -1,5 +1,6 @@
 """The retriever: data preprocessor -> backbone -> neck(s) -> L2 -> head (losses)."""
 import copy
+import dataclasses
 from typing import Dict, List, Optional, Sequence, Union
 
 import torch
@@ -10,6 +11,7 @@ from mmengine.model import BaseModel
 from irtbox.registry import MODELS
 from irtbox.structures import DataSample
 from ..backbones.timm_preprocessor import with_backbone_model_name
+from ..input_spec import InputSpec
 
 __all__ = ['ImageRetriever']
 
@@ -57,6 +59,9 @@ class ImageRetriever(BaseModel):
         query_test_scales: scales for the samples marked ``is_query`` in predict
             mode, when queries and database differ (DToP Table A11); default:
             ``test_scales`` for both. Each sample is embedded once, at its own scales.
+
+    ``input_spec`` (:class:`~irtbox.models.input_spec.InputSpec`) says what the retriever
+    takes: ``init_model`` resolves it from the config's test pipeline; None otherwise.
     """
 
     def __init__(self,
@@ -82,6 +87,7 @@ class ImageRetriever(BaseModel):
         self.normalize = normalize
         self.test_scales = tuple(test_scales)
         self.query_test_scales = None if query_test_scales is None else tuple(query_test_scales)
+        self._input_spec = None  # init_model sets it (see input_spec)
         if multi_scale_power == 'gem' and self._gem_power() is None:
             raise ValueError("ImageRetriever: multi_scale_power='gem' needs a GeMPool neck (or "
                              "another neck with a gem_power, e.g. DToPNeck with pool='gem')")
@@ -97,6 +103,19 @@ class ImageRetriever(BaseModel):
             self.momentum_encoder = nn.ModuleDict(
                 dict(backbone=copy.deepcopy(self.backbone), neck=copy.deepcopy(self.neck)))
             self.momentum_encoder.requires_grad_(False)
+
+    @property
+    def input_spec(self) -> Optional[InputSpec]:
+        """The spec set by ``init_model``, with the test scales the retriever has now: they
+        are its own state, which the training hooks change for a while."""
+        if self._input_spec is None:
+            return None
+        return dataclasses.replace(self._input_spec, test_scales=self.test_scales,
+                                   query_test_scales=self.query_test_scales)
+
+    @input_spec.setter
+    def input_spec(self, spec: Optional[InputSpec]) -> None:
+        self._input_spec = spec
 
     def init_weights(self) -> None:
         """MMEngine's initialisation of the parts, then the momentum encoder made a copy of
@@ -154,7 +173,8 @@ class ImageRetriever(BaseModel):
             return self.loss(inputs, data_samples)
         if mode == 'predict':
             return self.predict(inputs, data_samples)
-        raise ValueError(f'ImageRetriever: invalid mode {mode!r}; use "tensor", "loss" or "predict".')
+        raise ValueError(f'ImageRetriever: invalid mode {mode!r}; use "tensor", "loss" or '
+                         '"predict".')
 
     @torch.no_grad()
     def _momentum_update(self) -> None:
