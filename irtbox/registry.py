@@ -34,8 +34,8 @@ from mmengine.registry import Registry
 
 __all__ = ['RUNNERS', 'LOOPS', 'HOOKS', 'LOG_PROCESSORS', 'OPTIMIZERS', 'OPTIM_WRAPPERS',
            'OPTIM_WRAPPER_CONSTRUCTORS', 'PARAM_SCHEDULERS', 'DATASETS', 'DATA_SAMPLERS',
-           'TRANSFORMS', 'MODELS', 'MODEL_WRAPPERS', 'METRICS', 'EVALUATOR', 'VISUALIZERS',
-           'VISBACKENDS']
+           'TRANSFORMS', 'MODELS', 'MODEL_WRAPPERS', 'METRICS', 'SEARCHERS', 'EVALUATOR',
+           'VISUALIZERS', 'VISBACKENDS']
 
 # Runners: IrtboxRunner (tools/train.py and tools/test.py build cfg.runner_type, default it).
 RUNNERS = Registry('runner', parent=MMENGINE_RUNNERS, locations=['irtbox.engine'])
@@ -74,6 +74,9 @@ MODEL_WRAPPERS = Registry('model_wrapper', parent=MMENGINE_MODEL_WRAPPERS)
 
 # Metrics: retrieval metrics, wrapping the pure functions of irtbox.evaluation.functional.
 METRICS = Registry('metric', parent=MMENGINE_METRICS, locations=['irtbox.evaluation'])
+# Searchers: the nearest-neighbour search a metric runs (exact torch, faiss), built from its
+# ``search=dict(type=...)``. MMEngine has no such tree, so this one is a root of its own.
+SEARCHERS = Registry('searcher', scope='irtbox', locations=['irtbox.evaluation.searchers'])
 # Evaluators: MMEngine's Evaluator (nothing of ours).
 EVALUATOR = Registry('evaluator', parent=MMENGINE_EVALUATOR)
 

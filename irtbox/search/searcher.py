@@ -1,5 +1,6 @@
 """``ImageSearcher``: embed a collection with a retrieval model, index it with faiss, search it,
 save it and load it back."""
+import dataclasses
 import json
 import os
 import os.path as osp
@@ -14,9 +15,9 @@ from mmengine.logging import print_log
 
 from irtbox.apis.identity import identity_differences, model_identity
 from irtbox.evaluation.functional.knn import knn
-from irtbox.evaluation.functional.search import (FAISS_GPU_MAX_K, import_faiss, on_gpu,
-                                                 set_search_parameter, to_cpu, to_gpu)
-from .index import build_index, has_ivf, train_index
+from irtbox.evaluation.searchers import FaissSearcher
+from irtbox.evaluation.searchers.faiss_index import (FAISS_GPU_MAX_K, has_ivf, import_faiss,
+                                                     on_gpu, to_cpu)
 
 __all__ = ['IndexMismatchError', 'SearchHit', 'ImageSearcher', 'load_index_model']
 
@@ -25,8 +26,6 @@ MANIFEST = 'manifest.json'
 _DATA_FILE = re.compile(r'^(index-\w+\.faiss|embeddings-\w+\.npy|config-\w+\.py|'
                         r'\.manifest\.json\.\w+\.tmp)$')
 FORMAT_VERSION = 1
-# IVF lists visited per query when nprobe is not given (faiss's default is 1).
-DEFAULT_NPROBE = 16
 
 
 class IndexMismatchError(ValueError):
@@ -66,7 +65,9 @@ def _is_embedding_batch(items) -> bool:
 
 
 class ImageSearcher:
-    """A searchable collection: faiss index + ids + the embeddings + the model's identity.
+    """A searchable collection: ids + the embeddings + the model's identity + persistence,
+    around a faiss index that a :class:`~irtbox.evaluation.searchers.FaissSearcher` builds,
+    places and tunes (``faiss_searcher``; ``index`` is the faiss index itself).
 
     Similarity is the cosine: embeddings (and queries) are L2-normalised, the index is an
     inner-product one. ``index='Flat'`` is exact; any faiss factory string
@@ -76,24 +77,22 @@ class ImageSearcher:
     Args:
         model: a retriever from ``init_model`` / ``get_model``; needed to add or search
             images (embeddings work without one).
-        index: the faiss factory string.
-        device: ``'cuda'`` (the current CUDA device) or ``'cuda:N'`` puts the index on
-            the GPU when faiss has GPU support; index types faiss has no GPU version of
-            (HNSW, plain PQ) stay on the CPU with a warning.
+        index, device, nprobe, gpu_temp_memory: the ``FaissSearcher``'s settings: the
+            factory string; ``'cuda'`` (the current CUDA device) or ``'cuda:N'`` for the
+            GPU when faiss has GPU support (index types faiss has no GPU version of, HNSW
+            and plain PQ, stay on the CPU with a warning); IVF lists visited per query
+            (default 16 for an IVF index; an index without lists refuses one); bytes of
+            scratch memory faiss reserves on the GPU (default: faiss's own).
         batch_size, num_workers: for embedding images.
-        nprobe: IVF lists visited per query (default 16 for an IVF index); an index
-            without lists refuses one.
-        gpu_temp_memory: bytes of scratch memory faiss reserves on the GPU (default:
-            faiss's own).
     """
 
     def __init__(self, model: Optional[torch.nn.Module] = None, index: str = 'Flat',
                  device: Optional[str] = None, batch_size: int = 32, num_workers: int = 0,
                  nprobe: Optional[int] = None, gpu_temp_memory: Optional[int] = None):
         self.model = model
-        self.factory = index
-        self.device, self.gpu_temp_memory = device, gpu_temp_memory
-        self.batch_size, self.num_workers, self.nprobe = batch_size, num_workers, nprobe
+        self.faiss_searcher = FaissSearcher(index=index, nprobe=nprobe, device=device,
+                                            gpu_temp_memory=gpu_temp_memory)
+        self.batch_size, self.num_workers = batch_size, num_workers
         self.identity = model_identity(model) if model is not None else None
         self.ids: List[str] = []
         self.embeddings = np.zeros((0, 0), dtype=np.float32)
@@ -101,6 +100,11 @@ class ImageSearcher:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @property
+    def factory(self) -> str:
+        """The faiss factory string of the index."""
+        return self.faiss_searcher.index
 
     @property
     def dim(self) -> Optional[int]:
@@ -148,23 +152,13 @@ class ImageSearcher:
                              f'{repeated[:5]} ({len(repeated)} in all)')
         embeddings = _l2_normalize(embeddings)
         if self.index is None:
-            index = build_index(self.factory, embeddings.shape[1])
-            train_index(index, embeddings, self.factory)
-            self.index = self._placed(index)
-        self.index.add(embeddings)
+            self.index = self.faiss_searcher.build(embeddings)
+        else:
+            self.index.add(embeddings)
         self.embeddings = embeddings if not len(self.ids) else np.concatenate(
             [self.embeddings, embeddings])
         self.ids += ids
         return len(ids)
-
-    def _placed(self, index):
-        """The CPU index ``index`` with the searcher's nprobe, on the searcher's device.
-        nprobe is set on the CPU, where a wrong one gets a clear error; the move to the GPU
-        carries it over."""
-        nprobe = DEFAULT_NPROBE if self.nprobe is None and has_ivf(index) else self.nprobe
-        if nprobe is not None:
-            set_search_parameter(index, 'nprobe', nprobe)
-        return to_gpu(index, self.device, self.gpu_temp_memory, self.factory)
 
     # Searching.
 
@@ -215,7 +209,7 @@ class ImageSearcher:
         rng = np.random.default_rng(seed)
         sample = rng.choice(len(self.ids), size=min(num_queries, len(self.ids)), replace=False)
         queries = self.embeddings[np.sort(sample)]
-        _, exact = knn(queries, self.embeddings, k, backend='faiss', normalize=False)
+        _, exact = knn(queries, self.embeddings, k, normalize=False)
         _, approx = self._index_search(queries, k)
         return float(np.mean([len(set(a) & set(e)) / k for a, e in zip(approx, exact)]))
 
@@ -244,14 +238,14 @@ class ImageSearcher:
             files['config'] = f'config-{tag}.py'
             cfg.dump(osp.join(directory, files['config']))
         faiss.write_index(to_cpu(self.index) if self.index is not None else
-                          build_index(self.factory, self.dim or 1),
+                          self.faiss_searcher.new_index(self.dim or 1),
                           osp.join(directory, files['index']))
         with open(osp.join(directory, files['embeddings']), 'wb') as f:
             np.save(f, self.embeddings)
         for name in files.values():
             _fsync(osp.join(directory, name))
         manifest = dict(format_version=FORMAT_VERSION, factory=self.factory, dim=self.dim,
-                        count=len(self.ids), nprobe=self.nprobe, files=files,
+                        count=len(self.ids), nprobe=self.faiss_searcher.nprobe, files=files,
                         identity=self.identity, ids=self.ids)
         tmp = osp.join(directory, f'.{MANIFEST}.{tag}.tmp')
         with open(tmp, 'w') as f:
@@ -292,9 +286,10 @@ class ImageSearcher:
         index = faiss.read_index(osp.join(directory, files['index']))
         # The recorded nprobe unless one is given; an IVF index's only, since manifests
         # written while nprobe defaulted to 16 record it for every index type.
-        if searcher.nprobe is None and has_ivf(index):
-            searcher.nprobe = manifest.get('nprobe')
-        searcher.index = searcher._placed(index)
+        if searcher.faiss_searcher.nprobe is None and has_ivf(index):
+            searcher.faiss_searcher = dataclasses.replace(searcher.faiss_searcher,
+                                                          nprobe=manifest.get('nprobe'))
+        searcher.index = searcher.faiss_searcher.place(index)
         searcher.embeddings = np.load(osp.join(directory, files['embeddings']))
         searcher.ids = list(manifest['ids'])
         if len(searcher.ids) != searcher.index.ntotal or len(searcher.ids) != len(

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from irtbox.evaluation.functional import average_precision, knn, rank_database
+from irtbox.evaluation.searchers import ExactSearcher
 
 __all__ = ['label_ground_truth', 'top1_failures', 'select_queries', 'analyze_queries']
 
@@ -64,7 +65,7 @@ def top1_failures(query_emb: np.ndarray, gallery_emb: np.ndarray, rows: Sequence
     """
     rows = np.asarray(rows, dtype=np.int64)
     k = min(2 if exclude_self else 1, len(gallery_emb))
-    _, top = knn(query_emb[rows], gallery_emb, k=k, chunk_size=chunk_size)
+    _, top = knn(query_emb[rows], gallery_emb, k=k, searcher=ExactSearcher(chunk_size))
     if exclude_self:
         # The query itself is normally first; drop it wherever it is, keep the best other.
         top = np.where(top[:, :1] == rows[:, None], top[:, 1:], top[:, :1])

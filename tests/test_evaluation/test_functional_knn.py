@@ -6,8 +6,13 @@ import pytest
 import torch
 
 from irtbox.evaluation.functional import knn
+from irtbox.evaluation.searchers import ExactSearcher, FaissSearcher
 
-search_module = importlib.import_module('irtbox.evaluation.functional.search')
+ranking = importlib.import_module('irtbox.evaluation.functional.ranking')
+exact_module = importlib.import_module('irtbox.evaluation.searchers.exact')
+# The exact searchers, as parameters: torch's products and faiss's IndexFlatIP.
+EXACT = pytest.mark.parametrize('searcher', [ExactSearcher, FaissSearcher],
+                                ids=['torch', 'faiss'])
 
 
 def brute_force(query, gallery, k, exclude_self=False):
@@ -26,32 +31,32 @@ def int_embeddings(n, d=4, seed=0):
     return np.random.default_rng(seed).integers(-1, 2, size=(n, d)).astype(np.float32)
 
 
-@pytest.mark.parametrize('backend', ['torch', 'faiss'])
+@EXACT
 @pytest.mark.parametrize('chunk_size', [1, 7, 64, 1000])
 @pytest.mark.parametrize('exclude_self', [False, True])
 @pytest.mark.parametrize('k', [1, 5, 23])
-def test_matches_brute_force_with_ties_and_duplicates(backend, chunk_size, exclude_self, k):
+def test_matches_brute_force_with_ties_and_duplicates(searcher, chunk_size, exclude_self, k):
     gallery = int_embeddings(150)
     query = gallery if exclude_self else int_embeddings(40, seed=1)
     assert len(np.unique(gallery, axis=0)) < len(gallery)  # exact duplicates present
-    sims, idx = knn(query, gallery, k, exclude_self=exclude_self, chunk_size=chunk_size,
-                    backend=backend, normalize=False)
+    sims, idx = knn(query, gallery, k, exclude_self=exclude_self,
+                    searcher=searcher(chunk_size=chunk_size), normalize=False)
     ref_sims, ref_idx = brute_force(query, gallery, k, exclude_self)
     np.testing.assert_array_equal(idx, ref_idx)
     np.testing.assert_array_equal(sims, ref_sims)
     assert idx.dtype == np.int64 and sims.dtype == np.float32
 
 
-@pytest.mark.parametrize('backend', ['torch', 'faiss'])
+@EXACT
 @pytest.mark.parametrize('chunk_size', [3, 50, 4096])
 @pytest.mark.parametrize('exclude_self', [False, True])
-def test_random_floats_cosine(backend, chunk_size, exclude_self):
+def test_random_floats_cosine(searcher, chunk_size, exclude_self):
     rng = np.random.default_rng(2)
     gallery = rng.standard_normal((120, 16)).astype(np.float32) * rng.uniform(0.5, 3, (120, 1))
     query = gallery if exclude_self else rng.standard_normal((30, 16)).astype(np.float32)
     k = 10
-    sims, idx = knn(query, gallery, k, exclude_self=exclude_self, chunk_size=chunk_size,
-                    backend=backend)
+    sims, idx = knn(query, gallery, k, exclude_self=exclude_self,
+                    searcher=searcher(chunk_size=chunk_size))
     qn = query / np.linalg.norm(query, axis=1, keepdims=True)
     gn = gallery / np.linalg.norm(gallery, axis=1, keepdims=True)
     ref_sims, ref_idx = brute_force(qn, gn, k, exclude_self)
@@ -66,23 +71,23 @@ def test_random_floats_cosine(backend, chunk_size, exclude_self):
     assert (np.diff(sims, axis=1) <= 0).all()
 
 
-@pytest.mark.parametrize('backend', ['torch', 'faiss'])
-def test_identical_embeddings_exclude_self_by_index(backend):
+@EXACT
+def test_identical_embeddings_exclude_self_by_index(searcher):
     # Every similarity ties: each query must get all other items in index
     # order, never itself (dropping column 0 would drop item 0 instead).
     emb = np.ones((6, 3), dtype=np.float32)
-    sims, idx = knn(emb, emb, 5, exclude_self=True, backend=backend, chunk_size=4)
+    sims, idx = knn(emb, emb, 5, exclude_self=True, searcher=searcher(chunk_size=4))
     for i in range(6):
         assert idx[i].tolist() == [j for j in range(6) if j != i]
     np.testing.assert_allclose(sims, 1.0, atol=1e-6)
 
 
-@pytest.mark.parametrize('backend', ['torch', 'faiss'])
-def test_k_is_clipped_to_gallery(backend):
+@EXACT
+def test_k_is_clipped_to_gallery(searcher):
     emb = int_embeddings(5)
-    sims, idx = knn(emb, emb, 100, backend=backend, normalize=False)
+    sims, idx = knn(emb, emb, 100, searcher=searcher(), normalize=False)
     assert idx.shape == (5, 5)
-    sims, idx = knn(emb, emb, 100, exclude_self=True, backend=backend, normalize=False)
+    sims, idx = knn(emb, emb, 100, exclude_self=True, searcher=searcher(), normalize=False)
     assert idx.shape == (5, 4)
     np.testing.assert_array_equal(idx, brute_force(emb, emb, 4, True)[1])
 
@@ -100,23 +105,25 @@ def test_tensor_in_tensor_out_numpy_in_numpy_out():
 def test_memory_is_chunked(monkeypatch):
     # The similarity block never has more than chunk_size query rows.
     rows = []
-    original = search_module.stable_topk
+    original = exact_module.stable_topk
 
     def spy(sims, k):
         rows.append(sims.shape[0])
         return original(sims, k)
 
-    monkeypatch.setattr(search_module, 'stable_topk', spy)
+    monkeypatch.setattr(exact_module, 'stable_topk', spy)
     emb = int_embeddings(100)
-    knn(emb, emb, 5, exclude_self=True, chunk_size=16)
+    knn(emb, emb, 5, exclude_self=True, searcher=ExactSearcher(chunk_size=16))
     assert max(rows) == 16 and sum(rows) == 100
 
 
 def test_default_chunk_keeps_the_block_small():
-    assert search_module.auto_chunk_size(None, 121_000, 'knn') * 121_000 * 4 <= 128 << 20
-    assert search_module.auto_chunk_size(None, 10, 'knn') == 4096
+    assert ranking.auto_chunk_size(None, 121_000, 'knn') * 121_000 * 4 <= 128 << 20
+    assert ranking.auto_chunk_size(None, 10, 'knn') == 4096
     with pytest.raises(ValueError, match='chunk_size must be a positive integer'):
-        search_module.auto_chunk_size(0, 10, 'knn')
+        ranking.auto_chunk_size(0, 10, 'knn')
+    with pytest.raises(ValueError, match='ExactSearcher: chunk_size must be a positive'):
+        ExactSearcher(chunk_size=0)
 
 
 def test_bad_inputs():
@@ -127,8 +134,8 @@ def test_bad_inputs():
         knn(emb, emb[:, :3], 2)
     with pytest.raises(ValueError, match='same items'):
         knn(emb[:5], emb, 2, exclude_self=True)
-    with pytest.raises(ValueError, match='backend'):
-        knn(emb, emb, 2, backend='annoy')
+    with pytest.raises(ValueError, match="search type 'Annoy' is not a registered searcher"):
+        knn(emb, emb, 2, searcher=dict(type='Annoy'))
     bad = emb.copy()
     bad[3, 1] = np.nan
     with pytest.raises(ValueError, match='gallery contains NaN'):
@@ -143,7 +150,7 @@ def test_missing_faiss_names_the_package(monkeypatch):
     monkeypatch.setitem(sys.modules, 'faiss', None)
     emb = int_embeddings(10)
     with pytest.raises(ImportError, match='faiss-cpu'):
-        knn(emb, emb, 2, backend='faiss')
+        knn(emb, emb, 2, searcher=FaissSearcher())
 
 
 def test_faiss_cuda_without_gpu_support_falls_back_to_cpu():
@@ -152,14 +159,14 @@ def test_faiss_cuda_without_gpu_support_falls_back_to_cpu():
         pytest.skip('faiss has GPU support here')
     emb = int_embeddings(30)
     with pytest.warns(UserWarning, match='searching on the CPU'):
-        _, idx = knn(emb, emb, 4, backend='faiss', device='cuda', normalize=False)
+        _, idx = knn(emb, emb, 4, searcher=FaissSearcher(device='cuda'), normalize=False)
     np.testing.assert_array_equal(idx, brute_force(emb, emb, 4)[1])
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='needs CUDA')
-@pytest.mark.parametrize('backend', ['torch', 'faiss'])
-def test_cuda_matches_brute_force(backend):
+@EXACT
+def test_cuda_matches_brute_force(searcher):
     emb = int_embeddings(300)
-    _, idx = knn(emb, emb, 9, exclude_self=True, backend=backend, device='cuda',
-                 chunk_size=64, normalize=False)
+    _, idx = knn(emb, emb, 9, exclude_self=True, searcher=searcher(chunk_size=64, device='cuda'),
+                 normalize=False)
     np.testing.assert_array_equal(idx, brute_force(emb, emb, 9, True)[1])

@@ -2,6 +2,10 @@ import numpy as np
 import pytest
 
 from irtbox.evaluation.functional import map_at_r, map_at_r_from_relevance
+from irtbox.evaluation.searchers import ExactSearcher, FaissSearcher
+
+EXACT = pytest.mark.parametrize('searcher', [ExactSearcher, FaissSearcher],
+                                ids=['torch', 'faiss'])
 
 
 def on_circle(degrees):
@@ -30,12 +34,12 @@ def test_protocols_example():
     assert got['map@r'] == pytest.approx(expected)
 
 
-@pytest.mark.parametrize('backend', ['torch', 'faiss'])
-def test_leave_one_out_hand_computed(backend):
+@EXACT
+def test_leave_one_out_hand_computed(searcher):
     # R = 1 for the label-0 points, 2 for the label-1 points. Neighbour labels:
     # q0: [1, ...] -> AP 0; q1: [0, 0] -> AP 0; q2: [1] -> AP 0;
     # q3 (100°): 110°(1), 30°(0) -> AP (1/2)(1/1) = 0.5, RP 1/2, P@1 1; q4 alike.
-    got = map_at_r(on_circle(ANGLES), LABELS, backend=backend)
+    got = map_at_r(on_circle(ANGLES), LABELS, searcher=searcher())
     assert got == pytest.approx({'map@r': 1.0 / 5, 'r_precision': 1.0 / 5,
                                  'precision@1': 2 / 5})
 
@@ -101,17 +105,17 @@ def slow_map_at_r(query, query_labels, gallery, gallery_labels, leave_one_out):
     return {'map@r': np.mean(aps), 'r_precision': np.mean(rps), 'precision@1': np.mean(p1s)}
 
 
-@pytest.mark.parametrize('backend', ['torch', 'faiss'])
+@EXACT
 @pytest.mark.parametrize('seed', [0, 1])
-def test_against_slow_implementation(backend, seed):
+def test_against_slow_implementation(searcher, seed):
     rng = np.random.default_rng(seed)
     emb = rng.integers(-1, 2, size=(120, 4)).astype(np.float32)  # ties and duplicates
     labels = rng.integers(0, 9, size=120)
     labels[:3] = [100, 101, 102]  # singletons
-    got = map_at_r(emb, labels, backend=backend, normalize=False, chunk_size=32)
+    got = map_at_r(emb, labels, searcher=searcher(chunk_size=32), normalize=False)
     assert got == pytest.approx(slow_map_at_r(emb, labels, emb, labels, True))
-    got = map_at_r(emb[:40], labels[:40], emb[40:], labels[40:], backend=backend,
-                   normalize=False, chunk_size=32)
+    got = map_at_r(emb[:40], labels[:40], emb[40:], labels[40:],
+                   searcher=searcher(chunk_size=32), normalize=False)
     assert got == pytest.approx(slow_map_at_r(emb[:40], labels[:40], emb[40:], labels[40:],
                                               False))
 

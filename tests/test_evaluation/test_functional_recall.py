@@ -5,6 +5,10 @@ import pytest
 import torch
 
 from irtbox.evaluation.functional import recall_at_k, recall_from_relevance, retrieval_metrics
+from irtbox.evaluation.searchers import ExactSearcher, FaissSearcher
+
+EXACT = pytest.mark.parametrize('searcher', [ExactSearcher, FaissSearcher],
+                                ids=['torch', 'faiss'])
 
 
 def on_circle(degrees):
@@ -17,14 +21,14 @@ ANGLES = [0, 10, 30, 100, 110]
 LABELS = [0, 1, 0, 1, 1]
 
 
-@pytest.mark.parametrize('backend', ['torch', 'faiss'])
-def test_leave_one_out_hand_computed(backend):
+@EXACT
+def test_leave_one_out_hand_computed(searcher):
     # Neighbour labels (self excluded), by hand from the angles:
     # q0 (label 0): 10°→1, 30°→0, ...   first hit at rank 2
     # q1 (label 1): 0°→0, 30°→0, 100°→1  first hit at rank 3
     # q2 (label 0): 10°→1, 0°→0          first hit at rank 2
     # q3, q4 (label 1): each other first  first hit at rank 1
-    got = recall_at_k(on_circle(ANGLES), LABELS, ks=(1, 2, 3), backend=backend)
+    got = recall_at_k(on_circle(ANGLES), LABELS, ks=(1, 2, 3), searcher=searcher())
     assert got == pytest.approx({1: 2 / 5, 2: 4 / 5, 3: 5 / 5})
 
 
@@ -72,16 +76,16 @@ def slow_recall(query, query_labels, gallery, gallery_labels, ks, leave_one_out)
     return {k: hits[k] / len(query) for k in ks}
 
 
-@pytest.mark.parametrize('backend', ['torch', 'faiss'])
-def test_against_slow_implementation(backend):
+@EXACT
+def test_against_slow_implementation(searcher):
     rng = np.random.default_rng(3)
     emb = rng.integers(-1, 2, size=(90, 3)).astype(np.float32)  # ties and duplicates
     labels = rng.integers(0, 6, size=90)
     ks = (1, 2, 4, 8, 200)
-    got = recall_at_k(emb, labels, ks=ks, backend=backend, normalize=False, chunk_size=16)
+    got = recall_at_k(emb, labels, ks=ks, searcher=searcher(chunk_size=16), normalize=False)
     assert got == pytest.approx(slow_recall(emb, labels, emb, labels, ks, True))
-    got = recall_at_k(emb[:30], labels[:30], emb[30:], labels[30:], ks=ks, backend=backend,
-                      normalize=False, chunk_size=16)
+    got = recall_at_k(emb[:30], labels[:30], emb[30:], labels[30:], ks=ks,
+                      searcher=searcher(chunk_size=16), normalize=False)
     assert got == pytest.approx(
         slow_recall(emb[:30], labels[:30], emb[30:], labels[30:], ks, False))
 
@@ -93,9 +97,9 @@ def test_torch_inputs():
 
 
 def test_one_search_feeds_every_metric(monkeypatch):
-    retrieval = importlib.import_module('irtbox.evaluation.functional.retrieval')
+    exact = importlib.import_module('irtbox.evaluation.searchers.exact')
     searches, selected = [], []
-    blocks, topk = retrieval.similarity_blocks, retrieval.stable_topk
+    blocks, topk = exact.similarity_blocks, exact.stable_topk
 
     def spy_blocks(*args, **kwargs):
         searches.append(args[2])
@@ -105,11 +109,12 @@ def test_one_search_feeds_every_metric(monkeypatch):
         selected.append(k)
         return topk(sims, k)
 
-    monkeypatch.setattr(retrieval, 'similarity_blocks', spy_blocks)
-    monkeypatch.setattr(retrieval, 'stable_topk', spy_topk)
+    monkeypatch.setattr(exact, 'similarity_blocks', spy_blocks)
+    monkeypatch.setattr(exact, 'stable_topk', spy_topk)
     labels = np.array([0] * 7 + [1] * 3)
     emb = np.random.default_rng(0).standard_normal((10, 4)).astype(np.float32)
-    metrics = retrieval_metrics(emb, labels, ks=(1, 2, 9), map_at_r=True, chunk_size=4)
+    metrics = retrieval_metrics(emb, labels, ks=(1, 2, 9), map_at_r=True,
+                                searcher=ExactSearcher(chunk_size=4))
     assert searches == [4]  # one search, in chunks of 4 queries
     assert selected == [6, 6, 6]  # per chunk, only the top max R (R = 7 - 1) is selected
     assert set(metrics) == {'recall@1', 'recall@2', 'recall@9', 'map@r', 'r_precision',

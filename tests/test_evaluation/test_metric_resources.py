@@ -34,12 +34,15 @@ def fake_cuda(monkeypatch, current_device=3):
 
 def record(monkeypatch, module, name, result):
     """Replace the search ``module.name`` by one that returns ``result`` and records the
-    device it was given and torch's thread count, per call."""
+    device it was given (itself or its searcher's) and torch's thread count, per call."""
     calls = []
 
     def recording(*args, **kwargs):
-        calls.append((kwargs['device'] if 'device' in kwargs else args[-1],
-                      torch.get_num_threads()))
+        if 'searcher' in kwargs:
+            device = kwargs['searcher'].device
+        else:
+            device = kwargs['device'] if 'device' in kwargs else args[-1]
+        calls.append((device, torch.get_num_threads()))
         return result
     monkeypatch.setattr(module, name, recording)
     return calls
@@ -96,7 +99,7 @@ def test_retrieval_metric_searches_on_this_rank(monkeypatch, one_thread, node):
 
 
 def test_faiss_keeps_the_cpu_unless_told(monkeypatch):
-    metrics = [retrieval_metric_on(search=dict(backend='faiss', device=device))
+    metrics = [retrieval_metric_on(search=dict(type='FaissSearcher', device=device))
                for device in (None, 'cuda')]
     fake_cuda(monkeypatch)
     searched = record(monkeypatch, retrieval_metric, 'retrieval_metrics', {})
@@ -125,6 +128,7 @@ def test_metrics_search_on_this_gpu_as_on_the_cpu():
     assert search_device() == torch.device('cuda', torch.cuda.current_device())
     # Without normalisation the inner products are exact, so the rankings are the same.
     on_gpu, on_cpu = (retrieval_metric_on(200, map_at_all=True,
-                                          search=dict(device=device, normalize=False))
+                                          search=dict(type='ExactSearcher', device=device),
+                                          normalize=False)
                       for device in (None, 'cpu'))
     assert on_gpu.compute_metrics(on_gpu.results) == on_cpu.compute_metrics(on_cpu.results)

@@ -90,7 +90,7 @@ def test_through_mmengine_evaluator_and_registry():
     emb, labels = make_data()
     evaluator = Evaluator(
         METRICS.build(dict(type='RetrievalMetric', ks=[1, 2], map_at_r=False,
-                           search=dict(backend='faiss', chunk_size=8))))
+                           search=dict(type='FaissSearcher', chunk_size=8))))
     samples = [make_sample(i, emb, labels) for i in range(len(labels))]
     for start in range(0, len(samples), 10):
         evaluator.process(data_samples=samples[start:start + 10], data_batch=None)
@@ -107,8 +107,8 @@ def test_compute_metrics_matches_evaluate():
 
 
 def test_bad_configs_and_samples():
-    with pytest.raises(ValueError, match="unknown key 'metric'"):
-        RetrievalMetric(search=dict(metric='l2'))
+    with pytest.raises(ValueError, match='FaissSearcher has no setting metric'):
+        RetrievalMetric(search=dict(type='FaissSearcher', metric='l2'))
     with pytest.raises(ValueError, match='positive integers'):
         RetrievalMetric(ks=(1, 0))
     emb, labels = make_data()
@@ -197,22 +197,3 @@ def test_two_process_gather_by_sample_index(tmp_path):
         assert r['metrics'] == pytest.approx(expected, abs=0)
     assert ranks[0]['sample_idx'] == list(range(23))
     assert ranks[1]['sample_idx'] is None
-
-
-def test_approximate_search_from_the_config():
-    """search=dict(index='IVF<nlist>', ...) evaluates with irtbox's inverted file: every
-    cell probed gives the exact numbers, and search_recall@10 is reported (percent).
-    Integer embeddings, not normalised: equal similarities are equal in floating point
-    whatever the shape of the product that computes them."""
-    emb, labels = make_data(n=60, seed=3)
-    exact = RetrievalMetric(ks=KS, search=dict(normalize=False))
-    feed(exact, range(60), emb, labels)
-    approx = RetrievalMetric(ks=KS, search=dict(index='IVF4', nprobe=4, chunk_size=7,
-                                                normalize=False))
-    feed(approx, range(60), emb, labels)
-    got = approx.evaluate(size=60)
-    assert got.pop('search_recall@10') == pytest.approx(100)
-    assert got == pytest.approx(exact.evaluate(size=60))
-    budget = RetrievalMetric(ks=KS, search=dict(index='IVF4', candidates=1))
-    feed(budget, range(60), emb, labels)
-    assert budget.evaluate(size=60)['search_recall@10'] < 100  # one cell per query

@@ -87,7 +87,7 @@ def test_query_gallery_against_brute_force(chunk_size):
     junk = {int(q): rng.choice(gallery, size=3, replace=False).tolist() for q in queries[::2]}
     labels[queries[-1]] = 99  # a query with no positive: left out
     metric = RetrievalMetric(ks=(1, 5), map_at_all=True, prefix='mine',
-                             search=dict(chunk_size=chunk_size))
+                             search=dict(type='ExactSearcher', chunk_size=chunk_size))
     metric.dataset_meta = dict(junk=junk)
     feed(metric, emb, labels, is_query)
     got = metric.evaluate(size=n)

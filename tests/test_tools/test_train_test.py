@@ -84,11 +84,12 @@ def test_test_without_checkpoint(tmp_path, in_root):
 
 
 def test_approximate_evaluation_from_the_command_line(tmp_path, in_root):
-    """--cfg-options test_evaluator.search.* switches test.py to the inverted file; with every
-    cell probed it reports the exact numbers plus search_recall@10."""
+    """--cfg-options test_evaluator.search.* switches test.py to a faiss inverted file; with
+    every list probed it reports the exact numbers plus search_recall@10."""
     exact = test_tool.main([TINY_CONFIG, '--work-dir', str(tmp_path / 'exact')])
     approx = test_tool.main([TINY_CONFIG, '--work-dir', str(tmp_path / 'ivf'), '--cfg-options',
-                             'test_evaluator.search.index=IVF2',
+                             'test_evaluator.search.type=FaissSearcher',
+                             'test_evaluator.search.index=IVF2,Flat',
                              'test_evaluator.search.nprobe=2'])
     assert approx.pop('search_recall@10') == pytest.approx(100.0)
     assert approx == pytest.approx(exact)

@@ -3,7 +3,8 @@
 Retrieval (SOP-sized by default):
 
   python tools/benchmarks/bench_eval.py [--n 60502] [--dim 384] [--ks 1 10 100 1000]
-      [--contenders faiss_k1001 torch_product irtbox_torch irtbox_faiss irtbox_ivf pml]
+      [--contenders faiss_k1001 torch_product irtbox_torch irtbox_faiss irtbox_approx pml]
+      [--index IVF256,Flat --nprobe 4]   # the faiss index of irtbox_approx
       [--noise 0.35 --spectrum 1.0]   # embeddings with a trained model's power-law spectrum
       [--json out.json] [--md out.md]
 
@@ -23,11 +24,10 @@ Contenders (retrieval): ``faiss_k1001`` = ``faiss.IndexFlatIP`` add + ``search(k
 every item (the floor: one matrix product plus selection); ``torch_product`` = the same
 chunked matrix product in torch with no selection at all; ``irtbox_torch`` /
 ``irtbox_faiss`` = ``retrieval_metrics(emb, labels, ks)`` (Recall@K, MAP@R, R-precision,
-Precision@1, leave-one-out) with each backend; two approximate ones, which also report
-``search_recall@10`` against exact search: ``irtbox_ivf`` = the same with irtbox's inverted
-file (``index=--ivf-index, nprobe=--ivf-nprobe, candidates=--ivf-candidates``, everything
-from k-means to the metrics timed) and ``irtbox_approx`` = the same with ``backend='faiss',
-index=--index, nprobe=--nprobe``; ``pml`` = PyTorch Metric Learning's ``AccuracyCalculator``
+Precision@1, leave-one-out) with ``ExactSearcher()`` / ``FaissSearcher()`` (exact, 'Flat');
+``irtbox_approx`` = the same with ``FaissSearcher(index=--index, nprobe=--nprobe)``, which also
+reports ``search_recall@10`` against exact search (training the index timed too); ``pml`` =
+PyTorch Metric Learning's ``AccuracyCalculator``
 (precision_at_1, r_precision, mean_average_precision_at_r, k = max_bin_count) when it is
 installed. Ratios are to the ``faiss_k1001`` time of the same run; ``exact / time`` is
 ``irtbox_torch``'s time over the contender's (the speed-up over exact evaluation).
@@ -50,8 +50,8 @@ import numpy as np
 from irtbox.utils.benchmark import run_contender, write_report
 from irtbox.utils.memory import peak_rss_mb, reset_peak
 
-RETRIEVAL = ('faiss_k1001', 'torch_product', 'irtbox_torch', 'irtbox_faiss', 'irtbox_ivf',
-             'irtbox_approx', 'pml')
+RETRIEVAL = ('faiss_k1001', 'torch_product', 'irtbox_torch', 'irtbox_faiss', 'irtbox_approx',
+             'pml')
 LANDMARKS = ('numpy_argsort', 'rank_database', 'revisited_metrics')
 PML_METRICS = {'precision_at_1': 'precision@1', 'r_precision': 'r_precision',
                'mean_average_precision_at_r': 'map@r'}
@@ -118,7 +118,7 @@ def run_retrieval(name, folder, ks, args):
             index.search(emb, min(1001, len(emb)))
             return {}
     elif name == 'torch_product':
-        from irtbox.evaluation.functional.search import auto_chunk_size
+        from irtbox.evaluation.functional.ranking import auto_chunk_size
 
         def call():
             t = torch.from_numpy(emb)
@@ -126,23 +126,14 @@ def run_retrieval(name, folder, ks, args):
             for start in range(0, len(t), chunk):
                 t[start:start + chunk] @ t.T
             return {}
-    elif name in ('irtbox_torch', 'irtbox_faiss'):
+    elif name in ('irtbox_torch', 'irtbox_faiss', 'irtbox_approx'):
         from irtbox.evaluation.functional import retrieval_metrics
+        from irtbox.evaluation.searchers import ExactSearcher, FaissSearcher
+        searcher = {'irtbox_torch': ExactSearcher(), 'irtbox_faiss': FaissSearcher(),
+                    'irtbox_approx': FaissSearcher(index=args.index, nprobe=args.nprobe)}[name]
 
         def call():
-            return retrieval_metrics(emb, labels, ks=ks, backend=name.split('_')[1])
-    elif name == 'irtbox_ivf':
-        from irtbox.evaluation.functional import retrieval_metrics
-
-        def call():
-            return retrieval_metrics(emb, labels, ks=ks, index=args.ivf_index,
-                                     nprobe=args.ivf_nprobe, candidates=args.ivf_candidates)
-    elif name == 'irtbox_approx':
-        from irtbox.evaluation.functional import retrieval_metrics
-
-        def call():
-            return retrieval_metrics(emb, labels, ks=ks, backend='faiss', index=args.index,
-                                     nprobe=args.nprobe)
+            return retrieval_metrics(emb, labels, ks=ks, searcher=searcher)
     elif name == 'pml':
         from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
 
@@ -199,13 +190,8 @@ def child(args):
 
 
 def spawn(args, name, folder):
-    ivf = ['--ivf-index', args.ivf_index]
-    if args.ivf_nprobe is not None:
-        ivf += ['--ivf-nprobe', str(args.ivf_nprobe)]
-    if args.ivf_candidates is not None:
-        ivf += ['--ivf-candidates', str(args.ivf_candidates)]
     cmd = [sys.executable, osp.abspath(__file__), '--child', name, '--data', folder,
-           '--index', args.index, '--nprobe', str(args.nprobe), *ivf, '--ks'] + \
+           '--index', args.index, '--nprobe', str(args.nprobe), '--ks'] + \
         [str(k) for k in args.ks] + (['--landmarks'] if args.landmarks else [])
     return run_contender(cmd, name)
 
@@ -238,11 +224,6 @@ def main():
     parser.add_argument('--index', default='IVF256,Flat',
                         help='faiss factory string of irtbox_approx')
     parser.add_argument('--nprobe', type=int, default=4, help='nprobe of irtbox_approx')
-    parser.add_argument('--ivf-index', default='IVF512', help="irtbox_ivf's 'IVF<nlist>'")
-    parser.add_argument('--ivf-nprobe', type=int, default=None,
-                        help='nprobe of irtbox_ivf (default: nlist, the budget decides)')
-    parser.add_argument('--ivf-candidates', type=int, default=6000,
-                        help='candidates per query of irtbox_ivf')
     parser.add_argument('--contenders', nargs='+', default=None,
                         help=f'some of {RETRIEVAL} or, with --landmarks, {LANDMARKS}')
     parser.add_argument('--json', help='write the results here')

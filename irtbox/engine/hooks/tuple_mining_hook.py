@@ -11,7 +11,7 @@ from mmengine.runner import EpochBasedTrainLoop
 from mmengine.utils import ProgressBar
 from torch.utils.data import DataLoader, Dataset
 
-from irtbox.evaluation.functional.search import similarity_blocks
+from irtbox.evaluation.functional.ranking import similarity_blocks
 from irtbox.registry import HOOKS, TRANSFORMS
 from irtbox.utils.dist import gather_round_robin
 from .utils import bare_model

@@ -6,7 +6,7 @@ import torch
 
 from .checks import ArrayLike
 from .revisited import _as_indices, _as_ranks, junk_free_positions
-from .search import auto_chunk_size, prepare_pair, similarity_blocks, stable_ranks
+from .ranking import auto_chunk_size, prepare_pair, similarity_blocks, stable_ranks
 
 __all__ = ['average_precision', 'search_average_precision']
 
@@ -65,7 +65,7 @@ def search_average_precision(query_emb: ArrayLike,
     Equals ``average_precision(rank_database(query_emb, gallery_emb), gnd)``, but per
     query only the positions of its ``ok`` and ``junk`` items in the stable order (ties
     to the lower index) are counted from its similarities
-    (:func:`~irtbox.evaluation.functional.search.stable_ranks`). Memory: one
+    (:func:`~irtbox.evaluation.functional.ranking.stable_ranks`). Memory: one
     similarity block of the search core.
 
     Args:

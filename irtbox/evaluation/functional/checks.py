@@ -14,7 +14,7 @@ def as_float_matrix(x: ArrayLike, name: str, owner: str,
     """``x`` as a 2-D float tensor of finite values (float32, or float64 kept when
     ``keep_float64``; shares memory where it can), else an error naming ``owner`` and ``name``.
     ``check=False`` leaves the NaN / inf check to the caller (see
-    :func:`~irtbox.evaluation.functional.search.similarity_blocks`)."""
+    :func:`~irtbox.evaluation.functional.ranking.similarity_blocks`)."""
     if isinstance(x, torch.Tensor):
         if x.is_complex():
             raise TypeError(f'{owner}: {name} must hold real numbers, got dtype {x.dtype}.')

@@ -4,8 +4,8 @@ Radenović, Tolias, Chum, "Fine-tuning CNN Image Retrieval with No Human
 Annotation", TPAMI 2018, Sec. 4.3 (αQE) and the αDBA of the revisited
 Oxford / Paris benchmark (Radenović et al., CVPR 2018). Both take and give
 embeddings; the neighbours come from the exact chunked search
-:mod:`~irtbox.evaluation.functional.search` (memory O(chunk_size x N), ties
-to the lower index, consumed a chunk at a time), never from an N x N matrix.
+(:class:`~irtbox.evaluation.searchers.ExactSearcher`: memory O(chunk_size x N),
+ties to the lower index, consumed a chunk at a time), never from an N x N matrix.
 
 Every vector is L2-normalised first (written x̂), and with s the inner
 product of normalised vectors a neighbour weighs w(s) = s^α for s > 0 and 0
@@ -18,8 +18,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..searchers import ExactSearcher
 from .checks import ArrayLike, as_float_matrix
-from .search import auto_chunk_size, prepare_pair, topk_blocks
+from .ranking import prepare_pair
 
 __all__ = ['alpha_query_expansion', 'alpha_database_augmentation']
 
@@ -41,7 +42,7 @@ def alpha_query_expansion(query: ArrayLike,
         k: database neighbours added (clipped to N).
         alpha: the exponent α >= 0 (α = 0: plain average of the query and its
             positively similar neighbours).
-        chunk_size, device: of the search (see :func:`knn`).
+        chunk_size, device: of the search (:class:`~irtbox.evaluation.searchers.ExactSearcher`).
 
     Returns:
         n_q x D float32 unit rows, numpy for numpy ``query``, a tensor on its
@@ -67,7 +68,7 @@ def alpha_database_augmentation(database: ArrayLike,
         database: N x D (array or tensor).
         k: neighbours added (clipped to N - 1).
         alpha: the exponent α >= 0.
-        chunk_size, device: of the search (see :func:`knn`).
+        chunk_size, device: of the search (:class:`~irtbox.evaluation.searchers.ExactSearcher`).
 
     Returns:
         N x D float32 unit rows, numpy or tensor as ``database``.
@@ -92,15 +93,14 @@ def _expand(x, pool, k, alpha, chunk_size, device, fn, exclude_self):
     out = x_t.clone()
     if k > 0 and len(pool_t) > int(exclude_self):
         k = min(k, len(pool_t) - int(exclude_self))
-        chunk_size = auto_chunk_size(chunk_size, len(pool_t), fn)
-        if device is None:
-            device = out_device
-        for start, sims, idx in topk_blocks(x_t, pool_t, k, chunk_size, 'torch', device,
-                                            exclude_self):
-            sims, idx = sims.to(out_device), idx.to(out_device)
+        searcher = ExactSearcher(chunk_size, out_device if device is None else device)
+        for block in searcher.search(x_t, pool_t, k,
+                                     np.arange(len(x_t)) if exclude_self else None):
+            sims, idx = block.scores.to(out_device), block.ids.to(out_device)
             weights = torch.where(sims > 0, sims.clamp(min=0).pow(float(alpha)),
                                   torch.zeros_like(sims))
             # Neighbour vectors of one chunk: chunk x k x D.
-            out[start:start + len(idx)] += (weights[:, :, None] * pool_t[idx]).sum(dim=1)
+            rows = slice(block.start, block.start + len(idx))
+            out[rows] += (weights[:, :, None] * pool_t[idx]).sum(dim=1)
     out = F.normalize(out, dim=1)
     return out if as_tensor else out.numpy()

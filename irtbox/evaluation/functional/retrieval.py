@@ -1,20 +1,20 @@
 """Every retrieval metric of a labelled query set from one streamed nearest-neighbour search.
 
-The search core (:mod:`.search`) yields a chunk of queries at a time; each chunk is turned
-into per-query scalars (rank of the first correct item, AP@R, R-precision, Precision@1)
-and dropped, so the extra memory is one similarity block, whatever the number of queries.
+A searcher (:mod:`irtbox.evaluation.searchers`) yields the top k of a chunk of queries at a
+time; each block is turned into per-query scalars (rank of the first correct item, AP@R,
+R-precision, Precision@1) and dropped, so the extra memory is one block, whatever the number
+of queries.
 """
-from typing import Dict, Iterable, Optional, Union
+from typing import Dict, Iterable, Union
 
 import numpy as np
 import torch
 
+from ..searchers import ExactSearcher, Searcher, build_searcher
 from .checks import ArrayLike, as_vector
-from .inverted_file import InvertedFile, parse_ivf
 from .map_at_r import count_relevant, map_at_r_means, map_at_r_per_query
+from .ranking import prepare_pair, rank_of
 from .recall import first_hit_ranks, recall_from_first_hit
-from .search import (approximate_topk_blocks, auto_chunk_size, prepare_pair, rank_of,
-                     similarity_blocks, stable_topk, topk_blocks)
 
 __all__ = ['retrieval_metrics', 'recall_at_k', 'map_at_r']
 
@@ -27,6 +27,8 @@ SEARCH_RECALL_QUERIES = 500
 # Rows whose first correct item is counted at once.
 _COUNT_ROWS = 64
 
+SearcherSetting = Union[None, dict, Searcher]
+
 
 def retrieval_metrics(query_emb,
                       query_labels,
@@ -34,17 +36,19 @@ def retrieval_metrics(query_emb,
                       gallery_labels=None,
                       ks: Iterable[int] = (1, ),
                       map_at_r: bool = True,
-                      **search) -> Dict[str, float]:
-    """Recall@K and MAP@R / R-precision / Precision@1 from ONE exact search.
+                      searcher: SearcherSetting = None,
+                      normalize: bool = True) -> Dict[str, float]:
+    """Recall@K and MAP@R / R-precision / Precision@1 from ONE search.
 
     Recall@K for every K needs only the rank of each query's first correct
     item, and MAP@R only the top R_i (R_i = number of gallery items with
-    query i's label). With the torch backend each chunk's top max(R_i) is
-    selected and, for the queries whose first correct item is not in it,
-    that item's rank is counted in the similarity block (no sort beyond
-    max R). With faiss the top max(max(ks), max R_i) is searched. Ties go to
-    the lower gallery index either way, so both give the results of a full
-    stable sort.
+    query i's label). An exhaustive searcher (``ExactSearcher``, the
+    default) selects each chunk's top max(R_i) and, for the queries whose
+    first correct item is not in it, counts that item's rank in the
+    similarity block (no sort beyond max R). Any other searcher is asked for
+    the top max(max(ks), max R_i) (and at least 10 when approximate). Exact
+    searchers put ties at the lower gallery index, so they give the results
+    of a full stable sort.
 
     Args:
         query_emb: nq x D embeddings (numpy array or torch tensor).
@@ -55,30 +59,21 @@ def retrieval_metrics(query_emb,
             Given: queries are searched in this gallery only (In-Shop).
         ks: the K of Recall@K.
         map_at_r: also compute MAP@R, R-precision and Precision@1.
-        **search: ``backend`` ('torch' or 'faiss'), ``chunk_size`` (queries
-            per similarity block; ``None``: a block of at most 128 MB),
-            ``device``, ``normalize`` (as :func:`knn`). Approximate search, for
-            galleries too large for exact search:
-
-            - ``index='IVF<nlist>'`` (torch backend): irtbox's inverted file
-              (:mod:`.inverted_file`), the gallery split into ``nlist`` cells by
-              k-means, each query's candidates the items of its ``nprobe``
-              cells of nearest centroid, ranked by exact similarity;
-              ``candidates=n`` probes the nearest cells only until they hold
-              n items (then ``nprobe`` defaults to nlist). Recall@K beyond the
-              top max R is counted among the candidates.
-            - ``backend='faiss'`` with ``index`` (any faiss factory string but
-              ``'Flat'``, e.g. ``'IVF4096,Flat'``, ``'HNSW32'``) and
-              ``nprobe`` / ``ef_search``.
+        searcher: a :class:`~irtbox.evaluation.searchers.Searcher` or its
+            config dict; ``None``: ``ExactSearcher()`` (similarity blocks of
+            at most 128 MB, on the query's device). For galleries too large
+            for exact search, e.g.
+            ``dict(type='FaissSearcher', index='IVF4096,Flat', nprobe=32)``
+            (any faiss factory string; ``'HNSW32'`` with ``ef_search``).
+        normalize: L2-normalise the embeddings first (cosine similarity).
 
     Returns:
         ``{'recall@K': ...}`` for each K and, with ``map_at_r``, ``'map@r'``,
         ``'r_precision'``, ``'precision@1'``; all fractions in [0, 1].
         Recall@K counts every query; MAP@R, R-precision and Precision@1 drop
         queries with R_i = 0 (Musgrave et al. 2020). With an approximate
-        ``index`` also ``'search_recall@10'``: the mean fraction of the exact
-        top 10 that the approximate search returns, over a seeded sample of
-        500 queries.
+        searcher also ``'search_recall@10'``: the mean fraction of the exact
+        top 10 that the search returns, over a seeded sample of 500 queries.
     """
     leave_one_out = gallery_emb is None
     if leave_one_out != (gallery_labels is None):
@@ -100,9 +95,11 @@ def retrieval_metrics(query_emb,
     if not ks and not map_at_r:
         raise ValueError('retrieval_metrics: nothing to compute (ks is empty and '
                          'map_at_r=False).')
-    first_hit, per_query, search_recall = _stream(query_emb, query_labels, gallery_emb,
-                                                  gallery_labels, ks, map_at_r, leave_one_out,
-                                                  **search)
+    searcher = build_searcher(searcher, OWNER)
+    query_t, gallery_t = prepare_pair(query_emb, gallery_emb, OWNER, normalize,
+                                      ('query_emb', 'gallery_emb'))
+    first_hit, per_query, search_recall = _search(searcher, query_t, gallery_t, query_labels,
+                                                  gallery_labels, ks, map_at_r, leave_one_out)
     metrics = {f'recall@{k}': v for k, v in recall_from_first_hit(first_hit, ks).items()}
     if map_at_r:
         metrics.update(map_at_r_means(*per_query))
@@ -111,40 +108,11 @@ def retrieval_metrics(query_emb,
     return metrics
 
 
-def _stream(query_emb, query_labels, gallery_emb, gallery_labels, ks, map_at_r,
-            leave_one_out, backend: str = 'torch', chunk_size: Optional[int] = None,
-            device: Optional[Union[str, torch.device]] = None, normalize: bool = True,
-            index: Optional[str] = None, nprobe: Optional[int] = None,
-            ef_search: Optional[int] = None, candidates: Optional[int] = None):
+def _search(searcher: Searcher, query_t: torch.Tensor, gallery_t: torch.Tensor,
+            query_labels: np.ndarray, gallery_labels: np.ndarray, ks: tuple, map_at_r: bool,
+            leave_one_out: bool):
     """(first_hit, (ap, rp, p1), search recall or None): per-query scalars of one search."""
-    if backend not in ('torch', 'faiss'):
-        raise ValueError(f"retrieval_metrics: backend must be 'torch' or 'faiss', got "
-                         f'{backend!r}.')
-    approximate = index is not None and index != 'Flat'
-    if approximate and backend == 'torch':
-        nlist = parse_ivf(index, OWNER)
-        if ef_search is not None:
-            raise ValueError("retrieval_metrics: ef_search is a parameter of faiss's HNSW; "
-                             "backend='torch' searches index='IVF<nlist>' with nprobe.")
-        if candidates is not None and (isinstance(candidates, bool) or not isinstance(
-                candidates, (int, np.integer)) or candidates < 1):
-            raise ValueError(f'retrieval_metrics: candidates must be a positive integer (the '
-                             f'items each query searches), got {candidates!r}.')
-        if nprobe is None and candidates is not None:
-            nprobe = nlist
-        if isinstance(nprobe, bool) or not isinstance(nprobe, (int, np.integer)) \
-                or not 1 <= nprobe <= nlist:
-            raise ValueError(f'retrieval_metrics: index={index!r} needs nprobe (the cells '
-                             f'searched per query, an integer in 1..{nlist}) or candidates; '
-                             f'got nprobe={nprobe!r}.')
-    elif candidates is not None:
-        raise ValueError("retrieval_metrics: candidates is a parameter of backend='torch' "
-                         "with index='IVF<nlist>'.")
-    query_t, gallery_t = prepare_pair(query_emb, gallery_emb, OWNER, normalize,
-                                      ('query_emb', 'gallery_emb'))
     nq, n = query_t.shape[0], gallery_t.shape[0]
-    requested_chunk = chunk_size
-    chunk_size = auto_chunk_size(chunk_size, n, OWNER)
     available = n - int(leave_one_out)
     if available == 0:
         raise ValueError('retrieval_metrics: leave-one-out on a single item leaves no '
@@ -153,94 +121,66 @@ def _stream(query_emb, query_labels, gallery_emb, gallery_labels, ks, map_at_r,
     codes = np.unique(np.concatenate([query_labels, gallery_labels]), return_inverse=True)[1]
     query_codes, gallery_codes = codes[:nq], codes[nq:] if not leave_one_out else codes[:nq]
     num_relevant = count_relevant(query_labels, gallery_labels, leave_one_out)
-    max_r = int(num_relevant.max())
     # The gallery sorted by label: the positives of a query are one slice of it.
     by_code = np.argsort(gallery_codes, kind='stable')
     sorted_codes = gallery_codes[by_code]
+    k = _depth(searcher, ks, map_at_r, int(num_relevant.max()), available)
+    self_ids = np.arange(nq) if leave_one_out else None
+    # The queries whose top 10 is compared with the exact one.
+    sample = None if searcher.exact else np.sort(np.random.default_rng(0).choice(
+        nq, min(nq, SEARCH_RECALL_QUERIES), replace=False))
+    found = []
     first_hit = np.full(nq, np.inf)
     ap, rp, p1 = (np.full(nq, np.nan) for _ in range(3))
-
-    def consume(start, idx, sims=None):
-        stop = start + len(idx)
-        idx = idx.cpu().numpy()
+    for block in searcher.search(query_t, gallery_t, k, self_ids):
+        start, stop = block.start, block.start + len(block.ids)
+        idx = block.ids.cpu().numpy()
         # -1: a neighbour an approximate index did not return.
         relevant = (gallery_codes[idx] == query_codes[start:stop, None]) & (idx >= 0)
         first_hit[start:stop] = first_hit_ranks(relevant)
-        if sims is not None:
+        if block.similarities is not None:
             # First correct item below the selected top: its rank is counted.
             missed = np.flatnonzero(np.isinf(first_hit[start:stop])
                                     & (num_relevant[start:stop] > 0))
             if len(missed):
                 first_hit[start + missed] = _best_positive_rank(
-                    sims, missed, query_codes[start + missed], by_code, sorted_codes)
+                    block.similarities, missed, query_codes[start + missed], by_code,
+                    sorted_codes)
         if map_at_r:
             ap[start:stop], rp[start:stop], p1[start:stop] = map_at_r_per_query(
                 relevant, num_relevant[start:stop])
-
-    search_recall = None
-    if approximate:
-        # The queries whose approximate top 10 is compared with the exact one.
-        sample = np.sort(np.random.default_rng(0).choice(
-            nq, min(nq, SEARCH_RECALL_QUERIES), replace=False))
-        found = []
-
-        def keep_sample(start, idx):
-            rows = sample[(sample >= start) & (sample < start + len(idx))]
-            found.append(idx[torch.from_numpy(rows - start).to(idx.device),
-                             :SEARCH_RECALL_K].cpu().numpy())
-    if approximate and backend == 'torch':
-        device = torch.device(device) if device is not None else query_t.device
-        query_t, gallery_t = query_t.to(device), gallery_t.to(device)
-        inverted = InvertedFile.build(gallery_t, nlist, keep_nearest=InvertedFile.probe_width(
-            nlist, n, nprobe, candidates) if leave_one_out else 0)
-        # The top max R (at least the 10 of the search recall); Recall@K beyond it is
-        # counted among the candidates, not sorted.
-        k = min(max(max_r if map_at_r else 1, SEARCH_RECALL_K), available)
-        for block in inverted.search(
-                query_t, int(nprobe),
-                inverted.auto_chunk_size(requested_chunk, nprobe, candidates, OWNER),
-                leave_one_out, candidates):
-            start, idx = block.start, block.topk(k)[1]
-            consume(start, idx)
-            missed = np.flatnonzero(np.isinf(first_hit[start:start + len(idx)])
-                                    & (num_relevant[start:start + len(idx)] > 0))
-            if len(missed):
-                first_hit[start + missed] = _best_candidate_rank(
-                    block, missed, query_codes[start + missed], by_code, sorted_codes)
-            keep_sample(start, idx)
-    elif approximate:
-        k = min(max(ks + ((max_r, ) if map_at_r else ()) + (SEARCH_RECALL_K, )), available)
-        for start, _, idx in approximate_topk_blocks(query_t, gallery_t, k, chunk_size, index,
-                                                     nprobe, ef_search, leave_one_out):
-            consume(start, idx)
-            keep_sample(start, idx)
-    elif backend == 'faiss':
-        k = min(max(ks + ((max_r, ) if map_at_r else ()) + (1, )), available)
-        for start, _, idx in topk_blocks(query_t, gallery_t, k, chunk_size, 'faiss', device,
-                                         leave_one_out):
-            consume(start, idx)
-    else:
-        # Only the top max R is selected; Recall@K beyond it is counted, not sorted.
-        k = max(1, min(max_r if map_at_r else min(max(ks), max_r), available))
-        for start, sims in similarity_blocks(query_t, gallery_t, chunk_size, device,
-                                             leave_one_out):
-            consume(start, stable_topk(sims, k)[1], sims)
-    if approximate:
-        search_recall = _search_recall(query_t, gallery_t, sample, np.concatenate(found),
-                                       leave_one_out, chunk_size)
+        if sample is not None:
+            rows = sample[(sample >= start) & (sample < stop)]
+            found.append(idx[rows - start, :SEARCH_RECALL_K])
+    search_recall = None if sample is None else _search_recall(
+        query_t, gallery_t, sample, np.concatenate(found), leave_one_out, searcher.device)
     return first_hit, (ap, rp, p1), search_recall
 
 
-def _search_recall(query_t, gallery_t, sample, found, leave_one_out, chunk_size) -> float:
-    """Mean fraction of the exact top 10 of the ``sample`` queries among ``found``."""
+def _depth(searcher: Searcher, ks: tuple, map_at_r: bool, max_r: int, available: int) -> int:
+    """The k to search: the top max R for MAP@R; for Recall@K the top max K, or with an
+    exhaustive searcher, which lets the rank of a first correct item below the top be
+    counted, only up to max R; 10 more for the search recall of an approximate one."""
+    if searcher.exhaustive:
+        need = (max_r, ) if map_at_r else (min(max(ks), max_r), )
+    else:
+        need = ks + ((max_r, ) if map_at_r else ())
+    if not searcher.exact:
+        need += (SEARCH_RECALL_K, )
+    return max(1, min(max(need), available))
+
+
+def _search_recall(query_t: torch.Tensor, gallery_t: torch.Tensor, sample: np.ndarray,
+                   found: np.ndarray, leave_one_out: bool, device) -> float:
+    """Mean fraction of the exact top k of the ``sample`` queries among ``found``
+    (len(sample) x k gallery indices, -1 for none)."""
     k = found.shape[1]
     hits = 0
-    for start, sims in similarity_blocks(query_t[sample], gallery_t, chunk_size):
-        rows = np.arange(start, start + len(sims))
-        if leave_one_out:
-            sims[torch.from_numpy(rows - start), torch.from_numpy(sample[rows])] = float('-inf')
-        exact = stable_topk(sims, k)[1].cpu().numpy()
-        hits += sum(len(np.intersect1d(e, f)) for e, f in zip(exact, found[rows]))
+    for block in ExactSearcher(device=device).search(query_t[sample], gallery_t, k,
+                                                     sample if leave_one_out else None):
+        exact = block.ids.cpu().numpy()
+        hits += sum(len(np.intersect1d(e, f))
+                    for e, f in zip(exact, found[block.start:block.start + len(exact)]))
     return hits / (len(sample) * k)
 
 
@@ -253,31 +193,6 @@ def _positive_items(codes: np.ndarray, by_code: np.ndarray,
     offsets = np.arange(int(count.max()))
     valid = offsets < count[:, None]
     return np.where(valid, by_code[np.where(valid, lo[:, None] + offsets, lo[:, None])], -1)
-
-
-def _best_candidate_rank(block, rows: np.ndarray, codes: np.ndarray, by_code: np.ndarray,
-                         sorted_codes: np.ndarray) -> np.ndarray:
-    """Rank of the first correct item among the candidates of some rows of an inverted-file
-    block, by counting (``inf`` where no candidate is correct).
-
-    The first correct item is the candidate positive of highest similarity (the lowest
-    gallery index among equals); the positives are looked up where they sit in the block,
-    and :func:`rank_of` counts the candidates above it, equal ones by gallery index.
-    """
-    device = block.sims.device
-    rows_t = torch.from_numpy(rows).to(device)
-    items = torch.from_numpy(_positive_items(codes, by_code, sorted_codes)).to(device)
-    columns = block.columns(rows_t, items)
-    values = block.sims[rows_t[:, None], columns.clamp(min=0)]
-    values[columns < 0] = float('-inf')
-    best = values.amax(dim=1)
-    first = torch.where(values == best[:, None], items,
-                        torch.full_like(items, torch.iinfo(items.dtype).max)).amin(dim=1)
-    ranks = torch.full((len(rows), ), float('inf'), dtype=torch.float64, device=device)
-    found = torch.isfinite(best).nonzero().squeeze(1)
-    ranks[found] = _count_ranks(block.sims, rows_t[found], best[found], first[found],
-                                block.row_ids).double()
-    return ranks.cpu().numpy()
 
 
 def _best_positive_rank(sims: torch.Tensor, rows: np.ndarray, codes: np.ndarray,
@@ -302,15 +217,11 @@ def _best_positive_rank(sims: torch.Tensor, rows: np.ndarray, codes: np.ndarray,
 
 
 def _count_ranks(sims: torch.Tensor, rows: torch.Tensor, value: torch.Tensor,
-                 key: torch.Tensor, keys_of=None) -> torch.Tensor:
+                 key: torch.Tensor) -> torch.Tensor:
     """:func:`rank_of` on ``rows`` of ``sims``, a few rows at a time, so that the copies and
-    masks stay a small fraction of the block. ``keys_of`` takes row numbers of ``sims``."""
-    ranks = []
-    for g in range(0, len(rows), _COUNT_ROWS):
-        part = rows[g:g + _COUNT_ROWS]
-        ranks.append(rank_of(sims[part], value[g:g + _COUNT_ROWS], key[g:g + _COUNT_ROWS],
-                             None if keys_of is None else
-                             (lambda tied, part=part: keys_of(part[tied]))))
+    masks stay a small fraction of the block."""
+    ranks = [rank_of(sims[rows[g:g + _COUNT_ROWS]], value[g:g + _COUNT_ROWS],
+                     key[g:g + _COUNT_ROWS]) for g in range(0, len(rows), _COUNT_ROWS)]
     return torch.cat(ranks) if ranks else torch.zeros(0, dtype=torch.long, device=sims.device)
 
 
@@ -319,7 +230,8 @@ def recall_at_k(query_emb,
                 gallery_emb=None,
                 gallery_labels=None,
                 ks: Iterable[int] = (1, ),
-                **search) -> Dict[int, float]:
+                searcher: SearcherSetting = None,
+                normalize: bool = True) -> Dict[int, float]:
     """Recall@K of queries searched in a gallery (Recall@K of Song et al. 2016 / Jégou et al.).
 
     Args:
@@ -329,20 +241,19 @@ def recall_at_k(query_emb,
             the queries themselves (query i excluded from its own search by
             index).
         ks: the values of K.
-        **search: as :func:`retrieval_metrics` (``backend``, ``chunk_size``,
-            ``device``, ``normalize``).
+        searcher, normalize: as :func:`retrieval_metrics`.
 
     Returns:
         {K: recall@K in [0, 1]}.
     """
     ks = tuple(ks)
     metrics = retrieval_metrics(query_emb, query_labels, gallery_emb, gallery_labels,
-                                ks=ks, map_at_r=False, **search)
+                                ks=ks, map_at_r=False, searcher=searcher, normalize=normalize)
     return {int(k): metrics[f'recall@{k}'] for k in ks}
 
 
 def map_at_r(emb: ArrayLike, labels, gallery_emb=None, gallery_labels=None,
-             **search) -> Dict[str, float]:
+             searcher: SearcherSetting = None, normalize: bool = True) -> Dict[str, float]:
     """MAP@R, R-precision and Precision@1 of a labelled set (Musgrave et al. 2020).
 
     Args:
@@ -351,13 +262,13 @@ def map_at_r(emb: ArrayLike, labels, gallery_emb=None, gallery_labels=None,
         gallery_emb, gallery_labels: optional separate gallery (N x D, N);
             ``None`` = leave-one-out on ``emb`` (each item excluded from its
             own search by index).
-        **search: as :func:`retrieval_metrics`.
+        searcher, normalize: as :func:`retrieval_metrics`.
 
     Returns:
         {'map@r', 'r_precision', 'precision@1'}, each in [0, 1].
     """
     return retrieval_metrics(emb, labels, gallery_emb, gallery_labels, ks=(), map_at_r=True,
-                             **search)
+                             searcher=searcher, normalize=normalize)
 
 
 def _num_rows(emb, name: str) -> int:

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from .checks import ArrayLike
-from .search import auto_chunk_size, prepare_pair, similarity_blocks, stable_ranks
+from .ranking import auto_chunk_size, prepare_pair, similarity_blocks, stable_ranks
 
 __all__ = [
     'PROTOCOLS', 'build_revisited_gnd', 'revisited_map', 'revisited_metrics',
@@ -245,7 +245,7 @@ def revisited_metrics(query_emb: ArrayLike,
     each ground truth, but no n_db x n_q ranks exist: per query, only the
     positions of its ``ok`` and ``junk`` items in the stable order (ties to
     the lower index) are counted from its similarities
-    (:func:`~irtbox.evaluation.functional.search.stable_ranks`), once for
+    (:func:`~irtbox.evaluation.functional.ranking.stable_ranks`), once for
     every ground truth. Memory: one chunk_size x n_db similarity block.
 
     Args:

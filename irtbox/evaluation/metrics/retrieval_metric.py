@@ -1,5 +1,6 @@
 """Recall@K, MAP@R and mAP of a labelled test set, as an MMEngine metric."""
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+import dataclasses
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -9,14 +10,13 @@ from mmengine.evaluator import BaseMetric
 
 from irtbox.registry import METRICS
 from ..functional import retrieval_metrics, search_average_precision
+from ..searchers import Searcher, build_searcher
 from .gather import (embedding_to_numpy, gather_by_sample_idx, merge_by_sample_idx,
                      pack_results)
 from .resources import rank_threads, search_device
 
 __all__ = ['RetrievalMetric']
 
-_SEARCH_KEYS = ('backend', 'chunk_size', 'device', 'normalize', 'index', 'nprobe',
-                'ef_search', 'candidates')
 # A repeated sample index must repeat these (else two samples share an index).
 _CONSISTENT = {'label': 'labels'}
 # Who sets each per-sample field, for the error when one is missing.
@@ -29,8 +29,8 @@ _FIELD_SOURCE = {
 
 @METRICS.register_module()
 class RetrievalMetric(BaseMetric):
-    """Recall@K, MAP@R, R-precision and Precision@1 from one exact k-NN search,
-    and optionally mAP over the full ranking with junk ignored.
+    """Recall@K, MAP@R, R-precision and Precision@1 from one k-NN search (exact
+    by default), and optionally mAP over the full ranking with junk ignored.
 
     Each data sample carries ``embedding`` (D), ``gt_label`` (a 0-d or
     1-element label), meta ``sample_idx`` and optionally ``is_query``.
@@ -67,9 +67,9 @@ class RetrievalMetric(BaseMetric):
     sorted: each positive's and junk item's rank is counted in the
     similarities of a chunk of queries at a time
     (:func:`~irtbox.evaluation.functional.search_average_precision`, with
-    ``search['chunk_size']`` and ``search['device']``, cosine similarity
-    unless ``normalize=False``, whatever the search ``backend``), so memory
-    is O(chunk_size x gallery).
+    the searcher's ``chunk_size`` and ``device``, cosine similarity unless
+    ``normalize=False``, exact whatever the searcher), so memory is
+    O(chunk_size x gallery).
 
     Names get ``prefix/`` in front when ``prefix`` is set.
 
@@ -91,20 +91,20 @@ class RetrievalMetric(BaseMetric):
             then selects max(R) neighbours per query).
         map_at_all: also compute ``map@all`` (every positive's rank in the
             full gallery ranking is counted for every query).
-        search: keyword arguments of
-            :func:`~irtbox.evaluation.functional.retrieval_metrics`: ``backend``
-            ('torch' or 'faiss'), ``chunk_size`` (default: a similarity block
-            of at most 128 MB), ``device`` (default: this rank's own GPU when
-            CUDA is available, else the CPU; with ``backend='faiss'``: the CPU;
-            a bare ``'cuda'`` is this rank's GPU too:
-            :func:`~irtbox.evaluation.metrics.resources.search_device`),
-            ``normalize``; for approximate
-            evaluation ``index='IVF<nlist>'`` with ``nprobe`` and / or
-            ``candidates`` (irtbox's inverted file, searched by matrix
-            products), or ``backend='faiss'`` with ``index`` (any faiss factory
-            string, e.g. ``'IVF4096,Flat'``, ``'HNSW32'``) and ``nprobe`` /
-            ``ef_search``; either adds ``search_recall@10`` (against exact
-            search, 500 sampled queries) to the metrics.
+        search: the searcher (:mod:`irtbox.evaluation.searchers`), as a
+            config dict or an instance; ``None``: ``dict(type='ExactSearcher')``
+            (chunked matrix products, similarity blocks of at most 128 MB).
+            ``dict(type='FaissSearcher')`` searches exactly with faiss;
+            ``dict(type='FaissSearcher', index='IVF4096,Flat', nprobe=32)`` (any
+            faiss factory string; ``'HNSW32'`` with ``ef_search``) evaluates
+            approximately and adds ``search_recall@10`` (against exact search,
+            500 sampled queries). Its ``device`` left unset, an
+            ``ExactSearcher`` runs on this rank's own GPU when CUDA is
+            available (else the CPU) and a ``FaissSearcher`` on the CPU; a bare
+            ``'cuda'`` is this rank's GPU
+            (:func:`~irtbox.evaluation.metrics.resources.search_device`).
+        normalize: L2-normalise the embeddings before searching (cosine
+            similarity).
         prefix: prepended to the metric names as ``prefix/name``.
         collect_device: 'cpu' or 'gpu', how results are gathered across ranks.
         collect_dir: shared folder for gathering on 'cpu' (default: a
@@ -117,7 +117,8 @@ class RetrievalMetric(BaseMetric):
                  ks: Sequence[int] = (1, 2, 4, 8),
                  map_at_r: bool = True,
                  map_at_all: bool = False,
-                 search: Optional[dict] = None,
+                 search: Union[None, dict, Searcher] = None,
+                 normalize: bool = True,
                  prefix: Optional[str] = None,
                  collect_device: str = 'cpu',
                  collect_dir: Optional[str] = None) -> None:
@@ -130,15 +131,11 @@ class RetrievalMetric(BaseMetric):
         if not ks and not map_at_r and not map_at_all:
             raise ValueError('RetrievalMetric: nothing to compute (ks is empty and '
                              'map_at_r=map_at_all=False).')
-        search = {'backend': 'torch', **(search or {})}
-        for key in search:
-            if key not in _SEARCH_KEYS:
-                raise ValueError(f'RetrievalMetric: unknown key {key!r} in search; '
-                                 f'expected some of {_SEARCH_KEYS}.')
+        self.searcher = build_searcher(search, 'RetrievalMetric')
+        self.normalize = bool(normalize)
         self.ks = ks
         self.map_at_r = bool(map_at_r)
         self.map_at_all = bool(map_at_all)
-        self.search = search
         self.last_outputs: Optional[Dict[str, np.ndarray]] = None
 
     def process(self, data_batch: Any, data_samples: Sequence) -> None:
@@ -193,7 +190,7 @@ class RetrievalMetric(BaseMetric):
                     sample_idx=data['sample_idx'], is_query=data['is_query'])
         self.last_outputs = data
         emb, labels, is_query = data['embeddings'], data['labels'], data['is_query']
-        search = self._search_args()
+        searcher = self._rank_searcher()
         metrics = {}
         if is_query.any():
             if is_query.all():
@@ -203,10 +200,11 @@ class RetrievalMetric(BaseMetric):
             if self.ks or self.map_at_r:
                 metrics = retrieval_metrics(emb[is_query], labels[is_query], emb[gallery],
                                             labels[gallery], ks=self.ks,
-                                            map_at_r=self.map_at_r, **search)
+                                            map_at_r=self.map_at_r, searcher=searcher,
+                                            normalize=self.normalize)
         elif self.ks or self.map_at_r:
             metrics = retrieval_metrics(emb, labels, ks=self.ks, map_at_r=self.map_at_r,
-                                        **search)
+                                        searcher=searcher, normalize=self.normalize)
         if self.map_at_all:
             aps = self._average_precisions(data)
             data['ap_all'] = 100 * aps
@@ -214,16 +212,18 @@ class RetrievalMetric(BaseMetric):
                 else float('nan')
         return {key: 100 * value for key, value in metrics.items()}
 
-    def _search_args(self) -> dict:
-        """``search`` with the device resolved for this rank (:func:`search_device`).
+    def _rank_searcher(self) -> Searcher:
+        """The searcher on this rank's device (:func:`search_device`).
 
-        faiss keeps its default, the CPU, unless a device is configured: faiss-gpu is
-        rarely installed, and faiss-cpu would warn and fall back at every evaluation.
+        A searcher that needs no more than torch for a GPU (``gpu_when_available``) gets
+        this rank's GPU when no device is configured; faiss keeps its default, the CPU:
+        faiss-gpu is rarely installed, and faiss-cpu would warn and fall back at every
+        evaluation.
         """
-        search = dict(self.search)
-        if search['backend'] == 'torch' or search.get('device') is not None:
-            search['device'] = search_device(search.get('device'))
-        return search
+        searcher = self.searcher
+        if searcher.device is None and not searcher.gpu_when_available:
+            return searcher
+        return dataclasses.replace(searcher, device=search_device(searcher.device))
 
     def _average_precisions(self, data: Dict[str, np.ndarray]) -> np.ndarray:
         """AP of every query over its full gallery ranking, junk removed (NaN: no positive)."""
@@ -232,7 +232,7 @@ class RetrievalMetric(BaseMetric):
         query = np.ones_like(is_query) if leave_one_out else is_query
         gallery = np.ones_like(is_query) if leave_one_out else ~is_query
         emb = torch.from_numpy(np.ascontiguousarray(emb, dtype=np.float32))
-        if self.search.get('normalize', True):
+        if self.normalize:
             emb = F.normalize(emb, dim=1)
         q_emb, g_emb = (emb, emb) if leave_one_out else \
             (emb[torch.from_numpy(query)], emb[torch.from_numpy(gallery)])
@@ -249,8 +249,8 @@ class RetrievalMetric(BaseMetric):
             if leave_one_out:  # query i is gallery item i
                 ignored = ignored + [i]
             gnd.append(dict(ok=by_label[lo[i]:hi[i]], junk=np.asarray(ignored, np.int64)))
-        return search_average_precision(q_emb, g_emb, gnd, self.search.get('chunk_size'),
-                                        search_device(self.search.get('device')))
+        return search_average_precision(q_emb, g_emb, gnd, self.searcher.chunk_size,
+                                        search_device(self.searcher.device))
 
 
 def _field(sample, key: str):

@@ -1,4 +1,5 @@
-"""The search core against brute force: full similarity matrices sorted stably in numpy."""
+"""The ranking core and the metrics of its searches against brute force: full similarity
+matrices sorted stably in numpy."""
 import importlib
 
 import numpy as np
@@ -6,7 +7,8 @@ import pytest
 import torch
 
 from irtbox.evaluation.functional import retrieval_metrics
-from irtbox.evaluation.functional.search import rank_of, stable_ranks
+from irtbox.evaluation.functional.ranking import rank_of, stable_ranks
+from irtbox.evaluation.searchers import ExactSearcher, FaissSearcher
 
 
 def int_embeddings(n, d=4, seed=0):
@@ -45,11 +47,11 @@ def brute_force_metrics(q, q_labels, g, g_labels, ks, leave_one_out):
     return out
 
 
-@pytest.mark.parametrize('backend', ['torch', 'faiss'])
+@pytest.mark.parametrize('searcher', [ExactSearcher, FaissSearcher], ids=['torch', 'faiss'])
 @pytest.mark.parametrize('chunk_size', [1, 13, None])
 @pytest.mark.parametrize('leave_one_out', [True, False])
 @pytest.mark.parametrize('skewed', [True, False])
-def test_retrieval_metrics_equal_a_full_stable_sort(backend, chunk_size, leave_one_out, skewed,
+def test_retrieval_metrics_equal_a_full_stable_sort(searcher, chunk_size, leave_one_out, skewed,
                                                     monkeypatch):
     # Missed rows counted 3 at a time, so that the grouping is exercised.
     monkeypatch.setattr(importlib.import_module('irtbox.evaluation.functional.retrieval'),
@@ -62,13 +64,13 @@ def test_retrieval_metrics_equal_a_full_stable_sort(backend, chunk_size, leave_o
     labels = rng.choice(12, size=160, p=np.r_[0.45, [0.05] * 11]) if skewed \
         else rng.integers(0, 40, size=160)
     ks = (1, 2, 5, 17, 40, 159, 1000)
+    searcher = searcher(chunk_size=chunk_size)
     if leave_one_out:
-        got = retrieval_metrics(emb, labels, ks=ks, backend=backend, chunk_size=chunk_size,
-                                normalize=False)
+        got = retrieval_metrics(emb, labels, ks=ks, searcher=searcher, normalize=False)
         want = brute_force_metrics(emb, labels, emb, labels, ks, True)
     else:
         got = retrieval_metrics(emb[:50], labels[:50], emb[50:], labels[50:], ks=ks,
-                                backend=backend, chunk_size=chunk_size, normalize=False)
+                                searcher=searcher, normalize=False)
         want = brute_force_metrics(emb[:50], labels[:50], emb[50:], labels[50:], ks, False)
     assert got == pytest.approx(want, abs=1e-12)
 
@@ -77,7 +79,8 @@ def test_recall_only_counts_beyond_a_small_top():
     emb = int_embeddings(200, d=3, seed=3)
     labels = np.random.default_rng(2).integers(0, 4, size=200)
     ks = (1, 3, 60, 150)
-    got = retrieval_metrics(emb, labels, ks=ks, map_at_r=False, normalize=False, chunk_size=7)
+    got = retrieval_metrics(emb, labels, ks=ks, map_at_r=False, normalize=False,
+                            searcher=ExactSearcher(chunk_size=7))
     want = brute_force_metrics(emb, labels, emb, labels, ks, True)
     assert got == pytest.approx({k: v for k, v in want.items() if k.startswith('recall')})
 
@@ -105,37 +108,6 @@ def test_stable_ranks_equal_a_stable_argsort(dtype):
         position[order] = np.arange(300)
         np.testing.assert_array_equal(stable_ranks(scores, items), position[items])
     assert len(stable_ranks(scores, np.zeros(0, dtype=np.int64))) == 0
-
-
-def clustered(n=600, dim=16, classes=40, seed=0):
-    rng = np.random.default_rng(seed)
-    labels = rng.integers(0, classes, n)
-    emb = rng.standard_normal((classes, dim))[labels] + rng.standard_normal((n, dim))
-    return emb.astype(np.float32), labels
-
-
-@pytest.mark.parametrize('leave_one_out', [True, False])
-def test_approximate_search_visiting_every_list_is_exact(leave_one_out):
-    pytest.importorskip('faiss')
-    emb, labels = clustered()
-    args = (emb, labels) if leave_one_out else (emb[:100], labels[:100], emb[100:], labels[100:])
-    exact = retrieval_metrics(*args, ks=(1, 10))
-    got = retrieval_metrics(*args, ks=(1, 10), backend='faiss', index='IVF8,Flat', nprobe=8,
-                            chunk_size=64)
-    assert got.pop('search_recall@10') == pytest.approx(1.0)
-    assert got == pytest.approx(exact)
-
-
-def test_approximate_search_reports_its_recall():
-    pytest.importorskip('faiss')
-    emb, labels = clustered(seed=1)
-    got = retrieval_metrics(emb, labels, ks=(1, ), backend='faiss', index='IVF32,Flat',
-                            nprobe=1)
-    assert 0 < got['search_recall@10'] < 1  # one list of 32: some true neighbours missed
-    with pytest.raises(ValueError, match="needs backend='faiss'"):
-        retrieval_metrics(emb, labels, index='HNSW32')
-    with pytest.raises(ValueError, match="cannot build index 'NoSuchIndex'"):
-        retrieval_metrics(emb, labels, backend='faiss', index='NoSuchIndex')
 
 
 @pytest.mark.parametrize('bad', [np.nan, np.inf, -np.inf])

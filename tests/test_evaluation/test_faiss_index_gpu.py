@@ -1,4 +1,4 @@
-"""The faiss GPU helpers of the search core, on the CPU: a stand-in for faiss-gpu records what
+"""The faiss GPU helpers of the searchers, on the CPU: a stand-in for faiss-gpu records what
 they ask of it (the real GPU path is tests/test_search/test_faiss_gpu.py)."""
 import sys
 import types
@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from irtbox.evaluation.functional import knn, retrieval_metrics
-from irtbox.evaluation.functional import search as search_module
-from irtbox.evaluation.functional.search import (float16_lookup_tables, on_gpu,
-                                                 set_search_parameter, to_cpu, to_gpu)
+from irtbox.evaluation.searchers import FaissSearcher
+from irtbox.evaluation.searchers import faiss_index
+from irtbox.evaluation.searchers.faiss_index import (float16_lookup_tables, on_gpu,
+                                                     set_search_parameter, to_cpu, to_gpu)
 
 faiss = pytest.importorskip('faiss')
 
@@ -58,9 +59,22 @@ def test_to_gpu_uses_the_current_device_and_the_given_temp_memory(monkeypatch):
 def test_faiss_knn_on_a_bare_cuda_device_uses_the_current_one(monkeypatch):
     gpu = FakeGpu(monkeypatch)
     emb = np.random.default_rng(0).standard_normal((20, 4)).astype(np.float32)
-    _, idx = knn(emb, emb, 3, backend='faiss', device='cuda')
+    _, idx = knn(emb, emb, 3, searcher=FaissSearcher(device='cuda'))
     assert gpu.moves == [(1, False)]
     np.testing.assert_array_equal(idx, knn(emb, emb, 3)[1])
+
+
+def test_an_approximate_index_moves_to_the_gpu_unless_k_is_too_large(monkeypatch):
+    """Any factory string, nprobe set before the move; past faiss-gpu's k the CPU."""
+    gpu = FakeGpu(monkeypatch)
+    emb = np.random.default_rng(0).standard_normal((2200, 8)).astype(np.float32)
+    searcher = FaissSearcher(index='IVF4,Flat', nprobe=4, device='cuda:0')
+    _, idx = knn(emb, emb, 10, exclude_self=True, searcher=searcher)
+    assert gpu.moves == [(0, False)]
+    np.testing.assert_array_equal(idx, knn(emb, emb, 10, exclude_self=True)[1])
+    with pytest.warns(UserWarning, match='at most 2048 neighbours, 2100 are needed'):
+        knn(emb, emb, 2100, searcher=searcher)
+    assert gpu.moves == [(0, False)]
 
 
 def test_an_index_faiss_gpu_lacks_stays_on_the_cpu_with_one_warning(monkeypatch):
@@ -130,7 +144,7 @@ def test_set_search_parameter_uses_the_gpu_parameter_space(monkeypatch):
 def test_nprobe_past_the_gpu_limit_is_refused_on_a_gpu_index(monkeypatch):
     ivf = faiss.index_factory(16, 'IVF4,Flat', faiss.METRIC_INNER_PRODUCT)
     set_search_parameter(ivf, 'nprobe', 4096)  # on the CPU any nprobe is fine
-    monkeypatch.setattr(search_module, 'on_gpu', lambda index: True)
+    monkeypatch.setattr(faiss_index, 'on_gpu', lambda index: True)
     with pytest.raises(ValueError, match='probes at most 2048 IVF lists, got nprobe=4096'):
         set_search_parameter(ivf, 'nprobe', 4096)
 
@@ -161,4 +175,4 @@ def test_approximate_evaluation_refuses_nprobe_of_an_index_without_lists():
     emb = np.random.default_rng(0).standard_normal((60, 8)).astype(np.float32)
     labels = np.arange(60) % 6
     with pytest.raises(ValueError, match='no search parameter nprobe'):
-        retrieval_metrics(emb, labels, backend='faiss', index='HNSW8', nprobe=4)
+        retrieval_metrics(emb, labels, searcher=FaissSearcher(index='HNSW8', nprobe=4))

@@ -1,0 +1,86 @@
+"""The one interface of a nearest-neighbour search by inner product.
+
+A searcher is a frozen dataclass of its settings, registered in
+:data:`~irtbox.registry.SEARCHERS` and named in a config as ``search=dict(type=..., ...)``
+(:func:`~irtbox.evaluation.searchers.build_searcher`). Its :meth:`Searcher.search` streams
+the top k of a chunk of queries at a time (:class:`NeighbourBlock`), so that a metric
+consumes each block and drops it.
+"""
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar, Iterator, Optional, Union
+
+import numpy as np
+import torch
+
+__all__ = ['NeighbourBlock', 'Searcher', 'check_positive']
+
+Device = Optional[Union[str, torch.device]]
+
+
+@dataclass
+class NeighbourBlock:
+    """The top k gallery items of queries ``start .. start + rows - 1``.
+
+    Attributes:
+        start: the first query row of the block.
+        scores: rows x k similarities, decreasing; -inf where ``ids`` is -1.
+        ids: rows x k int64 gallery indices, equal similarities by increasing index; -1
+            where an approximate index found fewer than k items.
+        similarities: rows x N similarities to every gallery item (the query's own item at
+            -inf in leave-one-out), from searchers whose ``exhaustive`` is True, else None:
+            a rank beyond k is then counted in it. Valid until the next block is yielded.
+    """
+    start: int
+    scores: torch.Tensor
+    ids: torch.Tensor
+    similarities: Optional[torch.Tensor] = None
+
+
+class Searcher(ABC):
+    """Nearest neighbours of query rows among gallery rows by inner product.
+
+    Subclasses are frozen dataclasses with at least the fields ``chunk_size`` (queries
+    searched at once; ``None``: the searcher's default) and ``device`` (where to search;
+    ``None``: the searcher's default), so that a metric can place a copy of one on its
+    rank's device (``dataclasses.replace``).
+
+    Class attributes:
+        exhaustive: its blocks carry every gallery similarity
+            (:attr:`NeighbourBlock.similarities`).
+        gpu_when_available: with no ``device`` set, a metric runs it on its rank's GPU when
+            CUDA is available (torch runs anywhere; faiss needs faiss-gpu).
+    """
+    exhaustive: ClassVar[bool] = False
+    gpu_when_available: ClassVar[bool] = False
+    chunk_size: Optional[int]
+    device: Device
+
+    @property
+    @abstractmethod
+    def exact(self) -> bool:
+        """Whether the results are those of a full stable sort of every similarity."""
+
+    @abstractmethod
+    def search(self, query: torch.Tensor, gallery: torch.Tensor, k: int,
+               self_ids: Optional[np.ndarray] = None) -> Iterator[NeighbourBlock]:
+        """The top ``k`` of each query, a chunk of queries at a time.
+
+        Args:
+            query, gallery: nq x D and N x D float tensors of one dtype (as
+                :func:`~irtbox.evaluation.functional.ranking.prepare_pair` makes them).
+            k: neighbours per query, at most the gallery items a query can have.
+            self_ids: (nq,) int64, the gallery index of each query's own item, which is
+                left out of its search (leave-one-out: by index, so exact duplicates
+                cannot break it); ``None``: nothing is left out.
+
+        Yields:
+            :class:`NeighbourBlock` s in query order.
+        """
+
+
+def check_positive(value, name: str, owner: str) -> None:
+    """Refuse a ``value`` that is neither ``None`` nor a positive integer."""
+    if value is not None and (isinstance(value, bool)
+                              or not isinstance(value, (int, np.integer)) or value < 1):
+        raise ValueError(f'{owner}: {name} must be a positive integer, got {value!r}.')
