@@ -70,32 +70,20 @@ def _as_items(images) -> List:
     return items
 
 
-def _is_file_loader(transform: dict) -> bool:
-    return str(transform.get('type')).split('.')[-1] == 'LoadImageFromFile'
-
-
 class _ImageDataset(torch.utils.data.Dataset):
-    """Paths or H x W x 3 RGB uint8 arrays through a test pipeline; a failure is an item
-    ``{'id', 'error'}`` instead of an exception, so that one bad file does not end the run.
+    """Paths or H x W x 3 RGB uint8 arrays through the model's test pipeline (its
+    :class:`~irtbox.models.input_spec.InputSpec`); a failure is an item ``{'id', 'error'}``
+    instead of an exception, so that one bad file does not end the run.
 
     ``CropBBox`` in a (landmark) pipeline is a no-op here: plain images carry no box.
     """
 
-    def __init__(self, items: Sequence, pipeline: Sequence[dict]):
-        from mmengine.dataset import Compose
-        from mmengine.registry import DefaultScope
-
-        from irtbox.registry import TRANSFORMS
-        self.items = items
-        with DefaultScope.overwrite_default_scope('irtbox'):
-            self.pipeline = Compose([TRANSFORMS.build(t) for t in pipeline])
-            # Arrays are decoded already: the same pipeline without its file loader.
-            self.array_pipeline = Compose([TRANSFORMS.build(t) for t in pipeline
-                                           if not _is_file_loader(t)])
-        if not any(_is_file_loader(t) for t in pipeline) and not all(
-                isinstance(item, str) for item in items):
-            raise ValueError('extract_features: the test pipeline has no LoadImageFromFile for '
-                             f'input arrays to replace: {[t.get("type") for t in pipeline]}')
+    def __init__(self, items: Sequence, spec):
+        self.items, self.spec = items, spec
+        self.pipeline = spec.transforms()
+        # Arrays are decoded already: the same pipeline without its file loader.
+        has_arrays = not all(isinstance(item, str) for item in items)
+        self.array_pipeline = spec.transforms(arrays=True) if has_arrays else None
 
     def __len__(self):
         return len(self.items)
@@ -107,10 +95,7 @@ class _ImageDataset(torch.utils.data.Dataset):
             if isinstance(item, str):
                 results = self.pipeline(dict(img_path=item, sample_idx=index))
             else:
-                # mmcv decodes files to BGR; arrays come as RGB (what PIL gives).
-                img = np.ascontiguousarray(item[..., ::-1])
-                results = self.array_pipeline(dict(img=img, img_shape=img.shape[:2],
-                                                   ori_shape=img.shape[:2], sample_idx=index))
+                results = self.array_pipeline(self.spec.as_loaded(item, index))
             if results is None:
                 raise ValueError('the test pipeline dropped it')
         except Exception as err:  # any decoding / transform failure: report it, go on
@@ -122,8 +107,8 @@ class _ImageDataset(torch.utils.data.Dataset):
 def _collate(batch: Sequence[dict]) -> dict:
     """DataLoader collate: ``ids`` and ``inputs`` of the images read, ``failed`` (id, reason)
     of the others, ``size`` = len(batch). Same-size inputs are stacked into one B x 3 x H x W
-    uint8 tensor (one transfer from a worker instead of B, one batched normalisation; the
-    preprocessor gives the same result as for the list); else they stay a list."""
+    uint8 tensor (one transfer from a worker instead of B, one batched normalisation); else
+    they stay a list (see :func:`_embed_batch`)."""
     good = [b for b in batch if 'error' not in b]
     inputs = [b['inputs'] for b in good]
     if inputs and all(x.shape == inputs[0].shape for x in inputs):
@@ -132,18 +117,32 @@ def _collate(batch: Sequence[dict]) -> dict:
                 failed=[(b['id'], b['error']) for b in batch if 'error' in b])
 
 
+def _embed_batch(model, inputs: Union[torch.Tensor, List[torch.Tensor]]) -> torch.Tensor:
+    """B x D embeddings of a batch: stacked inputs in one forward; a list (sizes differ: a
+    keep-ratio, short-edge or scale-factor pipeline) one forward per size, as the
+    preprocessor would pad the smaller images of a mixed batch and change their embeddings."""
+    def forward(batch):
+        return model(model.data_preprocessor(dict(inputs=batch), False)['inputs'], mode='tensor')
+    if isinstance(inputs, torch.Tensor):
+        return forward(inputs)
+    embeddings = [None] * len(inputs)
+    for shape in {tuple(x.shape) for x in inputs}:
+        same = [i for i, x in enumerate(inputs) if tuple(x.shape) == shape]
+        for i, embedding in zip(same, forward(torch.stack([inputs[i] for i in same]))):
+            embeddings[i] = embedding
+    return torch.stack(embeddings)
+
+
 def _embed_items(model, items: Sequence, batch_size: int, num_workers: int, progress: bool,
                  desc: str = 'embedding'):
     """(N x D float32 embeddings, ids, failed) of ``items`` (paths or RGB arrays), in order."""
     from tqdm import tqdm
 
-    from irtbox.utils.config import eval_pipeline
-    if getattr(model, 'cfg', None) is None:
-        raise ValueError(f'extract_features: the model ({type(model).__name__}) has no config '
-                         '(model.cfg); build it with irtbox.apis.init_model or get_model')
+    from irtbox.models.input_spec import input_spec_of
+    spec = input_spec_of(model, 'extract_features')
     if batch_size < 1:
         raise ValueError(f'extract_features: batch_size must be positive, got {batch_size}')
-    dataset = _ImageDataset(items, eval_pipeline(model.cfg))
+    dataset = _ImageDataset(items, spec)
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, num_workers=num_workers,
                                          collate_fn=_collate, shuffle=False)
     embeddings, ids, failed = [], [], []
@@ -153,8 +152,7 @@ def _embed_items(model, items: Sequence, batch_size: int, num_workers: int, prog
         for batch in loader:
             failed += batch['failed']
             if batch['ids']:
-                inputs = model.data_preprocessor(dict(inputs=batch['inputs']), False)['inputs']
-                embeddings.append(model(inputs, mode='tensor').float().cpu().numpy())
+                embeddings.append(_embed_batch(model, batch['inputs']).float().cpu().numpy())
                 ids += batch['ids']
             bar.update(batch['size'])
     if not embeddings:

@@ -6,11 +6,12 @@ from typing import Dict, List
 
 import torch
 
+from irtbox.models.input_spec import input_spec_of
 from irtbox.utils.checkpoint import TRAINING_ONLY_PREFIXES
-from irtbox.utils.config import eval_input_size, eval_pipeline
 from irtbox.utils.download import sha256sum
 
-__all__ = ['COMPARED', 'weights_digest', 'model_identity', 'identity_differences']
+__all__ = ['COMPARED', 'weights_digest', 'embedding_dim', 'model_identity',
+           'identity_differences']
 
 # The fields that must agree for embeddings to be comparable (the rest are informational).
 COMPARED = ('weights_sha256', 'preprocessing_sha256', 'embedding_dim', 'normalize')
@@ -33,30 +34,34 @@ def weights_digest(model: torch.nn.Module) -> str:
     return digest.hexdigest()
 
 
-def model_identity(model: torch.nn.Module) -> Dict:
-    """The fingerprint of ``model`` (built by ``init_model`` / ``get_model``, so it has
-    ``model.cfg``): its weights, its preprocessing (test pipeline, mean/std, channel order,
-    test scales, whitening), embedding size and normalisation, plus the config and
-    checkpoint it came from."""
-    cfg = model.cfg
-    preprocessor = model.data_preprocessor
-    preprocessing = dict(
-        pipeline=eval_pipeline(cfg),
-        mean=getattr(preprocessor, 'mean', torch.zeros(0)).flatten().tolist(),
-        std=getattr(preprocessor, 'std', torch.zeros(0)).flatten().tolist(),
-        channel_flip=bool(getattr(preprocessor, '_channel_conversion', False)),
-        test_scales=list(getattr(model, 'test_scales', (1.0,))),
-        whitening=getattr(model, 'whitening', None) is not None)
-    height, width = eval_input_size(cfg)
+def embedding_dim(model: torch.nn.Module) -> int:
+    """D of the model's B x D embeddings: one forward of a zero image of its input size
+    (``model.input_spec.size``)."""
+    height, width = input_spec_of(model, 'embedding_dim').size
     device = next(model.parameters()).device
     with torch.no_grad():
-        dim = int(model(torch.zeros(1, 3, height, width, device=device), mode='tensor').shape[-1])
+        return int(model(torch.zeros(1, 3, height, width, device=device),
+                         mode='tensor').shape[-1])
+
+
+def model_identity(model: torch.nn.Module) -> Dict:
+    """The fingerprint of ``model`` (built by ``init_model`` / ``get_model``, so it has
+    ``model.input_spec``): its weights, its preprocessing (test pipeline, mean/std, channel
+    order, test scales, whitening), embedding size and normalisation, plus the config and
+    checkpoint it came from."""
+    spec = input_spec_of(model, 'model_identity')
+    # The fields the first indexes hashed, as they were: the same model keeps its digest.
+    preprocessing = dict(
+        pipeline=list(spec.pipeline), mean=list(spec.mean), std=list(spec.std),
+        channel_flip=spec.preprocessor_flips, test_scales=list(spec.test_scales),
+        whitening=getattr(model, 'whitening', None) is not None)
     checkpoint = getattr(model, 'checkpoint', None)
-    return dict(config=getattr(cfg, 'filename', None), checkpoint=checkpoint,
+    config = getattr(getattr(model, 'cfg', None), 'filename', None)
+    return dict(config=config, checkpoint=checkpoint,
                 checkpoint_sha256=sha256sum(checkpoint) if checkpoint and osp.isfile(
                     checkpoint) else None,
                 weights_sha256=weights_digest(model),
-                preprocessing_sha256=_digest(preprocessing), embedding_dim=dim,
+                preprocessing_sha256=_digest(preprocessing), embedding_dim=embedding_dim(model),
                 normalize=bool(getattr(model, 'normalize', True)))
 
 

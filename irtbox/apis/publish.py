@@ -23,13 +23,15 @@ from mmengine.config import Config
 from mmengine.logging import print_log
 
 from irtbox.utils.checkpoint import extract_state_dict, safe_torch_load
-from irtbox.utils.config import eval_input_size, load_config
+from irtbox.utils.config import load_config
 from irtbox.utils.download import sha256sum
 from irtbox.utils.fileio import atomic_write, atomic_write_text
 
-from .inference import TRAINING_ONLY_PREFIXES, load_model_weights, without_pretrained_backbone
+from .identity import embedding_dim
+from .inference import (TRAINING_ONLY_PREFIXES, init_model, load_model_weights,
+                        without_pretrained_backbone)
 
-__all__ = ['checkpoint_config', 'embedding_dim', 'weights_block', 'publish_checkpoint']
+__all__ = ['checkpoint_config', 'weights_block', 'publish_checkpoint']
 
 FORMATS = ('safetensors', 'pth')
 _NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._+-]*$')
@@ -46,13 +48,6 @@ def checkpoint_config(checkpoint: dict, config: Optional[str], source: str) -> C
     cfg = Config.fromstring(text, '.py')
     cfg.setdefault('default_scope', 'irtbox')
     return cfg
-
-
-def embedding_dim(model: torch.nn.Module, cfg: Config) -> int:
-    """D of the model's B x D embeddings: one forward of a zero image at the test size."""
-    height, width = eval_input_size(cfg)
-    with torch.no_grad():
-        return int(model(torch.zeros(1, 3, height, width), mode='tensor').shape[-1])
 
 
 def weights_block(url: str, sha256: str, size: int, dim: int, indent: int = 4) -> str:
@@ -111,13 +106,9 @@ def publish_checkpoint(checkpoint: str, out_dir: str, name: Optional[str] = None
     if not keep_training_state:
         state = {k: v for k, v in state.items() if not k.startswith(TRAINING_ONLY_PREFIXES)}
 
-    from mmengine.registry import DefaultScope
-
-    from irtbox.registry import MODELS
-    with DefaultScope.overwrite_default_scope(cfg.get('default_scope', 'irtbox')):
-        model = MODELS.build(without_pretrained_backbone(cfg).model)
+    model = init_model(without_pretrained_backbone(cfg))
     load_model_weights(model, state, source=checkpoint)
-    dim = embedding_dim(model.eval(), cfg)
+    dim = embedding_dim(model)
 
     os.makedirs(out_dir, exist_ok=True)
     tensors = {k: v.detach().cpu().contiguous() for k, v in state.items()}

@@ -3,9 +3,11 @@ numerically against PyTorch right after export.
 
 The exported graph takes a B x 3 x H x W batch of RGB images, uint8 (or float) in 0-255,
 and returns B x D float32 L2-normalised embeddings. Inside: the cast to float, the channel
-flip when the model was trained on BGR input, the data preprocessor's ``(x - mean) / std``,
-and ``model.extract_feat`` (multi-scale test scales and learned whitening included).
+flip when the network sees BGR, the ``(x - mean) / std`` of the model's input spec
+(``model.input_spec``), and ``model.extract_feat`` (multi-scale test scales and learned
+whitening included).
 """
+import dataclasses
 import json
 import os
 import warnings
@@ -17,8 +19,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-__all__ = ['ExportCheckError', 'model_sees_bgr', 'EmbeddingExport', 'load_check_images',
-           'export_onnx', 'export_torchscript', 'run_exported', 'compare', 'export_model']
+from irtbox.models.input_spec import input_spec_of
+
+__all__ = ['ExportCheckError', 'EmbeddingExport', 'load_check_images', 'export_onnx',
+           'export_torchscript', 'run_exported', 'compare', 'export_model']
 
 FORMATS = ('onnx', 'torchscript')
 MAX_ABS_TOL = 1e-4
@@ -29,27 +33,19 @@ class ExportCheckError(RuntimeError):
     """The exported model does not reproduce the PyTorch model's embeddings."""
 
 
-def model_sees_bgr(cfg, model) -> bool:
-    """Whether the model was trained on BGR input: the test pipeline's
-    ``LoadImageFromFile`` decodes BGR unless ``channel_order='rgb'``, and the data
-    preprocessor flips the channels when it has ``bgr_to_rgb`` / ``rgb_to_bgr``."""
-    from irtbox.utils.config import eval_pipeline
-    loads = [t for t in eval_pipeline(cfg) if t.get('type') == 'LoadImageFromFile']
-    decoded_bgr = not loads or loads[0].get('channel_order', 'bgr') == 'bgr'
-    flips = bool(getattr(model.data_preprocessor, '_channel_conversion', False))
-    return decoded_bgr != flips
-
-
 class EmbeddingExport(nn.Module):
-    """RGB 0-255 images (B x 3 x H x W, uint8 or float) -> B x D L2-normalised embeddings."""
+    """RGB 0-255 images (B x 3 x H x W, uint8 or float) -> B x D L2-normalised embeddings,
+    normalised as ``model.input_spec`` says."""
 
-    def __init__(self, model: nn.Module, flip_channels: bool):
+    def __init__(self, model: nn.Module):
         super().__init__()
+        spec = input_spec_of(model, 'export')
         self.model = model.eval()
-        self.flip_channels = flip_channels
-        preprocessor = model.data_preprocessor
-        self.register_buffer('mean', preprocessor.mean.detach().clone().view(1, -1, 1, 1))
-        self.register_buffer('std', preprocessor.std.detach().clone().view(1, -1, 1, 1))
+        self.flip_channels = spec.network_order == 'bgr'
+        # A preprocessor that does not normalise has no mean/std: (x - 0) / 1.
+        mean, std = spec.mean or (0.0,), spec.std or (1.0,)
+        self.register_buffer('mean', torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1))
+        self.register_buffer('std', torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1))
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         x = images.float()
@@ -146,14 +142,18 @@ def export_model(model: nn.Module, fmt: str, out: str, input_size: Optional[Sequ
     """Export ``model`` (from ``init_model``) to ``out`` and check it; returns the report
     also written to ``out + '.json'``. The file appears under ``out`` only if every check
     passes (max-abs <= 1e-4 and cosine >= 0.99999 for each batch/size checked); otherwise
-    :class:`ExportCheckError` says which case failed and by how much."""
-    from irtbox.utils.config import eval_input_size
+    :class:`ExportCheckError` says which case failed and by how much.
+
+    ``input_size`` (H, W) defaults to ``model.input_spec.size``: what the test pipeline gives
+    a square image (of ``REFERENCE_SIDE`` pixels where the size follows the image's); the
+    report's ``input_spec`` says how images of other shapes are resized."""
     if fmt not in FORMATS:
         raise ValueError(f'format must be one of {FORMATS}, got {fmt!r}')
     if input_dtype not in ('uint8', 'float32'):
         raise ValueError(f"input dtype must be 'uint8' or 'float32', got {input_dtype!r}")
-    size = tuple(input_size) if input_size else eval_input_size(model.cfg)
-    module = EmbeddingExport(model, model_sees_bgr(model.cfg, model)).eval()
+    spec = input_spec_of(model, 'export')
+    size = tuple(input_size) if input_size else spec.size
+    module = EmbeddingExport(model).eval()
     images, source = load_check_images(model.cfg, batch_size, size)
     cast = (lambda x: x) if input_dtype == 'uint8' else (lambda x: x.float())
     cases = _check_cases(images, dynamic_batch, dynamic_size, size)
@@ -219,6 +219,7 @@ def export_model(model: nn.Module, fmt: str, out: str, input_size: Optional[Sequ
                    range='0-255', height=size[0], width=size[1],
                    dynamic_batch=dynamic_batch, dynamic_size=dynamic_size),
         output=dict(name='embeddings', dim=dim, l2_normalized=True),
+        input_spec=dataclasses.asdict(spec),
         config=getattr(model.cfg, 'filename', None), checkpoint=getattr(model, 'checkpoint', None),
         check_images=source, checks=checks)
     with open(out + '.json', 'w') as f:

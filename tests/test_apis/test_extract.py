@@ -2,6 +2,7 @@
 alike, unreadable files skipped and listed."""
 import copy
 import logging
+import os
 import os.path as osp
 import shutil
 
@@ -14,7 +15,7 @@ from mmengine.runner import Runner
 
 import irtbox.apis.extract as extract_module
 from irtbox.apis import extract_features, init_model, list_images
-from irtbox.utils.config import eval_pipeline
+from irtbox.utils.config import load_config
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TINY = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')  # bgr_to_rgb=True
@@ -51,7 +52,7 @@ def test_equals_the_test_dataloader(model, photos):
     """The config's test dataloader (as tools/test.py builds it) over a FolderDataset."""
     loader_cfg = copy.deepcopy(model.cfg.test_dataloader)
     loader_cfg.dataset = dict(type='FolderDataset', data_root=photos, split=None,
-                              pipeline=eval_pipeline(model.cfg))
+                              pipeline=model.cfg.test_dataloader.dataset.pipeline)
     with DefaultScope.overwrite_default_scope('irtbox'):
         loader = Runner.build_dataloader(loader_cfg)
     expected, paths = [], []
@@ -113,12 +114,56 @@ def test_unreadable_files_are_listed(model, tmp_path, warnings_logged):
 def test_crop_bbox_is_a_no_op_without_a_box(model):
     """Landmark test pipelines crop query boxes; plain images have none."""
     paths = list_images(SOP)[:2]
-    cropping = copy.deepcopy(model)
-    cropping.cfg.test_dataloader.dataset.pipeline.insert(1, dict(type='CropBBox'))
-    types = [t['type'] for t in eval_pipeline(cropping.cfg)]
+    cfg = copy.deepcopy(model.cfg)
+    cfg.test_dataloader.dataset.pipeline.insert(1, dict(type='CropBBox'))
+    cropping = init_model(cfg)
+    cropping.load_state_dict(model.state_dict())
+    types = [t['type'] for t in cropping.input_spec.pipeline]
     assert types[:2] == ['LoadImageFromFile', 'CropBBox']
     np.testing.assert_array_equal(extract_features(cropping, paths, progress=False).embeddings,
                                   extract_features(model, paths, progress=False).embeddings)
+
+
+@pytest.mark.parametrize('resize, varies', [
+    (dict(type='Resize', scale=(1000, 24), keep_ratio=True), 'aspect'),  # short edge 24
+    (dict(type='Resize', scale_factor=0.5), 'image'),
+])
+def test_pipelines_without_a_fixed_size(resize, varies, tmp_path):
+    """A test pipeline that resizes by the short edge or by a scale factor: images of other
+    shapes reach the network at other sizes, each embedded unpadded, as the test dataloader
+    does one at a time, whatever the batch holds."""
+    cfg = load_config(TINY)
+    cfg.test_dataloader.dataset.pipeline[1] = resize
+    cfg.model.backbone.update(dynamic_img_size=True, dynamic_img_pad=True)
+    torch.manual_seed(0)
+    model = init_model(cfg)
+    assert model.input_spec.size_varies == varies
+    rng = np.random.default_rng(0)
+    paths = []
+    for i, shape in enumerate([(40, 24), (32, 32), (24, 40), (40, 24), (30, 60)]):
+        paths.append(str(tmp_path / f'class_{i % 2}' / f'{i}.png'))
+        os.makedirs(osp.dirname(paths[-1]), exist_ok=True)
+        cv2.imwrite(paths[-1], rng.integers(0, 256, (*shape, 3), dtype=np.uint8))
+    loader_cfg = dict(batch_size=1, num_workers=0, sampler=dict(type='DefaultSampler',
+                                                                shuffle=False),
+                      dataset=dict(type='FolderDataset', data_root=str(tmp_path), split=None,
+                                   pipeline=cfg.test_dataloader.dataset.pipeline))
+    with DefaultScope.overwrite_default_scope('irtbox'):
+        loader = Runner.build_dataloader(loader_cfg)
+    expected, shapes = {}, set()
+    with torch.no_grad():
+        for batch in loader:
+            inputs = model.data_preprocessor(batch, False)['inputs']
+            shapes.add(tuple(inputs.shape[-2:]))
+            expected[batch['data_samples'][0].img_path] = model(inputs, mode='tensor').numpy()
+    assert len(shapes) == 4  # the sizes differ: the batches below mix them
+    result = extract_features(model, paths, batch_size=3, progress=False)
+    np.testing.assert_allclose(result.embeddings, np.concatenate([expected[p] for p in paths]),
+                               atol=1e-6)
+    arrays = [cv2.imread(p)[..., ::-1] for p in paths]
+    np.testing.assert_allclose(extract_features(model, arrays, batch_size=4,
+                                                progress=False).embeddings,
+                               result.embeddings, atol=1e-6)
 
 
 def test_list_images(tmp_path):

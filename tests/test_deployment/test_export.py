@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from irtbox.apis import init_model
-from irtbox.deployment import EmbeddingExport, export_model, model_sees_bgr
+from irtbox.deployment import EmbeddingExport, export_model
 from irtbox.utils.config import load_config
 from tools.deployment import export as export_tool
 
@@ -84,7 +84,7 @@ def test_families_export_and_match(family, fmt, tmp_path):
     for h, w in sizes:
         images = torch.randint(0, 256, (5, 3, h, w), dtype=torch.uint8, generator=generator)
         with torch.no_grad():
-            expected = EmbeddingExport(model, model_sees_bgr(model.cfg, model))(images).numpy()
+            expected = EmbeddingExport(model)(images).numpy()
         if fmt == 'onnx':
             import onnxruntime
             session = onnxruntime.InferenceSession(out, providers=['CPUExecutionProvider'])
@@ -103,14 +103,14 @@ def test_the_graph_normalises_like_the_pipeline(tmp_path):
     for config, bgr in ((QUICKSTART, True), (FAMILIES['irt-deit'][0], False)):
         opts = [] if config == QUICKSTART else FAMILIES['irt-deit'][1]
         model, _ = checkpoint_of(config, opts, str(tmp_path / 'm.pth'))
-        assert model_sees_bgr(model.cfg, model) == bgr
+        assert model.input_spec.network_order == ('bgr' if bgr else 'rgb')
         rgb = torch.randint(0, 256, (2, 3, 32, 32), dtype=torch.uint8)
         if config != QUICKSTART:
             rgb = torch.randint(0, 256, (2, 3, 224, 224), dtype=torch.uint8)
         bgr_batch = {'inputs': list(rgb.flip(1)), 'data_samples': None}
         with torch.no_grad():
             inputs = model.data_preprocessor(bgr_batch, False)['inputs']
-            np.testing.assert_allclose(EmbeddingExport(model, bgr)(rgb).numpy(),
+            np.testing.assert_allclose(EmbeddingExport(model)(rgb).numpy(),
                                        model(inputs, mode='tensor').numpy(), atol=1e-5)
 
 
@@ -178,3 +178,35 @@ def test_readme_onnxruntime_recipe_equals_extract_features(tmp_path):
     got = session.run(['embeddings'], {'images': batch})[0]
     expected = extract_features(model, paths, progress=False).embeddings
     np.testing.assert_allclose(got, expected, atol=1e-4)
+
+
+def test_short_edge_pipeline(tmp_path):
+    """A test pipeline that resizes by the short edge (a CNN): exported at the size it gives a
+    square image, the report says how other shapes are resized, and the file embeds such a
+    shape as extract_features does."""
+    import cv2
+
+    from irtbox.apis import extract_features
+    cfg = load_config(osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py'))
+    cfg.test_dataloader.dataset.pipeline[1] = dict(type='Resize', scale=(1000, 32),
+                                                   keep_ratio=True)
+    cfg.model.backbone = dict(type='TimmBackbone', model_name='resnet18', pretrained=False)
+    cfg.model.neck, cfg.model.head = [dict(type='GeMPool')], None
+    torch.manual_seed(0)
+    model = init_model(cfg)
+    out = str(tmp_path / 'short.onnx')
+    report = export_model(model, 'onnx', out, dynamic_batch=True, dynamic_size=True,
+                          log=lambda *_: None)
+    assert (report['input']['height'], report['input']['width']) == (32, 32)
+    with open(out + '.json') as f:
+        spec = json.load(f)['input_spec']
+    assert (spec['size'], spec['size_varies'], spec['network_order']) == ([32, 32], 'aspect',
+                                                                          'rgb')
+    path = str(tmp_path / 'wide.png')
+    cv2.imwrite(path, np.random.default_rng(0).integers(0, 256, (48, 96, 3), dtype=np.uint8))
+    rgb = cv2.resize(cv2.imread(path), (64, 32))[..., ::-1]  # the short edge to 32
+    import onnxruntime
+    session = onnxruntime.InferenceSession(out, providers=['CPUExecutionProvider'])
+    got = session.run(None, {'images': np.ascontiguousarray(rgb.transpose(2, 0, 1))[None]})[0]
+    np.testing.assert_allclose(got, extract_features(model, [path], progress=False).embeddings,
+                               atol=1e-4)

@@ -71,10 +71,10 @@ def runner(name, contender, folder):
     if contender == 'torchscript':
         module = torch.jit.load(osp.join(folder, f'{tag}.pt'))
     else:
-        from irtbox.deployment import EmbeddingExport, model_sees_bgr
+        from irtbox.deployment import EmbeddingExport
         model = build_model(name)
         model.load_state_dict(torch.load(osp.join(folder, f'{tag}.pth'), weights_only=True))
-        module = EmbeddingExport(model, model_sees_bgr(model.cfg, model)).eval()
+        module = EmbeddingExport(model).eval()
 
     def run(x):
         with torch.inference_mode():

@@ -9,7 +9,8 @@ Examples:
 The exported model's input "images" is a B x 3 x H x W batch of RGB images in 0-255 (uint8 by
 default, --input-dtype float32 for floats); the normalisation, any channel flip the model
 needs, multi-scale descriptors and whitening are inside the graph. Its output "embeddings" is
-B x D float32, L2-normalised. H x W defaults to the config's test size.
+B x D float32, L2-normalised. H x W defaults to the model's input size: what its test pipeline
+gives a square image (model.input_spec.size).
 
 Right after export the file is run (onnxruntime on the CPU, torch.jit.load) on a batch of the
 config's test images (random pixels when the dataset is not there) and compared with PyTorch:
@@ -31,7 +32,8 @@ def parse_args(argv=None):
     parser.add_argument('--format', choices=['onnx', 'torchscript'], required=True)
     parser.add_argument('--out', required=True, help='output file')
     parser.add_argument('--input-size', nargs=2, type=int, metavar=('H', 'W'),
-                        help='input height and width (default: the config\'s test size)')
+                        help='input height and width (default: what the test pipeline gives a '
+                        'square image)')
     parser.add_argument('--dynamic-batch', action='store_true', help='any batch size')
     parser.add_argument('--dynamic-size', action='store_true',
                         help='any input size (models with dynamic position embedding or CNNs; '
