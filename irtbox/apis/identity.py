@@ -30,7 +30,9 @@ def weights_digest(model: torch.nn.Module) -> str:
             continue
         tensor = tensor.detach().cpu().contiguous()
         digest.update(f'{name}|{tensor.dtype}|{tuple(tensor.shape)}|'.encode())
-        digest.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b'')
+        # reshape: a 0-d tensor (BatchNorm's num_batches_tracked) has no bytes view of its own.
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes() if tensor.numel()
+                      else b'')
     return digest.hexdigest()
 
 
