@@ -205,7 +205,7 @@ def test_page_in_a_real_browser(server, tmp_path, chromium):
     shot = str(tmp_path / 'search_page.png')
     driver.save_screenshot(shot)
     assert os.path.getsize(shot) > 10000
-    keep = os.environ.get('IRTBOX_SCREENSHOT_DIR')  # docs: the README's picture
+    keep = os.environ.get('IRTBOX_SCREENSHOT_DIR')  # docs: docs/search_and_export.md's picture
     if keep:
         shutil.copy(shot, osp.join(keep, 'search_page.png'))
     clicked = hits[3].get_attribute('data-id')

@@ -1,4 +1,4 @@
-# The training-recipe benchmark's recipe on digits, small enough for a CPU (the README's tiny
+# The training-recipe benchmark's recipe on digits, small enough for a CPU (docs/sweeps.md's tiny
 # sweep, configs/dml_benchmark/sweeps/digits_tiny.py): MultiSimilarityLoss with the
 # multi-similarity miner, Adam (from scratch, so lr 2e-4 rather than the fine-tuning 1e-6),
 # classifier group at lr 1.0, an "epoch" of 40 batches, early stopping on validation

@@ -1,4 +1,4 @@
-"""A module registered outside irtbox (the README's custom_imports example)."""
+"""A module registered outside irtbox (docs/customize.md's custom_imports example)."""
 import torch.nn as nn
 
 from irtbox.registry import MODELS
