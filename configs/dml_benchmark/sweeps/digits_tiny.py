@@ -1,5 +1,5 @@
 # A tiny sweep of the training-recipe benchmark that runs on a CPU in a few minutes (the
-# docs/sweeps.md's example): the model learning rate (the paper's Fig. 9) for one contrastive and one
+# example of docs/sweeps.md): the model learning rate (the paper's Fig. 9) for one contrastive and one
 # classification loss, two seeds, on the digits data, with the untrained model as the
 # "off-the-shelf" line.
 #   python tools/dataset_converters/prepare_digits.py        # once: data/digits
