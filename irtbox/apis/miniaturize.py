@@ -17,12 +17,13 @@ function of its own so that a reader can see exactly what a rehearsal changes:
 - loaders (:func:`shrink_loaders`): small batches, few workers.
 """
 import copy
-import os
 import os.path as osp
 from typing import Dict, Iterator, List, Optional, Tuple
 
 import torch
 from mmengine.config import Config, ConfigDict
+
+from irtbox.utils.fileio import atomic_write
 
 __all__ = ['DEFAULT_INPUT_SIZE', 'miniaturize', 'point_datasets', 'scale_input_size',
            'stand_in_weights', 'shorten_schedule', 'shrink_loaders', 'loader_cfgs']
@@ -192,9 +193,8 @@ def stand_in_weights(cfg: Config, weights_dir: str) -> str:
     torch.manual_seed(_STAND_IN_SEED)
     model = timm.create_model(backbone['model_name'], pretrained=False, num_classes=0,
                               **_timm_kwargs(backbone))
-    os.makedirs(weights_dir, exist_ok=True)
     path = osp.join(weights_dir, f'stand_in_{backbone["model_name"]}.pth')
-    torch.save(model.state_dict(), path)
+    atomic_write(path, lambda tmp: torch.save(model.state_dict(), tmp))
     backbone.update(pretrained=False, checkpoint=path, init_cfg=None)
     return f'backbone weights: a stand-in of known values for the unavailable ones ({path})'
 
