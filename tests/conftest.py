@@ -21,6 +21,13 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture
+def in_root(monkeypatch):
+    """Run in the repository root, where the configs' relative data paths point."""
+    monkeypatch.chdir(ROOT)
+    return ROOT
+
+
 @pytest.fixture(scope='session')
 def digits_root(tmp_path_factory):
     """scikit-learn's digits written once per session by the quick start's converter

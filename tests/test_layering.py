@@ -1,6 +1,6 @@
 """The package imports one way: each subpackage of irtbox imports only from its own layer or
 the layers below it, lazy imports inside functions included, and the subpackages of one layer
-do not import each other in a circle. tools/ sits above all of them."""
+do not import each other in a circle. The scripts of tools/ only run the commands of irtbox.cli."""
 import ast
 import os
 import os.path as osp
@@ -11,6 +11,7 @@ ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 PACKAGE = osp.join(ROOT, 'irtbox')
 # Top to bottom.
 LAYERS = [
+    ('cli', ),                                   # the commands: parse arguments, call below
     ('search', 'sweeps'),                        # applications built on the API
     ('apis', 'deployment'),                      # what tools/ and users call
     ('engine', 'visualization'),                 # runner, loops, hooks; result pictures
@@ -91,3 +92,18 @@ def test_no_circle_within_a_layer(layer):
                    for n in graph.get(start, ()))
 
     assert not [s for s in layer if reaches(s, s)], graph
+
+
+def test_scripts_only_run_a_command():
+    """tools/*.py (benchmarks and the quick start aside) hold no logic: each runs one command
+    of irtbox.cli, whose main the tests import."""
+    tools = osp.join(ROOT, 'tools')
+    scripts = [osp.join(folder, name) for folder, _, files in os.walk(tools) for name in files
+               if name.endswith('.py') and 'benchmarks' not in folder
+               and name != 'quickstart_digits.py']
+    assert len(scripts) >= 15
+    for path in scripts:
+        code = [line for line in open(path).read().splitlines()[1:] if line.strip()]
+        assert code[0] == 'from irtbox.cli import run', path
+        assert code[1].startswith('from irtbox.cli.') and code[1].endswith(' import main'), path
+        assert code[2:] == ["if __name__ == '__main__':", '    run(main)'], path

@@ -12,8 +12,8 @@ import yaml
 from irtbox.apis import get_model, init_model, publish_checkpoint
 from irtbox.utils import safe_torch_load
 from irtbox.utils.download import sha256sum
-from tools import train as train_tool
-from tools.misc import publish_model
+from irtbox.cli import train as train_tool
+from irtbox.cli import publish_model
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TINY = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')
@@ -127,7 +127,7 @@ def test_failed_write_leaves_nothing(checkpoint, tmp_path, monkeypatch):
 
 def test_tools_test_accepts_the_release(checkpoint, tmp_path, monkeypatch):
     """tools/test.py evaluates a published .safetensors file as it does the training checkpoint."""
-    from tools import test as test_tool
+    from irtbox.cli import test as test_tool
     info = publish_checkpoint(checkpoint, str(tmp_path / 'zoo'), name='tiny', config=TINY)
     monkeypatch.chdir(ROOT)
     runs = {}

@@ -34,7 +34,7 @@ from irtbox.datasets.label_transforms import split_classes
 from irtbox.models.losses.pml import PML_EQUIVALENTS
 from irtbox.models.miners import PMLMiner
 from irtbox.registry import DATA_SAMPLERS, DATASETS, METRICS, MODELS
-from tools.train import check_batch_sampler
+from irtbox.cli.train import check_batch_sampler
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 DML = osp.join(ROOT, 'configs', 'dml_benchmark')

@@ -11,7 +11,7 @@ import torch
 from irtbox.apis import init_model
 from irtbox.deployment import EmbeddingExport, export_model
 from irtbox.utils.config import load_config
-from tools.deployment import export as export_tool
+from irtbox.cli import export as export_tool
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 QUICKSTART = 'configs/quickstart/irt-r_vit-tiny_1xb64-500_digits.py'

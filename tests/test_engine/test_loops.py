@@ -4,7 +4,7 @@ import os.path as osp
 import numpy as np
 import pytest
 
-from tools import test as test_tool
+from irtbox.cli import test as test_tool
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIG = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt_two_tests.py')

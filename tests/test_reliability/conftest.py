@@ -1,7 +1,7 @@
 """Fixtures of the fault-injection tests."""
 import pytest
 
-from reliability_helpers import ROOT
+from tests.test_reliability.reliability_helpers import ROOT
 
 
 @pytest.fixture

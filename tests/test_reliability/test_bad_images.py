@@ -14,7 +14,7 @@ from PIL import Image
 from irtbox.datasets.transforms import ImageLoadError, LoadImageFromFile
 from irtbox.registry import TRANSFORMS
 from irtbox.utils.image import DEFAULT_MAX_PIXELS, check_image_bytes
-from reliability_helpers import ROOT
+from tests.test_reliability.reliability_helpers import ROOT
 
 GOOD = osp.join(ROOT, 'tests', 'data', 'sop', 'bicycle_final', '111085122871_0.JPG')
 

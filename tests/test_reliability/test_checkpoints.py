@@ -13,9 +13,9 @@ import torch
 from irtbox.apis import init_model
 from irtbox.apis.inference import CheckpointMismatchError
 from irtbox.utils import checkpoint_problem, safe_torch_load
-from reliability_helpers import ROOT, TINY_CONFIG, run_log
-from tools import test as test_tool
-from tools import train as train_tool
+from tests.test_reliability.reliability_helpers import ROOT, TINY_CONFIG, run_log
+from irtbox.cli import test as test_tool
+from irtbox.cli import train as train_tool
 
 
 def train(work_dir, *extra, iters=None):
@@ -169,7 +169,7 @@ KILL_DURING_SAVE = textwrap.dedent('''
         return put(self, obj, filepath)
 
     LocalBackend.put = put_then_die
-    from tools import train
+    from irtbox.cli import train
     train.main(sys.argv[1:])
 ''')
 

@@ -2,8 +2,8 @@
 import pytest
 
 from irtbox.utils.config import ConfigError, load_config
-from reliability_helpers import TINY_CONFIG
-from tools import train as train_tool
+from tests.test_reliability.reliability_helpers import TINY_CONFIG
+from irtbox.cli import train as train_tool
 
 
 @pytest.mark.parametrize('typo, meant', [('trian_cfg', 'train_cfg'),

@@ -11,7 +11,7 @@ import torch
 
 from irtbox.engine import NonFiniteLossHook
 from irtbox.utils import safe_torch_load
-from reliability_helpers import ROOT, TINY_CONFIG, run_log
+from tests.test_reliability.reliability_helpers import ROOT, TINY_CONFIG, run_log
 
 # The reproduction: lr=1e6 turns the loss of iteration 2 into NaN on the SOP fixture.
 DIVERGING = ['optim_wrapper.optimizer.lr=1e6', 'train_cfg.max_iters=6',

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from reliability_helpers import ROOT, TINY_CONFIG
+from tests.test_reliability.reliability_helpers import ROOT, TINY_CONFIG
 
 from irtbox.utils.dist import free_port
 

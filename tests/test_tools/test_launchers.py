@@ -7,9 +7,9 @@ import subprocess
 
 import pytest
 
-from tools import extract as extract_tool
-from tools import test as test_tool
-from tools import train as train_tool
+from irtbox.cli import extract as extract_tool
+from irtbox.cli import test as test_tool
+from irtbox.cli import train as train_tool
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 

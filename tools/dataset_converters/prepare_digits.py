@@ -1,23 +1,6 @@
-"""Write scikit-learn's handwritten digits as a class-disjoint retrieval dataset
-(irtbox/datasets/digits.py; its description follows in --help).
-
-Example:
-  python tools/dataset_converters/prepare_digits.py --out data/digits
-"""
-import argparse
-
-from irtbox.datasets import digits
-
-
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, epilog=digits.__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('--out', default='data/digits', help='output folder')
-    parser.add_argument('--size', type=int, default=32, help='side of the written images')
-    args = parser.parse_args()
-    counts = digits.prepare_digits(args.out, args.size)
-    print(f'wrote {counts["train"]} train and {counts["test"]} test images under {args.out}')
-
+"""``python tools/dataset_converters/prepare_digits.py --help``: the command :mod:`irtbox.cli.prepare_digits`, run as an OpenMMLab-style script."""
+from irtbox.cli import run
+from irtbox.cli.prepare_digits import main
 
 if __name__ == '__main__':
-    main()
+    run(main)

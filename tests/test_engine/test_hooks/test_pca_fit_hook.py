@@ -4,8 +4,8 @@ import os.path as osp
 import numpy as np
 import torch
 
-from tools import test as test_tool
-from tools import train as train_tool
+from irtbox.cli import test as test_tool
+from irtbox.cli import train as train_tool
 from irtbox.utils import safe_torch_load
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))

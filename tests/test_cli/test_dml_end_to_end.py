@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from irtbox.utils import safe_torch_load
-from tools import test as test_tool
-from tools import train as train_tool
+from irtbox.cli import test as test_tool
+from irtbox.cli import train as train_tool
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 DML = osp.join(ROOT, 'configs', 'dml_benchmark')

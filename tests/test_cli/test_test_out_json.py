@@ -5,7 +5,7 @@ import os
 import numpy as np
 import pytest
 
-from tools import test as test_tool
+from irtbox.cli import test as test_tool
 
 TINY_CONFIG = 'tests/data/configs/tiny_irt.py'
 

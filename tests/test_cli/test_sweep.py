@@ -9,8 +9,8 @@ import statistics
 import pytest
 
 from irtbox import sweeps
-from tools import sweep
-from tools.analysis_tools import plot_sweep
+from irtbox.cli import sweep
+from irtbox.cli import plot_sweep
 
 SPEC = dict(
     config='configs/dml_benchmark/{loss}_{dataset}.py',

@@ -8,8 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from tools import test as test_tool
-from tools.analysis_tools import browse_results, plot_embeddings
+from irtbox.cli import test as test_tool
+from irtbox.cli import browse_results, plot_embeddings
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TINY_CONFIG = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')

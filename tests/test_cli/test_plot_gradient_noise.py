@@ -7,7 +7,7 @@ import matplotlib.image
 import pytest
 
 from irtbox.utils.config import load_config
-from tools.analysis_tools import plot_gradient_noise as tool
+from irtbox.cli import plot_gradient_noise as tool
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TABLE5 = osp.join(ROOT, 'configs', 'irt', 'table5', 'irt_deit-s_beta{}-lambda{}_1xb64-35k_sop.py')

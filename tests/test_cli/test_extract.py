@@ -13,7 +13,7 @@ import torch
 
 import irtbox.apis.extract as extract_module
 from irtbox.apis import extract_features, init_model, list_images, merge_shards
-from tools import extract as extract_tool
+from irtbox.cli import extract as extract_tool
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIG = osp.join(ROOT, 'configs', 'quickstart', 'irt-r_vit-tiny_1xb64-500_digits.py')

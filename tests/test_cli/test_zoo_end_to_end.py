@@ -17,8 +17,8 @@ from irtbox.datasets import FolderDataset
 from irtbox.datasets.digits import prepare_digits
 from irtbox.utils.config import load_config
 from irtbox.utils.download import OfflineError
-from tools import train as train_tool
-from tools.misc import publish_model
+from irtbox.cli import train as train_tool
+from irtbox.cli import publish_model
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIG = osp.join(ROOT, 'configs', 'quickstart', 'irt-r_vit-tiny_1xb64-500_digits.py')

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from irtbox.utils import safe_torch_load
-from tools import test as test_tool
-from tools import train as train_tool
+from irtbox.cli import test as test_tool
+from irtbox.cli import train as train_tool
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TINY_CONFIG = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')

@@ -10,7 +10,7 @@ import torch
 
 from irtbox.apis import extract_features, init_model, list_images
 from irtbox.search import ImageSearcher
-from tools import search as search_tool
+from irtbox.cli import search as search_tool
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIG = osp.join(ROOT, 'configs', 'quickstart', 'irt-r_vit-tiny_1xb64-500_digits.py')

@@ -6,8 +6,8 @@ import pytest
 
 from irtbox.evaluation.functional import (cumulative_energy, effective_dimension,
                                           similarity_histograms)
-from tools import test as test_tool
-from tools.analysis_tools import analyze_embeddings
+from irtbox.cli import test as test_tool
+from irtbox.cli import analyze_embeddings
 
 
 def fake_outputs(seed, n, dim, n_classes, rank=None, query_every=None):

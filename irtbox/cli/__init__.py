@@ -1,0 +1,25 @@
+"""The command line: one module per command, each with ``parse_args(argv)`` and ``main(argv)``
+that parses its arguments and calls the package (``irtbox.apis``, ``irtbox.search``, ...).
+
+This is the only layer that decides how a process ends: :func:`run` is what the scripts under
+``tools/`` call. The library below never exits the process.
+"""
+import os
+from typing import Callable, Optional, Sequence
+
+__all__ = ['run']
+
+
+def run(main: Callable, argv: Optional[Sequence[str]] = None):
+    """Run a command's ``main(argv)``, then end a distributed job's process group.
+
+    A finished distributed process is ended at once with ``os._exit(0)``: the model wrapper
+    (DDP) still holds the gloo group after it is destroyed, and tearing its threads down at
+    interpreter exit aborts a finished rank now and then ("terminate called without an active
+    exception"), which would fail a job that succeeded.
+    """
+    from irtbox.utils.dist import finish_distributed
+    result = main(argv)
+    if finish_distributed():
+        os._exit(0)
+    return result

@@ -1,0 +1,91 @@
+"""Result grids, an HTML results browser and failures.csv from a saved test result, no model needed.
+
+RESULTS is the .npz of ``tools/test.py CONFIG CKPT --out results.npz`` (embeddings, labels,
+is_query and each sample's image path relative to the stored data root). Writes to --out-dir
+the same as ``tools/test.py --show-dir``:
+
+- grids/query_<i>.png: the query (blue frame) and its top-k, framed green = correct,
+  red = wrong, grey = junk, each with its rank and cosine similarity;
+- index.html: one row per query, sortable by AP, with a "failures only" filter; open it
+  from the file system (no server, nothing downloaded);
+- failures.csv: the shown queries (with --worst: all queries), worst AP first, with R, the
+  rank of the first correct result and the wrong classes ranked before it.
+
+Examples:
+  python tools/test.py CONFIG CKPT --out work_dirs/res/results.npz
+  python tools/analysis_tools/browse_results.py work_dirs/res/results.npz --out-dir work_dirs/show
+  # 200 queries, 10 results each, another sample; data moved since the test
+  python tools/analysis_tools/browse_results.py results.npz --out-dir show --show-num 200 \\
+      --topk 10 --seed 1 --data-root /new/place/sop
+  # the 100 worst queries of the whole test set; failures.csv lists every query, worst first
+  python tools/analysis_tools/browse_results.py results.npz --out-dir worst --worst 100
+  # revisited Oxford / Paris (no labels: correct / junk from the ground truth)
+  python tools/analysis_tools/browse_results.py roxford.npz --out-dir show \\
+      --gnd data/roxford5k/gnd_roxford5k.pkl --protocol medium
+"""
+import argparse
+import os.path as osp
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description='Result grids, index.html and failures.csv from a tools/test.py --out .npz.',
+        epilog=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('results', help='the .npz of tools/test.py --out')
+    parser.add_argument('--out-dir', required=True, help='where grids/, index.html and '
+                        'failures.csv go')
+    parser.add_argument('--show-num', type=int, default=50, help='queries shown (default 50; '
+                        'up to half of them top-1 failures)')
+    parser.add_argument('--topk', type=int, default=8, help='results per query (default 8)')
+    parser.add_argument('--seed', type=int, default=0, help='seed of the query sample')
+    parser.add_argument('--worst', type=int, default=0,
+                        help='show the N queries with the lowest AP of the whole test set '
+                        'instead of a sample (ranks every query in full, like map@all; '
+                        'failures.csv then lists all queries)')
+    parser.add_argument('--prefix', default='', help="test set of a multi-dataset result, "
+                        "e.g. '1/' (the prefix of its arrays)")
+    parser.add_argument('--data-root', help='the data root now, if the images moved since the '
+                        'test (replaces the stored one)')
+    parser.add_argument('--gnd', help='revisited ground truth (gnd_roxford5k.pkl / '
+                        'gnd_rparis6k.pkl) for a result without labels')
+    parser.add_argument('--protocol', default='medium', choices=['easy', 'medium', 'hard'],
+                        help='the --gnd protocol (default medium)')
+    args = parser.parse_args(argv)
+    if args.show_num < 1 or args.topk < 1 or args.worst < 0:
+        parser.error('--show-num and --topk must be positive, --worst not negative')
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    from irtbox.visualization import load_results, load_revisited_gnd, show_results
+    try:
+        data = load_results(args.results, args.prefix,
+                            need=('embeddings', 'image_paths') + (() if args.gnd else
+                                                                  ('labels', )),
+                            data_root=args.data_root)
+    except (FileNotFoundError, ValueError) as error:
+        raise SystemExit(str(error))
+    paths = data['image_paths']
+    missing = [p for p in paths[:1000] if not osp.isfile(p)]
+    if len(missing) == min(len(paths), 1000):
+        raise SystemExit(f'{args.results}: none of the images is where the file says (e.g. '
+                         f'{missing[0]}); pass --data-root with their folder now')
+    gnd = None
+    if args.gnd:
+        try:
+            gnd = load_revisited_gnd(args.gnd, args.protocol, 'browse_results', key='--gnd')
+        except (FileNotFoundError, ValueError) as error:
+            raise SystemExit(str(error))
+    try:
+        records = show_results(args.out_dir, data['embeddings'], paths,
+                               is_query=data['is_query'],
+                               labels=None if gnd is not None else data['labels'], gnd=gnd,
+                               class_names=data['class_names'], metrics=data['metrics'],
+                               num=args.show_num, k=args.topk, seed=args.seed,
+                               worst=args.worst)
+    except ValueError as error:
+        raise SystemExit(f'{args.results}: {error}')
+    print(f"{len(records)} queries drawn: open {osp.join(args.out_dir, 'index.html')}; "
+          f"worst queries in {osp.join(args.out_dir, 'failures.csv')}")
+    return records

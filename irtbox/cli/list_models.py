@@ -1,0 +1,77 @@
+"""List the models of the zoo: name, whether weights can be loaded, embedding size, config.
+
+Examples:
+  python tools/misc/list_models.py                     # every model
+  python tools/misc/list_models.py 'irt-r_*sop'        # shell-style wildcard (or a substring)
+  python tools/misc/list_models.py --with-weights      # only those get_model(name) can load
+  python tools/misc/list_models.py --index zoo/model-index.yml --format json
+  IRTBOX_MODEL_INDEX=zoo/model-index.yml python tools/misc/list_models.py
+
+Weights column: "released" (downloaded and sha256-checked by get_model), "timm" (the
+backbone's public pretrained weights, loaded by timm), "-" (not released: train it).
+"""
+import argparse
+import csv
+import json
+import os.path as osp
+import sys
+
+
+COLUMNS = ('name', 'weights', 'dim', 'result', 'config')
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description='List the irtbox model zoo.', epilog=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('pattern', nargs='?', help='wildcard or substring of the model names')
+    weights = parser.add_mutually_exclusive_group()
+    weights.add_argument('--with-weights', dest='with_weights', action='store_const', const=True,
+                         help='only models whose weights get_model can load')
+    weights.add_argument('--without-weights', dest='with_weights', action='store_const',
+                         const=False, help='only models without released weights')
+    parser.add_argument('--index', action='append', help='an extra index file (repeatable)')
+    parser.add_argument('--format', choices=['table', 'csv', 'json'], default='table')
+    return parser.parse_args(argv)
+
+
+def first_result(entry) -> str:
+    for result in entry.results:
+        for metric, value in (result.get('Metrics') or {}).items():
+            return f'{result.get("Dataset", "")} {metric} {value}'.strip()
+    return ''
+
+
+def rows(names, entries):
+    from irtbox.apis.model_zoo import ROOT
+    out = []
+    for name in names:
+        entry = entries[name]
+        dim = (entry.weights or {}).get('embedding_dim') or ''
+        config = osp.relpath(entry.config, ROOT) if entry.config.startswith(ROOT) else entry.config
+        out.append(dict(name=name, weights='-' if entry.weights is None else entry.status,
+                        dim=str(dim), result=first_result(entry), config=config))
+    return out
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    from irtbox.apis.model_zoo import list_models, load_model_index
+    try:
+        entries = load_model_index(args.index)
+        names = list_models(args.pattern, args.with_weights, args.index)
+    except (FileNotFoundError, ValueError) as err:
+        raise SystemExit(f'list_models: {err}')
+    table = rows(names, entries)
+    if args.format == 'json':
+        print(json.dumps(table, indent=2))
+    elif args.format == 'csv':
+        writer = csv.DictWriter(sys.stdout, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(table)
+    else:
+        widths = {c: max([len(c)] + [len(r[c]) for r in table]) for c in COLUMNS}
+        print('  '.join(c.upper().ljust(widths[c]) for c in COLUMNS).rstrip())
+        for row in table:
+            print('  '.join(row[c].ljust(widths[c]) for c in COLUMNS).rstrip())
+        print(f'{len(table)} of {len(entries)} models')
+    return table

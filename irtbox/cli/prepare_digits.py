@@ -1,0 +1,20 @@
+"""Write scikit-learn's handwritten digits as a class-disjoint retrieval dataset
+(irtbox/datasets/digits.py; its description follows in --help).
+
+Example:
+  python tools/dataset_converters/prepare_digits.py --out data/digits
+"""
+import argparse
+
+from irtbox.datasets import digits
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, epilog=digits.__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--out', default='data/digits', help='output folder')
+    parser.add_argument('--size', type=int, default=32, help='side of the written images')
+    args = parser.parse_args(argv)
+    counts = digits.prepare_digits(args.out, args.size)
+    print(f'wrote {counts["train"]} train and {counts["test"]} test images under {args.out}')
+    return counts

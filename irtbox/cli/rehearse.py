@@ -1,0 +1,86 @@
+"""Rehearse a config before a real run: the config's own model and hooks, in miniature, on
+several processes, through the same launchers (tools/dist_train.sh, tools/dist_test.sh).
+
+Three phases, each under --timeout: train (half the schedule, ending in a checkpoint),
+resume (--resume to the end) and test (tools/test.py on the last checkpoint). Checked:
+every phase ended (none hung); training started from the backbone's expected weights
+(timm's pretrained ones if cached, else a stand-in checkpoint of known values); the weights
+changed; every rank held the same weights and buffers; the checkpoint on disk equals the
+saved model and the resumed run started from it; every hook did its work (fit hooks,
+mining, validation, early stopping, checkpoints); every metric is finite. Exits 1 naming
+the first failed check; the report is written to <work-dir>/rehearsal.json.
+
+Examples:
+  python tools/misc/rehearse.py configs/dtop/r50vitb_sfm.py                 # 2 processes
+  python tools/misc/rehearse.py configs/irt/irt-r_deit-s_1xb64-35k_sop.py --nproc 4
+  python tools/misc/rehearse.py my_config.py --data-root data --subset 64  # your own data
+  python tools/misc/rehearse.py CONFIG --input-size 0     # the config's own input sizes
+"""
+import argparse
+import os.path as osp
+import sys
+
+from irtbox.utils.config import DictAction
+
+# The phases run tools/train.py and tools/test.py of the checkout irtbox is installed from.
+TOOLS = osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))), 'tools')
+
+
+def parse_args(argv=None):
+    from irtbox.apis.miniaturize import DEFAULT_INPUT_SIZE
+    parser = argparse.ArgumentParser(
+        description='Rehearse a config in miniature before a real run.', epilog=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('config', help='config file (Python)')
+    parser.add_argument('--nproc', type=int, default=2,
+                        help='processes (GPUs with NCCL, else CPU processes with gloo); '
+                        'default 2, so that the ranks can be compared')
+    parser.add_argument('--work-dir', help='where the rehearsal writes its data, weights, runs '
+                        'and logs (default: ./work_dirs/rehearse/<config name>); emptied first '
+                        'if an earlier rehearsal made it')
+    parser.add_argument('--data-root', help="your own data instead of miniatures: the folder "
+                        "holding the datasets as the config names them (data/sop -> "
+                        "DATA_ROOT/sop)")
+    parser.add_argument('--subset', type=int, help='with --data-root: the first N items of each '
+                        'dataset')
+    parser.add_argument('--input-size', type=int, default=DEFAULT_INPUT_SIZE,
+                        help='the model input side the pipelines are scaled to (default '
+                        f'{DEFAULT_INPUT_SIZE}); 0 keeps the config\'s sizes')
+    parser.add_argument('--iters', type=int, default=2,
+                        help='iterations per phase of an iteration-based schedule (default 2; '
+                        'epoch-based schedules run one epoch per phase)')
+    parser.add_argument('--batch-size', type=int, default=8,
+                        help='largest batch per process (default 8)')
+    parser.add_argument('--workers', type=int, default=1,
+                        help='most dataloader workers per loader (default 1)')
+    parser.add_argument('--timeout', type=float, default=600,
+                        help='seconds a phase may take before it counts as hung (default 600)')
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction, metavar='KEY=VALUE',
+                        help='override config entries before the miniature is made')
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    from irtbox.apis.rehearse import rehearse
+    if args.subset and not args.data_root:
+        raise SystemExit('--subset: only with --data-root (the miniatures are already small)')
+    work_dir = args.work_dir or osp.join(
+        'work_dirs', 'rehearse', osp.splitext(osp.basename(args.config))[0])
+    try:
+        report = rehearse(args.config, work_dir, TOOLS, nproc=args.nproc, timeout=args.timeout,
+                          cfg_options=args.cfg_options, input_size=args.input_size,
+                          data_root=args.data_root, subset=args.subset, units=args.iters,
+                          batch_size=args.batch_size, workers=args.workers)
+    except (FileExistsError, FileNotFoundError, ValueError) as error:
+        raise SystemExit(f'rehearse: {error}') from error
+    print(report.table())
+    failure = report.first_failure
+    if failure is not None:
+        print(f'rehearse: FAILED: {failure.name}: {failure.detail}', file=sys.stderr)
+        raise SystemExit(1)
+    total = sum(p.seconds for p in report.phases)
+    print(f'rehearse: {args.config}: every check passed ({total:.0f} s, {args.nproc} '
+          f'process(es)); report: {osp.join(work_dir, "rehearsal.json")}')
+    return report
+

@@ -1,0 +1,168 @@
+"""Search your own images with a trained retrieval model: build an index of a folder, query it,
+serve it as a web page.
+
+  build  CONFIG CKPT IMAGE_DIR INDEX_DIR   embed every image under IMAGE_DIR (a progress bar;
+                                           unreadable files skipped and listed) and save a
+                                           faiss index; --resume continues an interrupted build
+  query  INDEX_DIR IMAGE [IMAGE ...]       the top --k of each image, printed, and written to
+                                           --out results.json (a script's) or results.html
+  serve  INDEX_DIR                         a web page and a JSON API on --host:--port
+
+Examples (after the quick start):
+  python tools/search.py build configs/quickstart/irt-r_vit-tiny_1xb64-500_digits.py \\
+      work_dirs/quickstart/irt_r/iter_500.pth data/digits/test work_dirs/digits_index
+  python tools/search.py query work_dirs/digits_index data/digits/test/7/0007.png --k 5
+  python tools/search.py serve work_dirs/digits_index          # http://127.0.0.1:8000
+  python tools/search.py build CONFIG CKPT photos/ photos_index --index IVF1024,Flat
+
+CKPT may be "none": the config's own weights (e.g. timm's pretrained ones for IRT_O).
+--index takes a faiss factory string: Flat (exact, the default), IVF<n>,Flat, IVF<n>,PQ<m>,
+HNSW32; for an approximate index the recall@10 against exact search is printed at build time.
+With --device cuda and faiss-gpu the index is searched on the current GPU (an index type
+faiss has no GPU version of, such as HNSW32, stays on the CPU with a warning); there
+query --k is at most 2048, faiss-gpu's limit (--device cpu for more).
+The index folder holds the faiss index, the embeddings, the image list, the config and the
+model's identity: querying it with another model is refused.
+"""
+import argparse
+import json
+import os
+import os.path as osp
+import shutil
+import time
+
+from irtbox.utils.config import DictAction
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description='Search your own images with an irtbox model.',
+                                     epilog=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest='command', required=True)
+    build = commands.add_parser('build', help='embed a folder of images and save an index')
+    build.add_argument('config', help='the model\'s config file')
+    build.add_argument('checkpoint', help='checkpoint file or URL, or "none"')
+    build.add_argument('image_dir', help='folder of images (searched recursively)')
+    build.add_argument('index_dir', help='folder to write the index to (created)')
+    build.add_argument('--index', default='Flat', help='faiss factory string (default: Flat)')
+    build.add_argument('--batch-size', type=int, default=32, help='images per forward pass')
+    build.add_argument('--num-workers', type=int, default=2, help='image decoding processes')
+    build.add_argument('--shard-size', type=int, default=4096,
+                       help='images embedded between two saves of progress (for --resume)')
+    build.add_argument('--resume', action='store_true',
+                       help='continue an interrupted build from the images already embedded')
+    build.add_argument('--device', default=None, help='cpu or cuda (default: cuda if available)')
+    build.add_argument('--cfg-options', nargs='+', action=DictAction, metavar='KEY=VALUE',
+                       help='override config entries')
+
+    query = commands.add_parser('query', help='search an index with query images')
+    query.add_argument('index_dir', help='a folder written by build')
+    query.add_argument('images', nargs='+', help='query image files')
+    query.add_argument('--k', type=int, default=10,
+                       help='results per query (default 10; at most 2048 on a GPU)')
+    query.add_argument('--out', help='results.json or results.html')
+    query.add_argument('--checkpoint', help='where the build checkpoint is now, if it moved')
+    query.add_argument('--device', default=None,
+                       help='cpu or cuda (default: cuda if available)')
+
+    serve = commands.add_parser('serve', help='serve a search page and a JSON API')
+    serve.add_argument('index_dir', help='a folder written by build')
+    serve.add_argument('--host', default='127.0.0.1',
+                       help='address to bind (default 127.0.0.1: this machine only)')
+    serve.add_argument('--port', type=int, default=8000, help='default 8000')
+    serve.add_argument('--max-upload-mb', type=float, default=10.0,
+                       help='larger uploads get a 413 (default 10)')
+    serve.add_argument('--max-megapixels', type=float, default=40.0,
+                       help='larger images are refused before decoding (default 40)')
+    serve.add_argument('--max-k', type=int, default=100,
+                       help='the most results a request may ask for (default 100)')
+    serve.add_argument('--checkpoint', help='where the build checkpoint is now, if it moved')
+    serve.add_argument('--device', default=None,
+                       help='cpu or cuda (default: cuda if available)')
+    args = parser.parse_args(argv)
+    if getattr(args, 'out', None) and not args.out.endswith(('.json', '.html')):
+        parser.error(f'--out must name a .json or .html file, got {args.out}')
+    if getattr(args, 'k', 1) < 1:
+        parser.error(f'--k must be at least 1, got {args.k}')
+    return args
+
+
+def default_device(device):
+    import torch
+    return device or ('cuda' if torch.cuda.is_available() else 'cpu')
+
+
+def build(args):
+    from irtbox.apis import init_model
+    from irtbox.apis.extract import extract_to_shards, list_images, merge_shards
+    from irtbox.search import ImageSearcher
+    started = time.time()
+    device = default_device(args.device)
+    checkpoint = None if args.checkpoint.lower() == 'none' else args.checkpoint
+    model = init_model(args.config, checkpoint, device=device, cfg_options=args.cfg_options)
+    paths = list_images(args.image_dir)
+    work = osp.join(args.index_dir, 'build')
+    extract_to_shards(model, paths, work, shard_size=args.shard_size,
+                      batch_size=args.batch_size, num_workers=args.num_workers,
+                      resume=args.resume)
+    result = merge_shards(work)
+    searcher = ImageSearcher(model, index=args.index, device=device)
+    searcher.add(result.embeddings, result.ids)
+    if args.index != 'Flat':
+        recall = searcher.recall_vs_exact(k=10)
+        print(f'{args.index}: recall@10 of the approximate index vs exact search = '
+              f'{recall:.3f} (up to 1000 indexed images as queries)')
+    searcher.save(args.index_dir)
+    with open(osp.join(args.index_dir, 'failed.json'), 'w') as f:
+        json.dump([dict(path=p, reason=r) for p, r in result.failed], f, indent=1)
+    shutil.rmtree(work)
+    print(f'indexed {len(searcher)} images of {args.image_dir} into {args.index_dir} '
+          f'({searcher.dim}-d, {args.index}) in {time.time() - started:.1f} s; '
+          f'{len(result.failed)} unreadable (listed in {args.index_dir}/failed.json)')
+    return searcher
+
+
+def load_searcher(args):
+    from irtbox.search import ImageSearcher, load_index_model
+    model = load_index_model(args.index_dir, args.checkpoint, default_device(args.device))
+    return ImageSearcher.load(args.index_dir, model=model, device=default_device(args.device))
+
+
+def query(args):
+    from irtbox.search.results import write_results_html
+    searcher = load_searcher(args)
+    missing = [p for p in args.images if not osp.isfile(p)]
+    if missing:
+        raise SystemExit(f'query image(s) not found: {", ".join(missing)}')
+    results = [dict(query=path, hits=[h.to_dict() for h in hits])
+               for path, hits in zip(args.images, searcher.search(args.images, k=args.k))]
+    for result in results:
+        print(result['query'])
+        for hit in result['hits']:
+            print(f'  {hit["rank"]:3d}  {hit["score"]:.4f}  {hit["id"]}')
+    if args.out:
+        os.makedirs(osp.dirname(osp.abspath(args.out)), exist_ok=True)
+        if args.out.endswith('.json'):
+            with open(args.out, 'w') as f:
+                json.dump(results, f, indent=1)
+        else:
+            write_results_html(args.out, results)
+        print(f'results written to {args.out}')
+    return results
+
+
+def serve(args):
+    from irtbox.search.server import serve as run_server
+    searcher = load_searcher(args)
+    print(f'serving {args.index_dir} ({len(searcher)} images) on http://{args.host}:{args.port}')
+    run_server(searcher, host=args.host, port=args.port,
+               max_upload_bytes=int(args.max_upload_mb * 2**20),
+               max_pixels=int(args.max_megapixels * 10**6), max_k=args.max_k)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        return dict(build=build, query=query, serve=serve)[args.command](args)
+    except (FileNotFoundError, FileExistsError, ValueError) as err:
+        raise SystemExit(f'search {args.command}: {err}')

@@ -1,0 +1,129 @@
+"""Run a grid of trainings (the training-recipe benchmark's sweeps), collect and plot them.
+
+The grid spec's format (irtbox/sweeps/spec.py) and how runs run and resume
+(irtbox/sweeps/execute.py) are printed after the examples by --help.
+
+Outputs in WORK_ROOT: runs.csv / runs.json (one row per finished run),
+summary.csv (mean, std, min, max over seeds) and the figures
+fig_<factor>_<metric>.png, or fig<N>_<factor>_<metric>.png for a factor with
+`figure` (tools/analysis_tools/plot_sweep.py).
+
+The library behind this CLI is irtbox/sweeps/ (spec, families, state, runner, tables,
+figures).
+
+Examples:
+  python tools/sweep.py configs/dml_benchmark/sweeps/digits_tiny.py --work-root work_dirs/sweep
+  python tools/sweep.py SPEC --work-root W --jobs 2              # two runs at a time
+  python tools/sweep.py SPEC --work-root W --datasets cub --losses arcface --seeds 0  # a part
+  python tools/sweep.py SPEC --work-root W --dry-run             # list the runs and their state
+  python tools/sweep.py SPEC --work-root W --emit dist --gpus 8 > jobs.sh
+  python tools/sweep.py SPEC --work-root W --emit slurm --partition gpu
+  python tools/sweep.py SPEC --work-root W --collect-only        # table and figures only
+Run it (and the emitted commands) from the repository root.
+"""
+import argparse
+import os
+import os.path as osp
+import sys
+
+from irtbox.sweeps import execute as execute_module
+from irtbox.sweeps import spec as spec_module
+from irtbox.sweeps import (EMBEDDINGS, FAILED, LOG, RESULTS, TRAIN_DONE, SelectionError, collect,
+                           emit_command, expand, load_spec, plot_all, run_all, select_runs,
+                           state_of, summarize, write_table)
+
+# The runs call tools/train.py and tools/test.py of the checkout irtbox is installed from.
+TOOLS = osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))), 'tools')
+SUBSET_OPTIONS = dict(factors='--only', datasets='--datasets', losses='--losses',
+                      seeds='--seeds')
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description='Run, collect and plot a grid of irtbox trainings.',
+        epilog='\n'.join([__doc__, spec_module.__doc__, execute_module.__doc__]),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('spec', help='grid spec (.py, .yaml or .json)')
+    parser.add_argument('--work-root', required=True, help='folder of all the runs and outputs')
+    parser.add_argument('--emit', choices=['plain', 'dist', 'slurm'],
+                        help='print one shell command per unfinished run instead of running it')
+    parser.add_argument('--jobs', type=int, default=1,
+                        help='runs at a time when running them here (default 1); each gets '
+                        'cpu_count/jobs threads and, with >= jobs visible GPUs, its own GPU')
+    parser.add_argument('--gpus', type=int, default=1, help='processes per run for --emit dist/slurm')
+    parser.add_argument('--partition', default='gpu', help='slurm partition for --emit slurm')
+    parser.add_argument('--only', nargs='+', metavar='FACTOR', help='only these factors')
+    parser.add_argument('--datasets', nargs='+', metavar='DATASET',
+                        help="only these of the spec's datasets")
+    parser.add_argument('--losses', nargs='+', metavar='LOSS', help="only these of the spec's losses")
+    parser.add_argument('--seeds', nargs='+', type=int, metavar='SEED',
+                        help="only these of the spec's seeds")
+    parser.add_argument('--dry-run', action='store_true', help='list the runs and their state')
+    parser.add_argument('--collect-only', action='store_true',
+                        help='run nothing: write the tables and figures of the finished runs')
+    parser.add_argument('--force', action='store_true', help='re-run finished runs')
+    parser.add_argument('--keep-embeddings', action='store_true',
+                        help="also write each run's test_results.npz (embeddings; large)")
+    parser.add_argument('--band', choices=['minmax', 'std'], default='minmax',
+                        help='shaded band around the mean over seeds: min-max or mean +- std')
+    parser.add_argument('--no-plot', action='store_true', help='tables only')
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.jobs < 1:
+        raise SystemExit(f'--jobs must be >= 1, got {args.jobs}')
+    try:
+        spec = load_spec(args.spec)
+        runs = select_runs(expand(spec, args.work_root), spec, factors=args.only,
+                           datasets=args.datasets, losses=args.losses, seeds=args.seeds)
+    except SelectionError as error:
+        raise SystemExit(f'{SUBSET_OPTIONS[error.key]}: {error}')
+    except (FileNotFoundError, ValueError) as error:
+        raise SystemExit(str(error))
+    if args.force and not (args.dry_run or args.collect_only):
+        for run in runs:
+            # The old embeddings too: they would not match the new results.
+            for name in (RESULTS, TRAIN_DONE, EMBEDDINGS, FAILED):
+                if osp.isfile(osp.join(run.work_dir, name)):
+                    os.remove(osp.join(run.work_dir, name))
+    if args.dry_run:
+        for run in runs:
+            print(f'{state_of(run):8s} {run.work_dir}  {run.config}  {" ".join(run.options)}')
+        return runs
+    if args.emit:
+        for run in runs:
+            if state_of(run) != 'done':
+                print(emit_command(run, args.emit, args.gpus, args.partition,
+                                   args.keep_embeddings))
+        return runs
+    if not args.collect_only:
+        todo = [r for r in runs if state_of(r) != 'done']
+        print(f'{len(runs) - len(todo)} of {len(runs)} runs finished; running {len(todo)}, '
+              f'{args.jobs} at a time (each run\'s output: <its work dir>/{LOG})',
+              file=sys.stderr)
+        try:
+            run_all(todo, TOOLS, args.jobs, args.keep_embeddings)
+        except KeyboardInterrupt:
+            raise SystemExit('interrupted: finished runs are kept, the others run on the next '
+                             'call')
+    failures = [r.work_dir for r in runs if state_of(r) == 'failed']
+    try:
+        rows = collect(runs, spec['families'])
+    except ValueError as error:
+        raise SystemExit(str(error))
+    if not rows:
+        raise SystemExit(f'no finished run under {args.work_root} (no {RESULTS} found)'
+                         + (f'; {len(failures)} failed' if failures else ''))
+    summary = summarize(rows)
+    write_table(rows, osp.join(args.work_root, 'runs.csv'))
+    write_table(rows, osp.join(args.work_root, 'runs.json'))
+    write_table(summary, osp.join(args.work_root, 'summary.csv'))
+    if not args.no_plot:
+        for path in plot_all(summary, spec, args.work_root, band=args.band):
+            print(path)
+    if failures and not args.collect_only:
+        raise SystemExit(f'{len(failures)} run(s) failed (their folders hold a `{FAILED}` '
+                         'file; the next call retries them):\n  ' + '\n  '.join(failures))
+    return rows
