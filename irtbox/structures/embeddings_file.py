@@ -1,0 +1,263 @@
+"""The embeddings file: one format for every set of embeddings irtbox writes.
+
+``tools/test.py --out results.npz``, ``tools/extract.py`` (``features.npz`` and its shards) and
+the search index (``embeddings-<tag>.npz`` in the index folder) all write it with
+:func:`save_embeddings`, and everything that reads embeddings (``browse_results``,
+``plot_embeddings``, ``analyze_embeddings``, the index) reads it with :func:`load_embeddings`.
+
+It is an uncompressed ``.npz`` (NumPy's zip of ``.npy`` arrays, readable with ``np.load``) so
+that the big arrays can be memory-mapped in place: a 10M x 768 collection is not read into
+memory to look at a few rows. One file holds one or several *sets* (the test sets of a
+multi-dataset run); a set named ``s`` keeps its arrays under ``s/``, the only set of a file
+under no prefix::
+
+    format                 'irtbox-embeddings/1'
+    metrics/<name>         0-d float, one per metric of the run (all sets together)
+    <s/>embeddings         n x D float32
+    <s/>ids                n str: image paths (relative to data_root when it is not ''),
+                           or the caller's ids
+    <s/>data_root          0-d str, '' when the ids are not relative paths
+    <s/>labels             n int (optional)         <s/>is_query     n bool (optional)
+    <s/>class_names        str per class (optional)
+    <s/>failed_ids         str, <s/>failed_reasons  str: images that could not be read
+    <s/>identity           0-d str, JSON: the model's identity (``irtbox.apis.model_identity``)
+    <s/><other>            any other per-set array (e.g. sample_idx, ap_M), kept as given
+
+Files from earlier irtbox versions are read too: ``tools/test.py --out`` files without
+``format`` (paths under ``img_path``) and ``features.npz`` from extraction.
+"""
+import json
+import os.path as osp
+import struct
+import zipfile
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+__all__ = ['EmbeddingSet', 'save_embeddings', 'load_embeddings', 'embedding_set_names',
+           'EMBEDDINGS_FORMAT']
+
+EMBEDDINGS_FORMAT = 'irtbox-embeddings/1'
+# The arrays of a set that EmbeddingSet has fields for; anything else is in ``extra``.
+_FIELDS = ('embeddings', 'ids', 'data_root', 'labels', 'is_query', 'class_names', 'failed_ids',
+           'failed_reasons', 'identity')
+_LEGACY_PATHS = 'img_path'  # tools/test.py --out before the embeddings file
+
+
+@dataclass
+class EmbeddingSet:
+    """One set of embeddings and what its rows are.
+
+    ``embeddings`` is n x D float32 (a read-only memory map when loaded from a file);
+    ``ids`` n strings: image paths relative to ``data_root`` (``''``: paths as they are, or any
+    ids), None where the rows have none (a test set without image paths); ``labels`` (n int) and ``is_query`` (n bool) where known; ``failed`` the (id, reason)
+    of the images that could not be read; ``metrics`` {name: value} of the run; ``identity``
+    the model's identity (``irtbox.apis.model_identity``); ``extra`` any other per-row or
+    per-query arrays (``sample_idx``, per-query APs, ...).
+    """
+    embeddings: np.ndarray
+    ids: Optional[Sequence[str]] = None
+    data_root: str = ''
+    labels: Optional[np.ndarray] = None
+    is_query: Optional[np.ndarray] = None
+    class_names: Optional[List[str]] = None
+    failed: List[Tuple[str, str]] = field(default_factory=list)
+    metrics: Dict[str, float] = field(default_factory=dict)
+    identity: Optional[dict] = None
+    extra: Dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.embeddings)
+
+    def paths(self, data_root: Optional[str] = None) -> List[str]:
+        """The ids as file paths: joined with ``data_root`` (default: the stored one; give
+        another when the images moved), absolute ones as they are."""
+        if self.ids is None:
+            raise ValueError('these embeddings have no ids or image paths')
+        root = self.data_root if data_root is None else data_root
+        return [p if osp.isabs(p) or not root else osp.join(root, p) for p in self.ids]
+
+    def check(self, where: str = 'EmbeddingSet') -> 'EmbeddingSet':
+        """Raise ``ValueError`` naming ``where`` and the array unless the shapes agree."""
+        emb = self.embeddings
+        if emb.ndim != 2:
+            raise ValueError(f'{where}: embeddings must be an n x D array, got shape {emb.shape}')
+        for name in ('ids', 'labels', 'is_query'):
+            value = getattr(self, name)
+            if value is not None and len(value) != len(emb):
+                raise ValueError(f'{where}: {len(value)} {name} for {len(emb)} embeddings; '
+                                 'expected one per embedding')
+        return self
+
+
+def _set_arrays(data: EmbeddingSet) -> Dict[str, np.ndarray]:
+    # Fixed-width unicode, not objects: readable with allow_pickle=False.
+    arrays = dict(embeddings=np.asarray(data.embeddings, dtype=np.float32),
+                  data_root=np.array(data.data_root or ''),
+                  failed_ids=np.array([f[0] for f in data.failed], dtype=str),
+                  failed_reasons=np.array([f[1] for f in data.failed], dtype=str))
+    if len(arrays['embeddings']) == 0:  # no image read: keep the 2-D shape
+        arrays['embeddings'] = arrays['embeddings'].reshape(0, data.embeddings.shape[-1]
+                                                            if data.embeddings.ndim == 2 else 0)
+    if data.ids is not None:
+        arrays['ids'] = np.array(list(data.ids), dtype=str)
+    if data.labels is not None:
+        arrays['labels'] = np.asarray(data.labels)
+    if data.is_query is not None:
+        arrays['is_query'] = np.asarray(data.is_query, dtype=bool)
+    if data.class_names is not None:
+        arrays['class_names'] = np.array([str(c) for c in data.class_names], dtype=str)
+    if data.identity is not None:
+        arrays['identity'] = np.array(json.dumps(data.identity))
+    for name, value in data.extra.items():
+        if name in _FIELDS or '/' in name:
+            raise ValueError(f'EmbeddingSet.extra: {name!r} is a reserved or nested name')
+        arrays[name] = np.asarray(value)
+    return arrays
+
+
+def save_embeddings(path: str, sets: Union[EmbeddingSet, Dict[str, EmbeddingSet]]) -> None:
+    """Write one set, or several ({name: set}, e.g. the test sets '0', '1' of a run), to
+    ``path`` (a ``.npz``), whole or not at all. The metrics of all sets are written once, at
+    the top of the file."""
+    from irtbox.utils.fileio import atomic_write
+    if isinstance(sets, EmbeddingSet):
+        sets = {'': sets}
+    arrays = {'format': np.array(EMBEDDINGS_FORMAT)}
+    for name, data in sets.items():
+        data.check(f'save_embeddings({path}, set {name!r})' if name else f'save_embeddings({path})')
+        prefix = f'{name}/' if name else ''
+        arrays.update({prefix + k: v for k, v in _set_arrays(data).items()})
+        arrays.update({f'metrics/{k}': np.asarray(float(v)) for k, v in data.metrics.items()})
+
+    def write(tmp: str) -> None:
+        with open(tmp, 'wb') as f:  # a file object: np.savez would add '.npz' to a name
+            np.savez(f, **arrays)
+    atomic_write(path, write)
+
+
+def _memmap_member(path: str, info: zipfile.ZipInfo) -> Optional[np.ndarray]:
+    """A read-only memory map of the ``.npy`` member ``info`` of the zip ``path``, or None when
+    it cannot be mapped (compressed, or an object array)."""
+    if info.compress_type != zipfile.ZIP_STORED:
+        return None
+    with open(path, 'rb') as f:
+        f.seek(info.header_offset)
+        local = f.read(30)  # the local file header: its name and extra field lengths vary
+        if local[:4] != b'PK\x03\x04':
+            return None
+        name_len, extra_len = struct.unpack('<HH', local[26:30])
+        f.seek(info.header_offset + 30 + name_len + extra_len)
+        version = np.lib.format.read_magic(f)
+        read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                       else np.lib.format.read_array_header_2_0)
+        shape, fortran, dtype = read_header(f)
+        offset = f.tell()
+    if dtype.hasobject:
+        return None
+    if int(np.prod(shape)) == 0:
+        return np.zeros(shape, dtype)
+    return np.memmap(path, dtype=dtype, mode='r', offset=offset, shape=shape,
+                     order='F' if fortran else 'C')
+
+
+class _Reader:
+    """The arrays of an embeddings file by name, the big ones memory-mapped."""
+
+    def __init__(self, path: str, mmap: bool):
+        if not osp.isfile(path):
+            raise FileNotFoundError(f'{path}: no such embeddings file (written by '
+                                    'tools/test.py --out results.npz or tools/extract.py)')
+        self.path, self.mmap = path, mmap
+        try:
+            self.npz = np.load(path, allow_pickle=False)
+            self.infos = {i.filename[:-len('.npy')]: i
+                          for i in zipfile.ZipFile(path).infolist()}
+        except (OSError, ValueError, zipfile.BadZipFile) as error:
+            raise ValueError(f'{path}: not a readable .npz ({error}); expected an embeddings '
+                             'file (tools/test.py --out results.npz, tools/extract.py)') from error
+        self.keys = set(self.npz.files)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.keys
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        if self.mmap and key in self.infos and self.infos[key].file_size > 1 << 20:
+            mapped = _memmap_member(self.path, self.infos[key])
+            if mapped is not None:
+                return mapped
+        return self.npz[key]
+
+    def get(self, key: str):
+        return self[key] if key in self.keys else None
+
+    def close(self):
+        self.npz.close()
+
+
+def _set_names(keys) -> List[str]:
+    return sorted(k[:-len('embeddings')].rstrip('/') for k in keys
+                  if k.endswith('embeddings') and not k.startswith('metrics/')
+                  and (k == 'embeddings' or k.endswith('/embeddings')))
+
+
+def embedding_set_names(path: str) -> List[str]:
+    """The names of the sets in the embeddings file ``path`` (``['']`` for a file of one)."""
+    reader = _Reader(path, mmap=False)
+    try:
+        return _set_names(reader.keys)
+    finally:
+        reader.close()
+
+
+def load_embeddings(path: str, name: Optional[str] = None, mmap: bool = True,
+                    data_root: Optional[str] = None) -> EmbeddingSet:
+    """The set ``name`` of the embeddings file ``path`` (None: its only set), big arrays
+    memory-mapped unless ``mmap=False``; ``data_root`` replaces the stored one (the images
+    moved). Raises ``FileNotFoundError`` / ``ValueError`` naming the file and what is wrong:
+    no such set (listing those there), a missing or misshaped array."""
+    reader = _Reader(path, mmap)
+    try:
+        names = _set_names(reader.keys)
+        if not names:
+            raise ValueError(f'{path}: no embeddings array (has {sorted(reader.keys)}); expected '
+                             'an embeddings file (tools/test.py --out results.npz, '
+                             'tools/extract.py)')
+        if name is None:
+            if len(names) > 1:
+                raise ValueError(f'{path} holds {len(names)} sets of embeddings ('
+                                 f'{", ".join(names)}): name one (--set)')
+            name = names[0]
+        name = name.rstrip('/')
+        if name not in names:
+            shown = ', '.join(repr(n) for n in names)
+            raise ValueError(f'{path}: no set {name!r} of embeddings; it has {shown}')
+        p = f'{name}/' if name else ''
+        ids = reader.get(p + 'ids')
+        if ids is None:
+            ids = reader.get(p + _LEGACY_PATHS)
+        stored_root = reader.get(p + 'data_root')
+        identity = reader.get(p + 'identity')
+        class_names = reader.get(p + 'class_names')
+        failed_ids, failed_reasons = reader.get(p + 'failed_ids'), reader.get(p + 'failed_reasons')
+        embeddings = reader[p + 'embeddings']
+        extra = {k[len(p):]: reader[k] for k in sorted(reader.keys)
+                 if k.startswith(p) and '/' not in k[len(p):]
+                 and k[len(p):] not in _FIELDS + (_LEGACY_PATHS, 'format')}
+        data = EmbeddingSet(
+            embeddings=embeddings,
+            ids=None if ids is None else ids.tolist(),
+            data_root=data_root if data_root is not None else (
+                str(stored_root) if stored_root is not None else ''),
+            labels=reader.get(p + 'labels'), is_query=reader.get(p + 'is_query'),
+            class_names=None if class_names is None else class_names.tolist(),
+            failed=[] if failed_ids is None else list(zip(failed_ids.tolist(),
+                                                          failed_reasons.tolist())),
+            metrics={k[len('metrics/'):]: float(reader[k]) for k in sorted(reader.keys)
+                     if k.startswith('metrics/') and reader[k].ndim == 0},
+            identity=None if identity is None else json.loads(str(identity)),
+            extra=extra)
+    finally:
+        reader.close()
+    return data.check(f'{path}' + (f' (set {name!r})' if name else ''))

@@ -1,0 +1,116 @@
+"""The embeddings file: one writer, one reader, memory-mapped, older files read."""
+import json
+import zipfile
+
+import numpy as np
+import pytest
+
+from irtbox.structures.embeddings_file import (EMBEDDINGS_FORMAT, EmbeddingSet,
+                                               embedding_set_names, load_embeddings,
+                                               save_embeddings)
+
+
+def make_set(n=600, dim=512, seed=0, **kwargs):
+    rng = np.random.default_rng(seed)
+    return EmbeddingSet(rng.standard_normal((n, dim)).astype(np.float32),
+                        ids=[f'class{i % 7}/img{i}.jpg' for i in range(n)], **kwargs)
+
+
+def test_round_trip_keeps_every_field(tmp_path):
+    data = make_set(data_root='/data/sop', labels=np.arange(600) % 7,
+                    is_query=np.arange(600) % 2 == 0, class_names=['a', 'b'],
+                    failed=[('bad.jpg', 'OSError: truncated')], metrics={'recall@1': 81.5},
+                    identity={'config': 'c.py', 'embedding_dim': 512},
+                    extra={'sample_idx': np.arange(600)[::-1]})
+    path = str(tmp_path / 'out.npz')
+    save_embeddings(path, data)
+    back = load_embeddings(path)
+    np.testing.assert_array_equal(back.embeddings, data.embeddings)
+    assert back.ids == list(data.ids) and back.data_root == '/data/sop'
+    np.testing.assert_array_equal(back.labels, data.labels)
+    np.testing.assert_array_equal(back.is_query, data.is_query)
+    assert back.class_names == ['a', 'b'] and back.failed == data.failed
+    assert back.metrics == {'recall@1': 81.5} and back.identity == data.identity
+    np.testing.assert_array_equal(back.extra['sample_idx'], np.arange(600)[::-1])
+    assert back.paths()[1] == '/data/sop/class1/img1.jpg'
+    assert back.paths('/moved')[1] == '/moved/class1/img1.jpg'
+    # Plain numpy reads it too, and it says what it is.
+    with np.load(path) as raw:
+        assert str(raw['format']) == EMBEDDINGS_FORMAT
+
+
+def test_big_arrays_are_memory_mapped_not_read(tmp_path):
+    path = str(tmp_path / 'big.npz')
+    data = make_set(n=2000, dim=256)  # 2 MB: above the mapping threshold
+    save_embeddings(path, data)
+    back = load_embeddings(path)
+    assert isinstance(back.embeddings, np.memmap) and not back.embeddings.flags.writeable
+    np.testing.assert_array_equal(back.embeddings[1234], data.embeddings[1234])
+    assert not isinstance(load_embeddings(path, mmap=False).embeddings, np.memmap)
+    # Stored uncompressed (what makes the mapping possible).
+    with zipfile.ZipFile(path) as zf:
+        assert zf.getinfo('embeddings.npy').compress_type == zipfile.ZIP_STORED
+
+
+def test_several_sets_by_name(tmp_path):
+    path = str(tmp_path / 'multi.npz')
+    first, second = make_set(n=5, dim=3, metrics={'a/r@1': 1.0}), make_set(
+        n=4, dim=3, seed=1, metrics={'b/r@1': 2.0})
+    save_embeddings(path, {'0': first, '1': second})
+    assert embedding_set_names(path) == ['0', '1']
+    back = load_embeddings(path, '1')
+    np.testing.assert_array_equal(back.embeddings, second.embeddings)
+    assert back.metrics == {'a/r@1': 1.0, 'b/r@1': 2.0}
+    with pytest.raises(ValueError, match=r"holds 2 sets .*\(0, 1\).*--set"):
+        load_embeddings(path)
+    with pytest.raises(ValueError, match=r"no set '2'.*'0', '1'"):
+        load_embeddings(path, '2')
+
+
+def test_empty_set_keeps_its_width(tmp_path):
+    path = str(tmp_path / 'empty.npz')
+    save_embeddings(path, EmbeddingSet(np.zeros((0, 8), np.float32), ids=[],
+                                       failed=[('a.png', 'not an image')]))
+    back = load_embeddings(path)
+    assert back.embeddings.shape == (0, 8) and back.failed == [('a.png', 'not an image')]
+
+
+def test_earlier_files_are_read(tmp_path):
+    # tools/test.py --out before the embeddings file: paths under img_path, no format.
+    path = str(tmp_path / 'old.npz')
+    emb = np.eye(3, dtype=np.float32)
+    np.savez(path, embeddings=emb, labels=np.array([0, 0, 1]), img_path=np.array(['a', 'b', 'c']),
+             data_root=np.array('/r'), sample_idx=np.arange(3), **{'metrics/r@1': np.array(50.)})
+    back = load_embeddings(path)
+    assert back.ids == ['a', 'b', 'c'] and back.paths()[0] == '/r/a'
+    assert back.metrics == {'r@1': 50.0} and list(back.extra) == ['sample_idx']
+    # features.npz of an earlier extraction.
+    path = str(tmp_path / 'features.npz')
+    np.savez(path, embeddings=emb, ids=np.array(['x', 'y', 'z']), failed_ids=np.array(['w']),
+             failed_reasons=np.array(['bad']))
+    back = load_embeddings(path)
+    assert back.ids == ['x', 'y', 'z'] and back.failed == [('w', 'bad')]
+
+
+def test_bad_files_name_the_file_and_the_problem(tmp_path):
+    with pytest.raises(FileNotFoundError, match='missing.npz'):
+        load_embeddings(str(tmp_path / 'missing.npz'))
+    junk = tmp_path / 'junk.npz'
+    junk.write_bytes(b'not a zip')
+    with pytest.raises(ValueError, match='junk.npz: not a readable .npz'):
+        load_embeddings(str(junk))
+    other = str(tmp_path / 'other.npz')
+    np.savez(other, weights=np.zeros(3))
+    with pytest.raises(ValueError, match=r"other.npz: no embeddings array \(has \['weights'\]"):
+        load_embeddings(other)
+    with pytest.raises(ValueError, match='3 labels for 2 embeddings'):
+        save_embeddings(str(tmp_path / 'x.npz'), EmbeddingSet(np.zeros((2, 4), np.float32),
+                                                              labels=np.arange(3)))
+    assert not (tmp_path / 'x.npz').exists()
+
+
+def test_identity_is_json(tmp_path):
+    path = str(tmp_path / 'id.npz')
+    save_embeddings(path, make_set(n=2, dim=2, identity={'weights_sha256': 'ab' * 32}))
+    with np.load(path) as raw:
+        assert json.loads(str(raw['identity']))['weights_sha256'] == 'ab' * 32
