@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
 from irtbox.utils.dist import free_port
-from irtbox.utils.fileio import atomic_write_text
+from irtbox.utils.fileio import atomic_write, atomic_write_text
 
 __all__ = ['Check', 'PhaseResult', 'RehearsalReport', 'rehearse', 'check_rehearsal',
            'prepare_rehearsal']
@@ -104,7 +104,7 @@ def prepare_rehearsal(config: str, work_dir: str, cfg_options: Optional[dict] = 
     cfg.custom_hooks = list(cfg.get('custom_hooks') or []) + [
         dict(type='RehearsalProbeHook', out_dir=osp.join(work_dir, 'probe'))]
     path = osp.join(work_dir, 'rehearsal_config.py')
-    cfg.dump(path)
+    atomic_write(path, cfg.dump)
     return path, first, notes
 
 

@@ -26,6 +26,8 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import List, Optional
 
+from irtbox.utils.fileio import atomic_write_text
+
 from .spec import OFF_THE_SHELF, Run, value_dir
 from .state import EMBEDDINGS, FAILED, LOG, RESULTS, TRAIN_DONE, checkpoint_of
 
@@ -147,8 +149,7 @@ def run_all(todo: List[Run], tools_dir: str, jobs: int = 1,
             reason = str(error)
         finally:
             slots.put(device)
-        with open(osp.join(run.work_dir, FAILED), 'w') as f:
-            f.write(reason + '\n')
+        atomic_write_text(osp.join(run.work_dir, FAILED), reason + '\n')
         return reason, time.time() - start
 
     # Runs are submitted from this thread only, one per finished run, so that after an

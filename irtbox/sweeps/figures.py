@@ -11,9 +11,10 @@ The file is fig_<factor>_<metric>.png, or fig<N>_<factor>_<metric>.png titled
 'Fig. N: <factor>' when the factor has `figure=N`; the x axis is labelled with
 the factor's `label` (default: its name).
 """
-import os
 import os.path as osp
 from typing import List, Optional
+
+from irtbox.utils.fileio import atomic_write
 
 from .spec import OFF_THE_SHELF, factor_values
 
@@ -103,8 +104,7 @@ def plot_factor(summary: List[dict], factor: str, metric: str, out_path: str,
         fig.tight_layout(rect=(0, 0, 1, 0.94))
     else:
         fig.tight_layout()
-    os.makedirs(osp.dirname(osp.abspath(out_path)), exist_ok=True)
-    fig.savefig(out_path, dpi=120, bbox_inches='tight')
+    atomic_write(out_path, lambda tmp: fig.savefig(tmp, dpi=120, bbox_inches='tight'))
     plt.close(fig)
     return out_path
 

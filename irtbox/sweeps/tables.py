@@ -3,9 +3,10 @@
 import csv
 import json
 import math
-import os
 import os.path as osp
 from typing import Dict, List
+
+from irtbox.utils.fileio import atomic_write, atomic_write_text
 
 from .spec import OFF_THE_SHELF, Run, value_dir
 from .state import RESULTS
@@ -64,16 +65,17 @@ def summarize(rows: List[dict]) -> List[dict]:
 
 def write_table(rows: List[dict], path: str) -> None:
     """CSV (``path``.csv) or JSON (``path``.json) with one line per row."""
-    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
     if path.endswith('.json'):
-        with open(path, 'w') as f:
-            json.dump(rows, f, indent=1)
+        atomic_write_text(path, json.dumps(rows, indent=1))
         return
     fields = list(dict.fromkeys(k for r in rows for k in r))
-    with open(path, 'w', newline='') as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
+
+    def write(tmp: str) -> None:
+        with open(tmp, 'w', newline='') as f:
+            writer = csv.DictWriter(f, fieldnames=fields)
+            writer.writeheader()
+            writer.writerows(rows)
+    atomic_write(path, write)
 
 
 def read_summary(path: str) -> List[dict]:

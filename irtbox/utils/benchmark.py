@@ -4,6 +4,8 @@ import subprocess
 import sys
 from typing import List, Optional
 
+from .fileio import atomic_write_text
+
 __all__ = ['run_contender', 'write_report']
 
 
@@ -22,8 +24,7 @@ def write_report(table: str, rows: List[dict], json_path: Optional[str] = None,
     line and ``extra`` fields (e.g. the machine's load), to ``json_path`` when given."""
     print(table)
     if json_path:
-        with open(json_path, 'w') as f:
-            json.dump(dict(command=' '.join(sys.argv), **extra, rows=rows), f, indent=1)
+        atomic_write_text(json_path, json.dumps(dict(command=' '.join(sys.argv), **extra,
+                                                     rows=rows), indent=1))
     if md_path:
-        with open(md_path, 'w') as f:
-            f.write(table + '\n')
+        atomic_write_text(md_path, table + '\n')

@@ -443,7 +443,9 @@ def saved_figures(monkeypatch):
 
     def spy(fig, path, *args, **kwargs):
         ax = fig.axes[0]
-        saved[osp.basename(path)] = dict(
+        # Figures are written to a temporary name beside theirs, then renamed.
+        name = re.sub(r'^\.(.+)\.\w+\.tmp\.\w+$', r'\1', osp.basename(path))
+        saved[name] = dict(
             title=fig.get_suptitle(), xlabel=ax.get_xlabel(),
             ticks=[t.get_text() for t in ax.get_xticklabels()])
         return original(fig, path, *args, **kwargs)

@@ -10,6 +10,7 @@ from mmengine.logging import print_log
 
 from irtbox.evaluation.functional.gradient_noise import gradient_direction_spread
 from irtbox.utils.dist import all_gather_cat
+from irtbox.utils.fileio import atomic_write_text
 from irtbox.registry import HOOKS
 from .utils import bare_model
 
@@ -131,8 +132,7 @@ class GradientNoiseHook(Hook):
                       num_iterations=state['count'], num_undefined=state['undefined'],
                       interval=self.interval)
         path = osp.join(runner.work_dir, 'gradient_noise.json')
-        with open(path, 'w') as f:
-            json.dump(result, f, indent=2)
+        atomic_write_text(path, json.dumps(result, indent=2))
         print_log(f'GradientNoiseHook: mean gamma of {self.loss_name!r} over '
                   f'{state["count"]} iterations = {result["gamma_mean"]} -> {path}',
                   logger='current')
