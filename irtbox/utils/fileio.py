@@ -14,22 +14,55 @@ def atomic_write(path: str, write: Callable[[str], None]) -> None:
 
     The temporary name ends with ``path``'s extension, so writers that pick their format by
     it (``np.savez``, ``Image.save``, ``savefig``, ``Config.dump``) write the right one. The
-    folder is created if needed; on any error the temporary file is removed.
+    folder is created if needed; on any error the temporary file is removed, and an
+    ``OSError`` (a full disk, a read-only folder) names ``path``. The file gets the mode any
+    new file gets (the umask's), not the temporary file's private one.
     """
     folder = osp.dirname(osp.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f'.{osp.basename(path)}.',
-                               suffix='.tmp' + osp.splitext(path)[1])
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f'.{osp.basename(path)}.',
+                                   suffix='.tmp' + osp.splitext(path)[1])
+    except OSError as error:
+        raise _naming(error, path) from error
+    # mkstemp makes the file private (0600); the result gets the mode any new file would.
+    os.chmod(tmp, 0o666 & ~_umask())
     os.close(fd)
     try:
         write(tmp)
         with open(tmp, 'rb+') as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as error:
+        raise _naming(error, path) from error
     finally:
         if osp.exists(tmp):
             os.remove(tmp)
     fsync_dir(folder)
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where the system says it (Linux);
+    ``os.umask`` can only be read by setting it, which races with other threads."""
+    try:
+        with open('/proc/self/status') as f:
+            for line in f:
+                if line.startswith('Umask:'):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _naming(error: OSError, path: str) -> OSError:
+    """``error`` with ``path`` in its message (a full disk otherwise says only "[Errno 28] No
+    space left on device"), and that nothing was left behind."""
+    if error.errno is None or path in str(error):
+        return error
+    return type(error)(error.errno, f'{error.strerror}: cannot write {path} (nothing was '
+                       'written; any earlier file there is unchanged)')
 
 
 def fsync_dir(folder: str) -> None:

@@ -28,3 +28,27 @@ def test_failed_write_leaves_the_old_file(tmp_path):
     with pytest.raises(OSError, match='disk full'):
         atomic_write(str(path), half_then_fail)
     assert path.read_text() == 'old' and os.listdir(tmp_path) == ['index.html']
+
+
+def test_full_disk_names_the_path_and_leaves_nothing(tmp_path):
+    import errno
+    path = tmp_path / 'index' / 'embeddings.npz'
+
+    def fill_the_disk(tmp):
+        with open(tmp, 'wb') as f:
+            f.write(b'x' * 100)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    with pytest.raises(OSError, match=r'No space left on device: cannot write .*embeddings\.npz'
+                       r' \(nothing was written') as info:
+        atomic_write(str(path), fill_the_disk)
+    assert info.value.errno == errno.ENOSPC
+    assert os.listdir(tmp_path / 'index') == []
+
+
+def test_written_files_get_the_usual_mode(tmp_path):
+    previous = os.umask(0o022)
+    try:
+        atomic_write_text(str(tmp_path / 'model-index.yml'), 'Models: []\n')
+    finally:
+        os.umask(previous)
+    assert (tmp_path / 'model-index.yml').stat().st_mode & 0o777 == 0o644
