@@ -1,8 +1,9 @@
 """Result grids, an HTML results browser and failures.csv from a saved test result, no model needed.
 
-RESULTS is the .npz of ``tools/test.py CONFIG CKPT --out results.npz`` (embeddings, labels,
-is_query and each sample's image path relative to the stored data root). Writes to --out-dir
-the same as ``tools/test.py --show-dir``:
+RESULTS is the embeddings file of ``tools/test.py CONFIG CKPT --out results.npz`` (embeddings,
+labels, query flags and each sample's image path relative to the stored data root; --set NAME
+picks a test set of a multi-dataset result). Writes to --out-dir the same as
+``tools/test.py --show-dir``:
 
 - grids/query_<i>.png: the query (blue frame) and its top-k, framed green = correct,
   red = wrong, grey = junk, each with its rank and cosine similarity;
@@ -26,8 +27,11 @@ Examples:
 import argparse
 import os.path as osp
 
+__all__ = ['parse_args', 'main']
+
 
 def parse_args(argv=None):
+    """The command line of ``browse_results.py``."""
     parser = argparse.ArgumentParser(
         description='Result grids, index.html and failures.csv from a tools/test.py --out .npz.',
         epilog=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -42,8 +46,9 @@ def parse_args(argv=None):
                         help='show the N queries with the lowest AP of the whole test set '
                         'instead of a sample (ranks every query in full, like map@all; '
                         'failures.csv then lists all queries)')
-    parser.add_argument('--prefix', default='', help="test set of a multi-dataset result, "
-                        "e.g. '1/' (the prefix of its arrays)")
+    parser.add_argument('--set', '--prefix', dest='set', default=None, metavar='NAME',
+                        help="the test set of a multi-dataset result, e.g. '1' (default: the "
+                        "file's only or main set; --prefix '1/' is the same)")
     parser.add_argument('--data-root', help='the data root now, if the images moved since the '
                         'test (replaces the stored one)')
     parser.add_argument('--gnd', help='revisited ground truth (gnd_roxford5k.pkl / '
@@ -57,35 +62,16 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
+    """Draw the grids, index.html and failures.csv; returns the drawn queries' records."""
     args = parse_args(argv)
-    from irtbox.visualization import load_results, load_revisited_gnd, show_results
+    from irtbox.visualization import browse_results
     try:
-        data = load_results(args.results, args.prefix,
-                            need=('embeddings', 'image_paths') + (() if args.gnd else
-                                                                  ('labels', )),
-                            data_root=args.data_root)
+        records = browse_results(args.results, args.out_dir, name=args.set,
+                                 data_root=args.data_root, gnd_file=args.gnd,
+                                 protocol=args.protocol, num=args.show_num, k=args.topk,
+                                 seed=args.seed, worst=args.worst)
     except (FileNotFoundError, ValueError) as error:
-        raise SystemExit(str(error))
-    paths = data['image_paths']
-    missing = [p for p in paths[:1000] if not osp.isfile(p)]
-    if len(missing) == min(len(paths), 1000):
-        raise SystemExit(f'{args.results}: none of the images is where the file says (e.g. '
-                         f'{missing[0]}); pass --data-root with their folder now')
-    gnd = None
-    if args.gnd:
-        try:
-            gnd = load_revisited_gnd(args.gnd, args.protocol, 'browse_results', key='--gnd')
-        except (FileNotFoundError, ValueError) as error:
-            raise SystemExit(str(error))
-    try:
-        records = show_results(args.out_dir, data['embeddings'], paths,
-                               is_query=data['is_query'],
-                               labels=None if gnd is not None else data['labels'], gnd=gnd,
-                               class_names=data['class_names'], metrics=data['metrics'],
-                               num=args.show_num, k=args.topk, seed=args.seed,
-                               worst=args.worst)
-    except ValueError as error:
-        raise SystemExit(f'{args.results}: {error}')
+        raise SystemExit(str(error)) from error
     print(f"{len(records)} queries drawn: open {osp.join(args.out_dir, 'index.html')}; "
           f"worst queries in {osp.join(args.out_dir, 'failures.csv')}")
     return records

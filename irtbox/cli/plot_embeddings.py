@@ -1,6 +1,7 @@
 """A 2-D map of a test set's embeddings, coloured by class (PCA, t-SNE or UMAP).
 
-RESULTS is the .npz of ``tools/test.py CONFIG CKPT --out results.npz``. Classes that form
+RESULTS is the embeddings file of ``tools/test.py CONFIG CKPT --out results.npz`` (--set NAME
+picks a test set of a multi-dataset result). Classes that form
 tight, separate islands are retrieved well; mixed regions show the classes a model confuses
 (compare with failures.csv of ``browse_results.py``). A legend is drawn for up to 20
 classes; --thumbnails N draws N sampled images at their points (needs the image paths that
@@ -18,10 +19,12 @@ Examples:
       --thumbnails 30
 """
 import argparse
-import os.path as osp
+
+__all__ = ['parse_args', 'main']
 
 
 def parse_args(argv=None):
+    """The command line of ``plot_embeddings.py``."""
     parser = argparse.ArgumentParser(description='2-D map of test embeddings coloured by class.',
                                      epilog=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -34,8 +37,9 @@ def parse_args(argv=None):
     parser.add_argument('--thumbnails', type=int, default=0,
                         help='draw this many sampled images at their points (default 0)')
     parser.add_argument('--seed', type=int, default=0, help='seed of the sampling and t-SNE')
-    parser.add_argument('--prefix', default='', help="test set of a multi-dataset result, "
-                        "e.g. '1/'")
+    parser.add_argument('--set', '--prefix', dest='set', default=None, metavar='NAME',
+                        help="the test set of a multi-dataset result, e.g. '1' (default: the "
+                        "file's only or main set; --prefix '1/' is the same)")
     args = parser.parse_args(argv)
     if args.max_points < 3 or args.thumbnails < 0:
         parser.error('--max-points must be at least 3 and --thumbnails not negative')
@@ -43,31 +47,14 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
+    """Draw the map; returns its points (m x 2)."""
     args = parse_args(argv)
-    import numpy as np
-
-    from irtbox.visualization import embed_2d, load_results, load_tile, plot_embedding_map
-    need = ('embeddings', ) + (('image_paths', ) if args.thumbnails else ())
+    from irtbox.visualization import plot_results_map
     try:
-        data = load_results(args.results, args.prefix, need=need)
-    except (FileNotFoundError, ValueError) as error:
-        raise SystemExit(str(error))
-    emb, labels = data['embeddings'], data['labels']
-    rng = np.random.default_rng(args.seed)
-    keep = np.arange(len(emb))
-    if len(emb) > args.max_points:
-        keep = np.sort(rng.choice(len(emb), args.max_points, replace=False))
-    if len(keep) < 3:
-        raise SystemExit(f'{args.results}: {len(keep)} embeddings; a map needs at least 3')
-    try:
-        points = embed_2d(emb[keep], args.method, seed=args.seed)
-    except ImportError as error:
-        raise SystemExit(str(error))
-    thumbs = []
-    for i in rng.choice(len(keep), min(args.thumbnails, len(keep)), replace=False):
-        thumbs.append((int(i), np.asarray(load_tile(data['image_paths'][keep[i]], 64))))
-    title = f'{osp.basename(args.results)}: {args.method}, {len(keep)} of {len(emb)} samples'
-    plot_embedding_map(points, None if labels is None else labels[keep], args.out,
-                       class_names=data['class_names'], title=title, thumbnails=thumbs)
+        points = plot_results_map(args.results, args.out, method=args.method, name=args.set,
+                                  max_points=args.max_points, thumbnails=args.thumbnails,
+                                  seed=args.seed)
+    except (FileNotFoundError, ValueError, ImportError) as error:
+        raise SystemExit(str(error)) from error
     print(f'map written to {args.out}')
     return points

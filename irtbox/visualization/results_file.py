@@ -1,93 +1,53 @@
-"""Image paths in a test result, and reading a ``tools/test.py --out`` .npz (and the revisited
-ground truth it was ranked against) back."""
+"""Pictures from a saved test result, no model needed: a set of a ``tools/test.py --out``
+embeddings file (read with :func:`irtbox.structures.load_embeddings`, the one reader) drawn
+as result grids and a results browser (:func:`browse_results`) or as a 2-D map
+(:func:`plot_results_map`), and the revisited ground truth such a result is ranked against."""
 import os.path as osp
-from typing import Dict, Optional, Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
 
-__all__ = ['relative_image_paths', 'load_results', 'load_revisited_gnd']
+from irtbox.structures.embeddings_file import (EmbeddingSet, embedding_set_names,
+                                               load_embeddings)
+
+__all__ = ['PRODUCE_HINT', 'load_result_set', 'load_revisited_gnd', 'browse_results',
+           'plot_results_map']
+
+PRODUCE_HINT = 'write one with tools/test.py CONFIG CKPT --out results.npz'
+# What a command may need of a set, and where it comes from when it is missing.
+_NEEDS = dict(
+    ids=('image paths (ids)', 'tools/test.py --out stores each sample\'s image path; '
+         + PRODUCE_HINT),
+    labels=('labels', 'only labelled test sets (RetrievalMetric) keep labels; for revisited '
+            'Oxford / Paris pass the ground truth (--gnd gnd_*.pkl)'),
+    is_query=('query flags (is_query)', PRODUCE_HINT))
 
 
-def relative_image_paths(dataset, sample_idx: Sequence[int]) -> Dict[str, np.ndarray]:
-    """``img_path`` (n,) of the samples ``sample_idx`` of ``dataset``, relative to its
-    ``data_root`` where they lie under it (else absolute), and ``data_root`` (0-d, absolute;
-    '' when the dataset has none, the paths then being absolute), for ``tools/test.py --out``.
-
-    ``dataset`` is an MMEngine ``BaseDataset`` (``get_data_info(i)['img_path']``).
-    """
-    root = osp.abspath(dataset.data_root) if getattr(dataset, 'data_root', '') else ''
-    paths = []
-    for i in sample_idx:
-        path = osp.abspath(dataset.get_data_info(int(i))['img_path'])
-        rel = osp.relpath(path, root) if root else path
-        paths.append(path if rel.startswith('..') else rel)
-    return dict(img_path=np.array(paths, dtype=str), data_root=np.array(root))
-
-
-def load_results(path: str, prefix: str = '', need: Sequence[str] = ('embeddings', ),
-                 data_root: Optional[str] = None) -> Dict[str, Optional[np.ndarray]]:
-    """The arrays of one test set of a ``tools/test.py --out`` .npz.
-
-    Returns ``embeddings`` (n x D), ``labels`` (n or None), ``is_query`` (n bool; all
-    False when absent: leave-one-out), ``image_paths`` (n absolute-or-cwd paths, joined
-    with ``data_root``; None when the file has no ``img_path``), ``class_names`` (or
-    None) and ``metrics`` ({name: value}). ``prefix`` selects a test set of a
-    multi-dataset run (e.g. '1/'); ``data_root`` replaces the stored root (images moved).
-    Raises ``ValueError`` naming the file and the missing
-    key when a key of ``need`` (among embeddings, labels, image_paths) is absent.
-    """
-    if not osp.isfile(path):
-        raise FileNotFoundError(f'{path}: no such file (expected the .npz written by '
-                                'tools/test.py CONFIG CKPT --out results.npz)')
-    try:
-        data = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as error:
-        raise ValueError(f'{path}: not a readable .npz ({error}); expected the file written '
-                         'by tools/test.py --out results.npz') from error
-    with data:
-        keys = set(data.files)
-
-        def get(key):
-            return data[prefix + key] if prefix + key in keys else None
-
-        out = dict(embeddings=get('embeddings'), labels=get('labels'), is_query=get('is_query'),
-                   class_names=get('class_names'))
-        rel, root = get('img_path'), get('data_root')
-        out['metrics'] = {k[len('metrics/'):]: float(data[k]) for k in sorted(keys)
-                          if k.startswith('metrics/') and data[k].ndim == 0}
-    if rel is not None:
-        root = data_root or (str(root) if root is not None else '')
-        out['image_paths'] = [p if osp.isabs(p) or not root else osp.join(root, p)
-                              for p in rel.tolist()]
-    else:
-        out['image_paths'] = None
-    hints = dict(embeddings='rerun tools/test.py with --out results.npz',
-                 labels='only labelled sets (RetrievalMetric) keep labels; for revisited Oxford '
-                        '/ Paris pass --gnd gnd_*.pkl',
-                 image_paths='written by tools/test.py --out since image paths were added; '
-                             'rerun tools/test.py --out results.npz')
-    prefixes = sorted({k[:-len('embeddings')] for k in keys if k.endswith('embeddings')})
-    if out['embeddings'] is None and prefixes:
-        choices = ', '.join(repr(p) if p else "'' (no --prefix)" for p in prefixes)
-        raise ValueError(f"{path}: no '{prefix}embeddings'; its test sets have the prefixes "
-                         f'{choices}: pick one with --prefix')
-    for key in need:
-        if out.get(key) is None:
-            found = sorted(k for k in keys if not k.startswith('metrics/'))
-            raise ValueError(f"{path}: no '{prefix}{key if key != 'image_paths' else 'img_path'}'"
-                             f' array ({hints[key]}); the file has {found}')
-    emb = out['embeddings']
-    if emb is not None and (emb.ndim != 2 or len(emb) == 0):
-        raise ValueError(f"{path}: '{prefix}embeddings' must be a non-empty n x D array, got "
-                         f'shape {emb.shape}')
-    n = len(emb) if emb is not None else None
-    for key in ('labels', 'is_query', 'image_paths'):
-        if out[key] is not None and n is not None and len(out[key]) != n:
-            raise ValueError(f"{path}: '{prefix}{key}' has {len(out[key])} entries but there "
-                             f'are {n} embeddings; expected one per sample')
-    if out['is_query'] is None and n is not None:
-        out['is_query'] = np.zeros(n, dtype=bool)
-    return out
+def load_result_set(path: str, name: Optional[str] = None, need: Sequence[str] = (),
+                    data_root: Optional[str] = None, mmap: bool = True) -> EmbeddingSet:
+    """The set ``name`` of the embeddings file ``path`` (``load_embeddings``; a trailing '/'
+    as in the array prefixes of earlier files is ignored); without ``name``: the file's only
+    set, or its main set ``''`` when others (a second metric's, ``'no_whitening'``) are
+    there too. ``need``: fields the caller cannot do without, among 'ids', 'labels' and
+    'is_query'. Raises ``FileNotFoundError`` / ``ValueError`` naming the file, the set and
+    what is missing or wrong, with how to write a file that has it."""
+    if name is None:
+        names = embedding_set_names(path)
+        if len(names) > 1 and '' in names:
+            name = ''
+    data = load_embeddings(path, name, mmap=mmap, data_root=data_root)
+    where = path + (f' (set {name.rstrip("/")!r})' if name and name.rstrip('/') else '')
+    if len(data) == 0:
+        raise ValueError(f'{where}: no embeddings (0 rows); expected a test result with '
+                         f'samples ({PRODUCE_HINT})')
+    for field in need:
+        if field not in _NEEDS:
+            raise ValueError(f'load_result_set: need holds {field!r}; expected some of '
+                             f'{sorted(_NEEDS)}')
+        if getattr(data, field) is None:
+            what, hint = _NEEDS[field]
+            raise ValueError(f'{where}: no {what} ({hint})')
+    return data
 
 
 def load_revisited_gnd(path: str, protocol: str, owner: str = 'load_revisited_gnd',
@@ -105,3 +65,63 @@ def load_revisited_gnd(path: str, protocol: str, owner: str = 'load_revisited_gn
         return build_revisited_gnd(raw['gnd'], protocol)
     except (KeyError, TypeError) as error:
         raise ValueError(f'{key} {path}: {error}') from error
+
+
+def browse_results(path: str, out_dir: str, name: Optional[str] = None,
+                   data_root: Optional[str] = None, gnd_file: Optional[str] = None,
+                   protocol: str = 'medium', num: int = 50, k: int = 8, seed: int = 0,
+                   worst: int = 0) -> List[dict]:
+    """Result grids, ``index.html`` and ``failures.csv`` in ``out_dir`` from the set ``name``
+    of the results file ``path`` (as ``tools/test.py --show-dir`` draws them; see
+    :func:`~irtbox.visualization.show_results` for ``num``, ``k``, ``seed`` and ``worst``).
+    ``data_root``: where the images are now, when they moved since the test. ``gnd_file``:
+    a revisited ``gnd_*.pkl`` whose ``protocol`` says what is correct and junk, for a set
+    without labels. Returns the drawn queries' records; ``ValueError`` /
+    ``FileNotFoundError`` naming the file at fault."""
+    from .report import show_results
+    data = load_result_set(path, name, need=('ids', ) + (() if gnd_file else ('labels', )),
+                           data_root=data_root)
+    paths = data.paths()
+    checked = paths[:1000]
+    missing = [p for p in checked if not osp.isfile(p)]
+    if missing and len(missing) == len(checked):
+        raise ValueError(f'{path}: none of the images is where the file says (e.g. '
+                         f'{missing[0]}); pass the folder they are in now as the data root '
+                         '(--data-root)')
+    gnd = load_revisited_gnd(gnd_file, protocol, 'browse_results', key='--gnd') \
+        if gnd_file else None
+    try:
+        return show_results(out_dir, data.embeddings, paths, is_query=data.is_query,
+                            labels=None if gnd is not None else data.labels, gnd=gnd,
+                            class_names=data.class_names, metrics=data.metrics, num=num, k=k,
+                            seed=seed, worst=worst)
+    except ValueError as error:
+        raise ValueError(f'{path}: {error}') from error
+
+
+def plot_results_map(path: str, out: str, method: str = 'tsne', name: Optional[str] = None,
+                     max_points: int = 5000, thumbnails: int = 0, seed: int = 0) -> np.ndarray:
+    """A 2-D map (``method``: 'pca', 'tsne', 'umap'; :func:`embed_2d`) of the set ``name`` of
+    the results file ``path``, coloured by class where it has labels, written to the image
+    ``out``: at most ``max_points`` samples (sampled with ``seed``), ``thumbnails`` of them
+    drawn as images (needs the set's image paths). Returns the points (m x 2); ``ValueError``
+    naming the file when it has fewer than 3 samples, ``ImportError`` when the method's
+    package is missing."""
+    from .embedding_map import embed_2d, plot_embedding_map
+    from .grid import load_tile
+    data = load_result_set(path, name, need=('ids', ) if thumbnails else ())
+    emb, labels = data.embeddings, data.labels
+    rng = np.random.default_rng(seed)
+    keep = np.arange(len(emb))
+    if len(emb) > max_points:
+        keep = np.sort(rng.choice(len(emb), max_points, replace=False))
+    if len(keep) < 3:
+        raise ValueError(f'{path}: {len(keep)} embeddings; a map needs at least 3')
+    points = embed_2d(np.asarray(emb[keep]), method, seed=seed)
+    paths = data.paths() if thumbnails else []
+    thumbs = [(int(i), np.asarray(load_tile(paths[keep[i]], 64)))
+              for i in rng.choice(len(keep), min(thumbnails, len(keep)), replace=False)]
+    title = f'{osp.basename(path)}: {method}, {len(keep)} of {len(emb)} samples'
+    plot_embedding_map(points, None if labels is None else np.asarray(labels)[keep], out,
+                       class_names=data.class_names, title=title, thumbnails=thumbs)
+    return points

@@ -1,4 +1,5 @@
-"""tools/analysis_tools/analyze_embeddings.py on fake tools/test.py outputs."""
+"""tools/analysis_tools/analyze_embeddings.py (irtbox.visualization.descriptor_analysis) on fake
+tools/test.py results files."""
 import json
 
 import numpy as np
@@ -6,8 +7,8 @@ import pytest
 
 from irtbox.evaluation.functional import (cumulative_energy, effective_dimension,
                                           similarity_histograms)
-from irtbox.cli import test as test_tool
 from irtbox.cli import analyze_embeddings
+from irtbox.structures import EmbeddingSet, save_embeddings
 
 
 def fake_outputs(seed, n, dim, n_classes, rank=None, query_every=None):
@@ -25,8 +26,20 @@ def fake_outputs(seed, n, dim, n_classes, rank=None, query_every=None):
     return dict(embeddings=emb, labels=labels, sample_idx=np.arange(n), is_query=is_query)
 
 
+def as_set(outputs, metrics=None):
+    """The EmbeddingSet tools/test.py --out writes of a metric's arrays."""
+    return EmbeddingSet(outputs['embeddings'], labels=outputs.get('labels'),
+                        is_query=outputs.get('is_query'),
+                        metrics=metrics or {'recall@1': 0.5},
+                        extra=dict(sample_idx=outputs['sample_idx']))
+
+
 def write_npz(path, outputs, metrics=None):
-    test_tool.write_outputs(str(path), metrics or {'recall@1': 0.5}, outputs)
+    """A results file of one test set (``outputs``) or of several ({set name: outputs})."""
+    if 'embeddings' in outputs:
+        save_embeddings(str(path), as_set(outputs, metrics))
+    else:
+        save_embeddings(str(path), {name: as_set(o, metrics) for name, o in outputs.items()})
     return str(path)
 
 
@@ -90,15 +103,18 @@ def test_sampled_all_pairs_and_linear_axis(tmp_path, two_models):
 
 def test_prefixed_multi_dataset_npz(tmp_path):
     first, second = fake_outputs(2, 20, 4, 3), fake_outputs(3, 25, 4, 3)
-    arrays = {f'{i}/{k}': v for i, o in enumerate((first, second)) for k, v in o.items()}
-    path = write_npz(tmp_path / 'multi.npz', arrays)
-    with pytest.raises(SystemExit, match=r"pass --prefix, one of \['0/', '1/'\]"):
+    path = write_npz(tmp_path / 'multi.npz', {'0': first, '1': second})
+    with pytest.raises(SystemExit, match=r'multi.npz holds 2 sets of embeddings \(0, 1\): name '
+                                         r'one \(--set\)'):
         analyze_embeddings.main([f'M={path}', '--out-dir', str(tmp_path / 'o')])
-    results = analyze_embeddings.main([f'M={path}', '--out-dir', str(tmp_path / 'o'),
-                                       '--prefix', '1/'])
-    assert results['M']['num_descriptors'] == 25
-    assert results['M']['num_positive'] == similarity_histograms(
-        second['embeddings'], second['labels'])['num_positive']
+    for option in (['--set', '1'], ['--prefix', '1/']):  # --prefix: the earlier spelling
+        results = analyze_embeddings.main([f'M={path}', '--out-dir', str(tmp_path / 'o')]
+                                          + option)
+        assert results['M']['num_descriptors'] == 25
+        assert results['M']['num_positive'] == similarity_histograms(
+            second['embeddings'], second['labels'])['num_positive']
+    with pytest.raises(SystemExit, match=r"multi.npz: no set '2' of embeddings; it has '0', '1'"):
+        analyze_embeddings.main([f'M={path}', '--out-dir', str(tmp_path / 'o'), '--set', '2'])
 
 
 def test_errors(tmp_path, two_models, capsys):
@@ -106,23 +122,25 @@ def test_errors(tmp_path, two_models, capsys):
     out = ['--out-dir', str(tmp_path / 'o')]
     with pytest.raises(SystemExit, match='expected NAME=PATH'):
         analyze_embeddings.main([path_a] + out)
-    with pytest.raises(SystemExit, match='embeddings file not found: .*missing.npz'):
+    with pytest.raises(SystemExit, match='missing.npz: no such embeddings file'):
         analyze_embeddings.main([f'A={tmp_path / "missing.npz"}'] + out)
     with pytest.raises(SystemExit, match='model names must be unique'):
         analyze_embeddings.main([f'A={path_a}', f'A={path_b}'] + out)
     no_labels = tmp_path / 'no_labels.npz'
     np.savez(no_labels, embeddings=np.eye(3, dtype=np.float32))
-    with pytest.raises(SystemExit, match="no_labels.npz: no 'labels' array"):
+    with pytest.raises(SystemExit, match=r'no_labels.npz: no labels \(.*--gnd'):
         analyze_embeddings.main([f'A={no_labels}'] + out)
     bad_labels = tmp_path / 'bad_labels.npz'
     np.savez(bad_labels, embeddings=np.eye(3, dtype=np.float32), labels=np.arange(2))
-    with pytest.raises(SystemExit, match=r'labels has shape \(2,\); expected \(3,\)'):
+    with pytest.raises(SystemExit, match=r'bad_labels.npz: 2 labels for 3 embeddings; expected '
+                                         'one per embedding'):
         analyze_embeddings.main([f'A={bad_labels}'] + out)
     not_npz = tmp_path / 'text.npz'
     not_npz.write_text('hello')
     with pytest.raises(SystemExit, match='not a readable .npz'):
         analyze_embeddings.main([f'A={not_npz}'] + out)
-    with pytest.raises(SystemExit, match='a.npz: --pairs query-gallery needs an is_query'):
+    with pytest.raises(SystemExit, match=r"a.npz: pairs='query-gallery' \(--pairs\) needs an "
+                                         'is_query'):
         analyze_embeddings.main([f'A={path_a}', '--pairs', 'query-gallery'] + out)
     with pytest.raises(SystemExit):
         analyze_embeddings.main([f'A={path_a}', '--bins', '0'] + out)
@@ -156,6 +174,12 @@ def test_revisited_ground_truth_pairs(tmp_path):
                          qimlist=[f'q{i}' for i in range(n_q)]), f)
     npz = write_npz(tmp_path / 'r.npz', dict(embeddings=emb, sample_idx=np.arange(len(emb)),
                                              is_query=is_query), {'roxford5k/mAP_M': 50.0})
+    no_flags = tmp_path / 'no_flags.npz'
+    save_embeddings(str(no_flags), EmbeddingSet(emb))
+    with pytest.raises(SystemExit, match=r'no_flags.npz: no query flags \(is_query\).*'
+                                         'tools/test.py CONFIG CKPT --out results.npz'):
+        analyze_embeddings.main([f'IRT_R={no_flags}', '--gnd', str(gnd_path),
+                                 '--out-dir', str(tmp_path / 'x')])
     for protocol in ('medium', 'hard'):
         results = analyze_embeddings.main([f'IRT_R={npz}', '--gnd', str(gnd_path),
                                            '--protocol', protocol, '--bins', '20',
@@ -167,7 +191,7 @@ def test_revisited_ground_truth_pairs(tmp_path):
         assert r['positive'] == expected['positive'].tolist()
         assert r['negative'] == expected['negative'].tolist()
         assert r['num_positive'] == (7 if protocol == 'medium' else 3)  # easy+hard / hard
-    with pytest.raises(SystemExit, match="no 'labels' array"):
+    with pytest.raises(SystemExit, match=r'r.npz: no labels \(.*RetrievalMetric'):
         analyze_embeddings.main([f'IRT_R={npz}', '--out-dir', str(tmp_path / 'x')])
     with pytest.raises(SystemExit, match='--gnd .*not found'):
         analyze_embeddings.main([f'IRT_R={npz}', '--gnd', str(tmp_path / 'nope.pkl'),

@@ -1,4 +1,5 @@
-"""tools/analysis_tools/plot_gradient_noise.py on fake work dirs (Fig. 4: γ against β, per λ)."""
+"""tools/analysis_tools/plot_gradient_noise.py and irtbox.visualization.gradient_noise on fake work
+dirs (Fig. 4: γ against β, per λ)."""
 import csv
 import json
 import os.path as osp
@@ -8,6 +9,7 @@ import pytest
 
 from irtbox.utils.config import load_config
 from irtbox.cli import plot_gradient_noise as tool
+from irtbox.visualization.gradient_noise import read_run
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TABLE5 = osp.join(ROOT, 'configs', 'irt', 'table5', 'irt_deit-s_beta{}-lambda{}_1xb64-35k_sop.py')
@@ -32,9 +34,9 @@ def fake_run(root, name, gamma, margin=0.5, koleo=None, koleo_name='koleo', resu
 
 
 def test_beta_lambda_from_the_dumped_config(tmp_path):
-    rows = [tool.read_run(fake_run(tmp_path, 'a', 0.4, margin=0.3)),
-            tool.read_run(fake_run(tmp_path, 'b', 0.2, margin=0.7, koleo=0.5)),
-            tool.read_run(fake_run(tmp_path, 'c', 0.3, margin=0.1, koleo='default',
+    rows = [read_run(fake_run(tmp_path, 'a', 0.4, margin=0.3)),
+            read_run(fake_run(tmp_path, 'b', 0.2, margin=0.7, koleo=0.5)),
+            read_run(fake_run(tmp_path, 'c', 0.3, margin=0.1, koleo='default',
                                    koleo_name='entropy'))]
     assert [(r['beta'], r['lambda'], r['gamma_mean']) for r in rows] == [
         (0.3, 0.0, 0.4), (0.7, 0.5, 0.2), (0.1, 1.0, 0.3)]  # no KoLeo: 0; unlisted weight: 1
@@ -48,7 +50,7 @@ def test_real_table5_configs(tmp_path):
         load_config(TABLE5.format(beta, lam)).dump(str(work_dir / 'cfg.py'))
         (work_dir / 'gradient_noise.json').write_text(json.dumps(dict(
             loss='contrastive', gamma_mean=0.5, num_iterations=3, num_undefined=0, interval=1)))
-        row = tool.read_run(str(work_dir))
+        row = read_run(str(work_dir))
         assert (row['beta'], row['lambda']) == (float(beta), float(lam))
 
 
@@ -95,19 +97,19 @@ def test_missing_json(tmp_path):
     work_dir = tmp_path / 'w'
     work_dir.mkdir()
     with pytest.raises(FileNotFoundError, match=r'w/gradient_noise.json not found.*GradientNoise'):
-        tool.read_run(str(work_dir))
+        read_run(str(work_dir))
 
 
 def test_undefined_gamma(tmp_path):
     work_dir = fake_run(tmp_path, 'w', None)
     with pytest.raises(ValueError, match='gamma_mean is null'):
-        tool.read_run(work_dir)
+        read_run(work_dir)
 
 
 def test_incomplete_json(tmp_path):
     work_dir = fake_run(tmp_path, 'w', 0.1, result=dict(gamma_mean=0.1))
     with pytest.raises(ValueError, match=r"missing key\(s\) \['loss', 'num_iterations'"):
-        tool.read_run(work_dir)
+        read_run(work_dir)
 
 
 def test_config_without_margin(tmp_path):
@@ -115,7 +117,7 @@ def test_config_without_margin(tmp_path):
     (tmp_path / 'w' / 'w.py').write_text('model = dict(head=dict(losses=dict(snca=dict())))\n')
     with pytest.raises(KeyError, match=r"w.py: model.head.losses.contrastive.margin not found.*"
                                        r"\['snca'\]"):
-        tool.read_run(work_dir)
+        read_run(work_dir)
 
 
 @pytest.mark.parametrize('configs', [[], ['a.py', 'b.py']])
@@ -125,4 +127,4 @@ def test_dumped_config_must_be_unique(tmp_path, configs):
     for name in configs:
         (tmp_path / 'w' / name).write_text('model = dict()\n')
     with pytest.raises(ValueError, match=f'exactly one dumped config.*found {len(configs)}'):
-        tool.read_run(work_dir)
+        read_run(work_dir)

@@ -2,6 +2,7 @@
 them, and no registry-scope warning in a run's log."""
 import csv
 import glob
+import json
 import os.path as osp
 import sys
 
@@ -10,6 +11,7 @@ import pytest
 
 from irtbox.cli import test as test_tool
 from irtbox.cli import browse_results, plot_embeddings
+from irtbox.structures import EmbeddingSet, load_embeddings, save_embeddings
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TINY_CONFIG = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')
@@ -40,17 +42,37 @@ def read_csv(path):
 
 def test_out_stores_paths_relative_to_the_root(tested):
     _, out, _ = tested
-    results = np.load(out)
-    root = str(results['data_root'])
+    results = load_embeddings(out)
+    root = results.data_root
     assert root == osp.join(ROOT, 'tests', 'data', 'sop')
-    paths = results['img_path'].tolist()
-    assert len(paths) == len(results['embeddings'])
+    paths = list(results.ids)
+    assert len(paths) == len(results.embeddings)
     assert all(not osp.isabs(p) and osp.isfile(osp.join(root, p)) for p in paths)
+    assert results.paths() == [osp.join(root, p) for p in paths]
     # In sample order: the SOP test split's annotation lines, image column (path_id 4).
     with open(osp.join(root, 'Ebay_test.txt')) as f:
         want = [line.split()[3] for line in f.readlines()[1:] if line.strip()]
     assert paths == want
-    assert len(results['class_names']) == len(np.unique(results['labels']))
+    assert len(results.class_names) == len(np.unique(results.labels))
+    np.testing.assert_array_equal(results.extra['sample_idx'], np.arange(len(paths)))
+    with open(out[:-len('.npz')] + '.json') as f:
+        assert results.metrics == pytest.approx(json.load(f))
+
+
+def test_out_stores_the_model_identity(tested):
+    """The identity of the tested model is the one init_model gives the same config (the
+    index compares it): same preprocessing, size and normalisation; the weights' digest
+    is that of the tested (randomly initialised) weights."""
+    from irtbox.apis import init_model
+    from irtbox.apis.identity import model_identity
+    _, out, _ = tested
+    stored = load_embeddings(out).identity
+    assert stored is not None and stored['embedding_dim'] == 32
+    assert stored['config'].endswith('tiny_irt.py') and stored['checkpoint'] is None
+    expected = model_identity(init_model(TINY_CONFIG))
+    for key in ('preprocessing_sha256', 'embedding_dim', 'normalize'):
+        assert stored[key] == expected[key], key
+    assert len(stored['weights_sha256']) == 64
 
 
 def test_show_dir_grids_browser_and_csv(tested):
@@ -88,23 +110,39 @@ def test_browse_results_worst(tested):
 
 def test_browse_results_clear_errors(tested, tmp_path):
     _, out, _ = tested
-    old = dict(np.load(out))
-    del old['img_path']
-    np.savez(tmp_path / 'old.npz', **old)
-    with pytest.raises(SystemExit, match="no 'img_path' array"):
-        browse_results.main([str(tmp_path / 'old.npz'), '--out-dir', str(tmp_path / 's')])
+    data = load_embeddings(out, mmap=False)
+    save_embeddings(str(tmp_path / 'no_ids.npz'), EmbeddingSet(data.embeddings,
+                                                               labels=data.labels))
+    with pytest.raises(SystemExit, match=r'no_ids.npz: no image paths \(ids\) .*'
+                                         'tools/test.py CONFIG CKPT --out results.npz'):
+        browse_results.main([str(tmp_path / 'no_ids.npz'), '--out-dir', str(tmp_path / 's')])
     with pytest.raises(SystemExit, match='--data-root'):
         browse_results.main([out, '--out-dir', str(tmp_path / 's'), '--data-root',
                              str(tmp_path)])
-    with pytest.raises(SystemExit, match='no such file'):
+    with pytest.raises(SystemExit, match='none.npz: no such embeddings file'):
         browse_results.main([str(tmp_path / 'none.npz'), '--out-dir', str(tmp_path / 's')])
+
+
+def test_browse_results_reads_an_earlier_file(tested, tmp_path):
+    """A tools/test.py --out file of earlier versions (paths under img_path, no format) is
+    read as it is."""
+    tmp, out, show = tested
+    data = load_embeddings(out, mmap=False)
+    np.savez(tmp_path / 'old.npz', embeddings=data.embeddings, labels=data.labels,
+             is_query=data.is_query, img_path=np.array(data.ids), data_root=data.data_root,
+             sample_idx=data.extra['sample_idx'], **{'metrics/recall@1': 0.5})
+    again = str(tmp_path / 'again')
+    browse_results.main([str(tmp_path / 'old.npz'), '--out-dir', again, '--show-num', '5',
+                         '--topk', '4'])
+    assert [r['query'] for r in read_csv(osp.join(again, 'failures.csv'))] == \
+        [r['query'] for r in read_csv(osp.join(show, 'failures.csv'))]
 
 
 def test_query_gallery_set_shows_only_queries(tmp_path, in_root):
     out, show = str(tmp_path / 'r.npz'), str(tmp_path / 'show')
     test_tool.main([TINY_CONFIG, '--work-dir', str(tmp_path / 'w'), '--out', out,
                     '--show-dir', show, '--cfg-options', *INSHOP])
-    is_query = np.load(out)['is_query']
+    is_query = load_embeddings(out).is_query
     shown = sorted(int(r['query']) for r in read_csv(osp.join(show, 'failures.csv')))
     assert shown == np.flatnonzero(is_query).tolist()  # fewer queries than --show-num
 
@@ -160,7 +198,9 @@ def test_revisited_junk_is_grey(tmp_path, in_root):
                                    '--protocol', 'hard', '--topk', '20'])
     with open(gnd_file, 'rb') as f:
         gnd = pickle.load(f)['gnd']
-    is_query = np.load(out)['is_query']
+    saved = load_embeddings(out, '')  # the whitened set; the raw embeddings under their tag
+    assert len(load_embeddings(out, 'no_whitening')) == len(saved)
+    is_query = saved.is_query
     queries, database = np.flatnonzero(is_query), np.flatnonzero(~is_query)
     assert (len(queries), len(database)) == (3, 16 + 4)
     assert sorted(rec['query'] for rec in records) == queries.tolist()
@@ -179,8 +219,13 @@ def test_revisited_junk_is_grey(tmp_path, in_root):
         assert seen == dict(correct=1, junk=3, wrong=16)
 
 
-def test_browse_results_asks_for_a_prefix(tmp_path):
-    np.savez(tmp_path / 'two.npz', **{'0/embeddings': np.ones((3, 2)), '1/embeddings':
-                                      np.ones((3, 2))})
-    with pytest.raises(SystemExit, match="prefixes '0/', '1/': pick one with --prefix"):
+def test_browse_results_asks_for_a_set(tmp_path):
+    save_embeddings(str(tmp_path / 'two.npz'), {'0': EmbeddingSet(np.ones((3, 2))),
+                                                '1': EmbeddingSet(np.ones((3, 2)))})
+    with pytest.raises(SystemExit, match=r'two.npz holds 2 sets of embeddings \(0, 1\): name '
+                                         r'one \(--set\)'):
         browse_results.main([str(tmp_path / 'two.npz'), '--out-dir', str(tmp_path / 's')])
+    for option in (['--set', '1'], ['--prefix', '1/']):  # the set is found, it has no ids
+        with pytest.raises(SystemExit, match=r"two.npz \(set '1'\): no image paths"):
+            browse_results.main([str(tmp_path / 'two.npz'), '--out-dir', str(tmp_path / 's')]
+                                + option)

@@ -2,7 +2,6 @@
 import json
 import os
 
-import numpy as np
 import pytest
 
 from irtbox.cli import test as test_tool
@@ -22,18 +21,18 @@ def test_out_json_writes_metrics_only(tmp_path, in_root):
         assert written[name] == pytest.approx(float(value))
 
 
-def test_write_outputs_json_matches_npz_sidecar(tmp_path):
-    metrics = {'recall@1': np.float32(0.75), 'map@r': 0.5}
-    outputs = {'embeddings': np.eye(3, dtype=np.float32), 'labels': np.arange(3)}
-    test_tool.write_outputs(str(tmp_path / 'only.json'), metrics, outputs)
-    test_tool.write_outputs(str(tmp_path / 'full.npz'), metrics, outputs)
-    assert sorted(os.listdir(tmp_path)) == ['full.json', 'full.npz', 'only.json']
-    with open(tmp_path / 'only.json') as f, open(tmp_path / 'full.json') as g:
-        only, full = json.load(f), json.load(g)
-    assert only == full == {'recall@1': 0.75, 'map@r': 0.5}
-    arrays = np.load(tmp_path / 'full.npz')
-    np.testing.assert_array_equal(arrays['embeddings'], outputs['embeddings'])
-    assert float(arrays['metrics/recall@1']) == 0.75
+def test_unwritable_out_fails_at_once(tmp_path, in_root):
+    """--out in a folder that cannot be made: the command stops before the test runs (no
+    run folder, no log) and names the path."""
+    (tmp_path / 'file.txt').write_text('not a folder')
+    work_dir = tmp_path / 'work'
+    with pytest.raises(SystemExit, match=r'--out .*file.txt/r.npz: .*not a folder'):
+        test_tool.main([TINY_CONFIG, '--work-dir', str(work_dir),
+                        '--out', str(tmp_path / 'file.txt' / 'r.npz')])
+    with pytest.raises(SystemExit, match=r'--show-dir .*file.txt: exists and is not a folder'):
+        test_tool.main([TINY_CONFIG, '--work-dir', str(work_dir),
+                        '--show-dir', str(tmp_path / 'file.txt')])
+    assert not work_dir.exists()
 
 
 def test_out_must_be_npz_or_json(capsys):

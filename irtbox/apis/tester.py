@@ -1,0 +1,290 @@
+"""Testing a model from its config, and what a test leaves: ``tools/test.py`` in one call.
+
+:func:`run_test` builds the runner, checks that ``--out`` and ``--show-dir`` can be written
+(before the evaluation, not after it), tests, and writes the results. The results of a
+tested runner are :func:`result_sets`: one :class:`~irtbox.structures.EmbeddingSet` per test
+set (and per extra metric of one), written by :func:`write_results` in the one embeddings
+file format (:mod:`irtbox.structures.embeddings_file`) and read back with
+``irtbox.structures.load_embeddings``.
+
+Set names: ``''`` for the only test set of a run, ``'0'``, ``'1'``, ... for those of a
+multi-dataset loop; a second metric of one test set that keeps embeddings too (e.g. with
+and without whitening) gets ``'<set>/<tag>'`` (``'<tag>'`` for a single test set), its
+``tag`` else ``'metric<j>'``.
+"""
+import dataclasses
+import json
+import os
+import os.path as osp
+import tempfile
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from irtbox.structures.embeddings_file import EmbeddingSet, save_embeddings
+from irtbox.utils.fileio import atomic_write_text
+
+__all__ = ['EvaluationSetupError', 'run_test', 'result_sets', 'write_results',
+           'show_result_sets', 'check_output_path', 'dataset_image_ids', 'runner_model_identity']
+
+
+class EvaluationSetupError(Exception):
+    """A test that cannot start: a missing checkpoint, a config without a test set, weights
+    that cannot be fetched, an output that cannot be written. Raised before any evaluation;
+    ``tools/test.py`` prints it and exits."""
+
+
+def check_output_path(path: str, option: str, folder: bool = False) -> None:
+    """Raise :class:`EvaluationSetupError` naming ``option`` and ``path`` unless a file (or
+    with ``folder``, a folder) can be written at ``path``: its nearest existing parent must
+    be a folder in which a file can be created, and ``path`` itself, where it exists, a file
+    (a folder). Nothing is left behind."""
+    path = osp.abspath(path)
+    if osp.exists(path) and osp.isdir(path) != folder:
+        raise EvaluationSetupError(f'{option} {path}: exists and is not a '
+                                   f"{'folder' if folder else 'file'}")
+    parent = path if folder else osp.dirname(path)
+    while not osp.exists(parent):
+        parent = osp.dirname(parent)
+    if not osp.isdir(parent):
+        raise EvaluationSetupError(f'{option} {path}: {parent} is a file, not a folder; expected '
+                                   'a path in a writable folder')
+    try:
+        # Really create a file: permission bits say nothing of read-only mounts, ACLs or root.
+        with tempfile.TemporaryFile(dir=parent, prefix='.irtbox-write-check-'):
+            pass
+    except OSError as error:
+        reason = error.strerror or error
+        raise EvaluationSetupError(f'{option} {path}: cannot write in {parent} ({reason}); '
+                                   'expected a writable folder') from error
+
+
+def _launch_rank() -> int:
+    """This process's rank as the launcher set it (before the process group exists)."""
+    for key in ('RANK', 'SLURM_PROCID'):
+        if os.environ.get(key, '').isdigit():
+            return int(os.environ[key])
+    return 0
+
+
+def run_test(config: str, checkpoint: Optional[str] = None, cfg_options: Optional[dict] = None,
+             work_dir: Optional[str] = None, launcher: str = 'none', out: Optional[str] = None,
+             show_dir: Optional[str] = None, show_num: int = 50, show_topk: int = 8,
+             show_seed: int = 0) -> Dict[str, float]:
+    """Test the model of ``config`` (with ``checkpoint``'s weights, else those the config
+    builds) on its test set(s) and return the metrics.
+
+    ``out``: a ``.npz`` gets every test set's embeddings, image ids, labels, query flags,
+    metrics and model identity (:func:`write_results`), the metrics also going to the same
+    name with ``.json``; a ``.json`` only the metrics. ``show_dir``: result grids,
+    ``index.html`` and ``failures.csv`` per test set (:func:`show_result_sets`, ``show_num``
+    queries with their ``show_topk`` results, sampled with ``show_seed``). Both are written by
+    rank 0 and checked to be writable before the test runs.
+
+    Raises :class:`EvaluationSetupError` when the test cannot start.
+    """
+    from mmengine.dist import get_rank
+
+    from irtbox.models.backbones import PretrainedWeightsUnavailable
+
+    from .inference import without_pretrained_backbone
+    from .run_setup import build_runner, check_checkpoint, load_run_config
+    if out is not None and not out.endswith(('.npz', '.json')):
+        raise EvaluationSetupError(f'--out must name a .npz or .json file, got {out}')
+    if _launch_rank() == 0:
+        if out:
+            check_output_path(out, '--out')
+        if show_dir:
+            check_output_path(show_dir, '--show-dir', folder=True)
+    cfg = load_run_config(config, cfg_options, work_dir, launcher)
+    if checkpoint is not None:
+        try:
+            cfg.load_from = check_checkpoint(checkpoint)
+        except FileNotFoundError as error:
+            raise EvaluationSetupError(str(error)) from error
+        # The checkpoint holds the backbone's weights: no download, and it works offline.
+        cfg = without_pretrained_backbone(cfg)
+    # Testing needs none of the training parts (and a config may leave them half-set).
+    for key in ('train_dataloader', 'train_cfg', 'optim_wrapper', 'param_scheduler'):
+        cfg[key] = None
+    for key in ('test_dataloader', 'test_evaluator'):
+        if cfg.get(key) is None:
+            raise EvaluationSetupError(f'{config} has no {key}; tools/test.py needs one.')
+    try:
+        runner = build_runner(cfg)
+    except PretrainedWeightsUnavailable as error:
+        raise EvaluationSetupError(f'{config}: {error}') from error
+    metrics = runner.test()
+    if (out or show_dir) and get_rank() == 0:
+        sets = {}
+        if show_dir or out.endswith('.npz'):
+            sets = result_sets(runner, metrics, identity=bool(out and out.endswith('.npz')))
+        if out:
+            write_results(out, sets, metrics)
+            runner.logger.info(f'results written to {out}')
+        if show_dir:
+            for page in show_result_sets(runner, sets, show_dir, num=show_num, k=show_topk,
+                                         seed=show_seed):
+                runner.logger.info(f'results browser: {page}')
+    return metrics
+
+
+def _test_sets(runner) -> List[Tuple[str, object, object]]:
+    """(set name, dataset, evaluator) of each test set of a tested runner."""
+    loop = runner.test_loop
+    loaders = loop.dataloaders if hasattr(loop, 'dataloaders') else [loop.dataloader]
+    evaluators = loop.evaluators if hasattr(loop, 'evaluators') else [runner.test_evaluator]
+    if len(loaders) != len(evaluators):
+        raise ValueError(f'the test loop has {len(loaders)} dataloaders and {len(evaluators)} '
+                         'evaluators; expected one evaluator per test set')
+    return [(str(i) if len(loaders) > 1 else '', loader.dataset, evaluator)
+            for i, (loader, evaluator) in enumerate(zip(loaders, evaluators))]
+
+
+def _metric_outputs(name: str, evaluator) -> Iterator[Tuple[str, dict]]:
+    """(set name, arrays) of each metric of one test set that kept embeddings
+    (``metric.last_outputs``): the first under ``name``, the others under ``name/<tag>``."""
+    taken = set()
+    for j, metric in enumerate(evaluator.metrics):
+        arrays = getattr(metric, 'last_outputs', None) or {}
+        if 'embeddings' not in arrays:
+            continue
+        if name not in taken:
+            set_name = name
+        else:
+            tag = getattr(metric, 'tag', None) or f'metric{j}'
+            set_name = f'{name}/{tag}' if name else tag
+            if set_name in taken:
+                set_name = f'{set_name}{j}'
+        taken.add(set_name)
+        yield set_name, arrays
+
+
+def dataset_image_ids(dataset, sample_idx: Sequence[int]) -> Tuple[List[str], str]:
+    """(image paths of the samples ``sample_idx`` of ``dataset``, its data root): the paths
+    relative to the root where they lie under it, else absolute; the root absolute, ``''``
+    when the dataset has none (the paths then all absolute).
+
+    ``dataset`` is an MMEngine ``BaseDataset`` (``get_data_info(i)['img_path']``).
+    """
+    root = osp.abspath(dataset.data_root) if getattr(dataset, 'data_root', '') else ''
+    ids = []
+    for i in sample_idx:
+        path = osp.abspath(dataset.get_data_info(int(i))['img_path'])
+        rel = osp.relpath(path, root) if root else path
+        ids.append(path if rel.startswith('..') else rel)
+    return ids, root
+
+
+def runner_model_identity(runner) -> Optional[dict]:
+    """The identity (:func:`irtbox.apis.identity.model_identity`) of a runner's model, DDP
+    unwrapped; its input spec resolved from ``runner.cfg`` where the model has none (the
+    runner builds models without ``init_model``). None, with a warning, when it cannot be
+    resolved."""
+    from mmengine.model import is_model_wrapper
+
+    from irtbox.models.input_spec import resolve_input_spec
+
+    from .identity import model_identity
+    model = runner.model.module if is_model_wrapper(runner.model) else runner.model
+    changed = {}  # what is set here for model_identity, put back afterwards
+    try:
+        if getattr(model, 'input_spec', None) is None:
+            changed['input_spec'] = None
+            model.input_spec = resolve_input_spec(model, runner.cfg)
+        for key, value in (('cfg', runner.cfg), ('checkpoint', runner.cfg.get('load_from'))):
+            if getattr(model, key, None) is None:
+                changed[key] = None
+                setattr(model, key, value)
+        return model_identity(model)
+    except (ValueError, TypeError, AttributeError, RuntimeError) as error:
+        runner.logger.warning(f'--out: the model identity could not be computed ({error}); '
+                              'the results file has none')
+        return None
+    finally:
+        for key, value in changed.items():
+            setattr(model, key, value)
+
+
+def result_sets(runner, metrics: Optional[Dict[str, float]] = None,
+                identity: bool = True) -> Dict[str, EmbeddingSet]:
+    """The results of a tested runner (rank 0, after ``runner.test()``), by set name (see the
+    module's docstring): each test metric's kept arrays (``last_outputs``) as an
+    :class:`EmbeddingSet` with ``ids`` the image paths relative to ``data_root``
+    (:func:`dataset_image_ids`; None for a dataset without image paths), ``labels``,
+    ``is_query``, ``class_names`` (the dataset's ``classes``), ``metrics``, the model's
+    ``identity`` (unless ``identity=False``) and the other arrays (``sample_idx``, per-query
+    APs such as ``ap_all`` or ``ap_M``) in ``extra``."""
+    metrics = {k: float(v) for k, v in (metrics or {}).items()}
+    model_id = runner_model_identity(runner) if identity else None
+    sets = {}
+    for name, dataset, evaluator in _test_sets(runner):
+        for set_name, arrays in _metric_outputs(name, evaluator):
+            ids, root = None, ''
+            if 'sample_idx' in arrays and hasattr(dataset, 'get_data_info'):
+                ids, root = dataset_image_ids(dataset, arrays['sample_idx'])
+            classes = getattr(dataset, 'metainfo', {}).get('classes')
+            sets[set_name] = EmbeddingSet(
+                embeddings=np.asarray(arrays['embeddings'], dtype=np.float32), ids=ids,
+                data_root=root,
+                labels=None if arrays.get('labels') is None else np.asarray(arrays['labels']),
+                is_query=None if arrays.get('is_query') is None
+                else np.asarray(arrays['is_query'], dtype=bool),
+                class_names=None if classes is None else [str(c) for c in classes],
+                metrics=dict(metrics), identity=model_id,
+                extra={k: np.asarray(v) for k, v in arrays.items()
+                       if k not in ('embeddings', 'labels', 'is_query')})
+    return sets
+
+
+def write_results(path: str, sets: Dict[str, EmbeddingSet], metrics: Dict[str, float]) -> None:
+    """Write ``tools/test.py --out``: for a ``.npz`` ``path`` the embeddings file of ``sets``
+    (``save_embeddings``; with no set, the metrics alone) and the metrics to the same name
+    with ``.json``; for a ``.json`` ``path`` only the metrics (name -> value). Each file whole
+    or not at all."""
+    metrics = {k: float(v) for k, v in metrics.items()}
+    if path.endswith('.npz'):
+        if sets:
+            save_embeddings(path, {name: dataclasses.replace(data, metrics=dict(metrics))
+                                   for name, data in sets.items()})
+        else:  # no metric kept embeddings: a file of metrics only, still readable
+            from irtbox.structures.embeddings_file import EMBEDDINGS_FORMAT
+            from irtbox.utils.fileio import atomic_write
+            arrays = {'format': np.array(EMBEDDINGS_FORMAT)}
+            arrays.update({f'metrics/{k}': np.asarray(v) for k, v in metrics.items()})
+
+            def write(tmp: str) -> None:
+                with open(tmp, 'wb') as f:
+                    np.savez(f, **arrays)
+            atomic_write(path, write)
+    elif not path.endswith('.json'):
+        raise ValueError(f'write_results: {path} must end with .npz or .json')
+    atomic_write_text(osp.splitext(path)[0] + '.json', json.dumps(metrics, indent=2))
+
+
+def show_result_sets(runner, sets: Dict[str, EmbeddingSet], out_dir: str, num: int = 50,
+                     k: int = 8, seed: int = 0) -> List[str]:
+    """Result grids, ``index.html`` and ``failures.csv`` of each test set of a tested runner
+    (``tools/test.py --show-dir``) from its :func:`result_sets`: in ``out_dir``, or
+    ``out_dir/<set name>`` when there are several test sets. A set without labels is drawn
+    against its dataset's revisited ground truth (``metainfo['gnd']``, Medium protocol).
+    Returns the ``index.html`` paths written."""
+    from irtbox.evaluation.functional import build_revisited_gnd
+    from irtbox.visualization import show_results
+    pages = []
+    for name, dataset, _ in _test_sets(runner):
+        data = sets.get(name)
+        if data is None or data.ids is None:
+            runner.logger.warning(f'--show-dir: test set {name or 0} kept no embeddings or '
+                                  'image paths; nothing drawn for it')
+            continue
+        gnd = getattr(dataset, 'metainfo', {}).get('gnd')
+        folder = osp.join(out_dir, name)
+        show_results(folder, data.embeddings, data.paths(), is_query=data.is_query,
+                     labels=data.labels,
+                     gnd=None if gnd is None or data.labels is not None
+                     else build_revisited_gnd(gnd, 'medium'),
+                     class_names=data.class_names, metrics=data.metrics, num=num, k=k,
+                     seed=seed)
+        pages.append(osp.join(folder, 'index.html'))
+    return pages
