@@ -22,6 +22,8 @@ import argparse
 
 from irtbox.utils.config import DictAction
 
+__all__ = ['parse_args', 'main']
+
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description='Export an irtbox model.', epilog=__doc__,

@@ -16,6 +16,8 @@ import json
 import os.path as osp
 import sys
 
+__all__ = ['parse_args', 'main']
+
 
 COLUMNS = ('name', 'weights', 'dim', 'result', 'config')
 

@@ -10,6 +10,8 @@ import os.path as osp
 
 from irtbox.sweeps import figures, load_spec, plot_all, read_summary
 
+__all__ = ['main']
+
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, epilog=figures.__doc__,

@@ -8,6 +8,8 @@ import argparse
 
 from irtbox.datasets import digits
 
+__all__ = ['main']
+
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, epilog=digits.__doc__,

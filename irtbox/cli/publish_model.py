@@ -20,6 +20,8 @@ Examples:
 """
 import argparse
 
+__all__ = ['parse_args', 'main']
+
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(

@@ -22,6 +22,8 @@ import sys
 
 from irtbox.utils.config import DictAction
 
+__all__ = ['parse_args', 'main']
+
 # The phases run tools/train.py and tools/test.py of the checkout irtbox is installed from.
 TOOLS = osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))), 'tools')
 

@@ -32,6 +32,8 @@ from irtbox.sweeps import (EMBEDDINGS, FAILED, LOG, RESULTS, TRAIN_DONE, Selecti
                            emit_command, expand, load_spec, plot_all, run_all, select_runs,
                            state_of, summarize, write_table)
 
+__all__ = ['parse_args', 'main']
+
 # The runs call tools/train.py and tools/test.py of the checkout irtbox is installed from.
 TOOLS = osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))), 'tools')
 SUBSET_OPTIONS = dict(factors='--only', datasets='--datasets', losses='--losses',
