@@ -14,13 +14,16 @@ __all__ = ['drop_missing_images', 'GLDv1NoisyDataset']
 _HEADER = ['id', 'url', 'landmark_id']
 
 
-def drop_missing_images(samples: List[dict], owner: str) -> List[dict]:
-    """The samples whose ``img_path`` exists; logs how many were dropped.
-    (URL lists are never fully downloadable: dead links.)"""
-    kept = [s for s in samples if osp.isfile(s['img_path'])]
-    if len(kept) < len(samples):
-        print_log(f'{owner}: skipped {len(samples) - len(kept)} of {len(samples)} listed '
-                  'images whose file is missing (skip_missing=True)', logger='current')
+def drop_missing_images(samples: List[dict]) -> List[dict]:
+    """The samples whose ``img_path`` exists; logs how many were dropped and the first
+    missing path. (URL lists are never fully downloadable: dead links.)"""
+    kept, missing = [], []
+    for s in samples:
+        (kept if osp.isfile(s['img_path']) else missing).append(s)
+    if missing:
+        print_log(f'skipped {len(missing)} of {len(samples)} listed images whose file is '
+                  f"missing (skip_missing=True), e.g. {missing[0]['img_path']}",
+                  logger='current')
     return kept
 
 
@@ -74,5 +77,5 @@ class GLDv1NoisyDataset(BaseRetrievalDataset):
             samples.append(dict(img_path=self._join_img(f'{image_id}.jpg'),
                                 gt_label=landmark))
         if self.skip_missing:
-            samples = drop_missing_images(samples, type(self).__name__)
+            samples = drop_missing_images(samples)
         return samples

@@ -77,5 +77,5 @@ class NCCleanDataset(BaseRetrievalDataset):
                 location = name
             samples.append(dict(img_path=self._join_img(location), gt_label=_label_key(label)))
         if self.skip_missing:
-            samples = drop_missing_images(samples, type(self).__name__)
+            samples = drop_missing_images(samples)
         return samples

@@ -9,6 +9,7 @@ from mmengine.dataset import BaseDataset
 
 from irtbox.registry import DATASETS
 from irtbox.structures import DataSample
+from irtbox.utils.checks import check_positive_int
 from .base_dataset import BaseRetrievalDataset
 from .pickle_utils import as_int_array, as_string_list, load_pickle, require_keys
 
@@ -93,9 +94,10 @@ class SfM120kDataset(BaseRetrievalDataset):
         if kwargs.get('indices') is not None:
             raise ValueError('SfM120kDataset: indices is not supported (qidxs and pidxs '
                              'index the full split)')
-        for key, value in (('qsize', qsize), ('nnum', nnum)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f'SfM120kDataset: {key} must be a positive int, got {value!r}')
+        try:
+            qsize, nnum = check_positive_int(qsize, 'qsize'), check_positive_int(nnum, 'nnum')
+        except ValueError as err:
+            raise ValueError(f'{type(self).__name__}: {err}') from err
         self.tuples = bool(tuples)
         self.qsize = qsize
         self.nnum = nnum

@@ -2,7 +2,7 @@
 :class:`~irtbox.models.losses.PMLLoss` and :class:`~irtbox.models.miners.PMLMiner`:
 a lazy import with an error that names the package, the lookup of a class by
 name (checked against its PML base class) and its construction with errors
-that name the irtbox module and the arguments.
+that name the arguments (the irtbox module that calls them adds its own name).
 
 PML is an optional dependency: nothing is imported until one of these is called.
 """
@@ -12,20 +12,20 @@ import inspect
 __all__ = ['import_pml', 'pml_class', 'build_pml', 'init_takes']
 
 
-def import_pml(owner: str) -> None:
-    """Raise an ImportError naming ``owner`` and the package to install
-    unless ``pytorch_metric_learning`` is importable."""
+def import_pml() -> None:
+    """Raise an ImportError naming the package to install unless
+    ``pytorch_metric_learning`` is importable."""
     try:
         import pytorch_metric_learning  # noqa: F401
     except ImportError as error:
-        raise ImportError(f'{owner} wraps PyTorch Metric Learning, which is not installed: '
+        raise ImportError('PyTorch Metric Learning is not installed: '
                           'pip install pytorch-metric-learning==2.9.0') from error
 
 
-def pml_class(owner: str, module: str, name: str, base: str) -> type:
+def pml_class(module: str, name: str, base: str) -> type:
     """The class ``name`` of ``pytorch_metric_learning.<module>``, checked to
     derive from its ``base``; a ValueError listing the valid names otherwise."""
-    import_pml(owner)
+    import_pml()
     package = importlib.import_module(f'pytorch_metric_learning.{module}')
     base_cls = getattr(package, base)
     valid = sorted(n for n, c in vars(package).items()
@@ -33,17 +33,17 @@ def pml_class(owner: str, module: str, name: str, base: str) -> type:
     cls = getattr(package, name, None) if isinstance(name, str) else None
     if cls is None or not (isinstance(cls, type) and issubclass(cls, base_cls)) \
             or cls is base_cls:
-        raise ValueError(f'{owner}: name={name!r} is not a pytorch_metric_learning.{module} '
+        raise ValueError(f'name={name!r} is not a pytorch_metric_learning.{module} '
                          f'class; expected one of {valid}')
     return cls
 
 
-def build_pml(owner: str, module: str, cls: type, kwargs: dict):
-    """``cls(**kwargs)``; a TypeError naming ``owner``, the class and the arguments otherwise."""
+def build_pml(module: str, cls: type, kwargs: dict):
+    """``cls(**kwargs)``; a TypeError naming the class and the arguments otherwise."""
     try:
         return cls(**kwargs)
     except TypeError as error:
-        raise TypeError(f'{owner}: cannot build pytorch_metric_learning.{module}.'
+        raise TypeError(f'cannot build pytorch_metric_learning.{module}.'
                         f'{cls.__name__} with {kwargs}: {error}') from error
 
 

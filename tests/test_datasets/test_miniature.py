@@ -243,9 +243,10 @@ def test_default_images_tell_classes_apart():
     (dict(kind='imagenet'), ValueError, 'unknown kind'),
     (dict(kind='sop', queries=3), TypeError, r"unknown options \['queries'\]"),
     (dict(kind='sop', image_fn=lambda c, k: None, size=16), ValueError, 'size sets the default'),
-    (dict(kind='sop', size=4), ValueError, 'size must be an int >= 8'),
-    (dict(kind='inshop', per_class=1), ValueError, 'per_class must be an int >= 2'),
-    (dict(kind='cub', classes=101), ValueError, r'classes must be an int in 1 \.\. 100'),
+    (dict(kind='sop', size=4), ValueError, 'size must be an integer >= 8, got 4'),
+    (dict(kind='inshop', per_class=1), ValueError, 'per_class must be an integer >= 2, got 1'),
+    (dict(kind='cub', classes=101), ValueError,
+     r'classes must be an integer in 1 \.\. 100, got 101'),
     (dict(kind='roxford5k', relevance=('easy', 'medium')), ValueError, 'relevance'),
 ])
 def test_bad_arguments(tmp_path, kwargs, error, match):

@@ -134,7 +134,7 @@ def test_bad_inputs():
         knn(emb, emb[:, :3], 2)
     with pytest.raises(ValueError, match='same items'):
         knn(emb[:5], emb, 2, exclude_self=True)
-    with pytest.raises(ValueError, match="search type 'Annoy' is not a registered searcher"):
+    with pytest.raises(ValueError, match="searcher type 'Annoy' is not a registered searcher"):
         knn(emb, emb, 2, searcher=dict(type='Annoy'))
     bad = emb.copy()
     bad[3, 1] = np.nan

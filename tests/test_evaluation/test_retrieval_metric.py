@@ -109,7 +109,8 @@ def test_compute_metrics_matches_evaluate():
 def test_bad_configs_and_samples():
     with pytest.raises(ValueError, match='FaissSearcher has no setting metric'):
         RetrievalMetric(search=dict(type='FaissSearcher', metric='l2'))
-    with pytest.raises(ValueError, match='positive integers'):
+    with pytest.raises(ValueError, match=r'^RetrievalMetric: ks must hold positive integers, '
+                                         r'got 0 in ks=\(1, 0\)$'):
         RetrievalMetric(ks=(1, 0))
     emb, labels = make_data()
     metric = RetrievalMetric()

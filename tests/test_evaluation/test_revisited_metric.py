@@ -141,8 +141,12 @@ def test_compute_metrics_matches_evaluate():
 def test_bad_configs_meta_and_samples():
     with pytest.raises(ValueError, match='protocols must be some of'):
         RevisitedMetric(protocols=('easy', 'extreme'))
-    with pytest.raises(ValueError, match='kappas must hold positive integers'):
+    with pytest.raises(ValueError, match=r'^RevisitedMetric: kappas must hold positive integers, '
+                                         r'got 0 in kappas=\(0,\)$'):
         RevisitedMetric(kappas=(0, ))
+    with pytest.raises(ValueError, match=r'^RevisitedMetric: chunk_size must be None or a '
+                                         r'positive integer, got True$'):
+        RevisitedMetric(chunk_size=True)
     with pytest.raises(ValueError, match="query_expansion must be None or a dict with keys"):
         RevisitedMetric(query_expansion=dict(k=2, beta=1))
     emb, is_query = make_data()

@@ -13,7 +13,8 @@ from typing import Optional
 
 import numpy as np
 
-from .common import ImageFn, check_count, write_image, write_text
+from irtbox.utils.checks import check_int
+from .common import ImageFn, write_image, write_text
 
 __all__ = ['write_cars196', 'write_cub', 'write_inat2018', 'write_inshop', 'write_sop']
 
@@ -36,8 +37,8 @@ def write_sop(root: str, image_fn: ImageFn, classes: int = 8, per_class: int = 4
     ``1 .. classes`` train, the next ``classes`` test, two per super-class.
     """
     if plan is None:
-        check_count('classes', classes)
-        check_count('per_class', per_class)
+        check_int(classes, 'classes')
+        check_int(per_class, 'per_class')
         # product: a 12-digit id like the release's, one per class
         plan = {split: [(c, 1 + (c - 1) // 2 % len(SOP_SUPER_CLASSES), 111000000000 + 7919 * c,
                          per_class) for c in range(1 + s * classes, 1 + (s + 1) * classes)]
@@ -57,7 +58,7 @@ def write_sop(root: str, image_fn: ImageFn, classes: int = 8, per_class: int = 4
 def _split_by_id(classes: int, train_classes: int) -> list:
     """Class ids ``1 .. classes`` (training split) and ``train_classes + 1 ..
     train_classes + classes`` (test split), for datasets split by class id."""
-    check_count('classes', classes, maximum=train_classes)
+    check_int(classes, 'classes', maximum=train_classes)
     return [*range(1, classes + 1), *range(train_classes + 1, train_classes + classes + 1)]
 
 
@@ -71,7 +72,7 @@ def write_cub(root: str, image_fn: ImageFn, classes: int = 8, per_class: int = 4
     ``1 .. classes`` and ``101 .. 100 + classes``.
     """
     if plan is None:
-        check_count('per_class', per_class)
+        check_int(per_class, 'per_class')
         plan = [(c, f'Species_{c:03d}', per_class)
                 for c in _split_by_id(classes, CUB_TRAIN_CLASSES)]
     images, labels = [], []
@@ -100,7 +101,7 @@ def write_cars196(root: str, image_fn: ImageFn, classes: int = 8, per_class: int
     """
     import scipy.io  # only this kind needs scipy
     if plan is None:
-        check_count('per_class', per_class)
+        check_int(per_class, 'per_class')
         plan = [(c, per_class) for c in _split_by_id(classes, CARS_TRAIN_CLASSES)]
     fields = ['relative_im_path', 'bbox_x1', 'bbox_y1', 'bbox_x2', 'bbox_y2', 'class', 'test']
     rows = [(class_id, k) for class_id, count in plan for k in range(count)]
@@ -148,8 +149,8 @@ def write_inshop(root: str, image_fn: ImageFn, classes: int = 8, per_class: int 
     and the rest gallery (``per_class`` >= 2, so both).
     """
     if plan is None:
-        check_count('classes', classes)
-        check_count('per_class', per_class, 2)
+        check_int(classes, 'classes')
+        check_int(per_class, 'per_class', 2)
         queries = per_class // 2
         test = ['query'] * queries + ['gallery'] * (per_class - queries)
         plan = [(i + 1, INSHOP_FOLDERS[i % len(INSHOP_FOLDERS)],
@@ -175,8 +176,8 @@ def write_inat2018(root: str, image_fn: ImageFn, classes: int = 8, per_class: in
     Default: categories ``0 .. classes - 1`` train, the next ``classes`` test.
     """
     if plan is None:
-        check_count('classes', classes)
-        check_count('per_class', per_class)
+        check_int(classes, 'classes')
+        check_int(per_class, 'per_class')
         supers = INAT_SUPER_CATEGORIES
         plan = {split: [(supers[c % len(supers)], c, per_class)
                         for c in range(s * classes, (s + 1) * classes)]

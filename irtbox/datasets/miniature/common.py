@@ -2,12 +2,14 @@
 import os
 import os.path as osp
 import pickle
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable
 
 import cv2
 import numpy as np
 
-__all__ = ['DEFAULT_SIZE', 'ImageFn', 'check_count', 'class_image', 'default_image_fn',
+from irtbox.utils.checks import check_int
+
+__all__ = ['DEFAULT_SIZE', 'ImageFn', 'class_image', 'default_image_fn',
            'write_image', 'write_pickle', 'write_text']
 
 # image_fn(class_index, image_index) -> H x W x 3 uint8 BGR image
@@ -42,19 +44,9 @@ def class_image(class_index: int, image_index: int, size: int = DEFAULT_SIZE) ->
     return np.clip(img, 0, 255).astype(np.uint8)
 
 
-def check_count(name: str, value, minimum: int = 1, maximum: Optional[int] = None) -> int:
-    """``value`` when it is an int in ``minimum .. maximum``, else a ValueError naming
-    ``name``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (
-            maximum is not None and value > maximum):
-        bound = f'in {minimum} .. {maximum}' if maximum is not None else f'>= {minimum}'
-        raise ValueError(f'{name} must be an int {bound}, got {value!r}')
-    return value
-
-
 def default_image_fn(size: int = DEFAULT_SIZE) -> ImageFn:
     """``image_fn`` drawing :func:`class_image` at ``size`` x ``size``."""
-    check_count('size', size, 8)
+    check_int(size, 'size', 8)
     return lambda class_index, image_index: class_image(class_index, image_index, size)
 
 

@@ -7,7 +7,8 @@ class's position in the plan, counted on across the splits.
 import os.path as osp
 from typing import Optional, Sequence, Tuple
 
-from .common import ImageFn, check_count, write_image, write_text
+from irtbox.utils.checks import check_int
+from .common import ImageFn, write_image, write_text
 
 __all__ = ['CSV_ANN_FILE', 'CSV_JUNK_FILE', 'write_csv', 'write_folder']
 
@@ -17,7 +18,7 @@ CSV_ANN_FILE, CSV_JUNK_FILE = 'annotations.csv', 'junk.csv'
 def _class_names(classes: int) -> dict:
     """``{split: [class name]}``: ``classes`` names for ``train`` and as many others for
     ``test``."""
-    check_count('classes', classes)
+    check_int(classes, 'classes')
     return {split: [f'class_{c:03d}' for c in range(s * classes, (s + 1) * classes)]
             for s, split in enumerate(('train', 'test'))}
 
@@ -31,7 +32,7 @@ def write_folder(root: str, image_fn: ImageFn, classes: int = 8, per_class: int 
     classes in ``train`` and ``classes`` others in ``test``.
     """
     if plan is None:
-        check_count('per_class', per_class)
+        check_int(per_class, 'per_class')
         plan = {split: [(name, per_class) for name in names]
                 for split, names in _class_names(classes).items()}
     class_index = 0
@@ -57,7 +58,7 @@ def write_csv(root: str, image_fn: ImageFn, classes: int = 8, per_class: int = 4
     both).
     """
     if plan is None:
-        check_count('per_class', per_class, 2)
+        check_int(per_class, 'per_class', 2)
         queries = per_class // 2
         flags = {'train': [None] * per_class,
                  'test': [True] * queries + [False] * (per_class - queries)}

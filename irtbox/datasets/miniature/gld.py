@@ -11,7 +11,8 @@ import os.path as osp
 from typing import Collection, Dict, Optional, Sequence, Tuple
 
 from ..gldv2 import gld_image_path
-from .common import ImageFn, check_count, write_image, write_text
+from irtbox.utils.checks import check_int
+from .common import ImageFn, write_image, write_text
 
 __all__ = ['write_gldv1noisy', 'write_gldv2clean', 'write_ncclean']
 
@@ -24,7 +25,7 @@ def _image_id(text: str) -> str:
 def _interleaved(labels: Sequence, per_class: int) -> list:
     """``per_class`` rows of every label, the classes taking turns (as in a shuffled list:
     nothing may rely on the rows of a class being together)."""
-    check_count('per_class', per_class)
+    check_int(per_class, 'per_class')
     return [label for _ in range(per_class) for label in labels]
 
 
@@ -37,8 +38,8 @@ def write_gldv2clean(root: str, image_fn: ImageFn, classes: int = 8, per_class: 
     Default: landmarks ``0 .. classes - 1``.
     """
     if plan is None:
-        check_count('per_class', per_class)
-        plan = [(c, per_class) for c in range(check_count('classes', classes))]
+        check_int(per_class, 'per_class')
+        plan = [(c, per_class) for c in range(check_int(classes, 'classes'))]
     rows = ['landmark_id,images']
     for landmark, count in plan:
         ids = [_image_id(f'gldv2-{landmark}-{k}') for k in range(count)]
@@ -59,7 +60,7 @@ def write_gldv1noisy(root: str, image_fn: ImageFn, classes: int = 8, per_class: 
     rows interleaved.
     """
     if plan is None:
-        plan = _interleaved(range(check_count('classes', classes)), per_class)
+        plan = _interleaved(range(check_int(classes, 'classes')), per_class)
     rows, seen = ['"id","url","landmark_id"'], {}
     for row, landmark in enumerate(plan):
         image_id = _image_id(f'gldv1-{row}')
@@ -83,7 +84,7 @@ def write_ncclean(root: str, image_fn: ImageFn, classes: int = 8, per_class: int
     interleaved rows each in ``train`` and one in ``val``.
     """
     if plan is None:
-        labels = [f'landmark_{c:03d}' for c in range(check_count('classes', classes))]
+        labels = [f'landmark_{c:03d}' for c in range(check_int(classes, 'classes'))]
         plan = dict(train=_interleaved(labels, per_class), val=labels)
     class_of, seen = {}, {}
     for split, labels in plan.items():

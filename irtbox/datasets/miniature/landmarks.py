@@ -12,7 +12,8 @@ from typing import Sequence
 import numpy as np
 
 from ..sfm120k import cid_to_path
-from .common import ImageFn, check_count, write_image, write_pickle, write_text
+from irtbox.utils.checks import check_int
+from .common import ImageFn, write_image, write_pickle, write_text
 
 __all__ = ['R1M_FIRST_CLASS', 'write_revisited', 'write_revisitop1m', 'write_sfm120k']
 
@@ -62,8 +63,8 @@ def write_sfm120k(root: str, image_fn: ImageFn, classes: int = 8, per_class: int
     that). The whitening set: two more images of every ``val`` cluster, a
     matching pair each.
     """
-    check_count('classes', classes)
-    check_count('per_class', per_class, 2)
+    check_int(classes, 'classes')
+    check_int(per_class, 'per_class', 2)
     train = list(range(classes))
     val = list(range(classes, classes + max(1, classes // 2)))
     write_pickle(osp.join(root, 'retrieval-SfM-120k.pkl'),
@@ -91,9 +92,9 @@ def write_revisited(root: str, image_fn: ImageFn, dataset_name: str, classes: in
     (``classes ..``) that are no query's. The database order is shuffled
     (fixed seed).
     """
-    check_count('classes', classes)
-    check_count('per_class', per_class)
-    check_count('others', others, 0)
+    check_int(classes, 'classes')
+    check_int(per_class, 'per_class')
+    check_int(others, 'others', 0)
     if not relevance or any(r not in _RELEVANCE for r in relevance):
         raise ValueError(f'relevance must be a non-empty sequence of {_RELEVANCE}, '
                          f'got {relevance!r}')
@@ -127,7 +128,7 @@ def write_revisitop1m(root: str, image_fn: ImageFn, count: int = 8) -> None:
     """``revisitop1m.txt`` (one image path per line, relative to ``jpg/``) and
     ``jpg/<k % 2>/r1m_<k:07d>.jpg``; distractor k is image 0 of class
     ``R1M_FIRST_CLASS + k``."""
-    check_count('count', count)
+    check_int(count, 'count')
     lines = [f'{k % 2}/r1m_{k:07d}.jpg' for k in range(count)]
     for k, rel in enumerate(lines):
         write_image(osp.join(root, 'jpg', rel), image_fn(R1M_FIRST_CLASS + k, 0))

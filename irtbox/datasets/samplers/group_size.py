@@ -10,6 +10,7 @@ from mmengine.utils import ProgressBar
 from PIL import Image
 
 from irtbox.registry import DATA_SAMPLERS
+from irtbox.utils.checks import check_positive_int
 from .batch_list import BatchListSampler
 
 # Yokoo et al. 2020 (used by DToP): bins of the aspect ratio h / w and one
@@ -22,35 +23,35 @@ _TRANSPOSED_ORIENTATIONS = (5, 6, 7, 8)  # rotated by 90 degrees: width and heig
 _HEADER_CHUNK = 4096
 
 
-def check_aspect_bins(aspect_bins: Sequence[float], owner: str) -> Tuple[float, ...]:
-    """``aspect_bins`` as a tuple, or a ValueError naming ``owner`` unless it
-    is a non-empty, strictly increasing sequence of positive numbers."""
+def check_aspect_bins(aspect_bins: Sequence[float]) -> Tuple[float, ...]:
+    """``aspect_bins`` as a tuple, or a ValueError unless it is a non-empty,
+    strictly increasing sequence of positive numbers."""
     try:
         bins = tuple(float(b) for b in aspect_bins)
     except (TypeError, ValueError):
         bins = ()
     if not bins or bins[0] <= 0 or any(a >= b for a, b in zip(bins, bins[1:])):
-        raise ValueError(f'{owner}: aspect_bins must be strictly increasing positive '
+        raise ValueError(f'aspect_bins must be strictly increasing positive '
                          f'aspect ratios h / w, got {aspect_bins!r}')
     return bins
 
 
-def check_group_sizes(sizes: Sequence[Sequence[int]], num_groups: int,
-                      owner: str) -> Tuple[Tuple[int, int], ...]:
-    """``sizes`` as a tuple of (width, height), or a ValueError naming
-    ``owner`` unless there is one positive (w, h) per group with h / w
+def check_group_sizes(sizes: Sequence[Sequence[int]],
+                      num_groups: int) -> Tuple[Tuple[int, int], ...]:
+    """``sizes`` as a tuple of (width, height), or a ValueError unless there
+    is one positive (w, h) per group with h / w
     non-decreasing from group to group (wide groups get wide sizes; this
     catches sizes given as (h, w))."""
     try:
         sizes = tuple((int(w), int(h)) for w, h in sizes)
     except (TypeError, ValueError):
-        raise ValueError(f'{owner}: sizes must be (width, height) pairs, got {sizes!r}') from None
+        raise ValueError(f'sizes must be (width, height) pairs, got {sizes!r}') from None
     if len(sizes) != num_groups or any(w <= 0 or h <= 0 for w, h in sizes):
-        raise ValueError(f'{owner}: sizes must give one positive (width, height) per group '
+        raise ValueError(f'sizes must give one positive (width, height) per group '
                          f'({num_groups} groups for {num_groups - 1} aspect bins), got {sizes!r}')
     ratios = [h / w for w, h in sizes]
     if any(a > b for a, b in zip(ratios, ratios[1:])):
-        raise ValueError(f'{owner}: the sizes (width, height) must go from wide to tall like '
+        raise ValueError(f'the sizes (width, height) must go from wide to tall like '
                          f'the groups (h / w non-decreasing), got {sizes!r} with h / w '
                          f'{[round(r, 3) for r in ratios]}; were they given as (height, width)?')
     return sizes
@@ -85,7 +86,7 @@ def read_image_size(path: str) -> Tuple[int, int]:
     return height, width
 
 
-def get_image_sizes(dataset, num_threads: int = 8, owner: str = 'get_image_sizes') -> np.ndarray:
+def get_image_sizes(dataset, num_threads: int = 8) -> np.ndarray:
     """(N, 2) int array of the (height, width) of every sample of ``dataset``.
 
     From ``width`` / ``height`` in ``dataset.get_data_info(i)`` when both are
@@ -96,7 +97,7 @@ def get_image_sizes(dataset, num_threads: int = 8, owner: str = 'get_image_sizes
     all sizes.
     """
     if not hasattr(dataset, 'get_data_info'):
-        raise TypeError(f'{owner}: {type(dataset).__name__} has no get_data_info(i); the '
+        raise TypeError(f'{type(dataset).__name__} has no get_data_info(i); the '
                         "image sizes come from its 'width'/'height' or 'img_path'")
     sizes = np.zeros((len(dataset), 2), dtype=np.int64)
     todo, paths = [], []
@@ -108,12 +109,12 @@ def get_image_sizes(dataset, num_threads: int = 8, owner: str = 'get_image_sizes
             todo.append(i)
             paths.append(info['img_path'])
         else:
-            raise KeyError(f"{owner}: sample {i} has neither 'width'/'height' nor "
-                           f"'img_path' in its data info: {sorted(info)}")
+            raise KeyError(f'sample {i} of {type(dataset).__name__} has neither '
+                           f"'width'/'height' nor 'img_path' in its data info: {sorted(info)}")
     if todo:
         rank, world_size = get_dist_info()
         mine = list(range(rank, len(todo), world_size))
-        print_log(f'{owner}: reading the sizes of {len(todo)} images from their headers '
+        print_log(f'reading the sizes of {len(todo)} images from their headers '
                   "(give 'width' and 'height' in the data list to skip this)", logger='current')
         bar = ProgressBar(len(mine)) if rank == 0 else None
         found = []
@@ -132,7 +133,7 @@ def get_image_sizes(dataset, num_threads: int = 8, owner: str = 'get_image_sizes
     if (sizes <= 0).any():
         i = int(np.flatnonzero((sizes <= 0).any(1))[0])
         path = dataset.get_data_info(i).get('img_path')
-        raise ValueError(f'{owner}: sample {i} ({path!r}) has a non-positive size '
+        raise ValueError(f'sample {i} ({path!r}) has a non-positive size '
                          f'(height, width) = {tuple(sizes[i].tolist())}')
     return sizes
 
@@ -200,9 +201,11 @@ class GroupSizeSampler(BatchListSampler):
                  infinite: bool = False,
                  num_threads: int = 8):
         name = type(self).__name__
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f'{name}: batch_size must be a positive int, got {batch_size!r}')
-        self.aspect_bins = check_aspect_bins(aspect_bins, name)
+        try:
+            batch_size = check_positive_int(batch_size, 'batch_size')
+            self.aspect_bins = check_aspect_bins(aspect_bins)
+        except ValueError as err:
+            raise ValueError(f'{name}: {err}') from err
         self._set_ranks(rank, world_size)
         self.dataset = dataset
         self.batch_size = batch_size
@@ -211,7 +214,7 @@ class GroupSizeSampler(BatchListSampler):
         self.seed = sync_random_seed() if seed is None else seed
         self.epoch = 0
 
-        sizes = get_image_sizes(dataset, num_threads, owner=name)
+        sizes = get_image_sizes(dataset, num_threads)
         #: group of every sample, (N,)
         self.groups = aspect_group(sizes[:, 0], sizes[:, 1], self.aspect_bins)
         num_groups = len(self.aspect_bins) + 1

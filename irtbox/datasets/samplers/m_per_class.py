@@ -6,6 +6,7 @@ import numpy as np
 from mmengine.dist import sync_random_seed
 
 from irtbox.registry import DATA_SAMPLERS
+from irtbox.utils.checks import check_positive_int
 from .batch_list import BatchListSampler
 
 __all__ = ['get_dataset_labels', 'MPerClassSampler', 'OnePerClassSampler']
@@ -122,12 +123,15 @@ class MPerClassSampler(BatchListSampler):
                  world_size: Optional[int] = None,
                  infinite: bool = False):
         name = type(self).__name__
-        if not isinstance(m, int) or m < 1:
-            raise ValueError(f'{name}: m must be a positive int, got {m!r}')
-        if not isinstance(batch_size, int) or batch_size < 1 or batch_size % m != 0:
-            raise ValueError(f'{name}: batch_size ({batch_size!r}) must be a positive '
-                             f'multiple of m ({m}): each batch holds batch_size // m '
-                             f'classes with m images each')
+        try:
+            m = check_positive_int(m, 'm')
+            batch_size = check_positive_int(batch_size, 'batch_size')
+        except ValueError as err:
+            raise ValueError(f'{name}: {err}') from err
+        if batch_size % m != 0:
+            raise ValueError(f'{name}: batch_size ({batch_size}) must be a multiple of m '
+                             f'({m}): each batch holds batch_size // m classes with m images '
+                             'each')
         self._set_ranks(rank, world_size)
         self.dataset = dataset
         self.batch_size = batch_size

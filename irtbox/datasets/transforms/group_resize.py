@@ -59,8 +59,11 @@ class GroupResize(BaseTransform):
                  crop_scale: Optional[Sequence[float]] = None,
                  interpolation: str = 'bilinear'):
         name = type(self).__name__
-        self.aspect_bins = check_aspect_bins(aspect_bins, name)
-        self.sizes = check_group_sizes(sizes, len(self.aspect_bins) + 1, name)
+        try:
+            self.aspect_bins = check_aspect_bins(aspect_bins)
+            self.sizes = check_group_sizes(sizes, len(self.aspect_bins) + 1)
+        except ValueError as err:
+            raise ValueError(f'{name}: {err}') from err
         if crop_scale is not None:
             crop_scale = tuple(float(s) for s in crop_scale)
             if len(crop_scale) != 2 or not 0 < crop_scale[0] <= crop_scale[1] <= 1:

@@ -16,6 +16,7 @@ from typing import Dict, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 
+from irtbox.utils.checks import check_positive_int
 from .checks import ArrayLike, as_float_matrix, as_vector
 
 __all__ = ['cumulative_energy', 'effective_dimension', 'similarity_histograms',
@@ -28,13 +29,13 @@ _SCATTER_BLOCK = 4096
 _ENERGY_TOLERANCE = 1e-12
 
 
-def _as_matrix(x: ArrayLike, name: str, owner: str, min_rows: int) -> np.ndarray:
+def _as_matrix(x: ArrayLike, name: str, min_rows: int) -> np.ndarray:
     """``x`` as a 2-D numpy array of finite real values with >= ``min_rows`` rows, else an error."""
-    x = as_float_matrix(x, name, owner, keep_float64=True).cpu().numpy()
+    x = as_float_matrix(x, name, keep_float64=True).cpu().numpy()
     if len(x) < min_rows:
-        raise ValueError(f'{owner}: {name} has {len(x)} rows; expected at least {min_rows}.')
+        raise ValueError(f'{name} has {len(x)} rows; expected at least {min_rows}.')
     if x.shape[1] < 1:
-        raise ValueError(f'{owner}: {name} has 0 columns; expected a dimension >= 1.')
+        raise ValueError(f'{name} has 0 columns; expected a dimension >= 1.')
     return x
 
 
@@ -65,7 +66,7 @@ def cumulative_energy(embeddings: ArrayLike) -> np.ndarray:
     Returns:
         float64 array of shape (D,), non-decreasing, last value 1.0.
     """
-    x = _as_matrix(embeddings, 'embeddings', 'cumulative_energy', min_rows=2)
+    x = _as_matrix(embeddings, 'embeddings', min_rows=2)
     n, d = x.shape
     mean = x.mean(axis=0, dtype=np.float64)
     scatter = np.zeros((d, d), dtype=np.float64)
@@ -166,27 +167,23 @@ def similarity_histograms(embeddings: ArrayLike, labels: Union[ArrayLike, Sequen
         ``query_rows`` (the indices of the rows paired with the others, in
         increasing order: all rows, the queries, or the sampled ones).
     """
-    owner = 'similarity_histograms'
-    x = _as_matrix(embeddings, 'embeddings', owner, min_rows=2)
+    x = _as_matrix(embeddings, 'embeddings', min_rows=2)
     n = len(x)
-    labels = as_vector(labels, 'labels', owner, n)
-    low, high = _check_histogram_args(owner, bins, range, chunk_size)
-    x = _unit_rows(x, 'embeddings', owner, normalize)
+    labels = as_vector(labels, 'labels', n)
+    low, high = _check_histogram_args(bins, range, chunk_size)
+    x = _unit_rows(x, 'embeddings', normalize)
 
     if query_mask is None:
         rows, gallery = np.arange(n), None
     else:
-        mask = as_vector(query_mask, 'query_mask', owner, n)
+        mask = as_vector(query_mask, 'query_mask', n)
         if mask.dtype != np.bool_:
-            raise TypeError(f'{owner}: query_mask must hold booleans, got dtype {mask.dtype}.')
+            raise TypeError(f'query_mask must hold booleans, got dtype {mask.dtype}.')
         rows, gallery = np.flatnonzero(mask), np.flatnonzero(~mask)
         if len(rows) == 0 or len(gallery) == 0:
-            raise ValueError(f'{owner}: query_mask marks {len(rows)} queries and '
+            raise ValueError(f'query_mask marks {len(rows)} queries and '
                              f'{len(gallery)} gallery descriptors; expected both non-empty.')
-    if max_queries is not None and (isinstance(max_queries, bool) or not isinstance(
-            max_queries, (int, np.integer)) or max_queries < 1):
-        raise ValueError(f'{owner}: max_queries must be None or a positive integer, got '
-                         f'{max_queries!r}.')
+    max_queries = check_positive_int(max_queries, 'max_queries', allow_none=True)
     exact = max_queries is None or max_queries >= len(rows)
     if not exact:
         rows = np.sort(np.random.default_rng(seed).choice(rows, size=max_queries,
@@ -237,26 +234,24 @@ def ground_truth_histograms(query: ArrayLike, database: ArrayLike, gnd: Sequence
         bins, range, chunk_size, normalize, progress: as in
             :func:`similarity_histograms`.
     """
-    owner = 'ground_truth_histograms'
-    q = _unit_rows(_as_matrix(query, 'query', owner, min_rows=1), 'query', owner, normalize)
-    db = _unit_rows(_as_matrix(database, 'database', owner, min_rows=1), 'database', owner,
-                    normalize)
+    q = _unit_rows(_as_matrix(query, 'query', min_rows=1), 'query', normalize)
+    db = _unit_rows(_as_matrix(database, 'database', min_rows=1), 'database', normalize)
     if q.shape[1] != db.shape[1]:
-        raise ValueError(f'{owner}: query has dimension {q.shape[1]} but database has '
+        raise ValueError(f'query has dimension {q.shape[1]} but database has '
                          f'{db.shape[1]}; expected the same descriptors.')
     if len(gnd) != len(q):
-        raise ValueError(f'{owner}: gnd has {len(gnd)} entries for {len(q)} queries; expected '
+        raise ValueError(f'gnd has {len(gnd)} entries for {len(q)} queries; expected '
                          'one per query.')
-    low, high = _check_histogram_args(owner, bins, range, chunk_size)
+    low, high = _check_histogram_args(bins, range, chunk_size)
     masks = {}
     for i, g in enumerate(gnd):
         if not isinstance(g, dict) or 'ok' not in g:
-            raise TypeError(f"{owner}: gnd[{i}] must be a dict with 'ok' (and 'junk') database "
+            raise TypeError(f"gnd[{i}] must be a dict with 'ok' (and 'junk') database "
                             f'indices, got {g!r}.')
         for key in ('ok', 'junk'):
             idx = np.asarray(g.get(key, []), dtype=np.int64).reshape(-1)
             if len(idx) and (idx.min() < 0 or idx.max() >= len(db)):
-                raise ValueError(f'{owner}: gnd[{i}][{key!r}] has indices outside the '
+                raise ValueError(f'gnd[{i}][{key!r}] has indices outside the '
                                  f'{len(db)} database items: {idx.min()} .. {idx.max()}.')
             masks[i, key] = idx
     hist = _PairHistograms(bins, low, high)
@@ -286,27 +281,24 @@ def _blocks(n: int, chunk_size: int, progress: bool):
     bar.file.write('\n')  # ProgressBar leaves the cursor on its line
 
 
-def _check_histogram_args(owner: str, bins, range, chunk_size) -> Tuple[float, float]:
+def _check_histogram_args(bins, range, chunk_size) -> Tuple[float, float]:
     """Checks ``bins``, ``range`` and ``chunk_size``; returns (low, high)."""
-    if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
-        raise ValueError(f'{owner}: bins must be a positive integer, got {bins!r}.')
+    check_positive_int(bins, 'bins')
+    check_positive_int(chunk_size, 'chunk_size')
     low, high = (float(v) for v in range)
     if not (np.isfinite(low) and np.isfinite(high) and low < high):
-        raise ValueError(f'{owner}: range must be (low, high) with low < high, got {range!r}.')
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) \
-            or chunk_size < 1:
-        raise ValueError(f'{owner}: chunk_size must be a positive integer, got {chunk_size!r}.')
+        raise ValueError(f'range must be (low, high) with low < high, got {range!r}.')
     return low, high
 
 
-def _unit_rows(x: np.ndarray, name: str, owner: str, normalize: bool) -> np.ndarray:
+def _unit_rows(x: np.ndarray, name: str, normalize: bool) -> np.ndarray:
     """``x`` in float64, L2-normalised row by row when ``normalize``."""
     x = x.astype(np.float64)
     if not normalize:
         return x
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     if (norms == 0).any():
-        raise ValueError(f'{owner}: {name} row {int(np.flatnonzero(norms == 0)[0])} is '
+        raise ValueError(f'{name} row {int(np.flatnonzero(norms == 0)[0])} is '
                          'zero, so its cosine similarity is undefined; expected non-zero '
                          'descriptors (or normalize=False).')
     return x / norms

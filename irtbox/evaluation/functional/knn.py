@@ -8,6 +8,7 @@ from typing import Tuple, Union
 import numpy as np
 import torch
 
+from irtbox.utils.checks import check_positive_int
 from ..searchers import Searcher, build_searcher
 from .checks import ArrayLike
 from .ranking import prepare_pair
@@ -57,16 +58,14 @@ def knn(query: ArrayLike,
     """
     as_tensor = isinstance(query, torch.Tensor)
     out_device = query.device if as_tensor else torch.device('cpu')
-    searcher = build_searcher(searcher, 'knn')
+    searcher = build_searcher(searcher, 'searcher')
     query_t, gallery_t = prepare_pair(query, gallery, 'knn', normalize)
     nq, n = query_t.shape[0], gallery_t.shape[0]
     if exclude_self and nq != n:
         raise ValueError(f'knn: exclude_self=True means query i is gallery item i, so '
                          f'query and gallery must hold the same items; got {nq} queries '
                          f'and {n} gallery items.')
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f'knn: k must be a positive integer, got {k!r}.')
-    k = int(min(k, n - 1 if exclude_self else n))
+    k = min(check_positive_int(k, 'k'), n - 1 if exclude_self else n)
     if k == 0:
         raise ValueError('knn: exclude_self=True with a single-item gallery leaves no '
                          'neighbour to return.')

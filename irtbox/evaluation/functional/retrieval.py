@@ -10,6 +10,7 @@ from typing import Dict, Iterable, Union
 import numpy as np
 import torch
 
+from irtbox.utils.checks import check_positive_ints
 from ..searchers import ExactSearcher, Searcher, build_searcher
 from .checks import ArrayLike, as_vector
 from .map_at_r import count_relevant, map_at_r_means, map_at_r_per_query
@@ -79,23 +80,23 @@ def retrieval_metrics(query_emb,
     if leave_one_out != (gallery_labels is None):
         raise ValueError('retrieval_metrics: give both gallery_emb and gallery_labels, or '
                          'neither (leave-one-out).')
-    query_labels = as_vector(query_labels, 'query_labels', OWNER,
+    query_labels = as_vector(query_labels, 'query_labels',
                              _num_rows(query_emb, 'query_emb'), entry='label')
     if len(query_labels) == 0:
         raise ValueError('retrieval_metrics: no queries; expected at least one.')
     if leave_one_out:
         gallery_emb, gallery_labels = query_emb, query_labels
     else:
-        gallery_labels = as_vector(gallery_labels, 'gallery_labels', OWNER,
+        gallery_labels = as_vector(gallery_labels, 'gallery_labels',
                                    _num_rows(gallery_emb, 'gallery_emb'), entry='label')
         if len(gallery_labels) == 0:
             raise ValueError('retrieval_metrics: the gallery is empty; expected at least '
                              'one item.')
-    ks = _check_ks(ks)
+    ks = tuple(dict.fromkeys(check_positive_ints(ks, 'ks')))
     if not ks and not map_at_r:
         raise ValueError('retrieval_metrics: nothing to compute (ks is empty and '
                          'map_at_r=False).')
-    searcher = build_searcher(searcher, OWNER)
+    searcher = build_searcher(searcher, 'searcher')
     query_t, gallery_t = prepare_pair(query_emb, gallery_emb, OWNER, normalize,
                                       ('query_emb', 'gallery_emb'))
     first_hit, per_query, search_recall = _search(searcher, query_t, gallery_t, query_labels,
@@ -277,12 +278,3 @@ def _num_rows(emb, name: str) -> int:
                          f'tensor (items x dimension), got {type(emb).__name__} '
                          f'{tuple(getattr(emb, "shape", ()))}.')
     return emb.shape[0]
-
-
-def _check_ks(ks) -> tuple:
-    ks = (ks, ) if isinstance(ks, (int, np.integer)) else tuple(ks)
-    for k in ks:
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f'retrieval_metrics: every K in ks must be a positive '
-                             f'integer, got {k!r} in {ks}.')
-    return tuple(dict.fromkeys(int(k) for k in ks))

@@ -35,7 +35,6 @@ def pack_results(results: List[dict]) -> Optional[Dict[str, np.ndarray]]:
 
 def merge_by_sample_idx(parts: Sequence[Optional[dict]],
                         size: Optional[int],
-                        owner: str,
                         consistent: Optional[Dict[str, str]] = None) -> Dict[str, np.ndarray]:
     """Concatenate packed parts, order by sample index, drop repeated indices.
 
@@ -43,7 +42,6 @@ def merge_by_sample_idx(parts: Sequence[Optional[dict]],
         parts: outputs of :func:`pack_results` (``None`` for an empty part).
         size: the dataset size, for a warning when fewer or more distinct
             samples arrived; ``None`` skips the check.
-        owner: the metric's name, for messages.
         consistent: keys that a repeated sample index must repeat unchanged
             (a clash means two different samples share an index), mapped to
             their name in the error message.
@@ -53,8 +51,8 @@ def merge_by_sample_idx(parts: Sequence[Optional[dict]],
     """
     parts = [p for p in parts if p is not None]
     if not parts:
-        raise ValueError(f'{owner}: no sample was processed; expected the predict '
-                         'outputs of the test set in process().')
+        raise ValueError('no sample was processed; expected the predict outputs of the '
+                         'test set in process().')
     data = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
     order = np.argsort(data['sample_idx'], kind='stable')
     idx = data['sample_idx'][order]
@@ -66,19 +64,18 @@ def merge_by_sample_idx(parts: Sequence[Optional[dict]],
         clash = (values != values[group_start]).reshape(len(idx), -1).any(axis=1)
         if clash.any():
             bad = idx[np.argmax(clash)]
-            raise ValueError(f'{owner}: sample_idx {bad} arrives with different {what}; '
+            raise ValueError(f'sample_idx {bad} arrives with different {what}; '
                              'sample_idx must identify one sample of the test set (e.g. '
                              'datasets concatenated without re-indexing).')
     data = {key: value[order[first]] for key, value in data.items()}
     if size is not None and len(data['sample_idx']) != size:
-        print_log(f'{owner}: {len(data["sample_idx"])} distinct samples were evaluated but '
+        print_log(f'{len(data["sample_idx"])} distinct test samples were evaluated but '
                   f'the dataset has {size}.', logger='current', level=logging.WARNING)
     return data
 
 
 def gather_by_sample_idx(results: List[dict],
                          size: Optional[int],
-                         owner: str,
                          collect_device: str = 'cpu',
                          collect_dir: Optional[str] = None,
                          consistent: Optional[Dict[str, str]] = None
@@ -96,4 +93,4 @@ def gather_by_sample_idx(results: List[dict],
         parts = collect_results(part, get_world_size(), collect_device)
     if not is_main_process():
         return None
-    return merge_by_sample_idx(parts, size, owner, consistent)
+    return merge_by_sample_idx(parts, size, consistent)

@@ -9,6 +9,7 @@ from mmengine.dist import broadcast_object_list, is_main_process
 from mmengine.evaluator import BaseMetric
 
 from irtbox.registry import METRICS
+from irtbox.utils.checks import check_positive_ints
 from ..functional import retrieval_metrics, search_average_precision
 from ..searchers import Searcher, build_searcher
 from .gather import (embedding_to_numpy, gather_by_sample_idx, merge_by_sample_idx,
@@ -123,15 +124,14 @@ class RetrievalMetric(BaseMetric):
                  collect_device: str = 'cpu',
                  collect_dir: Optional[str] = None) -> None:
         super().__init__(collect_device=collect_device, prefix=prefix, collect_dir=collect_dir)
-        ks = (ks, ) if isinstance(ks, int) else tuple(ks)
-        for k in ks:
-            if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-                raise ValueError(f'RetrievalMetric: ks must hold positive integers, got '
-                                 f'{k!r} in ks={ks}.')
-        if not ks and not map_at_r and not map_at_all:
-            raise ValueError('RetrievalMetric: nothing to compute (ks is empty and '
-                             'map_at_r=map_at_all=False).')
-        self.searcher = build_searcher(search, 'RetrievalMetric')
+        try:
+            ks = check_positive_ints(ks, 'ks')
+            if not ks and not map_at_r and not map_at_all:
+                raise ValueError('nothing to compute (ks is empty and '
+                                 'map_at_r=map_at_all=False).')
+            self.searcher = build_searcher(search)
+        except ValueError as err:  # ConfigError included: the message names this metric
+            raise type(err)(f'{type(self).__name__}: {err}') from err
         self.normalize = bool(normalize)
         self.ks = ks
         self.map_at_r = bool(map_at_r)
@@ -161,7 +161,7 @@ class RetrievalMetric(BaseMetric):
     def compute_metrics(self, results: List[dict]) -> Dict[str, float]:
         """Metrics of per-sample results as stored by :meth:`process` (one process)."""
         return self._compute(
-            merge_by_sample_idx([pack_results(results)], None, 'RetrievalMetric', _CONSISTENT))
+            merge_by_sample_idx([pack_results(results)], None, _CONSISTENT))
 
     def evaluate(self, size: int) -> Dict[str, float]:
         """Gather every rank's results by sample index, compute on rank 0, broadcast.
@@ -170,7 +170,7 @@ class RetrievalMetric(BaseMetric):
         at ``size`` (which relies on the sampler's order) but by removing
         repeated sample indices.
         """
-        data = gather_by_sample_idx(self.results, size, 'RetrievalMetric', self.collect_device,
+        data = gather_by_sample_idx(self.results, size, self.collect_device,
                                     self.collect_dir, _CONSISTENT)
         self.results.clear()
         if is_main_process():

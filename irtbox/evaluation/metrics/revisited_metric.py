@@ -7,6 +7,7 @@ from mmengine.dist import broadcast_object_list, is_main_process
 from mmengine.evaluator import BaseMetric
 
 from irtbox.registry import METRICS
+from irtbox.utils.checks import check_positive_int, check_positive_ints
 from ..functional.reranking import alpha_database_augmentation, alpha_query_expansion
 from ..functional.revisited import PROTOCOLS, build_revisited_gnd, revisited_metrics
 from .gather import (embedding_to_numpy, gather_by_sample_idx, merge_by_sample_idx,
@@ -113,15 +114,11 @@ class RevisitedMetric(BaseMetric):
         if not protocols or any(p not in PROTOCOLS for p in protocols):
             raise ValueError(f'RevisitedMetric: protocols must be some of {tuple(PROTOCOLS)}, '
                              f'got {protocols}.')
-        kappas = (kappas, ) if isinstance(kappas, int) else tuple(kappas)
-        for k in kappas:
-            if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-                raise ValueError(f'RevisitedMetric: kappas must hold positive integers, got '
-                                 f'{k!r} in kappas={kappas}.')
-        if chunk_size is not None and (isinstance(chunk_size, bool)
-                                       or not isinstance(chunk_size, int) or chunk_size < 1):
-            raise ValueError(f'RevisitedMetric: chunk_size must be a positive integer, got '
-                             f'{chunk_size!r}.')
+        try:
+            kappas = check_positive_ints(kappas, 'kappas')
+            chunk_size = check_positive_int(chunk_size, 'chunk_size', allow_none=True)
+        except ValueError as err:
+            raise ValueError(f'{type(self).__name__}: {err}') from err
         self.protocols = protocols
         self.kappas = kappas
         self.query_expansion = _rerank_cfg(query_expansion, 'query_expansion')
@@ -146,11 +143,11 @@ class RevisitedMetric(BaseMetric):
     def compute_metrics(self, results: List[dict]) -> Dict[str, float]:
         """Metrics of per-sample results as stored by :meth:`process` (one process)."""
         return self._compute(
-            merge_by_sample_idx([pack_results(results)], None, 'RevisitedMetric', _CONSISTENT))
+            merge_by_sample_idx([pack_results(results)], None, _CONSISTENT))
 
     def evaluate(self, size: int) -> Dict[str, float]:
         """Gather every rank's results by sample index, compute on rank 0, broadcast."""
-        data = gather_by_sample_idx(self.results, size, 'RevisitedMetric', self.collect_device,
+        data = gather_by_sample_idx(self.results, size, self.collect_device,
                                     self.collect_dir, _CONSISTENT)
         self.results.clear()
         if is_main_process():

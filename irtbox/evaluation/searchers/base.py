@@ -13,6 +13,8 @@ from typing import ClassVar, Iterator, Optional, Union
 import numpy as np
 import torch
 
+from irtbox.utils.checks import check_positive_int
+
 __all__ = ['NeighbourBlock', 'Searcher', 'check_positive']
 
 Device = Optional[Union[str, torch.device]]
@@ -79,8 +81,15 @@ class Searcher(ABC):
         """
 
 
-def check_positive(value, name: str, owner: str) -> None:
-    """Refuse a ``value`` that is neither ``None`` nor a positive integer."""
-    if value is not None and (isinstance(value, bool)
-                              or not isinstance(value, (int, np.integer)) or value < 1):
-        raise ValueError(f'{owner}: {name} must be a positive integer, got {value!r}.')
+def check_positive(value, name: str, owner: Optional[str] = None) -> None:
+    """Refuse a ``value`` that is neither ``None`` nor a positive integer
+    (:func:`~irtbox.utils.checks.check_positive_int`); ``owner``, if given, prefixes the
+    message."""
+    if value is None:
+        return
+    try:
+        check_positive_int(value, name)
+    except ValueError as err:
+        if owner is None:
+            raise
+        raise ValueError(f'{owner}: {err}') from None

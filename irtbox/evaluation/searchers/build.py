@@ -15,33 +15,35 @@ _FORMS = ("search=dict(type='ExactSearcher', chunk_size=None, device=None) (exac
           '(any faiss factory string, with nprobe / ef_search, chunk_size, device)')
 
 
-def build_searcher(search: Union[None, dict, Searcher], owner: str) -> Searcher:
+def build_searcher(search: Union[None, dict, Searcher], name: str = 'search') -> Searcher:
     """The searcher of a ``search`` setting: a :class:`Searcher` as given, a config dict
     ``dict(type=NAME, **settings)`` built from :data:`~irtbox.registry.SEARCHERS`, ``None``
-    the exact default, :class:`ExactSearcher()`.
+    the exact default, :class:`ExactSearcher()`. ``name``: the argument or config entry
+    that held ``search``, named in the errors (the metric or function that took it adds
+    its own name, if at all).
 
     Raises:
         ConfigError: anything else: a dict with no registered ``type`` (the keyword form
             ``search=dict(backend=..., index=..., nprobe=...)`` that preceded the searchers
             included) or with a key its searcher does not take. The message names the
-            accepted forms (``owner`` first).
+            accepted forms.
     """
     if search is None:
         return ExactSearcher()
     if isinstance(search, Searcher):
         return search
     if not isinstance(search, dict) or 'type' not in search:
-        raise ConfigError(f'{owner}: search={search!r} does not name a searcher; expected '
+        raise ConfigError(f'{name}={search!r} does not name a searcher; expected '
                           f'{_FORMS}. normalize is a setting of the metric itself.')
     settings = dict(search)
-    name = settings.pop('type')
-    cls = SEARCHERS.get(name) if isinstance(name, str) else name
+    kind = settings.pop('type')
+    cls = SEARCHERS.get(kind) if isinstance(kind, str) else kind
     if not (isinstance(cls, type) and issubclass(cls, Searcher)):
-        raise ConfigError(f'{owner}: search type {name!r} is not a registered searcher '
+        raise ConfigError(f'{name} type {kind!r} is not a registered searcher '
                           f'({", ".join(sorted(SEARCHERS.module_dict))}); expected {_FORMS}.')
     fields = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(settings) - set(fields))
     if unknown:
-        raise ConfigError(f'{owner}: {cls.__name__} has no setting {", ".join(unknown)}; '
+        raise ConfigError(f'{name}: {cls.__name__} has no setting {", ".join(unknown)}; '
                           f'its settings are {", ".join(fields)}.')
     return cls(**settings)

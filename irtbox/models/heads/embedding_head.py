@@ -4,6 +4,7 @@ from typing import Dict, Optional
 from torch import Tensor, nn
 
 from irtbox.registry import MODELS
+from irtbox.utils.checks import check_number
 
 __all__ = ['EmbeddingHead']
 
@@ -69,9 +70,10 @@ class EmbeddingHead(nn.Module):
             if name not in built:
                 raise KeyError(f'EmbeddingHead: loss_weights has key {name!r} which is not a '
                                f'loss; known losses: {sorted(built)}')
-            if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight < 0:
-                raise ValueError(f"EmbeddingHead: loss_weights['{name}'] must be a number "
-                                 f'>= 0, got {weight!r}')
+            try:
+                check_number(weight, f'loss_weights[{name!r}]')
+            except ValueError as err:
+                raise ValueError(f'{type(self).__name__}: {err}') from err
         self.loss_weights = {name: float(loss_weights.get(name, 1.0)) for name in built}
 
     def loss(self, embeddings: Tensor, labels: Tensor,

@@ -4,6 +4,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from irtbox.utils.checks import check_positive_int
+
 __all__ = ['ClassWeightLoss']
 
 
@@ -14,10 +16,11 @@ class ClassWeightLoss(nn.Module):
 
     def __init__(self, num_classes: int, embed_dim: int) -> None:
         super().__init__()
-        for name, value in (('num_classes', num_classes), ('embed_dim', embed_dim)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f'{type(self).__name__}: {name} must be an int >= 1, '
-                                 f'got {value!r}')
+        try:
+            num_classes = check_positive_int(num_classes, 'num_classes')
+            embed_dim = check_positive_int(embed_dim, 'embed_dim')
+        except ValueError as err:
+            raise ValueError(f'{type(self).__name__}: {err}') from err
         bound = 1 / math.sqrt(embed_dim)
         self.class_weights = nn.Parameter(
             nn.init.uniform_(torch.empty(num_classes, embed_dim), -bound, bound))

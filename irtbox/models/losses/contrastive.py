@@ -95,7 +95,10 @@ class ContrastiveLoss(nn.Module):
     def __init__(self, margin: float = 0.5, memory_size: int = 0,
                  embed_dim: Optional[int] = None, memory_start_iter: int = 0) -> None:
         super().__init__()
-        self.memory = build_memory('ContrastiveLoss', memory_size, embed_dim, memory_start_iter)
+        try:
+            self.memory = build_memory(memory_size, embed_dim, memory_start_iter)
+        except ValueError as err:
+            raise ValueError(f'{type(self).__name__}: {err}') from err
         self.margin = float(margin)
 
     @loss_forward()
@@ -103,9 +106,11 @@ class ContrastiveLoss(nn.Module):
                 memory_embeddings: Optional[Tensor] = None) -> Tensor:
         """Loss of the batch; then enqueue ``memory_embeddings`` (momentum-encoder
         keys in the order of ``labels``) if given, else the detached embeddings."""
-        return pair_loss_with_memory('ContrastiveLoss',
-                                     functools.partial(contrastive_loss, margin=self.margin),
-                                     self.memory, embeddings, labels, memory_embeddings)
+        try:
+            return pair_loss_with_memory(functools.partial(contrastive_loss, margin=self.margin),
+                                         self.memory, embeddings, labels, memory_embeddings)
+        except ValueError as err:  # memory_embeddings / embed_dim disagree with the batch
+            raise ValueError(f'{type(self).__name__}: {err}') from err
 
     def extra_repr(self) -> str:
         return f'margin={self.margin}'

@@ -124,14 +124,17 @@ class PMLLoss(nn.Module):
     def __init__(self, name: str, miner: Union[dict, nn.Module, str, None] = 'auto',
                  **kwargs) -> None:
         super().__init__()
-        cls = pml_class('PMLLoss', 'losses', name, 'BaseMetricLossFunction')
         self.embedding_size = kwargs.get('embedding_size')
         self.num_classes = kwargs.get('num_classes')
-        for checked_only in ('embedding_size', 'num_classes'):
-            if not init_takes(cls, checked_only):
-                kwargs.pop(checked_only, None)
-        self.pml_loss = (_build_equivalent(name, kwargs) if name in PML_EQUIVALENTS
-                         else build_pml('PMLLoss', 'losses', cls, kwargs))
+        try:
+            cls = pml_class('losses', name, 'BaseMetricLossFunction')
+            for checked_only in ('embedding_size', 'num_classes'):
+                if not init_takes(cls, checked_only):
+                    kwargs.pop(checked_only, None)
+            self.pml_loss = (_build_equivalent(name, kwargs) if name in PML_EQUIVALENTS
+                             else build_pml('losses', cls, kwargs))
+        except (ImportError, TypeError, ValueError) as err:
+            raise type(err)(f'{type(self).__name__}: {err}') from err
         self.name = name
         has_weights = any(True for _ in self.pml_loss.parameters())
         if isinstance(miner, str):
@@ -176,7 +179,7 @@ def _build_equivalent(name: str, kwargs: dict) -> nn.Module:
     try:
         return cls(**kwargs)
     except TypeError as error:
-        raise TypeError(f'PMLLoss: cannot build {name} (irtbox\'s formula in PML\'s form, '
+        raise TypeError(f'cannot build {name} (irtbox\'s formula in PML\'s form, '
                         f'{cls.__module__}.{cls.__name__}) with {kwargs}: {error}. It takes '
                         f'{list(inspect.signature(cls).parameters)}; PML\'s reducers, '
                         'distances and regularisers are not offered for it') from error

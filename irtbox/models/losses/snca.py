@@ -91,8 +91,10 @@ class ScalableNCALoss(nn.Module):
     def __init__(self, temperature: float = 0.05, memory_size: int = 0,
                  embed_dim: Optional[int] = None, memory_start_iter: int = 0) -> None:
         super().__init__()
-        self.memory = build_memory('ScalableNCALoss', memory_size, embed_dim,
-                                   memory_start_iter)
+        try:
+            self.memory = build_memory(memory_size, embed_dim, memory_start_iter)
+        except ValueError as err:
+            raise ValueError(f'{type(self).__name__}: {err}') from err
         if not temperature > 0:
             raise ValueError(f'ScalableNCALoss: temperature must be > 0, got {temperature!r}')
         self.temperature = float(temperature)
@@ -102,9 +104,12 @@ class ScalableNCALoss(nn.Module):
                 memory_embeddings: Optional[Tensor] = None) -> Tensor:
         """Loss of the batch; then enqueue ``memory_embeddings`` if given, else
         the detached embeddings."""
-        return pair_loss_with_memory(
-            'ScalableNCALoss', functools.partial(scalable_nca_loss, temperature=self.temperature),
-            self.memory, embeddings, labels, memory_embeddings)
+        try:
+            return pair_loss_with_memory(
+                functools.partial(scalable_nca_loss, temperature=self.temperature),
+                self.memory, embeddings, labels, memory_embeddings)
+        except ValueError as err:  # memory_embeddings / embed_dim disagree with the batch
+            raise ValueError(f'{type(self).__name__}: {err}') from err
 
     def extra_repr(self) -> str:
         return f'temperature={self.temperature}'

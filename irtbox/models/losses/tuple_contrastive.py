@@ -4,6 +4,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from irtbox.registry import MODELS
+from irtbox.utils.checks import check_positive_int
 from .utils import loss_forward
 
 __all__ = ['TupleContrastiveLoss', 'tuple_contrastive_loss']
@@ -54,10 +55,11 @@ class TupleContrastiveLoss(nn.Module):
 
     def __init__(self, margin: float = 0.85, num_negatives: int = 5, eps: float = 1e-6) -> None:
         super().__init__()
-        if num_negatives < 1:
-            raise ValueError('TupleContrastiveLoss: num_negatives must be >= 1, '
-                             f'got {num_negatives}')
-        self.margin, self.num_negatives, self.eps = float(margin), int(num_negatives), float(eps)
+        try:
+            num_negatives = check_positive_int(num_negatives, 'num_negatives')
+        except ValueError as err:
+            raise ValueError(f'{type(self).__name__}: {err}') from err
+        self.margin, self.num_negatives, self.eps = float(margin), num_negatives, float(eps)
 
     @loss_forward(min_batch=2)
     def forward(self, embeddings: Tensor, labels: Tensor) -> Tensor:

@@ -8,22 +8,21 @@ from torch import Tensor
 __all__ = ['check_embeddings_labels', 'loss_forward']
 
 
-def check_embeddings_labels(owner: str, embeddings: Tensor, labels: Tensor,
-                            min_batch: int = 1) -> None:
-    """Raise a ValueError naming ``owner`` unless embeddings is B x D float
+def check_embeddings_labels(embeddings: Tensor, labels: Tensor, min_batch: int = 1) -> None:
+    """Raise a ValueError naming the argument at fault unless embeddings is B x D float
     with B >= ``min_batch`` and labels is a B integer tensor."""
     if not isinstance(embeddings, Tensor) or embeddings.ndim != 2 \
             or not embeddings.is_floating_point():
-        raise ValueError(f'{owner}: embeddings must be a float tensor of shape B x D, got '
+        raise ValueError(f'embeddings must be a float tensor of shape B x D, got '
                          f'{getattr(embeddings, "shape", type(embeddings))}')
     if not isinstance(labels, Tensor) or labels.shape != embeddings.shape[:1] \
             or labels.is_floating_point() or labels.is_complex():
-        raise ValueError(f'{owner}: labels must be an integer tensor of shape '
+        raise ValueError(f'labels must be an integer tensor of shape '
                          f'({embeddings.shape[0]},) matching the embeddings, got '
                          f'{getattr(labels, "dtype", type(labels))} '
                          f'{tuple(getattr(labels, "shape", ()))}')
     if embeddings.shape[0] < min_batch:
-        raise ValueError(f'{owner}: needs a batch of at least {min_batch} embeddings, got '
+        raise ValueError(f'needs a batch of at least {min_batch} embeddings, got '
                          f'{embeddings.shape[0]}')
 
 
@@ -41,7 +40,10 @@ def loss_forward(min_batch: int = 1) -> Callable:
 
         @functools.wraps(forward)
         def wrapper(self, embeddings: Tensor, labels: Tensor, *args, **kwargs) -> Tensor:
-            check_embeddings_labels(type(self).__name__, embeddings, labels, min_batch)
+            try:
+                check_embeddings_labels(embeddings, labels, min_batch)
+            except ValueError as err:
+                raise ValueError(f'{type(self).__name__}: {err}') from err
             if embeddings.dtype in (torch.float16, torch.bfloat16):
                 embeddings = embeddings.float()
             with torch.autocast(device_type=embeddings.device.type, enabled=False):

@@ -19,6 +19,7 @@ from typing import Callable, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
+from irtbox.utils.checks import check_int
 from irtbox.utils.dist import all_gather_cat
 
 __all__ = ['CrossBatchMemory', 'PairLoss', 'build_memory', 'pair_loss_with_memory']
@@ -56,11 +57,11 @@ class CrossBatchMemory(nn.Module):
 
     def __init__(self, size: int, embed_dim: int, start_iter: int = 0) -> None:
         super().__init__()
-        for name, value, low in (('size', size, 1), ('embed_dim', embed_dim, 1),
-                                 ('start_iter', start_iter, 0)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise ValueError(f'CrossBatchMemory: {name} must be an int >= {low}, '
-                                 f'got {value!r}')
+        try:
+            size, embed_dim = check_int(size, 'size'), check_int(embed_dim, 'embed_dim')
+            start_iter = check_int(start_iter, 'start_iter', minimum=0)
+        except ValueError as err:
+            raise ValueError(f'{type(self).__name__}: {err}') from err
         self.size = size
         self.start_iter = start_iter
         self.register_buffer('embeddings', torch.zeros(size, embed_dim))
@@ -123,30 +124,26 @@ class CrossBatchMemory(nn.Module):
         return f'size={self.size}, embed_dim={self.embed_dim}, start_iter={self.start_iter}'
 
 
-def build_memory(owner: str, memory_size: int = 0, embed_dim: Optional[int] = None,
+def build_memory(memory_size: int = 0, embed_dim: Optional[int] = None,
                  memory_start_iter: int = 0) -> Optional[CrossBatchMemory]:
     """The memory described by a loss's config keys; None for ``memory_size=0``.
 
     Args:
-        owner (str): the loss class, named in the errors.
         memory_size (int): queue size; 0 turns the memory off.
         embed_dim (int, optional): embedding dimension, required when
             ``memory_size > 0`` (fixed buffer shapes, see CrossBatchMemory).
         memory_start_iter (int): warm-up calls without memory.
     """
-    if isinstance(memory_size, bool) or not isinstance(memory_size, int) or memory_size < 0:
-        raise ValueError(f'{owner}: memory_size must be an int >= 0 (0 = no memory), '
-                         f'got {memory_size!r}')
-    if memory_size == 0:
+    if check_int(memory_size, 'memory_size', minimum=0) == 0:
         return None
     if embed_dim is None:
-        raise ValueError(f'{owner}: memory_size={memory_size} needs embed_dim (the '
+        raise ValueError(f'memory_size={memory_size} needs embed_dim (the '
                          'embedding dimension) so that the memory buffers have a fixed '
                          'shape and load from checkpoints')
     return CrossBatchMemory(memory_size, embed_dim, memory_start_iter)
 
 
-def pair_loss_with_memory(owner: str, pair_loss: PairLoss, memory: Optional[CrossBatchMemory],
+def pair_loss_with_memory(pair_loss: PairLoss, memory: Optional[CrossBatchMemory],
                           embeddings: Tensor, labels: Tensor,
                           memory_embeddings: Optional[Tensor] = None) -> Tensor:
     """One XBM step of a pair-based loss: batch vs (batch ∪ memory), then enqueue.
@@ -164,7 +161,6 @@ def pair_loss_with_memory(owner: str, pair_loss: PairLoss, memory: Optional[Cros
     The batch is enqueued only after the loss, so it is never its own positive.
 
     Args:
-        owner (str): the loss class, named in the errors.
         pair_loss (PairLoss): the loss to extend with the memory.
         memory (CrossBatchMemory, optional): None = the batch only.
         embeddings (Tensor): B x D.
@@ -177,15 +173,15 @@ def pair_loss_with_memory(owner: str, pair_loss: PairLoss, memory: Optional[Cros
     """
     if memory_embeddings is not None:
         if memory is None:
-            raise ValueError(f'{owner}: memory_embeddings were given but memory_size=0 '
+            raise ValueError('memory_embeddings were given but memory_size=0 '
                              '(no memory to fill)')
         if memory_embeddings.shape != embeddings.shape:
-            raise ValueError(f'{owner}: memory_embeddings must have the shape of embeddings '
+            raise ValueError(f'memory_embeddings must have the shape of embeddings '
                              f'{tuple(embeddings.shape)}, got {tuple(memory_embeddings.shape)}')
     if memory is None:
         return pair_loss(embeddings, labels)
     if embeddings.shape[1] != memory.embed_dim:
-        raise ValueError(f'{owner}: embed_dim={memory.embed_dim} but the embeddings have '
+        raise ValueError(f'embed_dim={memory.embed_dim} but the embeddings have '
                          f'dimension {embeddings.shape[1]}')
     ref_embeddings, ref_labels = memory.get(embeddings.dtype)
     loss = pair_loss(embeddings, labels, ref_embeddings=ref_embeddings, ref_labels=ref_labels)

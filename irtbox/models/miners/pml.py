@@ -34,12 +34,17 @@ class PMLMiner(nn.Module):
 
     def __init__(self, name: str = 'MultiSimilarityMiner', **kwargs) -> None:
         super().__init__()
-        cls = pml_class('PMLMiner', 'miners', name, 'BaseMiner')
-        self.pml_miner = build_pml('PMLMiner', 'miners', cls, kwargs)
+        try:
+            self.pml_miner = build_pml('miners', pml_class('miners', name, 'BaseMiner'), kwargs)
+        except (ImportError, TypeError, ValueError) as err:
+            raise type(err)(f'{type(self).__name__}: {err}') from err
         self.name = name
 
     def forward(self, embeddings: Tensor, labels: Tensor) -> Tuple[Tensor, ...]:
-        check_embeddings_labels(f'PMLMiner({self.name})', embeddings, labels)
+        try:
+            check_embeddings_labels(embeddings, labels)
+        except ValueError as err:
+            raise ValueError(f'{type(self).__name__}({self.name}): {err}') from err
         return self.pml_miner(embeddings, labels)
 
     def extra_repr(self) -> str:

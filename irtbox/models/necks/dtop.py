@@ -22,6 +22,7 @@ import torch.nn as nn
 
 from irtbox.registry import MODELS
 from irtbox.structures import ViTFeatures
+from irtbox.utils.checks import check_positive_int
 from .fusions import orthogonal_fusion
 from .poolers import GLOBAL_TOKENS, AvgPool, GeMPool, global_token
 
@@ -67,9 +68,13 @@ class LayerAggregation(nn.Module):
             raise ValueError(f'LayerAggregation: mode={mode!r}; expected one of {AGGREGATIONS}.')
         self.mode = mode
         if mode == 'softmax':
-            if not num_layers or num_layers < 1:
+            if num_layers is None:
                 raise ValueError("LayerAggregation: mode='softmax' learns one weight per layer; "
                                  'give num_layers (the number of backbone out_indices).')
+            try:
+                num_layers = check_positive_int(num_layers, 'num_layers')
+            except ValueError as err:
+                raise ValueError(f'LayerAggregation: {err}') from err
             self.logits = nn.Parameter(torch.zeros(num_layers))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -257,8 +262,11 @@ class DToPNeck(nn.Module):
                 raise ValueError(f'DToPNeck: layer {i} grid {tuple(grid.shape)} differs from '
                                  f'layer 0 {tuple(grids[0].shape)}.')
             if self.branches != 'local':
-                tokens.append(global_token(entry, self.global_token,
-                                           f'DToPNeck (global_token={self.global_token!r})'))
+                try:
+                    tokens.append(global_token(entry, self.global_token))
+                except ValueError as err:
+                    raise ValueError(f'DToPNeck (global_token={self.global_token!r}): '
+                                     f'{err}') from err
             grids.append(grid)
         return (torch.stack(tokens) if tokens else None), torch.stack(grids)
 

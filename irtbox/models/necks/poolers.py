@@ -45,22 +45,21 @@ def last_vit_features(inputs, name: str) -> ViTFeatures:
     return entry
 
 
-def global_token(features: ViTFeatures, token: str = 'cls', owner: str = 'global_token'
-                 ) -> torch.Tensor:
+def global_token(features: ViTFeatures, token: str = 'cls') -> torch.Tensor:
     """One layer's global vector, B x D: the CLS token (prefix index 0), the distillation
     token (index 1, DeiT-distilled / PiT) or the mean of the patch tokens (DToP Table A5's
-    three feature types). ``owner`` names the caller in errors."""
+    three feature types)."""
     if token == 'cls':
         return features.prefix[:, 0]
     if token == 'dist':
         if features.prefix.shape[1] < 2:
-            raise ValueError(f'{owner} needs a model with a distillation token (e.g. '
+            raise ValueError("token='dist' needs a model with a distillation token (e.g. "
                              'deit_small_distilled_patch16_224); this one has '
                              f'{features.prefix.shape[1]} prefix token(s).')
         return features.prefix[:, 1]
     if token == 'patch':
         return features.grid.mean(dim=(-2, -1))
-    raise ValueError(f'{owner}: token={token!r}; expected one of {GLOBAL_TOKENS}.')
+    raise ValueError(f'token={token!r}; expected one of {GLOBAL_TOKENS}.')
 
 
 def gem(x: torch.Tensor, p: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -79,7 +78,7 @@ class ClsTokenPool(nn.Module):
     """
 
     def forward(self, inputs) -> torch.Tensor:
-        return global_token(last_vit_features(inputs, 'ClsTokenPool'), 'cls', 'ClsTokenPool')
+        return global_token(last_vit_features(inputs, 'ClsTokenPool'), 'cls')
 
 
 @MODELS.register_module()
@@ -91,7 +90,7 @@ class DistTokenPool(nn.Module):
     """
 
     def forward(self, inputs) -> torch.Tensor:
-        return global_token(last_vit_features(inputs, 'DistTokenPool'), 'dist', 'DistTokenPool')
+        return global_token(last_vit_features(inputs, 'DistTokenPool'), 'dist')
 
 
 @MODELS.register_module()

@@ -5,6 +5,7 @@ import torch
 import torch.nn as nn
 
 from irtbox.registry import MODELS
+from irtbox.utils.checks import check_positive_int
 
 __all__ = ['LinearProjection']
 
@@ -33,12 +34,11 @@ class LinearProjection(nn.Module):
 
     def __init__(self, in_dim: int, out_dim: Optional[int], bias: bool = True):
         super().__init__()
-        for key, value in (('in_dim', in_dim), ('out_dim', out_dim)):
-            if key == 'out_dim' and value is None:
-                continue
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f'LinearProjection: {key} must be a positive int'
-                                 f'{" or None" if key == "out_dim" else ""}, got {value!r}')
+        try:
+            in_dim = check_positive_int(in_dim, 'in_dim')
+            out_dim = check_positive_int(out_dim, 'out_dim', allow_none=True)
+        except ValueError as err:
+            raise ValueError(f'{type(self).__name__}: {err}') from err
         self.in_dim, self.out_dim = in_dim, out_dim
         self.fc = None if out_dim is None else nn.Linear(in_dim, out_dim, bias=bias)
 

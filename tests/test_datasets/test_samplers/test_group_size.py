@@ -193,7 +193,8 @@ def test_built_by_runner_dataloader(data_dir):
 
 def test_bad_arguments():
     data = SizeDataset(random_sizes(20))
-    with pytest.raises(ValueError, match='batch_size'):
+    with pytest.raises(ValueError, match=r'^GroupSizeSampler: batch_size must be a positive '
+                                         r'integer, got 0$'):
         GroupSizeSampler(data, batch_size=0)
     with pytest.raises(ValueError, match='strictly increasing'):
         GroupSizeSampler(data, batch_size=2, aspect_bins=(1.5, 0.67))
@@ -206,7 +207,6 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match=r"sample 1 \('/nonexistent/1.jpg'\).*\(0, 100\)"):
         GroupSizeSampler(SizeDataset([(100, 100), (100, 0)]), batch_size=1)
     with pytest.raises(ValueError, match=r'\(height, width\)\?'):
-        gs.check_group_sizes(((352, 512), (384, 512), (448, 448), (512, 384), (512, 352)), 5,
-                             'test')
+        gs.check_group_sizes(((352, 512), (384, 512), (448, 448), (512, 384), (512, 352)), 5)
     with pytest.raises(ValueError, match='one positive'):
-        gs.check_group_sizes(((448, 448), ) * 4, 5, 'test')
+        gs.check_group_sizes(((448, 448), ) * 4, 5)

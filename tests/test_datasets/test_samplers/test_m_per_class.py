@@ -146,14 +146,18 @@ def test_get_dataset_labels():
 def test_errors():
     dataset = LabelsDataset(np.repeat(np.arange(3), 4))
     with pytest.raises(ValueError,
-                       match=r'batch_size \(10\) must be a positive multiple of m \(4\)'):
+                       match=r'batch_size \(10\) must be a multiple of m \(4\)'):
         MPerClassSampler(dataset, 10, m=4)
     with pytest.raises(ValueError, match=r'needs 4 distinct classes .* has only 3'):
         MPerClassSampler(dataset, 8, m=2)
     with pytest.raises(ValueError, match=r'rank 2 is not in \[0, 2\)'):
         MPerClassSampler(dataset, 6, m=2, rank=2, world_size=2)
-    with pytest.raises(ValueError, match='m must be a positive int'):
+    with pytest.raises(ValueError, match=r'^MPerClassSampler: m must be a positive integer, '
+                                         r'got 0$'):
         MPerClassSampler(dataset, 6, m=0)
+    with pytest.raises(ValueError, match=r'^MPerClassSampler: batch_size must be a positive '
+                                         r'integer, got 6.0$'):
+        MPerClassSampler(dataset, 6.0, m=2)
 
 
 def test_runner_builds_dataloader_on_fixture(data_dir):

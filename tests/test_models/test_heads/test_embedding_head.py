@@ -91,7 +91,8 @@ def test_memory_in_state_dict():
 def test_bad_configs():
     with pytest.raises(KeyError, match=r"'kleo'.*\['contrastive', 'koleo'\]"):
         irt_r_head(kleo=0.7)
-    with pytest.raises(ValueError, match=r"loss_weights\['koleo'\] must be a number >= 0"):
+    with pytest.raises(ValueError, match=r"^EmbeddingHead: loss_weights\['koleo'\] must be a "
+                                         r'non-negative number, got -1$'):
         irt_r_head(koleo=-1)
     with pytest.raises(ValueError, match='non-empty dict'):
         EmbeddingHead(losses={})

@@ -239,5 +239,6 @@ def test_sizes_are_checks_for_losses_without_weights(name):
 def test_missing_library_is_named(monkeypatch):
     import sys
     monkeypatch.setitem(sys.modules, 'pytorch_metric_learning', None)
-    with pytest.raises(ImportError, match='PMLLoss .*pip install pytorch-metric-learning'):
+    with pytest.raises(ImportError, match='^PMLLoss: PyTorch Metric Learning is not installed: '
+                                          'pip install pytorch-metric-learning'):
         PMLLoss('ContrastiveLoss')

@@ -43,5 +43,6 @@ def test_linear_projection_none_is_identity_without_parameters():
     assert list(neck.parameters()) == []
     with pytest.raises(ValueError, match='B x 4'):
         neck(torch.randn(3, 5))
-    with pytest.raises(ValueError, match='in_dim must be a positive int, got None'):
+    with pytest.raises(ValueError,
+                       match='^LinearProjection: in_dim must be a positive integer, got None$'):
         LinearProjection(in_dim=None, out_dim=None)
