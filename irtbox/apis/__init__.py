@@ -1,5 +1,6 @@
-from .extract import (ExtractionResult, extract_features, extract_to_shards, list_images,
-                      merge_shards, prepare_shards, save_features)
+from .extract import (NonFiniteEmbeddingsError, extract_features, extract_folder,
+                      extract_sharded, extract_to_shards, list_images, merge_shards,
+                      prepare_shards)
 from .inference import (CheckpointMismatchError, init_model, load_model_weights,
                         without_pretrained_backbone)
 from .model_zoo import (ModelNotReleasedError, UnknownModelError, ZooEntry, get_entry, get_model,
@@ -9,12 +10,14 @@ from .publish import publish_checkpoint
 from .rehearse import RehearsalReport, rehearse
 from .run_setup import DEFAULT_RUNNER, build_runner, check_checkpoint, load_run_config
 from .setup_env import register_all_modules
+from .tester import EvaluationSetupError, result_sets, run_test, write_results
 
 __all__ = [
-    'CheckpointMismatchError', 'DEFAULT_RUNNER', 'ExtractionResult', 'ModelNotReleasedError',
-    'RehearsalReport', 'UnknownModelError', 'ZooEntry', 'build_runner', 'check_checkpoint',
-    'extract_features', 'extract_to_shards', 'get_entry', 'get_model', 'init_model',
-    'list_images', 'list_models', 'load_model_weights', 'load_run_config', 'merge_shards',
-    'miniaturize', 'prepare_shards', 'publish_checkpoint', 'register_all_modules', 'rehearse',
-    'save_features', 'without_pretrained_backbone'
+    'CheckpointMismatchError', 'DEFAULT_RUNNER', 'EvaluationSetupError', 'ModelNotReleasedError',
+    'NonFiniteEmbeddingsError', 'RehearsalReport', 'UnknownModelError', 'ZooEntry',
+    'build_runner', 'check_checkpoint', 'extract_features', 'extract_folder', 'extract_sharded',
+    'extract_to_shards', 'get_entry', 'get_model', 'init_model', 'list_images', 'list_models',
+    'load_model_weights', 'load_run_config', 'merge_shards', 'miniaturize', 'prepare_shards',
+    'publish_checkpoint', 'register_all_modules', 'rehearse', 'result_sets', 'run_test',
+    'without_pretrained_backbone', 'write_results'
 ]

@@ -1,40 +1,45 @@
 """Embeddings of your own images: a folder, a list of files or arrays, through the config's test
-pipeline; for big collections in resumable shards, on one process or several.
+pipeline; for big collections in resumable shards, on one process or several
+(:func:`extract_folder`, what ``tools/extract.py`` runs).
+
+Every result is an :class:`~irtbox.structures.embeddings_file.EmbeddingSet` (embeddings, ids,
+failed images, the model's identity) and every file written (the shards, ``features.npz``) is
+an embeddings file (:func:`~irtbox.structures.embeddings_file.save_embeddings`).
 
 Unreadable files (corrupt, truncated, empty, not images) are skipped, counted and listed (in the
-result, a warning and ``features.npz``): never a crash an hour in, never a silent drop.
+result, a warning and ``features.npz``): never a crash an hour in, never a silent drop. A model
+that gives non-finite embeddings (NaN or inf weights) is an error
+(:class:`NonFiniteEmbeddingsError`), never a useless features file.
 """
 import hashlib
 import json
 import logging
 import os
 import os.path as osp
-from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+import time
+from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 from mmengine.logging import print_log
 
-from irtbox.utils.fileio import atomic_write, atomic_write_text
+from irtbox.structures.embeddings_file import EmbeddingSet, load_embeddings, save_embeddings
+from irtbox.utils.fileio import atomic_write_text
 
-__all__ = ['ExtractionResult', 'list_images', 'extract_features', 'prepare_shards',
-           'extract_to_shards', 'merge_shards', 'save_features']
+__all__ = ['NonFiniteEmbeddingsError', 'list_images', 'extract_features', 'prepare_shards',
+           'extract_to_shards', 'merge_shards', 'extract_sharded', 'extract_folder',
+           'FEATURES_FILE']
 
 IMAGE_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.bmp', '.webp', '.tif', '.tiff')
 SHARDS_MANIFEST = 'shards.json'
+FEATURES_FILE = 'features.npz'
 # Failed images named in the warning (all of them are in the result).
 SHOWN_FAILURES = 5
 
 
-@dataclass
-class ExtractionResult:
-    """``embeddings``: N x D float32, row i is the image ``ids[i]`` (its path, or ``array:<i>``
-    for the i-th input array); ``failed``: (id, reason) of the images that could not be read,
-    in input order."""
-    embeddings: np.ndarray
-    ids: List[str]
-    failed: List[Tuple[str, str]] = field(default_factory=list)
+class NonFiniteEmbeddingsError(ValueError):
+    """The model gave NaN or inf embeddings for some images (a NaN in its weights, or inputs
+    that overflow): they would make a features file or an index useless."""
 
 
 def list_images(folder: str, recursive: bool = True) -> List[str]:
@@ -145,19 +150,36 @@ def _embed_items(model, items: Sequence, batch_size: int, num_workers: int, prog
     dataset = _ImageDataset(items, spec)
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, num_workers=num_workers,
                                          collate_fn=_collate, shuffle=False)
-    embeddings, ids, failed = [], [], []
+    embeddings, ids, failed, non_finite = [], [], [], []
     model.eval()
     with torch.inference_mode(), tqdm(total=len(items), desc=desc, unit='img',
                                       disable=not progress) as bar:
         for batch in loader:
             failed += batch['failed']
             if batch['ids']:
-                embeddings.append(_embed_batch(model, batch['inputs']).float().cpu().numpy())
+                block = _embed_batch(model, batch['inputs']).float().cpu().numpy()
+                bad = ~np.isfinite(block).all(axis=1)
+                non_finite += [i for i, b in zip(batch['ids'], bad) if b]
+                embeddings.append(block)
                 ids += batch['ids']
             bar.update(batch['size'])
+    if non_finite:
+        raise NonFiniteEmbeddingsError(_non_finite_message(model, non_finite, len(ids), desc))
     if not embeddings:
         return np.zeros((0, 0), np.float32), ids, failed
     return np.concatenate(embeddings).astype(np.float32, copy=False), ids, failed
+
+
+def _non_finite_message(model, bad: Sequence[str], total: int, desc: str) -> str:
+    shown = ', '.join(bad[:SHOWN_FAILURES]) + (f' and {len(bad) - SHOWN_FAILURES} more'
+                                                if len(bad) > SHOWN_FAILURES else '')
+    weights = [name for name, p in model.state_dict().items()
+               if p.is_floating_point() and not torch.isfinite(p).all()]
+    cause = (f'the model\'s weights hold NaN or inf ({", ".join(weights[:3])}'
+             f'{" ..." if len(weights) > 3 else ""}): check the checkpoint' if weights else
+             'check the checkpoint and the test pipeline (inputs that overflow?)')
+    return (f'{desc}: {len(bad)} of {total} images gave non-finite (NaN or inf) embeddings '
+            f'({shown}); {cause}. Nothing is saved.')
 
 
 def _warn_failed(failed: Sequence[Tuple[str, str]], total: int) -> None:
@@ -170,7 +192,8 @@ def _warn_failed(failed: Sequence[Tuple[str, str]], total: int) -> None:
 
 def extract_features(model, images: Union[str, Sequence], batch_size: int = 32,
                      num_workers: int = 0, progress: bool = True,
-                     device: Optional[Union[str, torch.device]] = None) -> ExtractionResult:
+                     device: Optional[Union[str, torch.device]] = None,
+                     identity: bool = True) -> EmbeddingSet:
     """Embeddings of ``images``, preprocessed by the config's test pipeline exactly as
     ``tools/test.py`` does (and with the model's multi-scale test and whitening, if any).
 
@@ -185,17 +208,26 @@ def extract_features(model, images: Union[str, Sequence], batch_size: int = 32,
         progress: a progress bar over images.
         device: where to run (e.g. ``'cuda'``); the model is moved there. None: where the
             model is.
+        identity: record the model's identity (``irtbox.apis.model_identity``: a hash of its
+            weights and one more forward) in the result; False leaves it None.
 
     Returns:
-        ExtractionResult: N x D float32 L2-normalised embeddings and the ids of the images
-        read; unreadable files are in ``failed`` and a warning, not in the embeddings.
+        EmbeddingSet: N x D float32 L2-normalised ``embeddings`` and the ``ids`` of the images
+        read (their paths, or ``array:<i>`` for the i-th input array); unreadable files are
+        in ``failed`` (id, reason) and a warning, not in the embeddings; ``identity``.
+
+    Raises:
+        NonFiniteEmbeddingsError: (a ValueError) some images gave NaN or inf embeddings; the
+            message counts them and names the first few.
     """
+    from .identity import model_identity
     items = _as_items(images)
     if device is not None:
         model.to(device)
     embeddings, ids, failed = _embed_items(model, items, batch_size, num_workers, progress)
     _warn_failed(failed, len(items))
-    return ExtractionResult(embeddings, ids, failed)
+    return EmbeddingSet(embeddings, ids=ids, failed=failed,
+                        identity=model_identity(model) if identity else None)
 
 
 # Shards: big collections, resumable, several processes.
@@ -204,24 +236,12 @@ def _shard_path(out_dir: str, index: int) -> str:
     return osp.join(out_dir, 'shards', f'shard_{index:06d}.npz')
 
 
-def _atomic_savez(path: str, **arrays) -> None:
-    """``np.savez`` written whole or not at all (:func:`atomic_write`)."""
-    atomic_write(path, lambda tmp: np.savez(tmp, **arrays))
-
-
-def _result_arrays(embeddings: np.ndarray, ids: Sequence[str],
-                   failed: Sequence[Tuple[str, str]]) -> Dict[str, np.ndarray]:
-    # Fixed-width unicode arrays (not objects): readable with np.load's allow_pickle=False.
-    return dict(embeddings=embeddings.astype(np.float32, copy=False), ids=np.array(ids, str),
-                failed_ids=np.array([f[0] for f in failed], str),
-                failed_reasons=np.array([f[1] for f in failed], str))
-
-
-def _job_manifest(model, paths: Sequence[str], shard_size: int) -> dict:
+def _job_manifest(model, paths: Sequence[str], shard_size: int,
+                  identity: Optional[dict] = None) -> dict:
     """What a resumed extraction must share with the first one: images, sharding, and the
     model's weights and preprocessing (else two models' embeddings would be merged)."""
     from .identity import COMPARED, model_identity
-    identity = model_identity(model)
+    identity = identity or model_identity(model)
     return dict(images=len(paths),
                 images_sha256=hashlib.sha256('\n'.join(paths).encode()).hexdigest(),
                 shard_size=shard_size, shards=-(-len(paths) // shard_size),
@@ -241,12 +261,13 @@ def _differences(found: dict, wanted: dict, changed: Sequence[str]) -> str:
 
 
 def prepare_shards(model, out_dir: str, paths: Sequence[str], shard_size: int, resume: bool,
-                   write: bool = True) -> None:
+                   write: bool = True, identity: Optional[dict] = None) -> None:
     """Write the manifest ``out_dir/shards.json`` of an extraction (``write``), or check that
     the one there describes the same job (image list, shard size, model) and that ``resume``
-    allows continuing it. Raises FileExistsError / ValueError naming what differs."""
+    allows continuing it. ``identity``: the model's, when already computed (else it is).
+    Raises FileExistsError / ValueError naming what differs."""
     path = osp.join(out_dir, SHARDS_MANIFEST)
-    wanted = _job_manifest(model, paths, shard_size)
+    wanted = _job_manifest(model, paths, shard_size, identity)
     if osp.isfile(path):
         if not resume:
             raise FileExistsError(f'{out_dir} holds shards of an earlier extraction; pass '
@@ -269,25 +290,29 @@ def prepare_shards(model, out_dir: str, paths: Sequence[str], shard_size: int, r
 def extract_to_shards(model, paths: Sequence[str], out_dir: str, shard_size: int = 4096,
                       rank: int = 0, world_size: int = 1, batch_size: int = 32,
                       num_workers: int = 0, resume: bool = False, progress: bool = True,
-                      device: Optional[Union[str, torch.device]] = None) -> List[int]:
+                      device: Optional[Union[str, torch.device]] = None,
+                      identity: Optional[dict] = None) -> List[int]:
     """Embed ``paths`` in shards of ``shard_size`` images, each written to
-    ``out_dir/shards/shard_<i:06d>.npz`` (embeddings, ids, failed_ids, failed_reasons)
-    atomically as soon as it is done; rank ``r`` of ``world_size`` takes the shards
-    ``i % world_size == r``. Shards already there are kept when ``resume`` is set (the job must
-    be the same: see :func:`prepare_shards`), refused otherwise.
+    ``out_dir/shards/shard_<i:06d>.npz`` (an embeddings file: embeddings, ids, failed images,
+    the model's identity) atomically as soon as it is done; rank ``r`` of ``world_size`` takes
+    the shards ``i % world_size == r``. Shards already there are kept when ``resume`` is set
+    (the job must be the same: see :func:`prepare_shards`), refused otherwise.
 
     With several processes, rank 0 runs :func:`prepare_shards` (with the user's ``resume``)
-    before the others start (a barrier), and every rank then passes ``resume=True``.
+    before the others start (a barrier), and every rank then passes ``resume=True``;
+    :func:`extract_folder` does all of it. ``identity``: the model's, when already computed.
 
     Returns:
         list[int]: the shards this call computed.
     """
+    from .identity import model_identity
     paths = list(paths)
     if shard_size < 1:
         raise ValueError(f'shard_size must be positive, got {shard_size}')
     if device is not None:
         model.to(device)
-    prepare_shards(model, out_dir, paths, shard_size, resume, write=rank == 0)
+    identity = identity or model_identity(model)
+    prepare_shards(model, out_dir, paths, shard_size, resume, write=rank == 0, identity=identity)
     count = -(-len(paths) // shard_size)
     done = []
     for index in range(rank, count, world_size):
@@ -297,14 +322,16 @@ def extract_to_shards(model, paths: Sequence[str], out_dir: str, shard_size: int
         chunk = paths[index * shard_size:(index + 1) * shard_size]
         embeddings, ids, failed = _embed_items(model, chunk, batch_size, num_workers, progress,
                                                desc=f'shard {index + 1}/{count}')
-        _atomic_savez(target, **_result_arrays(embeddings, ids, failed))
+        save_embeddings(target, EmbeddingSet(embeddings, ids=ids, failed=failed,
+                                             identity=identity))
         done.append(index)
     return done
 
 
-def merge_shards(out_dir: str) -> ExtractionResult:
-    """The shards of ``out_dir`` in order, as one result (and a warning listing the unreadable
-    images); a missing shard is an error naming it."""
+def merge_shards(out_dir: str, identity: Optional[dict] = None) -> EmbeddingSet:
+    """The shards of ``out_dir`` in order, as one set (and a warning listing the unreadable
+    images); a missing shard is an error naming it. ``identity``: the model's (default: the
+    one the first shard records)."""
     path = osp.join(out_dir, SHARDS_MANIFEST)
     if not osp.isfile(path):
         raise FileNotFoundError(f'{path} not found: {out_dir} holds no sharded extraction')
@@ -318,19 +345,113 @@ def merge_shards(out_dir: str) -> ExtractionResult:
                                 ': the extraction is not finished; run it again with --resume')
     embeddings, ids, failed = [], [], []
     for index in range(manifest['shards']):
-        with np.load(_shard_path(out_dir, index)) as shard:
-            if len(shard['ids']):
-                embeddings.append(shard['embeddings'])
-            ids += shard['ids'].tolist()
-            failed += list(zip(shard['failed_ids'].tolist(), shard['failed_reasons'].tolist()))
+        shard = load_embeddings(_shard_path(out_dir, index))
+        if shard.ids is None:
+            raise ValueError(f'{_shard_path(out_dir, index)}: a shard without ids; expected one '
+                             'written by extract_to_shards (delete it and run with --resume)')
+        if len(shard.ids):
+            embeddings.append(np.asarray(shard.embeddings))
+        ids += list(shard.ids)
+        failed += shard.failed
+        identity = identity or shard.identity
+    dims = sorted({e.shape[1] for e in embeddings})
+    if len(dims) > 1:
+        raise ValueError(f'the shards of {out_dir} hold embeddings of {dims} dimensions; '
+                         'expected one model\'s: delete them and extract again')
     _warn_failed(failed, manifest['images'])
-    return ExtractionResult(np.concatenate(embeddings) if embeddings
-                            else np.zeros((0, 0), np.float32), ids, failed)
+    return EmbeddingSet(np.concatenate(embeddings) if embeddings else np.zeros((0, 0), np.float32),
+                        ids=ids, failed=failed, identity=identity)
 
 
-def save_features(path: str, result: ExtractionResult, **extra) -> None:
-    """``result`` as ``.npz`` (embeddings, ids, failed_ids, failed_reasons, plus ``extra``
-    arrays), written atomically."""
-    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
-    _atomic_savez(path, **_result_arrays(result.embeddings, result.ids, result.failed),
-                  **{k: np.asarray(v) for k, v in extra.items()})
+def extract_sharded(model, paths: Sequence[str], out_dir: str, shard_size: int = 4096,
+                    batch_size: int = 32, num_workers: int = 0, resume: bool = False,
+                    progress: bool = True, identity: Optional[dict] = None
+                    ) -> Tuple[Optional[EmbeddingSet], List[int]]:
+    """The multi-process protocol of a sharded extraction of ``paths`` into ``out_dir``, the
+    same on one process or on every rank of a started ``torch.distributed`` group: rank 0
+    writes (or, with ``resume``, checks) the shards' manifest (:func:`prepare_shards`); a
+    barrier; every rank embeds its shards (:func:`extract_to_shards`); a barrier; rank 0
+    merges them (:func:`merge_shards`).
+
+    Returns:
+        (the merged set on rank 0, None on the others; the shards this rank computed).
+        Errors on a distributed job are prefixed by the rank.
+    """
+    import torch.distributed as dist
+
+    from .identity import model_identity
+    distributed = dist.is_available() and dist.is_initialized()
+    rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
+    try:
+        identity = identity or model_identity(model)
+        if rank == 0:  # the manifest is written (or checked) before the others look at it
+            prepare_shards(model, out_dir, paths, shard_size, resume, identity=identity)
+        if world > 1:
+            dist.barrier()
+        computed = extract_to_shards(model, paths, out_dir, shard_size, rank, world, batch_size,
+                                     num_workers, resume=True, progress=progress and rank == 0,
+                                     identity=identity)
+    except (FileNotFoundError, FileExistsError, ValueError) as err:
+        if world == 1:
+            raise
+        raise type(err)(f'rank {rank}: {err}') from err
+    if world > 1:
+        dist.barrier()
+    return (merge_shards(out_dir, identity) if rank == 0 else None), computed
+
+
+def extract_folder(config, checkpoint: Optional[str], image_dir: str, out_dir: str,
+                   batch_size: int = 32, num_workers: int = 2, shard_size: int = 4096,
+                   resume: bool = False, launcher: str = 'none', cfg_options: Optional[dict] = None,
+                   device: Optional[str] = None, progress: bool = True) -> Optional[EmbeddingSet]:
+    """Embed every image under ``image_dir`` into ``out_dir/features.npz`` (an embeddings
+    file: embeddings, ids = the image paths, failed images, the model's identity), in
+    resumable shards (``out_dir/shards``), on this process or on every rank of a distributed
+    job (:func:`extract_sharded`). What ``tools/extract.py`` runs.
+
+    Args:
+        config, checkpoint: the model (``init_model``); ``checkpoint`` None or ``'none'``:
+            the config's own weights.
+        image_dir: the images (:func:`list_images`).
+        out_dir: where the shards and ``features.npz`` go.
+        batch_size, num_workers: images per forward pass; decoding processes per rank.
+        shard_size: images per shard (progress is saved after each).
+        resume: keep the shards an interrupted run of the same job wrote.
+        launcher: ``'none'`` (this process), ``'pytorch'`` (torchrun) or ``'slurm'``.
+        cfg_options: config overrides.
+        device: where to run; default the rank's GPU when CUDA is available, else the CPU.
+        progress: a progress bar (on rank 0).
+
+    Returns:
+        EmbeddingSet: what ``features.npz`` holds, on rank 0; None on the other ranks.
+
+    Raises:
+        FileNotFoundError, FileExistsError, ValueError: the images, the shards or the model
+        are not what is needed; NonFiniteEmbeddingsError (a ValueError): the model gave NaN
+        or inf embeddings, and no ``features.npz`` is written.
+    """
+    import torch.distributed as dist
+
+    from irtbox.utils.dist import init_distributed
+    from .inference import init_model
+    started = time.time()
+    if launcher != 'none':
+        init_distributed(launcher)
+    world = dist.get_world_size() if launcher != 'none' else 1
+    if device is None:
+        device = f'cuda:{torch.cuda.current_device()}' if torch.cuda.is_available() else 'cpu'
+    if isinstance(checkpoint, str) and checkpoint.lower() == 'none':
+        checkpoint = None
+    model = init_model(config, checkpoint, device=device, cfg_options=cfg_options)
+    paths = list_images(image_dir)
+    result, computed = extract_sharded(model, paths, out_dir, shard_size, batch_size, num_workers,
+                                       resume, progress)
+    if result is None:
+        return None
+    out = osp.join(out_dir, FEATURES_FILE)
+    save_embeddings(out, result)
+    print_log(f'{len(result)} of {len(paths)} images embedded ({result.embeddings.shape[1]}-d), '
+              f'{len(result.failed)} unreadable; {world} process(es), rank 0 computed '
+              f'{len(computed)} shard(s) of {shard_size}; {time.time() - started:.1f} s: {out}',
+              logger='current')
+    return result

@@ -13,22 +13,24 @@ goes through the config's test pipeline. The work is cut into shards of --shard-
 each saved to OUT_DIR/shards/ as soon as it is done; rank r of N takes shards r, r+N, ...
 --resume keeps the shards already there (same image list, shard size and model, else
 refused); without it an OUT_DIR holding shards is refused. Rank 0 then merges them in order
-into OUT_DIR/features.npz:
+into OUT_DIR/features.npz, an embeddings file (irtbox.structures.embeddings_file; read it with
+irtbox.structures.load_embeddings, or np.load):
 
-  embeddings (N x D float32), ids (the image paths), failed_ids, failed_reasons
+  embeddings (N x D float32), ids (the image paths), failed_ids, failed_reasons, identity
 
-Unreadable images are skipped and listed there and in a warning. CKPT may be "none" (the
-config's own weights).
+Unreadable images are skipped and listed there and in a warning; a model that gives NaN or inf
+embeddings stops the run with an error. CKPT may be "none" (the config's own weights).
 """
 import argparse
 import os
-import os.path as osp
-import time
 
 from irtbox.utils.config import DictAction
 
+__all__ = ['parse_args', 'main']
+
 
 def parse_args(argv=None):
+    """The command line of ``tools/extract.py`` (``argv``: default ``sys.argv[1:]``)."""
     parser = argparse.ArgumentParser(description='Embed a folder of images.', epilog=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('config')
@@ -55,43 +57,13 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
+    """Run the command: :func:`irtbox.apis.extract_folder`; its result on rank 0."""
     args = parse_args(argv)
-    import torch
-    import torch.distributed as dist
-    from mmengine.logging import print_log
-
-    from irtbox.apis import (extract_to_shards, init_model, list_images, merge_shards,
-                             prepare_shards, save_features)
-    from irtbox.utils.dist import init_distributed
-    started = time.time()
-    rank, world = 0, 1
-    if args.launcher != 'none':
-        init_distributed(args.launcher)
-        rank, world = dist.get_rank(), dist.get_world_size()
-    device = f'cuda:{torch.cuda.current_device()}' if torch.cuda.is_available() else 'cpu'
-    checkpoint = None if args.checkpoint.lower() == 'none' else args.checkpoint
+    from irtbox.apis.extract import extract_folder
     try:
-        model = init_model(args.config, checkpoint, device=device, cfg_options=args.cfg_options)
-        paths = list_images(args.image_dir)
-        if rank == 0:  # the manifest is written (or checked) before the others look at it
-            prepare_shards(model, args.out_dir, paths, args.shard_size, args.resume)
-        if world > 1:
-            dist.barrier()
-        computed = extract_to_shards(model, paths, args.out_dir, args.shard_size, rank, world,
-                                     args.batch_size, args.num_workers, resume=True,
-                                     progress=rank == 0)
+        return extract_folder(args.config, args.checkpoint, args.image_dir, args.out_dir,
+                              batch_size=args.batch_size, num_workers=args.num_workers,
+                              shard_size=args.shard_size, resume=args.resume,
+                              launcher=args.launcher, cfg_options=args.cfg_options)
     except (FileNotFoundError, FileExistsError, ValueError) as err:
-        raise SystemExit(f'extract (rank {rank}): {err}')
-    if world > 1:
-        dist.barrier()
-    if rank != 0:
-        return None
-    result = merge_shards(args.out_dir)
-    out = osp.join(args.out_dir, 'features.npz')
-    save_features(out, result)
-    dim = result.embeddings.shape[1]
-    print_log(f'{len(result.ids)} of {len(paths)} images embedded ({dim}-d), '
-              f'{len(result.failed)} unreadable; {world} process(es), rank 0 computed '
-              f'{len(computed)} shard(s) of {args.shard_size}; {time.time() - started:.1f} s: '
-              f'{out}', logger='current')
-    return result
+        raise SystemExit(f'extract: {err}')

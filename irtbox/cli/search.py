@@ -13,28 +13,30 @@ Examples (after the quick start):
       work_dirs/quickstart/irt_r/iter_500.pth data/digits/test work_dirs/digits_index
   python tools/search.py query work_dirs/digits_index data/digits/test/7/0007.png --k 5
   python tools/search.py serve work_dirs/digits_index          # http://127.0.0.1:8000
-  python tools/search.py build CONFIG CKPT photos/ photos_index --index IVF1024,Flat
+  python tools/search.py build CONFIG CKPT photos/ photos_index --factory IVF1024,Flat
 
 CKPT may be "none": the config's own weights (e.g. timm's pretrained ones for IRT_O).
---index takes a faiss factory string: Flat (exact, the default), IVF<n>,Flat, IVF<n>,PQ<m>,
-HNSW32; for an approximate index the recall@10 against exact search is printed at build time.
+--factory takes a faiss factory string (--index, its former name, still works): Flat (exact,
+the default), IVF<n>,Flat, IVF<n>,PQ<m>, HNSW32; for an approximate index the recall@10
+against exact search is printed at build time.
 With --device cuda and faiss-gpu the index is searched on the current GPU (an index type
 faiss has no GPU version of, such as HNSW32, stays on the CPU with a warning); there
 query --k is at most 2048, faiss-gpu's limit (--device cpu for more).
-The index folder holds the faiss index, the embeddings, the image list, the config and the
-model's identity: querying it with another model is refused.
+The index folder holds the faiss index, the embeddings with the image list and the model's
+identity (one embeddings file, irtbox.structures.embeddings_file) and the config: querying it
+with another model is refused.
 """
 import argparse
 import json
-import os
 import os.path as osp
-import shutil
-import time
 
 from irtbox.utils.config import DictAction
 
+__all__ = ['parse_args', 'main', 'build', 'query', 'serve', 'load_searcher', 'default_device']
+
 
 def parse_args(argv=None):
+    """The command line of ``tools/search.py`` (``argv``: default ``sys.argv[1:]``)."""
     parser = argparse.ArgumentParser(description='Search your own images with an irtbox model.',
                                      epilog=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -44,7 +46,10 @@ def parse_args(argv=None):
     build.add_argument('checkpoint', help='checkpoint file or URL, or "none"')
     build.add_argument('image_dir', help='folder of images (searched recursively)')
     build.add_argument('index_dir', help='folder to write the index to (created)')
-    build.add_argument('--index', default='Flat', help='faiss factory string (default: Flat)')
+    build.add_argument('--factory', default='Flat',
+                       help='faiss factory string: Flat (exact, the default), IVF1024,Flat, ...')
+    build.add_argument('--index', dest='factory', default=argparse.SUPPRESS,
+                       help=argparse.SUPPRESS)  # its former name
     build.add_argument('--batch-size', type=int, default=32, help='images per forward pass')
     build.add_argument('--num-workers', type=int, default=2, help='image decoding processes')
     build.add_argument('--shard-size', type=int, default=4096,
@@ -88,48 +93,39 @@ def parse_args(argv=None):
 
 
 def default_device(device):
+    """``device``, or CUDA when available, else the CPU."""
     import torch
     return device or ('cuda' if torch.cuda.is_available() else 'cpu')
 
 
 def build(args):
-    from irtbox.apis import init_model
-    from irtbox.apis.extract import extract_to_shards, list_images, merge_shards
-    from irtbox.search import ImageSearcher
-    started = time.time()
-    device = default_device(args.device)
-    checkpoint = None if args.checkpoint.lower() == 'none' else args.checkpoint
-    model = init_model(args.config, checkpoint, device=device, cfg_options=args.cfg_options)
-    paths = list_images(args.image_dir)
-    work = osp.join(args.index_dir, 'build')
-    extract_to_shards(model, paths, work, shard_size=args.shard_size,
-                      batch_size=args.batch_size, num_workers=args.num_workers,
-                      resume=args.resume)
-    result = merge_shards(work)
-    searcher = ImageSearcher(model, index=args.index, device=device)
-    searcher.add(result.embeddings, result.ids)
-    if args.index != 'Flat':
-        recall = searcher.recall_vs_exact(k=10)
-        print(f'{args.index}: recall@10 of the approximate index vs exact search = '
-              f'{recall:.3f} (up to 1000 indexed images as queries)')
-    searcher.save(args.index_dir)
-    with open(osp.join(args.index_dir, 'failed.json'), 'w') as f:
-        json.dump([dict(path=p, reason=r) for p, r in result.failed], f, indent=1)
-    shutil.rmtree(work)
+    """``build``: :func:`irtbox.search.build.build_index`; the searcher."""
+    from irtbox.search.build import FAILED_FILE, build_index
+    done = build_index(args.config, args.checkpoint, args.image_dir, args.index_dir,
+                       factory=args.factory, batch_size=args.batch_size,
+                       num_workers=args.num_workers, shard_size=args.shard_size,
+                       resume=args.resume, device=args.device, cfg_options=args.cfg_options)
+    searcher = done.searcher
+    if done.recall_at_10 is not None:
+        print(f'{args.factory}: recall@10 of the approximate index vs exact search = '
+              f'{done.recall_at_10:.3f} (up to 1000 indexed images as queries)')
     print(f'indexed {len(searcher)} images of {args.image_dir} into {args.index_dir} '
-          f'({searcher.dim}-d, {args.index}) in {time.time() - started:.1f} s; '
-          f'{len(result.failed)} unreadable (listed in {args.index_dir}/failed.json)')
+          f'({searcher.dim}-d, {args.factory}) in {done.seconds:.1f} s; {len(done.failed)} '
+          f'unreadable (listed in {osp.join(args.index_dir, FAILED_FILE)})')
     return searcher
 
 
 def load_searcher(args):
+    """The index of ``args.index_dir`` with the model that built it."""
     from irtbox.search import ImageSearcher, load_index_model
     model = load_index_model(args.index_dir, args.checkpoint, default_device(args.device))
     return ImageSearcher.load(args.index_dir, model=model, device=default_device(args.device))
 
 
 def query(args):
+    """``query``: the hits of each image, printed and written to ``--out``."""
     from irtbox.search.results import write_results_html
+    from irtbox.utils.fileio import atomic_write_text
     searcher = load_searcher(args)
     missing = [p for p in args.images if not osp.isfile(p)]
     if missing:
@@ -141,10 +137,8 @@ def query(args):
         for hit in result['hits']:
             print(f'  {hit["rank"]:3d}  {hit["score"]:.4f}  {hit["id"]}')
     if args.out:
-        os.makedirs(osp.dirname(osp.abspath(args.out)), exist_ok=True)
         if args.out.endswith('.json'):
-            with open(args.out, 'w') as f:
-                json.dump(results, f, indent=1)
+            atomic_write_text(args.out, json.dumps(results, indent=1))
         else:
             write_results_html(args.out, results)
         print(f'results written to {args.out}')
@@ -152,6 +146,7 @@ def query(args):
 
 
 def serve(args):
+    """``serve``: the web page and JSON API until interrupted."""
     from irtbox.search.server import serve as run_server
     searcher = load_searcher(args)
     print(f'serving {args.index_dir} ({len(searcher)} images) on http://{args.host}:{args.port}')
@@ -161,6 +156,7 @@ def serve(args):
 
 
 def main(argv=None):
+    """Run the command; what it returns (build: the searcher; query: the results)."""
     args = parse_args(argv)
     try:
         return dict(build=build, query=query, serve=serve)[args.command](args)

@@ -20,6 +20,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from irtbox.models.input_spec import input_spec_of
+from irtbox.utils.fileio import atomic_write_text
 
 __all__ = ['ExportCheckError', 'EmbeddingExport', 'load_check_images', 'export_onnx',
            'export_torchscript', 'run_exported', 'compare', 'export_model']
@@ -222,6 +223,5 @@ def export_model(model: nn.Module, fmt: str, out: str, input_size: Optional[Sequ
         input_spec=dataclasses.asdict(spec),
         config=getattr(model.cfg, 'filename', None), checkpoint=getattr(model, 'checkpoint', None),
         check_images=source, checks=checks)
-    with open(out + '.json', 'w') as f:
-        json.dump(report, f, indent=2)
+    atomic_write_text(out + '.json', json.dumps(report, indent=2))
     return report

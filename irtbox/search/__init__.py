@@ -1,6 +1,8 @@
 """Search your own images: embed a collection, index it with faiss, query it, serve it."""
 from irtbox.apis.identity import model_identity
 
+from .build import IndexBuild, build_index
 from .searcher import ImageSearcher, IndexMismatchError, SearchHit, load_index_model
 
-__all__ = ['ImageSearcher', 'IndexMismatchError', 'SearchHit', 'load_index_model', 'model_identity']
+__all__ = ['ImageSearcher', 'IndexMismatchError', 'SearchHit', 'load_index_model', 'model_identity',
+           'IndexBuild', 'build_index']

@@ -1,11 +1,20 @@
 """``ImageSearcher``: embed a collection with a retrieval model, index it with faiss, search it,
-save it and load it back."""
+save it and load it back.
+
+An index folder (format 2) holds ``manifest.json`` (format_version, factory, nprobe, dim, count
+and the names of the files below), the faiss index ``index-<tag>.faiss``, the rows as one
+embeddings file ``embeddings-<tag>.npz`` (embeddings, ids, the model's identity:
+:mod:`irtbox.structures.embeddings_file`, read memory-mapped) and the model's config
+``config-<tag>.py``. Indexes of format 1 (ids and identity in the manifest, embeddings in a
+``.npy``) are read too.
+"""
 import dataclasses
 import json
 import os
 import os.path as osp
 import re
 import uuid
+import warnings
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple, Union
 
@@ -18,14 +27,18 @@ from irtbox.evaluation.functional.knn import knn
 from irtbox.evaluation.searchers import FaissSearcher
 from irtbox.evaluation.searchers.faiss_index import (FAISS_GPU_MAX_K, has_ivf, import_faiss,
                                                      on_gpu, to_cpu)
+from irtbox.structures.embeddings_file import EmbeddingSet, load_embeddings, save_embeddings
+from irtbox.utils.fileio import atomic_write, atomic_write_text
 
 __all__ = ['IndexMismatchError', 'SearchHit', 'ImageSearcher', 'load_index_model']
 
 MANIFEST = 'manifest.json'
-# What save() writes besides the manifest (named by a random tag per save).
-_DATA_FILE = re.compile(r'^(index-\w+\.faiss|embeddings-\w+\.npy|config-\w+\.py|'
-                        r'\.manifest\.json\.\w+\.tmp)$')
-FORMAT_VERSION = 1
+# What save() writes besides the manifest (named by a random tag per save; format 1 wrote the
+# embeddings as .npy), and the temporary files of a save that was killed.
+_DATA_NAMES = r'(index-\w+\.faiss|embeddings-\w+\.npy|embeddings-\w+\.npz|config-\w+\.py)'
+_DATA_FILE = re.compile(rf'^({_DATA_NAMES}|\.({_DATA_NAMES}|manifest\.json)\.\w+\.tmp(\.\w+)?)$')
+FORMAT_VERSION = 2
+READ_VERSIONS = (1, 2)
 
 
 class IndexMismatchError(ValueError):
@@ -70,30 +83,40 @@ class ImageSearcher:
     places and tunes (``faiss_searcher``; ``index`` is the faiss index itself).
 
     Similarity is the cosine: embeddings (and queries) are L2-normalised, the index is an
-    inner-product one. ``index='Flat'`` is exact; any faiss factory string
+    inner-product one. ``factory='Flat'`` is exact; any faiss factory string
     (``'IVF1024,Flat'``, ``'IVF4096,PQ32'``, ``'HNSW32'``) gives an approximate index,
     trained on the first vectors added (:meth:`recall_vs_exact` measures what it loses).
 
     Args:
         model: a retriever from ``init_model`` / ``get_model``; needed to add or search
-            images (embeddings work without one).
-        index, device, nprobe, gpu_temp_memory: the ``FaissSearcher``'s settings: the
-            factory string; ``'cuda'`` (the current CUDA device) or ``'cuda:N'`` for the
+            images (embeddings work without one). Constructing does not run it: its identity
+            (a hash of its weights and one forward, :attr:`identity`) is computed once, when
+            first needed (saving, the dimension of an empty searcher).
+        factory, device, nprobe, gpu_temp_memory: the ``FaissSearcher``'s settings: the
+            faiss factory string; ``'cuda'`` (the current CUDA device) or ``'cuda:N'`` for the
             GPU when faiss has GPU support (index types faiss has no GPU version of, HNSW
             and plain PQ, stay on the CPU with a warning); IVF lists visited per query
             (default 16 for an IVF index; an index without lists refuses one); bytes of
             scratch memory faiss reserves on the GPU (default: faiss's own).
         batch_size, num_workers: for embedding images.
+        identity: the model's identity when already computed (e.g. the ``identity`` of the
+            :class:`~irtbox.structures.EmbeddingSet` its embeddings came in).
+        index: the former name of ``factory`` (deprecated).
     """
 
-    def __init__(self, model: Optional[torch.nn.Module] = None, index: str = 'Flat',
+    def __init__(self, model: Optional[torch.nn.Module] = None, factory: str = 'Flat',
                  device: Optional[str] = None, batch_size: int = 32, num_workers: int = 0,
-                 nprobe: Optional[int] = None, gpu_temp_memory: Optional[int] = None):
+                 nprobe: Optional[int] = None, gpu_temp_memory: Optional[int] = None,
+                 identity: Optional[dict] = None, index: Optional[str] = None):
+        if index is not None:
+            warnings.warn("ImageSearcher(index=...) is now ImageSearcher(factory=...): the faiss "
+                          'factory string', DeprecationWarning, stacklevel=2)
+            factory = index
         self.model = model
-        self.faiss_searcher = FaissSearcher(index=index, nprobe=nprobe, device=device,
+        self.faiss_searcher = FaissSearcher(factory=factory, nprobe=nprobe, device=device,
                                             gpu_temp_memory=gpu_temp_memory)
         self.batch_size, self.num_workers = batch_size, num_workers
-        self.identity = model_identity(model) if model is not None else None
+        self._identity = identity
         self.ids: List[str] = []
         self.embeddings = np.zeros((0, 0), dtype=np.float32)
         self.index = None
@@ -104,10 +127,25 @@ class ImageSearcher:
     @property
     def factory(self) -> str:
         """The faiss factory string of the index."""
-        return self.faiss_searcher.index
+        return self.faiss_searcher.factory
+
+    @property
+    def identity(self) -> Optional[dict]:
+        """The identity of the model whose embeddings these are
+        (:func:`~irtbox.apis.identity.model_identity`): computed from :attr:`model` the first
+        time it is asked for, then kept; the stored one for a loaded index without a model;
+        None when there is neither."""
+        if self._identity is None and self.model is not None:
+            self._identity = model_identity(self.model)
+        return self._identity
+
+    @identity.setter
+    def identity(self, value: Optional[dict]) -> None:
+        self._identity = value
 
     @property
     def dim(self) -> Optional[int]:
+        """D of the embeddings: those held, else the model's (its identity), else None."""
         return self.embeddings.shape[1] if len(self.ids) else (
             self.identity or {}).get('embedding_dim')
 
@@ -121,13 +159,15 @@ class ImageSearcher:
                              'model=...')
         from irtbox.apis.extract import extract_features
         result = extract_features(self.model, images, batch_size=self.batch_size,
-                                  num_workers=self.num_workers, progress=progress)
+                                  num_workers=self.num_workers, progress=progress,
+                                  identity=False)
         return result.embeddings, list(result.ids), list(result.failed)
 
     def add(self, items, ids: Optional[Sequence[str]] = None, progress: bool = True) -> int:
         """Add images (a folder, paths, RGB arrays) or an N x D embedding array; returns the
         number added. Ids must be unique (for images: their paths)."""
-        if _is_embedding_batch(items):
+        given = _is_embedding_batch(items)
+        if given:
             embeddings = np.atleast_2d(_as_float32(items))
             if ids is None:
                 ids = [str(i) for i in range(len(self.ids), len(self.ids) + len(embeddings))]
@@ -139,9 +179,16 @@ class ImageSearcher:
             raise ValueError(f'ImageSearcher.add: {len(embeddings)} embeddings but {len(ids)} ids')
         if not len(ids):
             return 0
-        if self.dim is not None and embeddings.shape[1] != self.dim:
+        # Those of the model itself need no check against its dimension (its identity).
+        dim = self.dim if len(self.ids) or given else None
+        if dim is not None and embeddings.shape[1] != dim:
             raise ValueError(f'ImageSearcher.add: {embeddings.shape[1]}-d embeddings, the index '
-                             f'holds {self.dim}-d ones')
+                             f'holds {dim}-d ones')
+        finite = np.isfinite(embeddings).all(axis=1)
+        if not finite.all():
+            bad = [ids[i] for i in np.flatnonzero(~finite)]
+            raise ValueError(f'ImageSearcher.add: {len(bad)} of {len(ids)} embeddings are not '
+                             f'finite (NaN or inf): {bad[:5]}; they would make the index useless')
         seen, repeated = set(self.ids), []
         for i in ids:
             if i in seen:
@@ -226,33 +273,30 @@ class ImageSearcher:
     # Saving and loading.
 
     def save(self, directory: str) -> None:
-        """Write the index into ``directory`` so that a crash at any moment leaves the
-        previous save readable: the data files get new names, then ``manifest.json`` (which
-        names them) is replaced in one rename, then the old files are removed."""
+        """Write the index into ``directory`` (format 2: see the module's docstring) so that a
+        crash at any moment leaves the previous save readable: the data files get new names
+        (each written whole or not at all, :func:`~irtbox.utils.fileio.atomic_write`), then
+        ``manifest.json`` (which names them) is replaced in one rename, then the old files
+        are removed."""
         faiss = import_faiss()
         os.makedirs(directory, exist_ok=True)
         tag = uuid.uuid4().hex[:12]
-        files = dict(index=f'index-{tag}.faiss', embeddings=f'embeddings-{tag}.npy')
+        files = dict(index=f'index-{tag}.faiss', embeddings=f'embeddings-{tag}.npz')
         cfg = getattr(self.model, 'cfg', None)
         if cfg is not None:  # so that a query needs only the index folder (and the checkpoint)
             files['config'] = f'config-{tag}.py'
-            cfg.dump(osp.join(directory, files['config']))
-        faiss.write_index(to_cpu(self.index) if self.index is not None else
-                          self.faiss_searcher.new_index(self.dim or 1),
-                          osp.join(directory, files['index']))
-        with open(osp.join(directory, files['embeddings']), 'wb') as f:
-            np.save(f, self.embeddings)
-        for name in files.values():
-            _fsync(osp.join(directory, name))
-        manifest = dict(format_version=FORMAT_VERSION, factory=self.factory, dim=self.dim,
-                        count=len(self.ids), nprobe=self.faiss_searcher.nprobe, files=files,
-                        identity=self.identity, ids=self.ids)
-        tmp = osp.join(directory, f'.{MANIFEST}.{tag}.tmp')
-        with open(tmp, 'w') as f:
-            json.dump(manifest, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, osp.join(directory, MANIFEST))
+            atomic_write(osp.join(directory, files['config']), cfg.dump)
+        index = to_cpu(self.index) if self.index is not None else \
+            self.faiss_searcher.new_index(self.dim or 1)
+        atomic_write(osp.join(directory, files['index']),
+                     lambda tmp: faiss.write_index(index, tmp))
+        dim = self.dim
+        embeddings = self.embeddings if len(self.ids) else np.zeros((0, dim or 0), np.float32)
+        save_embeddings(osp.join(directory, files['embeddings']),
+                        EmbeddingSet(embeddings, ids=list(self.ids), identity=self.identity))
+        manifest = dict(format_version=FORMAT_VERSION, factory=self.factory, dim=dim,
+                        count=len(self.ids), nprobe=self.faiss_searcher.nprobe, files=files)
+        atomic_write_text(osp.join(directory, MANIFEST), json.dumps(manifest, indent=1))
         # The previous save's files, and any a killed save left behind.
         for name in os.listdir(directory):
             if _DATA_FILE.match(name) and name not in files.values():
@@ -261,14 +305,16 @@ class ImageSearcher:
     @classmethod
     def load(cls, directory: str, model: Optional[torch.nn.Module] = None,
              device: Optional[str] = None, **kwargs) -> 'ImageSearcher':
-        """The searcher saved in ``directory``. With ``model``, the model must be the one
-        that built the index (same weights, preprocessing, embedding size); otherwise an
-        :class:`IndexMismatchError` names what differs. ``kwargs`` go to the constructor
-        (e.g. ``nprobe``, by default the one saved; ``gpu_temp_memory``)."""
+        """The searcher saved in ``directory`` (format 2, or 1), its embeddings memory-mapped
+        (read-only). With ``model``, the model must be the one that built the index (same
+        weights, preprocessing, embedding size); otherwise an :class:`IndexMismatchError`
+        names what differs. ``kwargs`` go to the constructor (e.g. ``nprobe``, by default
+        the one saved; ``gpu_temp_memory``)."""
         faiss = import_faiss()
         manifest = _read_manifest(directory)
-        searcher = cls(model=None, index=manifest['factory'], device=device, **kwargs)
-        searcher.identity = manifest.get('identity')
+        rows = _read_rows(directory, manifest)
+        searcher = cls(model=None, factory=manifest['factory'], device=device, **kwargs)
+        searcher.identity = rows.identity
         if model is not None:
             current = model_identity(model)
             if searcher.identity is not None:
@@ -290,13 +336,13 @@ class ImageSearcher:
             searcher.faiss_searcher = dataclasses.replace(searcher.faiss_searcher,
                                                           nprobe=manifest.get('nprobe'))
         searcher.index = searcher.faiss_searcher.place(index)
-        searcher.embeddings = np.load(osp.join(directory, files['embeddings']))
-        searcher.ids = list(manifest['ids'])
-        if len(searcher.ids) != searcher.index.ntotal or len(searcher.ids) != len(
-                searcher.embeddings):
-            raise ValueError(f'index {directory} is inconsistent: {len(searcher.ids)} ids, '
-                             f'{searcher.index.ntotal} indexed vectors, '
-                             f'{len(searcher.embeddings)} embeddings')
+        searcher.embeddings, searcher.ids = rows.embeddings, list(rows.ids)
+        counts = dict(ids=len(searcher.ids), embeddings=len(searcher.embeddings),
+                      indexed=searcher.index.ntotal, manifest=manifest.get('count', len(rows)))
+        if len(set(counts.values())) > 1:
+            raise ValueError(f'index {directory} is inconsistent: '
+                             + ', '.join(f'{v} {k}' for k, v in counts.items())
+                             + ' (expected as many of each); rebuild it')
         print_log(f'loaded index {directory}: {len(searcher)} items, {manifest["factory"]}',
                   logger='current')
         return searcher
@@ -308,10 +354,10 @@ def load_index_model(directory: str, checkpoint: Optional[str] = None,
     recorded at build time (or ``checkpoint``), verified against the index when loaded."""
     from irtbox.apis import init_model
     manifest = _read_manifest(directory)
-    identity = manifest.get('identity') or {}
     if 'config' not in manifest['files']:
         raise ValueError(f'index {directory} was built from embeddings, without a model; '
                          'query it with embeddings')
+    identity = _read_rows(directory, manifest).identity or {}
     checkpoint = checkpoint or identity.get('checkpoint')
     if checkpoint is not None and not osp.isfile(checkpoint):
         raise FileNotFoundError(f'index {directory} was built with checkpoint {checkpoint}, '
@@ -321,12 +367,8 @@ def load_index_model(directory: str, checkpoint: Optional[str] = None,
                       device=device)
 
 
-def _fsync(path: str) -> None:
-    with open(path, 'rb') as f:
-        os.fsync(f.fileno())
-
-
 def _read_manifest(directory: str) -> dict:
+    """``directory/manifest.json``, checked to be of a format this irtbox reads."""
     path = osp.join(directory, MANIFEST)
     if not osp.isfile(path):
         raise FileNotFoundError(f'{directory} is not an irtbox index (no {MANIFEST}); build one '
@@ -336,7 +378,31 @@ def _read_manifest(directory: str) -> dict:
             manifest = json.load(f)
     except ValueError as err:
         raise ValueError(f'{path} is not valid JSON: {err}') from err
-    if manifest.get('format_version') != FORMAT_VERSION:
+    if manifest.get('format_version') not in READ_VERSIONS:
         raise ValueError(f'{path}: index format {manifest.get("format_version")!r}, this irtbox '
-                         f'reads format {FORMAT_VERSION}; rebuild the index')
+                         f'reads formats {", ".join(map(str, READ_VERSIONS))}; rebuild the index '
+                         'with tools/search.py build')
+    missing = [k for k in ('factory', 'dim', 'files') if k not in manifest]
+    missing += [f'files.{k}' for k in ('index', 'embeddings') if k not in manifest.get('files', {})]
+    if manifest['format_version'] == 1 and 'ids' not in manifest:
+        missing.append('ids')
+    if missing:
+        raise ValueError(f'{path}: no {", ".join(missing)}; expected a manifest written by '
+                         'ImageSearcher.save (tools/search.py build)')
     return manifest
+
+
+def _read_rows(directory: str, manifest: dict) -> EmbeddingSet:
+    """The rows of the index: embeddings (memory-mapped), ids and the model's identity, from
+    the embeddings file (format 2) or from the manifest and a ``.npy`` (format 1)."""
+    path = osp.join(directory, manifest['files']['embeddings'])
+    if manifest['format_version'] == 1:
+        if not osp.isfile(path):
+            raise FileNotFoundError(f'index {directory}: {path} is missing; rebuild the index')
+        return EmbeddingSet(np.load(path, mmap_mode='r'), ids=list(manifest['ids']),
+                            identity=manifest.get('identity'))
+    rows = load_embeddings(path)
+    if rows.ids is None:
+        raise ValueError(f'{path}: no ids; expected the embeddings file of an index '
+                         '(ImageSearcher.save)')
+    return rows

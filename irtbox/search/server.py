@@ -6,13 +6,16 @@ image, and a JSON API. FastAPI + uvicorn (``pip install irtbox[serve]``).
   -> ``{"hits": [{rank, id, score, position, thumbnail}], "took_ms"}``.
 - ``GET /thumb/{position}``, ``GET /image/{position}``: an indexed image by its position in
   the manifest, never by a path from the client.
-- ``GET /healthz``: ``{"status": "ok", "items", "dim", "index"}``.
+- ``GET /healthz``: ``{"status": "ok", "items", "dim", "factory"}`` (``factory``: the faiss
+  factory string).
 
-Uploads are capped in bytes and pixels (checked from the image header before decoding);
-an undecodable upload gets a 400 that says why.
+Uploads are capped in bytes and pixels (checked from the image header before decoding, per
+request: Pillow's process-wide ``Image.MAX_IMAGE_PIXELS`` is left as it is); an undecodable
+upload gets a 400 that says why.
 """
 import io
 import os.path as osp
+import struct
 import threading
 import time
 from functools import lru_cache
@@ -33,9 +36,28 @@ def _import_fastapi():
     return fastapi
 
 
+def _open_checked(data: bytes):
+    """``data`` opened as ``Image.open`` opens it (its format's plugin reads the header),
+    without Pillow's own decompression-bomb check: the caller has checked the size against
+    its own limit, which may be above Pillow's process-wide one (left unchanged)."""
+    from PIL import Image
+    Image.init()
+    for name in Image.ID:
+        factory, accept = Image.OPEN[name]
+        if accept is not None and not accept(data[:16]):
+            continue
+        try:
+            return factory(io.BytesIO(data), None)
+        except (SyntaxError, OSError, ValueError, IndexError, TypeError, struct.error):
+            continue
+    raise ValueError('not an image (no image format recognises its header)')
+
+
 def decode_upload(data: bytes, max_pixels: int) -> np.ndarray:
     """An uploaded image as an H x W x 3 uint8 RGB array; ValueError saying what is wrong,
-    ImageTooLargeError (an OverflowError) above ``max_pixels`` (read from the header)."""
+    ImageTooLargeError (an OverflowError) above ``max_pixels`` (read from the header, before
+    any pixel is decoded). Pillow's ``Image.MAX_IMAGE_PIXELS`` is neither read nor changed:
+    ``max_pixels`` is the limit."""
     from PIL import Image
 
     from irtbox.utils.image import check_image_bytes
@@ -43,7 +65,8 @@ def decode_upload(data: bytes, max_pixels: int) -> np.ndarray:
         raise ValueError('the upload is empty')
     check_image_bytes(data, max_pixels)
     try:
-        return np.asarray(Image.open(io.BytesIO(data)).convert('RGB'))
+        with _open_checked(data) as image:
+            return np.asarray(image.convert('RGB'))
     except (OSError, ValueError, Image.DecompressionBombError) as err:
         raise ValueError(f'the image cannot be decoded ({err})') from None
 
@@ -55,10 +78,6 @@ def create_app(searcher, max_upload_bytes: int = 10 * 2**20, max_pixels: int = 4
     from fastapi import File, Form, HTTPException, UploadFile
     from fastapi.responses import FileResponse, HTMLResponse, Response
 
-    from PIL import Image
-    # Our pixel limit is checked from the header before decoding and is far below PIL's own
-    # bomb limit, which would refuse huge headers without saying their size.
-    Image.MAX_IMAGE_PIXELS = None
     app = fastapi.FastAPI(title='irtbox image search', docs_url='/docs')
     lock = threading.Lock()  # one model forward and faiss search at a time: bounded memory
     with open(osp.join(STATIC, 'search.html')) as f:
@@ -89,7 +108,7 @@ def create_app(searcher, max_upload_bytes: int = 10 * 2**20, max_pixels: int = 4
 
     @app.get('/healthz')
     def healthz():
-        return dict(status='ok', items=len(searcher), dim=searcher.dim, index=searcher.factory)
+        return dict(status='ok', items=len(searcher), dim=searcher.dim, factory=searcher.factory)
 
     @app.get('/thumb/{position}')
     def thumb(position: int):

@@ -1,5 +1,6 @@
 """extract_features: the test pipeline exactly as tools/test.py applies it, files and arrays
-alike, unreadable files skipped and listed."""
+alike, unreadable files skipped and listed, the result an EmbeddingSet with the model's
+identity, non-finite embeddings refused."""
 import copy
 import logging
 import os
@@ -14,7 +15,9 @@ from mmengine.registry import DefaultScope
 from mmengine.runner import Runner
 
 import irtbox.apis.extract as extract_module
-from irtbox.apis import extract_features, init_model, list_images
+from irtbox.apis import NonFiniteEmbeddingsError, extract_features, init_model, list_images
+from irtbox.apis.identity import model_identity
+from irtbox.structures import EmbeddingSet
 from irtbox.utils.config import load_config
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -62,9 +65,12 @@ def test_equals_the_test_dataloader(model, photos):
                                   mode='tensor').numpy())
             paths += [s.img_path for s in batch['data_samples']]
     result = extract_features(model, photos, batch_size=3, progress=False, device='cpu')
+    assert isinstance(result, EmbeddingSet)
     assert result.ids == paths and len(paths) == 16 and not result.failed
     np.testing.assert_allclose(result.embeddings, np.concatenate(expected), atol=1e-6)
     assert result.embeddings.dtype == np.float32
+    assert result.identity == model_identity(model)
+    assert extract_features(model, paths[:1], progress=False, identity=False).identity is None
 
 
 def test_rgb_arrays_equal_files(model):
@@ -184,3 +190,22 @@ def test_list_images(tmp_path):
 def test_model_without_config():
     with pytest.raises(ValueError, match=r'\(Linear\) has no config'):
         extract_features(torch.nn.Linear(2, 2), list_images(SOP)[:1], progress=False)
+
+
+def test_a_model_with_a_nan_weight_is_an_error_not_a_useless_result(model, tmp_path):
+    """One NaN in the weights makes every embedding NaN: an error that counts the images and
+    names the first few and the weight, rather than a features file of NaN."""
+    broken = init_model(TINY)
+    broken.load_state_dict(model.state_dict())
+    name, weight = next((n, p) for n, p in broken.named_parameters() if p.dim() == 2)
+    with torch.no_grad():
+        weight[0, 0] = float('nan')
+    paths = list_images(SOP)[:7]
+    with pytest.raises(NonFiniteEmbeddingsError) as info:
+        extract_features(broken, paths, batch_size=3, progress=False)
+    message = str(info.value)
+    assert '7 of 7 images gave non-finite (NaN or inf) embeddings' in message
+    assert all(p in message for p in paths[:5]) and paths[5] not in message
+    assert 'and 2 more' in message and name in message
+    assert isinstance(info.value, ValueError)
+    assert extract_features(model, paths, progress=False).embeddings.shape == (7, 32)

@@ -1,6 +1,7 @@
 """tools/extract.py and tools/dist_extract.sh: one process and two CPU processes (gloo) give the
-same features.npz; a resume redoes only the missing shards and refuses another job; corrupt
-images are listed."""
+same features.npz (an embeddings file, as are the shards); a resume redoes only the missing
+shards and refuses another job; corrupt images are listed; a model that gives NaN stops the
+run before any features file is written."""
 import logging
 import os
 import os.path as osp
@@ -13,7 +14,9 @@ import torch
 
 import irtbox.apis.extract as extract_module
 from irtbox.apis import extract_features, init_model, list_images, merge_shards
+from irtbox.apis.identity import model_identity
 from irtbox.cli import extract as extract_tool
+from irtbox.structures import EmbeddingSet, load_embeddings
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIG = osp.join(ROOT, 'configs', 'quickstart', 'irt-r_vit-tiny_1xb64-500_digits.py')
@@ -33,8 +36,7 @@ def collection(tmp_path_factory, digits_root):
 
 
 def load(path):
-    with np.load(path) as f:
-        return {k: f[k] for k in f.files}
+    return load_embeddings(path, mmap=False)
 
 
 def test_one_process_equals_extract_features(collection, tmp_path, monkeypatch):
@@ -47,13 +49,20 @@ def test_one_process_equals_extract_features(collection, tmp_path, monkeypatch):
                                 '--num-workers', '0'])
     saved = load(osp.join(out, 'features.npz'))
     zero = osp.join(folder, 'eights', 'zero.jpg')
-    assert len(warnings) == 1 and '1 of 175 images could not be read' in warnings[0]
-    assert zero in warnings[0]
-    assert saved['failed_ids'].tolist() == [zero] and saved['failed_reasons'][0]
-    direct = extract_features(init_model(CONFIG, checkpoint), folder, progress=False)
-    assert saved['ids'].tolist() == direct.ids == result.ids and len(direct.ids) == 174
-    np.testing.assert_array_equal(saved['embeddings'], direct.embeddings)
+    assert len(warnings) == 2 and '1 of 175 images could not be read' in warnings[0]
+    assert zero in warnings[0] and 'rank 0 computed 4 shard(s)' in warnings[1]
+    assert [f[0] for f in saved.failed] == [zero] and saved.failed[0][1]
+    model = init_model(CONFIG, checkpoint)
+    direct = extract_features(model, folder, progress=False)
+    assert saved.ids == direct.ids == result.ids and len(direct.ids) == 174
+    np.testing.assert_array_equal(saved.embeddings, direct.embeddings)
+    assert saved.identity == direct.identity == model_identity(model) == result.identity
+    assert isinstance(result, EmbeddingSet)
     assert sorted(os.listdir(osp.join(out, 'shards'))) == [f'shard_{i:06d}.npz' for i in range(4)]
+    shard = load(osp.join(out, 'shards', 'shard_000001.npz'))  # an embeddings file too
+    assert shard.ids == direct.ids[50:100] and shard.identity == saved.identity
+    with np.load(osp.join(out, 'features.npz')) as plain:  # readable without irtbox
+        assert plain['ids'].tolist() == saved.ids
 
 
 def test_resume(collection, tmp_path, request):
@@ -76,8 +85,8 @@ def test_resume(collection, tmp_path, request):
     assert [os.stat(s).st_mtime_ns for i, s in enumerate(shards) if i != 1] == mtimes[:1] + \
         mtimes[2:]
     after = load(osp.join(out, 'features.npz'))
-    assert after['ids'].tolist() == before['ids'].tolist()
-    np.testing.assert_array_equal(after['embeddings'], before['embeddings'])
+    assert after.ids == before.ids
+    np.testing.assert_array_equal(after.embeddings, before.embeddings)
 
 
 def test_resume_of_another_job_is_refused(collection, tmp_path):
@@ -113,6 +122,22 @@ def test_two_cpu_processes_equal_one(collection, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert 'rank 0 computed 3 shard(s)' in result.stdout + result.stderr  # of 5: 0, 2, 4
     a, b = load(osp.join(single, 'features.npz')), load(osp.join(double, 'features.npz'))
-    assert a['ids'].tolist() == b['ids'].tolist()
-    np.testing.assert_allclose(a['embeddings'], b['embeddings'], atol=1e-6)
-    assert b['failed_ids'].tolist() == a['failed_ids'].tolist()
+    assert a.ids == b.ids
+    np.testing.assert_allclose(a.embeddings, b.embeddings, atol=1e-6)
+    assert b.failed == a.failed and b.identity == a.identity
+
+
+def test_a_checkpoint_holding_nan_stops_before_any_features_file(collection, tmp_path):
+    folder, checkpoint = collection
+    state = torch.load(checkpoint)
+    name = next(k for k, v in state.items() if v.is_floating_point() and v.dim() == 2)
+    state[name][0, 0] = float('nan')
+    broken = str(tmp_path / 'nan.pth')
+    torch.save(state, broken)
+    out = str(tmp_path / 'out')
+    with pytest.raises(SystemExit, match=r'extract: shard 1/4: 50 of 50 images gave non-finite '
+                                         r'\(NaN or inf\) embeddings \(.*eights/.* and 45 more\);'
+                                         rf" the model's weights hold NaN or inf \({name}"):
+        extract_tool.main([CONFIG, broken, folder, out, '--shard-size', '50', '--num-workers', '0'])
+    assert not osp.exists(osp.join(out, 'features.npz'))
+    assert os.listdir(osp.join(out, 'shards')) == []

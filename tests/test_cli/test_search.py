@@ -34,12 +34,35 @@ def photos(tmp_path_factory, digits_root):
     return str(folder), checkpoint
 
 
-def test_build_then_query(photos, tmp_path, capsys):
+@pytest.fixture
+def renamed_onto(monkeypatch):
+    """The files written by a rename onto them (atomic_write) from now on."""
+    targets, replace = [], os.replace
+
+    def spy(src, dst):
+        targets.append(os.fspath(dst))
+        return replace(src, dst)
+    monkeypatch.setattr(os, 'replace', spy)
+    return targets
+
+
+def test_build_then_query(photos, tmp_path, capsys, monkeypatch, renamed_onto):
     folder, checkpoint = photos
     index = str(tmp_path / 'index')
+    import irtbox.apis.identity as identity_module
+    import irtbox.search.searcher as searcher_module
+    identities, model_identity = [], identity_module.model_identity
+    for module in (identity_module, searcher_module):
+        monkeypatch.setattr(module, 'model_identity',
+                            lambda m: identities.append(1) or model_identity(m))
     searcher = search_tool.main(['build', CONFIG, checkpoint, folder, index, '--batch-size', '16',
                                  '--num-workers', '0', '--shard-size', '32'])
     assert len(searcher) == 100 and not osp.exists(osp.join(index, 'build'))
+    assert len(identities) == 1  # one forward and one hash of the weights per build
+    # Every file of the index folder arrived whole, by a rename.
+    assert sorted(os.listdir(index)) == sorted(
+        osp.basename(t) for t in renamed_onto if osp.dirname(t) == index)
+    assert {'failed.json', 'manifest.json'} <= set(os.listdir(index))
     with open(osp.join(index, 'failed.json')) as f:
         failed = json.load(f)
     assert [osp.basename(f['path']) for f in failed] == ['broken.png']
@@ -51,6 +74,7 @@ def test_build_then_query(photos, tmp_path, capsys):
     results = search_tool.main(['query', index, query, '--k', '5', '--out', out])
     with open(out) as f:
         assert json.load(f) == results
+    assert renamed_onto[-1] == out
     hits = results[0]['hits']
     assert hits[0]['id'] == query and hits[0]['score'] > 0.999
     # The same ranking as an exact search over embeddings extracted independently.
@@ -62,6 +86,7 @@ def test_build_then_query(photos, tmp_path, capsys):
     search_tool.main(['query', index, query, '--k', '3', '--out', html])
     text = open(html).read()
     assert text.count('<figure') == 4 and osp.basename(query) in text
+    assert renamed_onto[-1] == html
 
 
 def test_resume_continues_from_the_shards(photos, tmp_path, monkeypatch, request):
@@ -106,10 +131,23 @@ def test_query_with_another_model_is_refused(photos, tmp_path):
 def test_approximate_index_prints_its_recall(photos, tmp_path, capsys):
     folder, checkpoint = photos
     index = str(tmp_path / 'index')
-    searcher = search_tool.main(['build', CONFIG, checkpoint, folder, index, '--index',
+    searcher = search_tool.main(['build', CONFIG, checkpoint, folder, index, '--factory',
                                  'IVF4,Flat', '--num-workers', '0'])
     assert searcher.factory == 'IVF4,Flat'
     assert 'recall@10 of the approximate index vs exact search' in capsys.readouterr().out
+    assert ImageSearcher.load(index).factory == 'IVF4,Flat'
+
+
+def test_the_former_option_index_still_names_the_factory(capsys):
+    """--index, the factory string's former name, is a hidden alias of --factory."""
+    def factory(*options):
+        return search_tool.parse_args(['build', CONFIG, 'none', 'in', 'out', *options]).factory
+    assert factory() == 'Flat'
+    assert factory('--factory', 'HNSW32') == factory('--index', 'HNSW32') == 'HNSW32'
+    with pytest.raises(SystemExit):
+        search_tool.parse_args(['build', '--help'])
+    shown = capsys.readouterr().out
+    assert '--factory FACTORY' in shown and '--index' not in shown
 
 
 @pytest.mark.parametrize('argv, message', [

@@ -68,7 +68,7 @@ def test_an_approximate_index_moves_to_the_gpu_unless_k_is_too_large(monkeypatch
     """Any factory string, nprobe set before the move; past faiss-gpu's k the CPU."""
     gpu = FakeGpu(monkeypatch)
     emb = np.random.default_rng(0).standard_normal((2200, 8)).astype(np.float32)
-    searcher = FaissSearcher(index='IVF4,Flat', nprobe=4, device='cuda:0')
+    searcher = FaissSearcher(factory='IVF4,Flat', nprobe=4, device='cuda:0')
     _, idx = knn(emb, emb, 10, exclude_self=True, searcher=searcher)
     assert gpu.moves == [(0, False)]
     np.testing.assert_array_equal(idx, knn(emb, emb, 10, exclude_self=True)[1])
@@ -175,4 +175,4 @@ def test_approximate_evaluation_refuses_nprobe_of_an_index_without_lists():
     emb = np.random.default_rng(0).standard_normal((60, 8)).astype(np.float32)
     labels = np.arange(60) % 6
     with pytest.raises(ValueError, match='no search parameter nprobe'):
-        retrieval_metrics(emb, labels, searcher=FaissSearcher(index='HNSW8', nprobe=4))
+        retrieval_metrics(emb, labels, searcher=FaissSearcher(factory='HNSW8', nprobe=4))

@@ -35,13 +35,13 @@ def split(emb, labels, leave_one_out, queries=150):
 
 def test_built_from_config_with_errors_that_name_the_new_form():
     assert build_searcher(None, 'x') == ExactSearcher()
-    searcher = FaissSearcher(index='HNSW8', ef_search=4)
+    searcher = FaissSearcher(factory='HNSW8', ef_search=4)
     assert build_searcher(searcher, 'x') is searcher
-    assert build_searcher(dict(type='FaissSearcher', index='IVF8,Flat', nprobe=2), 'x') == \
-        FaissSearcher(index='IVF8,Flat', nprobe=2)
-    assert not FaissSearcher(index='IVF8,Flat').exact and FaissSearcher().exact
-    # --cfg-options ...search.index=IVF8,Flat gives a list.
-    assert FaissSearcher(index=['IVF8', 'Flat']) == FaissSearcher(index='IVF8,Flat')
+    assert build_searcher(dict(type='FaissSearcher', factory='IVF8,Flat', nprobe=2), 'x') == \
+        FaissSearcher(factory='IVF8,Flat', nprobe=2)
+    assert not FaissSearcher(factory='IVF8,Flat').exact and FaissSearcher().exact
+    # --cfg-options ...search.factory=IVF8,Flat gives a list.
+    assert FaissSearcher(factory=['IVF8', 'Flat']) == FaissSearcher(factory='IVF8,Flat')
     with pytest.raises(ConfigError, match=r"RetrievalMetric: search=\{'backend': 'faiss'\} "
                                           r"does not name a searcher; expected "
                                           r"search=dict\(type='ExactSearcher'"):
@@ -52,9 +52,25 @@ def test_built_from_config_with_errors_that_name_the_new_form():
                            search=dict(type='ExactSearcher', index='IVF8', candidates=4)))
     with pytest.raises(ConfigError, match="search type 'Annoy' is not a registered searcher"):
         RetrievalMetric(search=dict(type='Annoy'))
-    for bad in (dict(nprobe=0), dict(ef_search=2.5), dict(chunk_size=True), dict(index='')):
+    for bad in (dict(nprobe=0), dict(ef_search=2.5), dict(chunk_size=True), dict(factory='')):
         with pytest.raises(ValueError, match='FaissSearcher: '):
             FaissSearcher(**bad)
+
+
+def test_the_factory_string_former_name_index_still_works():
+    """factory= was index= (a name it shared with the faiss object, the index folder and
+    model-index.yml): the old keyword and config key are taken, with a DeprecationWarning."""
+    with pytest.warns(DeprecationWarning, match=r'now FaissSearcher\(factory=...\)'):
+        old = FaissSearcher(index='IVF8,Flat', nprobe=2)
+    assert old == FaissSearcher(factory='IVF8,Flat', nprobe=2) and old.factory == 'IVF8,Flat'
+    with pytest.warns(DeprecationWarning, match='is now factory='):
+        built = build_searcher(dict(type='FaissSearcher', index=['IVF8', 'Flat']), 'metric')
+    assert built == FaissSearcher(factory='IVF8,Flat')
+    with pytest.raises(ConfigError, match='metric: FaissSearcher takes .* factory=; index= is '
+                                          'its former name: give one, not both'):
+        build_searcher(dict(type='FaissSearcher', index='Flat', factory='HNSW8'), 'metric')
+    import dataclasses
+    assert dataclasses.replace(old, device='cpu').factory == 'IVF8,Flat'
 
 
 def test_only_the_exact_searcher_yields_whole_similarity_rows():
@@ -94,7 +110,7 @@ def test_same_metrics_as_faiss_ivf_itself(leave_one_out, nprobe):
     emb = F.normalize(torch.from_numpy(emb), dim=1).numpy()
     args, query, q_labels, gallery, g_labels = split(emb, labels, leave_one_out)
     expected = faiss_ivf_metrics(query, q_labels, gallery, g_labels, 16, nprobe, leave_one_out)
-    got = retrieval_metrics(*args, ks=KS, searcher=FaissSearcher(index='IVF16,Flat',
+    got = retrieval_metrics(*args, ks=KS, searcher=FaissSearcher(factory='IVF16,Flat',
                                                                  nprobe=nprobe, chunk_size=50))
     search_recall = got.pop('search_recall@10')
     assert got == pytest.approx(expected, abs=1e-12)
@@ -103,14 +119,14 @@ def test_same_metrics_as_faiss_ivf_itself(leave_one_out, nprobe):
 
 
 @pytest.mark.parametrize('leave_one_out', [True, False])
-@pytest.mark.parametrize('index', ['IVF8,Flat', 'HNSW16'])
-def test_approximate_search_finding_everything_is_exact(leave_one_out, index):
+@pytest.mark.parametrize('factory', ['IVF8,Flat', 'HNSW16'])
+def test_approximate_search_finding_everything_is_exact(leave_one_out, factory):
     emb, labels = clustered()
     args = split(emb, labels, leave_one_out, queries=100)[0]
     exact = retrieval_metrics(*args, ks=(1, 10))
-    thorough = dict(ef_search=600) if index.startswith('HNSW') else dict(nprobe=8)
+    thorough = dict(ef_search=600) if factory.startswith('HNSW') else dict(nprobe=8)
     got = retrieval_metrics(*args, ks=(1, 10),
-                            searcher=FaissSearcher(index=index, chunk_size=64, **thorough))
+                            searcher=FaissSearcher(factory=factory, chunk_size=64, **thorough))
     assert got.pop('search_recall@10') == pytest.approx(1.0)
     assert got == pytest.approx(exact)
 
@@ -118,17 +134,17 @@ def test_approximate_search_finding_everything_is_exact(leave_one_out, index):
 def test_approximate_search_defaults_to_16_lists_and_reports_its_recall():
     emb, labels = clustered(seed=1)
     one = retrieval_metrics(emb, labels, ks=(1, ),
-                            searcher=FaissSearcher(index='IVF32,Flat', nprobe=1))
+                            searcher=FaissSearcher(factory='IVF32,Flat', nprobe=1))
     assert 0 < one['search_recall@10'] < 1  # one list of 32: some true neighbours missed
     default = retrieval_metrics(emb, labels, ks=(1, ),
-                                searcher=FaissSearcher(index='IVF32,Flat'))
+                                searcher=FaissSearcher(factory='IVF32,Flat'))
     assert default == retrieval_metrics(emb, labels, ks=(1, ), searcher=FaissSearcher(
-        index='IVF32,Flat', nprobe=16))
+        factory='IVF32,Flat', nprobe=16))
     assert default['search_recall@10'] > one['search_recall@10']
     with pytest.raises(ValueError, match="cannot build index 'NoSuchIndex'"):
-        retrieval_metrics(emb, labels, searcher=FaissSearcher(index='NoSuchIndex'))
+        retrieval_metrics(emb, labels, searcher=FaissSearcher(factory='NoSuchIndex'))
     with pytest.raises(ValueError, match="'IVF1024,Flat' needs at least 1024 vectors"):
-        retrieval_metrics(emb, labels, searcher=FaissSearcher(index='IVF1024,Flat'))
+        retrieval_metrics(emb, labels, searcher=FaissSearcher(factory='IVF1024,Flat'))
 
 
 def test_approximate_evaluation_from_the_metric_config():
@@ -139,7 +155,7 @@ def test_approximate_evaluation_from_the_metric_config():
                for i, (e, l) in enumerate(zip(emb, labels))]
     exact = METRICS.build(dict(type='RetrievalMetric', ks=(1, 4)))
     approx = METRICS.build(dict(type='RetrievalMetric', ks=(1, 4), search=dict(
-        type='FaissSearcher', index='IVF4,Flat', nprobe=4, chunk_size=7)))
+        type='FaissSearcher', factory='IVF4,Flat', nprobe=4, chunk_size=7)))
     got = approx.compute_metrics(results)
     assert got.pop('search_recall@10') == pytest.approx(100)
     assert got == pytest.approx(exact.compute_metrics(results))

@@ -29,7 +29,7 @@ def gpu_ivf(index):
 
 @pytest.mark.parametrize('factory', ['IVF16,Flat', 'PCA16,IVF16,Flat'])
 def test_nprobe_reaches_a_gpu_ivf_index(factory):
-    searcher = ImageSearcher(index=factory, device='cuda', nprobe=5)
+    searcher = ImageSearcher(factory=factory, device='cuda', nprobe=5)
     searcher.add(unit_vectors(2000))
     assert on_gpu(searcher.index) and gpu_ivf(searcher.index).nprobe == 5
     set_search_parameter(searcher.index, 'nprobe', 3)
@@ -37,7 +37,7 @@ def test_nprobe_reaches_a_gpu_ivf_index(factory):
 
 
 def test_searching_every_list_of_a_gpu_ivf_index_finds_the_exact_neighbours():
-    searcher = ImageSearcher(index='IVF16,Flat', device='cuda', nprobe=16)
+    searcher = ImageSearcher(factory='IVF16,Flat', device='cuda', nprobe=16)
     searcher.add(unit_vectors(2000))
     # With nprobe left at 1, about a third of them.
     assert searcher.recall_vs_exact(k=10, num_queries=200) > 0.99
@@ -45,7 +45,7 @@ def test_searching_every_list_of_a_gpu_ivf_index_finds_the_exact_neighbours():
 
 def test_a_wrapped_gpu_index_is_saved_from_a_cpu_copy(tmp_path):
     x = unit_vectors(2000)
-    searcher = ImageSearcher(index='PCA16,IVF16,Flat', device='cuda')
+    searcher = ImageSearcher(factory='PCA16,IVF16,Flat', device='cuda')
     searcher.add(x)
     assert type(searcher.index).__name__ == 'IndexPreTransform' and on_gpu(searcher.index)
     assert not on_gpu(to_cpu(searcher.index))
@@ -58,7 +58,7 @@ def test_a_wrapped_gpu_index_is_saved_from_a_cpu_copy(tmp_path):
 
 def test_hnsw_stays_on_the_cpu_with_a_warning():
     x = unit_vectors(500)
-    searcher = ImageSearcher(index='HNSW32', device='cuda')
+    searcher = ImageSearcher(factory='HNSW32', device='cuda')
     with pytest.warns(UserWarning, match='cannot put index HNSW32 on the GPU'):
         searcher.add(x)
     assert not on_gpu(searcher.index) and searcher.search(x[4], k=1)[0].position == 4
@@ -66,7 +66,7 @@ def test_hnsw_stays_on_the_cpu_with_a_warning():
 
 def test_ivf_pq_with_56_byte_codes_moves_to_the_gpu():
     x = unit_vectors(3000, d=112)
-    searcher = ImageSearcher(index='IVF16,PQ56', device='cuda', nprobe=16)
+    searcher = ImageSearcher(factory='IVF16,PQ56', device='cuda', nprobe=16)
     searcher.add(x)
     assert on_gpu(searcher.index) and searcher.recall_vs_exact(k=10, num_queries=200) > 0.5
 

@@ -1,4 +1,7 @@
-"""ImageSearcher on embeddings: exact and approximate search, save/load, crash safety."""
+"""ImageSearcher on embeddings: exact and approximate search, save/load (the rows as one
+embeddings file; format 1 folders still read), crash safety, the model's identity computed
+lazily."""
+import json
 import os
 import os.path as osp
 import subprocess
@@ -7,9 +10,12 @@ import textwrap
 
 import numpy as np
 import pytest
+import torch
 
 from irtbox.evaluation.functional import knn
 from irtbox.search import ImageSearcher, IndexMismatchError
+from irtbox.search import searcher as searcher_module
+from irtbox.structures import load_embeddings
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
@@ -54,7 +60,7 @@ def _flat(x):
 
 def test_ivf_recall_and_training_errors():
     x = clustered()
-    ivf = ImageSearcher(index='IVF32,Flat', nprobe=4)
+    ivf = ImageSearcher(factory='IVF32,Flat', nprobe=4)
     ivf.add(x)
     recall = ivf.recall_vs_exact(k=10, num_queries=300)
     # An independent recount: the fraction of exact neighbours that the index returns.
@@ -63,9 +69,9 @@ def test_ivf_recall_and_training_errors():
     mine = np.mean([len({h.position for h in g} & set(e)) / 10 for g, e in zip(got, exact)])
     assert 0.5 < recall <= 1.0 and 0.5 < mine <= 1.0
     with pytest.raises(ValueError, match='needs at least 4096 vectors to train, got 2000'):
-        ImageSearcher(index='IVF4096,Flat').add(x)
+        ImageSearcher(factory='IVF4096,Flat').add(x)
     with pytest.raises(ValueError, match="faiss cannot build index 'Nonsense'"):
-        ImageSearcher(index='Nonsense').add(x)
+        ImageSearcher(factory='Nonsense').add(x)
 
 
 def test_bad_adds_and_queries():
@@ -89,13 +95,100 @@ def test_bad_adds_and_queries():
 @pytest.mark.parametrize('factory', ['Flat', 'IVF16,Flat', 'HNSW16', 'IVF8,PQ4'])
 def test_save_load_same_results(factory, tmp_path):
     x = clustered(1500, 16)
-    searcher = ImageSearcher(index=factory)
+    searcher = ImageSearcher(factory=factory)
     searcher.add(x, ids=[f'p/{i}.jpg' for i in range(len(x))])
     before = searcher.search(x[:20], k=5)
     searcher.save(str(tmp_path / 'idx'))
     loaded = ImageSearcher.load(str(tmp_path / 'idx'))
     assert loaded.search(x[:20], k=5) == before and loaded.ids == searcher.ids
     assert loaded.factory == factory and loaded.dim == 16
+
+
+def test_the_rows_are_one_embeddings_file_read_memory_mapped(tmp_path):
+    """manifest.json (format 2) names embeddings-<tag>.npz: embeddings, ids, identity; the
+    embeddings come back as a read-only memory map, and search as before."""
+    x = clustered(20000, 16)  # 1.3 MB of embeddings: memory-mapped
+    searcher = ImageSearcher()
+    searcher.add(x, ids=[f'p/{i}.jpg' for i in range(len(x))])
+    folder = str(tmp_path / 'idx')
+    searcher.save(folder)
+    with open(osp.join(folder, 'manifest.json')) as f:
+        manifest = json.load(f)
+    assert manifest['format_version'] == 2 and 'ids' not in manifest
+    assert 'identity' not in manifest
+    assert {k: manifest[k] for k in ('factory', 'dim', 'count', 'nprobe')} == dict(
+        factory='Flat', dim=16, count=20000, nprobe=None)
+    name = manifest['files']['embeddings']
+    assert name.startswith('embeddings-') and name.endswith('.npz')
+    rows = load_embeddings(osp.join(folder, name))
+    assert rows.ids == searcher.ids and rows.identity is None
+    np.testing.assert_allclose(rows.embeddings, searcher.embeddings)
+    loaded = ImageSearcher.load(folder)
+    assert isinstance(loaded.embeddings, np.memmap) and not loaded.embeddings.flags.writeable
+    assert loaded.search(x[:5], k=3) == searcher.search(x[:5], k=3)
+    loaded.add(clustered(3, 16, seed=9), ids=['a', 'b', 'c'])  # a memory map grows as a copy
+    assert len(loaded) == 20003 and loaded.search(loaded.embeddings[-1], k=1)[0].id == 'c'
+
+
+def write_format_1(folder, x, ids, identity=None):
+    """An index folder as irtbox wrote it before the embeddings file: the ids (and identity)
+    in the manifest, the embeddings as .npy."""
+    import faiss
+    os.makedirs(folder)
+    index = faiss.IndexFlatIP(x.shape[1])
+    index.add(x)
+    faiss.write_index(index, osp.join(folder, 'index-aaaa.faiss'))
+    np.save(osp.join(folder, 'embeddings-aaaa.npy'), x)
+    with open(osp.join(folder, 'manifest.json'), 'w') as f:
+        json.dump(dict(format_version=1, factory='Flat', dim=x.shape[1], count=len(ids),
+                       nprobe=None, files=dict(index='index-aaaa.faiss',
+                                               embeddings='embeddings-aaaa.npy'),
+                       identity=identity, ids=ids), f)
+
+
+def test_a_format_1_index_is_still_read_and_resaved_as_format_2(tmp_path):
+    x = clustered(50, 8)
+    folder = str(tmp_path / 'old')
+    write_format_1(folder, x, [f'img{i}' for i in range(50)])
+    old = ImageSearcher.load(folder)
+    assert old.ids == [f'img{i}' for i in range(50)] and old.dim == 8
+    hits = old.search(x[7], k=3)
+    assert hits[0].id == 'img7'
+    assert [(h.position, h.score) for h in hits] == [
+        (h.position, h.score) for h in _flat(x).search(x[7], k=3)]
+    old.save(folder)  # rewritten in the current format; the .npy removed
+    names = sorted(os.listdir(folder))
+    assert len(names) == 3 and not any(n.endswith('.npy') for n in names)
+    with open(osp.join(folder, 'manifest.json')) as f:
+        assert json.load(f)['format_version'] == 2
+    assert ImageSearcher.load(folder).search(x[7], k=3) == hits
+
+
+def test_an_unknown_format_or_a_short_manifest_is_a_clear_error(tmp_path):
+    folder = str(tmp_path / 'idx')
+    _flat(clustered(10, 8)).save(folder)
+    path = osp.join(folder, 'manifest.json')
+    with open(path) as f:
+        manifest = json.load(f)
+    with open(path, 'w') as f:
+        json.dump(dict(manifest, format_version=3), f)
+    with pytest.raises(ValueError, match=r'index format 3, this irtbox reads formats 1, 2; '
+                                         'rebuild the index'):
+        ImageSearcher.load(folder)
+    with open(path, 'w') as f:
+        json.dump(dict(manifest, files=dict(index=manifest['files']['index'])), f)
+    with pytest.raises(ValueError, match=r'manifest.json: no files.embeddings; expected'):
+        ImageSearcher.load(folder)
+
+
+def test_non_finite_embeddings_are_refused():
+    x = clustered(10, 8)
+    x[3, 2], x[6, 0] = np.nan, np.inf
+    searcher = ImageSearcher()
+    with pytest.raises(ValueError, match=r"2 of 10 embeddings are not finite \(NaN or inf\): "
+                                         r"\['d', 'g'\]"):
+        searcher.add(x, ids=list('abcdefghij'))
+    assert len(searcher) == 0 and searcher.index is None
 
 
 def test_resave_replaces_files_and_refuses_other_folders(tmp_path):
@@ -141,6 +234,48 @@ def test_killed_save_leaves_the_old_index(tmp_path):
     assert len(reloaded) == 200 and reloaded.search(x[:10], k=5) == expected
     reloaded.save(folder)  # the next save removes what the killed one left
     assert len(os.listdir(folder)) == 3 and len(ImageSearcher.load(folder)) == 200
+
+
+class _Forbidden(torch.nn.Module):
+    """Stands for the forward of a model that must not run."""
+
+    def forward(self, *args, **kwargs):
+        raise AssertionError('the model ran')
+
+
+def test_constructing_runs_no_forward_and_the_identity_is_computed_once(tmp_path, monkeypatch):
+    """ImageSearcher(model) neither runs the model nor hashes its weights: its identity is
+    computed the first time it is needed (the dimension of an empty searcher, save), once."""
+    from irtbox.apis import init_model
+    model = init_model(osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py'))
+    calls = []
+    real_identity = searcher_module.model_identity
+    monkeypatch.setattr(searcher_module, 'model_identity',
+                        lambda m: calls.append(m) or real_identity(m))
+    real_forward = model.forward
+    model.forward = _Forbidden().forward
+    searcher = ImageSearcher(model, factory='Flat')
+    assert calls == [] and searcher.model is model
+    model.forward = real_forward
+    assert searcher.dim == 32 and len(calls) == 1  # the dimension of an empty searcher
+    searcher.add(clustered(20, 32))
+    searcher.save(str(tmp_path / 'idx'))
+    searcher.save(str(tmp_path / 'idx'))
+    assert len(calls) == 1 and searcher.identity['embedding_dim'] == 32
+    # One given (as build_index passes the extraction's) is never recomputed.
+    given = ImageSearcher(model, identity=dict(searcher.identity))
+    given.add(clustered(20, 32))
+    given.save(str(tmp_path / 'given'))
+    assert len(calls) == 1
+    assert load_embeddings(osp.join(tmp_path / 'given', json.load(open(
+        tmp_path / 'given' / 'manifest.json'))['files']['embeddings'])).identity == \
+        searcher.identity
+
+
+def test_the_former_keyword_index_still_gives_the_factory():
+    with pytest.warns(DeprecationWarning, match=r'now ImageSearcher\(factory=...\)'):
+        searcher = ImageSearcher(index='IVF4,Flat')
+    assert searcher.factory == 'IVF4,Flat' and searcher.index is None
 
 
 def test_model_mismatch_is_refused(tmp_path):

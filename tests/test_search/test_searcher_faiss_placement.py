@@ -24,9 +24,9 @@ def nprobe_of(searcher):
 
 def test_nprobe_is_set_on_the_index_and_kept_by_save_load(tmp_path):
     x = unit_vectors(400)
-    given = ImageSearcher(index='PCA8,IVF8,Flat', nprobe=5)
+    given = ImageSearcher(factory='PCA8,IVF8,Flat', nprobe=5)
     given.add(x)
-    default = ImageSearcher(index='IVF8,Flat')
+    default = ImageSearcher(factory='IVF8,Flat')
     default.add(x)
     assert nprobe_of(given) == 5 and nprobe_of(default) == 16
     given.save(str(tmp_path / 'given'))
@@ -38,7 +38,7 @@ def test_nprobe_is_set_on_the_index_and_kept_by_save_load(tmp_path):
 
 def test_nprobe_of_an_index_without_lists_is_refused(tmp_path):
     x = unit_vectors(200)
-    searcher = ImageSearcher(index='HNSW16', nprobe=8)
+    searcher = ImageSearcher(factory='HNSW16', nprobe=8)
     with pytest.raises(ValueError, match='no search parameter nprobe=8'):
         searcher.add(x)
     assert searcher.index is None and len(searcher) == 0
@@ -74,7 +74,7 @@ def test_hnsw_on_cuda_stays_on_the_cpu_with_one_warning(monkeypatch):
                         ('get_num_gpus', lambda: 1), ('index_cpu_to_gpu', index_cpu_to_gpu)):
         monkeypatch.setattr(faiss, name, value, raising=False)
     x = unit_vectors(300)
-    searcher = ImageSearcher(index='HNSW16', device='cuda:0')
+    searcher = ImageSearcher(factory='HNSW16', device='cuda:0')
     with pytest.warns(UserWarning, match='cannot put index HNSW16 on the GPU') as caught:
         searcher.add(x[:200])
         searcher.add(x[200:])

@@ -21,7 +21,8 @@ import torch
 
 from irtbox.apis import init_model
 from irtbox.search import ImageSearcher
-from irtbox.search.server import create_app
+from irtbox.search.server import create_app, decode_upload
+from irtbox.utils.image import ImageTooLargeError
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIG = osp.join(ROOT, 'configs', 'quickstart', 'irt-r_vit-tiny_1xb64-500_digits.py')
@@ -120,7 +121,7 @@ def test_search_by_position_and_thumbnails(server):
         assert response.headers['Content-Type'] == 'image/jpeg'
         assert response.read()[:2] == b'\xff\xd8'
     health = json.loads(urllib.request.urlopen(url + '/healthz').read())
-    assert health == dict(status='ok', items=len(searcher), dim=searcher.dim, index='Flat')
+    assert health == dict(status='ok', items=len(searcher), dim=searcher.dim, factory='Flat')
 
 
 @pytest.mark.parametrize('path', ['/thumb/100000', '/thumb/-1', '/image/100000',
@@ -148,6 +149,39 @@ def test_bad_uploads_get_a_clear_4xx(server, name, data, status, message):
     got, body = post(url + '/search', {'k': 3}, {'image': (name, data)})
     assert got == status and message in body['detail'], body
     assert post(url + '/search', {'position': 0, 'k': 1})[0] == 200  # still serving
+
+
+def test_creating_the_app_leaves_pillows_limit_alone(monkeypatch):
+    """No process-wide setting: Pillow's own bomb limit is what it was, before and after."""
+    from PIL import Image
+    before = Image.MAX_IMAGE_PIXELS
+    create_app(ImageSearcher(), max_pixels=10**9)
+    assert Image.MAX_IMAGE_PIXELS == before is not None
+    monkeypatch.setattr(Image, 'MAX_IMAGE_PIXELS', 12345)
+    create_app(ImageSearcher())
+    assert Image.MAX_IMAGE_PIXELS == 12345
+
+
+def test_uploads_are_limited_by_the_servers_own_pixel_limit(monkeypatch):
+    """Per request, from the header: an image under the server's limit is decoded even
+    where Pillow's process-wide limit is lower (Pillow alone would refuse it), one over the
+    server's limit is refused whatever Pillow's is."""
+    from PIL import Image
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 256, (40, 30, 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format='PNG')
+    data = buffer.getvalue()
+    monkeypatch.setattr(Image, 'MAX_IMAGE_PIXELS', 100)  # 1200 pixels: a "bomb" for Pillow
+    with pytest.raises(Image.DecompressionBombError):
+        Image.open(io.BytesIO(data))
+    np.testing.assert_array_equal(decode_upload(data, max_pixels=1200), pixels)
+    with pytest.raises(ImageTooLargeError, match=r'40 = 0.0 megapixels|30 x 40'):
+        decode_upload(data, max_pixels=1199)
+    monkeypatch.setattr(Image, 'MAX_IMAGE_PIXELS', None)  # no Pillow limit: ours still holds
+    with pytest.raises(ImageTooLargeError, match='20000 x 20000 = 400.0 megapixels'):
+        decode_upload(huge_png_header(20000, 20000), max_pixels=4 * 10**6)
+    assert Image.MAX_IMAGE_PIXELS is None
 
 
 @pytest.mark.parametrize('fields, message', [({'k': 0}, 'k must be between 1 and 50'),

@@ -1,6 +1,6 @@
 """Search with faiss: exact (``'Flat'``) or approximate (any factory string), CPU or GPU."""
 import warnings
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
 from typing import Iterator, Optional, Tuple
 
 import numpy as np
@@ -24,7 +24,7 @@ DEFAULT_NPROBE = 16
 class FaissSearcher(Searcher):
     """The top k by inner product from a faiss index built from a factory string.
 
-    ``index='Flat'`` (``IndexFlatIP``) is exact and gives the results of
+    ``factory='Flat'`` (``IndexFlatIP``) is exact and gives the results of
     :class:`~irtbox.evaluation.searchers.ExactSearcher`: where equal similarities straddle
     the k-th place (faiss's choice among them is arbitrary) the row is redone exactly.
     Any other factory string (``'IVF4096,Flat'``, ``'IVF1024,PQ32'``, ``'HNSW32'``,
@@ -34,8 +34,8 @@ class FaissSearcher(Searcher):
     increasing index.
 
     Args:
-        index: the faiss factory string (its comma-separated parts as a list are joined:
-            that is what ``--cfg-options test_evaluator.search.index=IVF4096,Flat`` gives).
+        factory: the faiss factory string (its comma-separated parts as a list are joined:
+            that is what ``--cfg-options test_evaluator.search.factory=IVF4096,Flat`` gives).
         nprobe: IVF lists visited per query (an index with lists: default 16); an index
             without lists refuses one.
         ef_search: HNSW's search breadth (default: faiss's); other indexes refuse one.
@@ -47,36 +47,43 @@ class FaissSearcher(Searcher):
             the CPU.
         gpu_temp_memory: bytes of scratch memory faiss reserves on the GPU (default:
             faiss's own).
+        index: the former name of ``factory`` (deprecated; not a field: it sets
+            ``factory``).
     """
-    index: str = 'Flat'
+    factory: str = 'Flat'
     nprobe: Optional[int] = None
     ef_search: Optional[int] = None
     chunk_size: Optional[int] = None
     device: Device = None
     gpu_temp_memory: Optional[int] = None
+    index: InitVar[Optional[str]] = None
 
-    def __post_init__(self):
-        if isinstance(self.index, (list, tuple)):
-            object.__setattr__(self, 'index', ','.join(map(str, self.index)))
-        if not isinstance(self.index, str) or not self.index:
-            raise ValueError(f"FaissSearcher: index must be a faiss factory string such as "
-                             f"'Flat' or 'IVF1024,Flat', got {self.index!r}.")
+    def __post_init__(self, index=None):
+        if index is not None:
+            warnings.warn("FaissSearcher(index=...) is now FaissSearcher(factory=...): the faiss "
+                          'factory string', DeprecationWarning, stacklevel=3)
+            object.__setattr__(self, 'factory', index)
+        if isinstance(self.factory, (list, tuple)):
+            object.__setattr__(self, 'factory', ','.join(map(str, self.factory)))
+        if not isinstance(self.factory, str) or not self.factory:
+            raise ValueError(f"FaissSearcher: factory must be a faiss factory string such as "
+                             f"'Flat' or 'IVF1024,Flat', got {self.factory!r}.")
         for name in ('nprobe', 'ef_search', 'chunk_size', 'gpu_temp_memory'):
             check_positive(getattr(self, name), name, 'FaissSearcher')
 
     @property
     def exact(self) -> bool:
-        return self.index == 'Flat'
+        return self.factory == 'Flat'
 
     def new_index(self, dim: int):
         """An empty CPU index of ``dim``-d vectors (a ValueError names a bad factory)."""
-        return build_index(self.index, dim)
+        return build_index(self.factory, dim)
 
     def build(self, vectors: np.ndarray, max_k: Optional[int] = None):
         """An index holding ``vectors`` (N x D float32), trained on them when its type needs
         it, with the search parameters, on the device (:meth:`place`)."""
         index = self.new_index(vectors.shape[1])
-        train_index(index, vectors, self.index)
+        train_index(index, vectors, self.factory)
         index = self.place(index, max_k)
         index.add(vectors)
         return index
@@ -97,7 +104,7 @@ class FaissSearcher(Searcher):
             warnings.warn(f'FaissSearcher: faiss-gpu returns at most {FAISS_GPU_MAX_K} '
                           f'neighbours, {max_k} are needed; searching on the CPU.')
             return index
-        return to_gpu(index, self.device, self.gpu_temp_memory, self.index)
+        return to_gpu(index, self.device, self.gpu_temp_memory, self.factory)
 
     def search(self, query: torch.Tensor, gallery: torch.Tensor, k: int,
                self_ids: Optional[np.ndarray] = None) -> Iterator[NeighbourBlock]:
