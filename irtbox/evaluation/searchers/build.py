@@ -1,5 +1,6 @@
 """A searcher from a metric's ``search`` setting: an instance, a config dict or ``None``."""
 import dataclasses
+import warnings
 from typing import Union
 
 from irtbox.registry import SEARCHERS
@@ -11,7 +12,7 @@ __all__ = ['build_searcher']
 
 # How a config names a searcher, for the error on anything else.
 _FORMS = ("search=dict(type='ExactSearcher', chunk_size=None, device=None) (exact, the "
-          "default) or search=dict(type='FaissSearcher', index='IVF1024,Flat', nprobe=32) "
+          "default) or search=dict(type='FaissSearcher', factory='IVF1024,Flat', nprobe=32) "
           '(any faiss factory string, with nprobe / ef_search, chunk_size, device)')
 
 
@@ -25,8 +26,9 @@ def build_searcher(search: Union[None, dict, Searcher], name: str = 'search') ->
     Raises:
         ConfigError: anything else: a dict with no registered ``type`` (the keyword form
             ``search=dict(backend=..., index=..., nprobe=...)`` that preceded the searchers
-            included) or with a key its searcher does not take. The message names the
-            accepted forms.
+            included; a FaissSearcher's ``index=``, the former name of ``factory=``, is
+            taken with a DeprecationWarning) or with a key its searcher does not take. The
+            message names the accepted forms.
     """
     if search is None:
         return ExactSearcher()
@@ -42,6 +44,13 @@ def build_searcher(search: Union[None, dict, Searcher], name: str = 'search') ->
         raise ConfigError(f'{name} type {kind!r} is not a registered searcher '
                           f'({", ".join(sorted(SEARCHERS.module_dict))}); expected {_FORMS}.')
     fields = [f.name for f in dataclasses.fields(cls)]
+    if cls.__name__ == 'FaissSearcher' and 'index' in settings:
+        if 'factory' in settings:
+            raise ConfigError(f'{name}: FaissSearcher takes the faiss factory string as '
+                              f'factory=; index= is its former name: give one, not both.')
+        warnings.warn(f"{name}=dict(type='FaissSearcher', index=...) is now "
+                      "factory=... (the faiss factory string)", DeprecationWarning)
+        settings['factory'] = settings.pop('index')
     unknown = sorted(set(settings) - set(fields))
     if unknown:
         raise ConfigError(f'{name}: {cls.__name__} has no setting {", ".join(unknown)}; '
