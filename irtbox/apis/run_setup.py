@@ -7,6 +7,8 @@ import torch
 from mmengine.config import Config
 
 from irtbox.registry import RUNNERS
+
+from .config_check import check_config_keys
 from irtbox.utils.config import ConfigError, load_config
 
 __all__ = ['DEFAULT_RUNNER', 'build_runner', 'check_checkpoint', 'load_run_config']
@@ -20,11 +22,13 @@ def load_run_config(path: str, cfg_options: Optional[dict] = None,
                     work_dir: Optional[str] = None, launcher: str = 'none') -> Config:
     """The config at ``path`` with ``cfg_options`` merged (:func:`load_config`), ``launcher``
     set, and ``work_dir``: the one given, else the config's, else
-    ``./work_dirs/<config name>``. With a launcher and no CUDA, the gloo backend. With
+    ``./work_dirs/<config name>``. Every key is checked against the part it configures
+    (:func:`~irtbox.apis.config_check.check_config_keys`) before any work. With a launcher and no CUDA, the gloo backend. With
     CUDA, pinned memory and persistent workers for the dataloaders that do not say
     (:func:`_default_loader_options`)."""
     from irtbox.utils.dist import adapt_cfg_to_device
     cfg = load_config(path, cfg_options)
+    check_config_keys(cfg, path)
     cfg.launcher = launcher
     if work_dir is not None:
         cfg.work_dir = work_dir

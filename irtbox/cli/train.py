@@ -11,6 +11,8 @@ import os
 
 from irtbox.utils.config import DictAction
 
+__all__ = ['parse_args', 'main']
+
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
@@ -43,6 +45,7 @@ def build_cfg(args):
 
     from irtbox.apis import check_checkpoint, load_run_config
     cfg = load_run_config(args.config, args.cfg_options, args.work_dir, args.launcher)
+    check_training_parts(cfg, args.config)
     if args.amp:
         if cfg.optim_wrapper.get('type') == 'BF16AutocastOptimWrapper':
             raise SystemExit(f'--amp: {args.config} already trains under bf16 autocast on GPUs '
@@ -69,6 +72,18 @@ def build_cfg(args):
     return cfg
 
 
+def check_training_parts(cfg, config):
+    """A config without the parts training needs (a test-only one) is refused in one line
+    rather than MMEngine's "`_train_loop` should not be None"."""
+    missing = [key for key in ('train_dataloader', 'train_cfg', 'optim_wrapper')
+               if not cfg.get(key)]
+    if missing:
+        raise SystemExit(
+            f'{config}: cannot train: it sets no {", ".join(missing)} (a test-only config); '
+            f'evaluate it with tools/test.py {config} [CHECKPOINT], or train a config that '
+            'has them.')
+
+
 def check_batch_sampler(cfg):
     """A batch-composing sampler (M-per-class, ...) must agree with the loader's batch size."""
     loader = cfg.get('train_dataloader') or {}
@@ -85,6 +100,8 @@ def main(argv=None):
     cfg = build_cfg(args)
     from irtbox.apis import build_runner
     from irtbox.engine import NonFiniteLossError
+    from irtbox.engine.runner import ResumeRefused
+    from irtbox.engine.work_dir_lock import WorkDirLocked
     from irtbox.models.backbones import PretrainedWeightsUnavailable
     try:
         runner = build_runner(cfg)
@@ -95,3 +112,6 @@ def main(argv=None):
     except NonFiniteLossError as err:  # a clear stop, not a traceback: the message says it all
         runner.logger.error(str(err))
         raise SystemExit(1) from err
+    except (WorkDirLocked, ResumeRefused) as err:  # one line: what happened, what to do
+        runner.logger.error(str(err))
+        raise SystemExit(f'{args.config}: {err}') from err

@@ -12,6 +12,12 @@
   unless the config sets ``load_partial = True``.
 - A run starting from iteration 0 in a work dir that holds checkpoints says which it may
   overwrite.
+- One training at a time in a work dir: rank 0 holds ``WORK_DIR/.irtbox.lock`` while training
+  (:class:`~irtbox.engine.work_dir_lock.WorkDirLock`); a second training is refused naming
+  the first's PID, host and start time; a lock left by a dead process is taken over.
+- Resuming with another learning rate in the config than in the checkpoint trains at the
+  config's (a warning names both; the schedule is scaled along); resuming a checkpoint of
+  another optimizer type is refused (:class:`ResumeRefused`) before any state is loaded.
 - Checkpoints are prepared on every rank: a hook with a ``prepare_checkpoint(runner)``
   method (e.g. the PCA / whitening fits, which run collectives) is called on all ranks
   before rank 0 writes the file, so a DDP run never waits on rank 0 alone.
@@ -31,7 +37,7 @@ import os.path as osp
 import re
 from typing import List, Optional, Tuple
 
-from mmengine.dist import is_main_process
+from mmengine.dist import broadcast_object_list, is_distributed, is_main_process
 from mmengine.logging import MMLogger
 from mmengine.model import is_model_wrapper
 from mmengine.runner import BaseLoop, Runner
@@ -43,7 +49,9 @@ from irtbox.utils.checkpoint import (checkpoint_problem, extract_state_dict, loa
                                      safe_checkpoint_loaders)
 from irtbox.utils.fileio import atomic_write
 
-__all__ = ['IrtboxRunner', 'find_resume_checkpoint', 'run_checkpoints']
+from .work_dir_lock import WorkDirLock, WorkDirLocked
+
+__all__ = ['IrtboxRunner', 'ResumeRefused', 'find_resume_checkpoint', 'run_checkpoints']
 
 _CKPT_NAME = re.compile(r'^(iter|epoch)_(\d+)\.pth$')
 
@@ -107,6 +115,36 @@ def find_resume_checkpoint(work_dir: str) -> Tuple[Optional[str], List[str]]:
     return None, warnings
 
 
+class ResumeRefused(RuntimeError):
+    """A checkpoint whose training state cannot continue under this config."""
+
+
+def _optimizer_type_of(checkpoint: dict) -> Optional[str]:
+    """The optimizer class name a checkpoint was trained with: recorded by
+    :meth:`IrtboxRunner.save_checkpoint`, else read from the config MMEngine saves in it."""
+    meta = checkpoint.get('meta') or {}
+    if meta.get('optimizer_type'):
+        return str(meta['optimizer_type'])
+    text = meta.get('cfg')
+    if not isinstance(text, str):
+        return None
+    try:
+        from mmengine.config import Config
+        kind = Config.fromstring(text, '.py').optim_wrapper.optimizer.type
+    except Exception:  # no such entry, or a config that no longer parses
+        return None
+    return kind.rsplit('.', 1)[-1] if isinstance(kind, str) else getattr(kind, '__name__', None)
+
+
+def _lr_schedulers(schedulers) -> list:
+    """The learning-rate schedulers of ``schedulers`` (a list, or a dict of lists)."""
+    if schedulers is None:
+        return []
+    groups = schedulers.values() if isinstance(schedulers, dict) else [schedulers]
+    return [s for group in groups for s in (group if isinstance(group, (list, tuple)) else [])
+            if getattr(s, 'param_name', None) == 'lr']
+
+
 @RUNNERS.register_module()
 class IrtboxRunner(Runner):
     """MMEngine's ``Runner`` with atomic checkpoint writes, a resume that falls back to the
@@ -168,10 +206,89 @@ class IrtboxRunner(Runner):
         self._has_loaded = True
 
     def train(self):
-        """Train; warns first when a run from iteration 0 may overwrite earlier checkpoints."""
-        if not self._resume:
-            self._warn_existing_checkpoints()
-        return super().train()
+        """Train, holding the work dir's lock (rank 0; refused with :class:`WorkDirLocked`
+        when another training holds it); warns first when a run from iteration 0 may
+        overwrite earlier checkpoints."""
+        lock = self._lock_work_dir()
+        try:
+            if not self._resume:
+                self._warn_existing_checkpoints()
+            return super().train()
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def _lock_work_dir(self) -> Optional[WorkDirLock]:
+        """Rank 0 takes the work dir's lock; every rank learns whether it was refused."""
+        lock, refusal = None, None
+        if is_main_process() and '://' not in self.work_dir:
+            try:
+                lock = WorkDirLock(self.work_dir, warn=self.logger.warning).acquire()
+            except WorkDirLocked as err:
+                refusal = str(err)
+        if is_distributed():
+            shared = [refusal]
+            broadcast_object_list(shared, src=0)
+            refusal = shared[0]
+        if refusal is not None:
+            raise WorkDirLocked(refusal)
+        return lock
+
+    def resume(self, filename: str, resume_optimizer: bool = True,
+               resume_param_scheduler: bool = True, map_location='default') -> None:
+        """MMEngine's resume, refusing a checkpoint of another optimizer type before its
+        state is loaded (:class:`ResumeRefused`), and training at the config's learning rate
+        when it differs from the checkpoint's (with a warning naming both)."""
+        optimizer = getattr(self.optim_wrapper, 'optimizer', None)
+        fresh = None
+        if resume_optimizer and optimizer is not None:
+            fresh = [group.get('initial_lr', group['lr']) for group in optimizer.param_groups]
+        self._resuming_optimizer = fresh is not None
+        try:
+            super().resume(filename, resume_optimizer, resume_param_scheduler, map_location)
+        finally:
+            self._resuming_optimizer = False
+        if fresh is not None:
+            self._use_config_lr(fresh, filename)
+
+    def _check_optimizer_type(self, checkpoint: dict, filename: str) -> None:
+        optimizer = getattr(self.optim_wrapper, 'optimizer', None)
+        if optimizer is None or 'optimizer' not in checkpoint:
+            return
+        before, now = _optimizer_type_of(checkpoint), type(optimizer).__name__
+        if before is not None and before != now:
+            raise ResumeRefused(
+                f'resume from {filename}: its optimizer is {before}, the config asks for {now}; '
+                f"{before}'s state cannot continue as {now}'s. To start a fresh {now} run from "
+                f'its weights: --cfg-options load_from={filename} without --resume (loads the '
+                'weights only).')
+
+    def _use_config_lr(self, fresh: List[float], filename: str) -> None:
+        """After the optimizer and schedulers were resumed: when the config's base learning
+        rates (``fresh``, one per param group) differ from the checkpoint's, scale each
+        group's rate, its ``initial_lr`` and the schedulers' values by new / old."""
+        groups = self.optim_wrapper.optimizer.param_groups
+        if len(groups) != len(fresh):
+            return
+        old = [group.get('initial_lr', group['lr']) for group in groups]
+        if all(abs(n - o) <= 1e-12 * max(abs(n), abs(o)) for n, o in zip(fresh, old)):
+            return
+        schedulers = _lr_schedulers(self.param_schedulers)
+        for i, (group, new_lr, old_lr) in enumerate(zip(groups, fresh, old)):
+            ratio = new_lr / old_lr if old_lr else None
+            group['lr'] = group['lr'] * ratio if ratio is not None else new_lr
+            if 'initial_lr' in group:
+                group['initial_lr'] = new_lr
+            for scheduler in schedulers:
+                for name in ('base_values', '_last_value'):
+                    values = getattr(scheduler, name, None)
+                    if isinstance(values, list) and i < len(values):
+                        values[i] = values[i] * ratio if ratio is not None else new_lr
+        self.logger.warning(
+            f'resume: the learning rate is {fresh[0]:g} in the config, {old[0]:g} in '
+            f'{filename}: training goes on at the config\'s {fresh[0]:g} (each param group\'s '
+            'rate and its schedule scaled by new / old). To keep the checkpoint\'s, set '
+            f'optim_wrapper.optimizer.lr={old[0]:g}.')
 
     def _init_model_weights(self) -> None:
         """MMEngine's, with an ``init_cfg`` of type ``Pretrained`` read safely."""
@@ -203,10 +320,16 @@ class IrtboxRunner(Runner):
         ``load_from``, and are left alone for evaluation (``tools/test.py``), which does
         not use them."""
         if self._load_partial:
+            if getattr(self, '_resuming_optimizer', False):
+                with safe_checkpoint_loaders():
+                    self._check_optimizer_type(
+                        _load_checkpoint(filename, map_location='cpu'), filename)
             with safe_checkpoint_loaders():
                 return super().load_checkpoint(filename, map_location, strict, revise_keys)
         with safe_checkpoint_loaders():
             checkpoint = _load_checkpoint(filename, map_location=map_location)
+        if getattr(self, '_resuming_optimizer', False):
+            self._check_optimizer_type(checkpoint, filename)
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
         model = self.model.module if is_model_wrapper(self.model) else self.model
         state = extract_state_dict(checkpoint)
@@ -238,6 +361,9 @@ class IrtboxRunner(Runner):
         if not is_main_process():
             return
         meta = dict(meta or {})
+        optimizer = getattr(getattr(self, 'optim_wrapper', None), 'optimizer', None)
+        if optimizer is not None:  # checked on resume: another type is refused
+            meta.setdefault('optimizer_type', type(optimizer).__name__)
         if getattr(self, '_hook_stage', None) not in ('after_train_iter', 'after_train_epoch'):
             # MMEngine counts the iteration (epoch) in progress as done, which holds inside
             # after_train_iter (after_train_epoch) only; after validation it is one past.

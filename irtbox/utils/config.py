@@ -5,7 +5,7 @@ import os.path as osp
 from mmengine.config import Config, DictAction  # noqa: F401  (DictAction re-exported for tools)
 
 __all__ = ['ConfigError', 'DictAction', 'load_config', 'check_top_level_keys',
-           'check_option_types']
+           'check_option_types', 'check_option_paths']
 
 # The top-level keys the runner reads (MMEngine's Runner.from_cfg and IrtboxRunner).
 RUNNER_KEYS = (
@@ -33,6 +33,7 @@ def load_config(path: str, cfg_options: dict = None) -> Config:
     except Exception as err:  # re-raised naming the config file
         raise type(err)(f'could not load config {path}: {err}') from err
     if cfg_options:
+        check_option_paths(cfg, cfg_options, path)
         check_option_types(cfg, cfg_options)
         cfg.merge_from_dict(cfg_options)
     check_top_level_keys(cfg, path)
@@ -70,6 +71,29 @@ def _config_value(cfg, dotted: str):
         else:
             return False, None
     return True, node
+
+
+def check_option_paths(cfg: Config, cfg_options: dict, path: str) -> None:
+    """Refuse ``--cfg-options a.b.c=V`` where the config sets ``a`` (or ``a.b``) to None or to
+    a value that is no dict: ``train_dataloader.dataset.data_root=...`` on a test-only config
+    (``train_dataloader = None``) would otherwise end in MMEngine's ``_delete_=True``
+    TypeError."""
+    for key, value in cfg_options.items():
+        parts = key.split('.')
+        for depth in range(1, len(parts)):
+            prefix = '.'.join(parts[:depth])
+            present, current = _config_value(cfg, prefix)
+            if not present:
+                break  # a new entry: MMEngine creates it
+            if isinstance(current, (dict, Config)) or (
+                    isinstance(current, (list, tuple)) and parts[depth].isdigit()):
+                continue
+            what = ('None: the config has no such part (a test-only config has no training '
+                    'parts)' if current is None else f'{current!r}, not a dict')
+            raise ConfigError(
+                f'--cfg-options {key}={value!r}: {path} sets {prefix} = {what}; there is no '
+                f'{".".join(parts[:depth + 1])} to change. Give the whole entry '
+                f'({prefix}=...) or use a config that has one.')
 
 
 def check_option_types(cfg: Config, cfg_options: dict) -> None:

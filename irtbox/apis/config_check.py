@@ -1,0 +1,404 @@
+"""Every key of a config checked against what it configures, when the config is loaded.
+
+A misspelled argument anywhere in a config (``default_hooks.checkpoint.intervall``,
+``model.head.loss_weigths``, ``train_dataloader.dataset.data_rot``,
+``optim_wrapper.optimizer.lrr``) would otherwise surface as a bare ``TypeError: __init__() got
+an unexpected keyword argument`` when that part is built, which for a hook argument forwarded
+to ``Runner.save_checkpoint`` is after the whole training. :func:`check_config_keys` walks the
+config before any work and refuses such a key, naming the config file, the key path and the
+closest valid key.
+
+How a ``dict(type=...)`` is resolved: through the irtbox registry of the section it sits in
+(``model`` -> ``MODELS``, ``*_dataloader.dataset`` -> ``DATASETS``, ``pipeline`` ->
+``TRANSFORMS``, ``sampler`` -> ``DATA_SAMPLERS``, ``optimizer`` -> ``OPTIMIZERS``,
+``param_scheduler`` -> ``PARAM_SCHEDULERS``, ``*_evaluator`` -> ``METRICS``, ``search`` ->
+``SEARCHERS``, hooks -> ``HOOKS``, ...), which fall back to MMEngine's. The accepted keys are
+the constructor's keyword arguments. A constructor taking ``**kwargs`` is followed where they
+go when that is known: to the next ``__init__`` of the class hierarchy when it passes them to
+``super().__init__(..., **kwargs)``; for MMEngine's ``CheckpointHook`` to
+``Runner.save_checkpoint``; for ``EMAHook`` to its averaged model; for ``TimmBackbone`` to the
+timm model class. Anywhere else the part is not checked rather than guessed at. A type that
+no registry knows is left to the build, which names it. Entries that hold no part
+(``init_cfg``, ``collate_fn``, ``worker_init_fn``, ``paramwise_cfg``) are not checked.
+
+Values checked on the way: a learning rate is a number >= 0; ``max_iters`` /
+``max_epochs`` / ``val_interval`` are whole numbers >= 1 (MMEngine would stop at a bare
+``assert``).
+"""
+import ast
+import difflib
+import functools
+import inspect
+import textwrap
+from typing import Any, Callable, Dict, Iterable, Optional, Set, Tuple
+
+from mmengine.config import Config
+
+from irtbox.registry import (DATA_SAMPLERS, DATASETS, EVALUATOR, HOOKS, LOG_PROCESSORS,
+                             LOOPS, METRICS, MODEL_WRAPPERS, MODELS, OPTIM_WRAPPERS,
+                             OPTIMIZERS, PARAM_SCHEDULERS, RUNNERS, SEARCHERS, TRANSFORMS,
+                             VISBACKENDS, VISUALIZERS)
+from irtbox.utils.config import ConfigError
+
+__all__ = ['check_config_keys', 'accepted_keys']
+
+_SKIP = 'skip'  # an entry that holds no registered part: not checked
+# The registry of a nested ``dict(type=...)`` by the key it sits under; other keys keep the
+# registry of the part that holds them.
+_CHILD_REGISTRIES = {
+    'dataset': (DATASETS, ), 'datasets': (DATASETS, ),
+    'pipeline': (TRANSFORMS, ), 'transforms': (TRANSFORMS, ),
+    'sampler': (DATA_SAMPLERS, ), 'batch_sampler': (DATA_SAMPLERS, ),
+    'search': (SEARCHERS, ), 'searcher': (SEARCHERS, ),
+    'optimizer': (OPTIMIZERS, ), 'metrics': (METRICS, ),
+    'vis_backends': (VISBACKENDS, ),
+    'init_cfg': _SKIP, 'collate_fn': _SKIP, 'worker_init_fn': _SKIP, 'paramwise_cfg': _SKIP,
+    'constructor': _SKIP,
+}
+# The types MMEngine's Runner (and IrtboxRunner) give default hooks that name none.
+_DEFAULT_HOOK_TYPES = dict(
+    runtime_info='RuntimeInfoHook', timer='IterTimerHook', sampler_seed='DistSamplerSeedHook',
+    logger='LoggerHook', param_scheduler='ParamSchedulerHook', checkpoint='CheckpointHook',
+    non_finite_loss='NonFiniteLossHook', sync_norm_stats='SyncNormStatsHook')
+# Keys MMEngine's Runner.build_dataloader reads itself before the rest goes to DataLoader.
+_DATALOADER_OWN = {'dataset', 'sampler', 'batch_sampler', 'collate_fn', 'worker_init_fn',
+                   'num_batch_per_epoch', 'disable_subprocess_warning'}
+# Keys the optimizer wrapper constructor takes out before building the wrapper.
+_OPTIM_WRAPPER_OWN = {'constructor', 'paramwise_cfg', 'optimizer'}
+_WHOLE_NUMBERS = ('max_iters', 'max_epochs', 'val_interval')
+
+
+def check_config_keys(cfg: Config, path: Optional[str] = None) -> None:
+    """Raise :class:`~irtbox.utils.config.ConfigError` at the first key of ``cfg`` that the
+    part it configures does not take (or a learning rate / iteration count that cannot be
+    one), naming ``path`` (default ``cfg.filename``), the key path and the closest valid key."""
+    _Checker(cfg, path or getattr(cfg, 'filename', None) or 'the config').run()
+
+
+class _Checker:
+
+    def __init__(self, cfg: Config, path: str):
+        self.cfg, self.path = cfg, path
+
+    def fail(self, where: str, message: str):
+        raise ConfigError(f'{self.path}: {where}: {message}')
+
+    def run(self) -> None:
+        cfg = self.cfg
+        imports = cfg.get('custom_imports')
+        if imports:
+            from mmengine.utils import import_modules_from_strings
+            import_modules_from_strings(**imports)
+        import irtbox.engine  # noqa: F401  (registers the runner, hooks, loops)
+        import mmengine.runner  # noqa: F401  (registers MMEngine's hooks, loops)
+        self.part(cfg.get('model'), 'model', (MODELS, ))
+        hooks = cfg.get('default_hooks') or {}
+        for name, hook in hooks.items():
+            if isinstance(hook, dict) and 'type' not in hook and name in _DEFAULT_HOOK_TYPES:
+                hook = {'type': _DEFAULT_HOOK_TYPES[name], **hook}
+            self.part(hook, f'default_hooks.{name}', (HOOKS, ))
+        self.part(cfg.get('custom_hooks'), 'custom_hooks', (HOOKS, ))
+        for split in ('train', 'val', 'test'):
+            self.dataloader(cfg.get(f'{split}_dataloader'), f'{split}_dataloader')
+            self.loop(cfg.get(f'{split}_cfg'), split)
+        for key in ('val_evaluator', 'test_evaluator'):
+            self.part(cfg.get(key), key, (METRICS, EVALUATOR))
+        self.optim_wrapper(cfg.get('optim_wrapper'))
+        self.part(cfg.get('param_scheduler'), 'param_scheduler', (PARAM_SCHEDULERS, ))
+        self.part(cfg.get('visualizer'), 'visualizer', (VISUALIZERS, ))
+        self.part(cfg.get('vis_backends'), 'vis_backends', (VISBACKENDS, ))
+        log_processor = cfg.get('log_processor')
+        if isinstance(log_processor, dict):
+            self.part({'type': 'LogProcessor', **log_processor}, 'log_processor',
+                      (LOG_PROCESSORS, ))
+        self.part(cfg.get('model_wrapper_cfg'), 'model_wrapper_cfg', (MODEL_WRAPPERS, ))
+
+    # -- walking ---------------------------------------------------------------------------
+    def part(self, node: Any, where: str, registries) -> None:
+        """Check ``node`` (a ``dict(type=...)``, a plain dict or list of them, or a value)."""
+        if registries == _SKIP:
+            return
+        if isinstance(node, (list, tuple)):
+            for i, item in enumerate(node):
+                self.part(item, f'{where}.{i}', registries)
+            return
+        if not isinstance(node, dict):
+            return
+        if 'type' in node:
+            self.typed(node, where, registries)
+        for key, value in node.items():
+            if key in ('type', '_scope_'):
+                continue
+            self.part(value, f'{where}.{key}', _CHILD_REGISTRIES.get(key, registries))
+
+    def typed(self, node: dict, where: str, registries, given: Optional[Iterable] = None,
+              accepted_extra: Iterable = ()) -> None:
+        """Check the keys of ``node`` (those in ``given``, default all but ``type``) against
+        the constructor of the class its ``type`` names."""
+        cls = _resolve(node['type'], registries)
+        if cls is None:
+            return  # not registered (yet): the build names it
+        accepted = accepted_keys(cls, node, self.cfg)
+        if accepted is None:
+            return
+        accepted |= set(accepted_extra)
+        if PARAM_SCHEDULERS in registries:  # Runner.build_param_scheduler takes it out
+            accepted.add('convert_to_iter_based')
+        keys = [k for k in (node if given is None else given) if k not in ('type', '_scope_')]
+        name = getattr(cls, '__name__', str(cls))
+        for key in keys:
+            if key not in accepted:
+                self.unknown(where, key, name, accepted)
+
+    def unknown(self, where: str, key: str, name: str, accepted: Set[str]):
+        valid = sorted(k for k in accepted if not k.startswith('_'))
+        close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+        hint = f'; did you mean {close[0]!r}?' if close else '.'
+        if not valid:
+            takes = f'{name} takes no arguments'
+        elif len(valid) <= 12:
+            takes = f'{name} takes: {", ".join(valid)}'
+        else:
+            takes = f'{name} takes {len(valid)} arguments: {", ".join(valid[:12])}, ...'
+        self.fail(f'{where}.{key}', f'{name} takes no argument {key!r}{hint} ({takes})')
+
+    def dataloader(self, loader: Any, where: str) -> None:
+        if not isinstance(loader, dict):
+            return
+        from torch.utils.data import DataLoader
+        accepted = set(inspect.signature(DataLoader.__init__).parameters) | _DATALOADER_OWN
+        for key in loader:
+            if key not in accepted:
+                self.unknown(where, key, 'the dataloader (torch DataLoader)', accepted - {'self'})
+        self.part(loader, where, (DATASETS, ))  # its children by key: dataset, sampler, ...
+
+    def loop(self, loop: Any, split: str) -> None:
+        where = f'{split}_cfg'
+        if not isinstance(loop, dict):
+            return
+        for key in _WHOLE_NUMBERS:
+            if key in loop:
+                value = loop[key]
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                        value != int(value) or value < 1:
+                    self.fail(f'{where}.{key}', f'expected a whole number >= 1, got {value!r}')
+        if 'type' in loop:
+            self.typed(loop, where, (LOOPS, ))
+            return
+        if split == 'train':
+            kind = 'EpochBasedTrainLoop' if loop.get('by_epoch') else 'IterBasedTrainLoop'
+            self.typed({'type': kind, **loop}, where, (LOOPS, ), accepted_extra=('by_epoch', ))
+        else:
+            self.typed({'type': 'ValLoop' if split == 'val' else 'TestLoop', **loop}, where,
+                       (LOOPS, ))
+
+    def optim_wrapper(self, wrapper: Any) -> None:
+        if not isinstance(wrapper, dict):
+            return
+        where = 'optim_wrapper'
+        constructor = wrapper.get('constructor', 'DefaultOptimWrapperConstructor')
+        if constructor == 'DefaultOptimWrapperConstructor':  # its wrapper keys are known
+            node = {'type': 'OptimWrapper', **wrapper}
+            self.typed(node, where, (OPTIM_WRAPPERS, ),
+                       given=[k for k in wrapper if k not in _OPTIM_WRAPPER_OWN and k != 'type'])
+        optimizer = wrapper.get('optimizer')
+        if isinstance(optimizer, dict) and 'lr' in optimizer:
+            self.check_lr(optimizer['lr'], f'{where}.optimizer.lr')
+        for key, value in wrapper.items():
+            if key != 'type':
+                self.part(value, f'{where}.{key}', _CHILD_REGISTRIES.get(key, (OPTIM_WRAPPERS, )))
+
+    def check_lr(self, lr: Any, where: str) -> None:
+        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr >= 0:
+            self.fail(where, f'expected a learning rate: a number >= 0, got {lr!r}')
+
+
+def _resolve(kind: Any, registries) -> Optional[Callable]:
+    """The class (or function) ``kind`` names in the first of ``registries`` that has it."""
+    if callable(kind):
+        return kind
+    if not isinstance(kind, str):
+        return None
+    for registry in registries:
+        try:
+            found = registry.get(kind)
+        except Exception:  # a scope not installed, a failed import: left to the build
+            found = None
+        if found is not None:
+            return found
+    return None
+
+
+# -- what a constructor accepts -------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def _params(fn) -> Tuple[Set[str], Optional[str]]:
+    """(keyword-passable parameter names of ``fn``, the name of its ``**kwargs`` or None)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return set(), 'kwargs'
+    names, var_kw = set(), None
+    for p in sig.parameters.values():
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            names.add(p.name)
+        elif p.kind == p.VAR_KEYWORD:
+            var_kw = p.name
+    names.discard('self')
+    return names, var_kw
+
+
+@functools.lru_cache(maxsize=None)
+def _forwards_to_super(fn, var_kw: str) -> Optional[Set[str]]:
+    """When ``fn`` passes its ``**var_kw`` on to ``super().__init__`` and otherwise only
+    reads keys out of it (``kwargs.pop('x')``), the keys it reads; else None (not known)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    func = tree.body[0]
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    uses, passed, reads, neutral = 0, 0, set(), 0
+    for node in ast.walk(ast.Module(body=func.body, type_ignores=[])):
+        if isinstance(node, ast.Name) and node.id == var_kw:
+            uses += 1
+        elif isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Attribute) and f.attr == '__init__' and \
+                    isinstance(f.value, ast.Call) and isinstance(f.value.func, ast.Name) and \
+                    f.value.func.id == 'super':
+                passed += sum(1 for k in node.keywords if k.arg is None and
+                              isinstance(k.value, ast.Name) and k.value.id == var_kw)
+            elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
+                    f.value.id == var_kw and node.args and \
+                    isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                if f.attr in ('pop', 'get'):
+                    reads.add(node.args[0].value)
+                    neutral += 1
+                elif f.attr == 'setdefault':
+                    neutral += 1
+        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and \
+                node.value.id == var_kw and isinstance(node.slice, ast.Constant):
+            reads.add(node.slice.value)
+            neutral += 1
+    if not passed or uses != passed + neutral:
+        return None
+    return reads
+
+
+def accepted_keys(cls: Callable, node: Optional[dict] = None,
+                  cfg: Optional[Config] = None) -> Optional[Set[str]]:
+    """The config keys ``cls`` (a registered class or function) accepts, following its
+    ``**kwargs`` where they are known to go; None when that is not known."""
+    import torch
+    node = node or {}
+    if not inspect.isclass(cls):
+        names, var_kw = _params(cls)
+        return None if var_kw else names
+    special = _SPECIAL_KWARGS.get(getattr(cls, '__name__', ''))
+    accepted: Set[str] = set()
+    owners = [c for c in cls.__mro__ if '__init__' in vars(c)]
+    for owner in owners:
+        if owner in (object, torch.nn.Module):
+            return accepted  # they take no keyword arguments
+        names, var_kw = _params(owner.__init__)
+        accepted |= names
+        if var_kw is None:
+            return accepted
+        if special is not None and owner.__name__ == getattr(cls, '__name__', None):
+            extra = special(cls, node, cfg)
+            return None if extra is None else accepted | extra
+        reads = _forwards_to_super(owner.__init__, var_kw)
+        if reads is None:
+            return None
+        accepted |= reads
+    return None
+
+
+def _checkpoint_hook_kwargs(cls, node, cfg) -> Optional[Set[str]]:
+    """MMEngine's CheckpointHook passes its unknown keys to ``runner.save_checkpoint``
+    besides the arguments it gives itself."""
+    name = (cfg or {}).get('runner_type') or 'IrtboxRunner'
+    runner = _resolve(name, (RUNNERS, ))
+    if runner is None:
+        return None
+    names, var_kw = _params(runner.save_checkpoint)
+    if var_kw:
+        return None
+    return names - {'out_dir', 'filename', 'file_client_args', 'save_optimizer',
+                    'save_param_scheduler', 'meta', 'by_epoch', 'backend_args'}
+
+
+def _ema_hook_kwargs(cls, node, cfg) -> Optional[Set[str]]:
+    """MMEngine's EMAHook builds ``ema_type`` (a model registry entry) with its other keys."""
+    ema = _resolve(node.get('ema_type', 'ExponentialMovingAverage'), (MODELS, ))
+    if ema is None:
+        return None
+    extra = accepted_keys(ema)
+    return None if extra is None else extra - {'model'}
+
+
+def _timm_backbone_kwargs(cls, node, cfg) -> Optional[Set[str]]:
+    """TimmBackbone passes its other keys to ``timm.create_model``, which builds the model
+    class of ``model_name`` with them: its constructor's arguments (found by stopping timm
+    at ``build_model_with_cfg``, before anything is built)."""
+    model_cls, extra = _timm_model_class(node.get('model_name'))
+    if model_cls is None:
+        return None
+    names = accepted_keys(model_cls)
+    return None if names is None else names | extra
+
+
+class _Captured(Exception):
+    pass
+
+
+@functools.lru_cache(maxsize=None)
+def _timm_model_class(model_name) -> Tuple[Optional[type], Set[str]]:
+    """(the class timm builds for ``model_name``, the keys its builder takes itself)."""
+    if not isinstance(model_name, str):
+        return None, set()
+    try:
+        import sys
+
+        import timm
+        from timm.models import _builder
+    except ImportError:
+        return None, set()
+    captured = {}
+
+    def capture(model_cls, variant, pretrained, **kwargs):
+        captured['cls'] = model_cls
+        raise _Captured
+
+    patched = [m for name, m in list(sys.modules.items())
+               if name.startswith('timm.models') and
+               getattr(m, 'build_model_with_cfg', None) is _builder.build_model_with_cfg]
+    original = _builder.build_model_with_cfg
+    for module in patched:
+        module.build_model_with_cfg = capture
+    try:
+        timm.create_model(model_name, pretrained=False)
+    except _Captured:
+        pass
+    except Exception:
+        return None, set()
+    finally:
+        for module in patched:
+            module.build_model_with_cfg = original
+    model_cls = captured.get('cls')
+    if not inspect.isclass(model_cls):
+        return None, set()
+    builder_own, _ = _params(original)
+    create_own, _ = _params(timm.create_model)
+    # Keys timm's create_model / build_model_with_cfg take out (features_only, ...).
+    return model_cls, (builder_own | create_own | {'features_only', 'out_indices',
+                                                   'feature_cls', 'output_stride'}) - {
+        'model_cls', 'variant', 'model_name'}
+
+
+_SPECIAL_KWARGS: Dict[str, Callable] = {
+    'CheckpointHook': _checkpoint_hook_kwargs,
+    'EMAHook': _ema_hook_kwargs,
+    'TimmBackbone': _timm_backbone_kwargs,
+}

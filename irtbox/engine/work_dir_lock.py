@@ -1,0 +1,124 @@
+"""One training at a time in a work dir.
+
+Two trainings writing into one work dir overwrite each other's checkpoints and
+``last_checkpoint`` and both report success. A training holds ``WORK_DIR/.irtbox.lock`` while
+it writes there: a JSON record of the PID, the host and the start time of the process that
+holds it, created with ``O_EXCL`` (one creator wins). A second training is refused naming the
+first. A lock left by a process that is gone (same host, PID not running: a kill -9, a power
+cut) is taken over with a warning; a lock from another host is never taken over (its process
+cannot be checked from here): the message says to delete the file when that run is over.
+
+Rank 0 takes the lock (:meth:`IrtboxRunner.train`); it is released when the training ends,
+also on error, and at interpreter exit.
+"""
+import atexit
+import datetime
+import errno
+import json
+import os
+import os.path as osp
+import socket
+from typing import Callable, Optional
+
+__all__ = ['LOCK_NAME', 'WorkDirLock', 'WorkDirLocked']
+
+LOCK_NAME = '.irtbox.lock'
+
+
+class WorkDirLocked(RuntimeError):
+    """Another training holds the work dir."""
+
+
+def _pid_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # running, under another user
+        return True
+    except OSError as err:
+        return err.errno != errno.ESRCH
+    return True
+
+
+class WorkDirLock:
+    """``with WorkDirLock(work_dir, warn=logger.warning): ...`` holds ``work_dir`` for this
+    process, or raises :class:`WorkDirLocked` naming the holder."""
+
+    def __init__(self, work_dir: str, warn: Optional[Callable[[str], None]] = None):
+        self.work_dir = work_dir
+        self.path = osp.join(work_dir, LOCK_NAME)
+        self.warn = warn or (lambda message: None)
+        self.held = False
+
+    def _record(self) -> dict:
+        return dict(pid=os.getpid(), host=socket.gethostname(),
+                    started=datetime.datetime.now().isoformat(timespec='seconds'))
+
+    def _read(self) -> Optional[dict]:
+        try:
+            with open(self.path) as f:
+                record = json.load(f)
+            return record if isinstance(record, dict) else {}
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            return {}  # half written by a holder that died while writing it: unknown holder
+
+    def acquire(self) -> 'WorkDirLock':
+        os.makedirs(self.work_dir, exist_ok=True)
+        for _ in range(3):  # a lock removed between our tries: try again
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                holder = self._read()
+                if holder is None:
+                    continue
+                if not self._stale(holder):
+                    raise WorkDirLocked(self._refusal(holder))
+                self.warn(f'{self.path}: taking over the lock of a training that is gone '
+                          f'(PID {holder.get("pid")} on {holder.get("host")}, started '
+                          f'{holder.get("started")}, no longer running)')
+                try:
+                    os.remove(self.path)
+                except FileNotFoundError:
+                    pass
+                continue
+            with os.fdopen(fd, 'w') as f:
+                json.dump(self._record(), f)
+                f.flush()
+                os.fsync(f.fileno())
+            self.held = True
+            atexit.register(self.release)
+            return self
+        raise WorkDirLocked(f'{self.path}: could not take the lock of {self.work_dir}')
+
+    def _stale(self, holder: dict) -> bool:
+        pid = holder.get('pid')
+        return (holder.get('host') == socket.gethostname() and isinstance(pid, int)
+                and pid != os.getpid() and not _pid_running(pid))
+
+    def _refusal(self, holder: dict) -> str:
+        who = (f'PID {holder.get("pid")} on host {holder.get("host")}, started '
+               f'{holder.get("started")}') if holder else 'a process that left no record'
+        return (f'{self.work_dir} is in use by another training ({who}); two trainings in one '
+                f'work dir overwrite each other\'s checkpoints. Give this one another '
+                f'--work-dir, or wait for that one to end. (If it is over, delete {self.path}.)')
+
+    def release(self) -> None:
+        if not self.held:
+            return
+        self.held = False
+        atexit.unregister(self.release)
+        holder = self._read()
+        if holder and holder.get('pid') == os.getpid():
+            try:
+                os.remove(self.path)
+            except FileNotFoundError:
+                pass
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()

@@ -1,0 +1,66 @@
+"""A resume that changes the learning rate or the optimizer type says what it does: the
+config's new learning rate is used with a warning naming both; another optimizer type is
+refused in one line before any state is loaded."""
+import shutil
+
+import pytest
+import torch
+
+from irtbox.cli import train as train_tool
+from irtbox.utils import safe_torch_load
+from tests.test_reliability.reliability_helpers import ROOT, TINY_CONFIG, run_log
+
+
+def train(work_dir, *options, resume=False):
+    argv = [TINY_CONFIG, '--work-dir', str(work_dir)] + (['--resume'] if resume else [])
+    train_tool.main(argv + ['--cfg-options', *options])
+
+
+@pytest.fixture(scope='module')
+def two_iterations(tmp_path_factory):
+    """A work dir after 2 iterations of AdamW at lr 1e-3 (iter_2.pth)."""
+    work_dir = tmp_path_factory.mktemp('trained') / 'w'
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(ROOT)
+        train(work_dir, 'train_cfg.max_iters=2')
+    return work_dir
+
+
+@pytest.fixture
+def run_copy(two_iterations, tmp_path):
+    work_dir = tmp_path / 'w'
+    shutil.copytree(two_iterations, work_dir)
+    (work_dir / 'last_checkpoint').unlink()  # resume picks the newest iter_*.pth of the copy
+    return work_dir
+
+
+def test_resume_with_a_new_learning_rate_uses_it(run_copy, in_root):
+    train(run_copy, 'train_cfg.max_iters=4', 'optim_wrapper.optimizer.lr=0.01', resume=True)
+    # Before: trained on at the checkpoint's 1e-3, no word about it.
+    assert ("resume: the learning rate is 0.01 in the config, 0.001 in "
+            f"{run_copy}/iter_2.pth: training goes on at the config's 0.01") in run_log(run_copy)
+    groups = safe_torch_load(str(run_copy / 'iter_4.pth'))['optimizer']['param_groups']
+    assert all(group['lr'] == pytest.approx(0.01) for group in groups)
+
+
+def test_resume_with_the_same_learning_rate_says_nothing(run_copy, in_root):
+    train(run_copy, 'train_cfg.max_iters=4', resume=True)
+    assert 'resume: the learning rate' not in run_log(run_copy)
+
+
+@pytest.mark.parametrize('old_checkpoint', [False, True])
+def test_resume_into_another_optimizer_type_is_refused(run_copy, in_root, old_checkpoint):
+    checkpoint = run_copy / 'iter_2.pth'
+    if old_checkpoint:  # written before the type was recorded: read from its saved config
+        state = safe_torch_load(str(checkpoint))
+        del state['meta']['optimizer_type']
+        torch.save(state, str(checkpoint))
+    # Before: "resumed", then KeyError: 'momentum' deep in torch's SGD.
+    with pytest.raises(SystemExit) as err:
+        train(run_copy, 'train_cfg.max_iters=4', 'optim_wrapper.optimizer.type=SGD', resume=True)
+    assert str(err.value) == (
+        f'{TINY_CONFIG}: resume from {checkpoint}: its optimizer is AdamW, the config asks for '
+        "SGD; AdamW's state cannot continue as SGD's. To start a fresh SGD run from its "
+        f'weights: --cfg-options load_from={checkpoint} without --resume (loads the weights '
+        'only).')
+    assert not (run_copy / 'iter_4.pth').exists()
