@@ -7,9 +7,9 @@ import torch
 from mmengine.config import Config
 
 from irtbox.registry import RUNNERS
+from irtbox.utils.config import ConfigError, load_config
 
 from .config_check import check_config_keys
-from irtbox.utils.config import ConfigError, load_config
 
 __all__ = ['DEFAULT_RUNNER', 'build_runner', 'check_checkpoint', 'load_run_config']
 
@@ -23,8 +23,9 @@ def load_run_config(path: str, cfg_options: Optional[dict] = None,
     """The config at ``path`` with ``cfg_options`` merged (:func:`load_config`), ``launcher``
     set, and ``work_dir``: the one given, else the config's, else
     ``./work_dirs/<config name>``. Every key is checked against the part it configures
-    (:func:`~irtbox.apis.config_check.check_config_keys`) before any work. With a launcher and no CUDA, the gloo backend. With
-    CUDA, pinned memory and persistent workers for the dataloaders that do not say
+    (:func:`~irtbox.apis.config_check.check_config_keys`) before any work. With a launcher
+    and no CUDA, the gloo backend. With CUDA, pinned memory and persistent workers for the
+    dataloaders that do not say
     (:func:`_default_loader_options`)."""
     from irtbox.utils.dist import adapt_cfg_to_device
     cfg = load_config(path, cfg_options)

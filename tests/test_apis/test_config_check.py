@@ -55,7 +55,7 @@ def test_misspelled_key_anywhere(key, value, cls, meant):
 def test_hook_typo_refused_before_training(tmp_path):
     work_dir = tmp_path / 'w'
     with pytest.raises(ConfigError, match=r"default_hooks\.checkpoint\.intervall: CheckpointHook "
-                                          r"takes no argument 'intervall'; did you mean 'interval'"):
+                       r"takes no argument 'intervall'; did you mean 'interval'"):
         train_tool.main([TINY_CONFIG, '--work-dir', str(work_dir), '--cfg-options',
                          'default_hooks.checkpoint.intervall=1'])
     assert not work_dir.exists()  # nothing ran
