@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from irtbox.evaluation.functional import retrieval_metrics
-from irtbox.evaluation.functional.ranking import rank_of, stable_ranks
+from irtbox.evaluation.functional.ranking import rank_of, stable_ranks, stable_topk
 from irtbox.evaluation.searchers import ExactSearcher, FaissSearcher
 
 
@@ -94,6 +94,29 @@ def test_rank_of_counts_ties_by_index():
     value = torch.tensor([0.5, 1.0, 0.2])
     assert rank_of(sims, value, torch.tensor([2, 4, 2])).tolist() == [2, 3, 2]
     assert rank_of(sims, value, torch.tensor([0, 0, 2])).tolist() == [1, 0, 2]
+
+
+@pytest.mark.parametrize('dtype', [torch.float32, torch.float64])
+@pytest.mark.parametrize('levels', [0, 2, 40, 1000])
+def test_stable_topk_equals_a_stable_sort(dtype, levels):
+    """Rows long enough for the segment pre-selection (and short ones), with ties within
+    and across segments, at the k-th value, among the segment maxima, and -inf entries."""
+    gen = torch.Generator().manual_seed(levels)
+    for trial in range(12):
+        rows = int(torch.randint(1, 20, (1, ), generator=gen))
+        n = int(torch.randint(1, 20000, (1, ), generator=gen))
+        k = int(torch.randint(1, min(n, 40) + 1, (1, ), generator=gen))
+        sims = torch.randn(rows, n, generator=gen, dtype=dtype)
+        if levels:
+            sims = (sims * levels).round() / levels
+        if trial % 4 == 0:
+            sims[:, torch.randint(0, n, (5, ), generator=gen)] = float('-inf')
+        if trial == 5:
+            sims[:] = 0.5
+        values, columns = stable_topk(sims, k)
+        want = torch.sort(sims, dim=1, descending=True, stable=True).indices[:, :k]
+        assert torch.equal(columns, want)
+        assert torch.equal(values, sims.gather(1, want))
 
 
 @pytest.mark.parametrize('dtype', [np.float32, np.float64])
