@@ -2,7 +2,7 @@
 import hashlib
 import json
 import os.path as osp
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import torch
 
@@ -46,19 +46,21 @@ def embedding_dim(model: torch.nn.Module) -> int:
                          mode='tensor').shape[-1])
 
 
-def model_identity(model: torch.nn.Module) -> Dict:
-    """The fingerprint of ``model`` (built by ``init_model`` / ``get_model``, so it has
-    ``model.input_spec``): its weights, its preprocessing (test pipeline, mean/std, channel
-    order, test scales, whitening), embedding size and normalisation, plus the config and
-    checkpoint it came from."""
+def model_identity(model: torch.nn.Module, config: Optional[str] = None,
+                   checkpoint: Optional[str] = None) -> Dict:
+    """The fingerprint of ``model`` (built by ``init_model`` / ``get_model`` or a runner, so
+    it has ``model.input_spec``): its weights, its preprocessing (test pipeline, mean/std,
+    channel order, test scales, whitening), embedding size and normalisation, plus the config
+    file and checkpoint it came from (default: ``model.cfg.filename`` and
+    ``model.checkpoint``, which ``init_model`` sets)."""
     spec = input_spec_of(model, 'model_identity')
     # The fields the first indexes hashed, as they were: the same model keeps its digest.
     preprocessing = dict(
         pipeline=list(spec.pipeline), mean=list(spec.mean), std=list(spec.std),
         channel_flip=spec.preprocessor_flips, test_scales=list(spec.test_scales),
         whitening=getattr(model, 'whitening', None) is not None)
-    checkpoint = getattr(model, 'checkpoint', None)
-    config = getattr(getattr(model, 'cfg', None), 'filename', None)
+    checkpoint = checkpoint or getattr(model, 'checkpoint', None)
+    config = config or getattr(getattr(model, 'cfg', None), 'filename', None)
     return dict(config=config, checkpoint=checkpoint,
                 checkpoint_sha256=sha256sum(checkpoint) if checkpoint and osp.isfile(
                     checkpoint) else None,

@@ -177,33 +177,19 @@ def dataset_image_ids(dataset, sample_idx: Sequence[int]) -> Tuple[List[str], st
 
 
 def runner_model_identity(runner) -> Optional[dict]:
-    """The identity (:func:`irtbox.apis.identity.model_identity`) of a runner's model, DDP
-    unwrapped; its input spec resolved from ``runner.cfg`` where the model has none (the
-    runner builds models without ``init_model``). None, with a warning, when it cannot be
-    resolved."""
+    """The identity (:func:`irtbox.apis.identity.model_identity`) of a runner's model (DDP
+    unwrapped; the runner gave it its input spec), with the runner's config file and
+    checkpoint. None, with a warning, when the model has no input spec."""
     from mmengine.model import is_model_wrapper
-
-    from irtbox.models.input_spec import resolve_input_spec
 
     from .identity import model_identity
     model = runner.model.module if is_model_wrapper(runner.model) else runner.model
-    changed = {}  # what is set here for model_identity, put back afterwards
-    try:
-        if getattr(model, 'input_spec', None) is None:
-            changed['input_spec'] = None
-            model.input_spec = resolve_input_spec(model, runner.cfg)
-        for key, value in (('cfg', runner.cfg), ('checkpoint', runner.cfg.get('load_from'))):
-            if getattr(model, key, None) is None:
-                changed[key] = None
-                setattr(model, key, value)
-        return model_identity(model)
-    except (ValueError, TypeError, AttributeError, RuntimeError) as error:
-        runner.logger.warning(f'--out: the model identity could not be computed ({error}); '
-                              'the results file has none')
+    if getattr(model, 'input_spec', None) is None:
+        runner.logger.warning('--out: the model has no input spec, so no identity; the results '
+                              'file has none')
         return None
-    finally:
-        for key, value in changed.items():
-            setattr(model, key, value)
+    return model_identity(model, config=runner.cfg.filename,
+                          checkpoint=runner.cfg.get('load_from'))
 
 
 def result_sets(runner, metrics: Optional[Dict[str, float]] = None,

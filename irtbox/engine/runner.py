@@ -37,6 +37,7 @@ import os.path as osp
 import re
 from typing import List, Optional, Tuple
 
+import torch
 from mmengine.dist import broadcast_object_list, is_distributed, is_main_process
 from mmengine.logging import MMLogger
 from mmengine.model import is_model_wrapper
@@ -44,6 +45,7 @@ from mmengine.runner import BaseLoop, Runner
 from mmengine.runner.checkpoint import _load_checkpoint
 from mmengine.visualization import Visualizer
 
+from irtbox.models.input_spec import config_test_pipeline, resolve_input_spec
 from irtbox.registry import RUNNERS
 from irtbox.utils.checkpoint import (checkpoint_problem, extract_state_dict, load_model_weights,
                                      safe_checkpoint_loaders)
@@ -159,6 +161,22 @@ class IrtboxRunner(Runner):
         super().__init__(*args, **kwargs)
         self._load_partial = bool(self.cfg.get('load_partial', False))
         self.logger.addFilter(_DropUnactionable())
+
+    def build_model(self, model):
+        """MMEngine's model, carrying its :class:`~irtbox.models.input_spec.InputSpec` as
+        ``model.input_spec`` (as ``init_model`` gives it), resolved once here from the
+        config's test pipeline; None, with a warning, when the config has no test pipeline
+        or the pipeline fails on a probe image."""
+        model = super().build_model(model)
+        if isinstance(model, torch.nn.Module) and getattr(model, 'input_spec', None) is None:
+            model.input_spec = None
+            if config_test_pipeline(self.cfg):
+                try:
+                    model.input_spec = resolve_input_spec(model, self.cfg)
+                except ValueError as error:
+                    self.logger.warning(f'the model has no input spec ({error}); a results '
+                                        'file of this run carries no model identity')
+        return model
 
     def build_logger(self, *args, **kwargs) -> MMLogger:
         """MMEngine's logger, under an experiment name no earlier run of this process used.

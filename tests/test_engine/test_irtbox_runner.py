@@ -77,3 +77,20 @@ def test_irtbox_default_hooks_can_be_dropped(tmp_path):
     cfg.work_dir = str(tmp_path / 'again')
     names = [type(h).__name__ for h in IrtboxRunner.from_cfg(cfg).hooks]
     assert 'NonFiniteLossHook' in names and 'SyncNormStatsHook' in names
+
+
+def test_the_model_carries_the_input_spec_init_model_gives_it(tmp_path):
+    """The runner's model has the input spec of the same config built by init_model, so a
+    results file identifies the model as an index built from it would; a config without a test
+    pipeline gives a model without one."""
+    from irtbox.apis import init_model
+    cfg = Config.fromfile(TINY)
+    cfg.work_dir = str(tmp_path / 'with')
+    model = IrtboxRunner.from_cfg(cfg).model
+    assert model.input_spec == init_model(TINY).input_spec
+    assert model.input_spec.size == tuple(model.input_spec.size) and model.input_spec.pipeline
+    cfg = Config.fromfile(TINY)
+    cfg.work_dir = str(tmp_path / 'without')
+    for key in ('test_dataloader', 'test_evaluator', 'test_cfg'):
+        cfg[key] = None
+    assert IrtboxRunner.from_cfg(cfg).model.input_spec is None
