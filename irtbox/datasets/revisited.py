@@ -109,9 +109,8 @@ class RevisitedDataset(BaseDataset):
             **kwargs)
 
     def load_data_list(self) -> List[dict]:
-        name = type(self).__name__
         path = self.ann_file
-        data = load_pickle(path, name)
+        data = load_pickle(path)
         require_keys(data, ('imlist', 'qimlist', 'gnd'), path)
         imlist = as_string_list(data['imlist'], f"{path}: 'imlist'")
         qimlist = as_string_list(data['qimlist'], f"{path}: 'qimlist'")
@@ -126,7 +125,7 @@ class RevisitedDataset(BaseDataset):
 
         img_dir = self.data_prefix['img_path']
         if not osp.isdir(img_dir):
-            raise FileNotFoundError(f'{name}: image folder {img_dir!r} not found '
+            raise FileNotFoundError(f'image folder {img_dir!r} not found '
                                     f"(data_prefix['img_path'] under data_root "
                                     f'{self.data_root!r})')
         samples = [dict(img_path=osp.join(img_dir, q + self.img_suffix), is_query=True,

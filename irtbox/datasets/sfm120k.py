@@ -111,7 +111,7 @@ class SfM120kDataset(BaseRetrievalDataset):
 
     def parse_samples(self) -> List[dict]:
         path = self.ann_file
-        data = load_pickle(path, type(self).__name__)
+        data = load_pickle(path)
         require_keys(data, (self.split, ), path)
         where = f"{path}: ['{self.split}']"
         data = data[self.split]
@@ -266,7 +266,7 @@ class SfMWhitenDataset(BaseDataset):
 
     def load_data_list(self) -> List[dict]:
         path = self.ann_file
-        data = load_pickle(path, type(self).__name__)
+        data = load_pickle(path)
         require_keys(data, ('cids', 'qidxs', 'pidxs'), path)
         cids = as_string_list(data['cids'], f"{path}: 'cids'")
         if not cids:

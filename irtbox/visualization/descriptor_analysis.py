@@ -159,7 +159,7 @@ def analyze_result_files(models: Sequence[Tuple[str, str]], out_dir: str,
     names = [model for model, _ in models]
     if len(set(names)) != len(names):
         raise ValueError(f'model names must be unique, got {names}')
-    gnd = load_revisited_gnd(gnd_file, protocol, 'analyze_embeddings', key='--gnd') \
+    gnd = load_revisited_gnd(gnd_file, protocol, key='--gnd') \
         if gnd_file else None
     need = ('is_query', ) if gnd is not None else ('labels', )
     loaded = [(model, path, load_result_set(path, name, need=need)) for model, path in models]

@@ -50,14 +50,13 @@ def load_result_set(path: str, name: Optional[str] = None, need: Sequence[str] =
     return data
 
 
-def load_revisited_gnd(path: str, protocol: str, owner: str = 'load_revisited_gnd',
-                       key: str = 'gnd_file') -> list:
+def load_revisited_gnd(path: str, protocol: str, key: str = 'gnd_file') -> list:
     """Per-query ``ok`` / ``junk`` indices of ``protocol`` ('easy', 'medium', 'hard') from a
     revisited Oxford / Paris ``gnd_*.pkl``. Raises ``FileNotFoundError`` or ``ValueError``
-    naming the caller ``owner``, the argument ``key`` the path came from, and the file."""
+    naming the argument ``key`` the path came from and the file."""
     from irtbox.datasets.pickle_utils import load_pickle
     from irtbox.evaluation.functional import build_revisited_gnd
-    raw = load_pickle(path, owner, key=key)
+    raw = load_pickle(path, key=key)
     if not isinstance(raw, dict) or 'gnd' not in raw:
         raise ValueError(f"{key} {path}: expected a dict with a 'gnd' list (the revisited "
                          'ground truth file)')
@@ -88,7 +87,7 @@ def browse_results(path: str, out_dir: str, name: Optional[str] = None,
         raise ValueError(f'{path}: none of the images is where the file says (e.g. '
                          f'{missing[0]}); pass the folder they are in now as the data root '
                          '(--data-root)')
-    gnd = load_revisited_gnd(gnd_file, protocol, 'browse_results', key='--gnd') \
+    gnd = load_revisited_gnd(gnd_file, protocol, key='--gnd') \
         if gnd_file else None
     try:
         return show_results(out_dir, data.embeddings, paths, is_query=data.is_query,

@@ -20,7 +20,7 @@ def test_plain_data_and_numpy_arrays_load(tmp_path):
     for protocol in (2, 4, 5):
         path = tmp_path / f'p{protocol}.pkl'
         path.write_bytes(pickle.dumps(obj, protocol=protocol))
-        got = load_pickle(str(path), 'Test')
+        got = load_pickle(str(path))
         assert got['cids'] == ['a', 'b'] and got['x'] == (1.5, None, True)
         assert got['b'] == b'\x00\x01' and got['qidxs'] == 1
         np.testing.assert_array_equal(got['cluster'], [3, 4])
@@ -31,16 +31,16 @@ def test_code_in_a_pickle_is_refused(tmp_path):
     path = tmp_path / 'evil.pkl'
     path.write_bytes(pickle.dumps({'gnd': _Evil()}))
     with pytest.raises(ValueError, match=r'evil.pkl.*refusing to load (posix|os|nt)\.system'):
-        load_pickle(str(path), 'Test')
+        load_pickle(str(path))
 
 
 def test_unreadable_and_missing_files(tmp_path):
     path = tmp_path / 'text.pkl'
     path.write_text('imlist,qimlist\n')
     with pytest.raises(ValueError, match='text.pkl'):
-        load_pickle(str(path), 'Test')
-    with pytest.raises(FileNotFoundError, match='Test: ann_file .*nope.pkl'):
-        load_pickle(str(tmp_path / 'nope.pkl'), 'Test')
+        load_pickle(str(path))
+    with pytest.raises(FileNotFoundError, match='ann_file .*nope.pkl'):
+        load_pickle(str(tmp_path / 'nope.pkl'))
 
 
 def test_validation_helpers():
