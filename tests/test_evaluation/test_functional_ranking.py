@@ -99,8 +99,8 @@ def test_rank_of_counts_ties_by_index():
 @pytest.mark.parametrize('dtype', [torch.float32, torch.float64])
 @pytest.mark.parametrize('levels', [0, 2, 40, 1000])
 def test_stable_topk_equals_a_stable_sort(dtype, levels):
-    """Rows long enough for the segment pre-selection (and short ones), with ties within
-    and across segments, at the k-th value, among the segment maxima, and -inf entries."""
+    """Long and short rows, with ties at the k-th value (straddling the cut), whole rows
+    of one value, and -inf entries."""
     gen = torch.Generator().manual_seed(levels)
     for trial in range(12):
         rows = int(torch.randint(1, 20, (1, ), generator=gen))

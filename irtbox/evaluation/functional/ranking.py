@@ -112,43 +112,15 @@ def similarity_blocks(query: torch.Tensor,
     """
     device = torch.device(device) if device is not None else query.device
     gallery = gallery.to(device)
-    buffer = torch.empty(min(chunk_size, query.shape[0]), gallery.shape[0],
-                         dtype=gallery.dtype, device=device)
-    product = _cpu_product(gallery, buffer) if device.type == 'cpu' else None
-    for start in range(0, query.shape[0], chunk_size):
-        part = query[start:start + chunk_size].to(device)
-        if product is not None:
-            sims = product(part)
-        else:
-            sims = torch.matmul(part, gallery.T, out=buffer[:len(part)])
+    nq = query.shape[0]
+    buffer = torch.empty(min(chunk_size, nq), gallery.shape[0], dtype=gallery.dtype,
+                         device=device)
+    for start in range(0, nq, chunk_size):
+        rows = min(chunk_size, nq - start)
+        sims = torch.matmul(query[start:start + rows].to(device), gallery.T, out=buffer[:rows])
         if checked is not None:
             _check_block(sims, gallery, *checked)
         yield start, sims
-
-
-def _cpu_product(gallery: torch.Tensor, buffer: torch.Tensor):
-    """``part -> part @ gallery.T`` written into ``buffer`` by numpy's BLAS, or None where
-    the tensors cannot be viewed as numpy arrays (torch's matmul is used then).
-
-    numpy's OpenBLAS picks its kernels by what the CPU can do, where torch's MKL runs a
-    slower path on non-Intel CPUs: on an AMD EPYC (AVX2) the same sgemm takes ~1.5-2x as
-    long through torch, and the product is most of an exact search.
-    """
-    try:
-        gallery_t = gallery.detach().resolve_conj().resolve_neg().numpy().T
-        out = buffer.numpy()
-    except (RuntimeError, TypeError):
-        return None
-
-    def product(part: torch.Tensor) -> torch.Tensor:
-        rows = len(part)
-        # Silent like torch's matmul: an overflow is found in the block (_check_block).
-        with np.errstate(all='ignore'):
-            np.matmul(part.detach().resolve_conj().resolve_neg().numpy(), gallery_t,
-                      out=out[:rows])
-        return buffer[:rows]
-
-    return product
 
 
 def _check_block(sims: torch.Tensor, gallery: torch.Tensor, owner: str, name: str) -> None:
@@ -171,70 +143,6 @@ def stable_topk(sims: torch.Tensor, k: int) -> Tuple[torch.Tensor, torch.Tensor]
     """
     if k == sims.shape[1]:
         return stable_order(sims, torch.arange(k, device=sims.device).expand_as(sims))
-    segment = _segment_size(sims, k)
-    if segment:
-        vals, idx = _segment_topk(sims, k, segment)
-    else:
-        vals, idx = _stable_select(sims, k)
-    return stable_order(vals, idx)
-
-
-# A row is cut into segments of this many columns for the pre-selection of stable_topk,
-# when it has at least _SEGMENTS_PER_K x (k + 1) of them.
-_SEGMENT = 64
-_SEGMENTS_PER_K = 8
-
-
-def _segment_size(sims: torch.Tensor, k: int) -> int:
-    """The segment length of :func:`_segment_topk` for a top ``k`` of ``sims``; 0: select
-    directly (on a GPU, or where the row is too short for segments to save work)."""
-    if sims.device.type != 'cpu' or sims.stride(1) != 1 or not sims.dtype.is_floating_point:
-        return 0
-    return _SEGMENT if sims.shape[1] >= _SEGMENT * _SEGMENTS_PER_K * (k + 1) else 0
-
-
-def _segment_topk(sims: torch.Tensor, k: int,
-                  segment: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    """The top k of each row (unordered; the tied ones of lowest column), read from the
-    k segments of highest maximum.
-
-    The k-th largest segment maximum t is at most the row's k-th value (the k segments'
-    maxima are k entries of the row), so every entry of the top k lies in a segment whose
-    maximum is >= t: exactly the top k segments, unless another segment's maximum equals t
-    (then the row is selected directly). So one streaming pass (the segment maxima) and a
-    selection among k x ``segment`` candidates replace a selection over the whole row.
-    """
-    rows, n = sims.shape
-    whole = n // segment
-    maxima = sims[:, :whole * segment].unflatten(1, (whole, segment)).amax(dim=2)
-    if whole * segment < n:
-        maxima = torch.cat([maxima, sims[:, whole * segment:].amax(dim=1, keepdim=True)], 1)
-    top, segs = torch.topk(maxima, k + 1, dim=1)
-    # A tie at the k-th segment maximum leaves the candidate segments open: rare.
-    # (Also where the k-th maximum is NaN or -inf: equality does not show a NaN tie, and
-    # the masked columns past the row are -inf.)
-    direct = (top[:, k - 1] == top[:, k]) | ~(top[:, k - 1] > float('-inf'))
-    segs = segs[:, :k].sort(dim=1).values
-    # Columns of the chosen segments, increasing in each row (the tail segment is shorter:
-    # its columns past the row are clamped and masked).
-    columns = (segs[:, :, None] * segment
-               + torch.arange(segment, device=sims.device)).flatten(1)
-    outside = columns >= n
-    columns = columns.clamp_(max=n - 1)
-    candidates = sims.gather(1, columns)
-    if bool(outside.any()):
-        candidates[outside] = float('-inf')
-    vals, pos = _stable_select(candidates, k)
-    idx = columns.gather(1, pos)
-    if bool(direct.any()):
-        rows_direct = direct.nonzero().squeeze(1)
-        vals[rows_direct], idx[rows_direct] = _stable_select(sims[rows_direct], k)
-    return vals, idx
-
-
-def _stable_select(sims: torch.Tensor, k: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    """The top k of each row, unordered; among values equal to the k-th one those of
-    lowest column."""
     # One extra column shows whether values equal to the k-th one straddle the cut, where
     # torch.topk's choice among them is arbitrary.
     vals, idx = torch.topk(sims, k + 1, dim=1)
@@ -253,7 +161,7 @@ def _stable_select(sims: torch.Tensor, k: int) -> Tuple[torch.Tensor, torch.Tens
         sub_idx = chosen.nonzero()[:, 1].view(-1, k)
         idx[rows] = sub_idx
         vals[rows] = sub.gather(1, sub_idx)
-    return vals, idx
+    return stable_order(vals, idx)
 
 
 def stable_order(vals: torch.Tensor, idx: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:

@@ -38,32 +38,17 @@ def rank_thread_count() -> int:
 
 @contextmanager
 def rank_threads() -> Iterator[int]:
-    """Run the block with :func:`rank_thread_count` torch threads (yielded), and as many
-    BLAS threads, and restore both afterwards.
+    """Run the block with :func:`rank_thread_count` torch threads (yielded) and restore
+    torch's thread count afterwards.
 
     torchrun sets OMP_NUM_THREADS=1 for its ranks, which would leave a metric's search on
     the CPU (torch's, and faiss's where it shares torch's OpenMP runtime) to one core while
-    the other ranks wait. The exact search's product on the CPU runs in numpy's BLAS
-    (OpenBLAS, which reads OMP_NUM_THREADS too): its thread count is set through
-    threadpoolctl where that is installed. Also usable as a decorator.
+    the other ranks wait. Also usable as a decorator.
     """
     before = torch.get_num_threads()
     threads = rank_thread_count()
     torch.set_num_threads(threads)
     try:
-        with _blas_threads(threads):
-            yield threads
+        yield threads
     finally:
         torch.set_num_threads(before)
-
-
-@contextmanager
-def _blas_threads(threads: int) -> Iterator[None]:
-    """numpy's BLAS with ``threads`` threads in the block (unchanged without threadpoolctl)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        yield
-        return
-    with threadpool_limits(limits=threads, user_api='blas'):
-        yield
