@@ -3,14 +3,20 @@ errors, remapping labels to contiguous ids, and cheap access to the labels."""
 import csv
 import logging
 import os.path as osp
-from typing import Dict, Hashable, Iterable, List, Optional, Sequence, Tuple
+import re
+from typing import Dict, Hashable, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 from mmengine.dataset import BaseDataset
 from mmengine.logging import print_log
 
-__all__ = ['BaseRetrievalDataset', 'check_utf8', 'check_one_label_per_image', 'malformed',
-           'iter_csv_rows', 'parse_int']
+__all__ = ['BaseRetrievalDataset', 'check_utf8', 'check_one_label_per_image',
+           'check_unique_images', 'check_int_spellings', 'warn_int_spellings', 'is_int_text',
+           'malformed', 'iter_csv_rows', 'parse_int']
+
+# Text files are read with 'utf-8-sig': a UTF-8 byte-order mark (Excel's "CSV UTF-8",
+# Notepad) is dropped instead of becoming part of the first header name or field.
+TEXT_ENCODING = 'utf-8-sig'
 
 
 class BaseRetrievalDataset(BaseDataset):
@@ -22,10 +28,13 @@ class BaseRetrievalDataset(BaseDataset):
     optional ``is_query`` / ``bbox``. This class then
 
     - checks that the split is not empty (``ValueError`` otherwise),
-    - maps the class keys of the split, sorted, to contiguous labels
+    - maps the class keys of the split, sorted (:meth:`sort_classes`: ints
+      numerically, before strings; strings as strings), to contiguous labels
       ``0 .. num_classes - 1`` (so ``gt_label`` is always 0-based and
       contiguous within the split; the original keys, in label order, are
-      ``metainfo['classes']``),
+      ``metainfo['classes']``). A key is never converted: ``'05'`` and ``'5'``
+      are two classes unless the dataset's format says its labels are
+      integers (then the dataset parses them to ints before),
     - caches the labels so that samplers and metrics read them without
       decoding any image (:meth:`get_gt_labels`, :meth:`get_query_mask`).
 
@@ -91,13 +100,18 @@ class BaseRetrievalDataset(BaseDataset):
         raise TypeError(f'{type(self).__name__} does not define parse_samples(); a retrieval '
                         'dataset must read its annotation there')
 
+    def sort_classes(self, keys: Iterable[Hashable]) -> List[Hashable]:
+        """The class keys of the split in label order: ints numerically and before
+        strings, strings in string order."""
+        return sorted(keys, key=_sort_key)
+
     # ------------------------------------------------------------ MMEngine API
     def load_data_list(self) -> List[dict]:
         samples = self.parse_samples()
         if not samples:
             raise ValueError(f'{type(self).__name__}: split {self.split!r} is '
                              f'empty (annotation: {self.ann_file!r})')
-        keys = sorted({s['gt_label'] for s in samples}, key=_sort_key)
+        keys = self.sort_classes({s['gt_label'] for s in samples})
         label_of = {k: i for i, k in enumerate(keys)}
         for s in samples:
             s['gt_label'] = label_of[s['gt_label']]
@@ -173,10 +187,10 @@ class BaseRetrievalDataset(BaseDataset):
 
     def _read_lines(self, path: str, key: str) -> Iterable[Tuple[int, str]]:
         """Yield ``(line_number, stripped_line)`` of the non-blank lines of a
-        text annotation file, line numbers 1-based."""
+        text annotation file, line numbers 1-based (a UTF-8 byte-order mark is dropped)."""
         self._require_file(path, key)
         check_utf8(path)
-        with open(path, encoding='utf-8') as f:
+        with open(path, encoding=TEXT_ENCODING) as f:
             for lineno, line in enumerate(f, start=1):
                 line = line.strip()
                 if line:
@@ -208,15 +222,110 @@ def check_utf8(path: str) -> None:
 def check_one_label_per_image(path: str, entries: Iterable[Tuple[int, str, Hashable]]) -> None:
     """Raise a ValueError naming both lines when an image path of the annotation file
     ``path`` is listed twice with different labels; ``entries`` are (line, image path,
-    label). The same image twice with the same label is left alone."""
-    first: Dict[str, Tuple[int, Hashable]] = {}
-    for lineno, image, label in entries:
+    label). The same image twice with the same label is left to :func:`check_unique_images`
+    (an error within one split; across the splits of one file it is allowed)."""
+    _check_images(((path, n, image, label) for n, image, label in entries), None, True)
+
+
+Location = Union[int, str]
+
+
+def check_unique_images(entries: Iterable[Tuple[str, Location, str, Hashable]],
+                        split: Optional[str] = None) -> None:
+    """Raise a ValueError naming both places when an image is listed twice in one split:
+    ``entries`` are (file, line number or a place such as ``'annotations[3]'``, image path,
+    label). Paths are compared normalised (``./a.png`` is ``a.png``). A repeated row counts
+    its image twice in every metric (a query finds its copy at rank 1), so it is an error,
+    also with the same label.
+
+    Error (the same file)::
+
+        PATH, lines 2 and 5: 'a.png' is listed twice in split 'test' (label 'cat' both
+        times); expected each image once: ...
+    """
+    _check_images(entries, split, False)
+
+
+def _check_images(entries, split: Optional[str], same_label_ok: bool) -> None:
+    first: Dict[str, Tuple[str, Location, Hashable]] = {}
+    for path, where, image, label in entries:
         key = osp.normpath(image)
-        seen = first.setdefault(key, (lineno, label))
-        if seen[1] != label:
-            raise ValueError(f'{path}, lines {seen[0]} and {lineno}: {image!r} has the label '
-                             f'{seen[1]!r} on line {seen[0]} and {label!r} on line {lineno}; '
-                             'one image, one label')
+        if key not in first:
+            first[key] = (path, where, label)
+            continue
+        path0, where0, label0 = first[key]
+        if label0 != label:
+            at = _two_places(path0, where0, path, where)
+            raise ValueError(f'{at}: {image!r} has the label {label0!r} on {_place(where0)} '
+                             f'and {label!r} on {_place(where)}; one image, one label')
+        if not same_label_ok:
+            scope = '' if split is None else f' in split {split!r}'
+            raise ValueError(
+                f'{_two_places(path0, where0, path, where)}: {image!r} is listed twice{scope} '
+                f'(label {label!r} both times); expected each image once: a repeated row '
+                'counts the image twice in every metric (a query finds its own copy at '
+                'rank 1). Remove one of the two.')
+
+
+def _place(where: Location) -> str:
+    return f'line {where}' if isinstance(where, int) else str(where)
+
+
+def _two_places(path0: str, where0: Location, path: str, where: Location) -> str:
+    if path0 == path and isinstance(where0, int) and isinstance(where, int):
+        return f'{path}, lines {where0} and {where}'
+    if path0 == path:
+        return f'{path}, {_place(where0)} and {_place(where)}'
+    return f'{path0}, {_place(where0)} and {path}, {_place(where)}'
+
+
+_INT_TEXT = re.compile(r'[+-]?[0-9]+')
+
+
+def is_int_text(text: str) -> bool:
+    """Whether ``text`` is an integer written in ASCII digits (an optional sign)."""
+    return _INT_TEXT.fullmatch(text) is not None
+
+
+def _int_spellings(entries: Iterable[Tuple[str, Location, str]]):
+    """The first two different texts of one integer: ((path, where, text), (path, where,
+    text), number of integers written more than one way), or None."""
+    first: Dict[int, Tuple[str, Location, str]] = {}
+    clash, clashing = None, set()
+    for path, where, text in entries:
+        if not is_int_text(text):
+            continue
+        seen = first.setdefault(int(text), (path, where, text))
+        if seen[2] != text:
+            clashing.add(int(text))
+            clash = clash or (seen, (path, where, text))
+    return None if clash is None else (*clash, len(clashing))
+
+
+def check_int_spellings(entries: Iterable[Tuple[str, Location, str]], what: str,
+                        why: str) -> None:
+    """For a format whose labels are integers: raise a ValueError naming both places when
+    one integer is written two ways (``'05'`` and ``'5'``), which the format cannot mean as
+    two classes nor, written so, as one. ``entries``: (file, line, label text)."""
+    clash = _int_spellings(entries)
+    if clash:
+        (p0, w0, t0), (p1, w1, t1), _ = clash
+        raise ValueError(f'{_two_places(p0, w0, p1, w1)}: the {what}s {t0!r} and {t1!r} are '
+                         f'the same integer {int(t0)} written two ways; {why}. Write it one '
+                         'way.')
+
+
+def warn_int_spellings(entries: Iterable[Tuple[str, Location, str]], what: str,
+                       advice: str) -> None:
+    """For string labels: warn (naming both places) when two labels are the same integer
+    written two ways (``'05'`` and ``'5'``): they are two classes, maybe not meant so."""
+    clash = _int_spellings(entries)
+    if clash:
+        (p0, w0, t0), (p1, w1, t1), count = clash
+        more = f' ({count} integers are written more than one way)' if count > 1 else ''
+        print_log(f'{_two_places(p0, w0, p1, w1)}: the {what}s {t0!r} and {t1!r} are two '
+                  f'different classes (a {what} is its text){more}; {advice}',
+                  logger='current', level=logging.WARNING)
 
 
 def malformed(path: str, lineno: int, expected: str, line: str) -> ValueError:
@@ -227,10 +336,10 @@ def malformed(path: str, lineno: int, expected: str, line: str) -> ValueError:
 def iter_csv_rows(path: str, header: Sequence[str]):
     """Yield ``(line number, fields, line)`` of the non-empty data rows of a CSV file whose
     first line must be ``header``, each row having ``len(header)`` fields (else an error
-    naming the file and line)."""
+    naming the file and line). A UTF-8 byte-order mark (Excel's CSV) is dropped."""
     expected_header = ','.join(header)
     check_utf8(path)
-    with open(path, newline='', encoding='utf-8') as f:
+    with open(path, newline='', encoding=TEXT_ENCODING) as f:
         reader = csv.reader(f)
         for row in reader:
             lineno, line = reader.line_num, ','.join(row)

@@ -7,7 +7,7 @@ from typing import List, Sequence
 import numpy as np
 
 from irtbox.registry import DATASETS
-from .base_dataset import BaseRetrievalDataset, malformed, parse_int
+from .base_dataset import BaseRetrievalDataset, check_unique_images, malformed, parse_int
 
 __all__ = ['Cars196Dataset']
 
@@ -45,7 +45,9 @@ class Cars196Dataset(BaseRetrievalDataset):
     right/bottom exclusive, what ``CropBBox`` takes). The recipe benchmark
     does not crop; add ``CropBBox`` to the pipeline to do so. Labels are the
     class ids of the split mapped in increasing order to ``0 .. C-1``; the
-    test split is evaluated leave-one-out.
+    test split is evaluated leave-one-out. Class ids are integers by format
+    (``05`` is ``5``). An image listed twice (two entries of the ``.mat``, or
+    two lines of the csv files with one image path) is an error naming both.
 
     Args:
         ann_format (str): ``'mat'``, ``'csv'`` or ``'auto'``: ``'mat'`` when
@@ -98,8 +100,11 @@ class Cars196Dataset(BaseRetrievalDataset):
 
     def parse_samples(self) -> List[dict]:
         rows = self._read_mat() if self.resolved_format() == 'mat' else self._read_csv()
+        # Each image once in the whole annotation (the official ones list 16,185 images once).
+        check_unique_images((path, where, rel_path, class_id)
+                            for (path, where), rel_path, _, class_id in rows)
         samples = []
-        for rel_path, (x1, y1, x2, y2), class_id in rows:
+        for _, rel_path, (x1, y1, x2, y2), class_id in rows:
             if (class_id <= self.num_train_classes) == (self.split == 'train'):
                 samples.append(dict(img_path=self._join_img(rel_path), gt_label=class_id,
                                     bbox=[x1 - 1, y1 - 1, x2, y2]))
@@ -126,7 +131,7 @@ class Cars196Dataset(BaseRetrievalDataset):
                 raise ValueError(f'{where}: expected a path string in relative_im_path, '
                                  f'got {rel_path!r}')
             numbers = [_mat_int(entry[f], where, f) for f in _MAT_FIELDS[1:]]
-            rows.append((rel_path, tuple(numbers[:4]), numbers[4]))
+            rows.append(((path, f'annotations[{i}]'), rel_path, tuple(numbers[:4]), numbers[4]))
         return rows
 
     def _read_csv(self) -> list:
@@ -139,7 +144,8 @@ class Cars196Dataset(BaseRetrievalDataset):
                     raise malformed(path, lineno, _CSV_FORMAT, line)
                 numbers = [parse_int(path, lineno, text, what, line)
                            for text, what in zip(fields[1:], ('x1', 'y1', 'x2', 'y2', 'class'))]
-                rows.append((osp.join(img_dir, fields[0]), tuple(numbers[:4]), numbers[4]))
+                rows.append(((path, lineno), osp.join(img_dir, fields[0]), tuple(numbers[:4]),
+                             numbers[4]))
         return rows
 
 

@@ -1,16 +1,19 @@
 """A user's own data listed in one CSV file."""
 import csv
 import os.path as osp
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Hashable, Iterable, List, Optional, Tuple
 
 from irtbox.registry import DATASETS
-from .base_dataset import BaseRetrievalDataset, check_one_label_per_image, check_utf8, malformed
+from .base_dataset import (TEXT_ENCODING, BaseRetrievalDataset, check_one_label_per_image,
+                           check_unique_images, check_utf8, is_int_text, malformed,
+                           warn_int_spellings)
 
 __all__ = ['CSVDataset']
 
 _REQUIRED = ('path', 'label')
 _JUNK_COLUMNS = ('query_path', 'gallery_path')
 _TRUE, _FALSE = ('1', 'true', 'yes'), ('0', 'false', 'no')
+LABEL_TYPES = ('str', 'int')
 
 
 @DATASETS.register_module()
@@ -25,15 +28,27 @@ class CSVDataset(BaseRetrievalDataset):
 
     - ``path``: relative to ``data_prefix['img_path']`` (default
       ``data_root``), or absolute.
-    - ``label``: any string. The labels of the selected rows are sorted
-      (numerically when every label is an integer, else as strings) and
-      mapped to ``0 .. C-1``; ``metainfo['classes']`` holds them in order.
+    - ``label``: with ``label_type='str'`` (default) any string, and a label
+      is its text: ``05`` and ``5`` are two classes (a warning names the first
+      two lines when one integer is written two ways). With
+      ``label_type='int'`` every label must be an integer (else an error
+      naming the line) and ``05`` and ``5`` are the class 5. The labels of the
+      selected rows are sorted (numerically when every label is an integer,
+      ``'05'`` before ``'5'``; else as strings) and mapped to ``0 .. C-1``;
+      ``metainfo['classes']`` holds them in order (strings, or ints with
+      ``label_type='int'``).
     - ``split``: with ``split='x'`` only the rows whose split is ``x`` are
       kept; ``split=None`` keeps every row.
     - ``is_query``: ``1/true/yes`` or ``0/false/no`` (case-insensitive), or
       blank. When a selected row has a value, every selected row must have
       one and the split is a query/gallery split; when all are blank (e.g.
       training rows) no ``is_query`` is set (leave-one-out evaluation).
+
+    Each image (``path``, compared normalised) is listed once per split: a
+    repeated row is an error naming both lines, since it would count the
+    image twice in every metric. One image in rows of two splits must have
+    one label. The file may start with a UTF-8 byte-order mark (Excel's
+    "CSV UTF-8").
 
     Optional junk list (``junk_file``): gallery images to ignore for a query
     (e.g. other views of the query's object that are too hard or ambiguous to
@@ -56,6 +71,8 @@ class CSVDataset(BaseRetrievalDataset):
         ann_file (str): The CSV file (required), relative to ``data_root``.
         split (str | None): Value of the ``split`` column to keep.
         junk_file (str | None): The junk CSV, relative to ``data_root``.
+        label_type (str): ``'str'`` (a label is its text) or ``'int'`` (labels
+            are integers; ``05`` is ``5``).
         **kwargs: See :class:`BaseRetrievalDataset`.
     """
 
@@ -65,9 +82,14 @@ class CSVDataset(BaseRetrievalDataset):
                  ann_file: str = '',
                  split: Optional[str] = None,
                  junk_file: Optional[str] = None,
+                 label_type: str = 'str',
                  **kwargs):
         if not ann_file:
             raise ValueError('CSVDataset: ann_file (the CSV file) is required')
+        if label_type not in LABEL_TYPES:
+            raise ValueError(f'CSVDataset: label_type must be one of {list(LABEL_TYPES)}, '
+                             f'got {label_type!r}')
+        self.label_type = label_type
         self.junk_file = junk_file
         # (query img_path, gallery img_path) of the split; sample indices are
         # resolved when the labels are cached, so subsets stay right.
@@ -77,7 +99,7 @@ class CSVDataset(BaseRetrievalDataset):
     def parse_samples(self) -> List[dict]:
         path = self._require_file(self.ann_file, 'ann_file')
         check_utf8(path)
-        with open(path, newline='', encoding='utf-8') as f:
+        with open(path, newline='', encoding=TEXT_ENCODING) as f:
             reader = csv.DictReader(f, skipinitialspace=True)
             columns = [c.strip() for c in reader.fieldnames or []]
             missing = [c for c in _REQUIRED if c not in columns]
@@ -99,18 +121,41 @@ class CSVDataset(BaseRetrievalDataset):
                     raise malformed(path, lineno, 'a non-empty path and label (not NaN)',
                                     _raw(row))
                 splits.add(row.get('split'))
-                entries.append((lineno, row['path'], row['label']))
+                label = self._label_key(path, lineno, row)
+                entries.append((lineno, row['path'], label))
                 if self.split is None or row['split'] == self.split:
-                    rows.append((lineno, row))
+                    rows.append((lineno, row, label))
         check_one_label_per_image(path, entries)
         if not rows:
             raise ValueError(f'CSVDataset: no rows with split {self.split!r} in '
                              f'{path} (splits found: {sorted(splits)})')
+        check_unique_images(((path, n, row['path'], label) for n, row, label in rows),
+                            self.split)
+        if self.label_type == 'str':
+            warn_int_spellings(((path, n, label) for n, _, label in rows), 'label',
+                               "if they are one class, set label_type='int' (labels are "
+                               'integers) or write them one way')
         samples = self._to_samples(path, rows)
         if self.junk_file:
             all_paths = {osp.normpath(image) for _, image, _ in entries}
             self._junk_pairs = self._read_junk(path, rows, samples, all_paths)
         return samples
+
+    def _label_key(self, path: str, lineno: int, row: dict) -> Hashable:
+        """The class key of a row: its label text, or with label_type='int' the integer."""
+        text = row['label']
+        if self.label_type == 'str':
+            return text
+        if not is_int_text(text):
+            raise malformed(path, lineno, "an integer label (label_type='int')", _raw(row))
+        return int(text)
+
+    def sort_classes(self, keys: Iterable[Hashable]) -> List[Hashable]:
+        """Integer labels numerically (as text, ``'05'`` before ``'5'``), else as strings."""
+        keys = list(keys)
+        if all(isinstance(k, str) and is_int_text(k) for k in keys):
+            return sorted(keys, key=lambda k: (int(k), k))
+        return super().sort_classes(keys)
 
     def _read_junk(self, ann_path: str, rows: list, samples: List[dict],
                    all_paths: set) -> List[Tuple[str, str]]:
@@ -118,10 +163,10 @@ class CSVDataset(BaseRetrievalDataset):
         path = self._require_file(self._join_root(self.junk_file), 'junk_file')
         check_utf8(path)
         in_split: Dict[str, List[dict]] = {}
-        for (_, row), sample in zip(rows, samples):
+        for (_, row, _), sample in zip(rows, samples):
             in_split.setdefault(osp.normpath(row['path']), []).append(sample)
         pairs = {}
-        with open(path, newline='', encoding='utf-8') as f:
+        with open(path, newline='', encoding=TEXT_ENCODING) as f:
             reader = csv.DictReader(f, skipinitialspace=True)
             columns = [c.strip() for c in reader.fieldnames or []]
             if any(c not in columns for c in _JUNK_COLUMNS):
@@ -167,12 +212,9 @@ class CSVDataset(BaseRetrievalDataset):
             self._metainfo['junk'] = junk
 
     def _to_samples(self, path: str, rows: list) -> List[dict]:
-        labels = [row['label'] for _, row in rows]
-        if all(_is_int(label) for label in labels):
-            labels = [int(label) for label in labels]
-        has_query = any(row.get('is_query') for _, row in rows)
+        has_query = any(row.get('is_query') for _, row, _ in rows)
         samples = []
-        for (lineno, row), label in zip(rows, labels):
+        for lineno, row, label in rows:
             sample = dict(img_path=self._join_img(row['path']), gt_label=label)
             if has_query:
                 value = row['is_query'].lower()
@@ -183,14 +225,6 @@ class CSVDataset(BaseRetrievalDataset):
                 sample['is_query'] = value in _TRUE
             samples.append(sample)
         return samples
-
-
-def _is_int(text: str) -> bool:
-    try:
-        int(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _raw(row: dict) -> str:

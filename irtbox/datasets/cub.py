@@ -3,8 +3,7 @@ zero-shot metric-learning split of Song et al. (CVPR 2016)."""
 from typing import List
 
 from irtbox.registry import DATASETS
-from .base_dataset import (BaseRetrievalDataset, check_one_label_per_image, malformed,
-                           parse_int)
+from .base_dataset import BaseRetrievalDataset, check_unique_images, malformed, parse_int
 
 __all__ = ['CUBDataset']
 
@@ -24,7 +23,10 @@ class CUBDataset(BaseRetrievalDataset):
             images/001.Black_footed_Albatross/Black_Footed_Albatross_0046_18.jpg
 
     Labels are the class ids of the split mapped in increasing order to
-    ``0 .. C-1``; the test split is evaluated leave-one-out.
+    ``0 .. C-1``; the test split is evaluated leave-one-out. Class ids are
+    integers by format (``05`` is ``5``). An image path listed twice in
+    ``images.txt`` is an error naming both lines (the official file lists
+    each of its 11,788 images once).
 
     Args:
         label_file (str): The image-to-class file, relative to ``data_root``.
@@ -82,9 +84,9 @@ class CUBDataset(BaseRetrievalDataset):
                 # Out of range would otherwise land silently in a split (-5: train).
                 raise malformed(label_path, label_line,
                                 f'a class_id in 1 .. {self.max_class_id}', f'{image_id} {text}')
-            entries.append((lineno, rel_path, class_id))
+            entries.append((self.ann_file, lineno, rel_path, class_id))
             if (class_id <= self.num_train_classes) == (self.split == 'train'):
                 samples.append(dict(img_path=self._join_img(rel_path), gt_label=class_id))
-        check_one_label_per_image(self.ann_file, entries)
+        check_unique_images(entries)  # images.txt lists each image once
         return samples
 

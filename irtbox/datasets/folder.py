@@ -4,7 +4,7 @@ import os.path as osp
 from typing import List, Optional, Sequence
 
 from irtbox.registry import DATASETS
-from .base_dataset import BaseRetrievalDataset
+from .base_dataset import BaseRetrievalDataset, warn_int_spellings
 
 __all__ = ['FolderDataset']
 
@@ -21,8 +21,9 @@ class FolderDataset(BaseRetrievalDataset):
     Every class folder (searched recursively, files sorted by path) must hold
     at least one image (``extensions``, case-insensitive); other files are
     ignored. Labels are the class-folder names in sorted order mapped to
-    ``0 .. C-1``; ``metainfo['classes']`` holds the names. Leave-one-out
-    evaluation (no ``is_query``).
+    ``0 .. C-1``; ``metainfo['classes']`` holds the names. A class is its
+    folder name, a string: folders ``05`` and ``5`` are two classes (with a
+    warning naming both). Leave-one-out evaluation (no ``is_query``).
 
     Args:
         split (str | None): Sub-folder of ``data_root`` to read (any name),
@@ -54,6 +55,9 @@ class FolderDataset(BaseRetrievalDataset):
         class_names = sorted(d.name for d in os.scandir(root) if d.is_dir())
         if not class_names:
             raise ValueError(f'{type(self).__name__}: no class folders in {root!r}')
+        warn_int_spellings(((root, f'folder {name!r}', name) for name in class_names),
+                           'class folder name', 'if they are one class, put their images in '
+                           'one folder')
         samples, empty = [], []
         for name in class_names:
             files = sorted(

@@ -7,7 +7,8 @@ from typing import List
 from mmengine.logging import print_log
 
 from irtbox.registry import DATASETS
-from .base_dataset import BaseRetrievalDataset, iter_csv_rows, malformed, parse_int
+from .base_dataset import (BaseRetrievalDataset, check_unique_images, iter_csv_rows, malformed,
+                           parse_int)
 
 __all__ = ['drop_missing_images', 'GLDv1NoisyDataset']
 
@@ -42,7 +43,9 @@ class GLDv1NoisyDataset(BaseRetrievalDataset):
             train/<id>.jpg
 
     One sample per row, in file order, ``gt_label`` = ``landmark_id`` mapped
-    in increasing order to ``0 .. C-1``. Source of the format: the dataset
+    in increasing order to ``0 .. C-1`` (``landmark_id`` is an integer by
+    format). An image id listed twice is an error naming both lines (the
+    ``id`` column is the images' key). Source of the format: the dataset
     card of the Kaggle challenge and the GLDv2 repository
     (https://github.com/cvdfoundation/google-landmark), whose ``train.csv``
     keeps the v1 columns ``id,url,landmark_id``.
@@ -68,14 +71,16 @@ class GLDv1NoisyDataset(BaseRetrievalDataset):
 
     def parse_samples(self) -> List[dict]:
         path = self._require_file(self.ann_file, 'ann_file')
-        samples = []
+        samples, entries = [], []
         for lineno, row, line in iter_csv_rows(path, _HEADER):
             image_id = row[0].strip()
             if not image_id.isalnum():
                 raise malformed(path, lineno, 'an alphanumeric image id', line)
             landmark = parse_int(path, lineno, row[2].strip(), 'landmark_id', line)
+            entries.append((path, lineno, f'{image_id}.jpg', landmark))
             samples.append(dict(img_path=self._join_img(f'{image_id}.jpg'),
                                 gt_label=landmark))
+        check_unique_images(entries)
         if self.skip_missing:
             samples = drop_missing_images(samples)
         return samples

@@ -4,7 +4,8 @@ import posixpath
 from typing import List
 
 from irtbox.registry import DATASETS
-from .base_dataset import BaseRetrievalDataset, malformed
+from .base_dataset import (BaseRetrievalDataset, check_int_spellings, check_unique_images,
+                           malformed)
 
 __all__ = ['INaturalist2018Dataset']
 
@@ -23,7 +24,10 @@ class INaturalist2018Dataset(BaseRetrievalDataset):
 
     The class of an image is its category folder, the parent folder in the
     path (``7477`` above; an int when it is all digits, so ids sort
-    numerically). Labels are the categories of the split mapped in
+    numerically: the category ids are integers by format, and two folders
+    spelling one id two ways, ``05`` and ``5``, are an error naming both
+    lines). An image listed twice in a file is an error naming both lines.
+    Labels are the categories of the split mapped in
     increasing order to ``0 .. C-1``; the test split is evaluated
     leave-one-out. Image paths are relative to ``data_prefix['img_path']``
     (default ``data_root``).
@@ -35,7 +39,7 @@ class INaturalist2018Dataset(BaseRetrievalDataset):
     def parse_samples(self) -> List[dict]:
         path = self.ann_file
         expected = "one path '<...>/<category>/<image>' per line"
-        samples = []
+        samples, entries = [], []
         for lineno, line in self._read_lines(path, 'ann_file'):
             if len(line.split()) != 1:
                 raise malformed(path, lineno, expected, line)
@@ -43,5 +47,9 @@ class INaturalist2018Dataset(BaseRetrievalDataset):
             if not category or line.endswith(('/', '\\')):
                 raise malformed(path, lineno, expected, line)
             key = int(category) if category.isdigit() else category
+            entries.append((path, lineno, line, key, category))
             samples.append(dict(img_path=self._join_img(line), gt_label=key))
+        check_unique_images(e[:4] for e in entries)
+        check_int_spellings(((p, n, c) for p, n, _, _, c in entries if c.isdigit()),
+                            'category folder', 'they would be one class from two folders')
         return samples

@@ -2,8 +2,7 @@
 from typing import List
 
 from irtbox.registry import DATASETS
-from .base_dataset import (BaseRetrievalDataset, check_one_label_per_image, malformed,
-                           parse_int)
+from .base_dataset import BaseRetrievalDataset, check_unique_images, malformed, parse_int
 
 __all__ = ['InShopDataset']
 
@@ -34,7 +33,10 @@ class InShopDataset(BaseRetrievalDataset):
     ``split='train'``: the training images. ``split='test'``: queries and
     gallery together, in file order, each with ``is_query``; the labels are
     the item ids of the test images mapped in increasing order to
-    ``0 .. C-1`` (shared by queries and gallery).
+    ``0 .. C-1`` (shared by queries and gallery). Item ids are strings
+    (``id_00000002``). An image listed twice in the file (in one partition
+    or in two, e.g. as a query and as a gallery image) is an error naming
+    both lines: the official file lists each of its 52,712 images once.
     """
 
     DEFAULT_IMG_PREFIX = 'Img'
@@ -60,13 +62,13 @@ class InShopDataset(BaseRetrievalDataset):
                                 "'image_name item_id train|query|gallery'", line)
             num_entries += 1
             name, item_id, status = fields
-            entries.append((lineno, name, item_id))
+            entries.append((path, lineno, name, item_id))
             if status in wanted:
                 sample = dict(img_path=self._join_img(name), gt_label=item_id)
                 if self.split == 'test':
                     sample['is_query'] = status == 'query'
                 samples.append(sample)
-        check_one_label_per_image(path, entries)
+        check_unique_images(entries)  # the file lists each image once, in one partition
         if count is not None and count != num_entries:
             raise ValueError(f'{path}, line 1: says {count} entries, '
                              f'but the file lists {num_entries}')

@@ -2,7 +2,7 @@
 and Masone): a class-disjoint validation split of the training classes, a
 fraction of the training classes kept, and label noise. Pure functions on
 label arrays, plus the dataset wrapper that applies them from a config."""
-from typing import List, Optional, Tuple, Union
+from typing import Hashable, Iterable, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -194,3 +194,8 @@ class BenchmarkSplitDataset(BaseRetrievalDataset):
             info['gt_label'] = keys[label]
             samples.append(info)
         return samples
+
+    def sort_classes(self, keys: Iterable[Hashable]) -> List[Hashable]:
+        """The wrapped dataset's class order (its labels ``0 .. C-1``), kept."""
+        order = {k: i for i, k in enumerate(self.dataset.metainfo['classes'])}
+        return sorted(keys, key=order.__getitem__)

@@ -6,7 +6,8 @@ from typing import List
 from urllib.parse import unquote, urlsplit
 
 from irtbox.registry import DATASETS
-from .base_dataset import BaseRetrievalDataset, malformed
+from .base_dataset import (BaseRetrievalDataset, check_int_spellings, check_unique_images,
+                           is_int_text, malformed)
 from .gldv1 import drop_missing_images
 
 __all__ = ['NCCleanDataset']
@@ -14,10 +15,7 @@ __all__ = ['NCCleanDataset']
 
 def _label_key(text: str):
     # Integer labels sort numerically, others as strings (BaseRetrievalDataset).
-    try:
-        return int(text)
-    except ValueError:
-        return text
+    return int(text) if is_int_text(text) else text
 
 
 @DATASETS.register_module()
@@ -40,7 +38,10 @@ class NCCleanDataset(BaseRetrievalDataset):
     under), otherwise the path itself, relative to ``data_prefix['img_path']``
     (default ``images``). The second is the landmark label, an integer or a
     name; labels are sorted (integers numerically, before names) and mapped
-    to ``0 .. C-1``.
+    to ``0 .. C-1``. One integer written two ways (``05`` and ``5``) is an
+    error naming both lines (one class or two cannot be told). An image
+    listed twice (also two URLs with one file name) is an error naming both
+    lines.
 
     Args:
         split (str): ``'train'`` or ``'val'``.
@@ -63,7 +64,7 @@ class NCCleanDataset(BaseRetrievalDataset):
 
     def parse_samples(self) -> List[dict]:
         path = self.ann_file
-        samples = []
+        samples, entries = [], []
         for lineno, line in self._read_lines(path, 'ann_file'):
             fields = line.split()
             if len(fields) != 2:
@@ -75,7 +76,11 @@ class NCCleanDataset(BaseRetrievalDataset):
                 if not name:
                     raise malformed(path, lineno, 'a URL ending with a file name', line)
                 location = name
+            entries.append((path, lineno, location, label))
             samples.append(dict(img_path=self._join_img(location), gt_label=_label_key(label)))
+        check_unique_images(entries)
+        check_int_spellings(((p, n, label) for p, n, _, label in entries), 'label',
+                            'one class or two cannot be told')
         if self.skip_missing:
             samples = drop_missing_images(samples)
         return samples

@@ -8,6 +8,7 @@ import numpy as np
 from mmengine.dataset import BaseDataset
 
 from irtbox.registry import DATASETS
+from .base_dataset import TEXT_ENCODING, check_unique_images, check_utf8
 from .pickle_utils import as_int_array, as_string_list, load_pickle, require_keys
 
 __all__ = ['RevisitedDataset']
@@ -40,6 +41,10 @@ class RevisitedDataset(BaseDataset):
       ``sample_idx - nq``), ``is_query=False``;
     - then, with ``distractors_list``, the R1M distractors, ``is_query=False``;
       they are never positives.
+
+    A name listed twice in ``imlist``, or a path twice in ``distractors_list``,
+    is an error naming both places (the official files list each image
+    once; a copy would be retrieved twice).
 
     No sample has a ``gt_label`` (relevance is per query, from ``gnd``), so
     the data samples carry none. ``metainfo`` (the metric's
@@ -122,6 +127,8 @@ class RevisitedDataset(BaseDataset):
         if not qimlist:
             raise ValueError(f"{path}: 'qimlist' is empty")
         gnd = [self._check_query(path, i, g, len(imlist)) for i, g in enumerate(raw_gnd)]
+        # A database image twice would be found twice (and gnd's indices name one copy).
+        check_unique_images((path, f'imlist[{i}]', name, None) for i, name in enumerate(imlist))
 
         img_dir = self.data_prefix['img_path']
         if not osp.isdir(img_dir):
@@ -162,8 +169,11 @@ class RevisitedDataset(BaseDataset):
         if not osp.isfile(path):
             raise FileNotFoundError(f'{type(self).__name__}: distractors_list {path!r} not '
                                     f'found (distractors_root={self.distractors_root!r})')
-        with open(path, encoding='utf-8') as f:
-            paths = [osp.join(self.distractors_root, line.strip()) for line in f if line.strip()]
+        check_utf8(path)
+        with open(path, encoding=TEXT_ENCODING) as f:
+            lines = [(n, line.strip()) for n, line in enumerate(f, start=1) if line.strip()]
+        check_unique_images((path, n, line, None) for n, line in lines)
+        paths = [osp.join(self.distractors_root, line) for _, line in lines]
         if not paths:
             raise ValueError(f'{path}: expected one distractor image path per line, '
                              'the file lists none')

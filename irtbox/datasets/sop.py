@@ -4,8 +4,7 @@ import os.path as osp
 from typing import List, Tuple
 
 from irtbox.registry import DATASETS
-from .base_dataset import (BaseRetrievalDataset, check_one_label_per_image, malformed,
-                           parse_int)
+from .base_dataset import BaseRetrievalDataset, check_unique_images, malformed, parse_int
 
 __all__ = ['SOPDataset']
 
@@ -26,7 +25,9 @@ class SOPDataset(BaseRetrievalDataset):
 
     ``split='train'`` reads ``Ebay_train.txt`` (59,551 images, 11,318
     classes), ``split='test'`` reads ``Ebay_test.txt`` (60,502 images, 11,316
-    classes); the two class sets are disjoint. Labels are the ``class_id``
+    classes); the two class sets are disjoint. An image path listed twice in a
+    file is an error naming both lines (the official files list each image
+    once). ``class_id`` is an integer by format (``05`` is ``5``). Labels are the ``class_id``
     values of the split mapped, in increasing order, to ``0 .. C-1``; the
     test split is evaluated leave-one-out (no ``is_query``). Image paths are
     relative to ``data_prefix['img_path']`` (default: ``data_root``).
@@ -36,14 +37,15 @@ class SOPDataset(BaseRetrievalDataset):
         return f'Ebay_{split}.txt'
 
     def parse_samples(self) -> List[dict]:
-        rows = self._read_rows(self.ann_file, 'ann_file')
+        rows = self._read_rows(self.ann_file, 'ann_file', self.split)
         self._check_class_disjoint(rows)
         return [dict(img_path=self._join_img(rel_path), gt_label=class_id)
                 for _, class_id, rel_path in rows]
 
-    def _read_rows(self, path: str, key: str) -> List[Tuple[int, int, str]]:
+    def _read_rows(self, path: str, key: str, split: str) -> List[Tuple[int, int, str]]:
         """(line number, class_id, path) of every image of an Ebay_*.txt file; an error
-        names the file and line of a malformed line or of a repeated image_id."""
+        names the file and line of a malformed line, of a repeated image_id and both lines
+        of a repeated path."""
         rows, line_of_id = [], {}
         for i, (lineno, line) in enumerate(self._read_lines(path, key)):
             if i == 0:
@@ -61,18 +63,19 @@ class SOPDataset(BaseRetrievalDataset):
             class_id = parse_int(path, lineno, fields[1], 'class_id', line)
             parse_int(path, lineno, fields[2], 'super_class_id', line)
             rows.append((lineno, class_id, fields[3]))
-        check_one_label_per_image(path, ((n, image, c) for n, c, image in rows))
+        check_unique_images(((path, n, image, c) for n, c, image in rows), split)
         return rows
 
     def _check_class_disjoint(self, rows: List[Tuple[int, int, str]]) -> None:
         """The protocol's train and test classes are disjoint: a class in both (checked
         when the other split's file is there) is an error naming both lines."""
-        other = self.default_ann_file('test' if self.split == 'train' else 'train')
+        other_split = 'test' if self.split == 'train' else 'train'
+        other = self.default_ann_file(other_split)
         other_path = osp.join(osp.dirname(self.ann_file), other)
         if self.split not in ('train', 'test') or not osp.isfile(other_path):
             return
-        other_line = {class_id: lineno
-                      for lineno, class_id, _ in reversed(self._read_rows(other_path, other))}
+        other_rows = self._read_rows(other_path, other, other_split)
+        other_line = {class_id: lineno for lineno, class_id, _ in reversed(other_rows)}
         for lineno, class_id, _ in rows:
             if class_id in other_line:
                 raise ValueError(

@@ -32,7 +32,10 @@ def test_csv_parses_fixture(data_dir, split):
 def test_csv_all_rows_and_numeric_labels(tmp_path):
     (tmp_path / 'a.csv').write_text('label,path\n10,x/1.png\n9,x/2.png\n10,x/3.png\n100,x/4.png\n')
     ds = CSVDataset(data_root=str(tmp_path), ann_file='a.csv')
-    # integer labels sort numerically: 9 -> 0, 10 -> 1, 100 -> 2
+    # integer labels sort numerically: 9 -> 0, 10 -> 1, 100 -> 2; they stay strings
+    assert ds.get_gt_labels().tolist() == [1, 0, 1, 2]
+    assert ds.metainfo['classes'] == ('9', '10', '100')
+    ds = CSVDataset(data_root=str(tmp_path), ann_file='a.csv', label_type='int')
     assert ds.get_gt_labels().tolist() == [1, 0, 1, 2]
     assert ds.metainfo['classes'] == (9, 10, 100)
     assert ds.get_data_info(1)['img_path'] == osp.join(str(tmp_path), 'x/2.png')

@@ -101,12 +101,14 @@ NUM_CLASSES, PER_CLASS = 30, 4
 
 @pytest.fixture
 def csv_cfg(tmp_path):
-    """A CSVDataset of 30 classes (ids 1..30, 4 images each); the images need not exist."""
+    """A CSVDataset of 30 classes (integer ids 1..30, 4 images each); the images need not
+    exist."""
     rows = ['path,label'] + [f'img/{c}_{k}.jpg,{c}' for k in range(PER_CLASS)
                              for c in range(1, NUM_CLASSES + 1)]
     (tmp_path / 'ann.csv').write_text('\n'.join(rows) + '\n')
+    # serialize_data=False: serialising calls gc.collect(), slow in a test
     return dict(type='CSVDataset', data_root=str(tmp_path), ann_file='ann.csv',
-                serialize_data=False)  # serialising calls gc.collect(), slow in a test
+                label_type='int', serialize_data=False)
 
 
 def class_of_path(ds):
@@ -123,6 +125,18 @@ def test_benchmark_split_val_is_untouched(csv_cfg):
         other = BenchmarkSplitDataset(dataset=csv_cfg, part='val', **kw)
         assert [other.get_data_info(i) for i in range(len(other))] == \
             [val.get_data_info(i) for i in range(len(val))]
+
+
+def test_benchmark_split_keeps_the_inner_class_order(csv_cfg):
+    # String labels '1'..'30' (CSVDataset's default): the wrapper keeps the wrapped dataset's
+    # numeric order instead of sorting them again as strings ('1', '10', '11', ...).
+    cfg = dict(csv_cfg, label_type='str')
+    val = BenchmarkSplitDataset(dataset=cfg, part='val')
+    assert val.metainfo['classes'] == tuple(str(c) for c in range(25, 31))
+    np.testing.assert_array_equal(val.get_gt_labels(), class_of_path(val) - 25)
+    train = BenchmarkSplitDataset(dataset=cfg)
+    assert train.metainfo['classes'] == tuple(str(c) for c in range(1, 25))
+    np.testing.assert_array_equal(train.get_gt_labels(), class_of_path(train) - 1)
 
 
 def test_benchmark_split_train_clean(csv_cfg):
