@@ -89,7 +89,7 @@ def test_approximate_evaluation_from_the_command_line(tmp_path, in_root):
     exact = test_tool.main([TINY_CONFIG, '--work-dir', str(tmp_path / 'exact')])
     approx = test_tool.main([TINY_CONFIG, '--work-dir', str(tmp_path / 'ivf'), '--cfg-options',
                              'test_evaluator.search.type=FaissSearcher',
-                             'test_evaluator.search.index=IVF2,Flat',
+                             'test_evaluator.search.factory=IVF2,Flat',
                              'test_evaluator.search.nprobe=2'])
     assert approx.pop('search_recall@10') == pytest.approx(100.0)
     assert approx == pytest.approx(exact)

@@ -117,13 +117,13 @@ def test_tensor_ranks():
 
 def test_bad_input():
     ranks = column(0, 1, 2)
-    with pytest.raises(ValueError, match=r'average_precision: ranks has 1 columns .* gnd has 2'):
+    with pytest.raises(ValueError, match=r'^ranks has 1 columns .* gnd has 2'):
         average_precision(ranks, [dict(ok=[0]), dict(ok=[1])])
-    with pytest.raises(ValueError, match='average_precision: ranks must be 2-D'):
+    with pytest.raises(ValueError, match='^ranks must be 2-D'):
         average_precision(np.arange(3), [dict(ok=[0])])
-    with pytest.raises(KeyError, match=r"average_precision: gnd\[0\] must be a dict with an 'ok'"):
+    with pytest.raises(KeyError, match=r"gnd\[0\] must be a dict with an 'ok'"):
         average_precision(ranks, [dict(junk=[0])])
-    with pytest.raises(ValueError, match=r"average_precision: gnd\[0\]\['ok'\] repeats"):
+    with pytest.raises(ValueError, match=r"^gnd\[0\]\['ok'\] repeats"):
         average_precision(ranks, [dict(ok=[1, 1])])
     with pytest.raises(ValueError, match=r"gnd\[0\]\['junk'\] holds a negative"):
         average_precision(ranks, [dict(ok=[1], junk=[-1])])

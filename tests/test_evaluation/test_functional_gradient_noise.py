@@ -74,5 +74,5 @@ def test_fewer_than_two_directions_is_nan(grads):
     ([[1.0, 2.0]], TypeError, 'numpy array or a torch tensor'),
 ])
 def test_bad_input(grads, error, match):
-    with pytest.raises(error, match=f'gradient_direction_spread: grads .*{match}'):
+    with pytest.raises(error, match=f'^grads .*{match}'):
         gradient_direction_spread(grads)

@@ -118,11 +118,12 @@ def test_memory_is_chunked(monkeypatch):
 
 
 def test_default_chunk_keeps_the_block_small():
-    assert ranking.auto_chunk_size(None, 121_000, 'knn') * 121_000 * 4 <= 128 << 20
-    assert ranking.auto_chunk_size(None, 10, 'knn') == 4096
+    assert ranking.auto_chunk_size(None, 121_000) * 121_000 * 4 <= 128 << 20
+    assert ranking.auto_chunk_size(None, 10) == 4096
     with pytest.raises(ValueError, match='chunk_size must be a positive integer'):
-        ranking.auto_chunk_size(0, 10, 'knn')
-    with pytest.raises(ValueError, match='ExactSearcher: chunk_size must be a positive'):
+        ranking.auto_chunk_size(0, 10)
+    with pytest.raises(ValueError, match='^ExactSearcher: chunk_size must be None or a '
+                                         'positive integer, got 0'):
         ExactSearcher(chunk_size=0)
 
 

@@ -214,7 +214,7 @@ def test_revisited_metrics_equal_the_full_ranking(dtype, chunk_size):
 
 def test_revisited_metrics_bad_input():
     db = np.eye(4, dtype=np.float32)
-    with pytest.raises(ValueError, match=r"gnd\[0\]\['ok'\] holds database index 7"):
+    with pytest.raises(ValueError, match=r"^gnds\['medium'\]\[0\]\['ok'\] holds database index 7"):
         revisited_metrics(db[:1], db, {'medium': [dict(ok=[7])]})
     with pytest.raises(ValueError, match="gnds\\['medium'\\] has 1 entries but there are 2"):
         revisited_metrics(db[:2], db, {'medium': [dict(ok=[1])]})
@@ -233,13 +233,13 @@ def test_bad_database_found_in_the_similarities(bad, chunk_size):
     db = rng.standard_normal((30, 4)).astype(np.float32)
     db[17, 2] = bad
     gnd = {'medium': [dict(ok=[0])] * 5}
-    with pytest.raises(ValueError, match='revisited_metrics: db_emb contains NaN or infinite'):
+    with pytest.raises(ValueError, match='^db_emb contains NaN or infinite'):
         revisited_metrics(query, db, gnd, chunk_size=chunk_size)
-    with pytest.raises(ValueError, match='rank_database: db_emb contains NaN or infinite'):
+    with pytest.raises(ValueError, match='^db_emb contains NaN or infinite'):
         rank_database(query, db, chunk_size=chunk_size)
 
 
 def test_overflowing_similarities_are_an_error():
     db = np.full((3, 2), 3e38, dtype=np.float32)
-    with pytest.raises(ValueError, match='revisited_metrics: inner products overflow float32'):
+    with pytest.raises(ValueError, match='^inner products overflow float32 .* db_emb'):
         revisited_metrics(db[:1], db, {'medium': [dict(ok=[0])]})

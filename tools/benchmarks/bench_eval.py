@@ -25,7 +25,7 @@ every item (the floor: one matrix product plus selection); ``torch_product`` = t
 chunked matrix product in torch with no selection at all; ``irtbox_torch`` /
 ``irtbox_faiss`` = ``retrieval_metrics(emb, labels, ks)`` (Recall@K, MAP@R, R-precision,
 Precision@1, leave-one-out) with ``ExactSearcher()`` / ``FaissSearcher()`` (exact, 'Flat');
-``irtbox_approx`` = the same with ``FaissSearcher(index=--index, nprobe=--nprobe)``, which also
+``irtbox_approx`` = the same with ``FaissSearcher(factory=--index, nprobe=--nprobe)``, which also
 reports ``search_recall@10`` against exact search (training the index timed too); ``pml`` =
 PyTorch Metric Learning's ``AccuracyCalculator``
 (precision_at_1, r_precision, mean_average_precision_at_r, k = max_bin_count) when it is
@@ -122,7 +122,7 @@ def run_retrieval(name, folder, ks, args):
 
         def call():
             t = torch.from_numpy(emb)
-            chunk = auto_chunk_size(None, len(emb), 'bench')
+            chunk = auto_chunk_size(None, len(emb))
             for start in range(0, len(t), chunk):
                 t[start:start + chunk] @ t.T
             return {}
@@ -130,7 +130,7 @@ def run_retrieval(name, folder, ks, args):
         from irtbox.evaluation.functional import retrieval_metrics
         from irtbox.evaluation.searchers import ExactSearcher, FaissSearcher
         searcher = {'irtbox_torch': ExactSearcher(), 'irtbox_faiss': FaissSearcher(),
-                    'irtbox_approx': FaissSearcher(index=args.index, nprobe=args.nprobe)}[name]
+                    'irtbox_approx': FaissSearcher(factory=args.index, nprobe=args.nprobe)}[name]
 
         def call():
             return retrieval_metrics(emb, labels, ks=ks, searcher=searcher)

@@ -47,9 +47,9 @@ def average_precision(ranks: ArrayLike, gnd: Sequence[dict]) -> np.ndarray:
         aps: (n_q,) float64, AP of each query as a fraction in [0, 1], NaN
         where the query has no positives.
     """
-    ranks = _as_ranks(ranks, 'average_precision')
+    ranks = _as_ranks(ranks)
     aps = np.empty(ranks.shape[1])
-    for i, pos, n_ok in junk_free_positions(ranks, gnd, 'average_precision', junk_wins=True):
+    for i, pos, n_ok in junk_free_positions(ranks, gnd, junk_wins=True):
         # pos is increasing, so the j-th found positive has j + 1 positives up to it.
         aps[i] = np.sum(np.arange(1, len(pos) + 1) / (pos + 1)) / n_ok if n_ok else np.nan
     return aps
@@ -77,12 +77,12 @@ def search_average_precision(query_emb: ArrayLike,
     Returns:
         aps: (n_q,) float64 as :func:`average_precision` (NaN: no positive).
     """
-    query, gallery = prepare_pair(query_emb, gallery_emb, 'search_average_precision',
-                                  normalize=False, names=('query_emb', 'gallery_emb'))
+    query, gallery = prepare_pair(query_emb, gallery_emb, normalize=False,
+                                  names=('query_emb', 'gallery_emb'))
     if len(gnd) != len(query):
         raise ValueError(f'search_average_precision: {len(query)} queries but gnd has '
                          f'{len(gnd)} entries; expected one ground-truth dict per query.')
-    chunk_size = auto_chunk_size(chunk_size, len(gallery), 'search_average_precision')
+    chunk_size = auto_chunk_size(chunk_size, len(gallery))
     aps = np.empty(len(query))
     for start, sims in similarity_blocks(query, gallery, chunk_size, device):
         for row, scores in enumerate(sims.cpu().numpy()):

@@ -1,9 +1,9 @@
 """Input checks shared by the evaluation functions, and their one ``ArrayLike``.
 
-The errors name the argument at fault (``name``); the function that was called is in the
-traceback. ``owner`` (optional) still prefixes the message for the callers that pass it.
+The errors name the argument at fault (``name``) and the value given; the function that was
+called is in the traceback.
 """
-from typing import Optional, Union
+from typing import Union
 
 import numpy as np
 import torch
@@ -13,37 +13,32 @@ __all__ = ['ArrayLike', 'as_float_matrix', 'as_vector', 'check_finite']
 ArrayLike = Union[np.ndarray, torch.Tensor]
 
 
-def _prefix(owner: Optional[str]) -> str:
-    return f'{owner}: ' if owner else ''
-
-
-def as_float_matrix(x: ArrayLike, name: str, owner: Optional[str] = None,
-                    keep_float64: bool = False, check: bool = True) -> torch.Tensor:
+def as_float_matrix(x: ArrayLike, name: str, keep_float64: bool = False,
+                    check: bool = True) -> torch.Tensor:
     """``x`` as a 2-D float tensor of finite values (float32, or float64 kept when
     ``keep_float64``; shares memory where it can), else an error naming ``name``.
     ``check=False`` leaves the NaN / inf check to the caller (see
     :func:`~irtbox.evaluation.functional.ranking.similarity_blocks`)."""
     if isinstance(x, torch.Tensor):
         if x.is_complex():
-            raise TypeError(f'{_prefix(owner)}{name} must hold real numbers, got dtype {x.dtype}.')
+            raise TypeError(f'{name} must hold real numbers, got dtype {x.dtype}.')
         t = x.detach()
     elif isinstance(x, np.ndarray):
         if not np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.complexfloating):
-            raise TypeError(f'{_prefix(owner)}{name} must hold real numbers, got dtype {x.dtype}.')
+            raise TypeError(f'{name} must hold real numbers, got dtype {x.dtype}.')
         t = torch.from_numpy(np.ascontiguousarray(x))
     else:
-        raise TypeError(f'{_prefix(owner)}{name} must be a numpy array or a torch tensor, '
-                        f'got {type(x).__name__}.')
+        raise TypeError(f'{name} must be a numpy array or a torch tensor, got '
+                        f'{type(x).__name__}.')
     if t.dim() != 2:
-        raise ValueError(f'{_prefix(owner)}{name} must be 2-D (items x dimension), got shape '
-                         f'{tuple(t.shape)}.')
+        raise ValueError(f'{name} must be 2-D (items x dimension), got shape {tuple(t.shape)}.')
     t = t if keep_float64 and t.dtype == torch.float64 else t.float()
     if check:
-        check_finite(t, name, owner)
+        check_finite(t, name)
     return t
 
 
-def check_finite(t: torch.Tensor, name: str, owner: Optional[str] = None) -> None:
+def check_finite(t: torch.Tensor, name: str) -> None:
     """Raise naming ``name`` if the float tensor ``t`` holds NaN or inf.
 
     Its minimum and maximum are finite exactly when every entry is (both propagate NaN):
@@ -54,7 +49,7 @@ def check_finite(t: torch.Tensor, name: str, owner: Optional[str] = None) -> Non
         return
     low, high = (float(v) for v in torch.aminmax(t))
     if not (np.isfinite(low) and np.isfinite(high)):
-        raise ValueError(f'{_prefix(owner)}{name} contains NaN or infinite values.')
+        raise ValueError(f'{name} contains NaN or infinite values.')
 
 
 def as_vector(v, name: str, n: int, entry: str = 'entry') -> np.ndarray:

@@ -35,7 +35,7 @@ def gradient_direction_spread(grads: ArrayLike) -> float:
     Returns:
         γ as a float; NaN when fewer than 2 rows are non-zero (no covariance).
     """
-    g = as_float_matrix(grads, 'grads', 'gradient_direction_spread', keep_float64=True).double()
+    g = as_float_matrix(grads, 'grads', keep_float64=True).double()
     norms = g.norm(dim=1)
     keep = norms > 0
     if int(keep.sum()) < 2:

@@ -59,7 +59,7 @@ def knn(query: ArrayLike,
     as_tensor = isinstance(query, torch.Tensor)
     out_device = query.device if as_tensor else torch.device('cpu')
     searcher = build_searcher(searcher, 'searcher')
-    query_t, gallery_t = prepare_pair(query, gallery, 'knn', normalize)
+    query_t, gallery_t = prepare_pair(query, gallery, normalize)
     nq, n = query_t.shape[0], gallery_t.shape[0]
     if exclude_self and nq != n:
         raise ValueError(f'knn: exclude_self=True means query i is gallery item i, so '

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from irtbox.utils.checks import check_positive_int
 from .checks import ArrayLike, as_float_matrix, check_finite
 
 __all__ = [
@@ -36,7 +37,6 @@ _MAX_AUTO_CHUNK = 4096
 
 def prepare_pair(query: ArrayLike,
                  gallery: ArrayLike,
-                 owner: str,
                  normalize: bool,
                  names: Tuple[str, str] = ('query', 'gallery'),
                  keep_float64: bool = False,
@@ -44,7 +44,7 @@ def prepare_pair(query: ArrayLike,
                  check_gallery: bool = True) -> Tuple[torch.Tensor, torch.Tensor]:
     """Checked float tensors (nq x D, N x D) of one search.
 
-    Errors name ``owner`` and the argument at fault (``role``: what the second one is
+    Errors name the argument at fault (``names``; ``role``: what the second one is
     called in the message for an empty one). With ``normalize`` rows are
     L2-normalised; when ``gallery`` is ``query`` (leave-one-out) that is done once and
     the two results are one tensor. With ``keep_float64`` float64 input stays float64 and
@@ -54,16 +54,15 @@ def prepare_pair(query: ArrayLike,
     a 70 x 1M search).
     """
     same = gallery is query
-    query_t = as_float_matrix(query, names[0], owner, keep_float64)
-    gallery_t = query_t if same else as_float_matrix(gallery, names[1], owner, keep_float64,
+    query_t = as_float_matrix(query, names[0], keep_float64)
+    gallery_t = query_t if same else as_float_matrix(gallery, names[1], keep_float64,
                                                      check=check_gallery)
     if query_t.shape[1] != gallery_t.shape[1]:
-        raise ValueError(f'{owner}: {names[0]} has dimension {query_t.shape[1]} but '
-                         f'{names[1]} has {gallery_t.shape[1]}; expected the same embedding '
-                         'size.')
+        raise ValueError(f'{names[0]} has dimension {query_t.shape[1]} but {names[1]} has '
+                         f'{gallery_t.shape[1]}; expected the same embedding size.')
     if gallery_t.shape[0] == 0:
-        raise ValueError(f'{owner}: the {role} is empty ({names[1]} has no rows); expected at '
-                         'least one item.')
+        raise ValueError(f'the {role} is empty ({names[1]} has no rows); expected at least '
+                         'one item.')
     if normalize:
         query_t = F.normalize(query_t, dim=1)
         gallery_t = query_t if same else F.normalize(gallery_t, dim=1)
@@ -72,23 +71,21 @@ def prepare_pair(query: ArrayLike,
     return query_t, gallery_t
 
 
-def auto_chunk_size(chunk_size: Optional[int], n_gallery: int, owner: str,
+def auto_chunk_size(chunk_size: Optional[int], n_gallery: int,
                     block_bytes: int = _BLOCK_BYTES) -> int:
-    """``chunk_size`` checked, or for ``None`` the most queries whose float32 similarity
-    block (chunk x ``n_gallery``) fits in ``block_bytes`` (128 MB; at most 4096 rows)."""
+    """``chunk_size`` checked (a positive integer), or for ``None`` the most queries whose
+    float32 similarity block (chunk x ``n_gallery``) fits in ``block_bytes`` (128 MB; at
+    most 4096 rows)."""
     if chunk_size is None:
         return int(max(1, min(_MAX_AUTO_CHUNK, block_bytes // (4 * max(1, n_gallery)))))
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) \
-            or chunk_size < 1:
-        raise ValueError(f'{owner}: chunk_size must be a positive integer, got {chunk_size!r}.')
-    return int(chunk_size)
+    return check_positive_int(chunk_size, 'chunk_size')
 
 
 def similarity_blocks(query: torch.Tensor,
                       gallery: torch.Tensor,
                       chunk_size: int,
                       device: Device = None,
-                      checked: Optional[Tuple[str, str]] = None
+                      checked: Optional[str] = None
                       ) -> Iterator[Tuple[int, torch.Tensor]]:
     """Inner products of ``chunk_size`` queries at a time with the whole gallery.
 
@@ -101,7 +98,7 @@ def similarity_blocks(query: torch.Tensor,
             :func:`prepare_pair`).
         chunk_size: query rows per block.
         device: where the products are computed (default: the query's device).
-        checked: ``(owner, gallery name)`` when the gallery was not checked for NaN / inf
+        checked: the gallery's argument name when it was not checked for NaN / inf
             (:func:`prepare_pair` with ``check_gallery=False``; the query must have been):
             each block is checked instead, since a non-finite gallery row makes its whole
             column non-finite, and the error names the gallery.
@@ -119,20 +116,20 @@ def similarity_blocks(query: torch.Tensor,
         rows = min(chunk_size, nq - start)
         sims = torch.matmul(query[start:start + rows].to(device), gallery.T, out=buffer[:rows])
         if checked is not None:
-            _check_block(sims, gallery, *checked)
+            _check_block(sims, gallery, checked)
         yield start, sims
 
 
-def _check_block(sims: torch.Tensor, gallery: torch.Tensor, owner: str, name: str) -> None:
+def _check_block(sims: torch.Tensor, gallery: torch.Tensor, name: str) -> None:
     """The error of a non-finite similarity: the gallery's (found by the usual check), or an
     overflow of finite inputs."""
     low, high = (float(v) for v in torch.aminmax(sims))
     if np.isfinite(low) and np.isfinite(high):
         return
-    check_finite(gallery, name, owner)
-    raise ValueError(f'{owner}: inner products overflow {str(sims.dtype)[6:]} (NaN or inf from '
-                     'finite embeddings); expected embeddings of moderate norm, e.g. '
-                     'L2-normalised.')
+    check_finite(gallery, name)
+    raise ValueError(f'inner products overflow {str(sims.dtype)[6:]} (NaN or inf from the '
+                     f'finite query embeddings and {name}); expected embeddings of moderate '
+                     'norm, e.g. L2-normalised.')
 
 
 def stable_topk(sims: torch.Tensor, k: int) -> Tuple[torch.Tensor, torch.Tensor]:

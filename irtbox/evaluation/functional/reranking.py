@@ -18,6 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from irtbox.utils.checks import check_int
 from ..searchers import ExactSearcher
 from .checks import ArrayLike, as_float_matrix
 from .ranking import prepare_pair
@@ -48,8 +49,7 @@ def alpha_query_expansion(query: ArrayLike,
         n_q x D float32 unit rows, numpy for numpy ``query``, a tensor on its
         device for tensor ``query``.
     """
-    return _expand(query, database, k, alpha, chunk_size, device, 'alpha_query_expansion',
-                   exclude_self=False)
+    return _expand(query, database, k, alpha, chunk_size, device, exclude_self=False)
 
 
 def alpha_database_augmentation(database: ArrayLike,
@@ -73,23 +73,21 @@ def alpha_database_augmentation(database: ArrayLike,
     Returns:
         N x D float32 unit rows, numpy or tensor as ``database``.
     """
-    return _expand(database, database, k, alpha, chunk_size, device,
-                   'alpha_database_augmentation', exclude_self=True)
+    return _expand(database, database, k, alpha, chunk_size, device, exclude_self=True)
 
 
-def _expand(x, pool, k, alpha, chunk_size, device, fn, exclude_self):
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
-        raise ValueError(f'{fn}: k must be a non-negative integer, got {k!r}.')
+def _expand(x, pool, k, alpha, chunk_size, device, exclude_self):
+    k = check_int(k, 'k', minimum=0)
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.number)) \
             or not alpha >= 0 or not np.isfinite(alpha):
-        raise ValueError(f'{fn}: alpha must be a finite number >= 0, got {alpha!r}.')
+        raise ValueError(f'alpha must be a finite number >= 0, got {alpha!r}.')
     as_tensor = isinstance(x, torch.Tensor)
     out_device = x.device if as_tensor else torch.device('cpu')
     if exclude_self:
-        x_t = pool_t = F.normalize(as_float_matrix(x, 'the first argument', fn), dim=1)
+        x_t = pool_t = F.normalize(as_float_matrix(x, 'database'), dim=1)
     else:
-        x_t, pool_t = prepare_pair(x, pool, fn, normalize=True, names=('query', 'database'),
-                                     role='database')
+        x_t, pool_t = prepare_pair(x, pool, normalize=True, names=('query', 'database'),
+                                   role='database')
     out = x_t.clone()
     if k > 0 and len(pool_t) > int(exclude_self):
         k = min(k, len(pool_t) - int(exclude_self))

@@ -19,7 +19,6 @@ from .recall import first_hit_ranks, recall_from_first_hit
 
 __all__ = ['retrieval_metrics', 'recall_at_k', 'map_at_r']
 
-OWNER = 'retrieval_metrics'
 # Approximate search is reported with the recall of its top 10 against exact search, on
 # a seeded sample of this many queries (5000 neighbours: a standard error of ~0.1 point at
 # 99 %; the exact search of the sample is 1 / 120 of an exact evaluation of SOP).
@@ -64,7 +63,7 @@ def retrieval_metrics(query_emb,
             config dict; ``None``: ``ExactSearcher()`` (similarity blocks of
             at most 128 MB, on the query's device). For galleries too large
             for exact search, e.g.
-            ``dict(type='FaissSearcher', index='IVF4096,Flat', nprobe=32)``
+            ``dict(type='FaissSearcher', factory='IVF4096,Flat', nprobe=32)``
             (any faiss factory string; ``'HNSW32'`` with ``ef_search``).
         normalize: L2-normalise the embeddings first (cosine similarity).
 
@@ -97,7 +96,7 @@ def retrieval_metrics(query_emb,
         raise ValueError('retrieval_metrics: nothing to compute (ks is empty and '
                          'map_at_r=False).')
     searcher = build_searcher(searcher, 'searcher')
-    query_t, gallery_t = prepare_pair(query_emb, gallery_emb, OWNER, normalize,
+    query_t, gallery_t = prepare_pair(query_emb, gallery_emb, normalize,
                                       ('query_emb', 'gallery_emb'))
     first_hit, per_query, search_recall = _search(searcher, query_t, gallery_t, query_labels,
                                                   gallery_labels, ks, map_at_r, leave_one_out)

@@ -12,6 +12,7 @@ from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Uni
 import numpy as np
 import torch
 
+from irtbox.utils.checks import check_positive_ints
 from .checks import ArrayLike
 from .ranking import auto_chunk_size, prepare_pair, similarity_blocks, stable_ranks
 
@@ -114,7 +115,7 @@ def revisited_map(ranks: ArrayLike,
         the queries with positives) and prs (n_q x len(kappas)).
     """
     ranks = _as_ranks(ranks)
-    kappas = _as_kappas(kappas)
+    kappas = check_positive_ints(kappas, 'kappas')
     aps = np.empty(ranks.shape[1])
     prs = np.empty((ranks.shape[1], len(kappas)))
     for i, pos, n_ok in junk_free_positions(ranks, gnd):
@@ -129,7 +130,6 @@ def revisited_map(ranks: ArrayLike,
 
 def junk_free_positions(ranks: np.ndarray,
                         gnd: Sequence[dict],
-                        owner: str = 'revisited_map',
                         junk_wins: bool = False) -> Iterator[Tuple[int, np.ndarray, int]]:
     """Per query, the 0-based positions of its positives in the ranking with the junk removed.
 
@@ -141,7 +141,6 @@ def junk_free_positions(ranks: np.ndarray,
         ranks: n_db x n_q integer array (checked by the caller with
             ``_as_ranks``); column i = database indices for query i.
         gnd: n_q dicts with ``ok`` and optionally ``junk`` (database indices).
-        owner: the calling function's name, for error messages.
         junk_wins: how an item both ``ok`` and ``junk`` counts. False (the
             official revisited code): it is a positive, and junk for the
             positives after it. True: it is junk only (positives = ok minus
@@ -154,7 +153,7 @@ def junk_free_positions(ranks: np.ndarray,
     """
     n_q = ranks.shape[1]
     if len(gnd) != n_q:
-        raise ValueError(f'{owner}: ranks has {n_q} columns (queries) but gnd has '
+        raise ValueError(f'ranks has {n_q} columns (queries) but gnd has '
                          f'{len(gnd)} entries; expected one ground-truth dict per query.')
     # Membership tables over the ranked indices: O(n_db) per query, however
     # long the positive and junk lists.
@@ -163,7 +162,7 @@ def junk_free_positions(ranks: np.ndarray,
     in_junk = np.zeros(size, dtype=bool)
     for i, g in enumerate(gnd):
         # No database size: a truncated ranking may leave positives out of ``ranks``.
-        ok, junk = _checked_gnd(g, i, None, owner)
+        ok, junk = _checked_gnd(g, f'gnd[{i}]', None)
         if junk_wins:
             ok = ok[~np.isin(ok, junk)]
         if len(ok) == 0:
@@ -219,14 +218,12 @@ def rank_database(query_emb: ArrayLike,
     """
     as_tensor = isinstance(query_emb, torch.Tensor)
     out_device = query_emb.device if as_tensor else torch.device('cpu')
-    query, db = prepare_pair(query_emb, db_emb, 'rank_database', normalize=False,
-                             names=('query_emb', 'db_emb'), keep_float64=True,
-                             role='database', check_gallery=False)
-    chunk_size = auto_chunk_size(chunk_size, db.shape[0], 'rank_database')
+    query, db = prepare_pair(query_emb, db_emb, normalize=False, names=('query_emb', 'db_emb'),
+                             keep_float64=True, role='database', check_gallery=False)
+    chunk_size = auto_chunk_size(chunk_size, db.shape[0])
     device = torch.device(device) if device is not None else out_device
     ranks = torch.empty(db.shape[0], query.shape[0], dtype=torch.long, device=out_device)
-    for start, sims in similarity_blocks(query, db, chunk_size, device,
-                                         checked=('rank_database', 'db_emb')):
+    for start, sims in similarity_blocks(query, db, chunk_size, device, checked='db_emb'):
         order = torch.sort(sims, dim=1, descending=True, stable=True).indices
         ranks[:, start:start + len(sims)] = order.T.to(out_device)
     return ranks if as_tensor else ranks.numpy()
@@ -261,13 +258,12 @@ def revisited_metrics(query_emb: ArrayLike,
     Returns:
         {name: (mAP, aps, mpr, prs)} as :func:`revisited_map` returns them.
     """
-    kappas = _as_kappas(kappas)
-    query, db = prepare_pair(query_emb, db_emb, 'revisited_metrics', normalize=False,
-                             names=('query_emb', 'db_emb'), keep_float64=True,
-                             role='database', check_gallery=False)
+    kappas = check_positive_ints(kappas, 'kappas')
+    query, db = prepare_pair(query_emb, db_emb, normalize=False, names=('query_emb', 'db_emb'),
+                             keep_float64=True, role='database', check_gallery=False)
     n_q, n_db = query.shape[0], db.shape[0]
-    chunk_size = auto_chunk_size(chunk_size, n_db, 'revisited_metrics', _BLOCK_BYTES)
-    checked = {name: [_checked_gnd(g, i, n_db, 'revisited_metrics') for i, g in enumerate(gnd)]
+    chunk_size = auto_chunk_size(chunk_size, n_db, _BLOCK_BYTES)
+    checked = {name: [_checked_gnd(g, f'gnds[{name!r}][{i}]', n_db) for i, g in enumerate(gnd)]
                for name, gnd in gnds.items()}
     for name, gnd in checked.items():
         if len(gnd) != n_q:
@@ -276,8 +272,7 @@ def revisited_metrics(query_emb: ArrayLike,
                              'query.')
     aps = {name: np.empty(n_q) for name in checked}
     prs = {name: np.empty((n_q, len(kappas))) for name in checked}
-    for start, sims in similarity_blocks(query, db, chunk_size, device,
-                                         checked=('revisited_metrics', 'db_emb')):
+    for start, sims in similarity_blocks(query, db, chunk_size, device, checked='db_emb'):
         sims = sims.cpu().numpy()
         for row, scores in enumerate(sims):
             i = start + row
@@ -300,22 +295,21 @@ def revisited_metrics(query_emb: ArrayLike,
     return out
 
 
-def _checked_gnd(g, i: int, n_db: Optional[int],
-                 owner: str) -> Tuple[np.ndarray, np.ndarray]:
-    """(ok, junk) index arrays of ``gnd[i]``, checked against a database of ``n_db`` items
-    (no range check when None)."""
+def _checked_gnd(g, name: str, n_db: Optional[int]) -> Tuple[np.ndarray, np.ndarray]:
+    """(ok, junk) index arrays of the ground-truth dict ``g``, called ``name`` in the errors
+    (``gnd[3]``), checked against a database of ``n_db`` items (no range check when None)."""
     if not hasattr(g, 'get') or g.get('ok') is None:
-        raise KeyError(f"{owner}: gnd[{i}] must be a dict with an 'ok' index list "
-                       "(and optionally 'junk').")
-    ok = _as_indices(g['ok'], f"gnd[{i}]['ok']")
-    junk = _as_indices(g.get('junk', ()), f"gnd[{i}]['junk']")
+        raise KeyError(f"{name} must be a dict with an 'ok' index list (and optionally "
+                       "'junk').")
+    ok = _as_indices(g['ok'], f"{name}['ok']")
+    junk = _as_indices(g.get('junk', ()), f"{name}['junk']")
     if len(np.unique(ok)) != len(ok):
-        raise ValueError(f"{owner}: gnd[{i}]['ok'] repeats a database index; expected each "
-                         'positive once.')
+        raise ValueError(f"{name}['ok'] repeats a database index; expected each positive "
+                         'once.')
     for key, idx in (('ok', ok), ('junk', junk)):
         if n_db is not None and len(idx) and idx.max() >= n_db:
-            raise ValueError(f"{owner}: gnd[{i}]['{key}'] holds database index {idx.max()}, "
-                             f'but the database has {n_db} items.')
+            raise ValueError(f"{name}['{key}'] holds database index {idx.max()}, but the "
+                             f'database has {n_db} items.')
     return ok, np.unique(junk)
 
 
@@ -338,28 +332,20 @@ def _ap_and_precisions(pos: np.ndarray, n: int,
     return ap, precisions
 
 
-def _as_ranks(ranks: ArrayLike, owner: str = 'revisited_map') -> np.ndarray:
+def _as_ranks(ranks: ArrayLike) -> np.ndarray:
+    """``ranks`` (n_db x n_q integer array or tensor) as a numpy array, else an error naming
+    it."""
     if isinstance(ranks, torch.Tensor):
         ranks = ranks.detach().cpu().numpy()
     ranks = np.asarray(ranks)
     if ranks.ndim != 2:
-        raise ValueError(f'{owner}: ranks must be 2-D (n_db x n_q, one column per '
-                         f'query), got shape {ranks.shape}.')
+        raise ValueError(f'ranks must be 2-D (n_db x n_q, one column per query), got shape '
+                         f'{ranks.shape}.')
     if ranks.size and not np.issubdtype(ranks.dtype, np.integer):
-        raise TypeError(f'{owner}: ranks must hold integer database indices, got dtype '
-                        f'{ranks.dtype}.')
+        raise TypeError(f'ranks must hold integer database indices, got dtype {ranks.dtype}.')
     if ranks.size and ranks.min() < 0:
-        raise ValueError(f'{owner}: ranks holds negative database indices.')
+        raise ValueError(f'ranks holds negative database indices (e.g. {ranks.min()}).')
     return ranks
-
-
-def _as_kappas(kappas) -> Tuple[int, ...]:
-    kappas = (kappas, ) if isinstance(kappas, (int, np.integer)) else tuple(kappas)
-    for k in kappas:
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f'revisited_map: kappas must hold positive integers, got {k!r} '
-                             f'in kappas={kappas}.')
-    return tuple(int(k) for k in kappas)
 
 
 def _as_indices(values, name: str) -> np.ndarray:

@@ -10,6 +10,7 @@ from typing import Optional, Sequence, Tuple
 import numpy as np
 import torch
 
+from irtbox.utils.checks import check_int
 from .checks import ArrayLike
 
 __all__ = ['learn_whitening', 'pca_whitening', 'apply_whitening']
@@ -49,7 +50,7 @@ def learn_whitening(X: ArrayLike, qidxs: Sequence[int],
     Returns:
         (m, P): m of shape (D,), P of shape (D, D), float64.
     """
-    x, back = _as_float64(X, 'learn_whitening', 'X')
+    x, back = _as_float64(X, 'X')
     qidxs = _pair_indices(qidxs, 'qidxs', len(x))
     pidxs = _pair_indices(pidxs, 'pidxs', len(x))
     if len(qidxs) != len(pidxs):
@@ -85,14 +86,11 @@ def pca_whitening(X: ArrayLike, dim: Optional[int] = None) -> Tuple[ArrayLike, A
     Returns:
         (m, P): m of shape (D,), P of shape (dim or D, D), float64.
     """
-    x, back = _as_float64(X, 'pca_whitening', 'X')
+    x, back = _as_float64(X, 'X')
     n, d = x.shape
     if n < 2:
         raise ValueError(f'pca_whitening: X has {n} row(s); expected at least 2 descriptors.')
-    if dim is not None and (isinstance(dim, bool) or not isinstance(dim, (int, np.integer))
-                            or not 1 <= dim <= d):
-        raise ValueError(f'pca_whitening: dim must be an integer in [1, {d}] or None, '
-                         f'got {dim!r}.')
+    dim = check_int(dim, 'dim', 1, d, allow_none=True)
     m = x.mean(axis=0)
     xc = x - m
     eigval, eigvec = np.linalg.eigh(xc.T @ xc / n)
@@ -172,7 +170,7 @@ def _cholesky(S: np.ndarray) -> np.ndarray:
         return L
 
 
-def _as_float64(X: ArrayLike, fn: str, name: str):
+def _as_float64(X: ArrayLike, name: str):
     """X as a finite 2-D float64 numpy array, and a function that returns
     results in X's kind (numpy, or a float64 tensor on X's device)."""
     if isinstance(X, torch.Tensor):
@@ -187,9 +185,9 @@ def _as_float64(X: ArrayLike, fn: str, name: str):
         def back(a):
             return a
     if x.ndim != 2:
-        raise ValueError(f'{fn}: {name} must be 2-D (N descriptors x D), got shape {x.shape}.')
+        raise ValueError(f'{name} must be 2-D (N descriptors x D), got shape {x.shape}.')
     if not np.isfinite(x).all():
-        raise ValueError(f'{fn}: {name} contains NaN or infinite values.')
+        raise ValueError(f'{name} contains NaN or infinite values.')
     return x, back
 
 
@@ -216,7 +214,4 @@ def _check_apply(x_shape, m_shape, P_shape, dim) -> None:
     if m_shape != (d, ) or len(P_shape) != 2 or P_shape[1] != d:
         raise ValueError(f'apply_whitening: X has dimension {d}, so m must have shape ({d},) '
                          f'and P shape (D\', {d}); got m {m_shape} and P {P_shape}.')
-    if dim is not None and (isinstance(dim, bool) or not isinstance(dim, (int, np.integer))
-                            or not 1 <= dim <= P_shape[0]):
-        raise ValueError(f'apply_whitening: dim must be an integer in [1, {P_shape[0]}] '
-                         f'(the rows of P) or None, got {dim!r}.')
+    check_int(dim, 'dim', 1, P_shape[0], allow_none=True)

@@ -96,7 +96,7 @@ class RetrievalMetric(BaseMetric):
             config dict or an instance; ``None``: ``dict(type='ExactSearcher')``
             (chunked matrix products, similarity blocks of at most 128 MB).
             ``dict(type='FaissSearcher')`` searches exactly with faiss;
-            ``dict(type='FaissSearcher', index='IVF4096,Flat', nprobe=32)`` (any
+            ``dict(type='FaissSearcher', factory='IVF4096,Flat', nprobe=32)`` (any
             faiss factory string; ``'HNSW32'`` with ``ef_search``) evaluates
             approximately and adds ``search_recall@10`` (against exact search,
             500 sampled queries). Its ``device`` left unset, an

@@ -13,9 +13,7 @@ from typing import ClassVar, Iterator, Optional, Union
 import numpy as np
 import torch
 
-from irtbox.utils.checks import check_positive_int
-
-__all__ = ['NeighbourBlock', 'Searcher', 'check_positive']
+__all__ = ['NeighbourBlock', 'Searcher']
 
 Device = Optional[Union[str, torch.device]]
 
@@ -79,17 +77,3 @@ class Searcher(ABC):
         Yields:
             :class:`NeighbourBlock` s in query order.
         """
-
-
-def check_positive(value, name: str, owner: Optional[str] = None) -> None:
-    """Refuse a ``value`` that is neither ``None`` nor a positive integer
-    (:func:`~irtbox.utils.checks.check_positive_int`); ``owner``, if given, prefixes the
-    message."""
-    if value is None:
-        return
-    try:
-        check_positive_int(value, name)
-    except ValueError as err:
-        if owner is None:
-            raise
-        raise ValueError(f'{owner}: {err}') from None

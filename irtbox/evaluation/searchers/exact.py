@@ -6,8 +6,9 @@ import numpy as np
 import torch
 
 from irtbox.registry import SEARCHERS
+from irtbox.utils.checks import check_positive_int
 from ..functional.ranking import auto_chunk_size, similarity_blocks, stable_topk
-from .base import Device, NeighbourBlock, Searcher, check_positive
+from .base import Device, NeighbourBlock, Searcher
 
 __all__ = ['ExactSearcher']
 
@@ -35,7 +36,10 @@ class ExactSearcher(Searcher):
     device: Device = None
 
     def __post_init__(self):
-        check_positive(self.chunk_size, 'chunk_size', 'ExactSearcher')
+        try:
+            check_positive_int(self.chunk_size, 'chunk_size', allow_none=True)
+        except ValueError as err:  # the class is where a config's search setting fails
+            raise ValueError(f'{type(self).__name__}: {err}') from None
 
     @property
     def exact(self) -> bool:
@@ -43,7 +47,7 @@ class ExactSearcher(Searcher):
 
     def search(self, query: torch.Tensor, gallery: torch.Tensor, k: int,
                self_ids: Optional[np.ndarray] = None) -> Iterator[NeighbourBlock]:
-        chunk_size = auto_chunk_size(self.chunk_size, gallery.shape[0], 'ExactSearcher')
+        chunk_size = auto_chunk_size(self.chunk_size, gallery.shape[0])
         own = None if self_ids is None else torch.as_tensor(self_ids, dtype=torch.long)
         for start, sims in similarity_blocks(query, gallery, chunk_size, self.device):
             if own is not None:

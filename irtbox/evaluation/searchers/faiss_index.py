@@ -8,6 +8,8 @@ from typing import Optional, Union
 import numpy as np
 import torch
 
+from irtbox.utils.checks import check_positive_int
+
 __all__ = [
     'FAISS_GPU_MAX_K', 'import_faiss', 'min_training_vectors', 'build_index', 'train_index',
     'has_ivf', 'faiss_has_gpu', 'gpu_device_id', 'float16_lookup_tables', 'to_gpu', 'on_gpu',
@@ -171,9 +173,7 @@ def set_search_parameter(index, name: str, value: int) -> None:
             a GPU index.
     """
     faiss = import_faiss()
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f'faiss search parameter {name} must be a positive integer, got '
-                         f'{value!r}.')
+    value = check_positive_int(value, name)
     if name == 'nprobe' and value > FAISS_GPU_MAX_K and on_gpu(index):
         raise ValueError(f'faiss-gpu probes at most {FAISS_GPU_MAX_K} IVF lists, got '
                          f'nprobe={value}; use a smaller nprobe or search on the CPU.')

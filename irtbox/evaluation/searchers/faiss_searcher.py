@@ -7,8 +7,9 @@ import numpy as np
 import torch
 
 from irtbox.registry import SEARCHERS
+from irtbox.utils.checks import check_positive_int
 from ..functional.ranking import auto_chunk_size, stable_order, stable_topk
-from .base import Device, NeighbourBlock, Searcher, check_positive
+from .base import Device, NeighbourBlock, Searcher
 from .faiss_index import (FAISS_GPU_MAX_K, build_index, has_ivf, set_search_parameter, to_gpu,
                           train_index)
 
@@ -65,11 +66,14 @@ class FaissSearcher(Searcher):
             object.__setattr__(self, 'factory', index)
         if isinstance(self.factory, (list, tuple)):
             object.__setattr__(self, 'factory', ','.join(map(str, self.factory)))
-        if not isinstance(self.factory, str) or not self.factory:
-            raise ValueError(f"FaissSearcher: factory must be a faiss factory string such as "
-                             f"'Flat' or 'IVF1024,Flat', got {self.factory!r}.")
-        for name in ('nprobe', 'ef_search', 'chunk_size', 'gpu_temp_memory'):
-            check_positive(getattr(self, name), name, 'FaissSearcher')
+        try:
+            if not isinstance(self.factory, str) or not self.factory:
+                raise ValueError("factory must be a faiss factory string such as 'Flat' or "
+                                 f"'IVF1024,Flat', got {self.factory!r}.")
+            for name in ('nprobe', 'ef_search', 'chunk_size', 'gpu_temp_memory'):
+                check_positive_int(getattr(self, name), name, allow_none=True)
+        except ValueError as err:  # the class is where a config's search setting fails
+            raise ValueError(f'{type(self).__name__}: {err}') from None
 
     @property
     def exact(self) -> bool:
@@ -115,7 +119,7 @@ class FaissSearcher(Searcher):
         # index one more shows whether equal similarities straddle the cut.
         k_search = min(k + int(self.exact) + int(self_ids is not None), n)
         index = self.build(gallery_np, k_search)
-        chunk_size = auto_chunk_size(self.chunk_size, n, 'FaissSearcher')
+        chunk_size = auto_chunk_size(self.chunk_size, n)
         for start in range(0, query_np.shape[0], chunk_size):
             stop = min(start + chunk_size, query_np.shape[0])
             d, i = index.search(np.ascontiguousarray(query_np[start:stop]), k_search)
