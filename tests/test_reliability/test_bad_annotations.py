@@ -34,7 +34,9 @@ def test_csv_same_path_two_labels_names_both_lines(tmp_path):
     with raises_at(tmp_path / 'a.csv', 's 2 and 4', "'./a.png' has the label '1' on line 2 and "
                    "'2' on line 4"):
         csv_dataset(tmp_path, b'a.png,1,train\nb.png,1,train\n./a.png,2,test\n')
-    assert len(csv_dataset(tmp_path, b'a.png,1,train\na.png,1,train\n')) == 2  # same label
+    # The same row twice, same label: an image counted twice in every metric; refused too.
+    with raises_at(tmp_path / 'a.csv', 's 2 and 3', "'a.png' is listed twice"):
+        csv_dataset(tmp_path, b'a.png,1,train\na.png,1,train\n')
 
 
 def sop(tmp_path, train, test=None, split='train'):
