@@ -198,3 +198,19 @@ def test_two_process_gather_by_sample_index(tmp_path):
         assert r['metrics'] == pytest.approx(expected, abs=0)
     assert ranks[0]['sample_idx'] == list(range(23))
     assert ranks[1]['sample_idx'] is None
+
+
+def test_non_finite_embeddings_name_the_samples(monkeypatch):
+    """A model that outputs NaN is an error naming how many test images and which, not a
+    table of meaningless numbers (the check runs in blocks of rows: a small block here)."""
+    import irtbox.evaluation.metrics.gather as gather
+    monkeypatch.setattr(gather, '_FINITE_ROWS', 4)
+    emb, labels = make_data()
+    emb = emb.copy()
+    emb[[5, 9], 1] = np.nan
+    emb[12, 0] = np.inf
+    metric = RetrievalMetric(ks=KS)
+    feed(metric, np.arange(len(labels)), emb, labels)
+    with pytest.raises(ValueError, match=r'^RetrievalMetric: the model gave non-finite \(NaN or '
+                       r'inf\) embeddings for 3 of \d+ test images \(sample_idx 5, 9, 12\)'):
+        metric.evaluate(size=len(labels))

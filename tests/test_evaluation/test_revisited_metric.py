@@ -182,3 +182,14 @@ def test_bad_configs_meta_and_samples():
     feed(metric, [2], emb, flipped)
     with pytest.raises(ValueError, match='sample_idx 2 arrives with different is_query flags'):
         metric.evaluate(size=N)
+
+
+def test_non_finite_embeddings_name_the_samples():
+    emb, is_query = make_data()
+    emb[QUERY_IDX[1], 3] = np.nan
+    metric = RevisitedMetric()
+    metric.dataset_meta = META
+    feed(metric, range(N), emb, is_query)
+    with pytest.raises(ValueError, match=r'^RevisitedMetric: the model gave non-finite .* for 1 '
+                       rf'of {N} test images \(sample_idx {QUERY_IDX[1]}\)'):
+        metric.evaluate(size=N)

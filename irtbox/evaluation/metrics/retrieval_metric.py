@@ -12,8 +12,8 @@ from irtbox.registry import METRICS
 from irtbox.utils.checks import check_positive_ints
 from ..functional import retrieval_metrics, search_average_precision
 from ..searchers import Searcher, build_searcher
-from .gather import (embedding_to_numpy, gather_by_sample_idx, merge_by_sample_idx,
-                     pack_results)
+from .gather import (check_finite_embeddings, embedding_to_numpy, gather_by_sample_idx,
+                     merge_by_sample_idx, pack_results)
 from .resources import rank_threads, search_device
 
 __all__ = ['RetrievalMetric']
@@ -188,6 +188,7 @@ class RetrievalMetric(BaseMetric):
     def _compute(self, data: Dict[str, np.ndarray]) -> Dict[str, float]:
         data = dict(embeddings=data['embedding'], labels=data['label'],
                     sample_idx=data['sample_idx'], is_query=data['is_query'])
+        check_finite_embeddings(data['embeddings'], data['sample_idx'], 'RetrievalMetric')
         self.last_outputs = data
         emb, labels, is_query = data['embeddings'], data['labels'], data['is_query']
         searcher = self._rank_searcher()

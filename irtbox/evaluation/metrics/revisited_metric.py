@@ -10,8 +10,8 @@ from irtbox.registry import METRICS
 from irtbox.utils.checks import check_positive_int, check_positive_ints
 from ..functional.reranking import alpha_database_augmentation, alpha_query_expansion
 from ..functional.revisited import PROTOCOLS, build_revisited_gnd, revisited_metrics
-from .gather import (embedding_to_numpy, gather_by_sample_idx, merge_by_sample_idx,
-                     pack_results)
+from .gather import (check_finite_embeddings, embedding_to_numpy, gather_by_sample_idx,
+                     merge_by_sample_idx, pack_results)
 from .resources import rank_threads, search_device
 
 __all__ = ['RevisitedMetric']
@@ -160,6 +160,7 @@ class RevisitedMetric(BaseMetric):
 
     @rank_threads()
     def _compute(self, data: Dict[str, np.ndarray]) -> Dict[str, float]:
+        check_finite_embeddings(data['embedding'], data['sample_idx'], 'RevisitedMetric')
         gnd_raw = self._ground_truth()
         device = search_device(self.device)
         emb, is_query = data['embedding'], data['is_query']
