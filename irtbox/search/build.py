@@ -57,6 +57,9 @@ def build_index(config, checkpoint: Optional[str], image_dir: str, index_dir: st
     Raises:
         FileNotFoundError, FileExistsError, ValueError: the images, the shards of an earlier
         build (``resume`` needed, or another job) or the model are not what is needed.
+        OSError: a file cannot be written (a full disk), named in the message; no file is
+        left half-written (a shard, an index file), an earlier index in ``index_dir`` stays
+        as it was, and the shards written so far are kept for ``resume``.
     """
     import torch
 
@@ -75,7 +78,11 @@ def build_index(config, checkpoint: Optional[str], image_dir: str, index_dir: st
     searcher = ImageSearcher(model, factory=factory, device=device, identity=rows.identity)
     searcher.add(rows.embeddings, rows.ids)
     recall = searcher.recall_vs_exact(k=10) if factory != 'Flat' and len(searcher) else None
-    searcher.save(index_dir)
+    try:
+        searcher.save(index_dir)
+    except OSError as err:  # a full disk: the embeddings are kept for --resume
+        raise type(err)(err.errno, f'{err.strerror or err}. The embedded images are kept in '
+                        f'{work}: make room and run the same command with --resume') from err
     atomic_write_text(osp.join(index_dir, FAILED_FILE),
                       json.dumps([dict(path=p, reason=r) for p, r in rows.failed], indent=1))
     shutil.rmtree(work)

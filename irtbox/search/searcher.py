@@ -5,10 +5,14 @@ An index folder (format 2) holds ``manifest.json`` (format_version, factory, npr
 and the names of the files below), the faiss index ``index-<tag>.faiss``, the rows as one
 embeddings file ``embeddings-<tag>.npz`` (embeddings, ids, the model's identity:
 :mod:`irtbox.structures.embeddings_file`, read memory-mapped) and the model's config
-``config-<tag>.py``. Indexes of format 1 (ids and identity in the manifest, embeddings in a
-``.npy``) are read too.
+``config-<tag>.py``. The manifest records the sha256 of each of these files (``sha256``:
+{name: digest}); loading checks them, so an index edited or damaged since it was saved (rows
+reordered, a file cut short) is refused, naming the file, rather than searched. Indexes of
+format 1 (ids and identity in the manifest, embeddings in a ``.npy``) and format 2 manifests
+written before the digests are read too, with a warning that nothing can be checked.
 """
 import dataclasses
+import hashlib
 import json
 import os
 import os.path as osp
@@ -30,7 +34,8 @@ from irtbox.evaluation.searchers.faiss_index import (FAISS_GPU_MAX_K, has_ivf, i
 from irtbox.structures.embeddings_file import EmbeddingSet, load_embeddings, save_embeddings
 from irtbox.utils.fileio import atomic_write, atomic_write_text
 
-__all__ = ['IndexMismatchError', 'SearchHit', 'ImageSearcher', 'load_index_model']
+__all__ = ['IndexMismatchError', 'IndexIntegrityError', 'SearchHit', 'ImageSearcher',
+           'load_index_model']
 
 MANIFEST = 'manifest.json'
 # What save() writes besides the manifest (named by a random tag per save; format 1 wrote the
@@ -43,6 +48,11 @@ READ_VERSIONS = (1, 2)
 
 class IndexMismatchError(ValueError):
     """An index loaded with a model other than the one that built it."""
+
+
+class IndexIntegrityError(ValueError):
+    """A file of an index folder that is not the one its manifest recorded (edited, damaged,
+    cut short, missing) or that its reader cannot read."""
 
 
 @dataclass(frozen=True)
@@ -276,31 +286,45 @@ class ImageSearcher:
         """Write the index into ``directory`` (format 2: see the module's docstring) so that a
         crash at any moment leaves the previous save readable: the data files get new names
         (each written whole or not at all, :func:`~irtbox.utils.fileio.atomic_write`), then
-        ``manifest.json`` (which names them) is replaced in one rename, then the old files
-        are removed."""
-        faiss = import_faiss()
+        ``manifest.json`` (which names them and records their sha256) is replaced in one
+        rename, then the old files are removed. A write that fails (a full disk) raises an
+        ``OSError`` naming the file and leaves the folder as it was, the temporary files
+        removed."""
         os.makedirs(directory, exist_ok=True)
         tag = uuid.uuid4().hex[:12]
         files = dict(index=f'index-{tag}.faiss', embeddings=f'embeddings-{tag}.npz')
         cfg = getattr(self.model, 'cfg', None)
         if cfg is not None:  # so that a query needs only the index folder (and the checkpoint)
             files['config'] = f'config-{tag}.py'
-            atomic_write(osp.join(directory, files['config']), cfg.dump)
+        try:
+            self._write_files(directory, files)
+        except BaseException:  # a full disk, an interrupt: this save's files go, the last stays
+            if not _manifest_names(directory, files):  # (unless the new manifest is in place)
+                for name in files.values():
+                    if osp.exists(osp.join(directory, name)):
+                        os.remove(osp.join(directory, name))
+            raise
+        # The previous save's files, and any a killed save left behind.
+        for name in os.listdir(directory):
+            if _DATA_FILE.match(name) and name not in files.values():
+                os.remove(osp.join(directory, name))
+
+    def _write_files(self, directory: str, files: dict) -> None:
+        """The data files named in ``files``, then the manifest that names them."""
+        if 'config' in files:
+            atomic_write(osp.join(directory, files['config']), self.model.cfg.dump)
         index = to_cpu(self.index) if self.index is not None else \
             self.faiss_searcher.new_index(self.dim or 1)
-        atomic_write(osp.join(directory, files['index']),
-                     lambda tmp: faiss.write_index(index, tmp))
+        atomic_write(osp.join(directory, files['index']), lambda tmp: _write_faiss(index, tmp))
         dim = self.dim
         embeddings = self.embeddings if len(self.ids) else np.zeros((0, dim or 0), np.float32)
         save_embeddings(osp.join(directory, files['embeddings']),
                         EmbeddingSet(embeddings, ids=list(self.ids), identity=self.identity))
         manifest = dict(format_version=FORMAT_VERSION, factory=self.factory, dim=dim,
-                        count=len(self.ids), nprobe=self.faiss_searcher.nprobe, files=files)
+                        count=len(self.ids), nprobe=self.faiss_searcher.nprobe, files=files,
+                        sha256={name: _sha256(osp.join(directory, name))
+                                for name in files.values()})
         atomic_write_text(osp.join(directory, MANIFEST), json.dumps(manifest, indent=1))
-        # The previous save's files, and any a killed save left behind.
-        for name in os.listdir(directory):
-            if _DATA_FILE.match(name) and name not in files.values():
-                os.remove(osp.join(directory, name))
 
     @classmethod
     def load(cls, directory: str, model: Optional[torch.nn.Module] = None,
@@ -309,9 +333,15 @@ class ImageSearcher:
         (read-only). With ``model``, the model must be the one that built the index (same
         weights, preprocessing, embedding size); otherwise an :class:`IndexMismatchError`
         names what differs. ``kwargs`` go to the constructor (e.g. ``nprobe``, by default
-        the one saved; ``gpu_temp_memory``)."""
+        the one saved; ``gpu_temp_memory``).
+
+        Raises :class:`IndexIntegrityError` (a ValueError) naming the file when a file's
+        sha256 is not the one the manifest records, or faiss cannot read the index file; an
+        index without digests (format 1, or saved by an earlier irtbox) is loaded with a
+        warning that it cannot be checked."""
         faiss = import_faiss()
         manifest = _read_manifest(directory)
+        _check_files(directory, manifest, ('index', 'embeddings'))
         rows = _read_rows(directory, manifest)
         searcher = cls(model=None, factory=manifest['factory'], device=device, **kwargs)
         searcher.identity = rows.identity
@@ -328,8 +358,13 @@ class ImageSearcher:
                 raise IndexMismatchError(f'index {directory} holds {manifest["dim"]}-d embeddings, '
                                          f'the model makes {current["embedding_dim"]}-d ones')
             searcher.model, searcher.identity = model, current
-        files = manifest['files']
-        index = faiss.read_index(osp.join(directory, files['index']))
+        path = osp.join(directory, manifest['files']['index'])
+        try:
+            index = faiss.read_index(path)
+        except RuntimeError as err:  # faiss's: "Error in <C++ signature> at <source>: ..."
+            raise IndexIntegrityError(f'{path}: not a readable faiss index (faiss: '
+                                      f'{_faiss_reason(err)}); it is damaged or cut short: '
+                                      'rebuild the index with tools/search.py build') from None
         # The recorded nprobe unless one is given; an IVF index's only, since manifests
         # written while nprobe defaulted to 16 record it for every index type.
         if searcher.faiss_searcher.nprobe is None and has_ivf(index):
@@ -357,6 +392,9 @@ def load_index_model(directory: str, checkpoint: Optional[str] = None,
     if 'config' not in manifest['files']:
         raise ValueError(f'index {directory} was built from embeddings, without a model; '
                          'query it with embeddings')
+    # The config runs as Python: checked first. The rows (read here for the checkpoint's
+    # path) are checked when the index is loaded, before any search.
+    _check_files(directory, manifest, ('config',), warn=False)
     identity = _read_rows(directory, manifest).identity or {}
     checkpoint = checkpoint or identity.get('checkpoint')
     if checkpoint is not None and not osp.isfile(checkpoint):
@@ -390,6 +428,75 @@ def _read_manifest(directory: str) -> dict:
         raise ValueError(f'{path}: no {", ".join(missing)}; expected a manifest written by '
                          'ImageSearcher.save (tools/search.py build)')
     return manifest
+
+
+def _faiss_reason(error: RuntimeError) -> str:
+    """What went wrong, from a faiss error (whose message starts with the C++ function and
+    source line that raised it)."""
+    text = ' '.join(str(error).split())
+    for marker in ('failed: ', 'Error: '):
+        if marker in text:
+            text = text.split(marker, 1)[1]
+            break
+    return text[:300]
+
+
+def _write_faiss(index, path: str) -> None:
+    """``faiss.write_index``, its failures as the OSError they are (faiss raises a
+    RuntimeError, "... (No space left on device)"), for atomic_write to name the file."""
+    import errno
+    faiss = import_faiss()
+    try:
+        faiss.write_index(index, path)
+    except RuntimeError as err:
+        full = 'No space left on device' in str(err)
+        raise OSError(errno.ENOSPC if full else errno.EIO,
+                      f'faiss cannot write the index ({_faiss_reason(err)})') from None
+
+
+def _manifest_names(directory: str, files: dict) -> bool:
+    """Whether ``directory``'s manifest names ``files``."""
+    try:
+        with open(osp.join(directory, MANIFEST)) as f:
+            return json.load(f).get('files') == files
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _sha256(path: str) -> str:
+    with open(path, 'rb') as f:
+        return hashlib.file_digest(f, 'sha256').hexdigest()
+
+
+def _check_files(directory: str, manifest: dict, keys: Sequence[str], warn: bool = True) -> None:
+    """The files ``manifest['files'][key]`` of ``directory`` checked against the sha256 the
+    manifest records: IndexIntegrityError naming the first that is missing or differs. A
+    manifest without digests (format 1, or format 2 saved before them): a warning."""
+    digests = manifest.get('sha256')
+    if digests is None:
+        if warn:
+            warnings.warn(f'index {directory}: its manifest (format {manifest["format_version"]}'
+                          ', written by an earlier irtbox) records no sha256 of its files, so an '
+                          'edited or damaged file cannot be detected; save it again '
+                          '(ImageSearcher.load(...).save(...)) or rebuild it to add them',
+                          stacklevel=3)
+        return
+    for key in keys:
+        name = manifest['files'].get(key)
+        if name is None:
+            continue
+        path = osp.join(directory, name)
+        if not osp.isfile(path):
+            raise IndexIntegrityError(f'index {directory}: {path} is missing (manifest.json '
+                                      'names it); rebuild the index with tools/search.py build')
+        if name not in digests:
+            raise IndexIntegrityError(f'{osp.join(directory, MANIFEST)}: no sha256 recorded for '
+                                      f'{name}; rebuild the index with tools/search.py build')
+        if _sha256(path) != digests[name]:
+            raise IndexIntegrityError(
+                f'{path}: its sha256 is not the one {MANIFEST} records; the file was edited or '
+                'damaged (cut short, overwritten) since the index was saved, and its results '
+                'cannot be trusted: rebuild the index with tools/search.py build')
 
 
 def _read_rows(directory: str, manifest: dict) -> EmbeddingSet:

@@ -12,17 +12,31 @@ image, and a JSON API. FastAPI + uvicorn (``pip install irtbox[serve]``).
 Uploads are capped in bytes and pixels (checked from the image header before decoding, per
 request: Pillow's process-wide ``Image.MAX_IMAGE_PIXELS`` is left as it is); an undecodable
 upload gets a 400 that says why.
+
+Memory is bounded across requests, not only per image: uploads are decoded in a small pool of
+threads (``decode_threads``) under a budget of decoded pixels held at once
+(``decode_budget_pixels``, default ``max_pixels``: one image of the largest size allowed, or
+several smaller ones); an upload waits for its share of the budget before a pixel of it is
+decoded, and holds it until its search is done. Where the model's input allows (its test
+pipeline resizes to a known size), an upload is decoded no larger than needed: a JPEG at 1/2,
+1/4 or 1/8 scale (Pillow's ``draft``), any image then reduced by a whole factor
+(``Image.reduce``, a box filter), keeping its short side at least twice the network's input side
+(:func:`query_min_side`).
 """
 import io
+import os
 import os.path as osp
 import struct
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from functools import lru_cache
+from typing import Optional
 
 import numpy as np
 
-__all__ = ['decode_upload', 'create_app', 'serve']
+__all__ = ['PixelBudget', 'query_min_side', 'decode_upload', 'create_app', 'serve']
 
 STATIC = osp.join(osp.dirname(osp.abspath(__file__)), 'static')
 
@@ -53,11 +67,81 @@ def _open_checked(data: bytes):
     raise ValueError('not an image (no image format recognises its header)')
 
 
-def decode_upload(data: bytes, max_pixels: int) -> np.ndarray:
+class PixelBudget:
+    """At most ``limit`` decoded pixels held at once, over all requests.
+
+    ``with budget.hold() as held:`` gives a :class:`_Held` share, empty at first;
+    ``held.resize(n)`` waits until ``n`` pixels fit in the budget (growing) or gives some back
+    (shrinking, e.g. once an image is reduced); leaving the block gives the share back. A
+    share larger than the whole budget is granted when nothing else is held (so it runs
+    alone rather than never). ``in_use`` and ``peak`` are the pixels held now and at most.
+    """
+
+    def __init__(self, limit: int):
+        if limit < 1:
+            raise ValueError(f'PixelBudget: the limit must be at least 1 pixel, got {limit}')
+        self.limit = int(limit)
+        self.in_use = self.peak = 0
+        self._changed = threading.Condition()
+
+    @contextmanager
+    def hold(self):
+        held = _Held(self)
+        try:
+            yield held
+        finally:
+            held.resize(0)
+
+    def _resize(self, held: '_Held', pixels: int) -> None:
+        with self._changed:
+            if pixels > held.pixels:
+                more = pixels - held.pixels
+                self._changed.wait_for(lambda: self.in_use + more <= self.limit or
+                                       self.in_use == held.pixels)
+            self.in_use += pixels - held.pixels
+            held.pixels = pixels
+            self.peak = max(self.peak, self.in_use)
+            self._changed.notify_all()
+
+
+class _Held:
+    """One request's share of a :class:`PixelBudget` (see :meth:`PixelBudget.hold`)."""
+
+    def __init__(self, budget: PixelBudget):
+        self.budget, self.pixels = budget, 0
+
+    def resize(self, pixels: int) -> None:
+        self.budget._resize(self, int(pixels))
+
+
+# A query is decoded with its short side at least this many times the network's input side.
+QUERY_SIDE_MARGIN = 2
+
+
+def query_min_side(model) -> Optional[int]:
+    """The short side a query image needs, for ``model``: ``QUERY_SIDE_MARGIN`` times the
+    largest side of its network input (at its largest test scale), when its test pipeline
+    resizes every image to a size that does not follow the image's (``input_spec``'s
+    ``size_varies`` ``'never'`` or ``'aspect'``); None (decode at full size) otherwise, or for
+    a model without an input spec."""
+    spec = getattr(model, 'input_spec', None)
+    if spec is None or spec.size_varies not in ('never', 'aspect'):
+        return None
+    scales = tuple(spec.test_scales or (1.0,)) + tuple(spec.query_test_scales or ())
+    return int(QUERY_SIDE_MARGIN * max(spec.size) * max(max(scales), 1.0) + 0.5)
+
+
+def decode_upload(data: bytes, max_pixels: int, min_side: Optional[int] = None,
+                  held: Optional[_Held] = None) -> np.ndarray:
     """An uploaded image as an H x W x 3 uint8 RGB array; ValueError saying what is wrong,
     ImageTooLargeError (an OverflowError) above ``max_pixels`` (read from the header, before
     any pixel is decoded). Pillow's ``Image.MAX_IMAGE_PIXELS`` is neither read nor changed:
-    ``max_pixels`` is the limit."""
+    ``max_pixels`` is the limit.
+
+    ``min_side``: the short side the caller needs (:func:`query_min_side`); a larger image is
+    decoded smaller (a JPEG by ``draft``) and reduced by the largest whole factor that keeps
+    its short side at least ``min_side``. ``held``: a share of a :class:`PixelBudget`, grown
+    to the pixels about to be decoded before decoding and shrunk to the returned image's."""
     from PIL import Image
 
     from irtbox.utils.image import check_image_bytes
@@ -66,20 +150,46 @@ def decode_upload(data: bytes, max_pixels: int) -> np.ndarray:
     check_image_bytes(data, max_pixels)
     try:
         with _open_checked(data) as image:
+            width, height = image.size
+            if min_side and min(width, height) > min_side and image.format == 'JPEG':
+                scale = min_side / min(width, height)
+                image.draft('RGB', (max(1, int(width * scale)), max(1, int(height * scale))))
+            if held is not None:  # the pixels the decoder is about to allocate
+                held.resize(image.size[0] * image.size[1])
+            image.load()
+            factor = min(image.size) // min_side if min_side else 1
+            if factor >= 2:
+                try:
+                    image = image.reduce(factor)
+                except ValueError:  # a mode reduce does not take (e.g. palette): as RGB
+                    image = image.convert('RGB').reduce(factor)
+            if held is not None:
+                held.resize(image.size[0] * image.size[1])
             return np.asarray(image.convert('RGB'))
     except (OSError, ValueError, Image.DecompressionBombError) as err:
         raise ValueError(f'the image cannot be decoded ({err})') from None
 
 
 def create_app(searcher, max_upload_bytes: int = 10 * 2**20, max_pixels: int = 40 * 10**6,
-               max_k: int = 100, thumb_size: int = 160):
-    """The FastAPI app serving ``searcher`` (which must have its model)."""
+               max_k: int = 100, thumb_size: int = 160,
+               decode_budget_pixels: Optional[int] = None, decode_threads: int = 2):
+    """The FastAPI app serving ``searcher`` (which must have its model).
+
+    ``decode_budget_pixels``: decoded pixels held at once over all requests (default
+    ``max_pixels``); ``decode_threads``: the threads uploads are decoded in (see the module's
+    docstring). The app's ``state.decode_budget`` is its :class:`PixelBudget`."""
     fastapi = _import_fastapi()
     from fastapi import File, Form, HTTPException, UploadFile
     from fastapi.responses import FileResponse, HTMLResponse, Response
 
     app = fastapi.FastAPI(title='irtbox image search', docs_url='/docs')
     lock = threading.Lock()  # one model forward and faiss search at a time: bounded memory
+    budget = PixelBudget(decode_budget_pixels or max_pixels)
+    # Few threads decode: glibc keeps freed memory per thread (its arenas), so images decoded
+    # in 40 request threads would leave up to 40 images' worth resident after a burst.
+    decoders = ThreadPoolExecutor(max_workers=decode_threads, thread_name_prefix='decode')
+    min_side = query_min_side(searcher.model)
+    app.state.decode_budget = budget
     with open(osp.join(STATIC, 'search.html')) as f:
         page = f.read()
 
@@ -89,10 +199,18 @@ def create_app(searcher, max_upload_bytes: int = 10 * 2**20, max_pixels: int = 4
                                      f'{len(searcher)})')
         return searcher.ids[position]
 
+    def missing(position: int) -> HTTPException:
+        return HTTPException(404, f'item {position} ({searcher.ids[position]}): the file is not '
+                                  'there any more (moved or deleted since the index was built); '
+                                  'rebuild the index to drop it')
+
     @lru_cache(maxsize=4096)
     def thumbnail(position: int) -> bytes:
         import cv2
-        image = cv2.imread(item_path(position), cv2.IMREAD_COLOR)
+        path = item_path(position)
+        if not osp.isfile(path):
+            raise missing(position)
+        image = cv2.imread(path, cv2.IMREAD_COLOR)
         if image is None:
             raise HTTPException(404, f'item {position} ({searcher.ids[position]}) is unreadable')
         scale = thumb_size / max(image.shape[:2])
@@ -117,32 +235,40 @@ def create_app(searcher, max_upload_bytes: int = 10 * 2**20, max_pixels: int = 4
 
     @app.get('/image/{position}')
     def full_image(position: int):
-        return FileResponse(item_path(position))
+        path = item_path(position)
+        try:  # stat now: FileResponse would find the file gone only while sending (a 500)
+            stat = os.stat(path)
+        except OSError:
+            raise missing(position) from None
+        return FileResponse(path, stat_result=stat)
 
     @app.post('/search')
     def search(image: UploadFile = File(None), position: int = Form(None), k: int = Form(10)):
         if not 1 <= k <= max_k:
             raise HTTPException(422, f'k must be between 1 and {max_k}, got {k}')
         started = time.perf_counter()
-        if image is not None:
-            data = image.file.read(max_upload_bytes + 1)
-            if len(data) > max_upload_bytes:
-                raise HTTPException(413, f'the upload is larger than the limit of '
-                                         f'{max_upload_bytes / 2**20:.1f} MiB')
-            try:
-                query = decode_upload(data, max_pixels)
-            except OverflowError as err:
-                raise HTTPException(413, str(err)) from None
-            except ValueError as err:
-                raise HTTPException(400, f'{image.filename or "upload"}: {err}') from None
-        elif position is not None:
-            item_path(position)
-            query = searcher.embeddings[position]
-        else:
+        if image is None and position is None:
             raise HTTPException(422, 'send an image file ("image") or an indexed item '
                                      '("position")')
-        with lock:
-            hits = searcher.search(query, k=k)
+        with budget.hold() as held:  # the decoded query's pixels, until its search is done
+            if image is not None:
+                data = image.file.read(max_upload_bytes + 1)
+                if len(data) > max_upload_bytes:
+                    raise HTTPException(413, f'the upload is larger than the limit of '
+                                             f'{max_upload_bytes / 2**20:.1f} MiB')
+                try:
+                    query = decoders.submit(decode_upload, data, max_pixels, min_side,
+                                            held).result()
+                except OverflowError as err:
+                    raise HTTPException(413, str(err)) from None
+                except ValueError as err:
+                    raise HTTPException(400, f'{image.filename or "upload"}: {err}') from None
+                del data
+            else:
+                item_path(position)
+                query = searcher.embeddings[position]
+            with lock:
+                hits = searcher.search(query, k=k)
         return dict(took_ms=round(1000 * (time.perf_counter() - started), 2),
                     hits=[dict(h.to_dict(), name=osp.basename(h.id),
                                thumbnail=f'/thumb/{h.position}') for h in hits])

@@ -1,4 +1,5 @@
 """tools/search.py build / query as a user runs them on a folder of their own images."""
+import errno
 import json
 import os
 import os.path as osp
@@ -158,3 +159,43 @@ def test_bad_input(argv, message, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit, match=message):
         search_tool.main(argv)
+
+
+def test_a_full_disk_during_build_leaves_no_half_written_file(photos, tmp_path, monkeypatch):
+    """ENOSPC half-way through writing a shard, then the index's embeddings file: each time
+    an OSError naming the file, no part or orphan left; the shards written so far are kept,
+    and --resume (once there is room) finishes the index."""
+    folder, checkpoint = photos
+    index = str(tmp_path / 'index')
+    args = ['build', CONFIG, checkpoint, folder, index, '--num-workers', '0', '--shard-size', '40']
+    savez, full = np.savez, {'name': None}
+
+    def savez_on_a_full_disk(file, *arrays, **named):
+        savez(file, *arrays, **named)
+        if full['name'] and full['name'] in osp.basename(file.name):
+            file.truncate(file.tell() // 2)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(np, 'savez', savez_on_a_full_disk)
+
+    def every_file():
+        return sorted(osp.relpath(osp.join(d, n), index) for d, _, names in os.walk(index)
+                      for n in names)
+    full['name'] = 'shard_000001'
+    with pytest.raises(OSError, match=r'No space left on device: cannot write '
+                                      rf'{index}/build/shards/shard_000001.npz'):
+        search_tool.main(args)
+    assert [f for f in every_file() if 'shard_' in f] == ['build/shards/shard_000000.npz']
+    assert not any('.tmp' in f or f == 'manifest.json' for f in every_file())
+    full['name'] = 'embeddings-'
+    with pytest.raises(OSError, match=rf'No space left on device: cannot write {index}/'
+                                      r'embeddings-\w+\.npz .*The embedded images are kept in '
+                                      rf'{index}/build: make room and run the same command with '
+                                      '--resume'):
+        search_tool.main(args + ['--resume'])
+    assert all(f.startswith('build/') for f in every_file())  # nothing of the index, no part
+    assert [f for f in every_file() if 'shard_' in f] == [
+        f'build/shards/shard_00000{i}.npz' for i in range(3)]
+    full['name'] = None
+    searcher = search_tool.main(args + ['--resume'])
+    assert len(searcher) == 100 and ImageSearcher.load(index).ids == searcher.ids
+    assert not osp.exists(osp.join(index, 'build'))

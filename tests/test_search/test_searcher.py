@@ -1,6 +1,7 @@
 """ImageSearcher on embeddings: exact and approximate search, save/load (the rows as one
-embeddings file; format 1 folders still read), crash safety, the model's identity computed
-lazily."""
+embeddings file; format 1 folders still read), crash safety, a full disk, the digests that
+refuse an edited or damaged index, the model's identity computed lazily."""
+import errno
 import json
 import os
 import os.path as osp
@@ -13,9 +14,9 @@ import pytest
 import torch
 
 from irtbox.evaluation.functional import knn
-from irtbox.search import ImageSearcher, IndexMismatchError
+from irtbox.search import ImageSearcher, IndexIntegrityError, IndexMismatchError
 from irtbox.search import searcher as searcher_module
-from irtbox.structures import load_embeddings
+from irtbox.structures import EmbeddingSet, load_embeddings, save_embeddings
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
@@ -150,7 +151,9 @@ def test_a_format_1_index_is_still_read_and_resaved_as_format_2(tmp_path):
     x = clustered(50, 8)
     folder = str(tmp_path / 'old')
     write_format_1(folder, x, [f'img{i}' for i in range(50)])
-    old = ImageSearcher.load(folder)
+    with pytest.warns(UserWarning, match=r'old: its manifest \(format 1, written by an earlier '
+                                         r'irtbox\) records no sha256 of its files'):
+        old = ImageSearcher.load(folder)
     assert old.ids == [f'img{i}' for i in range(50)] and old.dim == 8
     hits = old.search(x[7], k=3)
     assert hits[0].id == 'img7'
@@ -292,3 +295,124 @@ def test_model_mismatch_is_refused(tmp_path):
     wide = init_model(tiny, cfg_options={'model.backbone.embed_dim': 16})
     with pytest.raises(IndexMismatchError, match='embedding dimension: index 32 vs model 16'):
         ImageSearcher.load(str(tmp_path / 'idx'), model=wide)
+
+
+def saved(tmp_path, n=40):
+    """An index folder of n embeddings with ids p/<i>.jpg, its manifest and the embeddings."""
+    x = clustered(n, 8)
+    searcher = ImageSearcher()
+    searcher.add(x, ids=[f'p/{i}.jpg' for i in range(n)])
+    folder = str(tmp_path / 'idx')
+    searcher.save(folder)
+    with open(osp.join(folder, 'manifest.json')) as f:
+        return folder, json.load(f), x
+
+
+def test_the_manifest_records_the_sha256_of_every_file(tmp_path):
+    import hashlib
+    folder, manifest, _ = saved(tmp_path)
+    assert sorted(manifest['sha256']) == sorted(manifest['files'].values())
+    for name, digest in manifest['sha256'].items():
+        with open(osp.join(folder, name), 'rb') as f:
+            assert hashlib.sha256(f.read()).hexdigest() == digest
+
+
+@pytest.mark.parametrize('edit', ['ids reversed', 'embeddings reversed'])
+def test_an_edited_index_is_refused_naming_the_file(tmp_path, edit):
+    """Rows reordered in the embeddings file: before the digests, a query returned the wrong
+    file at score 1.000; now loading refuses, naming the file and saying to rebuild."""
+    folder, manifest, x = saved(tmp_path)
+    path = osp.join(folder, manifest['files']['embeddings'])
+    rows = load_embeddings(path)
+    ids, embeddings = list(rows.ids), np.array(rows.embeddings)
+    if edit == 'ids reversed':
+        ids = ids[::-1]
+    else:
+        embeddings = embeddings[::-1].copy()
+    save_embeddings(path, EmbeddingSet(embeddings, ids=ids, identity=rows.identity))
+    with pytest.raises(IndexIntegrityError) as info:
+        ImageSearcher.load(folder)
+    message = str(info.value)
+    assert message.startswith(f'{path}: its sha256 is not the one manifest.json records')
+    assert 'rebuild the index with tools/search.py build' in message and '\n' not in message
+
+
+def test_a_truncated_faiss_file_is_one_line_naming_it(tmp_path):
+    folder, manifest, x = saved(tmp_path, n=400)
+    path = osp.join(folder, manifest['files']['index'])
+    with open(path, 'rb') as f:
+        data = f.read()
+    with open(path, 'wb') as f:
+        f.write(data[:len(data) // 2])
+    with pytest.raises(IndexIntegrityError, match=rf'^{path}: its sha256 is not the one'):
+        ImageSearcher.load(folder)
+    # Without digests to check (format 1): faiss's own error, as one line naming the file.
+    old = str(tmp_path / 'old')
+    write_format_1(old, x, [f'p/{i}.jpg' for i in range(len(x))])
+    with open(osp.join(old, 'index-aaaa.faiss'), 'r+b') as f:
+        f.truncate(len(data) // 2)
+    with pytest.warns(UserWarning, match='records no sha256'), \
+            pytest.raises(IndexIntegrityError) as info:
+        ImageSearcher.load(old)
+    message = str(info.value)
+    assert message.startswith(f'{osp.join(old, "index-aaaa.faiss")}: not a readable faiss index '
+                              '(faiss: read error in ')
+    assert message.endswith('damaged or cut short: rebuild the index with tools/search.py build')
+    assert '\n' not in message and '.cpp' not in message
+
+
+def test_a_missing_file_and_a_manifest_without_digests(tmp_path):
+    folder, manifest, x = saved(tmp_path)
+    index = osp.join(folder, manifest['files']['index'])
+    os.rename(index, index + '.moved')
+    with pytest.raises(IndexIntegrityError, match=rf'{index} is missing \(manifest.json names '
+                                                  r'it\); rebuild the index'):
+        ImageSearcher.load(folder)
+    os.rename(index + '.moved', index)
+    # A format 2 manifest saved before the digests: loaded, with a warning.
+    with open(osp.join(folder, 'manifest.json'), 'w') as f:
+        json.dump({k: v for k, v in manifest.items() if k != 'sha256'}, f)
+    with pytest.warns(UserWarning, match=r'format 2, written by an earlier irtbox\) records no '
+                                         r'sha256 .* save it again'):
+        loaded = ImageSearcher.load(folder)
+    assert loaded.search(x[3], k=1)[0].id == 'p/3.jpg'
+
+
+@pytest.mark.parametrize('failing', ['index', 'embeddings'])
+def test_a_full_disk_during_save_leaves_the_folder_as_it_was(tmp_path, monkeypatch, failing):
+    """A write that fails half-way with ENOSPC: an OSError naming the file; no part, no
+    orphan of the failed save is left, and the earlier index loads as before."""
+    import faiss
+    folder, manifest, x = saved(tmp_path)
+    before = sorted(os.listdir(folder))
+    write_index, savez = faiss.write_index, np.savez
+
+    def half_then_full(write):
+        def failing_write(*args, **kwargs):
+            write(*args, **kwargs)
+            target = args[-1] if failing == 'index' else args[0]
+            name = target if isinstance(target, str) else target.name
+            with open(name, 'r+b') as f:
+                f.truncate(os.path.getsize(name) // 2)
+            if failing == 'index':  # as faiss says it
+                raise RuntimeError(f"Error in void faiss::write_index(const Index*, IOWriter*, "
+                                   f"int) at index_write.cpp:499: Error: 'ret == (size * 4)' "
+                                   f"failed: write error in {name}: 4051 != 160000 (No space "
+                                   "left on device)")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return failing_write
+    if failing == 'index':
+        monkeypatch.setattr(faiss, 'write_index', half_then_full(write_index))
+    else:
+        monkeypatch.setattr(np, 'savez', half_then_full(savez))
+    searcher = ImageSearcher.load(folder)
+    searcher.add(clustered(5, 8, seed=4), ids=[f'new{i}' for i in range(5)])
+    kind = 'index-' if failing == 'index' else 'embeddings-'
+    with pytest.raises(OSError, match=rf'No space left on device.*: cannot write '
+                                      rf'{folder}/{kind}\w+\.(faiss|npz) \(nothing was '
+                                      'written') as info:
+        searcher.save(folder)
+    assert info.value.errno == errno.ENOSPC
+    assert sorted(os.listdir(folder)) == before  # no temporary file, no orphan
+    monkeypatch.undo()
+    assert ImageSearcher.load(folder).ids == [f'p/{i}.jpg' for i in range(len(x))]

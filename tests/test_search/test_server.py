@@ -1,5 +1,7 @@
 """tools/search.py serve as a user meets it: the JSON API (good and bad uploads, a bounded load
-test on loopback) and the page in a real headless Chromium."""
+test on loopback, the memory of concurrent large uploads, items whose file is gone) and the
+page in a real headless Chromium."""
+import contextlib
 import io
 import json
 import os
@@ -7,6 +9,8 @@ import os.path as osp
 import shutil
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -18,16 +22,18 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 from irtbox.apis import init_model
 from irtbox.search import ImageSearcher
-from irtbox.search.server import create_app, decode_upload
+from irtbox.search.server import PixelBudget, create_app, decode_upload, query_min_side
 from irtbox.utils.image import ImageTooLargeError
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIG = osp.join(ROOT, 'configs', 'quickstart', 'irt-r_vit-tiny_1xb64-500_digits.py')
 pytest.importorskip('fastapi')
 MAX_UPLOAD = 200 * 1024
+MiB = 2**20
 
 
 @pytest.fixture(scope='module')
@@ -42,14 +48,10 @@ def digits(tmp_path_factory, digits_root):
     return str(folder)
 
 
-@pytest.fixture(scope='module')
-def server(digits, tmp_path_factory):
+@contextlib.contextmanager
+def running(app):
+    """The URL of ``app`` served by uvicorn on a free port of 127.0.0.1, in a thread."""
     import uvicorn
-    torch.manual_seed(0)
-    model = init_model(CONFIG)
-    searcher = ImageSearcher(model)
-    searcher.add(digits, progress=False)
-    app = create_app(searcher, max_upload_bytes=MAX_UPLOAD, max_pixels=4 * 10**6, max_k=50)
     with socket.socket() as s:
         s.bind(('127.0.0.1', 0))
         port = s.getsockname()[1]
@@ -63,9 +65,22 @@ def server(digits, tmp_path_factory):
             break
         except OSError:
             time.sleep(0.05)
-    yield url, searcher
-    server.should_exit = True
-    thread.join(timeout=10)
+    try:
+        yield url
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope='module')
+def server(digits, tmp_path_factory):
+    torch.manual_seed(0)
+    model = init_model(CONFIG)
+    searcher = ImageSearcher(model)
+    searcher.add(digits, progress=False)
+    app = create_app(searcher, max_upload_bytes=MAX_UPLOAD, max_pixels=4 * 10**6, max_k=50)
+    with running(app) as url:
+        yield url, searcher
 
 
 def post(url, fields=None, files=None, timeout=30):
@@ -247,3 +262,190 @@ def test_page_in_a_real_browser(server, tmp_path, chromium):
     WebDriverWait(driver, 30).until(lambda d: d.execute_script(
         "const h = document.querySelector('.hit'); return h && h.dataset.id") == clicked)
     assert driver.find_element(By.ID, 'status').get_attribute('class') != 'error'
+
+
+
+def test_a_file_gone_since_the_build_is_a_404_naming_it(tmp_path):
+    """/image/N and /thumb/N of a file moved or deleted after the build: a 404 with a JSON
+    message naming the item (before: an HTTP 500 from FileResponse)."""
+    names = []
+    for i in range(3):
+        names.append(str(tmp_path / f'img{i}.png'))
+        Image.fromarray(np.full((20, 20, 3), 60 * i, np.uint8)).save(names[-1])
+    searcher = ImageSearcher()
+    searcher.add(np.eye(3, 4, dtype=np.float32), ids=names)
+    with running(create_app(searcher)) as url:
+        with urllib.request.urlopen(url + '/image/1') as response:
+            assert response.read() == open(names[1], 'rb').read()
+        os.remove(names[1])
+        os.rename(names[2], str(tmp_path / 'elsewhere.png'))
+        for path in ('/image/1', '/thumb/1', '/image/2', '/thumb/2'):
+            with pytest.raises(urllib.error.HTTPError) as info:
+                urllib.request.urlopen(url + path)
+            assert info.value.code == 404, path
+            detail = json.loads(info.value.read())['detail']
+            position = int(path[-1])
+            assert detail.startswith(f'item {position} ({names[position]}): the file is not '
+                                     'there any more (moved or deleted'), detail
+        assert urllib.request.urlopen(url + '/thumb/0').read()[:2] == b'\xff\xd8'
+
+
+def test_the_pixel_budget_waits_for_room_and_lets_an_oversized_share_run_alone():
+    budget, seen = PixelBudget(100), []
+
+    def second():
+        with budget.hold() as held:
+            held.resize(50)
+            seen.append(budget.in_use)
+    with budget.hold() as first:
+        first.resize(60)
+        thread = threading.Thread(target=second)
+        thread.start()
+        time.sleep(0.2)
+        assert seen == [] and budget.in_use == 60  # 60 + 50 > 100: the second waits
+        first.resize(40)  # the first image reduced: room for the second
+        thread.join(timeout=10)
+        assert seen == [90]
+    assert budget.in_use == 0
+    with budget.hold() as alone:  # more than the whole budget: granted when nothing is held
+        alone.resize(500)
+        assert budget.in_use == 500
+    assert budget.in_use == 0 and budget.peak == 500
+
+
+def encoded(array, format, **options):
+    buffer = io.BytesIO()
+    Image.fromarray(array).save(buffer, format=format, **options)
+    return buffer.getvalue()
+
+
+def test_uploads_are_decoded_no_larger_than_the_model_needs():
+    """A JPEG is decoded at 1/8 scale (draft) and any image reduced by a whole factor, keeping
+    its short side at least min_side; the budget holds the pixels actually decoded."""
+    model = init_model(CONFIG)
+    assert query_min_side(model) == 64  # twice the digits model's 32 x 32 input
+    y, x = np.mgrid[:1600, :2000]
+    gradient = np.stack([x % 256, y % 256, (x + y) % 256], axis=-1).astype(np.uint8)
+    budget = PixelBudget(10**8)
+    with budget.hold() as held:
+        small = decode_upload(encoded(gradient, 'JPEG'), 10**7, min_side=64, held=held)
+        assert budget.in_use == small.shape[0] * small.shape[1]
+    assert 64 <= min(small.shape[:2]) < 128 and small.shape[2] == 3
+    assert budget.peak == 250 * 200 and budget.in_use == 0  # 1/8 of 2000 x 1600: no more
+    # A palette PNG (a mode Image.reduce does not take) is reduced as RGB.
+    palette = Image.fromarray(gradient).quantize(16)
+    buffer = io.BytesIO()
+    palette.save(buffer, format='PNG')
+    reduced = decode_upload(buffer.getvalue(), 10**7, min_side=64)
+    np.testing.assert_array_equal(reduced, np.asarray(palette.convert('RGB').reduce(25)))
+    # Without min_side (a model whose input follows the image's size): full size.
+    assert decode_upload(encoded(gradient, 'PNG'), 10**7).shape == (1600, 2000, 3)
+
+
+# Memory: 20 uploads at once of a 3000 x 3000 PNG (9 MP, under a 10 MP cap) against a server
+# running in its own process, whose peak resident memory (VmHWM) is read from /proc. Before the
+# budget of decoded pixels each upload was decoded at full size at once (Pillow's 4 bytes a
+# pixel, its RGB copy, the array, the pipeline's copies), outside the model's lock: +2.0 GB at
+# the peak and +1.0 GB kept afterwards in this test (15.5 s); with it, +67 MB (3.6 s), 2 cores.
+SIDE = 3000  # the upload: SIDE x SIDE RGB
+MAX_PIXELS = 10 * 10**6  # the server's cap; the decode budget is the cap (its default)
+DECODE_THREADS = 2  # the server's default
+UPLOADS = 20
+
+SERVER = '''
+import sys
+import torch
+from PIL import Image
+from irtbox.apis import init_model
+from irtbox.search import ImageSearcher
+from irtbox.search.server import create_app
+import uvicorn
+port, gallery, max_pixels = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+torch.manual_seed(0)
+searcher = ImageSearcher(init_model(sys.argv[4]))
+searcher.add(gallery, progress=False)
+app = create_app(searcher, max_upload_bytes=2 * 2**20, max_pixels=max_pixels)
+uvicorn.run(app, host='127.0.0.1', port=port, log_level='warning')
+'''
+
+
+def memory(pid):
+    """(VmRSS, VmHWM) of process ``pid`` in bytes."""
+    values = {}
+    with open(f'/proc/{pid}/status') as f:
+        for line in f:
+            key, _, rest = line.partition(':')
+            if key in ('VmRSS', 'VmHWM'):
+                values[key] = int(rest.split()[0]) * 1024
+    return values['VmRSS'], values['VmHWM']
+
+
+@pytest.mark.skipif(not sys.platform.startswith('linux'), reason='reads /proc')
+def test_concurrent_large_uploads_stay_within_the_decode_budget(tmp_path, digits_root):
+    gallery = tmp_path / 'gallery'
+    gallery.mkdir()
+    for digit in range(5, 10):
+        for name in sorted(os.listdir(digits_root / 'test' / str(digit)))[:2]:
+            shutil.copy(digits_root / 'test' / str(digit) / name, gallery / f'{digit}_{name}')
+    query = str(gallery / sorted(os.listdir(gallery))[3])
+    with open(query, 'rb') as f:
+        small = f.read()
+    with Image.open(query) as image:  # the digit, blown up: compresses to ~40 KB
+        buffer = io.BytesIO()
+        image.convert('RGB').resize((SIDE, SIDE), Image.NEAREST).save(buffer, format='PNG')
+    big = buffer.getvalue()
+    script = tmp_path / 'server.py'
+    script.write_text(SERVER)
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        port = s.getsockname()[1]
+    url = f'http://127.0.0.1:{port}'
+    server = subprocess.Popen([sys.executable, str(script), str(port), str(gallery),
+                               str(MAX_PIXELS), CONFIG], cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(url + '/healthz', timeout=1).read()
+                break
+            except OSError:
+                assert server.poll() is None, f'the server exited ({server.returncode})'
+                assert time.monotonic() < deadline, 'the server did not start within 120 s'
+                time.sleep(0.1)
+
+        def burst(data):
+            with ThreadPoolExecutor(UPLOADS) as pool:
+                return list(pool.map(lambda _: post(url + '/search', {'k': 3},
+                                                    {'image': ('q.png', data)}, timeout=60),
+                                     range(UPLOADS)))
+        # Warm-up: the request threads exist and one large upload has been decoded, so the
+        # baseline holds what serving costs whatever the images.
+        assert all(status == 200 for status, _ in burst(small))
+        assert post(url + '/search', {'k': 3}, {'image': ('q.png', big)})[0] == 200
+        try:
+            with open(f'/proc/{server.pid}/clear_refs', 'w') as f:
+                f.write('5')  # the peak (VmHWM) starts again from the current RSS
+        except OSError as err:
+            pytest.skip(f'cannot reset the peak memory of the server ({err})')
+        baseline, _ = memory(server.pid)
+        started = time.perf_counter()
+        results = burst(big)
+        took = time.perf_counter() - started
+        after, peak = memory(server.pid)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert [status for status, _ in results] == [200] * UPLOADS, results[0]
+    assert all(body['hits'][0]['id'] == query for _, body in results)
+    # At most the budget's pixels are decoded at once, at Pillow's 4 bytes per RGB pixel; each
+    # decode thread's malloc arena may keep up to that after its image is freed; 32 MiB for
+    # the rest (20 uploads' bytes and parsing, the reduced queries, the responses).
+    bound = DECODE_THREADS * MAX_PIXELS * 4 + 32 * MiB
+    print(f'\n{UPLOADS} concurrent {SIDE} x {SIDE} uploads in {took:.1f} s: RSS '
+          f'{baseline / MiB:.0f} MiB -> peak {peak / MiB:.0f} MiB '
+          f'(+{(peak - baseline) / MiB:.0f}, bound +{bound / MiB:.0f}), {after / MiB:.0f} MiB '
+          'afterwards')
+    assert peak - baseline <= bound, (
+        f'the server grew by {(peak - baseline) / MiB:.0f} MiB for {UPLOADS} concurrent '
+        f'uploads of {SIDE} x {SIDE}; expected at most {bound / MiB:.0f} MiB')
+
