@@ -16,23 +16,29 @@ method; each model entry has ``Name``, ``Config``, ``Metadata``, ``Results`` and
 
 Extra indexes (a lab's or a user's own zoo) are index files in the same format, named by
 ``IRTBOX_MODEL_INDEX`` (several separated by ``os.pathsep``) or by the ``index`` argument;
-their entries take precedence over the built-in ones of the same name. Relative
+their entries take precedence over the built-in ones of the same name. A malformed entry
+makes only itself unusable: it is reported once in a warning naming its file, the other
+models list and load as usual, and asking for it by name raises its error
+(:class:`BadZooEntryError`). ``get_model`` checks a released file's ``Size`` (like its
+sha256) and the built model's embedding size against ``Embedding Dim``. Relative
 ``Config`` and weight paths are resolved from the metafile's folder first, then from the
 index file's folder, then from the irtbox repository root.
 """
 import difflib
 import fnmatch
+import logging
 import os
 import os.path as osp
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from mmengine.config import Config
 from mmengine.logging import print_log
 
-__all__ = ['ROOT', 'ModelNotReleasedError', 'UnknownModelError', 'ZooEntry', 'read_index',
-           'index_files', 'load_model_index', 'list_models', 'get_entry', 'get_model']
+__all__ = ['ROOT', 'ModelNotReleasedError', 'UnknownModelError', 'BadZooEntryError',
+           'ZooEntryMismatchError', 'ZooEntry', 'read_index', 'index_files',
+           'load_model_index', 'list_models', 'get_entry', 'get_model']
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 BUILTIN_INDEX = osp.join(ROOT, 'model-index.yml')
@@ -41,6 +47,15 @@ INDEX_ENV = 'IRTBOX_MODEL_INDEX'
 
 class ModelNotReleasedError(RuntimeError):
     """The zoo entry exists but has no released weights."""
+
+
+class BadZooEntryError(ValueError):
+    """A model entry of an index file is malformed (its message names the file and entry)."""
+
+
+class ZooEntryMismatchError(ValueError):
+    """The file or model an entry describes is not what the entry says (size, embedding
+    dimension)."""
 
 
 class UnknownModelError(KeyError):
@@ -106,59 +121,105 @@ def _parse_weights(value, where: str, metafile: str, index_file: str) -> Optiona
     if isinstance(value, str):
         value = {'URL': value}
     if not isinstance(value, dict):
-        raise ValueError(f'{where}: "Weights" must be null, a URL or a mapping, got {value!r}')
+        raise BadZooEntryError(f'{where}: "Weights" must be null, a URL or a mapping, got '
+                               f'{value!r}')
     if str(value.get('Source', '')).lower() == 'timm':
         if not value.get('Pretrained'):
-            raise ValueError(f'{where}: timm weights need "Pretrained: <timm name.tag>"')
+            raise BadZooEntryError(f'{where}: timm weights need "Pretrained: <timm name.tag>"')
         return {'source': 'timm', 'pretrained': str(value['Pretrained'])}
     url = value.get('URL')
     if not url:
-        raise ValueError(f'{where}: "Weights" needs a "URL" (or "Source: timm"); got keys '
-                         f'{sorted(value)}')
+        raise BadZooEntryError(f'{where}: "Weights" needs a "URL" (or "Source: timm"); got '
+                               f'keys {sorted(value)}')
+    if not isinstance(url, str):
+        raise BadZooEntryError(f'{where}: "URL" must be a string, got {url!r}')
     if '://' not in url:
         url = _resolve(url, metafile, index_file)
     sha256 = value.get('SHA256')
     if sha256 is not None and (len(str(sha256)) != 64 or
                                any(c not in '0123456789abcdef' for c in str(sha256).lower())):
-        raise ValueError(f'{where}: "SHA256" must be the 64 hex digits of the file\'s sha256, '
-                         f'got {sha256!r}')
+        raise BadZooEntryError(f'{where}: "SHA256" must be the 64 hex digits of the file\'s '
+                               f'sha256, got {sha256!r}')
+    numbers = {}
+    for key, what in (('Size', 'the file\'s size in bytes'),
+                      ('Embedding Dim', 'the embedding dimension')):
+        number = value.get(key)
+        if number is not None and (not isinstance(number, int) or isinstance(number, bool) or
+                                   number <= 0):
+            raise BadZooEntryError(f'{where}: "{key}" must be {what}, a positive integer; got '
+                                   f'{number!r}')
+        numbers[key] = number
     return {'url': url, 'sha256': None if sha256 is None else str(sha256).lower(),
-            'size': value.get('Size'), 'embedding_dim': value.get('Embedding Dim')}
+            'size': numbers['Size'], 'embedding_dim': numbers['Embedding Dim']}
 
 
-def _parse_models(data: dict, metafile: str, index_file: str) -> List[ZooEntry]:
+def _parse_model(model, i: int, metafile: str, index_file: str) -> ZooEntry:
+    where = f'{metafile}, Models[{i}]'
+    if not isinstance(model, dict) or not model.get('Name') or not model.get('Config'):
+        raise BadZooEntryError(f'{where}: every model needs "Name" and "Config"; got {model!r}')
+    where = f'{metafile}, model {model["Name"]!r}'
+    if not isinstance(model['Config'], str):
+        raise BadZooEntryError(f'{where}: "Config" must be a path, got {model["Config"]!r}')
+    metadata, results = model.get('Metadata') or {}, model.get('Results') or []
+    if not isinstance(metadata, dict):
+        raise BadZooEntryError(f'{where}: "Metadata" must be a mapping, got {metadata!r}')
+    if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
+        raise BadZooEntryError(f'{where}: "Results" must be a list of mappings, got '
+                               f'{results!r}')
+    return ZooEntry(
+        name=str(model['Name']), config=_resolve(model['Config'], metafile, index_file),
+        weights=_parse_weights(model.get('Weights'), where, metafile, index_file),
+        metafile=metafile, collection=model.get('In Collection'), metadata=metadata,
+        results=results)
+
+
+def _parse_models(data: dict, metafile: str, index_file: str,
+                  broken: Optional[list] = None) -> List[ZooEntry]:
+    """The entries of ``data["Models"]``. A malformed one raises, or, given ``broken``, is
+    appended there as ``(name or None, BadZooEntryError)`` and left out."""
+    models = data.get('Models') or []
+    if not isinstance(models, list):
+        raise ValueError(f'model index file {metafile}: "Models" must be a list, got a '
+                         f'{type(models).__name__}')
     entries = []
-    for i, model in enumerate(data.get('Models') or []):
-        where = f'{metafile}, Models[{i}]'
-        if not isinstance(model, dict) or not model.get('Name') or not model.get('Config'):
-            raise ValueError(f'{where}: every model needs "Name" and "Config"; got {model!r}')
-        where = f'{metafile}, model {model["Name"]!r}'
-        entries.append(ZooEntry(
-            name=str(model['Name']), config=_resolve(model['Config'], metafile, index_file),
-            weights=_parse_weights(model.get('Weights'), where, metafile, index_file),
-            metafile=metafile, collection=model.get('In Collection'),
-            metadata=model.get('Metadata') or {}, results=model.get('Results') or []))
+    for i, model in enumerate(models):
+        try:
+            entries.append(_parse_model(model, i, metafile, index_file))
+        except BadZooEntryError as err:
+            if broken is None:
+                raise
+            name = model.get('Name') if isinstance(model, dict) else None
+            broken.append((str(name) if name else None, err))
     return entries
 
 
-def read_index(index_file: str) -> List[ZooEntry]:
-    """The entries of one index file: its ``Models`` and those of the files it ``Import``s."""
+def _read_index(index_file: str, broken: Optional[list] = None) -> List[ZooEntry]:
     index_file = osp.abspath(osp.expanduser(index_file))
     data = _read_yaml(index_file)
-    entries = _parse_models(data, index_file, index_file)
+    entries = _parse_models(data, index_file, index_file, broken)
     for item in data.get('Import') or []:
         metafile = osp.normpath(osp.join(osp.dirname(index_file), item))
         if not osp.isfile(metafile):
             raise FileNotFoundError(f'{index_file} imports {item}, which does not exist '
                                     f'(looked for {metafile})')
-        entries += _parse_models(_read_yaml(metafile), metafile, index_file)
-    seen = {}
+        entries += _parse_models(_read_yaml(metafile), metafile, index_file, broken)
+    seen, twice = {}, set()
     for entry in entries:
         if entry.name in seen:
-            raise ValueError(f'model {entry.name!r} is defined twice: in {seen[entry.name]} and '
-                             f'{entry.metafile}')
+            err = BadZooEntryError(f'model {entry.name!r} is defined twice: in '
+                                   f'{seen[entry.name]} and {entry.metafile}')
+            if broken is None:
+                raise err
+            broken.append((entry.name, err))
+            twice.add(entry.name)  # which one was meant is unknown: neither is used
         seen[entry.name] = entry.metafile
-    return entries
+    return [e for e in entries if e.name not in twice]
+
+
+def read_index(index_file: str) -> List[ZooEntry]:
+    """The entries of one index file: its ``Models`` and those of the files it ``Import``s.
+    Any malformed entry is an error (:class:`BadZooEntryError`) naming the file and entry."""
+    return _read_index(index_file)
 
 
 def index_files(index: Union[str, Sequence[str], None] = None) -> List[str]:
@@ -171,16 +232,40 @@ def index_files(index: Union[str, Sequence[str], None] = None) -> List[str]:
     return files
 
 
-def load_model_index(index: Union[str, Sequence[str], None] = None) -> Dict[str, ZooEntry]:
-    """Name -> entry over all index files; a later index overrides an earlier one's entry."""
+_WARNED = set()
+
+
+def _load(index) -> Tuple[Dict[str, ZooEntry], Dict[str, BadZooEntryError]]:
+    """(name -> entry, name -> the error of its malformed entry) over all index files; a
+    later index's entry, good or bad, overrides an earlier one's. Each malformed entry is
+    reported once per process in a warning."""
     entries: Dict[str, ZooEntry] = {}
+    bad: Dict[str, BadZooEntryError] = {}
     for path in index_files(index):
-        for entry in read_index(path):
+        broken = []
+        for entry in _read_index(path, broken):
             if entry.name in entries and entries[entry.name].metafile != entry.metafile:
                 print_log(f'model zoo: {entry.name!r} from {entry.metafile} replaces the entry '
                           f'of {entries[entry.name].metafile}', logger='current')
             entries[entry.name] = entry
-    return entries
+            bad.pop(entry.name, None)
+        for name, err in broken:
+            if name is not None:
+                entries.pop(name, None)
+                bad[name] = err
+            if str(err) not in _WARNED:
+                _WARNED.add(str(err))
+                print_log(f'model zoo: skipping a malformed entry: {err}. '
+                          + (f'get_model({name!r}) raises this error; ' if name else '')
+                          + 'the other models are unaffected.', logger='current',
+                          level=logging.WARNING)
+    return entries, bad
+
+
+def load_model_index(index: Union[str, Sequence[str], None] = None) -> Dict[str, ZooEntry]:
+    """Name -> entry over all index files; a later index overrides an earlier one's entry.
+    Malformed entries are left out (with a warning, once)."""
+    return _load(index)[0]
 
 
 def list_models(pattern: Optional[str] = None, with_weights: Optional[bool] = None,
@@ -204,8 +289,11 @@ def list_models(pattern: Optional[str] = None, with_weights: Optional[bool] = No
 
 
 def get_entry(name: str, index: Union[str, Sequence[str], None] = None) -> ZooEntry:
-    """The zoo entry called ``name``; an unknown name gets the closest known ones."""
-    entries = load_model_index(index)
+    """The zoo entry called ``name``; an unknown name gets the closest known ones, a
+    malformed entry its :class:`BadZooEntryError`."""
+    entries, bad = _load(index)
+    if name in bad:
+        raise BadZooEntryError(str(bad[name]))
     if name not in entries:
         close = difflib.get_close_matches(name, entries, n=5, cutoff=0.5)
         hint = f' Did you mean: {", ".join(close)}?' if close else ''
@@ -272,11 +360,40 @@ def get_model(name: str, pretrained: Union[bool, str] = True,
     else:
         if pretrained is True:
             path = download(entry.weights['url'], entry.weights['sha256'], progress=progress)
+            _check_size(entry, path)
         elif isinstance(pretrained, str):
             path = download(pretrained, progress=progress)
         else:
             raise TypeError(f'get_model: pretrained must be True, False or a path/URL, got '
                             f'{pretrained!r}')
         model = init_model(cfg, path, device=device)
+        if pretrained is True:
+            _check_embedding_dim(entry, model)
     model.zoo_entry = entry
     return model
+
+
+def _check_size(entry: ZooEntry, path: str) -> None:
+    """The released file has the entry's ``Size``: refused as a sha256 mismatch is."""
+    from irtbox.utils.download import ChecksumError
+    expected = entry.weights.get('size')
+    size = osp.getsize(path)
+    if expected is not None and size != expected:
+        raise ChecksumError(
+            f'size mismatch for {entry.weights["url"]}: the zoo entry {entry.name!r} '
+            f'({entry.metafile}) says Size {expected} bytes, the file {path} has {size}; '
+            'the file was left as it is')
+
+
+def _check_embedding_dim(entry: ZooEntry, model) -> None:
+    """The model built from the entry gives embeddings of the entry's ``Embedding Dim``."""
+    from .identity import embedding_dim
+    expected = entry.weights.get('embedding_dim')
+    if expected is None:
+        return
+    dim = embedding_dim(model)
+    if dim != expected:
+        raise ZooEntryMismatchError(
+            f'{entry.name}: the zoo entry ({entry.metafile}) says "Embedding Dim: {expected}", '
+            f'but the model built from {entry.config} with its weights gives {dim}-d '
+            'embeddings; fix the entry\'s "Embedding Dim" or "Config"')

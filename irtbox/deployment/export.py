@@ -7,11 +7,15 @@ flip when the network sees BGR, the ``(x - mean) / std`` of the model's input sp
 (``model.input_spec``), and ``model.extract_feat`` (multi-scale test scales and learned
 whitening included).
 """
+import contextlib
 import dataclasses
 import json
 import os
-import warnings
 import os.path as osp
+import re
+import sys
+import tempfile
+import warnings
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -20,10 +24,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from irtbox.models.input_spec import input_spec_of
-from irtbox.utils.fileio import atomic_write_text
+from irtbox.utils.fileio import atomic_write, atomic_write_text
 
 __all__ = ['ExportCheckError', 'EmbeddingExport', 'load_check_images', 'export_onnx',
-           'export_torchscript', 'run_exported', 'compare', 'export_model']
+           'export_torchscript', 'run_exported', 'compare', 'onnx_opset_range',
+           'remove_stale_temporaries', 'export_model']
 
 FORMATS = ('onnx', 'torchscript')
 MAX_ABS_TOL = 1e-4
@@ -136,8 +141,178 @@ def _check_cases(images: torch.Tensor, dynamic_batch: bool, dynamic_size: bool,
     return cases
 
 
+def onnx_opset_range(dynamo: bool = False) -> Tuple[int, int]:
+    """(lowest, highest) ONNX opset the installed torch exporter writes: tracing (the
+    TorchScript-based exporter) or ``dynamo`` (the torch.export-based one)."""
+    try:
+        from torch.onnx import _constants
+        low = _constants.ONNX_MIN_OPSET
+        high = (_constants.ONNX_MAX_OPSET if dynamo else
+                getattr(_constants, 'ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET',
+                        _constants.ONNX_MAX_OPSET))
+        return int(low), int(high)
+    except (ImportError, AttributeError):  # a torch that moved its constants: a safe range
+        return 7, 17
+
+
+def _stale_patterns(base: str) -> List[re.Pattern]:
+    """Names of temporaries an export to ``base`` may leave when killed: atomic_write's
+    ``.<base>.<8 random>.tmp<ext>`` for the file and its ``.json``, and the
+    ``<base>.<pid>.tmp`` of irtbox versions before it."""
+    ext = osp.splitext(base)[1]
+    random = r'[a-z0-9_]{8}'
+    return [re.compile(re.escape(f'.{base}.') + random + re.escape(f'.tmp{ext}') + '$'),
+            re.compile(re.escape(f'.{base}.json.') + random + re.escape('.tmp.json') + '$'),
+            re.compile(re.escape(f'{base}.') + r'(\d+)' + re.escape('.tmp') + '$')]
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return pid != os.getpid()
+
+
+def remove_stale_temporaries(out: str) -> List[str]:
+    """Remove the temporaries a killed export to ``out`` left beside it (see
+    :func:`_stale_patterns`; an old ``<out>.<pid>.tmp`` only when that process is gone);
+    returns the paths removed."""
+    folder, base = osp.split(osp.abspath(out))
+    try:
+        names = os.listdir(folder)
+    except OSError:  # no folder yet: nothing stale
+        return []
+    patterns = _stale_patterns(base)
+    removed = []
+    for name in names:
+        match = next((m for m in (p.match(name) for p in patterns) if m), None)
+        if match is None or (match.groups() and _pid_alive(int(match.group(1)))):
+            continue
+        path = osp.join(folder, name)
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            continue
+        removed.append(path)
+    return removed
+
+
+def _patch_embed(model: nn.Module):
+    """The first timm-style patch embedding in ``model`` (has ``patch_size``), else None."""
+    for module in model.modules():
+        if hasattr(module, 'patch_size') and hasattr(module, 'img_size'):
+            return module
+    return None
+
+
+def _size_hint(model: nn.Module) -> str:
+    patch = _patch_embed(model)
+    if patch is None:
+        return ''
+    p = tuple(patch.patch_size) if isinstance(patch.patch_size, (tuple, list)) else (
+        patch.patch_size,) * 2
+    fixed = patch.img_size is not None and getattr(patch, 'strict_img_size', False)
+    if fixed:
+        h, w = patch.img_size
+        return (f'; its position embedding fixes the input at {h}x{w} (patch size {p[0]}x{p[1]}): '
+                f'give --input-size {h} {w} or leave --input-size out')
+    return f'; use a size that is a multiple of its patch size {p[0]}x{p[1]}'
+
+
+def _first_line(err: BaseException, limit: int = 300) -> str:
+    text = str(err).strip().splitlines()
+    return f'{type(err).__name__}: {text[0][:limit] if text else ""}'.rstrip(': ')
+
+
+def _check_arguments(fmt: str, size: Sequence, batch_size, input_dtype: str, opset,
+                     dynamo: bool, dynamic_batch: bool) -> None:
+    """One-line errors naming the argument, before anything is built or written."""
+    if fmt not in FORMATS:
+        raise ValueError(f'format must be one of {FORMATS}, got {fmt!r}')
+    if input_dtype not in ('uint8', 'float32'):
+        raise ValueError(f"input dtype must be 'uint8' or 'float32', got {input_dtype!r}")
+    if (len(size) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0
+                                  for v in size)):
+        raise ValueError(f'--input-size (input_size) must be a positive height and width, got '
+                         f'{" x ".join(map(str, size)) if len(size) else "nothing"}')
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise ValueError(f'the batch size (--batch-size / --fixed-batch) must be a positive '
+                         f'integer, got {batch_size!r}')
+    if dynamic_batch and batch_size < 2:
+        raise ValueError(f'--batch-size {batch_size}: a dynamic batch axis is checked at two '
+                         'batch sizes (N and N-1), so the check batch needs at least 2 images; '
+                         'export with --fixed-batch 1 for a file that takes exactly one image')
+    if fmt == 'onnx':
+        low, high = onnx_opset_range(dynamo)
+        if not isinstance(opset, int) or isinstance(opset, bool) or not low <= opset <= high:
+            raise ValueError(f'--opset {opset}: the installed torch {torch.__version__} '
+                             f'{"dynamo" if dynamo else "tracing"} ONNX exporter writes opsets '
+                             f'{low} to {high} (default 17)')
+
+
+def _onnx_error(err: Exception, opset: int) -> Optional[ValueError]:
+    """A one-line ValueError for an exporter failure that the opset explains, else None."""
+    try:
+        from torch.onnx.errors import UnsupportedOperatorError
+    except ImportError:
+        return None
+    if not isinstance(err, UnsupportedOperatorError):
+        return None
+    text = str(err).splitlines()[0]
+    op = re.search(r"operator '([^']+)'", text)
+    needed = re.search(r'added in version (\d+)', text)
+    return ValueError(f'--opset {opset}: the model uses {op.group(1) if op else "an operator"}, '
+                      f'which ONNX opset {opset} cannot express' +
+                      (f'; it needs opset {needed.group(1)} or higher (the default is 17)'
+                       if needed else f' ({text[:300]})'))
+
+
+class _Held:
+    discard = False
+
+
+@contextlib.contextmanager
+def _held_output():
+    """Hold what is written to file descriptors 1 and 2 (the TorchScript-based ONNX exporter
+    dumps its whole graph to stdout from C++ when an operator fails) and pass it on
+    afterwards, unless ``discard`` was set (the failure is then reported in one line)."""
+    held = _Held()
+
+    def flush():
+        for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+            with contextlib.suppress(AttributeError, OSError, ValueError):
+                stream.flush()
+
+    with contextlib.ExitStack() as stack:
+        saved = []
+        flush()
+        for fd in (1, 2):
+            try:
+                copy = os.dup(fd)
+            except OSError:  # closed: nothing to hold
+                continue
+            buffer = stack.enter_context(tempfile.TemporaryFile())
+            saved.append((fd, copy, buffer))
+            os.dup2(buffer.fileno(), fd)
+        try:
+            yield held
+        finally:
+            flush()
+            for fd, copy, buffer in saved:
+                os.dup2(copy, fd)
+                os.close(copy)
+                if not held.discard:
+                    buffer.seek(0)
+                    for chunk in iter(lambda: buffer.read(1 << 16), b''):
+                        while chunk:
+                            chunk = chunk[os.write(fd, chunk):]
+
+
 def export_model(model: nn.Module, fmt: str, out: str, input_size: Optional[Sequence[int]] = None,
-                 dynamic_batch: bool = False, dynamic_size: bool = False, batch_size: int = 4,
+                 dynamic_batch: bool = True, dynamic_size: bool = False, batch_size: int = 4,
                  input_dtype: str = 'uint8', opset: int = 17, dynamo: bool = False,
                  log=print) -> Dict:
     """Export ``model`` (from ``init_model``) to ``out`` and check it; returns the report
@@ -145,18 +320,30 @@ def export_model(model: nn.Module, fmt: str, out: str, input_size: Optional[Sequ
     passes (max-abs <= 1e-4 and cosine >= 0.99999 for each batch/size checked); otherwise
     :class:`ExportCheckError` says which case failed and by how much.
 
+    ``dynamic_batch`` (the default): the file takes any batch size, checked at ``batch_size``
+    and ``batch_size - 1`` images; False: exactly ``batch_size`` images. The report's
+    ``input.batch`` is ``'dynamic'`` or that number.
+
     ``input_size`` (H, W) defaults to ``model.input_spec.size``: what the test pipeline gives
     a square image (of ``REFERENCE_SIDE`` pixels where the size follows the image's); the
-    report's ``input_spec`` says how images of other shapes are resized."""
-    if fmt not in FORMATS:
-        raise ValueError(f'format must be one of {FORMATS}, got {fmt!r}')
-    if input_dtype not in ('uint8', 'float32'):
-        raise ValueError(f"input dtype must be 'uint8' or 'float32', got {input_dtype!r}")
+    report's ``input_spec`` says how images of other shapes are resized.
+
+    The file is written by :func:`irtbox.utils.fileio.atomic_write` (a hidden temporary
+    beside ``out``, renamed once checked); the temporaries a killed export left for ``out``
+    are removed first. Bad arguments (a non-positive size, one the model does not accept,
+    an opset the exporter lacks) are ``ValueError``s naming the argument."""
     spec = input_spec_of(model, 'export')
-    size = tuple(input_size) if input_size else spec.size
+    size = tuple(input_size) if input_size else tuple(spec.size)
+    _check_arguments(fmt, size, batch_size, input_dtype, opset, dynamo, dynamic_batch)
     module = EmbeddingExport(model).eval()
     images, source = load_check_images(model.cfg, batch_size, size)
     cast = (lambda x: x) if input_dtype == 'uint8' else (lambda x: x.float())
+    try:
+        with torch.no_grad():
+            module(cast(images[:1]))
+    except Exception as err:  # noqa: BLE001  (timm asserts on the size / patch grid)
+        raise ValueError(f'input size {size[0]}x{size[1]} (--input-size): the PyTorch model '
+                         f'does not accept it ({_first_line(err)}){_size_hint(model)}') from None
     cases = _check_cases(images, dynamic_batch, dynamic_size, size)
     if dynamic_size:
         name, batch = cases[-1]
@@ -165,20 +352,31 @@ def export_model(model: nn.Module, fmt: str, out: str, input_size: Optional[Sequ
                 module(cast(batch))
         except Exception as err:  # noqa: BLE001  (timm asserts on a fixed image size)
             raise ValueError(f'--dynamic-size: the PyTorch model itself does not accept the '
-                             f'check\'s {name} ({type(err).__name__}: {err}); it has a fixed '
+                             f'check\'s {name} ({_first_line(err)}); it has a fixed '
                              'input size, so export it without --dynamic-size') from None
-    tmp = f'{out}.{os.getpid()}.tmp'
-    os.makedirs(osp.dirname(osp.abspath(out)), exist_ok=True)
-    try:
+    for path in remove_stale_temporaries(out):
+        log(f'removed {path}, the temporary file of an earlier export to {out} that did not '
+            'finish')
+    checks = []
+
+    def write(tmp: str) -> None:
         with warnings.catch_warnings():
             # Tracing warns at every shape-dependent branch (timm's size asserts); whether the
             # trace generalises is what the numerical check below establishes, per case.
             warnings.simplefilter('ignore', torch.jit.TracerWarning)
             if fmt == 'onnx':
-                export_onnx(module, cast(images), tmp, dynamic_batch, dynamic_size, opset, dynamo)
+                with _held_output() as held:
+                    try:
+                        export_onnx(module, cast(images), tmp, dynamic_batch, dynamic_size,
+                                    opset, dynamo)
+                    except Exception as err:  # noqa: BLE001  (an operator the opset lacks)
+                        clear = _onnx_error(err, opset)
+                        if clear is None:
+                            raise
+                        held.discard = True  # the exporter's dump of its whole graph
+                        raise clear from None
             else:
                 export_torchscript(module, cast(images), tmp)
-        checks = []
         for name, batch in cases:
             with torch.no_grad():
                 expected = module(cast(batch)).numpy()
@@ -207,18 +405,17 @@ def export_model(model: nn.Module, fmt: str, out: str, input_size: Optional[Sequ
                 f'PyTorch: ' + '; '.join(f'{c["case"]}: max |diff| {c["max_abs"]:.2e}, min '
                                          f'cosine {c["min_cosine"]:.7f}' for c in failed) +
                 f' (limits: {MAX_ABS_TOL:g}, {MIN_COSINE}).{hint} Nothing was written to {out}.')
-        os.replace(tmp, out)
-    finally:
-        if osp.exists(tmp):
-            os.remove(tmp)
+
+    atomic_write(out, write)
     with torch.no_grad():
         dim = int(module(cast(images[:1])).shape[1])
     report = dict(
         format=fmt, file=osp.basename(out), exporter=('dynamo' if dynamo else 'trace')
         if fmt == 'onnx' else 'torch.jit.trace', opset=opset if fmt == 'onnx' else None,
         input=dict(name='images', layout='NCHW', channels='RGB', dtype=input_dtype,
-                   range='0-255', height=size[0], width=size[1],
-                   dynamic_batch=dynamic_batch, dynamic_size=dynamic_size),
+                   range='0-255', batch='dynamic' if dynamic_batch else batch_size,
+                   height=size[0], width=size[1], dynamic_batch=dynamic_batch,
+                   dynamic_size=dynamic_size),
         output=dict(name='embeddings', dim=dim, l2_normalized=True),
         input_spec=dataclasses.asdict(spec),
         config=getattr(model.cfg, 'filename', None), checkpoint=getattr(model, 'checkpoint', None),

@@ -13,7 +13,8 @@ import yaml
 
 from irtbox.apis import (CheckpointMismatchError, ModelNotReleasedError, UnknownModelError,
                          get_entry, get_model, init_model, list_models)
-from irtbox.apis.model_zoo import read_index
+from irtbox.apis import model_zoo
+from irtbox.apis.model_zoo import BadZooEntryError, ZooEntryMismatchError, read_index
 from irtbox.utils.download import ChecksumError, sha256sum
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -164,6 +165,12 @@ def test_wrong_checkpoint_is_refused(tmp_path):
     ('Models: [{Name: a, Config: c.py, Weights: {URL: w.pth, SHA256: abc}}]', '64 hex digits'),
     ('Models: [{Name: a, Config: c.py, Weights: {Source: timm}}]', 'Pretrained'),
     ('Models: [{Name: a, Config: c.py, Weights: {Size: 3}}]', 'needs a "URL"'),
+    ('Models: [{Name: a, Config: c.py, Weights: {URL: w.pth, Size: -3}}]',
+     '"Size" must be the file.s size in bytes, a positive integer; got -3'),
+    ("Models: [{Name: a, Config: c.py, Weights: {URL: w.pth, 'Embedding Dim': x}}]",
+     '"Embedding Dim" must be the embedding dimension, a positive integer'),
+    ('Models: [{Name: a, Config: [c.py]}]', '"Config" must be a path'),
+    ('Models: [{Name: a, Config: c.py, Results: [3]}]', '"Results" must be a list of mappings'),
     ('Import: [missing.yml]', 'missing.yml, which does not exist'),
     ('Models: [{Name: a, Config: c.py}, {Name: a, Config: c.py}]', 'defined twice'),
     ('Models: [a: b: c]', 'not valid YAML'),
@@ -214,3 +221,58 @@ def test_timm_weights_through_timm_offline(tmp_path):
     result = run_isolated(code, dict(HF_HOME=str(tmp_path / 'hf'), HF_HUB_OFFLINE='1'))
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split() == ['missing-ok', 'loaded-ok', 'timm']
+
+
+def test_size_and_embedding_dim_are_checked(released, tmp_path):
+    """The entry's Size is the file's (refused as a sha256 mismatch is) and its Embedding Dim
+    the built model's (refused naming both numbers); right ones load."""
+    model, path = released
+    size, digest = os.path.getsize(path), sha256sum(path)
+    index = write_zoo(str(tmp_path), {'URL': path, 'SHA256': digest, 'Size': size + 1,
+                                      'Embedding Dim': 32})
+    with pytest.raises(ChecksumError, match=f"size mismatch for {path}: the zoo entry "
+                                            f"'my-model' .* says Size {size + 1} bytes, the "
+                                            f"file {path} has {size}"):
+        get_model('my-model', index=index)
+    index = write_zoo(str(tmp_path), {'URL': path, 'SHA256': digest, 'Size': size,
+                                      'Embedding Dim': 64})
+    with pytest.raises(ZooEntryMismatchError, match='says "Embedding Dim: 64", but the model '
+                                                    'built from .*tiny_irt.py with its weights '
+                                                    'gives 32-d embeddings'):
+        get_model('my-model', index=index)
+    index = write_zoo(str(tmp_path), {'URL': path, 'SHA256': digest, 'Size': size,
+                                      'Embedding Dim': 32})
+    assert torch.equal(embed(get_model('my-model', index=index)), embed(model))
+
+
+def test_a_bad_entry_blocks_only_itself(released, tmp_path, monkeypatch, capsys):
+    """One malformed entry of an extra index (IRTBOX_MODEL_INDEX): the built-in models and
+    the index's good entries list and load, the bad ones are reported once each, naming the
+    file, and asking for one by name gives its error (also when it would replace a built-in
+    entry)."""
+    from irtbox.cli import list_models as list_tool
+    model, path = released
+    index = tmp_path / 'index.yml'
+    index.write_text(yaml.safe_dump({'Models': [
+        {'Name': 'my-model', 'Config': TINY, 'Weights': {'URL': path}},
+        {'Name': 'bad-hash', 'Config': TINY, 'Weights': {'URL': path, 'SHA256': 'abc'}},
+        {'Name': 'irt-r_deit-s_1xb64-35k_sop', 'Config': TINY, 'Weights': {'Size': 3}},
+        {'Config': TINY}]}))
+    monkeypatch.setenv('IRTBOX_MODEL_INDEX', str(index))
+    monkeypatch.setattr(model_zoo, '_WARNED', set())
+    warnings = []
+    monkeypatch.setattr(model_zoo, 'print_log', lambda msg, **kw: warnings.append(msg))
+    names = list_models()
+    assert 'my-model' in names and 'irt-o_deit-s_sop' in names
+    assert not {'bad-hash', 'irt-r_deit-s_1xb64-35k_sop'} & set(names)
+    assert torch.equal(embed(get_model('my-model')), embed(model))
+    assert get_entry('irt-o_deit-s_sop').status == 'timm'
+    with pytest.raises(BadZooEntryError, match=f"{index}, model 'bad-hash': .SHA256. must be"):
+        get_model('bad-hash')
+    with pytest.raises(BadZooEntryError, match="model 'irt-r_deit-s_1xb64-35k_sop'.*needs a "
+                                               '"URL"'):
+        get_model('irt-r_deit-s_1xb64-35k_sop')
+    table = list_tool.main([])
+    assert 'my-model' in [row['name'] for row in table]
+    assert len(warnings) == 3 and all(str(index) in w for w in warnings), warnings
+    assert "get_model('bad-hash') raises this error" in ' '.join(warnings)

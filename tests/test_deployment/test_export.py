@@ -3,6 +3,7 @@ numerically by the tool itself (onnxruntime / torch.jit against PyTorch) and her
 import json
 import os
 import os.path as osp
+import re
 
 import numpy as np
 import pytest
@@ -166,7 +167,7 @@ def test_readme_onnxruntime_recipe_equals_extract_features(tmp_path):
     from irtbox.apis import extract_features
     model = init_model(osp.join(ROOT, QUICKSTART))
     out = str(tmp_path / 'q.onnx')
-    export_model(model, 'onnx', out, dynamic_batch=True, log=lambda *_: None)
+    export_model(model, 'onnx', out, log=lambda *_: None)  # the default: any batch size
     rng = np.random.default_rng(0)
     paths = []
     for i, shape in enumerate([(8, 8), (40, 24), (64, 64)]):
@@ -178,6 +179,9 @@ def test_readme_onnxruntime_recipe_equals_extract_features(tmp_path):
     got = session.run(['embeddings'], {'images': batch})[0]
     expected = extract_features(model, paths, progress=False).embeddings
     np.testing.assert_allclose(got, expected, atol=1e-4)
+    # The recipe's query: one image at a time.
+    np.testing.assert_allclose(session.run(['embeddings'], {'images': batch[:1]})[0],
+                               expected[:1], atol=1e-4)
 
 
 def test_short_edge_pipeline(tmp_path):
@@ -210,3 +214,100 @@ def test_short_edge_pipeline(tmp_path):
     got = session.run(None, {'images': np.ascontiguousarray(rgb.transpose(2, 0, 1))[None]})[0]
     np.testing.assert_allclose(got, extract_features(model, [path], progress=False).embeddings,
                                atol=1e-4)
+
+
+def quickstart_export(tmp_path, *args):
+    return export_tool.main([osp.join(ROOT, QUICKSTART), 'none', '--format', 'onnx', '--out',
+                             str(tmp_path / 'q.onnx'), *args])
+
+
+@pytest.mark.parametrize('args, message', [
+    (['--input-size', '33', '33'], r'^export: input size 33x33 \(--input-size\): the PyTorch '
+     r"model does not accept it \(AssertionError: Input height \(33\) doesn't match model "
+     r'\(32\)\.\); its position embedding fixes the input at 32x32 \(patch size 4x4\): give '
+     r'--input-size 32 32 or leave --input-size out$'),
+    (['--opset', '9'], r'^export: --opset 9: the model uses aten::flip, which ONNX opset 9 '
+     r'cannot express; it needs opset 10 or higher \(the default is 17\)$'),
+    (['--opset', '99'], r'^export: --opset 99: the installed torch \S+ tracing ONNX exporter '
+     r'writes opsets 7 to \d+ \(default 17\)$'),
+])
+def test_bad_size_or_opset_is_one_line(args, message, tmp_path, capfd):
+    """A size the model does not take and an opset the exporter or the model cannot use: one
+    line naming the argument, before or instead of the exporter's traceback and graph dump;
+    nothing is written."""
+    with pytest.raises(SystemExit) as info:
+        quickstart_export(tmp_path, *args)
+    assert re.match(message, str(info.value.code)), info.value.code
+    assert 'Torch IR graph' not in capfd.readouterr().out
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize('args, message', [
+    (['--input-size', '0', '0'], 'argument --input-size: height and width must be positive, '
+     'got 0 0'),
+    (['--batch-size', '1'], 'argument --batch-size: the dynamic batch axis is checked at two '
+     'batch sizes'),
+    (['--fixed-batch', '0'], 'argument --fixed-batch: expected a positive number of images'),
+    (['--fixed-batch', '2', '--batch-size', '3'], '--batch-size 3 with --fixed-batch 2'),
+    (['--fixed-batch', '2', '--dynamic-batch'], 'not allowed with argument --fixed-batch'),
+])
+def test_bad_batch_or_size_argument(args, message, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        export_tool.parse_args([QUICKSTART, 'none', '--format', 'onnx', '--out', 'x', *args])
+    assert message in capsys.readouterr().err
+
+
+def test_export_model_checks_its_arguments(tmp_path):
+    model = init_model(osp.join(ROOT, QUICKSTART))
+    with pytest.raises(ValueError, match=r'--input-size \(input_size\) must be a positive '
+                                         'height and width, got 0 x 32'):
+        export_model(model, 'onnx', str(tmp_path / 'q.onnx'), input_size=(0, 32))
+    with pytest.raises(ValueError, match='--fixed-batch 1 for a file that takes exactly one'):
+        export_model(model, 'onnx', str(tmp_path / 'q.onnx'), batch_size=1)
+    assert os.listdir(tmp_path) == []
+
+
+def test_default_export_takes_any_batch_and_says_so(tmp_path):
+    """The default file takes any batch size (one image included) and its .json says
+    "batch": "dynamic"; --fixed-batch N pins N and the .json says N; --dynamic-batch is
+    still accepted (the default)."""
+    import onnxruntime
+    out = str(tmp_path / 'q.onnx')
+    images = torch.randint(0, 256, (6, 3, 32, 32), dtype=torch.uint8).numpy()
+    for args, batch, sizes in (([], 'dynamic', (1, 6)), (['--dynamic-batch'], 'dynamic', (1,)),
+                               (['--fixed-batch', '2'], 2, (2,))):
+        report = quickstart_export(tmp_path, *args)
+        with open(out + '.json') as f:
+            assert json.load(f)['input']['batch'] == report['input']['batch'] == batch
+        session = onnxruntime.InferenceSession(out, providers=['CPUExecutionProvider'])
+        for n in sizes:
+            assert session.run(None, {'images': images[:n]})[0].shape == (n, 192)
+    assert [c['case'] for c in report['checks']] == ['batch 2 at 32x32']
+
+
+def test_killed_export_leaves_a_recognisable_temporary_that_the_next_removes(tmp_path):
+    """SIGKILL during the check: no file under --out, only atomic_write's hidden temporary
+    (.q.onnx.<random>.tmp.onnx); the next export to that path removes it (and an older
+    irtbox's q.onnx.<pid>.tmp of a finished process) and writes the file."""
+    import subprocess
+    import sys
+    code = f"""
+import os, signal, sys
+import irtbox.deployment.export as e
+e.run_exported = lambda *a: os.kill(os.getpid(), signal.SIGKILL)
+from irtbox.cli import export
+export.main([{osp.join(ROOT, QUICKSTART)!r}, 'none', '--format', 'onnx', '--out',
+             {str(tmp_path / 'q.onnx')!r}])
+"""
+    result = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True,
+                            text=True, timeout=300, env=dict(os.environ, HF_HUB_OFFLINE='1'))
+    assert result.returncode == -9, result.stderr[-2000:]
+    left = os.listdir(tmp_path)
+    assert len(left) == 1 and re.fullmatch(r'\.q\.onnx\.[a-z0-9_]{8}\.tmp\.onnx', left[0]), left
+    (tmp_path / 'q.onnx.999999999.tmp').write_bytes(b'old')
+    (tmp_path / 'other.onnx.999999999.tmp').write_bytes(b'not ours')
+    logged = []
+    export_model(init_model(osp.join(ROOT, QUICKSTART)), 'onnx', str(tmp_path / 'q.onnx'),
+                 log=logged.append)
+    assert sorted(os.listdir(tmp_path)) == ['other.onnx.999999999.tmp', 'q.onnx', 'q.onnx.json']
+    assert sum('did not finish' in line for line in logged) == 2
