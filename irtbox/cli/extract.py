@@ -65,5 +65,5 @@ def main(argv=None):
                               batch_size=args.batch_size, num_workers=args.num_workers,
                               shard_size=args.shard_size, resume=args.resume,
                               launcher=args.launcher, cfg_options=args.cfg_options)
-    except (FileNotFoundError, FileExistsError, ValueError) as err:
+    except (OSError, ValueError) as err:  # a full disk included: the message names the path
         raise SystemExit(f'extract: {err}')

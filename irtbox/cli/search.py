@@ -160,5 +160,5 @@ def main(argv=None):
     args = parse_args(argv)
     try:
         return dict(build=build, query=query, serve=serve)[args.command](args)
-    except (FileNotFoundError, FileExistsError, ValueError) as err:
+    except (OSError, ValueError) as err:  # a full disk included: the message names the path
         raise SystemExit(f'search {args.command}: {err}')
