@@ -13,7 +13,12 @@ from irtbox.cli import train as train_tool
 from irtbox.utils.config import ConfigError, load_config
 from tests.test_reliability.reliability_helpers import ROOT, TINY_CONFIG
 
-os.environ.setdefault('HF_HUB_OFFLINE', '1')
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    """No hub access from these tests (and none left switched off for the tests after them)."""
+    monkeypatch.setenv('HF_HUB_OFFLINE', '1')
 
 
 @pytest.mark.parametrize('key, value, cls, meant', [
