@@ -1,4 +1,5 @@
 """Fixtures shared by the test folders."""
+import os
 import os.path as osp
 
 import pytest
@@ -7,12 +8,28 @@ import torch
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
 
+SLOW_TESTS = osp.join(osp.dirname(osp.abspath(__file__)), 'slow_tests.txt')
+
+
 def pytest_configure(config):
     config.addinivalue_line('markers', 'gpu: needs a CUDA device (skipped without one)')
+    config.addinivalue_line('markers', 'slow: over ~0.3 s (tests/slow_tests.txt); the fast subset '
+                            'is -m "not slow"')
+
+
+def _slow_tests():
+    with open(SLOW_TESTS) as f:
+        return {line.strip() for line in f if line.strip() and not line.startswith('#')}
 
 
 def pytest_collection_modifyitems(config, items):
-    """Skip the tests marked ``gpu`` on a machine without CUDA."""
+    """Mark ``slow`` the test functions listed in tests/slow_tests.txt; skip the tests marked
+    ``gpu`` on a machine without CUDA."""
+    slow = _slow_tests()
+    for item in items:
+        path = osp.relpath(str(item.path), ROOT).replace(os.sep, '/')
+        if f'{path}::{item.originalname}' in slow:
+            item.add_marker(pytest.mark.slow)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason='needs a CUDA device')
