@@ -23,10 +23,8 @@ pipeline resizes to a known size), an upload is decoded no larger than needed: a
 (``Image.reduce``, a box filter), keeping its short side at least twice the network's input side
 (:func:`query_min_side`).
 """
-import io
 import os
 import os.path as osp
-import struct
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -48,23 +46,6 @@ def _import_fastapi():
         raise ImportError('tools/search.py serve needs FastAPI and uvicorn: '
                           'pip install "irtbox[serve]" (fastapi uvicorn python-multipart)') from err
     return fastapi
-
-
-def _open_checked(data: bytes):
-    """``data`` opened as ``Image.open`` opens it (its format's plugin reads the header),
-    without Pillow's own decompression-bomb check: the caller has checked the size against
-    its own limit, which may be above Pillow's process-wide one (left unchanged)."""
-    from PIL import Image
-    Image.init()
-    for name in Image.ID:
-        factory, accept = Image.OPEN[name]
-        if accept is not None and not accept(data[:16]):
-            continue
-        try:
-            return factory(io.BytesIO(data), None)
-        except (SyntaxError, OSError, ValueError, IndexError, TypeError, struct.error):
-            continue
-    raise ValueError('not an image (no image format recognises its header)')
 
 
 class PixelBudget:
@@ -144,12 +125,12 @@ def decode_upload(data: bytes, max_pixels: int, min_side: Optional[int] = None,
     to the pixels about to be decoded before decoding and shrunk to the returned image's."""
     from PIL import Image
 
-    from irtbox.utils.image import check_image_bytes
+    from irtbox.utils.image import check_image_bytes, open_image_unlimited
     if not data:
         raise ValueError('the upload is empty')
     check_image_bytes(data, max_pixels)
     try:
-        with _open_checked(data) as image:
+        with open_image_unlimited(data) as image:
             width, height = image.size
             if min_side and min(width, height) > min_side and image.format == 'JPEG':
                 scale = min_side / min(width, height)

@@ -7,10 +7,12 @@ pipelines and by the search server's uploads.
 """
 import io
 import os
+import struct
 import warnings
 from typing import Optional, Tuple
 
-__all__ = ['DEFAULT_MAX_PIXELS', 'ImageTooLargeError', 'check_image_bytes', 'default_max_pixels']
+__all__ = ['DEFAULT_MAX_PIXELS', 'ImageTooLargeError', 'check_image_bytes', 'default_max_pixels',
+           'open_image_unlimited']
 
 # Pillow's own default (Image.MAX_IMAGE_PIXELS): about 89.5 megapixels, e.g. 9459 x 9459.
 DEFAULT_MAX_PIXELS = 89_478_485
@@ -32,7 +34,11 @@ def default_max_pixels() -> int:
             f'IRTBOX_MAX_IMAGE_PIXELS={value!r}: expected a number of pixels') from None
 
 
-def _size_past_pillow_limit(data: bytes) -> Tuple[int, int]:
+def open_image_unlimited(data: bytes):
+    """``data`` opened as ``Image.open`` opens it (its format's plugin reads the header; no
+    pixel is decoded yet), without Pillow's decompression-bomb check, which is process-wide
+    (``Image.MAX_IMAGE_PIXELS``) and left unchanged: the caller checks the size against its
+    own limit. ValueError when no image format recognises the header."""
     from PIL import Image
     Image.init()
     for name in Image.ID:
@@ -40,9 +46,8 @@ def _size_past_pillow_limit(data: bytes) -> Tuple[int, int]:
         if accept is not None and not accept(data[:16]):
             continue
         try:
-            with factory(io.BytesIO(data), None) as image:
-                return image.size
-        except (SyntaxError, OSError, ValueError, IndexError, TypeError):
+            return factory(io.BytesIO(data), None)
+        except (SyntaxError, OSError, ValueError, IndexError, TypeError, struct.error):
             continue
     raise ValueError('not an image (no image format recognises its header)')
 
@@ -66,7 +71,8 @@ def check_image_bytes(data: bytes, max_pixels: Optional[int] = None) -> Tuple[in
     except Image.DecompressionBombError:
         # Pillow refuses sizes above twice its own limit without giving them: read the
         # header through its format plugins directly, as Image.open does.
-        width, height = _size_past_pillow_limit(data)
+        with open_image_unlimited(data) as image:
+            width, height = image.size
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as err:
         raise ValueError(f'not an image (its header cannot be read: {err})') from None
     if width * height > max_pixels:
