@@ -36,6 +36,7 @@ setup(
         all=read_requirements('optional.txt') + read_requirements('serve.txt') +
         read_requirements('deploy.txt') + read_requirements('tests.txt'),
     ),
+    entry_points={'console_scripts': ['irtbox = irtbox.cli.main:console']},
     license='Apache-2.0',
     zip_safe=False,
 )

@@ -1,0 +1,51 @@
+"""The irtbox command: each command runs the function of its script."""
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+import irtbox
+from irtbox.cli.main import COMMANDS, main
+
+
+def test_every_command_is_a_cli_module_with_main():
+    for name, (module, what) in COMMANDS.items():
+        assert callable(importlib.import_module(f'irtbox.cli.{module}').main), name
+        assert what
+
+
+def test_version_and_help(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(['--version'])
+    assert exit_info.value.code == 0 and capsys.readouterr().out.strip() == \
+        f'irtbox {irtbox.__version__}'
+    with pytest.raises(SystemExit):
+        main(['--help'])
+    out = capsys.readouterr().out
+    assert all(name in out for name in COMMANDS)
+
+
+def test_a_command_gets_its_arguments_and_names_itself(capsys, tmp_path):
+    counts = main(['prepare-digits', '--out', str(tmp_path / 'digits'), '--size', '8'])
+    assert counts['train'] > 0 and (tmp_path / 'digits' / 'train').is_dir()
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(['train', '--help'])
+    assert capsys.readouterr().out.startswith('usage: irtbox train')
+    assert sys.argv[0] != 'irtbox train'  # put back
+
+
+def test_unknown_command_is_refused(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(['trian'])
+    assert exit_info.value.code == 2 and "invalid choice: 'trian'" in capsys.readouterr().err
+
+
+def test_python_m_irtbox_lists_the_zoo():
+    """The console entry point (as `irtbox` and `python -m irtbox` run it) exits 0 and
+    prints only the command's output (not its return value)."""
+    done = subprocess.run([sys.executable, '-m', 'irtbox', 'list-models', 'irt-r_deit-s*'],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert 'irt-r_deit-s_1xb64-35k_sop' in done.stdout and "{'name'" not in done.stderr
