@@ -84,8 +84,12 @@ def main(argv=None):
     args = parse_args(argv)
     from irtbox.apis import init_model
     from irtbox.deployment import ExportCheckError, export_model
+    from irtbox.utils.extras import require_extra
     checkpoint = None if args.checkpoint.lower() == 'none' else args.checkpoint
     try:
+        if args.format == 'onnx':  # before the model is built
+            require_extra(('onnx', 'onnxruntime'), 'deploy', 'tools/deployment/export.py '
+                          '--format onnx')
         model = init_model(args.config, checkpoint, cfg_options=args.cfg_options)
         report = export_model(model, args.format, args.out, input_size=args.input_size,
                               dynamic_batch=args.fixed_batch is None,

@@ -148,6 +148,9 @@ def query(args):
 def serve(args):
     """``serve``: the web page and JSON API until interrupted."""
     from irtbox.search.server import serve as run_server
+    from irtbox.utils.extras import require_extra
+    # Before the model and the index are loaded.
+    require_extra(('fastapi', 'uvicorn', 'multipart'), 'serve', 'tools/search.py serve')
     searcher = load_searcher(args)
     print(f'serving {args.index_dir} ({len(searcher)} images) on http://{args.host}:{args.port}')
     run_server(searcher, host=args.host, port=args.port,
@@ -157,8 +160,9 @@ def serve(args):
 
 def main(argv=None):
     """Run the command; what it returns (build: the searcher; query: the results)."""
+    from irtbox.utils.extras import MissingExtraError
     args = parse_args(argv)
     try:
         return dict(build=build, query=query, serve=serve)[args.command](args)
-    except (OSError, ValueError) as err:  # a full disk included: the message names the path
+    except (OSError, ValueError, MissingExtraError) as err:  # a full disk: the path is named
         raise SystemExit(f'search {args.command}: {err}')

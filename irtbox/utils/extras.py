@@ -1,0 +1,20 @@
+"""The optional parts of irtbox (pip extras): a missing one is one line naming the install
+command, said before any long work starts."""
+import importlib.util
+from typing import Sequence
+
+__all__ = ['MissingExtraError', 'require_extra']
+
+
+class MissingExtraError(ImportError):
+    """An optional dependency of a feature is not installed."""
+
+
+def require_extra(modules: Sequence[str], extra: str, feature: str) -> None:
+    """Raise :class:`MissingExtraError` unless every module of ``modules`` can be imported,
+    naming the missing ones and ``pip install "irtbox[extra]"``; ``feature`` says what needs
+    them (e.g. ``'tools/search.py serve'``). Nothing is imported."""
+    missing = [name for name in modules if importlib.util.find_spec(name) is None]
+    if missing:
+        raise MissingExtraError(f'{feature} needs {", ".join(missing)}, which is not installed: '
+                                f'pip install "irtbox[{extra}]"')
