@@ -410,7 +410,7 @@ def extract_folder(config, checkpoint: Optional[str], image_dir: str, out_dir: s
     job (:func:`extract_sharded`). What ``tools/extract.py`` runs.
 
     Args:
-        config, checkpoint: the model (``init_model``); ``checkpoint`` None or ``'none'``:
+        config, checkpoint: the model (``init_model``); ``checkpoint`` None:
             the config's own weights.
         image_dir: the images (:func:`list_images`).
         out_dir: where the shards and ``features.npz`` go.
@@ -440,8 +440,6 @@ def extract_folder(config, checkpoint: Optional[str], image_dir: str, out_dir: s
     world = dist.get_world_size() if launcher != 'none' else 1
     if device is None:
         device = f'cuda:{torch.cuda.current_device()}' if torch.cuda.is_available() else 'cpu'
-    if isinstance(checkpoint, str) and checkpoint.lower() == 'none':
-        checkpoint = None
     model = init_model(config, checkpoint, device=device, cfg_options=cfg_options)
     paths = list_images(image_dir)
     result, computed = extract_sharded(model, paths, out_dir, shard_size, batch_size, num_workers,

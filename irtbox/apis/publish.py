@@ -25,7 +25,7 @@ from mmengine.logging import print_log
 from irtbox.utils.checkpoint import extract_state_dict, safe_torch_load
 from irtbox.utils.config import load_config
 from irtbox.utils.download import sha256sum
-from irtbox.utils.fileio import atomic_write, atomic_write_text
+from irtbox.utils.fileio import atomic_write, atomic_write_text, fsync_dir
 
 from .identity import embedding_dim
 from .inference import (TRAINING_ONLY_PREFIXES, init_model, load_model_weights,
@@ -127,6 +127,7 @@ def publish_checkpoint(checkpoint: str, out_dir: str, name: Optional[str] = None
     filename = f'{name}-{digest[:8]}.{fmt}'
     path = osp.join(out_dir, filename)
     os.replace(staging, path)
+    fsync_dir(out_dir)
     size = osp.getsize(path)
 
     config_file = osp.join(out_dir, f'{name}.py')

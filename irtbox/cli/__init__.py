@@ -7,7 +7,13 @@ This is the only layer that decides how a process ends: :func:`run` is what the 
 import os
 from typing import Callable, Optional, Sequence
 
-__all__ = ['run']
+__all__ = ['run', 'checkpoint_argument']
+
+
+def checkpoint_argument(text: str) -> Optional[str]:
+    """The ``CKPT`` argument of the commands: a checkpoint file or URL, or ``none`` (any case)
+    for the config's own weights (None to the package functions)."""
+    return None if text.lower() == 'none' else text
 
 
 def run(main: Callable, argv: Optional[Sequence[str]] = None):

@@ -23,6 +23,7 @@ and records the check.
 """
 import argparse
 
+from irtbox.cli import checkpoint_argument
 from irtbox.utils.config import DictAction
 
 __all__ = ['parse_args', 'main']
@@ -32,7 +33,8 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description='Export an irtbox model.', epilog=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('config')
-    parser.add_argument('checkpoint', help='checkpoint (.pth/.safetensors/URL) or "none" for the '
+    parser.add_argument('checkpoint', type=checkpoint_argument,
+                        help='checkpoint (.pth/.safetensors/URL) or "none" for the '
                         'config\'s own weights')
     parser.add_argument('--format', choices=['onnx', 'torchscript'], required=True)
     parser.add_argument('--out', required=True, help='output file')
@@ -85,12 +87,11 @@ def main(argv=None):
     from irtbox.apis import init_model
     from irtbox.deployment import ExportCheckError, export_model
     from irtbox.utils.extras import require_extra
-    checkpoint = None if args.checkpoint.lower() == 'none' else args.checkpoint
     try:
         if args.format == 'onnx':  # before the model is built
             require_extra(('onnx', 'onnxruntime'), 'deploy', 'tools/deployment/export.py '
                           '--format onnx')
-        model = init_model(args.config, checkpoint, cfg_options=args.cfg_options)
+        model = init_model(args.config, args.checkpoint, cfg_options=args.cfg_options)
         report = export_model(model, args.format, args.out, input_size=args.input_size,
                               dynamic_batch=args.fixed_batch is None,
                               dynamic_size=args.dynamic_size, batch_size=args.batch_size,

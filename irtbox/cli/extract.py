@@ -24,6 +24,7 @@ embeddings stops the run with an error. CKPT may be "none" (the config's own wei
 import argparse
 import os
 
+from irtbox.cli import checkpoint_argument
 from irtbox.utils.config import DictAction
 
 __all__ = ['parse_args', 'main']
@@ -34,7 +35,8 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description='Embed a folder of images.', epilog=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('config')
-    parser.add_argument('checkpoint', help='checkpoint file or URL, or "none"')
+    parser.add_argument('checkpoint', type=checkpoint_argument,
+                        help='checkpoint file or URL, or "none"')
     parser.add_argument('image_dir')
     parser.add_argument('out_dir')
     parser.add_argument('--batch-size', type=int, default=32)

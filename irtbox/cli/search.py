@@ -30,6 +30,7 @@ import argparse
 import json
 import os.path as osp
 
+from irtbox.cli import checkpoint_argument
 from irtbox.utils.config import DictAction
 
 __all__ = ['parse_args', 'main', 'build', 'query', 'serve', 'load_searcher', 'default_device']
@@ -43,7 +44,8 @@ def parse_args(argv=None):
     commands = parser.add_subparsers(dest='command', required=True)
     build = commands.add_parser('build', help='embed a folder of images and save an index')
     build.add_argument('config', help='the model\'s config file')
-    build.add_argument('checkpoint', help='checkpoint file or URL, or "none"')
+    build.add_argument('checkpoint', type=checkpoint_argument,
+                       help='checkpoint file or URL, or "none"')
     build.add_argument('image_dir', help='folder of images (searched recursively)')
     build.add_argument('index_dir', help='folder to write the index to (created)')
     build.add_argument('--factory', default='Flat',

@@ -40,7 +40,7 @@ def build_index(config, checkpoint: Optional[str], image_dir: str, index_dir: st
     """Embed every image under ``image_dir`` and save a searchable index in ``index_dir``.
 
     Args:
-        config, checkpoint: the model (``init_model``); ``checkpoint`` None or ``'none'``:
+        config, checkpoint: the model (``init_model``); ``checkpoint`` None:
             the config's own weights.
         image_dir: the images (searched recursively,
             :func:`~irtbox.apis.extract.list_images`).
@@ -67,8 +67,6 @@ def build_index(config, checkpoint: Optional[str], image_dir: str, index_dir: st
     from irtbox.apis.extract import extract_sharded, list_images
     started = time.time()
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
-    if isinstance(checkpoint, str) and checkpoint.lower() == 'none':
-        checkpoint = None
     model = init_model(config, checkpoint, device=device, cfg_options=cfg_options)
     paths = list_images(image_dir)
     work = osp.join(index_dir, BUILD_DIR)

@@ -28,6 +28,7 @@ from mmengine.logging import print_log
 
 from irtbox.apis.identity import identity_differences, model_identity
 from irtbox.evaluation.functional.knn import knn
+from irtbox.evaluation.functional.checks import non_finite_rows
 from irtbox.evaluation.searchers import FaissSearcher
 from irtbox.evaluation.searchers.faiss_index import (FAISS_GPU_MAX_K, has_ivf, import_faiss,
                                                      on_gpu, to_cpu)
@@ -194,9 +195,8 @@ class ImageSearcher:
         if dim is not None and embeddings.shape[1] != dim:
             raise ValueError(f'ImageSearcher.add: {embeddings.shape[1]}-d embeddings, the index '
                              f'holds {dim}-d ones')
-        finite = np.isfinite(embeddings).all(axis=1)
-        if not finite.all():
-            bad = [ids[i] for i in np.flatnonzero(~finite)]
+        bad = [ids[i] for i in non_finite_rows(embeddings)]
+        if bad:
             raise ValueError(f'ImageSearcher.add: {len(bad)} of {len(ids)} embeddings are not '
                              f'finite (NaN or inf): {bad[:5]}; they would make the index useless')
         seen, repeated = set(self.ids), []

@@ -13,6 +13,8 @@ import torch
 from mmengine.dist import collect_results, get_world_size, is_main_process
 from mmengine.logging import print_log
 
+from ..functional.checks import non_finite_rows
+
 __all__ = ['embedding_to_numpy', 'pack_results', 'merge_by_sample_idx', 'gather_by_sample_idx',
            'check_finite_embeddings']
 
@@ -104,9 +106,7 @@ def check_finite_embeddings(embeddings: np.ndarray, sample_idx: np.ndarray, metr
     """Raise ``ValueError`` when rows of the gathered n x D ``embeddings`` hold NaN or inf,
     naming how many and the first sample indices: a model that outputs NaN would otherwise
     be scored (and its results file written) as if nothing were wrong."""
-    bad = [start + np.flatnonzero(~np.isfinite(embeddings[start:start + _FINITE_ROWS]).all(axis=1))
-           for start in range(0, len(embeddings), _FINITE_ROWS)]
-    bad = np.concatenate(bad) if bad else np.zeros(0, np.int64)
+    bad = non_finite_rows(embeddings, _FINITE_ROWS)
     if len(bad):
         shown = ', '.join(str(int(i)) for i in sample_idx[bad[:5]])
         raise ValueError(f'{metric}: the model gave non-finite (NaN or inf) embeddings for '
