@@ -20,12 +20,11 @@ import argparse
 import os.path as osp
 import sys
 
+from irtbox.cli import TOOLS_DIR
 from irtbox.utils.config import DictAction
 
 __all__ = ['parse_args', 'main']
 
-# The phases run tools/train.py and tools/test.py of the checkout irtbox is installed from.
-TOOLS = osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))), 'tools')
 
 
 def parse_args(argv=None):
@@ -70,7 +69,7 @@ def main(argv=None):
     work_dir = args.work_dir or osp.join(
         'work_dirs', 'rehearse', osp.splitext(osp.basename(args.config))[0])
     try:
-        report = rehearse(args.config, work_dir, TOOLS, nproc=args.nproc, timeout=args.timeout,
+        report = rehearse(args.config, work_dir, TOOLS_DIR, nproc=args.nproc, timeout=args.timeout,
                           cfg_options=args.cfg_options, input_size=args.input_size,
                           data_root=args.data_root, subset=args.subset, units=args.iters,
                           batch_size=args.batch_size, workers=args.workers)

@@ -26,6 +26,7 @@ import os
 import os.path as osp
 import sys
 
+from irtbox.cli import TOOLS_DIR
 from irtbox.sweeps import execute as execute_module
 from irtbox.sweeps import spec as spec_module
 from irtbox.sweeps import (EMBEDDINGS, FAILED, LOG, RESULTS, TRAIN_DONE, SelectionError, collect,
@@ -34,8 +35,6 @@ from irtbox.sweeps import (EMBEDDINGS, FAILED, LOG, RESULTS, TRAIN_DONE, Selecti
 
 __all__ = ['parse_args', 'main']
 
-# The runs call tools/train.py and tools/test.py of the checkout irtbox is installed from.
-TOOLS = osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))), 'tools')
 SUBSET_OPTIONS = dict(factors='--only', datasets='--datasets', losses='--losses',
                       seeds='--seeds')
 
@@ -106,7 +105,7 @@ def main(argv=None):
               f'{args.jobs} at a time (each run\'s output: <its work dir>/{LOG})',
               file=sys.stderr)
         try:
-            run_all(todo, TOOLS, args.jobs, args.keep_embeddings)
+            run_all(todo, TOOLS_DIR, args.jobs, args.keep_embeddings)
         except KeyboardInterrupt:
             raise SystemExit('interrupted: finished runs are kept, the others run on the next '
                              'call')
