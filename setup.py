@@ -11,9 +11,15 @@ def read_requirements(name):
         return [line.strip() for line in f if line.strip() and not line.startswith(('#', '-'))]
 
 
-def read_version():
+def read_version():  # the one version: irtbox.__version__
     with open(osp.join(HERE, 'irtbox', '__init__.py')) as f:
         return re.search(r"__version__ = '([^']+)'", f.read()).group(1)
+
+
+# One extra per optional feature (requirements/<name>.txt); irtbox[all] is all of them, the
+# tests need all but umap.
+EXTRAS = {name: read_requirements(f'{name}.txt') for name in ('plots', 'umap', 'serve', 'deploy')}
+EXTRAS['umap'] += EXTRAS['plots']
 
 
 setup(
@@ -23,18 +29,18 @@ setup(
                 'with vision transformers (IRT, DToP, the DML recipe benchmark).',
     long_description=open(osp.join(HERE, 'README.md')).read(),
     long_description_content_type='text/markdown',
-    packages=find_packages(exclude=('configs', 'tools', 'tests', 'work_dirs', 'data')),
-    package_data={'irtbox.search': ['static/*.html']},
+    packages=find_packages(include=('irtbox', 'irtbox.*')),
+    # The shipped configs and the zoo index live inside the package, so that a wheel finds
+    # them by name from any folder (a checkout's configs/ and model-index.yml link here).
+    package_data={'irtbox': ['model-index.yml', 'configs/**/*.py', 'configs/**/*.yml',
+                             'configs/**/*.md', 'search/static/*.html']},
     python_requires='>=3.10',
     install_requires=read_requirements('runtime.txt'),
     extras_require=dict(
-        optional=read_requirements('optional.txt'),
-        serve=read_requirements('serve.txt'),
-        deploy=read_requirements('deploy.txt'),
-        tests=read_requirements('tests.txt'),
-        umap=['umap-learn'],  # tools/analysis_tools/plot_embeddings.py --method umap
-        all=read_requirements('optional.txt') + read_requirements('serve.txt') +
-        read_requirements('deploy.txt') + read_requirements('tests.txt'),
+        **EXTRAS,
+        all=sorted({req for reqs in EXTRAS.values() for req in reqs}),
+        tests=read_requirements('tests.txt') + sorted(
+            {req for name in ('plots', 'serve', 'deploy') for req in EXTRAS[name]}),
     ),
     entry_points={'console_scripts': ['irtbox = irtbox.cli.main:console']},
     license='Apache-2.0',

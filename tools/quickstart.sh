@@ -6,5 +6,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 echo "[quickstart] installing irtbox and its requirements (first time: a few minutes)"
-"$PYTHON" -m pip install --disable-pip-version-check -q -e ".[optional]"
+"$PYTHON" -m pip install --disable-pip-version-check -q -e .
 exec "$PYTHON" tools/misc/quickstart_digits.py "$@"

@@ -41,7 +41,8 @@ __all__ = ['ROOT', 'ModelNotReleasedError', 'UnknownModelError', 'BadZooEntryErr
            'ZooEntryMismatchError', 'ZooEntry', 'read_index', 'index_files',
            'load_model_index', 'list_models', 'get_entry', 'get_model']
 
-ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+# The installed package: its model-index.yml names the configs shipped under it.
+ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 BUILTIN_INDEX = osp.join(ROOT, 'model-index.yml')
 INDEX_ENV = 'IRTBOX_MODEL_INDEX'
 
@@ -121,7 +122,7 @@ def _read_yaml(path: str) -> dict:
 
 
 def _resolve(path: str, metafile: str, index_file: str) -> str:
-    """An entry's relative path, from the metafile's folder, the index's folder, the repo root."""
+    """An entry's relative path, from the metafile's folder, the index's folder, the package."""
     path = osp.expanduser(path)
     if osp.isabs(path):
         return path

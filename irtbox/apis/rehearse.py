@@ -4,7 +4,7 @@ run gets wrong before it has cost days.
 A rehearsal runs the config's own model and hooks (:func:`~irtbox.apis.miniaturize.miniaturize`)
 through the launchers users run, on ``nproc`` processes, in three phases, each under a
 time limit: ``train`` (the first half of a two-part schedule, ending in a checkpoint),
-``resume`` (the same command with ``--resume``, to the end) and ``test`` (``tools/test.py``
+``resume`` (the same command with ``--resume``, to the end) and ``test`` (``irtbox test``
 on the last checkpoint). Every rank records what it saw
 (:class:`~irtbox.engine.hooks.RehearsalProbeHook`); :func:`check_rehearsal` then checks:
 
@@ -108,14 +108,10 @@ def prepare_rehearsal(config: str, work_dir: str, cfg_options: Optional[dict] = 
     return path, first, notes
 
 
-def _command(tools_dir: str, script: str, nproc: int, args: List[str]) -> List[str]:
-    if nproc > 1:
-        launcher = {'train.py': 'dist_train.sh', 'test.py': 'dist_test.sh'}[script]
-        # dist_test.sh takes CONFIG CHECKPOINT N; dist_train.sh CONFIG N.
-        head = args[:2] if script == 'test.py' else args[:1]
-        return ['bash', osp.join(tools_dir, launcher), *head, str(nproc),
-                *args[len(head):]]
-    return [sys.executable, osp.join(tools_dir, script), *args]
+def _command(command: str, nproc: int, args: List[str]) -> List[str]:
+    """``irtbox COMMAND ARGS`` on ``nproc`` processes, launched as a user launches it."""
+    return [sys.executable, '-m', 'irtbox', command, *args] + (
+        ['--nproc', str(nproc)] if nproc > 1 else [])
 
 
 def _run_phase(name: str, command: List[str], log_path: str, timeout: float) -> PhaseResult:
@@ -142,11 +138,11 @@ def _last_checkpoint(run_dir: str) -> Optional[str]:
         return f.read().strip() or None
 
 
-def rehearse(config: str, work_dir: str, tools_dir: str, nproc: int = 2,
+def rehearse(config: str, work_dir: str, nproc: int = 2,
              timeout: float = 600, cfg_options: Optional[dict] = None,
              echo=print, **miniature) -> RehearsalReport:
-    """Rehearse ``config`` in ``work_dir`` (see the module doc) with the launch scripts of
-    ``tools_dir`` on ``nproc`` processes, ``timeout`` seconds at most per phase;
+    """Rehearse ``config`` in ``work_dir`` (see the module doc) with ``irtbox train`` and
+    ``irtbox test`` on ``nproc`` processes (``--nproc``, as a user launches them), ``timeout`` seconds at most per phase;
     ``miniature``: the arguments of :func:`~irtbox.apis.miniaturize.miniaturize`. Progress
     goes to ``echo``; the report is also written to ``<work_dir>/rehearsal.json``."""
     path, first, notes = prepare_rehearsal(config, work_dir, cfg_options, **miniature)
@@ -156,10 +152,10 @@ def rehearse(config: str, work_dir: str, tools_dir: str, nproc: int = 2,
     run_dir = osp.join(work_dir, 'run')
     os.makedirs(osp.join(work_dir, 'logs'), exist_ok=True)
     first_options = ['--cfg-options'] + [f'{k}={v}' for k, v in first.items()]
-    plans = [('train', 'train.py', [path, '--work-dir', run_dir, *first_options]),
-             ('resume', 'train.py', [path, '--work-dir', run_dir, '--resume']),
-             ('test', 'test.py', None)]
-    for name, script, args in plans:
+    plans = [('train', 'train', [path, '--work-dir', run_dir, *first_options]),
+             ('resume', 'train', [path, '--work-dir', run_dir, '--resume']),
+             ('test', 'test', None)]
+    for name, command, args in plans:
         if args is None:
             checkpoint = _last_checkpoint(run_dir)
             if checkpoint is None:
@@ -167,7 +163,7 @@ def rehearse(config: str, work_dir: str, tools_dir: str, nproc: int = 2,
                 break
             args = [path, checkpoint, '--work-dir', osp.join(work_dir, 'test')]
         echo(f'[rehearse] phase {name}: {nproc} process(es) ...')
-        result = _run_phase(name, _command(tools_dir, script, nproc, args),
+        result = _run_phase(name, _command(command, nproc, args),
                             osp.join(work_dir, 'logs', f'{name}.log'), timeout)
         report.phases.append(result)
         status = 'timed out' if result.returncode is None else f'exit {result.returncode}'

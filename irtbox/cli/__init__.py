@@ -7,13 +7,7 @@ This is the only layer that decides how a process ends: :func:`run` is what the 
 import os
 from typing import Callable, Optional, Sequence
 
-__all__ = ['run', 'checkpoint_argument', 'TOOLS_DIR']
-
-# The scripts the rehearsal and sweeps launch (tools/train.py, tools/dist_train.sh, ...): those
-# of the checkout irtbox is installed from.
-TOOLS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), 'tools')
-
+__all__ = ['run', 'checkpoint_argument']
 
 def checkpoint_argument(text: str) -> Optional[str]:
     """The ``CKPT`` argument of the commands: a checkpoint file or URL, or ``none`` (any case)

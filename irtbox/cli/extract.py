@@ -5,7 +5,7 @@ Examples:
   python tools/extract.py CONFIG CKPT IMAGE_DIR OUT_DIR --resume # after an interruption
   python tools/extract.py configs/quickstart/irt-r_vit-tiny_1xb64-500_digits.py \\
       work_dirs/quickstart/irt_r/iter_500.pth data/digits/test work_dirs/digits_features
-  tools/dist_extract.sh CONFIG CKPT IMAGE_DIR OUT_DIR 8          # 8 processes (GPUs or CPU)
+  python tools/extract.py CONFIG CKPT IMAGE_DIR OUT_DIR --nproc 8  # 8 processes (GPUs or CPU)
   GPUS=16 tools/slurm_extract.sh PARTITION JOB CONFIG CKPT IMAGE_DIR OUT_DIR
 
 Every image under IMAGE_DIR (jpg, jpeg, png, bmp, webp, tif, tiff, any case; sorted by path)
@@ -25,6 +25,7 @@ import argparse
 import os
 
 from irtbox.cli import checkpoint_argument
+from irtbox.cli.launch import add_nproc_argument, relaunch
 from irtbox.utils.config import DictAction
 
 __all__ = ['parse_args', 'main']
@@ -45,6 +46,7 @@ def parse_args(argv=None):
     parser.add_argument('--resume', action='store_true',
                         help='keep the shards an interrupted run already wrote')
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm'], default='none')
+    add_nproc_argument(parser)
     parser.add_argument('--cfg-options', nargs='+', action=DictAction, metavar='KEY=VALUE',
                         help='override config entries')
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0, help=argparse.SUPPRESS)
@@ -61,6 +63,7 @@ def parse_args(argv=None):
 def main(argv=None):
     """Run the command: :func:`irtbox.apis.extract_folder`; its result on rank 0."""
     args = parse_args(argv)
+    relaunch('extract', args, argv)
     from irtbox.apis.extract import extract_folder
     try:
         return extract_folder(args.config, args.checkpoint, args.image_dir, args.out_dir,

@@ -8,7 +8,7 @@ classes; --thumbnails N draws N sampled images at their points (needs the image 
 tools/test.py --out stores).
 
 Methods: 'pca' (instant, linear), 'tsne' (scikit-learn; a few seconds per thousand points),
-'umap' (optional: pip install umap-learn). --max-points samples that many points (seed
+'umap' (the umap extra: pip install "irtbox[umap]"). --max-points samples that many points (seed
 --seed) so that t-SNE stays fast on large test sets.
 
 Examples:

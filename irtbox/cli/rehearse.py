@@ -20,7 +20,6 @@ import argparse
 import os.path as osp
 import sys
 
-from irtbox.cli import TOOLS_DIR
 from irtbox.utils.config import DictAction
 
 __all__ = ['parse_args', 'main']
@@ -69,7 +68,7 @@ def main(argv=None):
     work_dir = args.work_dir or osp.join(
         'work_dirs', 'rehearse', osp.splitext(osp.basename(args.config))[0])
     try:
-        report = rehearse(args.config, work_dir, TOOLS_DIR, nproc=args.nproc, timeout=args.timeout,
+        report = rehearse(args.config, work_dir, nproc=args.nproc, timeout=args.timeout,
                           cfg_options=args.cfg_options, input_size=args.input_size,
                           data_root=args.data_root, subset=args.subset, units=args.iters,
                           batch_size=args.batch_size, workers=args.workers)

@@ -26,7 +26,6 @@ import os
 import os.path as osp
 import sys
 
-from irtbox.cli import TOOLS_DIR
 from irtbox.sweeps import execute as execute_module
 from irtbox.sweeps import spec as spec_module
 from irtbox.sweeps import (EMBEDDINGS, FAILED, LOG, RESULTS, TRAIN_DONE, SelectionError, collect,
@@ -105,7 +104,7 @@ def main(argv=None):
               f'{args.jobs} at a time (each run\'s output: <its work dir>/{LOG})',
               file=sys.stderr)
         try:
-            run_all(todo, TOOLS_DIR, args.jobs, args.keep_embeddings)
+            run_all(todo, args.jobs, args.keep_embeddings)
         except KeyboardInterrupt:
             raise SystemExit('interrupted: finished runs are kept, the others run on the next '
                              'call')

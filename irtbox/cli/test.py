@@ -10,7 +10,7 @@ Examples:
                                                          # (open it in a browser), failures.csv
   python tools/test.py CONFIG                            # no checkpoint: the config's own weights
                                                          # (e.g. IRT_O, timm ImageNet weights)
-  tools/dist_test.sh CONFIG CKPT 8
+  python tools/test.py CONFIG CKPT --nproc 8            # 8 processes (= tools/dist_test.sh CONFIG CKPT 8)
 
 Read results.npz back with ``irtbox.structures.load_embeddings('results.npz')`` (one set per
 test set: ``name='0'``, ``'1'``, ... for a multi-dataset config).
@@ -18,6 +18,7 @@ test set: ``name='0'``, ``'1'``, ... for a multi-dataset config).
 import argparse
 import os
 
+from irtbox.cli.launch import add_nproc_argument, relaunch
 from irtbox.utils.config import DictAction
 
 __all__ = ['parse_args', 'main']
@@ -48,6 +49,7 @@ def parse_args(argv=None):
                         help='override config entries')
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm'], default='none',
                         help='job launcher')
+    add_nproc_argument(parser)
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
@@ -61,6 +63,7 @@ def parse_args(argv=None):
 def main(argv=None):
     """Run ``tools/test.py``; returns the metrics."""
     args = parse_args(argv)
+    relaunch('test', args, argv)
     from irtbox.apis.tester import EvaluationSetupError, run_test
     try:
         return run_test(args.config, args.checkpoint, cfg_options=args.cfg_options,

@@ -4,11 +4,13 @@ Examples:
   python tools/train.py configs/irt/irt-r_deit-s_1xb64-35k_sop.py
   python tools/train.py CONFIG --work-dir work_dirs/run1 --cfg-options train_cfg.max_iters=100
   python tools/train.py CONFIG --resume            # latest checkpoint in the work dir
-  tools/dist_train.sh CONFIG 8                     # 8 processes (GPUs, or CPU with gloo)
+  python tools/train.py CONFIG --nproc 8            # 8 processes (GPUs, or CPU with gloo);
+                                                   # tools/dist_train.sh CONFIG 8 is the same
 """
 import argparse
 import os
 
+from irtbox.cli.launch import add_nproc_argument, relaunch
 from irtbox.utils.config import DictAction
 
 __all__ = ['parse_args', 'main']
@@ -34,6 +36,7 @@ def parse_args(argv=None):
                         'model.head.loss_weights.koleo=0.5')
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm'], default='none',
                         help='job launcher: none (single process), pytorch (torchrun), slurm (srun)')
+    add_nproc_argument(parser)
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
@@ -97,6 +100,7 @@ def check_batch_sampler(cfg):
 
 def main(argv=None):
     args = parse_args(argv)
+    relaunch('train', args, argv)
     cfg = build_cfg(args)
     from irtbox.apis import build_runner
     from irtbox.engine import NonFiniteLossError

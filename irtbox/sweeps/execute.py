@@ -56,11 +56,11 @@ def emit_command(run: Run, mode: str, gpus: int = 1, partition: str = 'gpu',
     job = shlex.quote(f'{run.factor}-{value_dir(run.value)}-{run.dataset}-{run.loss}-{run.seed}')
     test_args = q(_test_args(run, keep_embeddings))
     if mode == 'plain':
-        train = f'{py} tools/train.py {q([run.config] + _train_args(run))}'
-        test = f'{py} tools/test.py {shlex.quote(run.config)} {ckpt} {test_args}'
+        train = f'{py} -m irtbox train {q([run.config] + _train_args(run))}'
+        test = f'{py} -m irtbox test {shlex.quote(run.config)} {ckpt} {test_args}'
     elif mode == 'dist':
-        train = f'tools/dist_train.sh {shlex.quote(run.config)} {gpus} {q(_train_args(run))}'
-        test = f'tools/dist_test.sh {shlex.quote(run.config)} {ckpt} {gpus} {test_args}'
+        train = f'{py} -m irtbox train {q([run.config] + _train_args(run))} --nproc {gpus}'
+        test = f'{py} -m irtbox test {shlex.quote(run.config)} {ckpt} {test_args} --nproc {gpus}'
     elif mode == 'slurm':
         train = (f'GPUS={gpus} tools/slurm_train.sh {shlex.quote(partition)} {job} '
                  f'{q([run.config] + _train_args(run))}')
@@ -70,7 +70,7 @@ def emit_command(run: Run, mode: str, gpus: int = 1, partition: str = 'gpu',
         raise ValueError(f"emit mode must be 'plain', 'dist' or 'slurm', got {mode!r}")
     if run.factor == OFF_THE_SHELF:
         # No checkpoint, which the dist/slurm test scripts require: one process.
-        test = f'{py} tools/test.py {shlex.quote(run.config)} {test_args}'
+        test = f'{py} -m irtbox test {shlex.quote(run.config)} {test_args}'
     steps = [f'mkdir -p {shlex.quote(run.work_dir)}']
     if run.factor != OFF_THE_SHELF:
         steps += [train, f'touch {shlex.quote(osp.join(run.work_dir, TRAIN_DONE))}']
@@ -78,10 +78,9 @@ def emit_command(run: Run, mode: str, gpus: int = 1, partition: str = 'gpu',
 
 
 
-def run_one(run: Run, tools_dir: str, keep_embeddings: bool = False,
-            env: Optional[dict] = None) -> None:
-    """Trains (unless already trained) and tests one run with ``tools_dir``/train.py and
-    test.py in subprocesses whose output goes to ``<work_dir>/sweep.log``; a failing step
+def run_one(run: Run, keep_embeddings: bool = False, env: Optional[dict] = None) -> None:
+    """Trains (unless already trained) and tests one run with ``irtbox train`` and
+    ``irtbox test`` in subprocesses whose output goes to ``<work_dir>/sweep.log``; a failing step
     raises ``subprocess.CalledProcessError``. ``env``: extra environment variables."""
     os.makedirs(run.work_dir, exist_ok=True)
     failed = osp.join(run.work_dir, FAILED)
@@ -90,14 +89,14 @@ def run_one(run: Run, tools_dir: str, keep_embeddings: bool = False,
     env = dict(os.environ, **(env or {}))
     with open(osp.join(run.work_dir, LOG), 'a') as log:
         def call(args):
-            subprocess.run([sys.executable] + args, check=True, env=env, stdout=log,
+            subprocess.run([sys.executable, '-m', 'irtbox'] + args, check=True, env=env, stdout=log,
                            stderr=subprocess.STDOUT)
 
         if not osp.isfile(osp.join(run.work_dir, TRAIN_DONE)) and run.factor != OFF_THE_SHELF:
-            call([osp.join(tools_dir, 'train.py'), run.config] + _train_args(run))
+            call(['train', run.config] + _train_args(run))
             open(osp.join(run.work_dir, TRAIN_DONE), 'w').close()
         ckpt = [] if run.factor == OFF_THE_SHELF else [checkpoint_of(run.work_dir)]
-        call([osp.join(tools_dir, 'test.py'), run.config] + ckpt
+        call(['test', run.config] + ckpt
              + _test_args(run, keep_embeddings))
 
 
@@ -120,7 +119,7 @@ def _tail(path: str, lines: int = 5) -> str:
         return ''.join(f.readlines()[-lines:])
 
 
-def run_all(todo: List[Run], tools_dir: str, jobs: int = 1,
+def run_all(todo: List[Run], jobs: int = 1,
             keep_embeddings: bool = False) -> None:
     """Runs ``todo`` (see :func:`run_one`), ``jobs`` at a time, and prints one line per
     finished run to stderr. With ``jobs > 1`` each run gets ``cpu_count // jobs`` CPU threads
@@ -141,7 +140,7 @@ def run_all(todo: List[Run], tools_dir: str, jobs: int = 1,
             env['CUDA_VISIBLE_DEVICES'] = device
         start = time.time()
         try:
-            run_one(run, tools_dir, keep_embeddings, env)
+            run_one(run, keep_embeddings, env)
             return None, time.time() - start
         except subprocess.CalledProcessError as error:
             reason = f'exit status {error.returncode}: {shlex.join(error.cmd)}'

@@ -4,8 +4,12 @@ import os.path as osp
 
 from mmengine.config import Config, DictAction  # noqa: F401  (DictAction re-exported for tools)
 
-__all__ = ['ConfigError', 'DictAction', 'load_config', 'check_top_level_keys',
-           'check_option_types', 'check_option_paths']
+__all__ = ['ConfigError', 'DictAction', 'CONFIGS_DIR', 'find_config', 'load_config',
+           'check_top_level_keys', 'check_option_types', 'check_option_paths']
+
+#: The configs irtbox ships, inside the installed package (a checkout's ``configs/`` links
+#: here), so that ``configs/irt/...py`` and the zoo's names work from any folder.
+CONFIGS_DIR = osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), 'configs')
 
 # The top-level keys the runner reads (MMEngine's Runner.from_cfg and IrtboxRunner).
 RUNNER_KEYS = (
@@ -26,8 +30,7 @@ def load_config(path: str, cfg_options: dict = None) -> Config:
     """``Config.fromfile`` plus ``--cfg-options``, with clear errors: an option whose value
     has another type than the config's entry, and a top-level key that looks like a
     misspelled runner key (:func:`check_top_level_keys`), are refused."""
-    if not osp.isfile(path):
-        raise FileNotFoundError(f'config file not found: {path}')
+    path = find_config(path)
     try:
         cfg = Config.fromfile(path)
     except Exception as err:  # re-raised naming the config file
@@ -39,6 +42,30 @@ def load_config(path: str, cfg_options: dict = None) -> Config:
     check_top_level_keys(cfg, path)
     cfg.setdefault('default_scope', 'irtbox')
     return cfg
+
+
+def find_config(name: str) -> str:
+    """The config file ``name`` names: a file, else a config irtbox ships (``configs/irt/x.py``,
+    ``irt/x.py`` or ``irt/x``, looked up in :data:`CONFIGS_DIR`), else the config of the model
+    zoo entry of that name (``irtbox list-models`` lists them)."""
+    if osp.isfile(name):
+        return name
+    shipped = osp.normpath(name)
+    if shipped.startswith('configs' + osp.sep):
+        shipped = shipped[len('configs') + 1:]
+    for candidate in (shipped, shipped + '.py'):
+        if not osp.isabs(candidate) and osp.isfile(osp.join(CONFIGS_DIR, candidate)):
+            return osp.join(CONFIGS_DIR, candidate)
+    from irtbox.apis.model_zoo import UnknownModelError, get_entry, list_models
+    try:
+        return get_entry(name).config
+    except UnknownModelError:
+        close = difflib.get_close_matches(name, list_models(), n=3, cutoff=0.8)
+        hint = f' Did you mean the model {" or ".join(close)}?' if close else ''
+        raise FileNotFoundError(
+            f'config file not found: {name} (not a file, not a config irtbox ships under '
+            f'{CONFIGS_DIR}, not a model zoo name: `irtbox list-models` lists them).{hint}'
+        ) from None
 
 
 def check_top_level_keys(cfg: Config, path: str) -> None:

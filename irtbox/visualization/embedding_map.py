@@ -3,6 +3,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from irtbox.utils.extras import require_extra
 from irtbox.utils.fileio import atomic_write
 
 from .html_browser import label_name
@@ -18,8 +19,9 @@ def embed_2d(embeddings: np.ndarray, method: str = 'tsne', seed: int = 0) -> np.
     compares them by cosine).
 
     'pca': the two leading principal components (numpy SVD); 'tsne': scikit-learn's
-    t-SNE (perplexity min(30, (n - 1) / 3)); 'umap': umap-learn, an optional extra (an
-    ``ImportError`` naming ``pip install umap-learn`` when it is absent).
+    t-SNE (perplexity min(30, (n - 1) / 3)); 'umap': umap-learn, the ``umap`` extra
+    (a :class:`~irtbox.utils.extras.MissingExtraError` naming ``pip install "irtbox[umap]"``
+    when it is absent).
     """
     if method not in METHODS:
         raise ValueError(f'embed_2d: method must be one of {METHODS}, got {method!r}.')
@@ -37,12 +39,8 @@ def embed_2d(embeddings: np.ndarray, method: str = 'tsne', seed: int = 0) -> np.
         perplexity = min(30.0, (len(x) - 1) / 3)
         return TSNE(n_components=2, perplexity=perplexity, init='pca', random_state=seed,
                     metric='cosine').fit_transform(x)
-    try:
-        import umap
-    except ImportError as error:
-        raise ImportError("--method umap needs umap-learn, an optional extra: "
-                          "pip install umap-learn (or pip install -e '.[umap]'; or use "
-                          "--method tsne / pca)") from error
+    require_extra(['umap'], 'umap', '--method umap (or use --method tsne / pca)')
+    import umap
     return umap.UMAP(n_components=2, random_state=seed, metric='cosine').fit_transform(x)
 
 
@@ -55,13 +53,10 @@ def plot_embedding_map(points: np.ndarray, labels: Optional[np.ndarray], out: st
     ``thumbnails``: ``(index, image array)`` pairs drawn at those points. Written
     atomically (a file beside ``out``, then renamed). Returns the matplotlib ``Figure``.
     """
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-        from matplotlib.offsetbox import AnnotationBbox, OffsetImage
-    except ImportError as error:
-        raise ImportError('the embedding map needs matplotlib: pip install matplotlib') \
-            from error
+    require_extra(['matplotlib'], 'plots', 'the embedding map')
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.offsetbox import AnnotationBbox, OffsetImage
     # A Figure of its own (no pyplot): nothing global changes in the caller's matplotlib.
     fig = Figure(figsize=(8, 8), dpi=100)
     FigureCanvasAgg(fig)

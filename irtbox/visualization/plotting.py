@@ -1,16 +1,15 @@
 """matplotlib for the figure tools: headless (Agg), with a clear message when it is missing."""
 
+from irtbox.utils.extras import require_extra
+
 __all__ = ['pyplot']
 
 
 def pyplot():
     """``matplotlib.pyplot`` on the Agg backend (files only, no display needed)."""
-    try:
-        import matplotlib
-    except ImportError as error:
-        raise ImportError('the figures need matplotlib: pip install matplotlib (or '
-                          "pip install -e '.[optional]'); tools/sweep.py runs without "
-                          'figures with --no-plot') from error
+    require_extra(['matplotlib'], 'plots', 'the figures (irtbox sweep runs without them with '
+                  '--no-plot)')
+    import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     return plt

@@ -73,7 +73,7 @@ def test_every_entry_builds(name, timm_cache):
     assert osp.isfile(osp.join(ROOT, RAW[name]['Config']))
     model = get_model(name, pretrained=False)
     assert not model.training and model.zoo_entry.name == name
-    assert model.cfg.filename == osp.join(ROOT, RAW[name]['Config'])
+    assert osp.realpath(model.cfg.filename) == osp.realpath(osp.join(ROOT, RAW[name]['Config']))
 
 
 @pytest.mark.parametrize('name', [n for n, m in RAW.items()

@@ -162,7 +162,7 @@ def test_plot_embeddings_writes_a_png(tested, tmp_path, method):
 def test_plot_embeddings_umap_missing(tested, tmp_path, monkeypatch):
     _, out, _ = tested
     monkeypatch.setitem(sys.modules, 'umap', None)
-    with pytest.raises(SystemExit, match='pip install umap-learn'):
+    with pytest.raises(SystemExit, match=r'needs umap.*pip install "irtbox\[umap\]"'):
         plot_embeddings.main([out, '--method', 'umap', '--out', str(tmp_path / 'u.png')])
 
 

@@ -5,6 +5,8 @@ import os
 import os.path as osp
 import re
 import statistics
+import subprocess
+import types
 
 import pytest
 
@@ -87,8 +89,8 @@ def fake_subprocess(monkeypatch, tmp_path, runs):
     calls = []
 
     def fake_run(cmd, check, env, stdout=None, stderr=None):
-        tool, work_dir = osp.basename(cmd[1]), cmd[cmd.index('--work-dir') + 1]
-        if tool == 'test.py':
+        tool, work_dir = cmd[3], cmd[cmd.index('--work-dir') + 1]
+        if tool == 'test':
             # As tools/test.py: a .npz --out also gets its metrics as <name>.json.
             work_dir, out = osp.dirname(work_dir), cmd[cmd.index('--out') + 1]
             if out.endswith('.npz'):
@@ -99,7 +101,9 @@ def fake_subprocess(monkeypatch, tmp_path, runs):
             (tmp_path / work_dir / 'last_checkpoint').write_text(osp.join(work_dir, 'iter_20.pth'))
         calls.append((tool, work_dir, cmd))
 
-    monkeypatch.setattr(sweeps.execute.subprocess, 'run', fake_run)
+    # Only the sweep's own subprocess calls (matplotlib, say, runs fc-list through the real one).
+    monkeypatch.setattr(sweeps.execute, 'subprocess', types.SimpleNamespace(
+        run=fake_run, STDOUT=subprocess.STDOUT, CalledProcessError=subprocess.CalledProcessError))
     return calls
 
 
@@ -128,8 +132,8 @@ def fake_sweep(tmp_path, monkeypatch):
 def test_resume_skips_finished_runs(fake_sweep):
     spec_path, root, runs, done, trained, calls = fake_sweep
     sweep.main([spec_path, '--work-root', root, '--no-plot'])
-    trains = {d for tool, d, _ in calls if tool == 'train.py'}
-    tests = {d: cmd for tool, d, cmd in calls if tool == 'test.py'}
+    trains = {d for tool, d, _ in calls if tool == 'train'}
+    tests = {d: cmd for tool, d, cmd in calls if tool == 'test'}
     finished = {r.work_dir for r in done}
     skip_train = finished | {r.work_dir for r in trained}
     assert trains == {r.work_dir for r in runs if r.work_dir not in skip_train
@@ -155,7 +159,7 @@ def test_failed_runs_do_not_stop_the_sweep_and_are_retried(fake_sweep, monkeypat
     fake_run = sweeps.execute.subprocess.run
 
     def failing_run(cmd, check, env, stdout=None, stderr=None):
-        if cmd[cmd.index('--work-dir') + 1] in broken and cmd[1].endswith('train.py'):
+        if cmd[cmd.index('--work-dir') + 1] in broken and cmd[3] == 'train':
             stdout.write('ValueError: the reason\n')
             raise sweeps.execute.subprocess.CalledProcessError(3, cmd)
         return fake_run(cmd, check, env)
@@ -169,7 +173,7 @@ def test_failed_runs_do_not_stop_the_sweep_and_are_retried(fake_sweep, monkeypat
         state = sweeps.state_of(run)
         assert state == ('failed' if run.work_dir in broken else 'done'), run.work_dir
     marker = open(osp.join(sorted(broken)[0], sweeps.FAILED)).read()
-    assert marker.startswith('exit status 3: ') and 'train.py' in marker
+    assert marker.startswith('exit status 3: ') and '-m irtbox train' in marker
     # The tables hold every run that finished.
     with open(osp.join(root, 'runs.json')) as f:
         assert len(json.load(f)) == len(runs) - 2
@@ -177,7 +181,7 @@ def test_failed_runs_do_not_stop_the_sweep_and_are_retried(fake_sweep, monkeypat
     calls.clear()
     broken.clear()
     sweep.main([spec_path, '--work-root', root, '--no-plot'])
-    assert {d for tool, d, _ in calls if tool == 'train.py'} == {todo[0].work_dir,
+    assert {d for tool, d, _ in calls if tool == 'train'} == {todo[0].work_dir,
                                                                  todo[-1].work_dir}
     assert all(sweeps.state_of(r) == 'done' for r in runs)
 
@@ -191,9 +195,9 @@ def test_missing_checkpoint_and_interruption(fake_sweep, monkeypatch):
     def run_without_checkpoints(cmd, check, env, stdout=None, stderr=None):
         started.append(cmd[cmd.index('--work-dir') + 1])
         result = fake_run(cmd, check, env)
-        if cmd[1].endswith('train.py') and started[-1] == todo[0].work_dir:
+        if cmd[3] == 'train' and started[-1] == todo[0].work_dir:
             os.remove(osp.join(started[-1], 'last_checkpoint'))
-        if cmd[1].endswith('train.py') and started[-1] == todo[1].work_dir:
+        if cmd[3] == 'train' and started[-1] == todo[1].work_dir:
             raise KeyboardInterrupt
         return result
 
@@ -216,10 +220,10 @@ def test_parallel_jobs_get_their_own_gpu_and_threads(fake_sweep, monkeypatch):
     envs = []
 
     def recording_run(cmd, check, env, stdout=None, stderr=None):
-        if cmd[1].endswith('train.py') and not envs:
+        if cmd[3] == 'train' and not envs:
             envs.append(env)
             together.wait()   # the second job must be running now, or this times out
-        elif cmd[1].endswith('train.py') and len(envs) == 1:
+        elif cmd[3] == 'train' and len(envs) == 1:
             envs.append(env)
             together.wait()
         return fake_run(cmd, check, env)
@@ -290,13 +294,14 @@ def test_emit_only_unfinished(fake_sweep):
     lines = out.getvalue().splitlines()
     assert calls == [] and len(lines) == len(runs) - len(done)
     line = next(ln for ln in lines if osp.join('batch_size', '32', 'cars196') in ln)
-    assert line.count('tools/dist_train.sh') == 1 and 'tools/dist_test.sh' in line
+    assert line.count('-m irtbox train') == 1 and line.count('--nproc 4') == 2
+    assert '-m irtbox test' in line
     assert 'train_dataloader.batch_size=32' in line and 'randomness.seed=' in line
     assert '--out ' + osp.join(root, 'batch_size', '32', 'cars196') in line
     assert all('test_results.json' in ln and '.npz' not in ln and 'rm ' not in ln
                for ln in lines)
     shelf = next(ln for ln in lines if sweeps.OFF_THE_SHELF in ln)
-    assert 'train.py' not in shelf and 'tools/test.py' in shelf
+    assert 'irtbox train' not in shelf and '-m irtbox test' in shelf and '--nproc' not in shelf
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         sweep.main([spec_path, '--work-root', root, '--emit', 'plain', '--keep-embeddings'])
@@ -308,13 +313,13 @@ def test_emit_only_unfinished(fake_sweep):
 def test_keep_embeddings_then_force(fake_sweep):
     spec_path, root, runs, done, trained, calls = fake_sweep
     sweep.main([spec_path, '--work-root', root, '--no-plot', '--keep-embeddings'])
-    tested = {d for tool, d, _ in calls if tool == 'test.py'}
+    tested = {d for tool, d, _ in calls if tool == 'test'}
     for run in runs:
         assert osp.isfile(osp.join(run.work_dir, 'test_results.json'))
         assert osp.isfile(osp.join(run.work_dir, 'test_results.npz')) == (run.work_dir in tested)
     calls.clear()
     sweep.main([spec_path, '--work-root', root, '--no-plot', '--force'])
-    assert {d for tool, d, _ in calls if tool == 'test.py'} == {r.work_dir for r in runs}
+    assert {d for tool, d, _ in calls if tool == 'test'} == {r.work_dir for r in runs}
     # The old embeddings went with the old results; the new test wrote metrics only.
     assert not any(osp.exists(osp.join(r.work_dir, 'test_results.npz')) for r in runs)
     assert all(osp.isfile(osp.join(r.work_dir, 'test_results.json')) for r in runs)

@@ -25,17 +25,18 @@ def run_with_fake_srun(tmp_path, script, *args, **env):
     return proc.stdout.splitlines()
 
 
-@pytest.mark.parametrize('script,args,tool,parser', [
-    ('slurm_train.sh', ['cfg.py', '--resume'], 'train.py', train_tool),
-    ('slurm_test.sh', ['cfg.py', 'ck.pth', '--out', 'r.npz'], 'test.py', test_tool),
-    ('slurm_extract.sh', ['cfg.py', 'ck.pth', 'imgs', 'out', '--resume'], 'extract.py',
+@pytest.mark.parametrize('script,args,command,parser', [
+    ('slurm_train.sh', ['cfg.py', '--resume'], 'train', train_tool),
+    ('slurm_test.sh', ['cfg.py', 'ck.pth', '--out', 'r.npz'], 'test', test_tool),
+    ('slurm_extract.sh', ['cfg.py', 'ck.pth', 'imgs', 'out', '--resume'], 'extract',
      extract_tool)])
-def test_slurm_scripts_forward_everything(tmp_path, script, args, tool, parser):
+def test_slurm_scripts_forward_everything(tmp_path, script, args, command, parser):
     argv = run_with_fake_srun(tmp_path, script, 'gpu', 'job', *args, GPUS='16',
                               SRUN_ARGS='--qos=high --time=1:00:00')
     assert argv[:3] == ['-p', 'gpu', '--job-name=job']
     assert '--ntasks=16' in argv and '--qos=high' in argv and '--time=1:00:00' in argv
-    tool_args = argv[argv.index(osp.join(ROOT, 'tools', tool)) + 1:]
+    assert argv[argv.index('-u') + 1:argv.index('-u') + 4] == ['-m', 'irtbox', command]
+    tool_args = argv[argv.index(command) + 1:]
     assert tool_args == ['--launcher', 'slurm', *args]
     parsed = parser.parse_args(tool_args)  # the tool reads them as meant
     assert parsed.launcher == 'slurm' and parsed.config == 'cfg.py'

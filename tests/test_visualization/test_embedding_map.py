@@ -29,7 +29,7 @@ def test_tsne_is_reproducible(tiny_result):
 
 def test_umap_absent_names_the_package(tiny_result, monkeypatch):
     monkeypatch.setitem(sys.modules, 'umap', None)  # import umap -> ImportError
-    with pytest.raises(ImportError, match='pip install umap-learn'):
+    with pytest.raises(ImportError, match=r'needs umap.*pip install "irtbox\[umap\]"'):
         embed_2d(tiny_result['embeddings'], 'umap')
 
 

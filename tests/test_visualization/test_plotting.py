@@ -12,5 +12,5 @@ def test_pyplot_is_headless():
 
 def test_missing_matplotlib_is_named(monkeypatch):
     monkeypatch.setitem(sys.modules, 'matplotlib', None)
-    with pytest.raises(ImportError, match='the figures need matplotlib: pip install matplotlib'):
+    with pytest.raises(ImportError, match=r'the figures .*needs matplotlib.*pip install "irtbox\[plots\]"'):
         pyplot()

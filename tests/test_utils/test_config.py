@@ -1,0 +1,47 @@
+"""find_config: a file, a config irtbox ships (from any folder), or a zoo name."""
+import os.path as osp
+
+import pytest
+
+from irtbox.apis.model_zoo import get_entry
+from irtbox.utils.config import CONFIGS_DIR, find_config, load_config
+
+SHIPPED = 'irt/irt-r_deit-s_1xb64-35k_sop.py'
+
+
+def test_configs_live_in_the_package():
+    import irtbox
+    assert CONFIGS_DIR == osp.join(osp.dirname(irtbox.__file__), 'configs')
+    assert osp.isfile(osp.join(CONFIGS_DIR, SHIPPED))
+
+
+@pytest.mark.parametrize('name', [f'configs/{SHIPPED}', SHIPPED, SHIPPED[:-3]])
+def test_a_shipped_config_is_found_from_any_folder(tmp_path, monkeypatch, name):
+    monkeypatch.chdir(tmp_path)  # no configs/ here
+    assert find_config(name) == osp.join(CONFIGS_DIR, SHIPPED)
+
+
+def test_a_file_comes_first(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / 'configs' / 'irt').mkdir(parents=True)
+    (tmp_path / 'configs' / SHIPPED).write_text('x = 1\n')
+    assert find_config(f'configs/{SHIPPED}') == f'configs/{SHIPPED}'
+    assert load_config(f'configs/{SHIPPED}').x == 1
+
+
+def test_a_zoo_name_gives_its_config(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    name = 'irt-r_deit-s_1xb64-35k_sop'
+    assert find_config(name) == get_entry(name).config
+    assert load_config(name).model.type
+
+
+def test_nothing_found_says_where_it_looked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError) as info:
+        find_config('configs/irt/no_such.py')
+    message = str(info.value)
+    assert 'configs/irt/no_such.py' in message and CONFIGS_DIR in message
+    assert 'irtbox list-models' in message
+    with pytest.raises(FileNotFoundError, match='Did you mean the model irt-r_deit-s_1xb64-35k_sop'):
+        find_config('irt-r_deit-s_1xb64-35k_sob')
