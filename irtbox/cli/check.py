@@ -1,0 +1,66 @@
+"""Check a prepared dataset before a long run: every file its annotation names exists, images
+decode (a seeded sample, or all with --full, in parallel), and the counts per split are the
+published ones. Prints a report (what is wrong, where, the fix), writes it as JSON with
+--json, and exits with status 1 when the tree would give wrong numbers.
+
+Examples:
+  irtbox check sop --root data/sop
+  irtbox check roxford5k --full --json roxford5k_check.json
+"""
+import argparse
+import json
+
+from irtbox.datasets.prepare import DATASETS, check_dataset, dataset_info, format_report
+from irtbox.utils.fileio import atomic_write_text
+
+__all__ = ['parse_args', 'main']
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('name', metavar='NAME', choices=sorted(DATASETS),
+                        help=f'the dataset, one of {", ".join(DATASETS)}')
+    parser.add_argument('--root', help='the dataset folder (default: data/<name>)')
+    parser.add_argument('--full', action='store_true', help='decode every image')
+    parser.add_argument('--sample', type=int, default=1000,
+                        help='images decoded per split without --full (default 1000)')
+    parser.add_argument('--seed', type=int, default=0, help='seed of the sample')
+    parser.add_argument('--workers', type=int, default=None,
+                        help='decoding threads (default: the CPU count)')
+    parser.add_argument('--counts', metavar='FILE.json', help='expected counts per split '
+                        'instead of the published ones, e.g. {"train": {"images": 100}}')
+    parser.add_argument('--json', metavar='FILE', help='also write the report as JSON')
+    args = parser.parse_args(argv)
+    if args.sample < 0 or (args.workers is not None and args.workers < 1):
+        parser.error('--sample must be 0 or more and --workers 1 or more')
+    return args
+
+
+def _read_counts(path: str) -> dict:
+    try:
+        with open(path) as f:
+            counts = json.load(f)
+    except (OSError, ValueError) as err:
+        raise SystemExit(f'--counts {path}: not a readable JSON file ({err})') from err
+    if not isinstance(counts, dict) or not all(
+            isinstance(v, dict) and all(isinstance(n, int) for n in v.values())
+            for v in counts.values()):
+        raise SystemExit(f'--counts {path}: expected {{split: {{"images": int, ...}}}}, got '
+                         f'{str(counts)[:80]}')
+    return counts
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    info = dataset_info(args.name)
+    expected = _read_counts(args.counts) if args.counts else None
+    report = check_dataset(info, args.root or info.default_root, full=args.full,
+                           sample=args.sample, seed=args.seed, workers=args.workers,
+                           expected=expected)
+    print(format_report(report))
+    if args.json:
+        atomic_write_text(args.json, json.dumps(report, indent=1))
+    if not report['ok']:
+        raise SystemExit(1)
+    return report

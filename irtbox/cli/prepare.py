@@ -1,0 +1,67 @@
+"""Download, verify, unpack and lay out a published dataset in the layout its configs read
+(docs/datasets.md). A rerun skips finished steps; a cut download resumes.
+
+Examples:
+  irtbox prepare                                  # the datasets, their sizes and terms
+  irtbox prepare cub --root data/cub
+  irtbox prepare roxford5k --mirror https://mirror.example.org/datasets
+  irtbox prepare inshop --from-dir ~/Downloads/inshop   # files behind a form, fetched by hand
+"""
+import argparse
+
+from irtbox.datasets.prepare import DATASETS, PrepareError, dataset_info, prepare_dataset
+from irtbox.utils.download import DownloadError
+
+__all__ = ['parse_args', 'main', 'listing']
+
+
+def listing() -> str:
+    """One line per dataset: name, download size, where it goes, how it is obtained."""
+    rows = []
+    for info in DATASETS.values():
+        how = '--from-dir (form or terms)' if info.manual else 'downloaded'
+        rows.append(f'  {info.name:<12} {info.download_bytes / 1e9:>7.1f} GB  '
+                    f'{info.default_root:<18} {how}  {info.title}')
+    return '\n'.join(rows)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__, epilog=f'datasets:\n{listing()}',
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('name', nargs='?', metavar='NAME', choices=sorted(DATASETS),
+                        help=f'the dataset, one of {", ".join(DATASETS)}; none: list them')
+    parser.add_argument('--root', help='the dataset folder (default: data/<name>, what the '
+                        'configs read)')
+    parser.add_argument('--mirror', metavar='BASE_URL', help='fetch every file from '
+                        'BASE_URL/<name>/<file name> instead of its official address')
+    parser.add_argument('--from-dir', metavar='DIR', help='read the files from DIR (fetched '
+                        'by hand, under their official names) instead of downloading them')
+    parser.add_argument('--keep-archives', action='store_true', help='keep the downloaded '
+                        'archives under ROOT/downloads after unpacking')
+    parser.add_argument('--no-space-check', action='store_true', help='start even when the '
+                        'free disk space looks too small')
+    parser.add_argument('--retries', type=int, default=3,
+                        help='resumes of a cut download within this run (default 3)')
+    parser.add_argument('--no-progress', action='store_true', help='no progress bars')
+    args = parser.parse_args(argv)
+    if args.mirror and args.from_dir:
+        parser.error('--mirror and --from-dir are two sources; give one')
+    if args.retries < 0:
+        parser.error(f'--retries must be 0 or more, got {args.retries}')
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.name is None:
+        print(f'datasets (irtbox prepare NAME):\n{listing()}')
+        return None
+    info = dataset_info(args.name)
+    try:
+        return prepare_dataset(info, args.root or info.default_root, mirror=args.mirror,
+                               from_dir=args.from_dir, keep_archives=args.keep_archives,
+                               check_space=not args.no_space_check,
+                               progress=not args.no_progress, retries=args.retries)
+    except (PrepareError, DownloadError, OSError) as err:
+        raise SystemExit(f'prepare {args.name}: {err}') from err

@@ -1,0 +1,242 @@
+"""Is a prepared tree right? :func:`check_dataset` builds each split with the class a config
+builds, then checks that every file the annotation names exists, that images decode (a seeded
+sample, or all), and that the counts per split are the published ones
+(:data:`~.registry.DATASETS`). :func:`dataset_counts` / :func:`count_mismatch` are the cheap
+part (no image is opened), which ``tools/train.py`` and ``tools/test.py`` run on every
+dataset they build (``DatasetCountCheckHook``).
+"""
+import glob
+import importlib
+import os
+import os.path as osp
+import random
+from concurrent.futures import ThreadPoolExecutor
+from typing import Dict, List, Optional
+
+from .registry import DATASETS, CountView, DatasetInfo
+
+__all__ = ['check_dataset', 'format_report', 'dataset_counts', 'count_mismatch',
+           'COUNT_KEYS']
+
+COUNT_KEYS = ('images', 'classes', 'queries', 'database')
+R1M_LIST, R1M_IMAGES = 'revisitop1m.txt', 'jpg'
+
+
+def dataset_counts(dataset) -> Dict[str, int]:
+    """What a built dataset holds, read from its annotation only: ``images``, ``classes``
+    (labelled datasets), ``queries`` (query/gallery splits), ``database`` (revisited)."""
+    meta = getattr(dataset, 'metainfo', {}) or {}
+    if 'num_database' in meta:  # RevisitedDataset: distractors are not part of the set
+        return dict(queries=int(meta['num_queries']), database=int(meta['num_database']))
+    if hasattr(dataset, 'num_images'):  # SfM120kDataset: len() counts tuples in tuple mode
+        images = int(dataset.num_images)
+    else:
+        images = len(dataset)
+    counts = dict(images=images)
+    if hasattr(dataset, 'get_gt_labels'):
+        counts['classes'] = int(len(set(dataset.get_gt_labels().tolist())))
+    mask = dataset.get_query_mask() if hasattr(dataset, 'get_query_mask') else None
+    if mask is not None:
+        counts['queries'] = int(mask.sum())
+        counts['database'] = int(len(mask) - mask.sum())
+    return counts
+
+
+def _matching_view(dataset):
+    """(dataset name, view) of the registry that describes ``dataset``, or None."""
+    type_name = type(dataset).__name__
+    for info in DATASETS.values():
+        for view in info.views:
+            cfg = view.dataset
+            if cfg['type'] != type_name:
+                continue
+            if 'split' in cfg and getattr(dataset, 'split', None) != cfg['split']:
+                continue
+            if 'dataset_name' in cfg and \
+                    getattr(dataset, 'dataset_name', None) != cfg['dataset_name']:
+                continue
+            return info.name, view
+    return None
+
+
+def _differences(counts: Dict[str, int], expected: Dict[str, Optional[int]]) -> List[str]:
+    return [f'{counts[k]:,} {k} (published: {expected[k]:,})' for k in COUNT_KEYS
+            if expected.get(k) is not None and k in counts and counts[k] != expected[k]]
+
+
+def count_mismatch(dataset) -> Optional[str]:
+    """One line when ``dataset`` is a split of a published dataset and its counts are not the
+    published ones (a subset by ``indices`` is not checked); None otherwise."""
+    match = _matching_view(dataset)
+    if match is None or not match[1].exact:
+        return None
+    if getattr(dataset, '_indices', None) is not None:
+        return None
+    name, view = match
+    expected = {k: getattr(view, k) for k in COUNT_KEYS}
+    wrong = _differences(dataset_counts(dataset), expected)
+    if not wrong:
+        return None
+    root = getattr(dataset, 'data_root', '') or '.'
+    return (f'{name} {view.name} under {root}: {", ".join(wrong)}; the numbers will not be '
+            f'comparable with published ones: run `irtbox check {name} --root {root}`')
+
+
+# --- the full check -----------------------------------------------------------------------------
+
+def _problem(report: dict, severity: str, what: str, where: str, fix: str) -> None:
+    report['problems'].append(dict(severity=severity, what=what, where=where, fix=fix))
+
+
+def _build(view: CountView, root: str, lazy: bool = False):
+    from irtbox.registry import DATASETS as REGISTRY
+    importlib.import_module('irtbox.datasets')  # registers the dataset classes
+    cfg = dict(view.dataset, data_root=root)
+    if lazy:
+        cfg['lazy_init'] = True
+    return REGISTRY.build(cfg)
+
+
+class _R1MList:
+    """The R1M distractor list read as RevisitedDataset reads it: paths under ``jpg/``."""
+
+    def __init__(self, root: str):
+        from irtbox.datasets.revisited import RevisitedDataset
+        self.ann_file = osp.join(root, R1M_LIST)
+        self.paths = RevisitedDataset._read_distractors(
+            _R1MSource(self.ann_file, osp.join(root, R1M_IMAGES)))
+
+    def __len__(self):
+        return len(self.paths)
+
+
+class _R1MSource:
+    # The attributes RevisitedDataset._read_distractors reads.
+    def __init__(self, distractors_list: str, distractors_root: str):
+        self.distractors_list = distractors_list
+        self.distractors_root = distractors_root
+
+
+def _image_paths(dataset) -> List[str]:
+    if isinstance(dataset, _R1MList):
+        return dataset.paths
+    return [dataset.get_data_info(i)['img_path'] for i in range(len(dataset))]
+
+
+def _layout_hint(root: str, ann_file: str) -> str:
+    """Where a missing annotation file is, when the tree has an extra folder level."""
+    name = osp.basename(ann_file)
+    found = sorted(glob.glob(osp.join(glob.escape(root), '*', name))
+                   + glob.glob(osp.join(glob.escape(root), '*', '*', name)))
+    if not found:
+        return ''
+    folder = osp.dirname(osp.relpath(found[0], root))
+    return (f'; {name} is in {folder}/: the tree has an extra folder level, move the '
+            f'content of {osp.join(root, folder)} up into {root}')
+
+
+def _decodes(path: str) -> Optional[str]:
+    """None when the image decodes, else why not."""
+    from PIL import Image
+    try:
+        with Image.open(path) as img:
+            img.load()
+    except Exception as err:  # Pillow raises many types for a bad file
+        return f'{type(err).__name__}: {err}'
+    return None
+
+
+def check_dataset(info: DatasetInfo, root: str, full: bool = False, sample: int = 1000,
+                  seed: int = 0, workers: Optional[int] = None,
+                  expected: Optional[Dict[str, Dict[str, int]]] = None) -> dict:
+    """Check the tree of ``info`` under ``root``; returns the report (a JSON-ready dict).
+
+    Args:
+        info: The dataset.
+        root: Its folder.
+        full: Decode every image instead of a sample.
+        sample: How many images per split to decode (seeded with ``seed``).
+        workers: Threads that decode (default: the CPU count).
+        expected: Counts per split name replacing the published ones (e.g. a subset you
+            made on purpose): ``{'train': {'images': 32, 'classes': 8}}``.
+
+    Report: ``dataset``, ``root``, ``ok`` (no error), ``splits`` (per split ``counts``,
+    ``expected``, ``missing``, ``decoded``, ``undecodable``) and ``problems``, each with
+    ``severity`` (``error``: the numbers would be wrong; ``warning``; ``info``), ``what``,
+    ``where`` and ``fix``.
+    """
+    report = dict(dataset=info.name, root=root, ok=True, splits={}, problems=[])
+    prepare_fix = f'run `irtbox prepare {info.name} --root {root}` (see docs/datasets.md)'
+    if not osp.isdir(root):
+        _problem(report, 'error', 'the dataset folder does not exist', root, prepare_fix)
+        report['ok'] = False
+        return report
+    rng = random.Random(seed)
+    for view in info.views:
+        split = report['splits'].setdefault(view.name, {})
+        try:
+            dataset = _R1MList(root) if view.dataset['type'] == 'R1MList' else _build(view, root)
+        except Exception as err:  # any error of the annotation is the finding itself
+            hint = ''
+            if view.dataset['type'] != 'R1MList':
+                try:
+                    ann = _build(view, root, lazy=True).ann_file
+                    hint = '' if osp.isfile(ann) else _layout_hint(root, ann)
+                except Exception:  # the lazy build failed too: the message says enough
+                    pass
+            else:
+                ann = osp.join(root, R1M_LIST)
+                hint = '' if osp.isfile(ann) else _layout_hint(root, ann)
+            _problem(report, 'error', f'the {view.name} split cannot be read: {err}{hint}',
+                     root, prepare_fix)
+            continue
+        counts = {'images': len(dataset)} if isinstance(dataset, _R1MList) else \
+            dataset_counts(dataset)
+        want = {k: getattr(view, k) for k in COUNT_KEYS}
+        if expected and view.name in expected:
+            want = {k: expected[view.name].get(k) for k in COUNT_KEYS}
+        split.update(counts=counts, expected={k: v for k, v in want.items() if v is not None})
+        wrong = _differences(counts, want)
+        if wrong:
+            _problem(report, 'error' if view.exact else 'info',
+                     f'{view.name}: {", ".join(wrong)}'
+                     + ('' if view.exact else ' (copies of this URL list differ)'),
+                     getattr(dataset, 'ann_file', root),
+                     'a partial or wrong annotation or tree: ' + prepare_fix
+                     if view.exact else 'none needed if this is your copy')
+        paths = _image_paths(dataset)
+        missing = [p for p in paths if not osp.isfile(p)]
+        split['missing'] = len(missing)
+        if missing:
+            _problem(report, 'error', f'{view.name}: {len(missing):,} of {len(paths):,} '
+                     f'listed images are missing, e.g. {", ".join(missing[:3])}',
+                     osp.dirname(missing[0]), prepare_fix)
+        present = sorted(set(paths) - set(missing))
+        chosen = present if full or len(present) <= sample else rng.sample(present, sample)
+        with ThreadPoolExecutor(workers or os.cpu_count() or 1) as pool:
+            results = list(pool.map(_decodes, chosen))
+        bad = [(p, why) for p, why in zip(chosen, results) if why]
+        split.update(decoded=len(chosen) - len(bad), undecodable=[p for p, _ in bad])
+        if bad:
+            _problem(report, 'error', f'{view.name}: {len(bad)} of {len(chosen)} decoded '
+                     f'images are damaged, e.g. {bad[0][0]} ({bad[0][1]})', bad[0][0],
+                     'download and unpack again: remove the root, then ' + prepare_fix)
+    report['ok'] = not any(p['severity'] == 'error' for p in report['problems'])
+    return report
+
+
+def format_report(report: dict) -> str:
+    """The report for a person: one line per split, then what is wrong and the fix."""
+    lines = [f"{report['dataset']} under {report['root']}: "
+             f"{'OK' if report['ok'] else 'PROBLEMS FOUND'}"]
+    for name, split in report['splits'].items():
+        if 'counts' not in split:
+            continue
+        counts = ', '.join(f'{v:,} {k}' for k, v in split['counts'].items())
+        lines.append(f'  {name}: {counts}; {split.get("missing", 0):,} missing; '
+                     f'{split.get("decoded", 0):,} decoded, '
+                     f'{len(split.get("undecodable", [])):,} damaged')
+    for p in report['problems']:
+        lines.append(f"  {p['severity'].upper()}: {p['what']}\n    where: {p['where']}\n"
+                     f"    fix: {p['fix']}")
+    return '\n'.join(lines)

@@ -1,0 +1,365 @@
+"""From nothing to a dataset's layout: download (resumable, verified), unpack, convert.
+
+:func:`prepare_dataset` takes a :class:`~.registry.DatasetInfo` and a root folder. For each
+of its files, in order: get it (from the official address, a ``mirror`` or a folder the user
+filled by hand, ``from_dir``), verify it against its published checksum (md5 or sha256)
+before anything else reads it, unpack it into a temporary folder beside the data and move the
+content into the layout the dataset classes read, then record the step as done in
+``<root>/irtbox_prepare.json`` (with the file's size and sha256: for a file without a
+published checksum these are what was received the first time, and the record says so). A
+rerun skips the recorded steps; a cut download resumes from its ``.part`` file.
+"""
+import fnmatch
+import json
+import os
+import os.path as osp
+import posixpath
+import shutil
+import sys
+import tarfile
+import zipfile
+from typing import Callable, Dict, Iterator, Optional, Tuple
+
+from tqdm import tqdm
+
+from irtbox.utils.download import download, sha256sum
+from irtbox.utils.fileio import atomic_write_text
+from .registry import GB, MANIFEST_NAME, DatasetInfo, RemoteFile
+
+__all__ = ['PrepareError', 'prepare_dataset', 'read_manifest', 'space_needed', 'file_url']
+
+DOWNLOAD_DIR = 'downloads'  # under the root: archives while they are fetched
+_UNPACK_DIR = '.unpacking'  # under the root: an archive's content before it is moved in
+
+
+class PrepareError(RuntimeError):
+    """A dataset cannot be prepared as asked (missing manual file, no space, bad archive)."""
+
+
+def read_manifest(root: str) -> dict:
+    """The record of what ``prepare`` finished under ``root`` (empty when none)."""
+    path = osp.join(root, MANIFEST_NAME)
+    if not osp.isfile(path):
+        return {}
+    try:
+        with open(path) as f:
+            manifest = json.load(f)
+    except (OSError, ValueError) as err:
+        raise PrepareError(f'{path}: not a readable prepare record ({err}); remove it to '
+                           'start over') from err
+    return manifest if isinstance(manifest, dict) else {}
+
+
+def _write_manifest(root: str, manifest: dict) -> None:
+    atomic_write_text(osp.join(root, MANIFEST_NAME), json.dumps(manifest, indent=1,
+                                                                sort_keys=True))
+
+
+def file_url(info: DatasetInfo, f: RemoteFile, mirror: Optional[str]) -> str:
+    """Where ``f`` is fetched from: ``<mirror>/<dataset>/<file name>`` with a mirror, else
+    its official address (empty for a file behind a form)."""
+    if mirror:
+        return f'{mirror.rstrip("/")}/{info.name}/{f.name}'
+    return f.url
+
+
+def _md5_file_url(info: DatasetInfo, f: RemoteFile, mirror: Optional[str]) -> str:
+    name = posixpath.basename(f.md5_url)
+    return f'{mirror.rstrip("/")}/{info.name}/{name}' if mirror else f.md5_url
+
+
+def space_needed(info: DatasetInfo, done: Dict[str, dict], keep_archives: bool,
+                 from_dir: Optional[str]) -> int:
+    """Bytes the unfinished steps need: their unpacked size, plus the downloaded archives
+    (the largest one at a time, or all of them with ``keep_archives``)."""
+    todo = [f for f in info.files if f.name not in done and not f.folder]
+    final = sum(f.unpacked or f.size for f in todo)
+    if from_dir:
+        return final
+    archives = [f.size for f in todo if f.unpack]
+    transient = (sum(archives) if keep_archives else max(archives, default=0))
+    return final + transient
+
+
+def _free_bytes(path: str) -> int:
+    path = osp.abspath(path)
+    while not osp.exists(path):
+        path = osp.dirname(path)
+    return shutil.disk_usage(path).free
+
+
+def prepare_dataset(info: DatasetInfo, root: str, mirror: Optional[str] = None,
+                    from_dir: Optional[str] = None, keep_archives: bool = False,
+                    check_space: bool = True, progress: bool = True, retries: int = 3,
+                    timeout: float = 60.0, log: Callable[[str], None] = print) -> dict:
+    """Prepare ``info`` under ``root``; returns the manifest (``files``: one record per file).
+
+    Args:
+        info: The dataset (:data:`~.registry.DATASETS` entry).
+        root: The dataset folder the configs read (``data/<name>`` by default).
+        mirror: A base URL serving the same files as ``<mirror>/<dataset>/<file name>``.
+        from_dir: A folder holding the files under their names (fetched by hand); they are
+            verified and read in place, never deleted. Folders of images (GLDv1, NC-clean)
+            are linked into the root.
+        keep_archives: Keep the downloaded archives under ``<root>/downloads`` after
+            unpacking (by default each is deleted once its content is in place).
+        check_space: Refuse to start when the disk holding ``root`` has less free space than
+            the unfinished steps need (:func:`space_needed`).
+        progress: Progress bars on stderr.
+        retries, timeout: Passed to :func:`irtbox.utils.download.download`.
+        log: Where the lines saying what happens go.
+
+    Raises:
+        PrepareError: a manual file is missing, the disk is too small or an archive is bad.
+        irtbox.utils.download.ChecksumError: a file is not the published one (it is deleted
+            when downloaded; nothing of it is unpacked).
+        irtbox.utils.download.DownloadError: a download kept failing (its ``.part`` is kept).
+    """
+    if from_dir is not None and not osp.isdir(from_dir):
+        raise PrepareError(f'--from-dir {from_dir}: not a folder')
+    manifest = read_manifest(root)
+    if manifest and manifest.get('dataset') not in (None, info.name):
+        raise PrepareError(f'{osp.join(root, MANIFEST_NAME)}: this folder holds '
+                           f'{manifest.get("dataset")!r}, not {info.name!r}; choose another '
+                           '--root')
+    manifest.setdefault('dataset', info.name)
+    done = manifest.setdefault('files', {})
+    todo = [f for f in info.files if f.name not in done]
+    if not todo:
+        log(f'{info.name}: every step is done already ({osp.join(root, MANIFEST_NAME)})')
+        return manifest
+    log(f'{info.title} -> {root}\n  terms: {info.terms}\n  homepage: {info.homepage}')
+    if check_space:
+        need, free = space_needed(info, done, keep_archives, from_dir), _free_bytes(root)
+        if need > free:
+            raise PrepareError(f'not enough free space for {info.name} under {root}: '
+                               f'{free / GB:.1f} GB free, about {need / GB:.1f} GB needed '
+                               '(sizes in docs/datasets.md); free some space, choose '
+                               'another --root or pass --no-space-check')
+    os.makedirs(root, exist_ok=True)
+    for number, f in enumerate(todo, 1):
+        log(f'[{number}/{len(todo)}] {f.name}')
+        record = _prepare_file(info, f, root, mirror, from_dir, keep_archives, progress,
+                               retries, timeout, log)
+        if record is None:
+            continue  # an optional folder the user does not have
+        done[f.name] = record
+        _write_manifest(root, manifest)
+    shutil.rmtree(osp.join(root, _UNPACK_DIR), ignore_errors=True)
+    downloads = osp.join(root, DOWNLOAD_DIR)
+    if osp.isdir(downloads) and not os.listdir(downloads):
+        os.rmdir(downloads)
+    log(f'{info.name}: done; check it with: irtbox check {info.name} --root {root}')
+    return manifest
+
+
+def _prepare_file(info: DatasetInfo, f: RemoteFile, root: str, mirror: Optional[str],
+                  from_dir: Optional[str], keep_archives: bool, progress: bool, retries: int,
+                  timeout: float, log) -> Optional[dict]:
+    if f.folder:
+        return _link_folder(info, f, root, from_dir, log)
+    path, record, downloaded = _obtain(info, f, root, mirror, from_dir, progress, retries,
+                                       timeout, log)
+    if f.unpack:
+        _unpack(f, path, root, progress, log)
+        if downloaded and not keep_archives:
+            _remove_download(path)
+    else:
+        _place(path, osp.join(root, f.dest, f.name), move=downloaded)
+    return record
+
+
+def _obtain(info: DatasetInfo, f: RemoteFile, root: str, mirror: Optional[str],
+            from_dir: Optional[str], progress: bool, retries: int, timeout: float,
+            log) -> Tuple[str, dict, bool]:
+    """(verified local path, its record, whether it was downloaded under the root)."""
+    md5 = f.md5
+    if from_dir is not None:
+        path = osp.join(from_dir, f.name)
+        if not osp.isfile(path):
+            raise PrepareError(f'{info.name}: {f.name} is not in --from-dir {from_dir}'
+                               + (f'. {info.manual}' if info.manual else
+                                  f' (its official address: {f.url})'))
+        if f.md5_url and md5 is None:
+            md5_path = osp.join(from_dir, posixpath.basename(f.md5_url))
+            md5 = _read_md5(md5_path) if osp.isfile(md5_path) else None
+        download(path, f.sha256, md5=md5)  # verified in place
+        how = _how_checked(f, md5, from_dir=True)
+        log(f'  {path}: {how}')
+        return path, dict(source=path, size=osp.getsize(path), checksum=how), False
+    url = file_url(info, f, mirror)
+    if not url:
+        raise PrepareError(f'{info.name}: {f.name} cannot be downloaded without your '
+                           f'consent. {info.manual}')
+    cache = osp.join(root, DOWNLOAD_DIR)
+    if f.md5_url and md5 is None:
+        md5_path = download(_md5_file_url(info, f, mirror), cache_dir=cache,
+                            progress=False, retries=retries, timeout=timeout)
+        md5 = _read_md5(md5_path)
+        _remove_download(md5_path)
+    path = download(url, f.sha256, md5=md5, cache_dir=cache, filename=f.name,
+                    progress=progress, retries=retries, timeout=timeout)
+    how = _how_checked(f, md5, from_dir=False)
+    log(f'  {url}: {how}')
+    return path, dict(url=url, size=osp.getsize(path), sha256=_recorded_sha256(path),
+                      checksum=how), True
+
+
+def _how_checked(f: RemoteFile, md5: Optional[str], from_dir: bool) -> str:
+    if f.sha256 or md5:
+        kind = 'sha256' if f.sha256 else 'md5'
+        return f'{kind} matches the published one ({f.checksum_source or "the registry"})'
+    if from_dir:
+        return 'no checksum is published: read as it is'
+    return 'no checksum is published: its size and sha256 at this first download are recorded'
+
+
+def _recorded_sha256(path: str) -> str:
+    """The sha256 the downloader recorded beside ``path`` (computed when it did not)."""
+    try:
+        with open(path + '.sha256.json') as fh:
+            return json.load(fh)['sha256']
+    except (OSError, ValueError, KeyError):
+        return sha256sum(path)
+
+
+def _read_md5(path: str) -> str:
+    with open(path, encoding='utf-8', errors='replace') as fh:
+        words = fh.read().split()
+    if not words or len(words[0]) != 32:
+        raise PrepareError(f'{path}: expected an md5sum line "<32 hex digits>  <file>", got '
+                           f'{" ".join(words[:2])!r}')
+    return words[0].lower()
+
+
+def _remove_download(path: str) -> None:
+    for p in (path, path + '.sha256.json', path + '.lock'):
+        if osp.exists(p):
+            os.remove(p)
+
+
+def _place(src: str, dst: str, move: bool) -> None:
+    """Put a plain file at ``dst``: renamed (a download under the root) or copied beside and
+    renamed (a file of --from-dir), so ``dst`` is never a part."""
+    os.makedirs(osp.dirname(dst), exist_ok=True)
+    if move:
+        os.replace(src, dst)
+        for extra in (src + '.sha256.json', src + '.lock'):
+            if osp.exists(extra):
+                os.remove(extra)
+        return
+    tmp = dst + '.tmp'
+    shutil.copyfile(src, tmp)
+    os.replace(tmp, dst)
+
+
+def _link_folder(info: DatasetInfo, f: RemoteFile, root: str, from_dir: Optional[str],
+                 log) -> Optional[dict]:
+    target = osp.join(root, f.dest, f.name)
+    source = osp.join(from_dir, f.name) if from_dir else None
+    if source is None or not osp.isdir(source):
+        log(f'  no folder {f.name}/ given (--from-dir); put the images at {target}/ '
+            f'yourself. {info.manual}')
+        if f.optional:
+            return None
+        raise PrepareError(f'{info.name}: the folder {f.name}/ is needed in --from-dir')
+    if osp.lexists(target):
+        if osp.realpath(target) == osp.realpath(source):
+            return dict(source=osp.abspath(source), linked=True)
+        raise PrepareError(f'{target} exists already; remove it or link it yourself to '
+                           f'{source}')
+    os.makedirs(osp.dirname(target), exist_ok=True)
+    os.symlink(osp.abspath(source), target)
+    log(f'  linked {target} -> {osp.abspath(source)}')
+    return dict(source=osp.abspath(source), linked=True)
+
+
+# --- unpacking --------------------------------------------------------------------------------
+
+def _target(name: str, f: RemoteFile) -> Optional[str]:
+    """Where member ``name`` goes (relative to ``dest``), None to skip it. A name escaping
+    the folder (absolute, ``..``) is an error: archives must not write outside."""
+    name = name.replace('\\', '/')
+    while name.startswith('./'):
+        name = name[2:]
+    parts = [p for p in name.split('/') if p not in ('', '.')]
+    if name.startswith('/') or '..' in parts:
+        raise PrepareError(f'{f.name}: member {name!r} would be written outside the dataset '
+                           'folder; refusing the archive')
+    if f.prefix:
+        if parts[:1] != [f.prefix]:
+            return None
+        parts = parts[1:]
+    if not parts:
+        return None
+    if f.include and not any(fnmatch.fnmatch(parts[-1], p) for p in f.include):
+        return None
+    return parts[-1] if f.flatten else '/'.join(parts)
+
+
+def _members(path: str, f: RemoteFile) -> Iterator[Tuple[str, object]]:
+    """(target, readable file object) of every kept regular file of the archive, streamed."""
+    if f.unpack == 'zip':
+        try:
+            archive = zipfile.ZipFile(path)
+        except zipfile.BadZipFile as err:
+            raise PrepareError(f'{path}: not a zip archive ({err})') from err
+        with archive:
+            for member in archive.infolist():
+                if member.is_dir():
+                    continue
+                target = _target(member.filename, f)
+                if target is not None:
+                    with archive.open(member) as fh:
+                        yield target, fh
+        return
+    try:
+        archive = tarfile.open(path, mode='r|*')
+    except tarfile.TarError as err:
+        raise PrepareError(f'{path}: not a tar archive ({err})') from err
+    with archive:
+        try:
+            for member in archive:
+                if not member.isfile():
+                    continue  # folders are made as needed; links and devices are not data
+                target = _target(member.name, f)
+                if target is not None:
+                    fh = archive.extractfile(member)
+                    yield target, fh
+        except (tarfile.TarError, EOFError, OSError) as err:
+            raise PrepareError(f'{path}: a damaged archive ({err}); delete it and prepare '
+                               'again') from err
+
+
+def _unpack(f: RemoteFile, path: str, root: str, progress: bool, log) -> None:
+    """Unpack into ``<root>/.unpacking/<archive>`` then move the files into ``<root>/<dest>``:
+    a failure leaves nothing of the archive under the dataset's names but what a previous
+    run moved (the step is recorded only when all of it is in place)."""
+    tmp = osp.join(root, _UNPACK_DIR, f.name)
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    count = 0
+    with tqdm(desc=f'unpacking {f.name}', unit=' files', file=sys.stderr,
+              disable=not progress) as bar:
+        for target, fh in _members(path, f):
+            out = osp.join(tmp, target)
+            if osp.exists(out):
+                raise PrepareError(f'{f.name}: two members become {target} (flattened); '
+                                   'the archive is not the expected one')
+            os.makedirs(osp.dirname(out), exist_ok=True)
+            with open(out, 'wb') as dst:
+                shutil.copyfileobj(fh, dst, 1 << 20)
+            count += 1
+            bar.update(1)
+    if not count:
+        raise PrepareError(f'{path}: no file of the expected layout in the archive '
+                           f'(looked for {f.prefix + "/" if f.prefix else ""}'
+                           f'{" or ".join(f.include) or "*"}); is it the right file?')
+    dest = osp.join(root, f.dest)
+    for folder, _, names in os.walk(tmp):
+        out_dir = osp.join(dest, osp.relpath(folder, tmp))
+        os.makedirs(out_dir, exist_ok=True)
+        for name in names:
+            os.replace(osp.join(folder, name), osp.join(out_dir, name))
+    shutil.rmtree(tmp)
+    log(f'  unpacked {count} files into {dest}')
