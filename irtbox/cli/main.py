@@ -4,6 +4,7 @@
 Examples:
   irtbox list-models
   irtbox prepare-digits --out data/digits
+  irtbox prepare cub --root data/cub && irtbox check cub --root data/cub
   irtbox train configs/quickstart/irt-r_vit-tiny_1xb64-500_digits.py
   irtbox test CONFIG CKPT --out results.npz
   irtbox search build CONFIG CKPT photos/ photos_index
@@ -25,6 +26,8 @@ COMMANDS = {
     'list-models': ('list_models', 'list the model zoo'),
     'publish': ('publish_model', 'publish a checkpoint into a model zoo folder'),
     'prepare-digits': ('prepare_digits', "write scikit-learn's digits as a retrieval dataset"),
+    'prepare': ('prepare', 'download, verify and lay out a published dataset'),
+    'check': ('check', 'check a prepared dataset: files, images, counts per split'),
     'sweep': ('sweep', 'run, collect and plot a grid of trainings'),
     'rehearse': ('rehearse', "rehearse a config's real run in miniature"),
     'browse-results': ('browse_results', 'result grids and an HTML browser from a results file'),
