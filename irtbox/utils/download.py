@@ -115,7 +115,7 @@ def _hash_file(digest, path: str, chunk_size: int = 1 << 20):
 
 def download(url: str, sha256: Optional[str] = None, *, cache_dir: Optional[str] = None,
              filename: Optional[str] = None, progress: bool = True, retries: int = 3,
-             timeout: float = 60.0) -> str:
+             timeout: float = 60.0, md5: Optional[str] = None) -> str:
     """The local path of the file at ``url``, verified against ``sha256``.
 
     Args:
@@ -130,6 +130,9 @@ def download(url: str, sha256: Optional[str] = None, *, cache_dir: Optional[str]
         progress: show a progress bar on stderr while downloading.
         retries: how often an interrupted download is resumed within this call.
         timeout: seconds for connecting and for each read.
+        md5: a published md5 hex digest (datasets publish md5, not sha256), checked on the
+            downloaded ``.part`` before it is renamed into place, and on a local file; the
+            sha256 record is still written, so later calls check the cheap record.
 
     Raises:
         ChecksumError: the file's sha256 is not the expected one.
@@ -139,14 +142,18 @@ def download(url: str, sha256: Optional[str] = None, *, cache_dir: Optional[str]
         ValueError: an unsupported URL or a malformed ``sha256``.
     """
     expected = _normalize_sha256(sha256)
+    md5 = _normalize_md5(md5)
     scheme = url.split('://', 1)[0].lower() if '://' in url else ''
     if scheme in ('http', 'https'):
         name = filename or _url_basename(url)
         dst = osp.join(cache_dir or osp.join(irtbox_home(), 'checkpoints'), name)
         return _download_http(url, dst, expected or _hash_in_name(name), progress, retries,
-                              timeout)
+                              timeout, md5)
     if scheme in ('', 'file'):
-        return _verify_local(url, expected)
+        path = _verify_local(url, expected)
+        if md5:
+            _check_md5(path, md5, url, f'the file {path} was left as it is')
+        return path
     if scheme == 'hf':
         return _download_hf(url, expected)
     raise ValueError(f'unsupported URL {url!r}: expected {ACCEPTED_FORMS}')
@@ -159,6 +166,21 @@ def _normalize_sha256(sha256: Optional[str]) -> Optional[str]:
     if not isinstance(sha256, str) or not _SHA256.fullmatch(sha256):
         raise ValueError(f'sha256 must be 64 hex digits, got {sha256!r}')
     return sha256.lower()
+
+
+def _normalize_md5(md5: Optional[str]) -> Optional[str]:
+    if md5 is None:
+        return None
+    if not isinstance(md5, str) or not re.fullmatch(r'[0-9a-fA-F]{32}', md5):
+        raise ValueError(f'md5 must be 32 hex digits, got {md5!r}')
+    return md5.lower()
+
+
+def _check_md5(path: str, md5: str, url: str, what_happened: str) -> None:
+    digest = _hash_file(hashlib.md5(), path).hexdigest()
+    if digest != md5:
+        raise ChecksumError(f'md5 mismatch for {url}: expected {md5} (published), got {digest}; '
+                            f'{what_happened}')
 
 
 def _hash_in_name(name: str) -> Optional[str]:
@@ -266,7 +288,7 @@ def _hf_fetch(url: str, repo_id: str, filename: str, revision: Optional[str],
 # --- http(s) --------------------------------------------------------------------------------
 
 def _download_http(url: str, dst: str, expected: Optional[str], progress: bool, retries: int,
-                   timeout: float) -> str:
+                   timeout: float, md5: Optional[str] = None) -> str:
     reason = _offline_reason()
     if _cached_ok(dst, url, expected, online=reason is None, timeout=timeout):
         return dst
@@ -278,7 +300,7 @@ def _download_http(url: str, dst: str, expected: Optional[str], progress: bool, 
     with _exclusive_lock(dst + '.lock'):
         if _record_ok(dst, expected):  # another process fetched it while we waited
             return dst
-        _fetch(url, dst, expected, progress, retries, timeout)
+        _fetch(url, dst, expected, progress, retries, timeout, md5)
     return dst
 
 
@@ -407,7 +429,7 @@ def _remote_size(url: str, timeout: float) -> Optional[int]:
 
 
 def _fetch(url: str, dst: str, expected: Optional[str], progress: bool, retries: int,
-           timeout: float) -> None:
+           timeout: float, md5: Optional[str] = None) -> None:
     """Download into ``<dst>.part``, verify, then rename into place and record the hash."""
     part = dst + '.part'
     digest = _fetch_with_retries(url, part, progress, retries, timeout)
@@ -415,6 +437,12 @@ def _fetch(url: str, dst: str, expected: Optional[str], progress: bool, retries:
         os.remove(part)
         raise ChecksumError(f'sha256 mismatch for {url}: expected {_describe(expected)}, got '
                             f'{digest}; the download was deleted ({part})')
+    if md5:
+        try:
+            _check_md5(part, md5, url, f'the download was deleted ({part})')
+        except ChecksumError:
+            os.remove(part)
+            raise
     # The old file's record must not vouch for the new file, even for a moment.
     with contextlib.suppress(FileNotFoundError):
         os.remove(_record_path(dst))

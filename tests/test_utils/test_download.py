@@ -180,6 +180,22 @@ def test_wrong_sha256_leaves_nothing(server, home):
     assert not osp.exists(cached(home) + '.part')
 
 
+def test_published_md5_is_checked_before_the_rename(server, home, tmp_path):
+    url = server.base + 'w.bin'
+    with pytest.raises(ChecksumError, match='md5 mismatch .*expected 0{32} .*deleted'):
+        download(url, md5='0' * 32, progress=False)
+    assert not osp.exists(cached(home)) and not osp.exists(cached(home) + '.part')
+    md5 = hashlib.md5(DATA).hexdigest()
+    assert read(download(url, md5=md5.upper(), progress=False)) == DATA
+    local = tmp_path / 'l.bin'
+    write(str(local), DATA)
+    assert download(str(local), md5=md5) == str(local)
+    with pytest.raises(ChecksumError, match='left as it is'):
+        download(str(local), md5='1' * 32)
+    with pytest.raises(ValueError, match='md5 must be 32 hex digits'):
+        download(url, md5='abc')
+
+
 def test_cut_connection_resumes_within_the_call(server, home):
     server.cut_requests = 1
     path = download(server.base + 'w.bin', SHA, progress=False)
