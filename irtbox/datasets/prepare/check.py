@@ -91,7 +91,8 @@ def _problem(report: dict, severity: str, what: str, where: str, fix: str) -> No
 def _build(view: CountView, root: str, lazy: bool = False):
     from irtbox.registry import DATASETS as REGISTRY
     importlib.import_module('irtbox.datasets')  # registers the dataset classes
-    cfg = dict(view.dataset, data_root=root)
+    # serialize_data=False: MMEngine's serialisation runs gc.collect(), 0.2 s a build.
+    cfg = dict(view.dataset, data_root=root, serialize_data=False)
     if lazy:
         cfg['lazy_init'] = True
     return REGISTRY.build(cfg)

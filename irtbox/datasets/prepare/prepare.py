@@ -22,7 +22,7 @@ from typing import Callable, Dict, Iterator, Optional, Tuple
 
 from tqdm import tqdm
 
-from irtbox.utils.download import download, sha256sum
+from irtbox.utils.download import ChecksumError, download, sha256sum
 from irtbox.utils.fileio import atomic_write_text
 from .registry import GB, MANIFEST_NAME, DatasetInfo, RemoteFile
 
@@ -197,8 +197,13 @@ def _obtain(info: DatasetInfo, f: RemoteFile, root: str, mirror: Optional[str],
                             progress=False, retries=retries, timeout=timeout)
         md5 = _read_md5(md5_path)
         _remove_download(md5_path)
-    path = download(url, f.sha256, md5=md5, cache_dir=cache, filename=f.name,
-                    progress=progress, retries=retries, timeout=timeout)
+    try:
+        path = download(url, f.sha256, md5=md5, cache_dir=cache, filename=f.name,
+                        progress=progress, retries=retries, timeout=timeout)
+    except ChecksumError:
+        # The download is deleted already; its lock file is all that is left of it.
+        _remove_download(osp.join(cache, f.name))
+        raise
     how = _how_checked(f, md5, from_dir=False)
     log(f'  {url}: {how}')
     return path, dict(url=url, size=osp.getsize(path), sha256=_recorded_sha256(path),
@@ -236,6 +241,9 @@ def _remove_download(path: str) -> None:
     for p in (path, path + '.sha256.json', path + '.lock'):
         if osp.exists(p):
             os.remove(p)
+    folder = osp.dirname(path)
+    if osp.basename(folder) == DOWNLOAD_DIR and osp.isdir(folder) and not os.listdir(folder):
+        os.rmdir(folder)
 
 
 def _place(src: str, dst: str, move: bool) -> None:

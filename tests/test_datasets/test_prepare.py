@@ -1,0 +1,395 @@
+"""irtbox prepare / irtbox check against a server on 127.0.0.1 that serves miniature archives
+in each dataset's official structure (the miniatures of irtbox.datasets.miniature, packed as
+the publishers pack them). The registry's published checksums and counts are replaced by the
+miniatures' own (the counts are those the miniature writers are asked for: 8 classes of 4
+images per split unless said otherwise)."""
+import dataclasses
+import hashlib
+import json
+import os
+import os.path as osp
+import shutil
+import tarfile
+import threading
+import zipfile
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from irtbox.cli import check as check_cli
+from irtbox.cli import prepare as prepare_cli
+from irtbox.datasets import write_miniature
+from irtbox.datasets.prepare import (DATASETS, PrepareError, check_dataset, count_mismatch,
+                                     prepare_dataset, read_manifest, space_needed)
+from irtbox.registry import DATASETS as DATASET_REGISTRY
+from irtbox.utils.download import ChecksumError
+
+# The miniatures' counts: {dataset: {split: counts}}, from the writers' arguments (8 x 4).
+COUNTS = {
+    'sop': {s: dict(images=32, classes=8) for s in ('train', 'test')},
+    'cub': {s: dict(images=32, classes=8) for s in ('train', 'test')},
+    'cars196': {s: dict(images=32, classes=8) for s in ('train', 'test')},
+    'inat2018': {s: dict(images=32, classes=8) for s in ('train', 'test')},
+    'inshop': dict(train=dict(images=32, classes=8),
+                   test=dict(images=32, classes=8, queries=16, database=16)),
+    # train 8 clusters x 4, val 4 clusters x 4, whitening 2 images per val cluster
+    'sfm120k': dict(train=dict(images=32, classes=8), val=dict(images=16, classes=4),
+                    whiten=dict(images=8)),
+    'roxford5k': dict(roxford5k=dict(queries=8, database=8 * 4 + 4)),
+    'rparis6k': dict(rparis6k=dict(queries=8, database=8 * 4 + 4)),
+    'revisitop1m': dict(distractors=dict(images=8)),
+    'gldv2clean': dict(train=dict(images=32, classes=8)),
+    'gldv1noisy': dict(train=dict(images=32, classes=8)),
+    'ncclean': dict(train=dict(images=32, classes=8)),
+}
+MANUAL = ('inshop', 'gldv1noisy', 'ncclean')  # from --from-dir
+
+
+# --- packing miniatures as the publishers do ------------------------------------------------
+
+def _tar(path, members, mode='w:gz'):
+    """members: (name in the archive, file on disk)."""
+    with tarfile.open(path, mode) as tar:
+        for name, src in members:
+            tar.add(src, arcname=name, recursive=False)
+
+
+def _zip(path, members):
+    with zipfile.ZipFile(path, 'w') as z:
+        for name, src in members:
+            z.write(src, name)
+
+
+def _files(folder, under=''):
+    """(path relative to folder, prefixed by under, absolute path) of every file."""
+    out = []
+    for dirpath, _, names in os.walk(folder):
+        for n in sorted(names):
+            full = osp.join(dirpath, n)
+            out.append((osp.join(under, osp.relpath(full, folder)).replace(os.sep, '/'), full))
+    return sorted(out)
+
+
+def _pack(name, src, out):
+    """Write dataset ``name``'s published files from the miniature tree ``src`` into ``out``."""
+    os.makedirs(out)
+    j = lambda *p: osp.join(out, *p)  # noqa: E731
+    if name == 'sop':
+        _zip(j('Stanford_Online_Products.zip'), _files(src, 'Stanford_Online_Products'))
+    elif name == 'cub':  # the real archive also has attributes.txt beside the folder
+        with open(osp.join(src, '..', 'attributes.txt'), 'w') as f:
+            f.write('1 has_bill_shape::curved\n')
+        _tar(j('CUB_200_2011.tgz'), _files(src, 'CUB_200_2011')
+             + [('attributes.txt', osp.join(src, '..', 'attributes.txt'))])
+    elif name == 'cars196':
+        shutil.copy(osp.join(src, 'cars_annos.mat'), j('cars_annos.mat'))
+        _tar(j('car_ims.tgz'), _files(osp.join(src, 'car_ims'), 'car_ims'))
+    elif name == 'inshop':
+        shutil.copy(osp.join(src, 'Eval', 'list_eval_partition.txt'), out)
+        _zip(j('img.zip'), _files(osp.join(src, 'Img')))
+    elif name == 'inat2018':
+        _zip(j('Inat_dataset_splits.zip'),
+             [(f'splits/{n}', osp.join(src, n)) for n in
+              ('Inaturalist_train_set1.txt', 'Inaturalist_test_set1.txt')])
+        _tar(j('train_val2018.tar.gz'), _files(osp.join(src, 'train_val2018'), 'train_val2018'))
+    elif name == 'sfm120k':
+        for n in ('retrieval-SfM-120k.pkl', 'retrieval-SfM-120k-whiten.pkl'):
+            shutil.copy(osp.join(src, n), out)
+        _tar(j('ims.tar.gz'), _files(osp.join(src, 'ims')))
+    elif name in ('roxford5k', 'rparis6k'):
+        shutil.copy(osp.join(src, f'gnd_{name}.pkl'), out)
+        images = _files(osp.join(src, 'jpg'))
+        if name == 'roxford5k':  # one archive, its images in a folder
+            _tar(j('oxbuild_images-v1.tgz'), [(f'oxbuild_images/{n}', p) for n, p in images])
+        else:  # two archives, the images in a folder per landmark
+            for k, half in enumerate((images[::2], images[1::2]), 1):
+                _tar(j(f'paris_{k}-v1.tgz'),
+                     [(f'paris/{n.split("_")[-2]}/{n}', p) for n, p in half])
+    elif name == 'revisitop1m':
+        shutil.copy(osp.join(src, 'revisitop1m.txt'), out)
+        for k in (0, 1):
+            _tar(j(f'revisitop1m.{k + 1}.tar.gz'), _files(osp.join(src, 'jpg', str(k)), str(k)))
+    elif name == 'gldv2clean':
+        shutil.copy(osp.join(src, 'train_clean.csv'), out)
+        images = _files(osp.join(src, 'train'))
+        for k, part in enumerate((images[::2], images[1::2])):
+            _tar(j(f'images_{k:03d}.tar'), part, mode='w')
+            with open(j(f'md5.images_{k:03d}.txt'), 'w') as f:
+                f.write(f'{_md5(j(f"images_{k:03d}.tar"))}  images_{k:03d}.tar\n')
+    elif name == 'gldv1noisy':
+        shutil.copy(osp.join(src, 'train.csv'), out)
+        shutil.copytree(osp.join(src, 'train'), j('train'))
+    elif name == 'ncclean':
+        for split in ('train', 'val'):
+            shutil.copy(osp.join(src, f'annotation_clean_{split}.txt'), out)
+        shutil.copytree(osp.join(src, 'images'), j('images'))
+
+
+def _md5(path):
+    return hashlib.md5(open(path, 'rb').read()).hexdigest()
+
+
+def _miniature_info(name, served):
+    """The registry entry with the miniature's archives (GLDv2 and R1M: 2 of them), sizes
+    and checksums: md5 where the registry has a published one."""
+    info = DATASETS[name]
+    files = []
+    for f in info.files:
+        if name in ('gldv2clean', 'revisitop1m') and f.unpack and \
+                not osp.isfile(osp.join(served, f.name)):
+            continue
+        path = osp.join(served, f.name)
+        if f.md5:
+            f = dataclasses.replace(f, md5=_md5(path))
+        size = 0 if f.folder else osp.getsize(path)
+        files.append(dataclasses.replace(f, size=size, unpacked=2 * size, approx=False))
+    return dataclasses.replace(info, files=tuple(files))
+
+
+# --- the server -------------------------------------------------------------------------------
+
+class _Handler(BaseHTTPRequestHandler):
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        state = self.server.state
+        rel = self.path.split('?')[0].lstrip('/')
+        state['requests'].append((rel, self.headers.get('Range')))
+        path = osp.join(state['dir'], rel)
+        if not osp.isfile(path):
+            self.send_error(404)
+            return
+        data = open(path, 'rb').read()
+        start, status = 0, 200
+        rng = self.headers.get('Range')
+        if rng:
+            start, status = int(rng.split('=')[1].rstrip('-')), 206
+        self.send_response(status)
+        self.send_header('Content-Length', str(len(data) - start))
+        if status == 206:
+            self.send_header('Content-Range', f'bytes {start}-{len(data) - 1}/{len(data)}')
+        self.end_headers()
+        body = data[start:]
+        if rel in state['cut']:  # this path's first GET stops half-way
+            state['cut'].discard(rel)
+            body = body[:len(body) // 2]
+        self.wfile.write(body)
+
+    do_HEAD = do_GET
+
+
+@pytest.fixture(scope='module')
+def served(tmp_path_factory):
+    """Every dataset's miniature packed under <dir>/<name>/, served on 127.0.0.1; yields
+    (base URL, served folder, state)."""
+    base = tmp_path_factory.mktemp('prepare')
+    srv = base / 'srv'
+    for name in DATASETS:
+        src = str(base / 'src' / name / 'tree')
+        write_miniature(name, src, size=16)
+        _pack(name, src, str(srv / name))
+    state = dict(dir=str(srv), requests=[], cut=set())
+    httpd = ThreadingHTTPServer(('127.0.0.1', 0), _Handler)
+    httpd.state = state
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f'http://127.0.0.1:{httpd.server_address[1]}', str(srv), state
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture(scope='module')
+def prepared(served, tmp_path_factory):
+    """Every dataset prepared once through --mirror (or --from-dir for the manual ones), under
+    <dir>/<name>; the roots the configs' data/<name> become."""
+    url, srv, state = served
+    data = tmp_path_factory.mktemp('data')
+    state['cut'].add('roxford5k/oxbuild_images-v1.tgz')  # a cut connection mid-archive
+    for name in DATASETS:
+        info = _miniature_info(name, osp.join(srv, name))
+        kwargs = dict(from_dir=osp.join(srv, name)) if name in MANUAL else dict(mirror=url)
+        prepare_dataset(info, str(data / name), progress=False, log=lambda line: None,
+                        **kwargs)
+    return str(data)
+
+
+def test_every_dataset_prepares_into_the_layout_its_class_reads(prepared, served):
+    for name in DATASETS:
+        report = check_dataset(_miniature_info(name, osp.join(served[1], name)),
+                               osp.join(prepared, name), expected=COUNTS[name])
+        assert report['ok'], (name, report['problems'])
+        assert {s: v['counts'] for s, v in report['splits'].items()} == COUNTS[name], name
+        assert all(v['missing'] == 0 and v['decoded'] > 0 for v in report['splits'].values())
+    # archives deleted once unpacked; flattened and prefix-stripped trees; links for folders
+    assert not osp.exists(osp.join(prepared, 'sop', 'downloads'))
+    assert not osp.exists(osp.join(prepared, 'cub', 'attributes.txt'))
+    assert osp.islink(osp.join(prepared, 'gldv1noisy', 'train'))
+    assert sorted(os.listdir(osp.join(prepared, 'inat2018'))) == [
+        'Inaturalist_test_set1.txt', 'Inaturalist_train_set1.txt', 'irtbox_prepare.json',
+        'train_val2018']
+
+
+def test_a_cut_connection_is_resumed_and_the_record_says_how_files_were_checked(prepared,
+                                                                              served):
+    requests = served[2]['requests']
+    oxford = [r for r in requests if r[0] == 'roxford5k/oxbuild_images-v1.tgz']
+    assert oxford[0][1] is None and oxford[1][1].startswith('bytes=') and len(oxford) == 2
+    record = read_manifest(osp.join(prepared, 'roxford5k'))['files']
+    assert 'no checksum is published' in record['oxbuild_images-v1.tgz']['checksum']
+    served_tgz = osp.join(served[1], 'roxford5k', 'oxbuild_images-v1.tgz')
+    assert record['oxbuild_images-v1.tgz']['sha256'] == \
+        hashlib.sha256(open(served_tgz, 'rb').read()).hexdigest()
+    gld = read_manifest(osp.join(prepared, 'gldv2clean'))['files']['images_001.tar']
+    assert gld['checksum'].startswith('md5 matches the published one')
+
+
+def test_a_rerun_skips_finished_steps(prepared, served):
+    url, srv, state = served
+    before = len(state['requests'])
+    lines = []
+    prepare_dataset(_miniature_info('cub', osp.join(srv, 'cub')), osp.join(prepared, 'cub'),
+                    mirror=url, progress=False, log=lines.append)
+    assert len(state['requests']) == before and 'every step is done' in lines[0]
+
+
+def test_a_wrong_checksum_is_refused_and_nothing_is_unpacked(served, tmp_path):
+    url, srv, _ = served
+    info = _miniature_info('cub', osp.join(srv, 'cub'))
+    info = dataclasses.replace(info, files=(dataclasses.replace(info.files[0], md5='0' * 32), ))
+    root = tmp_path / 'cub'
+    with pytest.raises(ChecksumError, match='md5 mismatch'):
+        prepare_dataset(info, str(root), mirror=url, progress=False, log=lambda line: None)
+    left = [osp.relpath(p, root) for p, _, names in os.walk(root) for p in
+            [osp.join(p, n) for n in names]]
+    assert left == [], left  # no images/, no .part, no record of a finished step
+
+
+def test_manual_files_and_disk_space_are_refused_with_the_way_out(served, tmp_path,
+                                                                 monkeypatch):
+    url, srv, _ = served
+    with pytest.raises(PrepareError, match='DeepFashion download form'):
+        prepare_dataset(DATASETS['inshop'], str(tmp_path / 'a'), mirror=None,
+                        progress=False, log=lambda line: None)
+    with pytest.raises(PrepareError, match='list_eval_partition.txt is not in --from-dir'):
+        prepare_dataset(DATASETS['inshop'], str(tmp_path / 'b'), from_dir=str(tmp_path),
+                        progress=False, log=lambda line: None)
+    import irtbox.datasets.prepare.prepare as prepare_module
+    monkeypatch.setattr(prepare_module, '_free_bytes', lambda path: 10**10)
+    # 500 archives of 1 GB + a 30 MB csv in place, and one archive at a time being unpacked
+    with pytest.raises(PrepareError, match=r'10\.0 GB free, about 501\.0 GB needed'):
+        prepare_dataset(DATASETS['gldv2clean'], str(tmp_path / 'c'), mirror=url,
+                        progress=False, log=lambda line: None)
+    # unpacked sizes plus the largest archive at a time, or all of them kept
+    sop = DATASETS['sop'].files[0]
+    assert space_needed(DATASETS['sop'], {}, False, None) == sop.unpacked + sop.size
+    assert space_needed(DATASETS['sop'], {sop.name: {}}, False, None) == 0
+
+
+@pytest.fixture
+def sop_copy(prepared, tmp_path):
+    root = tmp_path / 'sop'
+    shutil.copytree(osp.join(prepared, 'sop'), root)
+    return root
+
+
+def _check(root, *extra):
+    out = root.parent / 'report.json'
+    argv = ['sop', '--root', str(root), '--json', str(out), '--sample', '1000', *extra]
+    counts = root.parent / 'counts.json'
+    counts.write_text(json.dumps(COUNTS['sop']))
+    try:
+        check_cli.main([*argv, '--counts', str(counts)])
+        code = 0
+    except SystemExit as stop:
+        code = stop.code
+    return code, json.loads(out.read_text())
+
+
+def _first_image(root, split='test'):
+    lines = (root / f'Ebay_{split}.txt').read_text().splitlines()
+    return root / lines[1].split()[3], lines
+
+
+def test_check_names_a_missing_file(sop_copy, capsys):
+    image, _ = _first_image(sop_copy)
+    image.unlink()
+    code, report = _check(sop_copy)
+    out = capsys.readouterr().out
+    assert code == 1 and not report['ok'] and report['splits']['test']['missing'] == 1
+    assert 'ERROR: test: 1 of 32 listed images are missing' in out and str(image) in out
+
+
+def test_check_names_a_damaged_image(sop_copy, capsys):
+    image, _ = _first_image(sop_copy, 'train')
+    image.write_bytes(image.read_bytes()[:40])
+    code, report = _check(sop_copy, '--full')
+    assert code == 1 and report['splits']['train']['undecodable'] == [str(image)]
+    assert 'damaged' in capsys.readouterr().out
+
+
+def test_check_names_a_miscounted_split(sop_copy, capsys):
+    image, lines = _first_image(sop_copy)
+    (sop_copy / 'Ebay_test.txt').write_text('\n'.join(lines[:1] + lines[2:]) + '\n')
+    code, report = _check(sop_copy)
+    assert code == 1 and report['splits']['test']['counts']['images'] == 31
+    assert 'test: 31 images (published: 32)' in capsys.readouterr().out
+
+
+def test_check_names_a_wrong_layout(sop_copy, capsys):
+    nested = sop_copy / 'Stanford_Online_Products'
+    nested.mkdir()
+    for entry in os.listdir(sop_copy):
+        if entry not in ('Stanford_Online_Products', 'irtbox_prepare.json'):
+            shutil.move(str(sop_copy / entry), str(nested / entry))
+    code, report = _check(sop_copy)
+    out = capsys.readouterr().out
+    assert code == 1 and 'extra folder level' in out and 'Stanford_Online_Products/' in out
+
+
+def test_check_passes_a_good_tree_and_the_count_warning_fires_on_the_published_counts(
+        prepared):
+    code, report = _check_path(osp.join(prepared, 'sop'))
+    assert code == 0 and report['ok']
+    dataset = DATASET_REGISTRY.build(dict(type='SOPDataset', split='test',
+                                          data_root=osp.join(prepared, 'sop')))
+    message = count_mismatch(dataset)
+    assert '32 images (published: 60,502)' in message and 'irtbox check sop' in message
+    # a subset made on purpose is not a mismatch
+    assert count_mismatch(DATASET_REGISTRY.build(dict(
+        type='SOPDataset', split='test', data_root=osp.join(prepared, 'sop'),
+        indices=4))) is None
+
+
+def _check_path(root):
+    import pathlib
+    return _check(pathlib.Path(root))
+
+
+def test_prepare_command_lists_and_refuses_two_sources(capsys):
+    assert prepare_cli.main([]) is None
+    out = capsys.readouterr().out
+    assert all(name in out for name in DATASETS) and '500.0 GB' in out
+    with pytest.raises(SystemExit):
+        prepare_cli.main(['cub', '--mirror', 'http://x', '--from-dir', '.'])
+    assert 'give one' in capsys.readouterr().err
+
+
+def test_prepare_command_reports_a_failure_in_one_line(tmp_path):
+    with pytest.raises(SystemExit, match=r'^prepare inshop: .*DeepFashion'):
+        prepare_cli.main(['inshop', '--root', str(tmp_path / 'x'), '--no-progress'])
+
+
+def test_an_archive_escaping_its_folder_is_refused(tmp_path):
+    bad = tmp_path / 'srv'
+    bad.mkdir()
+    (tmp_path / 'x.txt').write_text('x')
+    _tar(str(bad / 'CUB_200_2011.tgz'),
+         [('CUB_200_2011/../../evil.txt', str(tmp_path / 'x.txt'))])
+    info = dataclasses.replace(DATASETS['cub'], files=(dataclasses.replace(
+        DATASETS['cub'].files[0], md5=None), ))
+    with pytest.raises(PrepareError, match='outside the dataset folder'):
+        prepare_dataset(info, str(tmp_path / 'root'), from_dir=str(bad), progress=False,
+                        log=lambda line: None)
+    assert not (tmp_path / 'evil.txt').exists()
