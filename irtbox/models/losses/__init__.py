@@ -4,12 +4,16 @@ The modules check their inputs and compute in float32 with autocast off
 (see :func:`.utils.loss_forward`); losses with a cross-batch memory hold a
 :class:`.xbm.CrossBatchMemory` as their sub-module ``memory``, run their pair
 loss through :func:`.xbm.pair_loss_with_memory` and declare
-``uses_memory = True`` (see :mod:`.xbm`).
+``uses_memory = True`` (see :mod:`.xbm`). The losses with one centre per class
+(ArcFace, CosFace, normalised softmax) shard their centres across ranks with
+``partial_fc=dict(sample_rate=...)`` (see :mod:`.partial_fc`).
 """
 from .arcface import ArcFaceLoss, arcface_loss, arcface_target_logit, cosine_to_classes
+from .cosface import CosFaceLoss, cosface_loss
 from .contrastive import ContrastiveLoss, contrastive_loss
 from .koleo import KoLeoLoss, koleo_loss
 from .normalized_softmax import NormalizedSoftmaxLoss, normalized_softmax_loss
+from .partial_fc import partial_fc_loss, sharded_layers
 from .pml import PML_CLASSIFICATION_LOSSES, PML_CONTRASTIVE_LOSSES, PMLLoss
 from .snca import ScalableNCALoss, scalable_nca_loss
 from .tuple_contrastive import TupleContrastiveLoss, tuple_contrastive_loss
@@ -17,6 +21,7 @@ from .xbm import CrossBatchMemory, build_memory, pair_loss_with_memory
 
 __all__ = [
     'ArcFaceLoss', 'arcface_loss', 'arcface_target_logit', 'cosine_to_classes',
+    'CosFaceLoss', 'cosface_loss', 'partial_fc_loss', 'sharded_layers',
     'ContrastiveLoss', 'contrastive_loss', 'KoLeoLoss', 'koleo_loss', 'NormalizedSoftmaxLoss',
     'normalized_softmax_loss', 'PMLLoss', 'PML_CLASSIFICATION_LOSSES',
     'PML_CONTRASTIVE_LOSSES', 'ScalableNCALoss', 'scalable_nca_loss', 'CrossBatchMemory',

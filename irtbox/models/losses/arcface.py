@@ -6,6 +6,7 @@ registered :class:`ArcFaceLoss` (C x D ``class_weights``, margin in radians;
 IRT / DToP) and ``PMLLoss(name='ArcFaceLoss')`` (PML's form, see
 :mod:`.pml_equivalents`; the training-recipe benchmark)."""
 import math
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -13,6 +14,8 @@ from torch import Tensor
 
 from irtbox.registry import MODELS
 from .class_weights import ClassWeightLoss
+from . import cosine
+from .cosine import cosine_to_classes
 from .utils import loss_forward
 
 __all__ = ['ArcFaceLoss', 'arcface_loss', 'arcface_target_logit', 'cosine_to_classes']
@@ -20,53 +23,8 @@ __all__ = ['ArcFaceLoss', 'arcface_loss', 'arcface_target_logit', 'cosine_to_cla
 # Target cosines are clamped to [-1 + eps, 1 - eps] before sin θ = sqrt(1 - cos²θ):
 # the derivative of the square root is infinite at sin θ = 0.
 _COS_EPS = 1e-7
-# Lower bound of the class-weight norms (as F.normalize).
-_NORM_EPS = 1e-12
-
-
-class _CosineToClasses(torch.autograd.Function):
-    """cos_ij = <x_i, w_j> / ‖w_j‖ for unit rows x_i, without a normalised copy
-    of W in the forward or the backward pass.
-
-    Backward (G = dL/dcos, B x C; A = G / ‖w_j‖ column-wise):
-    dL/dx = A W;  dL/dw_j = Σ_i A_ij x_i − (Σ_i A_ij cos_ij) w_j / ‖w_j‖.
-    The second term is added in place into the C x D gradient (``addcmul_``),
-    so the only C x D tensor created is the gradient itself.
-    """
-
-    @staticmethod
-    def forward(ctx, x: Tensor, weight: Tensor) -> Tensor:
-        norms = torch.linalg.vector_norm(weight, dim=1).clamp_min_(_NORM_EPS)
-        cos = (x @ weight.T).div_(norms)
-        ctx.save_for_backward(x, weight, norms, cos)
-        return cos
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        x, weight, norms, cos = ctx.saved_tensors
-        scaled = grad / norms
-        grad_x = grad_w = None
-        if ctx.needs_input_grad[0]:
-            grad_x = scaled @ weight
-        if ctx.needs_input_grad[1]:
-            grad_w = scaled.T @ x
-            coef = (scaled * cos).sum(0).div_(norms)
-            grad_w.addcmul_(coef[:, None], weight, value=-1.0)
-        return grad_x, grad_w
-
-
-def cosine_to_classes(embeddings: Tensor, class_weights: Tensor) -> Tensor:
-    """Cosine similarity of every embedding with every class weight.
-
-    Args:
-        embeddings (Tensor): B x D (normalised here).
-        class_weights (Tensor): C x D, used as they are (never copied):
-            the dot products are divided by the C row norms.
-
-    Returns:
-        Tensor: B x C cosines.
-    """
-    return _CosineToClasses.apply(F.normalize(embeddings, dim=1), class_weights)
+# Kept importable from here, where it was first written.
+_CosineToClasses = cosine._CosineToClasses
 
 
 def arcface_target_logit(cos: Tensor, margin: float, easy_margin: bool = False) -> Tensor:
@@ -133,7 +91,7 @@ class ArcFaceLoss(ClassWeightLoss):
     0.5 GB in float32), so it is never copied: the cosines are the dot
     products with the raw weights divided by the C row norms, and the
     backward pass writes the weight gradient in place (see
-    :class:`_CosineToClasses`). Besides the parameter and its gradient, only
+    :class:`.cosine._CosineToClasses`). Besides the parameter and its gradient, only
     B x C tensors (cosines, logits, softmax) and B-sized ones are created.
 
     Shapes: ``embeddings`` B x D, ``labels`` B in [0, num_classes) -> scalar.
@@ -146,11 +104,18 @@ class ArcFaceLoss(ClassWeightLoss):
             the value of the closest prior work, Yokoo et al. 2020).
         easy_margin (bool): Apply the margin only to targets with cos θ > 0
             instead of the θ + m > π fallback. Defaults to False.
+        partial_fc (dict, optional): ``dict(sample_rate=r)`` (and optionally
+            ``seed``) shards the class centres across the ranks and uses every
+            class of the gathered batch plus a fraction r of all classes per
+            step (Partial FC, An et al. ICCVW 2021; see
+            :mod:`.partial_fc`); r = 1.0 is this loss exactly, without the
+            replicated matrix. None (default): the replicated layer.
     """
 
     def __init__(self, num_classes: int, embed_dim: int, margin: float = 0.15,
-                 scale: float = 30.0, easy_margin: bool = False) -> None:
-        super().__init__(num_classes, embed_dim)
+                 scale: float = 30.0, easy_margin: bool = False,
+                 partial_fc: Optional[dict] = None) -> None:
+        super().__init__(num_classes, embed_dim, partial_fc)
         if not 0 <= margin < math.pi / 2:
             raise ValueError(f'ArcFaceLoss: margin must be in [0, pi/2) radians, got {margin!r}')
         if not scale > 0:
@@ -162,10 +127,18 @@ class ArcFaceLoss(ClassWeightLoss):
     @loss_forward()
     def forward(self, embeddings: Tensor, labels: Tensor) -> Tensor:
         self.check_inputs(embeddings, labels)
+        if self.partial_fc is not None:
+            return self.partial_fc_loss(embeddings, labels)
         return arcface_loss(embeddings, labels, self.class_weights, self.margin, self.scale,
                             self.easy_margin)
 
+    @property
+    def logit_scale(self) -> float:
+        return self.scale
+
+    def target_logit(self, cos: Tensor) -> Tensor:
+        return arcface_target_logit(cos, self.margin, self.easy_margin)
+
     def extra_repr(self) -> str:
-        num_classes, embed_dim = self.class_weights.shape
-        return (f'num_classes={num_classes}, embed_dim={embed_dim}, margin={self.margin}, '
+        return (f'{self.class_weights_repr()}, margin={self.margin}, '
                 f'scale={self.scale}, easy_margin={self.easy_margin}')

@@ -1,10 +1,12 @@
 """Base of the classification losses that hold one weight vector (proxy) per class."""
 import math
+from typing import Optional
 
 import torch
 from torch import Tensor, nn
 
 from irtbox.utils.checks import check_positive_int
+from . import partial_fc as pfc
 
 __all__ = ['ClassWeightLoss']
 
@@ -12,22 +14,94 @@ __all__ = ['ClassWeightLoss']
 class ClassWeightLoss(nn.Module):
     """Owns ``class_weights`` (C x D, an ``nn.Parameter`` so that an optimiser
     parameter group can target it, e.g. ``paramwise_cfg.custom_keys``), drawn
-    uniformly in ±1/√D, and checks embeddings and labels against it."""
+    uniformly in ±1/√D, and checks embeddings and labels against it.
 
-    def __init__(self, num_classes: int, embed_dim: int) -> None:
+    With ``partial_fc=dict(sample_rate=r, seed=None)`` the centres are sharded
+    across the ranks of the process group (Partial FC, see :mod:`.partial_fc`):
+    ``class_weights`` holds this rank's rows ``[shard_start, shard_start + C_r)``
+    only (all C on one process), drawn by :func:`.partial_fc.init_shard` (the
+    same matrix for every world size), and each step uses every class of the
+    gathered batch plus a ``sample_rate`` fraction of the classes in all.
+    ``seed`` (the sampling and initial draws) is drawn from torch's generator on
+    rank 0 and broadcast when not given. A subclass gives its formula as
+    :meth:`target_logit` and :attr:`logit_scale`.
+
+    The state dict of a sharded layer on several ranks holds its rows only; a
+    checkpoint written by the runner holds the whole matrix (gathered by
+    :class:`irtbox.engine.hooks.PartialFCHook`), so does a layer loaded with
+    the whole matrix: :meth:`load_state_dict` keeps this rank's rows of it.
+    """
+
+    def __init__(self, num_classes: int, embed_dim: int, partial_fc: Optional[dict] = None) -> None:
         super().__init__()
+        name = type(self).__name__
         try:
             num_classes = check_positive_int(num_classes, 'num_classes')
             embed_dim = check_positive_int(embed_dim, 'embed_dim')
         except ValueError as err:
-            raise ValueError(f'{type(self).__name__}: {err}') from err
-        bound = 1 / math.sqrt(embed_dim)
-        self.class_weights = nn.Parameter(
-            nn.init.uniform_(torch.empty(num_classes, embed_dim), -bound, bound))
+            raise ValueError(f'{name}: {err}') from err
+        self.num_classes, self.embed_dim = num_classes, embed_dim
+        self.partial_fc = pfc.check_partial_fc(partial_fc, name)
+        if self.partial_fc is None:
+            bound = 1 / math.sqrt(embed_dim)
+            self.class_weights = nn.Parameter(
+                nn.init.uniform_(torch.empty(num_classes, embed_dim), -bound, bound))
+            return
+        world, rank = pfc.world_and_rank()
+        if num_classes < world:
+            raise ValueError(f'{name}: partial_fc shards the {num_classes} classes over '
+                             f'{world} ranks; it needs num_classes >= the number of ranks')
+        seed = self.partial_fc['seed']
+        if seed is None:
+            seed = int(torch.randint(2**62, ()))
+            if world > 1:  # every rank must sample the same classes
+                from mmengine.dist import broadcast_object_list
+                shared = [seed]
+                broadcast_object_list(shared, src=0)
+                seed = shared[0]
+        self.seed = seed
+        self.world_size = world
+        self.shard_start, stop = pfc.shard_range(num_classes, world, rank)
+        self.class_weights = nn.Parameter(pfc.init_shard(self.shard_start, stop, embed_dim, seed))
+        # The training iteration (set by PartialFCHook) and the calls since it: the step's
+        # sample depends on them and the seed alone.
+        self.sample_step, self._calls = 0, 0
+        self.register_load_state_dict_pre_hook(self._keep_own_rows)
+
+    def set_sample_step(self, step: int) -> None:
+        """Draw the coming steps' samples for training iteration ``step`` (the runner's
+        :class:`~irtbox.engine.hooks.PartialFCHook` calls it before every iteration, so a
+        resumed run draws what the uninterrupted one would have)."""
+        self.sample_step, self._calls = int(step), 0
+
+    def _keep_own_rows(self, module, state_dict, prefix, *args) -> None:
+        key = prefix + 'class_weights'
+        full = state_dict.get(key)
+        if full is not None and len(full) == self.num_classes != len(self.class_weights):
+            state_dict[key] = full[self.shard_start:self.shard_start + len(self.class_weights)]
+
+    # The formula of a subclass: logits s·cos θ_j for the other classes and
+    # s·target_logit(cos θ_y) for the target.
+    logit_scale: float = 1.0
+
+    def target_logit(self, cos: Tensor) -> Tensor:
+        """The target classes' logits before the scale, from their cosines."""
+        raise NotImplementedError
+
+    def partial_fc_loss(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+        """The loss with the sharded, sampled centres (:func:`.partial_fc.partial_fc_loss`):
+        the loss of the batch gathered from every rank."""
+        generator = None
+        if self.partial_fc['sample_rate'] < 1.0:
+            generator = pfc.step_generator(self.seed, self.sample_step, self._calls)
+            self._calls += 1
+        return pfc.partial_fc_loss(embeddings, labels, self.class_weights, self.shard_start,
+                                   self.num_classes, self.target_logit, self.logit_scale,
+                                   self.partial_fc['sample_rate'], generator)
 
     def check_inputs(self, embeddings: Tensor, labels: Tensor) -> None:
         name = type(self).__name__
-        num_classes, embed_dim = self.class_weights.shape
+        num_classes, embed_dim = self.num_classes, self.embed_dim
         if embeddings.shape[1] != embed_dim:
             raise ValueError(f'{name}: embed_dim={embed_dim} but the embeddings have '
                              f'dimension {embeddings.shape[1]}')
@@ -36,3 +110,12 @@ class ClassWeightLoss(nn.Module):
             raise ValueError(f'{name}: labels must lie in [0, {num_classes}) '
                              f'(num_classes={num_classes}), got labels in [{low}, {high}]; '
                              'the training labels must be contiguous class indices')
+
+    def class_weights_repr(self) -> str:
+        """The start of ``extra_repr``: C, D and the sharding."""
+        text = f'num_classes={self.num_classes}, embed_dim={self.embed_dim}'
+        if self.partial_fc is not None:
+            text += (f', partial_fc=dict(sample_rate={self.partial_fc["sample_rate"]}, '
+                     f'seed={self.seed}), rows=[{self.shard_start}, '
+                     f'{self.shard_start + len(self.class_weights)})')
+        return text

@@ -4,6 +4,7 @@ The one formula of irtbox for it: :func:`normalized_softmax_loss` serves both
 the registered :class:`NormalizedSoftmaxLoss` (C x D ``class_weights``; IRT)
 and ``PMLLoss(name='NormalizedSoftmaxLoss')`` (PML's form, see
 :mod:`.pml_equivalents`; the training-recipe benchmark)."""
+from typing import Optional
 
 import torch.nn.functional as F
 from torch import Tensor
@@ -51,10 +52,16 @@ class NormalizedSoftmaxLoss(ClassWeightLoss):
         num_classes (int): C, number of training classes.
         embed_dim (int): D.
         temperature (float): τ. Defaults to 0.05 (Zhai & Wu).
+        partial_fc (dict, optional): ``dict(sample_rate=r)`` (and optionally
+            ``seed``) shards the proxies across the ranks and uses every class
+            of the gathered batch plus a fraction r of all classes per step
+            (Partial FC, see :mod:`.partial_fc`); r = 1.0 is this loss exactly.
+            None (default): the replicated layer.
     """
 
-    def __init__(self, num_classes: int, embed_dim: int, temperature: float = 0.05) -> None:
-        super().__init__(num_classes, embed_dim)
+    def __init__(self, num_classes: int, embed_dim: int, temperature: float = 0.05,
+                 partial_fc: Optional[dict] = None) -> None:
+        super().__init__(num_classes, embed_dim, partial_fc)
         if not temperature > 0:
             raise ValueError(f'NormalizedSoftmaxLoss: temperature must be > 0, '
                              f'got {temperature!r}')
@@ -63,10 +70,17 @@ class NormalizedSoftmaxLoss(ClassWeightLoss):
     @loss_forward()
     def forward(self, embeddings: Tensor, labels: Tensor) -> Tensor:
         self.check_inputs(embeddings, labels)
+        if self.partial_fc is not None:
+            return self.partial_fc_loss(embeddings, labels)
         return normalized_softmax_loss(embeddings, labels, self.class_weights,
                                        self.temperature)
 
+    @property
+    def logit_scale(self) -> float:
+        return 1.0 / self.temperature
+
+    def target_logit(self, cos: Tensor) -> Tensor:
+        return cos  # no margin: every logit is cos / τ
+
     def extra_repr(self) -> str:
-        num_classes, embed_dim = self.class_weights.shape
-        return (f'num_classes={num_classes}, embed_dim={embed_dim}, '
-                f'temperature={self.temperature}')
+        return f'{self.class_weights_repr()}, temperature={self.temperature}'

@@ -1,0 +1,88 @@
+"""CosFace (Wang et al. 2018): softmax cross-entropy with an additive cosine margin on the
+target class. The one CosFace formula of irtbox, :func:`cosface_loss`, equal to PyTorch
+Metric Learning's ``CosFaceLoss`` on the same weights (tested)."""
+from typing import Optional
+
+import torch.nn.functional as F
+from torch import Tensor
+
+from irtbox.registry import MODELS
+from .class_weights import ClassWeightLoss
+from .cosine import cosine_to_classes
+from .utils import loss_forward
+
+__all__ = ['CosFaceLoss', 'cosface_loss']
+
+
+def cosface_loss(embeddings: Tensor, labels: Tensor, class_weights: Tensor, margin: float = 0.35,
+                 scale: float = 64.0) -> Tensor:
+    """CosFace loss, mean over the batch (Wang et al., CVPR 2018, Eq. 4).
+
+    logits_ij = s·cos θ_ij for j ≠ y_i and s·(cos θ_iy − m) for the target, θ_ij the
+    angle between embedding i and class weight j; then cross-entropy.
+
+    Args:
+        embeddings (Tensor): B x D (normalised here).
+        labels (Tensor): B class indices in [0, C).
+        class_weights (Tensor): C x D (normalised implicitly, never copied).
+        margin (float): m, subtracted from the target cosine.
+        scale (float): s.
+
+    Returns:
+        Tensor: scalar.
+    """
+    cos = cosine_to_classes(embeddings, class_weights)
+    target = labels[:, None]
+    logits = cos.scatter(1, target, cos.gather(1, target) - margin).mul_(scale)
+    return F.cross_entropy(logits, labels)
+
+
+@MODELS.register_module()
+class CosFaceLoss(ClassWeightLoss):
+    """CosFace, large margin cosine loss (Wang et al., "CosFace: Large Margin Cosine Loss
+    for Deep Face Recognition", CVPR 2018, Eq. 4): logits s·cos θ_j for the other classes
+    and s·(cos θ_y − m) for the target, then softmax cross-entropy. The same loss as PyTorch
+    Metric Learning's ``CosFaceLoss`` (whose defaults, m = 0.35 and s = 64, are the
+    paper's), with the class weights stored C x D as irtbox's other classification losses
+    (``class_weights``, uniform ±1/√D; PML's ``W`` is D x C drawn from N(0, 1)).
+
+    Shapes: ``embeddings`` B x D, ``labels`` B in [0, num_classes) -> scalar.
+
+    Args:
+        num_classes (int): C, number of training classes.
+        embed_dim (int): D.
+        margin (float): m >= 0, a cosine margin. Defaults to 0.35.
+        scale (float): s > 0. Defaults to 64.
+        partial_fc (dict, optional): ``dict(sample_rate=r)`` (and optionally ``seed``)
+            shards the class centres across the ranks and uses every class of the
+            gathered batch plus a fraction r of all classes per step (Partial FC, see
+            :mod:`.partial_fc`); r = 1.0 is this loss exactly. None (default): the
+            replicated layer.
+    """
+
+    def __init__(self, num_classes: int, embed_dim: int, margin: float = 0.35,
+                 scale: float = 64.0, partial_fc: Optional[dict] = None) -> None:
+        super().__init__(num_classes, embed_dim, partial_fc)
+        if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not margin >= 0:
+            raise ValueError(f'CosFaceLoss: margin must be a number >= 0, got {margin!r}')
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0:
+            raise ValueError(f'CosFaceLoss: scale must be a number > 0, got {scale!r}')
+        self.margin = float(margin)
+        self.scale = float(scale)
+
+    @loss_forward()
+    def forward(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+        self.check_inputs(embeddings, labels)
+        if self.partial_fc is not None:
+            return self.partial_fc_loss(embeddings, labels)
+        return cosface_loss(embeddings, labels, self.class_weights, self.margin, self.scale)
+
+    @property
+    def logit_scale(self) -> float:
+        return self.scale
+
+    def target_logit(self, cos: Tensor) -> Tensor:
+        return cos - self.margin
+
+    def extra_repr(self) -> str:
+        return f'{self.class_weights_repr()}, margin={self.margin}, scale={self.scale}'

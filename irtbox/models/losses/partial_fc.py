@@ -1,0 +1,316 @@
+"""Partial FC: a class-centre matrix sharded across ranks, with sampled negative centres.
+
+An, Zhu et al., "Partial FC: Training 10 Million Identities on a Single Machine" (ICCVW
+2021) and "Killing Two Birds with One Stone: Efficient and Robust Training of Face
+Recognition CNNs by Partial FC" (CVPR 2022). Used by every irtbox loss with one centre per
+class (:class:`~.class_weights.ClassWeightLoss`: ArcFace, CosFace, normalised softmax) when
+it is given ``partial_fc=dict(sample_rate=...)``.
+
+How one step goes, on each of the W ranks (W = 1 works too, unsharded):
+
+1. Rank r holds the rows ``[start_r, stop_r)`` of the C x D centres (:func:`shard_range`:
+   ``torch.tensor_split`` of C into W contiguous parts).
+2. The embeddings (with their gradient, :func:`all_gather_with_grad`) and labels of every
+   rank are gathered: N = sum of the ranks' batch sizes.
+3. :func:`sample_classes` draws the centres the step uses, in the *global* class space
+   and from a generator seeded by ``(seed, step)`` alone, so every rank draws the same
+   sample whatever the world size: every class that is a label of the gathered batch,
+   plus uniformly drawn others up to ``ceil(sample_rate * C)`` in all. Each rank uses the
+   part of the sample in its rows.
+4. Rank r computes the N x k_r logits of its sampled centres (the loss's formula: the
+   target entries through the margin, all scaled) and :class:`_ShardedCrossEntropy`
+   all-reduces the row max, the exp-sum and the target logit across ranks: every rank gets
+   the cross-entropy of the whole N x k softmax, the value one process computes on the
+   whole batch with the whole sample.
+5. Backward: rank r's centres get their exact gradient (zero for unsampled rows); the
+   gradient of the gathered embeddings is summed across ranks and each rank keeps its own
+   rows, **multiplied by W**: DDP averages the backbone's gradients over the W ranks, so
+   the backbone gets the gradient of the one loss of the global batch (as in InsightFace's
+   implementation). The centres themselves are kept out of DDP (the runner lists them in
+   ``_ddp_params_and_buffers_to_ignore``): nothing of size C x D is communicated per step.
+
+Checkpoints hold the whole C x D matrix under the same key as the replicated layer
+(``...class_weights``), and the optimizer state of the centres (momentum, Adam moments)
+whole too; see :class:`irtbox.engine.hooks.PartialFCHook`, which gathers them on saving and
+cuts a rank's rows out on loading, for any world size.
+"""
+import math
+from typing import Callable, List, Optional, Tuple
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from .cosine import cosine_to_classes
+
+__all__ = ['check_partial_fc', 'shard_range', 'init_shard', 'world_and_rank', 'step_generator',
+           'sample_classes', 'all_gather_with_grad', 'partial_fc_loss', 'gather_rows',
+           'sharded_layers']
+
+# Rows drawn per generator in init_shard: each block of rows has its own seed, so a rank
+# draws only the blocks it holds and the matrix is the same for every world size.
+_INIT_BLOCK = 4096
+_KEYS = ('sample_rate', 'seed')
+
+
+def check_partial_fc(cfg, owner: str) -> Optional[dict]:
+    """``partial_fc`` of a loss as ``dict(sample_rate=float, seed=int or None)``, or None
+    when not given; a ValueError naming ``owner`` and the key at fault otherwise."""
+    if cfg is None:
+        return None
+    if not isinstance(cfg, dict):
+        raise ValueError(f'{owner}: partial_fc must be a dict such as '
+                         f'dict(sample_rate=0.1) or None, got {cfg!r}')
+    unknown = sorted(set(cfg) - set(_KEYS))
+    if unknown:
+        raise ValueError(f'{owner}: partial_fc has unknown key(s) {unknown}; it takes '
+                         f'{", ".join(_KEYS)}')
+    rate = cfg.get('sample_rate', 1.0)
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 < rate <= 1:
+        raise ValueError(f'{owner}: partial_fc.sample_rate must be a number in (0, 1] '
+                         f'(the fraction of the class centres each step uses), got {rate!r}')
+    seed = cfg.get('seed')
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise ValueError(f'{owner}: partial_fc.seed must be an integer >= 0 or None, got '
+                         f'{seed!r}')
+    return dict(sample_rate=float(rate), seed=seed)
+
+
+def world_and_rank() -> Tuple[int, int]:
+    """(world size, rank) of the default process group; (1, 0) without one."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size(), dist.get_rank()
+    return 1, 0
+
+
+def shard_range(num_classes: int, world_size: int, rank: int) -> Tuple[int, int]:
+    """Rows ``[start, stop)`` of rank ``rank``: C split into ``world_size`` contiguous parts
+    whose sizes differ by at most one, the larger first (as ``torch.tensor_split``)."""
+    base, extra = divmod(num_classes, world_size)
+    start = rank * base + min(rank, extra)
+    return start, start + base + (rank < extra)
+
+
+def init_shard(start: int, stop: int, embed_dim: int, seed: int) -> Tensor:
+    """Rows ``[start, stop)`` of a C x D matrix drawn uniformly in ±1/√D (as
+    ``nn.Linear``), block by block of rows, each block from its own generator seeded by
+    ``(seed, block)``: the whole matrix is the same whichever ranks hold which rows, and no
+    rank draws more than its rows plus two partial blocks."""
+    bound = 1 / math.sqrt(embed_dim)
+    out = torch.empty(stop - start, embed_dim)
+    for block in range(start // _INIT_BLOCK, (stop - 1) // _INIT_BLOCK + 1 if stop > start else 0):
+        lo, hi = block * _INIT_BLOCK, (block + 1) * _INIT_BLOCK
+        generator = torch.Generator().manual_seed(_mix(seed, block))
+        rows = torch.empty(_INIT_BLOCK, embed_dim).uniform_(-bound, bound, generator=generator)
+        a, b = max(lo, start), min(hi, stop)
+        out[a - start:b - start] = rows[a - lo:b - lo]
+    return out
+
+
+def _mix(*values: int) -> int:
+    """One 63-bit seed from several integers (a multiplicative hash, deterministic)."""
+    h = 0x9E3779B97F4A7C15
+    for v in values:
+        h = ((h ^ (int(v) & 0xFFFFFFFFFFFFFFFF)) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h & 0x7FFFFFFFFFFFFFFF
+
+
+def step_generator(seed: int, step: int, call: int = 0) -> torch.Generator:
+    """The CPU generator of one forward pass: seeded by the layer's seed, the training
+    iteration and the call within it (several calls per iteration under gradient
+    accumulation), nothing rank- or device-dependent."""
+    return torch.Generator().manual_seed(_mix(seed, step, call))
+
+
+def sample_classes(labels: Tensor, num_classes: int, sample_rate: float,
+                   generator: torch.Generator) -> Optional[Tensor]:
+    """The classes one step uses: every class in ``labels`` (the gathered batch's) plus
+    classes drawn uniformly without replacement from the others, ``max(P, ceil(sample_rate
+    * C))`` in all (P the number of distinct labels), as sorted indices on the labels'
+    device. None when that is every class.
+
+    The draw is the top k of C uniform scores from ``generator`` with the positives' scores
+    set above 1, so it depends on the generator and the set of labels only.
+    """
+    positives = torch.unique(labels).cpu()
+    k = min(num_classes, max(len(positives), math.ceil(sample_rate * num_classes)))
+    if k >= num_classes:
+        return None
+    scores = torch.rand(num_classes, generator=generator)
+    scores[positives] = 2.0
+    chosen = torch.topk(scores, k, sorted=False).indices
+    return chosen.sort().values.to(labels.device)
+
+
+class _AllGatherWithGrad(torch.autograd.Function):
+    """Every rank's rows, concatenated in rank order; backward sums the gradient over the
+    ranks and returns this rank's rows times the world size (see the module docstring)."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor) -> Tensor:
+        world, rank = world_and_rank()
+        sizes = torch.tensor([len(x)], device=x.device)
+        all_sizes = [torch.empty_like(sizes) for _ in range(world)]
+        dist.all_gather(all_sizes, sizes)
+        sizes = [int(s) for s in all_sizes]
+        padded = x.new_zeros((max(sizes), ) + x.shape[1:])
+        padded[:len(x)] = x
+        parts = [torch.empty_like(padded) for _ in range(world)]
+        dist.all_gather(parts, padded.contiguous())
+        ctx.sizes, ctx.rank, ctx.world = sizes, rank, world
+        return torch.cat([p[:n] for p, n in zip(parts, sizes)])
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> Tensor:
+        grad = grad.contiguous().clone()
+        dist.all_reduce(grad)
+        start = sum(ctx.sizes[:ctx.rank])
+        return grad[start:start + ctx.sizes[ctx.rank]] * ctx.world
+
+
+def all_gather_with_grad(x: Tensor) -> Tensor:
+    """``x`` (n_r x ...) of every rank concatenated in rank order, differentiable (see
+    :class:`_AllGatherWithGrad`); ``x`` itself on one process."""
+    if world_and_rank()[0] == 1:
+        return x
+    return _AllGatherWithGrad.apply(x)
+
+
+def _all_gather_labels(labels: Tensor) -> Tensor:
+    world = world_and_rank()[0]
+    if world == 1:
+        return labels
+    sizes = torch.tensor([len(labels)], device=labels.device)
+    all_sizes = [torch.empty_like(sizes) for _ in range(world)]
+    dist.all_gather(all_sizes, sizes)
+    sizes = [int(s) for s in all_sizes]
+    padded = labels.new_zeros(max(sizes))
+    padded[:len(labels)] = labels
+    parts = [torch.empty_like(padded) for _ in range(world)]
+    dist.all_gather(parts, padded)
+    return torch.cat([p[:n] for p, n in zip(parts, sizes)])
+
+
+class _ShardedCrossEntropy(torch.autograd.Function):
+    """Mean cross-entropy of N rows whose logits are split by columns across ranks.
+
+    ``logits``: N x k_r, this rank's columns; ``target``: N, the column of each row's
+    target on this rank, -1 where another rank holds it. Forward: the row max (all-reduced
+    MAX), the exp-sum (all-reduced SUM) and the target logit (all-reduced SUM of the one
+    rank's value) give loss_i = max_i + log Σ exp(z_ij - max_i) - z_i,target, as
+    ``F.cross_entropy`` on the whole row. Backward: (softmax - one-hot) / N on this rank's
+    columns."""
+
+    @staticmethod
+    def forward(ctx, logits: Tensor, target: Tensor) -> Tensor:
+        world = world_and_rank()[0]
+        n = len(logits)
+        if logits.shape[1]:
+            row_max = logits.detach().max(dim=1).values
+        else:  # no sampled centre on this rank this step
+            row_max = logits.new_full((n, ), -math.inf)
+        if world > 1:
+            dist.all_reduce(row_max, op=dist.ReduceOp.MAX)
+        probs = (logits - row_max[:, None]).exp_()
+        total = probs.sum(dim=1)
+        here = target >= 0
+        rows = here.nonzero().squeeze(1)
+        target_logit = logits.new_zeros(n)
+        target_logit[rows] = logits[rows, target[rows]]
+        if world > 1:
+            dist.all_reduce(total)
+            dist.all_reduce(target_logit)
+        probs.div_(total[:, None])
+        ctx.save_for_backward(probs, rows, target[rows])
+        return (row_max + total.log() - target_logit).mean()
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        probs, rows, cols = ctx.saved_tensors
+        out = probs.clone()
+        out[rows, cols] -= 1.0
+        out.mul_(grad / len(probs))
+        return out, None
+
+
+def partial_fc_loss(embeddings: Tensor, labels: Tensor, shard: Tensor, shard_start: int,
+                    num_classes: int, target_logit: Callable[[Tensor], Tensor], scale: float,
+                    sample_rate: float = 1.0,
+                    generator: Optional[torch.Generator] = None) -> Tensor:
+    """Margin-softmax cross-entropy with the centres sharded across the ranks of the
+    default process group (one process: unsharded), mean over the gathered batch.
+
+    logits_ij = scale·cos θ_ij for the sampled classes j ≠ y_i and
+    scale·target_logit(cos θ_iy) for the target, θ_ij the angle between embedding i and
+    centre j (:func:`.arcface.cosine_to_classes`).
+
+    Args:
+        embeddings (Tensor): this rank's B_r x D.
+        labels (Tensor): this rank's B_r class indices in [0, C).
+        shard (Tensor): this rank's rows ``[shard_start, shard_start + C_r)`` of the C x D
+            centres.
+        num_classes (int): C.
+        target_logit (callable): cos θ of the targets -> their logits before the scale.
+        scale (float): s.
+        sample_rate (float): fraction of the classes each step uses (1.0: all).
+        generator (torch.Generator): the step's generator (:func:`step_generator`),
+            the same on every rank; needed when ``sample_rate < 1``.
+
+    Returns:
+        Tensor: scalar, the same on every rank: the loss of the gathered batch.
+    """
+    x = all_gather_with_grad(embeddings)
+    y = _all_gather_labels(labels)
+    stop = shard_start + len(shard)
+    local = None
+    if sample_rate < 1.0:
+        if generator is None:
+            raise ValueError('partial_fc_loss: sample_rate < 1 needs the step\'s generator')
+        sample = sample_classes(y, num_classes, sample_rate, generator)
+        if sample is not None:
+            local = sample[(sample >= shard_start) & (sample < stop)] - shard_start
+    here = (y >= shard_start) & (y < stop)
+    target = torch.full_like(y, -1)
+    if local is None:
+        weights = shard
+        target[here] = y[here] - shard_start
+    else:
+        weights = shard.index_select(0, local)
+        # The sample holds every label of the batch, so each is found.
+        target[here] = torch.searchsorted(local, y[here] - shard_start)
+    cos = cosine_to_classes(x, weights)
+    rows = here.nonzero().squeeze(1)
+    cols = target[rows]
+    phi = target_logit(cos[rows, cols])
+    logits = cos.index_put((rows, cols), phi).mul_(scale)
+    return _ShardedCrossEntropy.apply(logits, target)
+
+
+def gather_rows(local: Tensor, sizes: List[int]) -> Optional[Tensor]:
+    """On rank 0: every rank's rows (rank r holds ``sizes[r]``) concatenated on the CPU;
+    None on the other ranks. Point-to-point, one rank at a time, so that beyond the result
+    rank 0 holds one shard on its device at a time (not the whole matrix)."""
+    world, rank = world_and_rank()
+    local = local.detach().contiguous()
+    if world == 1:
+        return local.cpu().clone()
+    if rank != 0:
+        dist.send(local, dst=0)
+        return None
+    out = torch.empty((sum(sizes), ) + tuple(local.shape[1:]), dtype=local.dtype)
+    out[:sizes[0]] = local.cpu()
+    start = sizes[0]
+    for src in range(1, world):
+        buffer = local.new_empty((sizes[src], ) + tuple(local.shape[1:]))
+        dist.recv(buffer, src=src)
+        out[start:start + sizes[src]] = buffer.cpu()
+        start += sizes[src]
+    return out
+
+
+def sharded_layers(model: torch.nn.Module) -> List[Tuple[str, torch.nn.Module]]:
+    """(qualified name, module) of every layer in ``model`` whose class centres are
+    sharded (a :class:`~.class_weights.ClassWeightLoss` with ``partial_fc``)."""
+    return [(name, module) for name, module in model.named_modules()
+            if getattr(module, 'partial_fc', None) is not None
+            and hasattr(module, 'shard_start')]
