@@ -252,6 +252,8 @@ def miniaturize(cfg: Config, work_dir: str, input_size: int = DEFAULT_INPUT_SIZE
     Returns the new config, the first phase's ``--cfg-options`` and what was changed."""
     cfg = copy.deepcopy(cfg)
     notes = point_datasets(cfg, osp.join(work_dir, 'data'), data_root, subset)
+    if data_root is None:  # miniatures: their counts are not the published ones on purpose
+        cfg.check_dataset_counts = False
     if input_size:
         notes.append(scale_input_size(cfg, input_size))
     notes.append(stand_in_weights(cfg, osp.join(work_dir, 'weights')))

@@ -81,7 +81,8 @@ def build_runner(cfg: Config):
     ``IrtboxRunner``) built with its ``from_cfg``, after the distributed set-up of
     ``cfg.launcher`` (with ``cfg.env_cfg.dist_cfg``: backend, timeout in seconds, ...; see
     :func:`~irtbox.utils.dist.init_distributed`) and the checkpoint classes ``torch.load``
-    may unpickle."""
+    may unpickle. It gets a ``DatasetCountCheckHook`` (a warning when a published benchmark's
+    split does not have its published counts) unless ``cfg.check_dataset_counts`` is False."""
     import irtbox.engine  # noqa: F401  (registers IrtboxRunner)
     from irtbox.utils import register_safe_globals
     from irtbox.utils.dist import init_distributed
@@ -93,7 +94,11 @@ def build_runner(cfg: Config):
     register_safe_globals()
     if cfg.get('launcher', 'none') != 'none':
         init_distributed(cfg.launcher, **_dist_cfg(cfg))
-    return runner_cls.from_cfg(cfg)
+    runner = runner_cls.from_cfg(cfg)
+    if cfg.get('check_dataset_counts', True):
+        from irtbox.engine.hooks.dataset_counts import DatasetCountCheckHook
+        runner.register_hook(DatasetCountCheckHook())
+    return runner
 
 
 def _dist_cfg(cfg: Config) -> dict:

@@ -32,13 +32,25 @@ def test_check_checkpoint(tmp_path):
         check_checkpoint(str(tmp_path / 'b.pth'))
 
 
+class _BuiltRunner(str):
+    """What the fake ``from_cfg`` returns: the class name, and the hooks registered on it."""
+
+    def register_hook(self, hook):
+        self.__dict__.setdefault('hooks', []).append(type(hook).__name__)
+
+
 @pytest.fixture
 def built(monkeypatch):
     """The runner classes whose ``from_cfg`` was called, instead of building them."""
     calls = []
     monkeypatch.setattr(IrtboxRunner, 'from_cfg', classmethod(
-        lambda cls, cfg: calls.append(cls) or cls.__name__))
+        lambda cls, cfg: calls.append(cls) or _BuiltRunner(cls.__name__)))
     return calls
+
+
+def test_the_dataset_count_check_is_added_unless_the_config_says_no(built):
+    assert build_runner(Config(dict())).hooks == ['DatasetCountCheckHook']
+    assert 'hooks' not in build_runner(Config(dict(check_dataset_counts=False))).__dict__
 
 
 def test_default_runner_is_ours(built):

@@ -393,3 +393,36 @@ def test_an_archive_escaping_its_folder_is_refused(tmp_path):
         prepare_dataset(info, str(tmp_path / 'root'), from_dir=str(bad), progress=False,
                         log=lambda line: None)
     assert not (tmp_path / 'evil.txt').exists()
+
+
+def test_tools_test_on_a_shipped_config_evaluates_on_the_prepared_tree(prepared, tmp_path):
+    """IRT's SOP config as shipped (224 px DeiT-S, random weights: nothing is downloaded) on
+    the prepared tree: it evaluates, and warns that the counts are not the published ones."""
+    import glob
+    from irtbox.cli import test as test_tool
+    metrics = test_tool.main([
+        'irt/irt-l_deit-s_1xb64-35k_sop.py', '--work-dir', str(tmp_path / 'w'),
+        '--cfg-options', f'test_dataloader.dataset.data_root={osp.join(prepared, "sop")}',
+        'model.backbone.pretrained=False', 'test_dataloader.num_workers=0',
+        'test_dataloader.persistent_workers=False'])
+    assert set(metrics) >= {'recall@1', 'recall@1000', 'map@r'}
+    assert 0 < metrics['recall@1'] <= 100 and metrics['recall@1000'] == 100  # 32 images
+    log = open(glob.glob(str(tmp_path / 'w' / '*' / '*.log'))[0]).read()
+    assert 'WARNING - sop test under' in log and '32 images (published: 60,502)' in log
+
+
+def test_count_hook_warns_once_per_dataset_and_only_for_a_published_split(prepared):
+    from types import SimpleNamespace
+    from irtbox.engine.hooks.dataset_counts import DatasetCountCheckHook
+    warnings = []
+    sop = DATASET_REGISTRY.build(dict(type='SOPDataset', split='test',
+                                      data_root=osp.join(prepared, 'sop')))
+    own = [1, 2, 3]  # a dataset of no published benchmark: not checked
+    loop = SimpleNamespace(dataloaders=[SimpleNamespace(dataset=sop),
+                                        SimpleNamespace(dataset=own)])
+    runner = SimpleNamespace(test_loop=loop, val_loop=loop,
+                             logger=SimpleNamespace(warning=warnings.append))
+    hook = DatasetCountCheckHook()
+    hook.before_test(runner)
+    hook.before_val(runner)
+    assert len(warnings) == 1 and warnings[0].startswith('sop test under')
