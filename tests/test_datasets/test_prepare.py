@@ -226,6 +226,14 @@ def test_every_dataset_prepares_into_the_layout_its_class_reads(prepared, served
     assert not osp.exists(osp.join(prepared, 'sop', 'downloads'))
     assert not osp.exists(osp.join(prepared, 'cub', 'attributes.txt'))
     assert osp.islink(osp.join(prepared, 'gldv1noisy', 'train'))
+    # R1M as the configs' READMEs say: the list beside jpg/, read relative to jpg/
+    oxford = DATASET_REGISTRY.build(dict(
+        type='RevisitedDataset', dataset_name='roxford5k', data_root=osp.join(prepared,
+                                                                              'roxford5k'),
+        distractors_root=osp.join(prepared, 'revisitop1m', 'jpg'),
+        distractors_list='../revisitop1m.txt', serialize_data=False))
+    assert oxford.metainfo['num_distractors'] == 8 and all(
+        osp.isfile(oxford.get_data_info(i)['img_path']) for i in range(len(oxford)))
     assert sorted(os.listdir(osp.join(prepared, 'inat2018'))) == [
         'Inaturalist_test_set1.txt', 'Inaturalist_train_set1.txt', 'irtbox_prepare.json',
         'train_val2018']

@@ -252,7 +252,8 @@ DATASETS: Dict[str, DatasetInfo] = {d.name: d for d in (
         default_root='data/revisitop1m', configs='irt/landmarks, dtop (+R1M)',
         notes=('revisitop1m.txt lies beside jpg/ and lists paths relative to jpg/: point a '
                'RevisitedDataset at it with distractors_root=data/revisitop1m/jpg and '
-               'distractors_list=data/revisitop1m/revisitop1m.txt.')),
+               'distractors_list=../revisitop1m.txt (a relative list is read from '
+               'distractors_root).')),
     DatasetInfo(
         name='gldv2clean', title='Google Landmarks Dataset v2, clean training set',
         homepage='https://github.com/cvdfoundation/google-landmark',
