@@ -434,3 +434,40 @@ def test_count_hook_warns_once_per_dataset_and_only_for_a_published_split(prepar
     hook.before_test(runner)
     hook.before_val(runner)
     assert len(warnings) == 1 and warnings[0].startswith('sop test under')
+
+
+def test_the_shipped_dataset_configs_read_the_roots_prepare_writes():
+    """Every dataset of configs/_base_/datasets/ and DToP's training sets that a registry
+    entry describes reads that entry's default root (data/<name>), where `irtbox prepare
+    NAME` writes."""
+    import glob
+    from mmengine.config import Config
+    from irtbox.utils.config import CONFIGS_DIR
+    roots = {}
+    for info in DATASETS.values():
+        for view in info.views:
+            key = (view.dataset['type'], view.dataset.get('dataset_name'))
+            roots.setdefault(key, info.default_root)
+
+    def walk(node):
+        if isinstance(node, dict):
+            yield node
+            for value in node.values():
+                yield from walk(value)
+        elif isinstance(node, (list, tuple)):
+            for value in node:
+                yield from walk(value)
+
+    seen = set()
+    paths = glob.glob(osp.join(CONFIGS_DIR, '_base_', 'datasets', '*.py')) + glob.glob(
+        osp.join(CONFIGS_DIR, 'dtop', 'dtop_r50-vit-b_8xb8-30e_*.py'))  # the GLD / NC ones
+    for path in paths:
+        for node in walk(Config.fromfile(path).to_dict()):
+            key = (node.get('type'), node.get('dataset_name'))
+            if key in roots and isinstance(node.get('data_root'), str):
+                assert node['data_root'] == roots[key], (path, key)
+                seen.add(key[0])
+    assert seen >= {'SOPDataset', 'CUBDataset', 'Cars196Dataset', 'InShopDataset',
+                    'INaturalist2018Dataset', 'SfM120kDataset', 'SfMWhitenDataset',
+                    'RevisitedDataset', 'GLDv2CleanDataset', 'GLDv1NoisyDataset',
+                    'NCCleanDataset'}, seen
