@@ -21,6 +21,10 @@
 - Checkpoints are prepared on every rank: a hook with a ``prepare_checkpoint(runner)``
   method (e.g. the PCA / whitening fits, which run collectives) is called on all ranks
   before rank 0 writes the file, so a DDP run never waits on rank 0 alone.
+- A model with Partial FC layers (``partial_fc=`` on a classification loss): their sharded
+  class centres are kept out of DDP and out of the initial broadcast of the weights, and
+  :class:`~irtbox.engine.hooks.PartialFCHook` (registered with the default hooks) makes
+  checkpoints hold them whole.
 - A checkpoint written after validation (``best_*.pth``) records the iterations (epochs)
   done, not one more.
 - The ``non_finite_loss`` default hook (:class:`~irtbox.engine.hooks.NonFiniteLossHook`)
@@ -38,7 +42,7 @@ import re
 from typing import List, Optional, Tuple
 
 import torch
-from mmengine.dist import broadcast_object_list, is_distributed, is_main_process
+from mmengine.dist import broadcast, broadcast_object_list, is_distributed, is_main_process
 from mmengine.logging import MMLogger
 from mmengine.model import is_model_wrapper
 from mmengine.runner import BaseLoop, Runner
@@ -51,6 +55,7 @@ from irtbox.utils.checkpoint import (checkpoint_problem, extract_state_dict, loa
                                      safe_checkpoint_loaders)
 from irtbox.utils.fileio import atomic_write
 
+from .hooks.partial_fc import PartialFCHook, sharded_parameter_names
 from .work_dir_lock import WorkDirLock, WorkDirLocked
 
 __all__ = ['IrtboxRunner', 'ResumeRefused', 'find_resume_checkpoint', 'run_checkpoints']
@@ -205,6 +210,22 @@ class IrtboxRunner(Runner):
             elif isinstance(entry, dict):  # e.g. only max_skipped given: the type is ours
                 hooks[name] = {'type': hook_type, **entry}
         super().register_default_hooks(hooks)
+        model = self.model.module if is_model_wrapper(self.model) else self.model
+        if sharded_parameter_names(model):  # Partial FC: whole matrices in checkpoints
+            self.register_hook(PartialFCHook())
+
+    def wrap_model(self, model_wrapper_cfg, model):
+        """MMEngine's, with the sharded class centres of Partial FC layers kept out of DDP
+        (``_ddp_params_and_buffers_to_ignore``): each rank updates its own rows and nothing
+        of their size is all-reduced; :class:`~irtbox.engine.hooks.PartialFCHook` (registered
+        with the default hooks) makes checkpoints hold them whole."""
+        names = sharded_parameter_names(model)
+        if names:
+            from torch.nn.parallel import DistributedDataParallel
+            names = set(names) | set(getattr(model, '_ddp_params_and_buffers_to_ignore', ()))
+            DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(
+                model, sorted(names))
+        return super().wrap_model(model_wrapper_cfg, model)
 
     def load_or_resume(self) -> None:
         """As MMEngine, but auto-resume falls back to the newest intact checkpoint and says
@@ -309,9 +330,20 @@ class IrtboxRunner(Runner):
             f'optim_wrapper.optimizer.lr={old[0]:g}.')
 
     def _init_model_weights(self) -> None:
-        """MMEngine's, with an ``init_cfg`` of type ``Pretrained`` read safely."""
-        with safe_checkpoint_loaders():
-            super()._init_model_weights()
+        """MMEngine's, with an ``init_cfg`` of type ``Pretrained`` read safely, and the
+        sharded class centres of Partial FC layers left out of the broadcast from rank 0
+        that follows (each rank holds other rows, of another size)."""
+        model = self.model.module if is_model_wrapper(self.model) else self.model
+        sharded = set(sharded_parameter_names(model))
+        if not sharded:
+            with safe_checkpoint_loaders():
+                return super()._init_model_weights()
+        if hasattr(model, 'init_weights'):
+            with safe_checkpoint_loaders():
+                model.init_weights()
+        for name, value in model.state_dict().items():  # as MMEngine, but for the shards
+            if name not in sharded:
+                broadcast(value)
 
     def _training_parts(self) -> str:
         """How a checkpoint's training-only parts (heads, memories) are checked, from what
