@@ -16,5 +16,6 @@ def require_extra(modules: Sequence[str], extra: str, feature: str) -> None:
     them (e.g. ``'tools/search.py serve'``). Nothing is imported."""
     missing = [name for name in modules if importlib.util.find_spec(name) is None]
     if missing:
-        raise MissingExtraError(f'{feature} needs {", ".join(missing)}, which is not installed: '
-                                f'pip install "irtbox[{extra}]"')
+        verb = 'is' if len(missing) == 1 else 'are'
+        raise MissingExtraError(f'{feature} needs {", ".join(missing)}, which {verb} not '
+                                f'installed: pip install "irtbox[{extra}]"')

@@ -9,7 +9,7 @@ from irtbox.utils.extras import MissingExtraError, require_extra
 def test_present_modules_pass_and_missing_ones_are_named():
     require_extra(('numpy', 'json'), 'serve', 'x')
     with pytest.raises(MissingExtraError, match=r'^tools/search.py serve needs '
-                       r'no_such_module_a, no_such_module_b, which is not installed: '
+                       r'no_such_module_a, no_such_module_b, which are not installed: '
                        r'pip install "irtbox\[serve\]"$'):
         require_extra(('numpy', 'no_such_module_a', 'no_such_module_b'), 'serve',
                       'tools/search.py serve')
