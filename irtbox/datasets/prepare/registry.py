@@ -218,7 +218,8 @@ DATASETS: Dict[str, DatasetInfo] = {d.name: d for d in (
         notes=('The split files come from the Smooth-AP authors\' Google Drive link (the '
                'address pytorch-metric-learning uses); Google Drive may ask for a '
                'confirmation on large files: if the download is an HTML page, fetch the zip '
-               'in a browser and use --from-dir.')),
+               'in a browser, save it as Inat_dataset_splits.zip beside '
+               'train_val2018.tar.gz and use --from-dir.')),
     DatasetInfo(
         name='sfm120k', title='SfM-120k (retrieval-SfM-120k, with its whitening set)',
         homepage='http://cmp.felk.cvut.cz/cnnimageretrieval/',
