@@ -24,7 +24,15 @@ def run(main: Callable, argv: Optional[Sequence[str]] = None):
     exception"), which would fail a job that succeeded.
     """
     from irtbox.utils.dist import finish_distributed
-    result = main(argv)
+    try:
+        result = main(argv)
+    except SystemExit as stop:
+        # Pre-empted (every rank stopped at the same iteration): end the group as a finished
+        # job does, so the status is 75 and not an abort of the gloo threads' teardown.
+        from irtbox.engine.hooks.preemption import PREEMPTED_EXIT_STATUS
+        if stop.code == PREEMPTED_EXIT_STATUS and finish_distributed():
+            os._exit(PREEMPTED_EXIT_STATUS)
+        raise
     if finish_distributed():
         os._exit(0)
     return result

@@ -6,6 +6,14 @@ Examples:
   python tools/train.py CONFIG --resume            # latest checkpoint in the work dir
   python tools/train.py CONFIG --nproc 8            # 8 processes (GPUs, or CPU with gloo);
                                                    # tools/dist_train.sh CONFIG 8 is the same
+  python tools/train.py CONFIG --nproc 8 --max-restarts 3   # a dead worker restarts the group
+
+Pre-emption: on SIGTERM or SIGUSR1 every rank finishes its iteration, one checkpoint is saved
+and the command exits with status 75 (pre-empted; under Slurm a SIGUSR1 also requeues the
+job). Under a launcher (--nproc, --launcher pytorch|slurm) and in a restarted or requeued job,
+training resumes from the newest intact checkpoint of the work dir by default (a checkpoint
+of another training there is refused); --no-resume starts from iteration 0. One process by
+hand resumes with --resume. docs/reliability.md, "On a cluster".
 """
 import argparse
 import os
@@ -25,7 +33,12 @@ def parse_args(argv=None):
                         '(default: ./work_dirs/<config name>)')
     parser.add_argument('--resume', nargs='?', const='auto', metavar='CKPT',
                         help='resume from CKPT, or from the latest checkpoint of the work dir '
-                        'when no path is given (model, optimizer, schedulers, iteration, memory)')
+                        'when no path is given (model, optimizer, schedulers, iteration, memory, '
+                        'data position, random generators); the default under a launcher and '
+                        'in a restarted or requeued job')
+    parser.add_argument('--no-resume', action='store_true',
+                        help='start from iteration 0 even under a launcher or in a restarted job '
+                        '(checkpoints of the same name in the work dir are overwritten)')
     parser.add_argument('--amp', action='store_true',
                         help='mixed precision (needs a GPU): AmpOptimWrapper with dynamic loss scale')
     parser.add_argument('--auto-scale-lr', action='store_true',
@@ -39,6 +52,8 @@ def parse_args(argv=None):
     add_nproc_argument(parser)
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.no_resume and args.resume is not None:
+        parser.error('--resume and --no-resume: give one of them')
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args
 
@@ -64,7 +79,7 @@ def build_cfg(args):
             raise SystemExit(f'--auto-scale-lr: {args.config} has no auto_scale_lr entry '
                              '(e.g. auto_scale_lr = dict(base_batch_size=64)).')
         cfg.auto_scale_lr.enable = True
-    if args.resume == 'auto':
+    if args.resume == 'auto' or (args.resume is None and resumes_by_default(args)):
         cfg.resume, cfg.load_from = True, None
     elif args.resume is not None:
         try:
@@ -73,6 +88,25 @@ def build_cfg(args):
             raise SystemExit(f'--resume: {error}')
     check_batch_sampler(cfg)
     return cfg
+
+
+_RESTARTS = (('TORCHELASTIC_RESTART_COUNT', "torchrun's agent"),
+             ('SLURM_RESTART_COUNT', 'Slurm (requeued)'))
+
+
+def restarted(env=None) -> str:
+    """How this process is a restart of its job, e.g. ``"restart 1 by torchrun's agent"``
+    (``TORCHELASTIC_RESTART_COUNT``; a Slurm requeue: ``SLURM_RESTART_COUNT``); '' if not."""
+    env = os.environ if env is None else env
+    return ', '.join(f'restart {env[key]} by {who}' for key, who in _RESTARTS
+                     if env.get(key, '0').strip() not in ('', '0'))
+
+
+def resumes_by_default(args, env=None) -> bool:
+    """Resume from the work dir's newest checkpoint without ``--resume``: under a launcher
+    (``--nproc N``, ``--launcher pytorch|slurm``) and in a restarted or requeued job, unless
+    ``--no-resume``."""
+    return not args.no_resume and (args.launcher != 'none' or bool(restarted(env)))
 
 
 def check_training_parts(cfg, config):
@@ -103,7 +137,8 @@ def main(argv=None):
     relaunch('train', args, argv)
     cfg = build_cfg(args)
     from irtbox.apis import build_runner
-    from irtbox.engine import NonFiniteLossError
+    from irtbox.engine import PREEMPTED_EXIT_STATUS, NonFiniteLossError, Preempted
+    from irtbox.engine.hooks.preemption import requeue_slurm_job
     from irtbox.engine.runner import ResumeRefused
     from irtbox.engine.work_dir_lock import WorkDirLocked
     from irtbox.models.backbones import PretrainedWeightsUnavailable
@@ -111,8 +146,21 @@ def main(argv=None):
         runner = build_runner(cfg)
     except PretrainedWeightsUnavailable as error:  # one line per rank, not a hub traceback
         raise SystemExit(f'{args.config}: {error}') from error
+    runner.resume_by_default = args.resume is None and cfg.resume
+    if restarted():
+        runner.logger.warning(f'this job was restarted ({restarted()}): '
+                              + ('resuming from the newest intact checkpoint of the work dir'
+                                 if cfg.resume else 'starting over (--no-resume)'))
     try:
         runner.train()
+    except Preempted as stop:  # saved: the same command goes on from that checkpoint
+        runner.logger.warning(str(stop))
+        from mmengine.dist import is_main_process
+        if stop.signal_name == 'SIGUSR1' and is_main_process():
+            requeued = requeue_slurm_job()
+            if requeued:
+                runner.logger.warning(requeued)
+        raise SystemExit(PREEMPTED_EXIT_STATUS) from stop
     except NonFiniteLossError as err:  # a clear stop, not a traceback: the message says it all
         runner.logger.error(str(err))
         raise SystemExit(1) from err

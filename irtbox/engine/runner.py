@@ -18,6 +18,12 @@
 - Resuming with another learning rate in the config than in the checkpoint trains at the
   config's (a warning names both; the schedule is scaled along); resuming a checkpoint of
   another optimizer type is refused (:class:`ResumeRefused`) before any state is loaded.
+- Resuming a checkpoint of another training (another model, losses or training set:
+  :mod:`~irtbox.engine.run_identity`, recorded in every checkpoint's ``meta``) is refused
+  (:class:`ResumeRefused`) naming what differs.
+- The ``preemption`` default hook (:class:`~irtbox.engine.hooks.PreemptionHook`) saves a
+  checkpoint and stops on SIGTERM / SIGUSR1, and carries the ranks' generator states in
+  every checkpoint.
 - Checkpoints are prepared on every rank: a hook with a ``prepare_checkpoint(runner)``
   method (e.g. the PCA / whitening fits, which run collectives) is called on all ranks
   before rank 0 writes the file, so a DDP run never waits on rank 0 alone.
@@ -55,6 +61,7 @@ from irtbox.utils.checkpoint import (checkpoint_problem, extract_state_dict, loa
                                      safe_checkpoint_loaders)
 from irtbox.utils.fileio import atomic_write
 
+from .run_identity import IDENTITY_KEY, config_identity, identity_differences
 from .hooks.partial_fc import PartialFCHook, sharded_parameter_names
 from .work_dir_lock import WorkDirLock, WorkDirLocked
 
@@ -199,11 +206,13 @@ class IrtboxRunner(Runner):
         return super().build_logger(*args, **kwargs)
 
     def register_default_hooks(self, hooks=None) -> None:
-        """MMEngine's default hooks plus ``non_finite_loss`` and ``sync_norm_stats``; set
+        """MMEngine's default hooks plus ``non_finite_loss``, ``sync_norm_stats`` and
+        ``preemption``; set
         ``default_hooks.<name>=None`` to drop one, or give its arguments."""
         hooks = dict(hooks or {})
         for name, hook_type in (('non_finite_loss', 'NonFiniteLossHook'),
-                                ('sync_norm_stats', 'SyncNormStatsHook')):
+                                ('sync_norm_stats', 'SyncNormStatsHook'),
+                                ('preemption', 'PreemptionHook')):
             entry = hooks.get(name, {})
             if entry is None:  # MMEngine drops None only for its own default hooks
                 hooks.pop(name)
@@ -236,8 +245,10 @@ class IrtboxRunner(Runner):
         for message in warnings:
             self.logger.warning(f'resume: {message}')
         if path is None:
-            self.logger.warning(f'resume: no checkpoint in {self.work_dir}: starting from '
-                                'iteration 0')
+            # A launcher resumes by default: a first run finding nothing is no news then.
+            say = self.logger.info if getattr(self, 'resume_by_default', False) else \
+                self.logger.warning
+            say(f'resume: no checkpoint in {self.work_dir}: starting from iteration 0')
             self._warn_existing_checkpoints()
         else:
             self.logger.info(f'resume: from {path}')
@@ -301,6 +312,17 @@ class IrtboxRunner(Runner):
                 f"{before}'s state cannot continue as {now}'s. To start a fresh {now} run from "
                 f'its weights: --cfg-options load_from={filename} without --resume (loads the '
                 'weights only).')
+
+    def _check_identity(self, checkpoint: dict, filename: str) -> None:
+        """Refuse to resume a checkpoint of another training (:mod:`run_identity`)."""
+        meta = checkpoint.get('meta') or {}
+        differences = identity_differences(meta.get(IDENTITY_KEY), config_identity(self.cfg))
+        if differences:
+            raise ResumeRefused(
+                f'resume from {filename}: it was written by another training ('
+                f'{"; ".join(differences)}); it is not resumed. Give this run another '
+                '--work-dir, or --no-resume to start over in this one (its checkpoints of the '
+                'same name are overwritten).')
 
     def _use_config_lr(self, fresh: List[float], filename: str) -> None:
         """After the optimizer and schedulers were resumed: when the config's base learning
@@ -372,13 +394,15 @@ class IrtboxRunner(Runner):
         if self._load_partial:
             if getattr(self, '_resuming_optimizer', False):
                 with safe_checkpoint_loaders():
-                    self._check_optimizer_type(
-                        _load_checkpoint(filename, map_location='cpu'), filename)
+                    checkpoint = _load_checkpoint(filename, map_location='cpu')
+                self._check_identity(checkpoint, filename)
+                self._check_optimizer_type(checkpoint, filename)
             with safe_checkpoint_loaders():
                 return super().load_checkpoint(filename, map_location, strict, revise_keys)
         with safe_checkpoint_loaders():
             checkpoint = _load_checkpoint(filename, map_location=map_location)
         if getattr(self, '_resuming_optimizer', False):
+            self._check_identity(checkpoint, filename)
             self._check_optimizer_type(checkpoint, filename)
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
         model = self.model.module if is_model_wrapper(self.model) else self.model
@@ -414,6 +438,7 @@ class IrtboxRunner(Runner):
         optimizer = getattr(getattr(self, 'optim_wrapper', None), 'optimizer', None)
         if optimizer is not None:  # checked on resume: another type is refused
             meta.setdefault('optimizer_type', type(optimizer).__name__)
+        meta.setdefault(IDENTITY_KEY, config_identity(self.cfg))  # checked on resume too
         if getattr(self, '_hook_stage', None) not in ('after_train_iter', 'after_train_epoch'):
             # MMEngine counts the iteration (epoch) in progress as done, which holds inside
             # after_train_iter (after_train_epoch) only; after validation it is one past.

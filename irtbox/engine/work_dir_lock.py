@@ -8,6 +8,11 @@ first. A lock left by a process that is gone (same host, PID not running: a kill
 cut) is taken over with a warning; a lock from another host is never taken over (its process
 cannot be checked from here): the message says to delete the file when that run is over.
 
+A job restarted by torchrun's agent (``--max-restarts``) or requeued by Slurm takes over the
+lock of its own earlier attempt, on any host: the record holds the job's id
+(``SLURM_JOB_ID``, else torchrun's ``TORCHELASTIC_RUN_ID``), and both restart their whole job
+only after every process of the earlier attempt has ended.
+
 Rank 0 takes the lock (:meth:`IrtboxRunner.train`); it is released when the training ends,
 also on error, and at interpreter exit.
 """
@@ -20,9 +25,18 @@ import os.path as osp
 import socket
 from typing import Callable, Optional
 
-__all__ = ['LOCK_NAME', 'WorkDirLock', 'WorkDirLocked']
+__all__ = ['LOCK_NAME', 'WorkDirLock', 'WorkDirLocked', 'job_id']
 
 LOCK_NAME = '.irtbox.lock'
+
+
+def job_id() -> Optional[str]:
+    """The id shared by every attempt of this job: Slurm's job id (kept by a requeue; an
+    array task's own), else the run id torchrun gives the workers of all its restarts."""
+    run = os.environ.get('TORCHELASTIC_RUN_ID')
+    if run == 'none':  # torchrun's default when it was given no --rdzv-id: not an id
+        run = None
+    return os.environ.get('SLURM_JOB_ID') or run or None
 
 
 class WorkDirLocked(RuntimeError):
@@ -52,8 +66,11 @@ class WorkDirLock:
         self.held = False
 
     def _record(self) -> dict:
-        return dict(pid=os.getpid(), host=socket.gethostname(),
-                    started=datetime.datetime.now().isoformat(timespec='seconds'))
+        record = dict(pid=os.getpid(), host=socket.gethostname(),
+                      started=datetime.datetime.now().isoformat(timespec='seconds'))
+        if job_id() is not None:
+            record['job'] = job_id()
+        return record
 
     def _read(self) -> Optional[dict]:
         try:
@@ -74,11 +91,16 @@ class WorkDirLock:
                 holder = self._read()
                 if holder is None:
                     continue
-                if not self._stale(holder):
+                if self._earlier_attempt(holder):
+                    self.warn(f'{self.path}: taking over the lock of an earlier attempt of this '
+                              f'job ({holder.get("job")}: PID {holder.get("pid")} on '
+                              f'{holder.get("host")}, started {holder.get("started")})')
+                elif self._stale(holder):
+                    self.warn(f'{self.path}: taking over the lock of a training that is gone '
+                              f'(PID {holder.get("pid")} on {holder.get("host")}, started '
+                              f'{holder.get("started")}, no longer running)')
+                else:
                     raise WorkDirLocked(self._refusal(holder))
-                self.warn(f'{self.path}: taking over the lock of a training that is gone '
-                          f'(PID {holder.get("pid")} on {holder.get("host")}, started '
-                          f'{holder.get("started")}, no longer running)')
                 try:
                     os.remove(self.path)
                 except FileNotFoundError:
@@ -92,6 +114,15 @@ class WorkDirLock:
             atexit.register(self.release)
             return self
         raise WorkDirLocked(f'{self.path}: could not take the lock of {self.work_dir}')
+
+    def _earlier_attempt(self, holder: dict) -> bool:
+        """The holder is this job's attempt before a restart or requeue (not this process)."""
+        if job_id() is None or holder.get('job') != job_id():
+            return False
+        if holder.get('host') != socket.gethostname():
+            return True
+        pid = holder.get('pid')  # on this host: only once it has ended
+        return isinstance(pid, int) and pid != os.getpid() and not _pid_running(pid)
 
     def _stale(self, holder: dict) -> bool:
         pid = holder.get('pid')

@@ -60,7 +60,7 @@ def test_killed_launcher_leaves_no_orphans(tmp_path):
         # The DDP wrapper of CPU runs used to warn (broadcast_buffers FutureWarning) every run.
         assert 'FutureWarning' not in (tmp_path / 'out.log').read_text()
         torchrun = launcher.pid  # dist_train.sh and `irtbox train --nproc` exec into it
-        assert 'torch.distributed.run' in open(f'/proc/{torchrun}/cmdline').read()
+        assert 'irtbox.cli.launch' in open(f'/proc/{torchrun}/cmdline').read()
         tree = descendants(torchrun)  # 2 ranks, each with its dataloader worker
         assert len(tree) >= 4, tree
         os.kill(torchrun, signal.SIGKILL)

@@ -15,10 +15,15 @@ ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
 
 def run_with_fake_srun(tmp_path, script, *args, **env):
-    fake = tmp_path / 'srun'
-    fake.write_text('#!/bin/sh\nfor a in "$@"; do echo "$a"; done\n')
+    for name in ('srun', 'sbatch'):  # stand-ins printing their arguments, one a line
+        fake = tmp_path / name
+        fake.write_text('#!/bin/sh\nfor a in "$@"; do echo "$a"; done\n')
+        fake.chmod(0o755)
+    fake = tmp_path / 'scontrol'  # scontrol show hostnames: the job's first node is n1
+    fake.write_text('#!/bin/sh\necho n1; echo n2\n')
     fake.chmod(0o755)
-    env = dict(os.environ, PATH=f'{tmp_path}:{os.environ["PATH"]}', **env)
+    env = dict({k: v for k, v in os.environ.items() if not k.startswith('SLURM_')},
+               PATH=f'{tmp_path}:{os.environ["PATH"]}', **env)
     proc = subprocess.run(['bash', osp.join(ROOT, 'tools', script), *args], env=env,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -26,7 +31,6 @@ def run_with_fake_srun(tmp_path, script, *args, **env):
 
 
 @pytest.mark.parametrize('script,args,command,parser', [
-    ('slurm_train.sh', ['cfg.py', '--resume'], 'train', train_tool),
     ('slurm_test.sh', ['cfg.py', 'ck.pth', '--out', 'r.npz'], 'test', test_tool),
     ('slurm_extract.sh', ['cfg.py', 'ck.pth', 'imgs', 'out', '--resume'], 'extract',
      extract_tool)])
@@ -40,6 +44,31 @@ def test_slurm_scripts_forward_everything(tmp_path, script, args, command, parse
     assert tool_args == ['--launcher', 'slurm', *args]
     parsed = parser.parse_args(tool_args)  # the tool reads them as meant
     assert parsed.launcher == 'slurm' and parsed.config == 'cfg.py'
+
+
+def test_slurm_train_submits_a_requeueable_job_then_runs_torchrun_per_node(tmp_path):
+    env = dict(GPUS='16', SBATCH_ARGS='--qos=high --time=1:00:00')
+    argv = run_with_fake_srun(tmp_path, 'slurm_train.sh', 'gpu', 'job', 'cfg.py', '--amp', **env)
+    # Outside a job: sbatch of this script (its arguments kept) as a requeueable job warned
+    # by SIGUSR1 120 s before its end, one task (one torchrun agent) per node.
+    assert argv[:4] == ['--parsable', '-p', 'gpu', '--job-name=job']
+    for option in ('--nodes=2', '--ntasks-per-node=1', '--gres=gpu:8', '--requeue',
+                   '--signal=USR1@120', '--qos=high', '--time=1:00:00'):
+        assert option in argv, option
+    assert argv[-4:] == ['gpu', 'job', 'cfg.py', '--amp']
+    assert argv[-5].endswith('slurm_train.sh')
+    # In the job: srun runs `irtbox train --nproc GPUS_PER_NODE` with the c10d rendezvous on
+    # the first node, the job id as the rendezvous id, and restarts.
+    argv = run_with_fake_srun(tmp_path, 'slurm_train.sh', 'gpu', 'job', 'cfg.py', '--amp',
+                              GPUS='16', SLURM_JOB_ID='77', SLURM_NNODES='2',
+                              SLURM_JOB_NODELIST='n[1-2]', MAX_RESTARTS='2')
+    assert '--ntasks-per-node=1' in argv
+    tool_args = argv[argv.index('train') + 1:]
+    assert tool_args == ['cfg.py', '--nproc', '8', '--nnodes', '2', '--rdzv-endpoint',
+                         'n1:29500', '--rdzv-id', '77', '--max-restarts', '2', '--amp']
+    parsed = train_tool.parse_args(tool_args)
+    assert (parsed.launcher, parsed.nproc, parsed.max_restarts, parsed.amp) == \
+        ('none', 8, 2, True)
 
 
 def test_usage_errors(tmp_path):
