@@ -471,3 +471,25 @@ def test_the_shipped_dataset_configs_read_the_roots_prepare_writes():
                     'INaturalist2018Dataset', 'SfM120kDataset', 'SfMWhitenDataset',
                     'RevisitedDataset', 'GLDv2CleanDataset', 'GLDv1NoisyDataset',
                     'NCCleanDataset'}, seen
+
+
+def test_a_downloaded_page_that_is_no_archive_is_deleted_for_the_next_run(served, tmp_path):
+    """Google Drive answers some files with a page: no checksum is published for the split
+    files, so the unpacking finds out, and the next run must not reuse the page."""
+    url, srv, state = served
+    page = osp.join(srv, 'inat2018', 'Inat_dataset_splits.zip')
+    info = dataclasses.replace(DATASETS['inat2018'], files=(DATASETS['inat2018'].files[0], ))
+    original = open(page, 'rb').read()
+    try:
+        with open(page, 'wb') as f:
+            f.write(b'<html>Google Drive can\'t scan this file for viruses</html>')
+        with pytest.raises(PrepareError, match='not a zip archive .* next run fetches it'):
+            prepare_dataset(info, str(tmp_path / 'inat'), mirror=url, progress=False,
+                            log=lambda line: None)
+    finally:
+        with open(page, 'wb') as f:
+            f.write(original)
+    assert not osp.exists(tmp_path / 'inat' / 'downloads')
+    prepare_dataset(info, str(tmp_path / 'inat'), mirror=url, progress=False,
+                    log=lambda line: None)
+    assert (tmp_path / 'inat' / 'Inaturalist_train_set1.txt').is_file()

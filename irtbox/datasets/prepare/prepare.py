@@ -161,7 +161,15 @@ def _prepare_file(info: DatasetInfo, f: RemoteFile, root: str, mirror: Optional[
     path, record, downloaded = _obtain(info, f, root, mirror, from_dir, progress, retries,
                                        timeout, log)
     if f.unpack:
-        _unpack(f, path, root, progress, log)
+        try:
+            _unpack(f, path, root, progress, log)
+        except PrepareError as err:
+            if not downloaded:
+                raise
+            # A file with no published checksum can be a server's error page: fetch it anew.
+            _remove_download(path)
+            raise PrepareError(f'{err} (the download was deleted: the next run fetches it '
+                               'again)') from err
         if downloaded and not keep_archives:
             _remove_download(path)
     else:
