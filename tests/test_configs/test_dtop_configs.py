@@ -155,8 +155,11 @@ def test_main_recipe(rel_path):
     assert (model.backbone.pos_embed, model.backbone.norm) == ('dpe-bilinear', 'all')
     assert model.neck == neck()
     assert MODELS.build(model.neck[0]).out_dim == 1536
-    assert model.head.losses == dict(arcface=dict(
-        type='ArcFaceLoss', num_classes=num_classes, embed_dim=1536, margin=0.15, scale=30.0))
+    arcface = dict(type='ArcFaceLoss', num_classes=num_classes, embed_dim=1536, margin=0.15,
+                   scale=30.0)
+    if num_classes > 50000:  # GLDv2-clean: the centres sharded, none sampled (Partial FC)
+        arcface['partial_fc'] = dict(sample_rate=1.0)
+    assert model.head.losses == dict(arcface=arcface)
     assert model.whitening == dict(type='LearnedWhitening', in_dim=1536)
     assert model.test_scales == pytest.approx(MULTI_SCALE, abs=1e-4)
     assert model.get('query_test_scales') is None
@@ -309,6 +312,8 @@ def test_training_set_changes(rel_path):
                'train_dataloader.dataset.data_root': data_root}
     if dataset_type in ('NCCleanDataset', 'GLDv1NoisyDataset'):
         changes['train_dataloader.dataset.skip_missing'] = True  # URL lists: dead links
+    if dataset_type == 'GLDv2CleanDataset':  # 81,313 centres sharded (Partial FC)
+        changes['model.head.losses.arcface.partial_fc.sample_rate'] = 1.0
     if warmup != 3:
         changes['param_scheduler'] = [
             dict(type='LinearLR', start_factor=WARMUP_START, by_epoch=True, begin=0, end=warmup,
