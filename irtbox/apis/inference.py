@@ -12,6 +12,8 @@ from irtbox.utils.checkpoint import (TRAINING_ONLY_PREFIXES, CheckpointMismatchE
                                      download_checkpoint, load_model_weights)
 from irtbox.utils.config import load_config
 
+from .model_zoo import resolve_config
+
 # The weight loading lives in irtbox.utils.checkpoint (the runner uses it too); it is part
 # of this API.
 __all__ = ['CheckpointMismatchError', 'TRAINING_ONLY_PREFIXES', 'init_model',
@@ -49,7 +51,8 @@ def init_model(config: Union[str, Config], checkpoint: Optional[str] = None,
     preprocessor and test pipeline, as ``model.input_spec``
     (:class:`~irtbox.models.input_spec.InputSpec`).
     """
-    cfg = config if isinstance(config, Config) else load_config(config, cfg_options)
+    cfg = config if isinstance(config, Config) else load_config(
+        resolve_config(config), cfg_options)
     if cfg.get('model') is None:
         raise KeyError(f'config {getattr(cfg, "filename", config)} has no "model" entry')
     if checkpoint is not None:

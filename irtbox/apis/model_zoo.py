@@ -37,7 +37,7 @@ import torch
 from mmengine.config import Config
 from mmengine.logging import print_log
 
-__all__ = ['ROOT', 'ModelNotReleasedError', 'UnknownModelError', 'BadZooEntryError',
+__all__ = ['ROOT', 'resolve_config', 'ModelNotReleasedError', 'UnknownModelError', 'BadZooEntryError',
            'ZooEntryMismatchError', 'ZooEntry', 'read_index', 'index_files',
            'load_model_index', 'list_models', 'get_entry', 'get_model']
 
@@ -302,6 +302,25 @@ def list_models(pattern: Optional[str] = None, with_weights: Optional[bool] = No
     if with_weights is not None:
         entries = [e for e in entries if (e.weights is not None) == with_weights]
     return sorted(e.name for e in entries)
+
+
+def resolve_config(name: str) -> str:
+    """The config file ``name`` names: a file, a config irtbox ships
+    (:func:`~irtbox.utils.config.find_config`), or the config of the zoo entry ``name``."""
+    from irtbox.utils.config import CONFIGS_DIR, find_config
+    try:
+        return find_config(name)
+    except FileNotFoundError:
+        pass
+    try:
+        return get_entry(name).config
+    except UnknownModelError:
+        close = difflib.get_close_matches(name, list_models(), n=3, cutoff=0.8)
+        hint = f' Did you mean the model {" or ".join(close)}?' if close else ''
+        raise FileNotFoundError(
+            f'config file not found: {name} (not a file, not a config irtbox ships under '
+            f'{CONFIGS_DIR}, not a model zoo name: `irtbox list-models` lists them).{hint}'
+        ) from None
 
 
 def get_entry(name: str, index: Union[str, Sequence[str], None] = None) -> ZooEntry:

@@ -28,6 +28,7 @@ from irtbox.utils.download import sha256sum
 from irtbox.utils.fileio import atomic_write, atomic_write_text, fsync_dir
 
 from .identity import embedding_dim
+from .model_zoo import resolve_config
 from .inference import (TRAINING_ONLY_PREFIXES, init_model, load_model_weights,
                         without_pretrained_backbone)
 
@@ -40,7 +41,7 @@ _NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._+-]*$')
 def checkpoint_config(checkpoint: dict, config: Optional[str], source: str) -> Config:
     """The config given, else the one MMEngine stored in the checkpoint's ``meta``."""
     if config is not None:
-        return load_config(config)
+        return load_config(resolve_config(config))
     text = (checkpoint.get('meta') or {}).get('cfg') if isinstance(checkpoint, dict) else None
     if not text:
         raise ValueError(f'{source} carries no config (meta.cfg); pass the config it was '

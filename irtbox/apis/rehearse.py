@@ -92,6 +92,7 @@ def prepare_rehearsal(config: str, work_dir: str, cfg_options: Optional[dict] = 
     when an earlier rehearsal made it (it is then emptied)."""
     from irtbox.utils.config import load_config
     from .miniaturize import miniaturize
+    from .model_zoo import resolve_config
     if osp.isdir(work_dir) and os.listdir(work_dir):
         if not osp.exists(osp.join(work_dir, _MARKER)):
             raise FileExistsError(f'rehearse: {work_dir} holds files of something else than a '
@@ -99,7 +100,7 @@ def prepare_rehearsal(config: str, work_dir: str, cfg_options: Optional[dict] = 
         shutil.rmtree(work_dir)
     os.makedirs(work_dir)
     atomic_write_text(osp.join(work_dir, _MARKER), json.dumps(dict(config=config)))
-    cfg = load_config(config, cfg_options)
+    cfg = load_config(resolve_config(config), cfg_options)
     cfg, first, notes = miniaturize(cfg, work_dir, **miniature)
     cfg.custom_hooks = list(cfg.get('custom_hooks') or []) + [
         dict(type='RehearsalProbeHook', out_dir=osp.join(work_dir, 'probe'))]

@@ -10,6 +10,7 @@ from irtbox.registry import RUNNERS
 from irtbox.utils.config import ConfigError, load_config
 
 from .config_check import check_config_keys
+from .model_zoo import resolve_config
 
 __all__ = ['DEFAULT_RUNNER', 'build_runner', 'check_checkpoint', 'load_run_config']
 
@@ -28,6 +29,7 @@ def load_run_config(path: str, cfg_options: Optional[dict] = None,
     dataloaders that do not say
     (:func:`_default_loader_options`)."""
     from irtbox.utils.dist import adapt_cfg_to_device
+    path = resolve_config(path)
     cfg = load_config(path, cfg_options)
     check_config_keys(cfg, path)
     cfg.launcher = launcher

@@ -46,8 +46,8 @@ def load_config(path: str, cfg_options: dict = None) -> Config:
 
 def find_config(name: str) -> str:
     """The config file ``name`` names: a file, else a config irtbox ships (``configs/irt/x.py``,
-    ``irt/x.py`` or ``irt/x``, looked up in :data:`CONFIGS_DIR`), else the config of the model
-    zoo entry of that name (``irtbox list-models`` lists them)."""
+    ``irt/x.py`` or ``irt/x``, looked up in :data:`CONFIGS_DIR`). A model zoo name is resolved
+    one layer up (:func:`irtbox.apis.model_zoo.resolve_config`)."""
     if osp.isfile(name):
         return name
     shipped = osp.normpath(name)
@@ -56,16 +56,8 @@ def find_config(name: str) -> str:
     for candidate in (shipped, shipped + '.py'):
         if not osp.isabs(candidate) and osp.isfile(osp.join(CONFIGS_DIR, candidate)):
             return osp.join(CONFIGS_DIR, candidate)
-    from irtbox.apis.model_zoo import UnknownModelError, get_entry, list_models
-    try:
-        return get_entry(name).config
-    except UnknownModelError:
-        close = difflib.get_close_matches(name, list_models(), n=3, cutoff=0.8)
-        hint = f' Did you mean the model {" or ".join(close)}?' if close else ''
-        raise FileNotFoundError(
-            f'config file not found: {name} (not a file, not a config irtbox ships under '
-            f'{CONFIGS_DIR}, not a model zoo name: `irtbox list-models` lists them).{hint}'
-        ) from None
+    raise FileNotFoundError(f'config file not found: {name} (not a file, not a config irtbox '
+                            f'ships under {CONFIGS_DIR})')
 
 
 def check_top_level_keys(cfg: Config, path: str) -> None:

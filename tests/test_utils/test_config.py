@@ -1,9 +1,11 @@
-"""find_config: a file, a config irtbox ships (from any folder), or a zoo name."""
+"""find_config: a file or a config irtbox ships (from any folder); resolve_config: or a zoo
+name."""
 import os.path as osp
 
 import pytest
 
-from irtbox.apis.model_zoo import get_entry
+from irtbox.apis import init_model
+from irtbox.apis.model_zoo import get_entry, resolve_config
 from irtbox.utils.config import CONFIGS_DIR, find_config, load_config
 
 SHIPPED = 'irt/irt-r_deit-s_1xb64-35k_sop.py'
@@ -32,16 +34,20 @@ def test_a_file_comes_first(tmp_path, monkeypatch):
 def test_a_zoo_name_gives_its_config(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     name = 'irt-r_deit-s_1xb64-35k_sop'
-    assert find_config(name) == get_entry(name).config
-    assert load_config(name).model.type
+    assert resolve_config(name) == get_entry(name).config
+    assert load_config(resolve_config(name)).model.type
+    # init_model takes any of these names (here a shipped config, from an empty folder).
+    assert init_model('quickstart/irt-r_vit-tiny_1xb64-500_digits').input_spec.size == (32, 32)
 
 
 def test_nothing_found_says_where_it_looked(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(FileNotFoundError) as info:
-        find_config('configs/irt/no_such.py')
+        resolve_config('configs/irt/no_such.py')
     message = str(info.value)
     assert 'configs/irt/no_such.py' in message and CONFIGS_DIR in message
     assert 'irtbox list-models' in message
     with pytest.raises(FileNotFoundError, match='Did you mean the model irt-r_deit-s_1xb64-35k_sop'):
-        find_config('irt-r_deit-s_1xb64-35k_sob')
+        resolve_config('irt-r_deit-s_1xb64-35k_sob')
+    with pytest.raises(FileNotFoundError, match=f'not a config irtbox ships under {CONFIGS_DIR}'):
+        find_config('irt-r_deit-s_1xb64-35k_sop')  # zoo names are the apis layer's
