@@ -59,7 +59,8 @@ _CHILD_REGISTRIES = {
 _DEFAULT_HOOK_TYPES = dict(
     runtime_info='RuntimeInfoHook', timer='IterTimerHook', sampler_seed='DistSamplerSeedHook',
     logger='LoggerHook', param_scheduler='ParamSchedulerHook', checkpoint='CheckpointHook',
-    non_finite_loss='NonFiniteLossHook', sync_norm_stats='SyncNormStatsHook')
+    non_finite_loss='NonFiniteLossHook', sync_norm_stats='SyncNormStatsHook',
+    preemption='PreemptionHook')
 # Keys MMEngine's Runner.build_dataloader reads itself before the rest goes to DataLoader.
 _DATALOADER_OWN = {'dataset', 'sampler', 'batch_sampler', 'collate_fn', 'worker_init_fn',
                    'num_batch_per_epoch', 'disable_subprocess_warning'}

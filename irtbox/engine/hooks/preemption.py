@@ -204,8 +204,8 @@ class PreemptionHook(Hook):
             self._restore_handlers()
             raise Preempted(f'{name} received: stopped after iteration {runner.iter + 1} and '
                             f'saved {path}; the same command resumes from it', name, path)
-        runner.logger.info(f'preemption: {self.checkpoint_minutes:g} minutes since the last '
-                           f'checkpoint: saved {path}')
+        runner.logger.info(f'preemption: checkpoint_minutes={self.checkpoint_minutes:g} '
+                           f'passed since the last checkpoint: saved {path}')
 
     def _save(self, runner) -> str:
         """The checkpoint of the iteration just done, through the config's CheckpointHook

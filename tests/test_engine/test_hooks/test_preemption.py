@@ -1,0 +1,157 @@
+"""PreemptionHook on one process (the 2-rank SIGTERM and restart runs are in
+tests/test_reliability/test_cluster.py), the lock of an earlier attempt of a job, the
+identity of a training and when a training resumes by default."""
+import json
+import os
+import os.path as osp
+import random
+import signal
+import socket
+
+import numpy as np
+import pytest
+import torch
+
+from irtbox.cli import train as train_tool
+from irtbox.engine import PreemptionHook
+from irtbox.engine.hooks import preemption
+from irtbox.engine.run_identity import config_identity, identity_differences
+from irtbox.engine.work_dir_lock import LOCK_NAME, WorkDirLock, WorkDirLocked
+from irtbox.utils import safe_torch_load
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
+TINY_CONFIG = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')
+
+
+def test_checkpoint_every_n_minutes_and_on_a_signal(tmp_path, monkeypatch):
+    """Time-based checkpoints (the clock at +61 s after each iteration: one checkpoint a minute
+    is due every time) besides an interval that never comes; then a SIGUSR1 noted during
+    iteration 3 stops training after it with that iteration's checkpoint."""
+    monkeypatch.chdir(ROOT)
+    clock = iter(range(0, 10_000, 61))
+    monkeypatch.setattr(preemption.time, 'monotonic', lambda: float(next(clock)))
+    work_dir = str(tmp_path / 'w')
+    original = PreemptionHook.after_train_iter
+
+    def signal_at_3(self, runner, *args, **kwargs):
+        if runner.iter + 1 == 3:
+            self._note(signal.SIGUSR1, None)  # what the handler does on the signal
+        return original(self, runner, *args, **kwargs)
+
+    monkeypatch.setattr(PreemptionHook, 'after_train_iter', signal_at_3)
+    with pytest.raises(SystemExit) as stop:
+        train_tool.main([TINY_CONFIG, '--work-dir', work_dir, '--cfg-options',
+                         'train_cfg.max_iters=5', 'default_hooks.checkpoint.interval=100',
+                         'default_hooks.checkpoint.max_keep_ckpts=-1',
+                         'default_hooks.preemption.checkpoint_minutes=1'])
+    assert stop.value.code == preemption.PREEMPTED_EXIT_STATUS
+    assert sorted(n for n in os.listdir(work_dir) if n.endswith('.pth')) == [
+        'iter_1.pth', 'iter_2.pth', 'iter_3.pth']
+    assert open(osp.join(work_dir, 'last_checkpoint')).read() == osp.join(work_dir, 'iter_3.pth')
+    assert safe_torch_load(osp.join(work_dir, 'iter_3.pth'))['meta']['iter'] == 3
+    assert not osp.exists(osp.join(work_dir, LOCK_NAME))  # released on the way out
+    assert signal.getsignal(signal.SIGUSR1) in (signal.SIG_DFL, None)  # handlers given back
+
+
+def test_rng_state_round_trips():
+    random.seed(1), np.random.seed(2), torch.manual_seed(3)
+    state = preemption.rng_state()
+    expected = (random.random(), np.random.rand(), torch.rand(1).item())
+    random.seed(9), np.random.seed(9), torch.manual_seed(9)
+    preemption.set_rng_state(state)
+    assert (random.random(), np.random.rand(), torch.rand(1).item()) == expected
+
+
+@pytest.mark.parametrize('kwargs,message', [(dict(signals=['SIGNOPE']), 'signal names'),
+                                            (dict(checkpoint_minutes=0), 'minutes'),
+                                            (dict(checkpoint_minutes=True), 'minutes')])
+def test_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        PreemptionHook(**kwargs)
+
+
+def test_requeue_calls_scontrol(tmp_path, monkeypatch):
+    fake = tmp_path / 'scontrol'
+    fake.write_text('#!/bin/sh\necho "$@" > "$0.args"\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv('PATH', f'{tmp_path}:{os.environ["PATH"]}')
+    assert preemption.requeue_slurm_job({}) is None
+    assert preemption.requeue_slurm_job(dict(SLURM_JOB_ID='42')) == \
+        'Slurm job 42 requeued (scontrol requeue 42)'
+    assert (tmp_path / 'scontrol.args').read_text().split() == ['requeue', '42']
+    fake.write_text('#!/bin/sh\necho "Invalid job id" >&2; exit 1\n')
+    assert 'failed (exit status 1: Invalid job id)' in preemption.requeue_slurm_job(
+        dict(SLURM_JOB_ID='42'))
+
+
+def write_lock(work_dir, **record):
+    os.makedirs(work_dir, exist_ok=True)
+    with open(osp.join(work_dir, LOCK_NAME), 'w') as f:
+        json.dump(dict(pid=1, started='2026-01-01T00:00:00', **record), f)
+
+
+def test_a_restarted_job_takes_over_its_own_lock_on_another_host(tmp_path, monkeypatch):
+    for key in ('SLURM_JOB_ID', 'TORCHELASTIC_RUN_ID'):
+        monkeypatch.delenv(key, raising=False)
+    write_lock(str(tmp_path / 'a'), host='node-17', job='4242')
+    with pytest.raises(WorkDirLocked, match='node-17'):  # not this job's: refused
+        WorkDirLock(str(tmp_path / 'a')).acquire()
+    monkeypatch.setenv('SLURM_JOB_ID', '4242')  # requeued onto this host
+    warned = []
+    lock = WorkDirLock(str(tmp_path / 'a'), warn=warned.append).acquire()
+    assert 'an earlier attempt of this job (4242' in warned[0]
+    assert json.load(open(lock.path))['job'] == '4242'
+    lock.release()
+    # On this host the earlier attempt must have ended; another job's lock is refused.
+    monkeypatch.setenv('SLURM_JOB_ID', '7')
+    write_lock(str(tmp_path / 'b'), host=socket.gethostname(), job='7')
+    with open(osp.join(tmp_path / 'b', LOCK_NAME)) as f:
+        record = json.load(f)
+    record['pid'] = os.getppid()  # running
+    with open(osp.join(tmp_path / 'b', LOCK_NAME), 'w') as f:
+        json.dump(record, f)
+    with pytest.raises(WorkDirLocked):
+        WorkDirLock(str(tmp_path / 'b')).acquire()
+    # torchrun's run id counts as the job's id; its default 'none' does not.
+    monkeypatch.delenv('SLURM_JOB_ID')
+    monkeypatch.setenv('TORCHELASTIC_RUN_ID', 'none')
+    write_lock(str(tmp_path / 'c'), host='node-17', job='none')
+    with pytest.raises(WorkDirLocked):
+        WorkDirLock(str(tmp_path / 'c')).acquire()
+
+
+def test_identity_leaves_out_paths_and_the_schedule():
+    cfg = dict(model=dict(type='ImageRetriever', backbone=dict(depth=1, init_cfg=dict(
+        type='Pretrained', checkpoint='/a/w.pth')), neck=[dict(type='GeMPool', p=3.0)]),
+        train_dataloader=dict(dataset=dict(type='SOPDataset', data_root='/a', split='train')),
+        train_cfg=dict(max_iters=10))
+    moved = json.loads(json.dumps(cfg))
+    moved['model']['backbone']['init_cfg']['checkpoint'] = '/b/w.pth'
+    moved['train_dataloader']['dataset']['data_root'] = '/b'
+    moved['train_cfg']['max_iters'] = 20
+    assert config_identity(cfg) == config_identity(moved)
+    assert config_identity(cfg)['model.neck.0.p'] == '3.0'
+    moved['model']['neck'][0]['p'] = 4.0
+    moved['train_dataloader']['dataset']['type'] = 'CUBDataset'
+    assert identity_differences(config_identity(cfg), config_identity(moved)) == [
+        'model.neck.0.p: 3.0 in the checkpoint, 4.0 in this config',
+        "train_dataloader.dataset.type: 'SOPDataset' in the checkpoint, 'CUBDataset' in this "
+        'config']
+    assert identity_differences(None, config_identity(cfg)) == []  # an older checkpoint
+
+
+@pytest.mark.parametrize('argv,env,expected', [
+    (['c.py'], {}, False),
+    (['c.py', '--launcher', 'pytorch'], {}, True),
+    (['c.py', '--launcher', 'slurm', '--no-resume'], {}, False),
+    (['c.py'], dict(SLURM_RESTART_COUNT='1'), True),
+    (['c.py'], dict(TORCHELASTIC_RESTART_COUNT='0'), False),
+    (['c.py', '--no-resume'], dict(TORCHELASTIC_RESTART_COUNT='2'), False)])
+def test_who_resumes_by_default(argv, env, expected):
+    assert train_tool.resumes_by_default(train_tool.parse_args(argv), env) == expected
+
+
+def test_resume_and_no_resume_exclude_each_other(capsys):
+    with pytest.raises(SystemExit):
+        train_tool.parse_args(['c.py', '--resume', '--no-resume'])
+    assert '--resume and --no-resume' in capsys.readouterr().err
