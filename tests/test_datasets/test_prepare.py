@@ -280,6 +280,7 @@ def test_manual_files_and_disk_space_are_refused_with_the_way_out(served, tmp_pa
     with pytest.raises(PrepareError, match='DeepFashion download form'):
         prepare_dataset(DATASETS['inshop'], str(tmp_path / 'a'), mirror=None,
                         progress=False, log=lambda line: None)
+    assert not (tmp_path / 'a').exists()  # refused before anything is created
     with pytest.raises(PrepareError, match='list_eval_partition.txt is not in --from-dir'):
         prepare_dataset(DATASETS['inshop'], str(tmp_path / 'b'), from_dir=str(tmp_path),
                         progress=False, log=lambda line: None)

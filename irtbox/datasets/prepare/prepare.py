@@ -129,6 +129,9 @@ def prepare_dataset(info: DatasetInfo, root: str, mirror: Optional[str] = None,
         log(f'{info.name}: every step is done already ({osp.join(root, MANIFEST_NAME)})')
         return manifest
     log(f'{info.title} -> {root}\n  terms: {info.terms}\n  homepage: {info.homepage}')
+    if from_dir is None and mirror is None and any(not f.url and not f.folder for f in todo):
+        # Before anything is created: these files need your consent on the publisher's page.
+        raise PrepareError(f'it cannot be downloaded without your consent. {info.manual}')
     if check_space:
         need, free = space_needed(info, done, keep_archives, from_dir), _free_bytes(root)
         if need > free:
@@ -185,7 +188,7 @@ def _obtain(info: DatasetInfo, f: RemoteFile, root: str, mirror: Optional[str],
     if from_dir is not None:
         path = osp.join(from_dir, f.name)
         if not osp.isfile(path):
-            raise PrepareError(f'{info.name}: {f.name} is not in --from-dir {from_dir}'
+            raise PrepareError(f'{f.name} is not in --from-dir {from_dir}'
                                + (f'. {info.manual}' if info.manual else
                                   f' (its official address: {f.url})'))
         if f.md5_url and md5 is None:
@@ -197,7 +200,7 @@ def _obtain(info: DatasetInfo, f: RemoteFile, root: str, mirror: Optional[str],
         return path, dict(source=path, size=osp.getsize(path), checksum=how), False
     url = file_url(info, f, mirror)
     if not url:
-        raise PrepareError(f'{info.name}: {f.name} cannot be downloaded without your '
+        raise PrepareError(f'{f.name} cannot be downloaded without your '
                            f'consent. {info.manual}')
     cache = osp.join(root, DOWNLOAD_DIR)
     if f.md5_url and md5 is None:
@@ -278,7 +281,7 @@ def _link_folder(info: DatasetInfo, f: RemoteFile, root: str, from_dir: Optional
             f'yourself. {info.manual}')
         if f.optional:
             return None
-        raise PrepareError(f'{info.name}: the folder {f.name}/ is needed in --from-dir')
+        raise PrepareError(f'the folder {f.name}/ is needed in --from-dir')
     if osp.lexists(target):
         if osp.realpath(target) == osp.realpath(source):
             return dict(source=osp.abspath(source), linked=True)
