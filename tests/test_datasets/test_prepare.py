@@ -494,3 +494,13 @@ def test_a_downloaded_page_that_is_no_archive_is_deleted_for_the_next_run(served
     prepare_dataset(info, str(tmp_path / 'inat'), mirror=url, progress=False,
                     log=lambda line: None)
     assert (tmp_path / 'inat' / 'Inaturalist_train_set1.txt').is_file()
+
+
+def test_keep_archives_keeps_the_verified_download(served, tmp_path):
+    url, srv, _ = served
+    root = tmp_path / 'cub'
+    prepare_dataset(_miniature_info('cub', osp.join(srv, 'cub')), str(root), mirror=url,
+                    keep_archives=True, progress=False, log=lambda line: None)
+    kept = root / 'downloads' / 'CUB_200_2011.tgz'
+    assert kept.read_bytes() == open(osp.join(srv, 'cub', 'CUB_200_2011.tgz'), 'rb').read()
+    assert (root / 'images.txt').is_file() and not (root / '.unpacking').exists()
