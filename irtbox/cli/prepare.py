@@ -2,7 +2,7 @@
 (docs/datasets.md). A rerun skips finished steps; a cut download resumes.
 
 Examples:
-  irtbox prepare                                  # the datasets, their sizes and terms
+  irtbox prepare                                  # the datasets, sizes, how each is obtained
   irtbox prepare cub --root data/cub
   irtbox prepare roxford5k --mirror https://mirror.example.org/datasets
   irtbox prepare inshop --from-dir ~/Downloads/inshop   # files behind a form, fetched by hand
