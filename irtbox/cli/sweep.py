@@ -18,15 +18,22 @@ Examples:
   python tools/sweep.py SPEC --work-root W --dry-run             # list the runs and their state
   python tools/sweep.py SPEC --work-root W --emit dist --gpus 8 > jobs.sh
   python tools/sweep.py SPEC --work-root W --emit slurm --partition gpu
+  python tools/sweep.py SPEC --work-root W --launcher slurm --partition gpu --max-parallel 16
+                                  # one sbatch job array of the unfinished runs, 16 at a time,
+                                  # each pre-emptible and requeued (irtbox/sweeps/slurm.py)
+  python tools/sweep.py status SPEC --work-root W    # done / running / failed / pending
+  python tools/sweep.py SPEC --work-root W --collect-only    # when the array has ended
   python tools/sweep.py SPEC --work-root W --collect-only        # table and figures only
 Run it (and the emitted commands) from the repository root.
 """
 import argparse
 import os
 import os.path as osp
+import shlex
 import sys
 
 from irtbox.sweeps import execute as execute_module
+from irtbox.sweeps import slurm
 from irtbox.sweeps import spec as spec_module
 from irtbox.sweeps import (EMBEDDINGS, FAILED, LOG, RESULTS, TRAIN_DONE, SelectionError, collect,
                            emit_command, expand, load_spec, plot_all, run_all, select_runs,
@@ -39,18 +46,38 @@ SUBSET_OPTIONS = dict(factors='--only', datasets='--datasets', losses='--losses'
 
 
 def parse_args(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    status = argv[:1] == ['status']  # `sweep.py status SPEC ...`
+    if status:
+        argv = argv[1:]
     parser = argparse.ArgumentParser(
         description='Run, collect and plot a grid of irtbox trainings.',
-        epilog='\n'.join([__doc__, spec_module.__doc__, execute_module.__doc__]),
+        epilog='\n'.join([__doc__, spec_module.__doc__, execute_module.__doc__, slurm.__doc__]),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('spec', help='grid spec (.py, .yaml or .json)')
     parser.add_argument('--work-root', required=True, help='folder of all the runs and outputs')
     parser.add_argument('--emit', choices=['plain', 'dist', 'slurm'],
                         help='print one shell command per unfinished run instead of running it')
+    parser.add_argument('--launcher', choices=['local', 'slurm'], default='local',
+                        help='local: run the runs here (default); slurm: submit the unfinished '
+                        'ones as one sbatch job array and return (its tasks are pre-emptible '
+                        'and requeue themselves)')
+    parser.add_argument('--max-parallel', type=int, metavar='N',
+                        help='at most N runs at once: the job array\'s throttle (%%N) with '
+                        '--launcher slurm, --jobs N here')
+    parser.add_argument('--sbatch-args', default='', metavar='"ARGS"',
+                        help='more sbatch options for the job array, with "=" since they '
+                        'start with dashes: --sbatch-args="--time=4:00:00 --qos=high"')
+    parser.add_argument('--wait', action='store_true',
+                        help='--launcher slurm: wait for the array to end (sbatch --wait), '
+                        'then write the tables and figures')
+    parser.add_argument('--run', metavar='RUN_DIR', help='run the one run of this work dir here '
+                        "(what a Slurm array task does); exit status 75 when it was pre-empted")
     parser.add_argument('--jobs', type=int, default=1,
                         help='runs at a time when running them here (default 1); each gets '
                         'cpu_count/jobs threads and, with >= jobs visible GPUs, its own GPU')
-    parser.add_argument('--gpus', type=int, default=1, help='processes per run for --emit dist/slurm')
+    parser.add_argument('--gpus', type=int, default=1,
+                        help='processes (GPUs) per run for --emit dist/slurm and --launcher slurm')
     parser.add_argument('--partition', default='gpu', help='slurm partition for --emit slurm')
     parser.add_argument('--only', nargs='+', metavar='FACTOR', help='only these factors')
     parser.add_argument('--datasets', nargs='+', metavar='DATASET',
@@ -67,7 +94,43 @@ def parse_args(argv=None):
     parser.add_argument('--band', choices=['minmax', 'std'], default='minmax',
                         help='shaded band around the mean over seeds: min-max or mean +- std')
     parser.add_argument('--no-plot', action='store_true', help='tables only')
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    args.status = status
+    for name in ('max_parallel', 'gpus'):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            parser.error(f'--{name.replace("_", "-")} must be >= 1, got {getattr(args, name)}')
+    if args.max_parallel and args.launcher == 'local':
+        args.jobs = args.max_parallel
+    return args
+
+
+def show_status(runs, queue) -> dict:
+    """Print one line per run (its status, work dir, detail) and the counts; returns them."""
+    counts = dict(done=0, running=0, failed=0, pending=0)
+    for run in runs:
+        status, detail = slurm.run_status(run, queue)
+        counts[status] += 1
+        print(f'{status:8s} {run.work_dir}' + (f'  ({detail})' if detail else ''))
+    print(', '.join(f'{n} {name}' for name, n in counts.items()) + f' of {len(runs)} runs')
+    return counts
+
+
+def run_here(runs, work_dir, args) -> None:
+    """``--run RUN_DIR``: train and test that run of the grid here (a Slurm array task)."""
+    import signal
+    match = [r for r in runs if osp.abspath(r.work_dir) == osp.abspath(work_dir)]
+    if not match:
+        raise SystemExit(f'--run {work_dir}: no run of {args.spec} under {args.work_root} has '
+                         'this work dir')
+    # Slurm signals every process of the job step; the training saves and stops, this
+    # process waits for it (a handler, unlike SIG_IGN, is not inherited by the steps).
+    for sig in (signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(sig, lambda *_: None)
+    reason = execute_module.attempt(match[0], args.keep_embeddings, nproc=args.gpus)
+    if reason == 'pre-empted':
+        raise SystemExit(execute_module.PREEMPTED)
+    if reason is not None:
+        raise SystemExit(f'{work_dir}: failed ({reason}); end of {osp.join(work_dir, LOG)}')
 
 
 def main(argv=None):
@@ -82,6 +145,10 @@ def main(argv=None):
         raise SystemExit(f'{SUBSET_OPTIONS[error.key]}: {error}')
     except (FileNotFoundError, ValueError) as error:
         raise SystemExit(str(error))
+    if args.run:
+        return run_here(runs, args.run, args)
+    if args.status:
+        return show_status(runs, slurm.queue_states(runs))
     if args.force and not (args.dry_run or args.collect_only):
         for run in runs:
             # The old embeddings too: they would not match the new results.
@@ -98,7 +165,28 @@ def main(argv=None):
                 print(emit_command(run, args.emit, args.gpus, args.partition,
                                    args.keep_embeddings))
         return runs
-    if not args.collect_only:
+    if args.launcher == 'slurm' and not args.collect_only:
+        queue = slurm.queue_states(runs)
+        todo = slurm.unqueued(runs, queue)
+        busy = len([r for r in runs if state_of(r) != 'done']) - len(todo)
+        print(f'{len(runs) - len(todo) - busy} of {len(runs)} runs finished, {busy} queued or '
+              f'running; submitting {len(todo)}', file=sys.stderr)
+        if todo:
+            try:
+                job = slurm.submit_array(todo, args.spec, args.work_root, args.partition,
+                                         args.gpus, args.max_parallel,
+                                         shlex.split(args.sbatch_args), args.keep_embeddings,
+                                         wait=args.wait)
+            except slurm.SubmitError as error:
+                raise SystemExit(str(error))
+            print(f'job array {job}: {len(todo)} runs (output: '
+                  f'{osp.join(args.work_root, slurm.JOBS_DIR, job)}_<task>.out)', file=sys.stderr)
+        if not args.wait:
+            print(f'follow it with: tools/sweep.py status {args.spec} --work-root '
+                  f'{args.work_root}; then --collect-only writes the tables and figures',
+                  file=sys.stderr)
+            return todo
+    elif not args.collect_only:
         todo = [r for r in runs if state_of(r) != 'done']
         print(f'{len(runs) - len(todo)} of {len(runs)} runs finished; running {len(todo)}, '
               f'{args.jobs} at a time (each run\'s output: <its work dir>/{LOG})',

@@ -14,6 +14,9 @@ command and its exit status) and the sweep goes on with the others, since some
 points of the paper's grids cannot be computed (M = 1 or 2 with batch 256 on
 CUB / Cars196, Fig. 8); the tables and figures are still written, the failed
 runs are listed at the end (exit status 1), and the next call retries them.
+A training stopped by a pre-emption signal (exit status 75, its checkpoint saved) is not a
+failure: the run stays unfinished and the next call (or its requeued Slurm task) resumes it.
+With --launcher slurm the runs are the tasks of one job array (irtbox/sweeps/slurm.py).
 """
 import json
 import os
@@ -31,7 +34,11 @@ from irtbox.utils.fileio import atomic_write_text
 from .spec import OFF_THE_SHELF, Run, value_dir
 from .state import EMBEDDINGS, FAILED, LOG, RESULTS, TRAIN_DONE, checkpoint_of
 
-__all__ = ['emit_command', 'run_one', 'run_all']
+__all__ = ['emit_command', 'run_one', 'run_all', 'attempt', 'PREEMPTED']
+
+#: A run's training or test stopped by a pre-emption signal (irtbox.engine's status; this
+#: module does not import the engine).
+PREEMPTED = 75
 
 
 def _train_args(run: Run) -> List[str]:
@@ -62,7 +69,9 @@ def emit_command(run: Run, mode: str, gpus: int = 1, partition: str = 'gpu',
         train = f'{py} -m irtbox train {q([run.config] + _train_args(run))} --nproc {gpus}'
         test = f'{py} -m irtbox test {shlex.quote(run.config)} {ckpt} {test_args} --nproc {gpus}'
     elif mode == 'slurm':
-        train = (f'GPUS={gpus} tools/slurm_train.sh {shlex.quote(partition)} {job} '
+        # slurm_train.sh submits a batch job; --wait: the line goes on when it has ended.
+        train = (f'SBATCH_ARGS=--wait GPUS={gpus} tools/slurm_train.sh '
+                 f'{shlex.quote(partition)} {job} '
                  f'{q([run.config] + _train_args(run))}')
         test = (f'GPUS={gpus} tools/slurm_test.sh {shlex.quote(partition)} {job} '
                 f'{shlex.quote(run.config)} {ckpt} {test_args}')
@@ -78,10 +87,12 @@ def emit_command(run: Run, mode: str, gpus: int = 1, partition: str = 'gpu',
 
 
 
-def run_one(run: Run, keep_embeddings: bool = False, env: Optional[dict] = None) -> None:
+def run_one(run: Run, keep_embeddings: bool = False, env: Optional[dict] = None,
+            nproc: int = 1) -> None:
     """Trains (unless already trained) and tests one run with ``irtbox train`` and
     ``irtbox test`` in subprocesses whose output goes to ``<work_dir>/sweep.log``; a failing step
-    raises ``subprocess.CalledProcessError``. ``env``: extra environment variables."""
+    raises ``subprocess.CalledProcessError``. ``env``: extra environment variables; ``nproc``:
+    processes of each step (``--nproc``)."""
     os.makedirs(run.work_dir, exist_ok=True)
     failed = osp.join(run.work_dir, FAILED)
     if osp.isfile(failed):
@@ -89,6 +100,8 @@ def run_one(run: Run, keep_embeddings: bool = False, env: Optional[dict] = None)
     env = dict(os.environ, **(env or {}))
     with open(osp.join(run.work_dir, LOG), 'a') as log:
         def call(args):
+            if nproc > 1:
+                args = args + ['--nproc', str(nproc)]
             subprocess.run([sys.executable, '-m', 'irtbox'] + args, check=True, env=env, stdout=log,
                            stderr=subprocess.STDOUT)
 
@@ -119,6 +132,24 @@ def _tail(path: str, lines: int = 5) -> str:
         return ''.join(f.readlines()[-lines:])
 
 
+def attempt(run: Run, keep_embeddings: bool = False, env: Optional[dict] = None,
+            nproc: int = 1) -> Optional[str]:
+    """:func:`run_one`, returning None when it finished, ``'pre-empted'`` when a step was
+    stopped by a pre-emption signal (exit status 75: nothing recorded, the run resumes next
+    time), else the reason it failed, which is also written to its ``failed`` file."""
+    try:
+        run_one(run, keep_embeddings, env, nproc)
+        return None
+    except subprocess.CalledProcessError as error:
+        if error.returncode == PREEMPTED:
+            return 'pre-empted'
+        reason = f'exit status {error.returncode}: {shlex.join(error.cmd)}'
+    except FileNotFoundError as error:  # trained, but no checkpoint to test
+        reason = str(error)
+    atomic_write_text(osp.join(run.work_dir, FAILED), reason + '\n')
+    return reason
+
+
 def run_all(todo: List[Run], jobs: int = 1,
             keep_embeddings: bool = False) -> None:
     """Runs ``todo`` (see :func:`run_one`), ``jobs`` at a time, and prints one line per
@@ -140,16 +171,9 @@ def run_all(todo: List[Run], jobs: int = 1,
             env['CUDA_VISIBLE_DEVICES'] = device
         start = time.time()
         try:
-            run_one(run, keep_embeddings, env)
-            return None, time.time() - start
-        except subprocess.CalledProcessError as error:
-            reason = f'exit status {error.returncode}: {shlex.join(error.cmd)}'
-        except FileNotFoundError as error:  # trained, but no checkpoint to test
-            reason = str(error)
+            return attempt(run, keep_embeddings, env), time.time() - start
         finally:
             slots.put(device)
-        atomic_write_text(osp.join(run.work_dir, FAILED), reason + '\n')
-        return reason, time.time() - start
 
     # Runs are submitted from this thread only, one per finished run, so that after an
     # interruption nothing new starts (the running ones got the signal too).
@@ -175,6 +199,9 @@ def run_all(todo: List[Run], jobs: int = 1,
                     shown = '  '.join(f'{k} {v:.4f}' for k, v in sorted(metrics.items()))
                     print(f'[{finished}/{len(todo)}] {run.work_dir}  {seconds:.0f} s  {shown}',
                           file=sys.stderr)
+                elif reason == 'pre-empted':
+                    print(f'[{finished}/{len(todo)}] {run.work_dir}  pre-empted (its checkpoint '
+                          'saved; the next call resumes it)', file=sys.stderr)
                 else:
                     log = osp.join(run.work_dir, LOG)
                     print(f'[{finished}/{len(todo)}] {run.work_dir}  FAILED ({reason}); end of '
