@@ -1,3 +1,4 @@
+from .dataset_counts import DatasetCountCheckHook
 from .early_stopping import BestWeightsEarlyStoppingHook, StoppingState, early_stopping_step
 from .gradient_noise_hook import GradientNoiseHook
 from .non_finite_loss import NonFiniteLossError, NonFiniteLossHook
@@ -7,8 +8,8 @@ from .rehearsal_probe import RehearsalProbeHook
 from .sync_norm_stats import SyncNormStatsHook, norm_running_stats
 from .tuple_mining_hook import TupleMiningHook, mine_hard_negatives
 
-__all__ = ['BestWeightsEarlyStoppingHook', 'GradientNoiseHook', 'NonFiniteLossError',
-           'NonFiniteLossHook', 'PCAFitHook', 'PREEMPTED_EXIT_STATUS', 'Preempted',
+__all__ = ['BestWeightsEarlyStoppingHook', 'DatasetCountCheckHook', 'GradientNoiseHook',
+           'NonFiniteLossError', 'NonFiniteLossHook', 'PCAFitHook', 'PREEMPTED_EXIT_STATUS', 'Preempted',
            'PreemptionHook', 'ProjectionFitHook', 'RehearsalProbeHook',
            'StoppingState', 'SyncNormStatsHook', 'TupleMiningHook', 'WhiteningFitHook',
            'early_stopping_step', 'mine_hard_negatives', 'norm_running_stats']
