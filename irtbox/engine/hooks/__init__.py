@@ -9,7 +9,7 @@ from .sync_norm_stats import SyncNormStatsHook, norm_running_stats
 from .tuple_mining_hook import TupleMiningHook, mine_hard_negatives
 
 __all__ = ['BestWeightsEarlyStoppingHook', 'DatasetCountCheckHook', 'GradientNoiseHook',
-           'NonFiniteLossError', 'NonFiniteLossHook', 'PCAFitHook', 'PREEMPTED_EXIT_STATUS', 'Preempted',
-           'PreemptionHook', 'ProjectionFitHook', 'RehearsalProbeHook',
+           'NonFiniteLossError', 'NonFiniteLossHook', 'PCAFitHook', 'PREEMPTED_EXIT_STATUS',
+           'Preempted', 'PreemptionHook', 'ProjectionFitHook', 'RehearsalProbeHook',
            'StoppingState', 'SyncNormStatsHook', 'TupleMiningHook', 'WhiteningFitHook',
            'early_stopping_step', 'mine_hard_negatives', 'norm_running_stats']
