@@ -129,17 +129,20 @@ def sample_classes(labels: Tensor, num_classes: int, sample_rate: float,
     * C))`` in all (P the number of distinct labels), as sorted indices on the labels'
     device. None when that is every class.
 
-    The draw is the top k of C uniform scores from ``generator`` with the positives' scores
-    set above 1, so it depends on the generator and the set of labels only.
+    The draw is the top k of C uniform scores from ``generator`` (a CPU generator: the same
+    scores on every device) with the positives' scores set above 1, so it depends on the
+    generator and the set of labels only. The scores are float64 (float32 scores of a
+    million classes hold tens of thousands of ties) and ranked on the labels' device (a
+    GPU ranks a million in a fraction of the CPU's time).
     """
-    positives = torch.unique(labels).cpu()
+    positives = torch.unique(labels)
     k = min(num_classes, max(len(positives), math.ceil(sample_rate * num_classes)))
     if k >= num_classes:
         return None
-    scores = torch.rand(num_classes, generator=generator)
+    scores = torch.rand(num_classes, generator=generator, dtype=torch.float64)
+    scores = scores.to(labels.device)
     scores[positives] = 2.0
-    chosen = torch.topk(scores, k, sorted=False).indices
-    return chosen.sort().values.to(labels.device)
+    return torch.topk(scores, k, sorted=False).indices.sort().values
 
 
 class _AllGatherWithGrad(torch.autograd.Function):

@@ -234,11 +234,15 @@ def test_sample_is_seeded_per_step_and_the_same_on_every_rank(distributed):
         for out in runs[world]:
             for got, expected in zip(out['samples'], ours):
                 assert torch.equal(got, expected)
-    # another step, or another call within one, draws another sample; the same seed and
-    # step draw the same sample again
-    assert len({tuple(s.tolist()) for s in ours}) == 4
-    again = sample_classes(y, C, RATE, step_generator(SEED, 0, 0))
-    assert torch.equal(again, ours[0])
+    # another step, or another call within one, draws another sample (100 of 1000 classes);
+    # the same seed and step draw the same sample again
+    y = torch.arange(0, 1000, 50)
+    draws = [sample_classes(y, 1000, 0.1, step_generator(SEED, s, c)) for s in (0, 1)
+             for c in (0, 1)]
+    assert len({tuple(s.tolist()) for s in draws}) == 4
+    assert torch.equal(sample_classes(y, 1000, 0.1, step_generator(SEED, 0, 0)), draws[0])
+    assert not torch.equal(sample_classes(y, 1000, 0.1, step_generator(SEED + 1, 0, 0)),
+                           draws[0])
 
 
 def test_checkpoint_holds_the_whole_matrix_and_resumes_at_any_world_size(distributed):
