@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Embed a folder of images with NUM_PROCESSES processes on this machine (torchrun): one per GPU,
-# or CPU processes (gloo) without one. Environment: NNODES, NODE_RANK, PORT, MASTER_ADDR.
+# or CPU processes (gloo) without one. Environment: NNODES, MASTER_ADDR, PORT (or --nnodes,
+# --rdzv-endpoint, --max-restarts among the args, as for dist_train.sh).
 set -euo pipefail
 usage() {
   cat <<USAGE
