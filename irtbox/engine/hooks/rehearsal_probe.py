@@ -8,6 +8,7 @@ from collections import defaultdict
 from mmengine.dist import get_rank
 from mmengine.hooks import Hook
 
+from irtbox.models.losses.partial_fc import whole_state_dict
 from irtbox.registry import HOOKS
 from irtbox.utils.checkpoint import state_digest
 from irtbox.utils.fileio import atomic_write_text
@@ -78,7 +79,9 @@ class RehearsalProbeHook(Hook):
     def _state(self, runner) -> dict:
         model = bare_model(runner)
         backbone = getattr(model, 'backbone', None)
-        return dict(iter=runner.iter, epoch=runner.epoch, model=state_digest(model.state_dict()),
+        # Partial FC layers hold other rows on each rank: the digest is of the whole model.
+        return dict(iter=runner.iter, epoch=runner.epoch,
+                    model=state_digest(whole_state_dict(model)),
                     backbone=None if backbone is None else state_digest(backbone.state_dict()))
 
     def before_train(self, runner) -> None:

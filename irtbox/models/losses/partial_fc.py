@@ -45,7 +45,7 @@ from .cosine import cosine_to_classes
 
 __all__ = ['check_partial_fc', 'shard_range', 'init_shard', 'world_and_rank', 'step_generator',
            'sample_classes', 'all_gather_with_grad', 'partial_fc_loss', 'gather_rows',
-           'sharded_layers']
+           'sharded_layers', 'whole_state_dict']
 
 # Rows drawn per generator in init_shard: each block of rows has its own seed, so a rank
 # draws only the blocks it holds and the matrix is the same for every world size.
@@ -317,3 +317,26 @@ def sharded_layers(model: torch.nn.Module) -> List[Tuple[str, torch.nn.Module]]:
     return [(name, module) for name, module in model.named_modules()
             if getattr(module, 'partial_fc', None) is not None
             and hasattr(module, 'shard_start')]
+
+
+def whole_state_dict(model: torch.nn.Module) -> dict:
+    """``model.state_dict()`` with the rows of every sharded layer gathered from all ranks
+    into the whole C x D matrix, on every rank (a collective: every rank calls it). For
+    checks that compare the ranks' models (the rehearsal), which would otherwise see each
+    rank's own rows; the C x D matrix is held on every rank, so it is meant for small models.
+    """
+    state = model.state_dict()
+    for name, layer in sharded_layers(model):
+        key = f'{name}.class_weights'
+        if key not in state or layer.world_size == 1:
+            continue
+        local = layer.class_weights.detach()
+        sizes = [stop - start for start, stop in
+                 (shard_range(layer.num_classes, layer.world_size, r)
+                  for r in range(layer.world_size))]
+        padded = local.new_zeros((max(sizes), ) + tuple(local.shape[1:]))
+        padded[:len(local)] = local
+        parts = [torch.empty_like(padded) for _ in sizes]
+        dist.all_gather(parts, padded)
+        state[key] = torch.cat([p[:n] for p, n in zip(parts, sizes)])
+    return state

@@ -15,7 +15,7 @@ from irtbox.engine.hooks.partial_fc import PartialFCHook
 from irtbox.models.losses import (ArcFaceLoss, CosFaceLoss, NormalizedSoftmaxLoss, arcface_loss,
                                   cosface_loss, normalized_softmax_loss)
 from irtbox.models.losses.partial_fc import (init_shard, sample_classes, shard_range,
-                                             step_generator)
+                                             step_generator, whole_state_dict)
 
 C, D, SEED = 23, 6, 7
 # name -> (class, constructor arguments, the replicated formula on (x, y, W))
@@ -129,6 +129,7 @@ def _worker(rank, world, init_file, out_dir, resume_from):
             load_checkpoint(runner, resume_from)
             train_steps(runner, world, rank, [TRAIN_STEPS])
         out['shard_after_load'] = runner.model.head.loss.class_weights.detach().clone()
+        out['whole'] = whole_state_dict(runner.model)['head.loss.class_weights']
         save_checkpoint(runner, os.path.join(out_dir, f'ckpt_world{world}.pth'))
         torch.save(out, os.path.join(out_dir, f'world{world}_rank{rank}.pth'))
     finally:
@@ -257,6 +258,9 @@ def test_checkpoint_holds_the_whole_matrix_and_resumes_at_any_world_size(distrib
     for rank, out in enumerate(runs[2]):
         start, stop = shard_range(C, 2, rank)
         assert out['shard_after_load'].shape == (stop - start, D)
+    # every rank sees the whole matrix in whole_state_dict (the rehearsal's digests)
+    for out in runs[4]:
+        torch.testing.assert_close(out['whole'], weights, rtol=0, atol=1e-12)
     weights4, momentum4 = reference_training(TRAIN_STEPS + 1)
     saved2 = torch.load(tmp / 'ckpt_world2.pth')
     torch.testing.assert_close(saved2['state_dict'][key], weights4, rtol=0, atol=1e-12)
