@@ -79,7 +79,8 @@ def build_cfg(args):
             raise SystemExit(f'--auto-scale-lr: {args.config} has no auto_scale_lr entry '
                              '(e.g. auto_scale_lr = dict(base_batch_size=64)).')
         cfg.auto_scale_lr.enable = True
-    if args.resume == 'auto' or (args.resume is None and resumes_by_default(args)):
+    if args.resume == 'auto' or (args.resume is None and resumes_by_default(args)
+                                 and resumes_here(cfg)):
         cfg.resume, cfg.load_from = True, None
     elif args.resume is not None:
         try:
@@ -107,6 +108,16 @@ def resumes_by_default(args, env=None) -> bool:
     (``--nproc N``, ``--launcher pytorch|slurm``) and in a restarted or requeued job, unless
     ``--no-resume``."""
     return not args.no_resume and (args.launcher != 'none' or bool(restarted(env)))
+
+
+def resumes_here(cfg) -> bool:
+    """Whether resuming by default takes the place of the config's ``load_from`` (a
+    fine-tuning's starting weights): only once the work dir holds checkpoints of this run."""
+    if not cfg.get('load_from'):
+        return True
+    from irtbox.engine.runner import run_checkpoints
+    return bool(run_checkpoints(cfg.work_dir)) or os.path.isfile(
+        os.path.join(cfg.work_dir, 'last_checkpoint'))
 
 
 def check_training_parts(cfg, config):

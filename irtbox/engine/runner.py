@@ -322,7 +322,8 @@ class IrtboxRunner(Runner):
                 f'resume from {filename}: it was written by another training ('
                 f'{"; ".join(differences)}); it is not resumed. Give this run another '
                 '--work-dir, or --no-resume to start over in this one (its checkpoints of the '
-                'same name are overwritten).')
+                f'same name are overwritten); to start from its weights: --cfg-options '
+                f'load_from={filename} --no-resume.')
 
     def _use_config_lr(self, fresh: List[float], filename: str) -> None:
         """After the optimizer and schedulers were resumed: when the config's base learning

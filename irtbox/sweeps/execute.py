@@ -100,7 +100,7 @@ def run_one(run: Run, keep_embeddings: bool = False, env: Optional[dict] = None,
     env = dict(os.environ, **(env or {}))
     with open(osp.join(run.work_dir, LOG), 'a') as log:
         def call(args):
-            if nproc > 1:
+            if nproc > 1 and run.factor != OFF_THE_SHELF:  # no checkpoint: one process
                 args = args + ['--nproc', str(nproc)]
             subprocess.run([sys.executable, '-m', 'irtbox'] + args, check=True, env=env, stdout=log,
                            stderr=subprocess.STDOUT)

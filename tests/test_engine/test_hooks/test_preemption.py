@@ -151,6 +151,19 @@ def test_who_resumes_by_default(argv, env, expected):
     assert train_tool.resumes_by_default(train_tool.parse_args(argv), env) == expected
 
 
+def test_resuming_by_default_keeps_load_from_until_there_are_checkpoints(tmp_path, monkeypatch):
+    """A fine-tuning under a launcher starts from its load_from; restarted, from its own
+    checkpoint."""
+    monkeypatch.chdir(ROOT)
+    argv = [TINY_CONFIG, '--launcher', 'pytorch', '--work-dir', str(tmp_path),
+            '--cfg-options', 'load_from=start.pth']
+    cfg = train_tool.build_cfg(train_tool.parse_args(argv))
+    assert (cfg.resume, cfg.load_from) == (False, 'start.pth')
+    (tmp_path / 'iter_2.pth').write_bytes(b'')
+    cfg = train_tool.build_cfg(train_tool.parse_args(argv))
+    assert (cfg.resume, cfg.load_from) == (True, None)
+
+
 def test_resume_and_no_resume_exclude_each_other(capsys):
     with pytest.raises(SystemExit):
         train_tool.parse_args(['c.py', '--resume', '--no-resume'])
