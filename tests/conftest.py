@@ -11,7 +11,24 @@ ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 SLOW_TESTS = osp.join(osp.dirname(osp.abspath(__file__)), 'slow_tests.txt')
 
 
+def _without_process_size_costs():
+    """Two MMEngine costs that grow with the test process, not with the code under test:
+    serialising a dataset's sample list ends in ``gc.collect()``, a full collection whose time
+    is proportional to every object the suite has made so far (seconds, late in a run; a few
+    milliseconds in a user's process); and ``Config.pretty_text`` reformats the config with
+    yapf (about a second per dump or log of it). Both stay as they are in the package; in the
+    test process the collection is skipped and the config text is left unformatted (the same
+    Python, loaded the same way)."""
+    import types
+
+    import mmengine.config.config as mmengine_config
+    import mmengine.dataset.base_dataset as mmengine_dataset
+    mmengine_dataset.gc = types.SimpleNamespace(collect=lambda *args: 0)
+    mmengine_config.FormatCode = lambda text, style_config=None, **kwargs: (text, False)
+
+
 def pytest_configure(config):
+    _without_process_size_costs()
     config.addinivalue_line('markers', 'gpu: needs a CUDA device (skipped without one)')
     config.addinivalue_line('markers', 'slow: over ~0.3 s (tests/slow_tests.txt); the fast subset '
                             'is -m "not slow"')
