@@ -22,8 +22,8 @@ class ClassWeightLoss(nn.Module):
     only (all C on one process), drawn by :func:`.partial_fc.init_shard` (the
     same matrix for every world size), and each step uses every class of the
     gathered batch plus a ``sample_rate`` fraction of the classes in all.
-    ``seed`` (the sampling and initial draws) is drawn from torch's generator on
-    rank 0 and broadcast when not given. A subclass gives its formula as
+    ``seed`` (the sampling and initial draws) is drawn from torch's generator when
+    not given, and rank 0's is used by every rank from the first step on. A subclass gives its formula as
     :meth:`target_logit` and :attr:`logit_scale`.
 
     The state dict of a sharded layer on several ranks holds its rows only; a
@@ -52,17 +52,15 @@ class ClassWeightLoss(nn.Module):
             raise ValueError(f'{name}: partial_fc shards the {num_classes} classes over '
                              f'{world} ranks; it needs num_classes >= the number of ranks')
         seed = self.partial_fc['seed']
-        if seed is None:
-            seed = int(torch.randint(2**62, ()))
-            if world > 1:  # every rank must sample the same classes
-                from mmengine.dist import broadcast_object_list
-                shared = [seed]
-                broadcast_object_list(shared, src=0)
-                seed = shared[0]
-        self.seed = seed
+        # Without a seed: one from torch's generator (the same on every rank under MMEngine's
+        # default randomness), made rank 0's at the first step (a forward is collective,
+        # a constructor need not be: a model built on one rank alone must not wait).
+        self._seed_agreed = seed is not None or world == 1
+        self.seed = int(torch.randint(2**62, ())) if seed is None else seed
         self.world_size = world
         self.shard_start, stop = pfc.shard_range(num_classes, world, rank)
-        self.class_weights = nn.Parameter(pfc.init_shard(self.shard_start, stop, embed_dim, seed))
+        self.class_weights = nn.Parameter(pfc.init_shard(self.shard_start, stop, embed_dim,
+                                                         self.seed))
         # The training iteration (set by PartialFCHook) and the calls since it: the step's
         # sample depends on them and the seed alone.
         self.sample_step, self._calls = 0, 0
@@ -91,6 +89,11 @@ class ClassWeightLoss(nn.Module):
     def partial_fc_loss(self, embeddings: Tensor, labels: Tensor) -> Tensor:
         """The loss with the sharded, sampled centres (:func:`.partial_fc.partial_fc_loss`):
         the loss of the batch gathered from every rank."""
+        if not self._seed_agreed:  # every rank must draw the same classes
+            import torch.distributed as dist
+            seed = torch.tensor([self.seed], device=embeddings.device)
+            dist.broadcast(seed, src=0)
+            self.seed, self._seed_agreed = int(seed), True
         generator = None
         if self.partial_fc['sample_rate'] < 1.0:
             generator = pfc.step_generator(self.seed, self.sample_step, self._calls)

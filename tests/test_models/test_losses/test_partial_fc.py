@@ -119,6 +119,10 @@ def _worker(rank, world, init_file, out_dir, resume_from):
                 out[name, rate] = dict(loss=loss.detach(), grad_x=x_local.grad,
                                        grad_w=layer.class_weights.grad,
                                        start=layer.shard_start)
+        torch.manual_seed(rank)  # ranks whose generators differ agree on rank 0's seed
+        unseeded = ArcFaceLoss(C, D, partial_fc=dict(sample_rate=0.5)).double()
+        unseeded(local_part(x, world, rank), local_part(y, world, rank))
+        out['agreed_seed'] = unseeded.seed
         out['samples'] = [sample_classes(y, C, RATE, step_generator(SEED, s, c))
                           for s in (0, 1) for c in (0, 1)]
         # training, checkpoint gathered on rank 0, resumed at another world size
@@ -244,6 +248,14 @@ def test_sample_is_seeded_per_step_and_the_same_on_every_rank(distributed):
     assert torch.equal(sample_classes(y, 1000, 0.1, step_generator(SEED, 0, 0)), draws[0])
     assert not torch.equal(sample_classes(y, 1000, 0.1, step_generator(SEED + 1, 0, 0)),
                            draws[0])
+
+
+def test_ranks_without_a_seed_use_rank_0s(distributed):
+    _, runs = distributed
+    torch.manual_seed(0)
+    expected = int(torch.randint(2**62, ()))
+    for world in (2, 4):
+        assert [out['agreed_seed'] for out in runs[world]] == [expected] * world
 
 
 def test_checkpoint_holds_the_whole_matrix_and_resumes_at_any_world_size(distributed):
