@@ -198,6 +198,13 @@ class PreemptionHook(Hook):
             received, due = int(flags[0].item()), bool(flags[1].item())
         if not (received or due):
             return
+        if received and runner.iter + 1 >= runner.max_iters:
+            # The last iteration: what is left (its validation, after_train) is quicker
+            # than a restart, which would not run that validation.
+            runner.logger.warning(f'{signal.Signals(received).name} received at the last '
+                                  'iteration: finishing the run')
+            self._received = 0
+            return
         path = self._save(runner)
         if received:
             name = signal.Signals(received).name

@@ -53,6 +53,23 @@ def test_checkpoint_every_n_minutes_and_on_a_signal(tmp_path, monkeypatch):
     assert signal.getsignal(signal.SIGUSR1) in (signal.SIG_DFL, None)  # handlers given back
 
 
+def test_a_signal_at_the_last_iteration_finishes_the_run(tmp_path, monkeypatch):
+    """Stopping there would leave the final validation to a restart that never runs it."""
+    monkeypatch.chdir(ROOT)
+    original = PreemptionHook.after_train_iter
+
+    def signal_at_2(self, runner, *args, **kwargs):
+        if runner.iter + 1 == 2:
+            self._note(signal.SIGTERM, None)
+        return original(self, runner, *args, **kwargs)
+
+    monkeypatch.setattr(PreemptionHook, 'after_train_iter', signal_at_2)
+    work_dir = str(tmp_path / 'w')
+    train_tool.main([TINY_CONFIG, '--work-dir', work_dir, '--cfg-options',
+                     'train_cfg.max_iters=2', 'train_cfg.val_interval=2'])  # no SystemExit
+    assert safe_torch_load(osp.join(work_dir, 'iter_2.pth'))['meta']['iter'] == 2
+
+
 def test_rng_state_round_trips():
     random.seed(1), np.random.seed(2), torch.manual_seed(3)
     state = preemption.rng_state()
