@@ -29,7 +29,7 @@
   before rank 0 writes the file, so a DDP run never waits on rank 0 alone.
 - A model with Partial FC layers (``partial_fc=`` on a classification loss): their sharded
   class centres are kept out of DDP and out of the initial broadcast of the weights, and
-  :class:`~irtbox.engine.hooks.PartialFCHook` (registered with the default hooks) makes
+  :class:`~.hooks.partial_fc.PartialFCHook` (registered with the default hooks) makes
   checkpoints hold them whole.
 - A checkpoint written after validation (``best_*.pth``) records the iterations (epochs)
   done, not one more.
@@ -226,7 +226,7 @@ class IrtboxRunner(Runner):
     def wrap_model(self, model_wrapper_cfg, model):
         """MMEngine's, with the sharded class centres of Partial FC layers kept out of DDP
         (``_ddp_params_and_buffers_to_ignore``): each rank updates its own rows and nothing
-        of their size is all-reduced; :class:`~irtbox.engine.hooks.PartialFCHook` (registered
+        of their size is all-reduced; :class:`~.hooks.partial_fc.PartialFCHook` (registered
         with the default hooks) makes checkpoints hold them whole."""
         names = sharded_parameter_names(model)
         if names:
