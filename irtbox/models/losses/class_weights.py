@@ -23,12 +23,12 @@ class ClassWeightLoss(nn.Module):
     same matrix for every world size), and each step uses every class of the
     gathered batch plus a ``sample_rate`` fraction of the classes in all.
     ``seed`` (the sampling and initial draws) is drawn from torch's generator when
-    not given, and rank 0's is used by every rank from the first step on. A subclass gives its formula as
-    :meth:`target_logit` and :attr:`logit_scale`.
+    not given, and rank 0's is used by every rank from the first step on. A
+    subclass gives its formula as :meth:`target_logit` and :attr:`logit_scale`.
 
     The state dict of a sharded layer on several ranks holds its rows only; a
     checkpoint written by the runner holds the whole matrix (gathered by
-    :class:`irtbox.engine.hooks.PartialFCHook`), so does a layer loaded with
+    :class:`irtbox.engine.hooks.partial_fc.PartialFCHook`), so does a layer loaded with
     the whole matrix: :meth:`load_state_dict` keeps this rank's rows of it.
     """
 
@@ -68,7 +68,7 @@ class ClassWeightLoss(nn.Module):
 
     def set_sample_step(self, step: int) -> None:
         """Draw the coming steps' samples for training iteration ``step`` (the runner's
-        :class:`~irtbox.engine.hooks.PartialFCHook` calls it before every iteration, so a
+        :class:`~irtbox.engine.hooks.partial_fc.PartialFCHook` calls it before every iteration, so a
         resumed run draws what the uninterrupted one would have)."""
         self.sample_step, self._calls = int(step), 0
 
