@@ -1,5 +1,5 @@
 """tools/sweep.py --launcher slurm through a stand-in sbatch on PATH that runs the array's
-tasks here, one after another (each task: the real `irtbox sweep --run`, training and testing
+tasks here (each task: the real `irtbox sweep --run`, training and testing
 the tiny config), and a stand-in srun that runs its command."""
 import json
 import os
@@ -17,7 +17,7 @@ ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TINY_CONFIG = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')
 
 FAKE_SBATCH = r"""#!/usr/bin/env bash
-# Records its arguments, prints a job id, then runs the array's tasks one after another
+# Records its arguments, prints a job id, then runs the array's tasks here, at the same time
 # (the first FAKE_SBATCH_TASKS of them: a sweep killed before the others ran).
 echo "$*" >> "$FAKE_SBATCH_LOG"
 job=$((1000 + $(wc -l < "$FAKE_SBATCH_LOG")))
@@ -27,8 +27,9 @@ for a in "$@"; do case "$a" in --array=*) array="${a#--array=}";; esac; done
 range="${array%%\%*}"
 for i in $(seq "${range%-*}" "${range#*-}"); do
   [ "$i" -lt "${FAKE_SBATCH_TASKS:-1000}" ] || break
-  SLURM_JOB_ID="${job}_$i" SLURM_ARRAY_TASK_ID=$i bash "$script" >> "$FAKE_SBATCH_OUT" 2>&1 || true
+  SLURM_JOB_ID="${job}_$i" SLURM_ARRAY_TASK_ID=$i bash "$script" >> "$FAKE_SBATCH_OUT" 2>&1 &
 done
+wait
 """
 FAKE_SRUN = """#!/bin/sh
 while [ $# -gt 0 ]; do case "$1" in -*) shift;; *) break;; esac; done
