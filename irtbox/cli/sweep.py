@@ -35,7 +35,8 @@ import sys
 from irtbox.sweeps import execute as execute_module
 from irtbox.sweeps import slurm
 from irtbox.sweeps import spec as spec_module
-from irtbox.sweeps import (EMBEDDINGS, FAILED, LOG, RESULTS, TRAIN_DONE, SelectionError, collect,
+from irtbox.sweeps import (EMBEDDINGS, FAILED, LOG, PREEMPTED_MARK, RESULTS, TRAIN_DONE,
+                           SelectionError, collect,
                            emit_command, expand, load_spec, plot_all, run_all, select_runs,
                            state_of, summarize, write_table)
 
@@ -152,7 +153,7 @@ def main(argv=None):
     if args.force and not (args.dry_run or args.collect_only):
         for run in runs:
             # The old embeddings too: they would not match the new results.
-            for name in (RESULTS, TRAIN_DONE, EMBEDDINGS, FAILED):
+            for name in (RESULTS, TRAIN_DONE, EMBEDDINGS, FAILED, PREEMPTED_MARK):
                 if osp.isfile(osp.join(run.work_dir, name)):
                     os.remove(osp.join(run.work_dir, name))
     if args.dry_run:

@@ -11,13 +11,15 @@ from .execute import emit_command, run_all, run_one
 from .figures import plot_all, plot_factor
 from .spec import (OFF_THE_SHELF, Run, SelectionError, expand, factor_values, load_spec,
                    select_runs, value_dir, value_entries)
-from .state import EMBEDDINGS, FAILED, LOG, RESULTS, TRAIN_DONE, checkpoint_of, state_of
+from .state import (EMBEDDINGS, FAILED, LOG, PREEMPTED_MARK, RESULTS, TRAIN_DONE, checkpoint_of,
+                    state_of)
 from .tables import collect, metric_names, read_summary, summarize, write_table
 
 __all__ = [
     'family_of', 'loss_families', 'plot_all', 'plot_factor', 'emit_command', 'run_all',
     'run_one', 'OFF_THE_SHELF', 'Run', 'SelectionError', 'expand', 'factor_values', 'load_spec',
-    'select_runs', 'value_dir', 'value_entries', 'EMBEDDINGS', 'FAILED', 'LOG', 'RESULTS',
+    'select_runs', 'value_dir', 'value_entries', 'EMBEDDINGS', 'FAILED', 'LOG', 'PREEMPTED_MARK',
+    'RESULTS',
     'TRAIN_DONE', 'checkpoint_of', 'state_of', 'collect', 'metric_names', 'read_summary',
     'summarize', 'write_table'
 ]

@@ -32,7 +32,7 @@ from typing import List, Optional
 from irtbox.utils.fileio import atomic_write_text
 
 from .spec import OFF_THE_SHELF, Run, value_dir
-from .state import EMBEDDINGS, FAILED, LOG, RESULTS, TRAIN_DONE, checkpoint_of
+from .state import EMBEDDINGS, FAILED, LOG, PREEMPTED_MARK, RESULTS, TRAIN_DONE, checkpoint_of
 
 __all__ = ['emit_command', 'run_one', 'run_all', 'attempt', 'PREEMPTED']
 
@@ -106,8 +106,13 @@ def run_one(run: Run, keep_embeddings: bool = False, env: Optional[dict] = None,
                            stderr=subprocess.STDOUT)
 
         if not osp.isfile(osp.join(run.work_dir, TRAIN_DONE)) and run.factor != OFF_THE_SHELF:
-            call(['train', run.config] + _train_args(run))
+            mark = osp.join(run.work_dir, PREEMPTED_MARK)
+            # A training pre-empted in an earlier attempt goes on from its checkpoint.
+            resume = ['--resume'] if osp.isfile(mark) else []
+            call(['train', run.config] + _train_args(run) + resume)
             open(osp.join(run.work_dir, TRAIN_DONE), 'w').close()
+            if osp.isfile(mark):
+                os.remove(mark)
         ckpt = [] if run.factor == OFF_THE_SHELF else [checkpoint_of(run.work_dir)]
         call(['test', run.config] + ckpt
              + _test_args(run, keep_embeddings))
@@ -142,6 +147,7 @@ def attempt(run: Run, keep_embeddings: bool = False, env: Optional[dict] = None,
         return None
     except subprocess.CalledProcessError as error:
         if error.returncode == PREEMPTED:
+            atomic_write_text(osp.join(run.work_dir, PREEMPTED_MARK), shlex.join(error.cmd) + '\n')
             return 'pre-empted'
         reason = f'exit status {error.returncode}: {shlex.join(error.cmd)}'
     except FileNotFoundError as error:  # trained, but no checkpoint to test

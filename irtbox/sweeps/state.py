@@ -3,7 +3,8 @@ import os.path as osp
 
 from .spec import OFF_THE_SHELF, Run
 
-__all__ = ['RESULTS', 'EMBEDDINGS', 'TRAIN_DONE', 'FAILED', 'LOG', 'state_of', 'checkpoint_of']
+__all__ = ['RESULTS', 'EMBEDDINGS', 'TRAIN_DONE', 'FAILED', 'LOG', 'PREEMPTED_MARK', 'state_of',
+           'checkpoint_of']
 
 RESULTS = 'test_results.json'
 # tools/test.py writes a .npz's metrics to the same name with .json: RESULTS.
@@ -11,6 +12,8 @@ EMBEDDINGS = osp.splitext(RESULTS)[0] + '.npz'
 TRAIN_DONE = 'train_done'
 FAILED = 'failed'
 LOG = 'sweep.log'
+# The run's training was stopped by a pre-emption signal: the next attempt resumes it.
+PREEMPTED_MARK = 'preempted'
 
 
 def state_of(run: Run) -> str:

@@ -144,3 +144,30 @@ def test_without_sbatch_is_one_line(cluster, monkeypatch):
     monkeypatch.setenv('PATH', '/nonexistent')
     with pytest.raises(SystemExit, match='sbatch not found'):
         sweep.main([spec, '--work-root', root, '--launcher', 'slurm'])
+
+
+def test_a_pre_empted_training_resumes_at_the_next_attempt(tmp_path, monkeypatch):
+    """Exit status 75 is not a failure: the run stays unfinished, marked, and its next
+    training is started with --resume (a requeued Slurm task resumes anyway)."""
+    import subprocess
+    run = sweeps.Run('lr', 0.1, 'sop', 'contrastive', 0, 'c.py', [], str(tmp_path / 'a'))
+    calls = []
+
+    def fake_run(cmd, check, env, stdout=None, stderr=None):
+        calls.append(cmd)
+        if cmd[3] == 'train' and len(calls) == 1:
+            raise subprocess.CalledProcessError(75, cmd)
+        if cmd[3] == 'train':
+            (tmp_path / 'a' / 'last_checkpoint').write_text('iter_4.pth')
+        else:
+            (tmp_path / 'a' / sweeps.RESULTS).write_text('{}')
+
+    monkeypatch.setattr(sweeps.execute.subprocess, 'run', fake_run)
+    assert sweeps.execute.attempt(run) == 'pre-empted'
+    assert sweeps.state_of(run) == 'todo'
+    assert osp.isfile(osp.join(run.work_dir, sweeps.PREEMPTED_MARK))
+    assert '--resume' not in calls[0]
+    assert sweeps.execute.attempt(run) is None
+    assert calls[1][3] == 'train' and calls[1][-1] == '--resume'
+    assert sweeps.state_of(run) == 'done'
+    assert not osp.exists(osp.join(run.work_dir, sweeps.PREEMPTED_MARK))
