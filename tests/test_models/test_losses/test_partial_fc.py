@@ -119,6 +119,13 @@ def _worker(rank, world, init_file, out_dir, resume_from):
                 out[name, rate] = dict(loss=loss.detach(), grad_x=x_local.grad,
                                        grad_w=layer.class_weights.grad,
                                        start=layer.shard_start)
+        # every label in rank 0's rows, the sample = the labels: the others have no column
+        layer = build('arcface', 0.01)
+        x_local = local_part(x, world, rank).clone().requires_grad_()
+        loss = layer(x_local, local_part(y % 5, world, rank))
+        loss.backward()
+        out['empty'] = dict(loss=loss.detach(), grad_x=x_local.grad,
+                            grad_w=layer.class_weights.grad)
         torch.manual_seed(rank)  # ranks whose generators differ agree on rank 0's seed
         unseeded = ArcFaceLoss(C, D, partial_fc=dict(sample_rate=0.5)).double()
         unseeded(local_part(x, world, rank), local_part(y, world, rank))
@@ -199,6 +206,26 @@ def test_sharded_loss_and_gradients_equal_single_process(distributed, world, nam
         start, stop = shard_range(C, world, rank)
         assert got['start'] == start
         torch.testing.assert_close(got['grad_w'], grad_w[start:stop], rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize('world', [2, 4])
+def test_ranks_without_a_sampled_class(distributed, world):
+    _, runs = distributed
+    x, y = global_batch()
+    x = x.clone().requires_grad_()
+    w = full_weights().requires_grad_()
+    sample = torch.unique(y % 5)  # 1% of 23 classes: the labels alone
+    loss = CASES['arcface'][2](x, remap(y % 5, sample), w[sample])
+    loss.backward()
+    for rank, out in enumerate(runs[world]):
+        got = out['empty']
+        torch.testing.assert_close(got['loss'], loss.detach(), rtol=1e-10, atol=0)
+        torch.testing.assert_close(got['grad_x'] / world, local_part(x.grad, world, rank),
+                                   rtol=0, atol=1e-10)
+        start, stop = shard_range(C, world, rank)
+        torch.testing.assert_close(got['grad_w'], w.grad[start:stop], rtol=0, atol=1e-10)
+        if start >= 5:
+            assert not got['grad_w'].any()
 
 
 def test_one_process_layer_equals_replicated_loss():
