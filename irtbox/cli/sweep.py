@@ -125,10 +125,17 @@ def run_here(runs, work_dir, args) -> None:
                          'this work dir')
     # Slurm signals every process of the job step; the training saves and stops, this
     # process waits for it (a handler, unlike SIG_IGN, is not inherited by the steps).
+    noted = []
     for sig in (signal.SIGTERM, signal.SIGUSR1):
-        signal.signal(sig, lambda *_: None)
+        signal.signal(sig, lambda signum, frame: noted.append(signum))
     reason = execute_module.attempt(match[0], args.keep_embeddings, nproc=args.gpus)
-    if reason == 'pre-empted':
+    if reason == 'interrupted' and signal.SIGUSR1 in noted:
+        # A test (or a training still starting) does not requeue itself: this task does.
+        from irtbox.engine.hooks.preemption import requeue_slurm_job
+        requeued = requeue_slurm_job()
+        if requeued:
+            print(requeued, file=sys.stderr)
+    if reason in ('pre-empted', 'interrupted'):
         raise SystemExit(execute_module.PREEMPTED)
     if reason is not None:
         raise SystemExit(f'{work_dir}: failed ({reason}); end of {osp.join(work_dir, LOG)}')

@@ -23,6 +23,7 @@ import os
 import os.path as osp
 import queue
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -139,9 +140,11 @@ def _tail(path: str, lines: int = 5) -> str:
 
 def attempt(run: Run, keep_embeddings: bool = False, env: Optional[dict] = None,
             nproc: int = 1) -> Optional[str]:
-    """:func:`run_one`, returning None when it finished, ``'pre-empted'`` when a step was
-    stopped by a pre-emption signal (exit status 75: nothing recorded, the run resumes next
-    time), else the reason it failed, which is also written to its ``failed`` file."""
+    """:func:`run_one`, returning None when it finished; ``'pre-empted'`` when its training
+    stopped on a pre-emption signal (exit status 75, its checkpoint saved: the run is marked
+    and resumes next time); ``'interrupted'`` when a step was ended by SIGTERM or SIGUSR1
+    before it could save (a test, a training still starting: it runs again next time); else
+    the reason it failed, which is also written to its ``failed`` file."""
     try:
         run_one(run, keep_embeddings, env, nproc)
         return None
@@ -149,6 +152,8 @@ def attempt(run: Run, keep_embeddings: bool = False, env: Optional[dict] = None,
         if error.returncode == PREEMPTED:
             atomic_write_text(osp.join(run.work_dir, PREEMPTED_MARK), shlex.join(error.cmd) + '\n')
             return 'pre-empted'
+        if error.returncode in (-signal.SIGTERM, -signal.SIGUSR1):
+            return 'interrupted'
         reason = f'exit status {error.returncode}: {shlex.join(error.cmd)}'
     except FileNotFoundError as error:  # trained, but no checkpoint to test
         reason = str(error)
@@ -205,9 +210,9 @@ def run_all(todo: List[Run], jobs: int = 1,
                     shown = '  '.join(f'{k} {v:.4f}' for k, v in sorted(metrics.items()))
                     print(f'[{finished}/{len(todo)}] {run.work_dir}  {seconds:.0f} s  {shown}',
                           file=sys.stderr)
-                elif reason == 'pre-empted':
-                    print(f'[{finished}/{len(todo)}] {run.work_dir}  pre-empted (its checkpoint '
-                          'saved; the next call resumes it)', file=sys.stderr)
+                elif reason in ('pre-empted', 'interrupted'):
+                    print(f'[{finished}/{len(todo)}] {run.work_dir}  {reason} by a signal (the '
+                          'next call goes on with it)', file=sys.stderr)
                 else:
                     log = osp.join(run.work_dir, LOG)
                     print(f'[{finished}/{len(todo)}] {run.work_dir}  FAILED ({reason}); end of '

@@ -171,3 +171,24 @@ def test_a_pre_empted_training_resumes_at_the_next_attempt(tmp_path, monkeypatch
     assert calls[1][3] == 'train' and calls[1][-1] == '--resume'
     assert sweeps.state_of(run) == 'done'
     assert not osp.exists(osp.join(run.work_dir, sweeps.PREEMPTED_MARK))
+
+
+def test_a_step_ended_by_a_signal_is_no_failure(tmp_path, monkeypatch):
+    """A test step killed by SIGUSR1 (it saves nothing) is 'interrupted': no failed file, no
+    mark; a step that failed is recorded."""
+    import signal
+    import subprocess
+    run = sweeps.Run('lr', 0.1, 'sop', 'contrastive', 0, 'c.py', [], str(tmp_path / 'a'))
+    os.makedirs(run.work_dir)
+    (tmp_path / 'a' / sweeps.TRAIN_DONE).write_text('')
+    (tmp_path / 'a' / 'last_checkpoint').write_text('iter_4.pth')
+    codes = iter([-signal.SIGUSR1, 3])
+
+    def fake_run(cmd, check, env, stdout=None, stderr=None):
+        raise subprocess.CalledProcessError(next(codes), cmd)
+
+    monkeypatch.setattr(sweeps.execute.subprocess, 'run', fake_run)
+    assert sweeps.execute.attempt(run) == 'interrupted'
+    assert sorted(os.listdir(run.work_dir)) == ['last_checkpoint', sweeps.LOG, sweeps.TRAIN_DONE]
+    assert sweeps.execute.attempt(run).startswith('exit status 3: ')
+    assert sweeps.state_of(run) == 'failed'
