@@ -31,9 +31,10 @@ How one step goes, on each of the W ranks (W = 1 works too, unsharded):
 
 When to use it, and what ``sample_rate`` trades: the sharding alone divides the layer's
 memory (centres, gradient, optimizer state) by W and removes its all-reduce, at the cost of
-gathering the batch's embeddings (N x D) and three N-sized all-reduces per step; it pays off
-once the centres are a large part of the model (tens of thousands of classes at D = 1536) and
-is the only way once they do not fit on one device. ``sample_rate`` r < 1 cuts the logits and
+gathering the batch's embeddings (N x D) and labels and two small all-reduces per step (and
+one N x D all-reduce in the backward); it pays off once the centres are a large part of the
+model (tens of thousands of classes at D = 1536) and is the only way once they do not fit on
+one device. ``sample_rate`` r < 1 cuts the logits and
 their gradient to a fraction r (plus the batch's own classes): the loss becomes a sampled
 softmax, whose unsampled negatives are not pushed away that step (the Partial FC papers find
 no loss of accuracy at r = 0.1 with millions of face identities). The optimizer step still
@@ -157,53 +158,49 @@ def sample_classes(labels: Tensor, num_classes: int, sample_rate: float,
     return torch.topk(scores, k, sorted=False).indices.sort().values
 
 
+def _gathered_sizes(n: int, device) -> List[int]:
+    """Every rank's row count, in rank order."""
+    world = world_and_rank()[0]
+    size = torch.tensor([n], device=device)
+    sizes = [torch.empty_like(size) for _ in range(world)]
+    dist.all_gather(sizes, size)
+    return [int(s) for s in sizes]
+
+
+def _all_gather_rows(x: Tensor, sizes: List[int]) -> Tensor:
+    """Every rank's rows (``sizes[r]`` on rank r) concatenated in rank order: all_gather
+    needs equal shapes, so each is padded to the largest and cut back."""
+    padded = x.new_zeros((max(sizes), ) + tuple(x.shape[1:]))
+    padded[:len(x)] = x
+    parts = [torch.empty_like(padded) for _ in sizes]
+    dist.all_gather(parts, padded)
+    return torch.cat([p[:n] for p, n in zip(parts, sizes)])
+
+
 class _AllGatherWithGrad(torch.autograd.Function):
     """Every rank's rows, concatenated in rank order; backward sums the gradient over the
     ranks and returns this rank's rows times the world size (see the module docstring)."""
 
     @staticmethod
-    def forward(ctx, x: Tensor) -> Tensor:
-        world, rank = world_and_rank()
-        sizes = torch.tensor([len(x)], device=x.device)
-        all_sizes = [torch.empty_like(sizes) for _ in range(world)]
-        dist.all_gather(all_sizes, sizes)
-        sizes = [int(s) for s in all_sizes]
-        padded = x.new_zeros((max(sizes), ) + x.shape[1:])
-        padded[:len(x)] = x
-        parts = [torch.empty_like(padded) for _ in range(world)]
-        dist.all_gather(parts, padded.contiguous())
-        ctx.sizes, ctx.rank, ctx.world = sizes, rank, world
-        return torch.cat([p[:n] for p, n in zip(parts, sizes)])
+    def forward(ctx, x: Tensor, sizes: List[int]) -> Tensor:
+        ctx.sizes, ctx.rank, ctx.world = sizes, world_and_rank()[1], len(sizes)
+        return _all_gather_rows(x.detach(), sizes)
 
     @staticmethod
-    def backward(ctx, grad: Tensor) -> Tensor:
+    def backward(ctx, grad: Tensor):
         grad = grad.contiguous().clone()
         dist.all_reduce(grad)
         start = sum(ctx.sizes[:ctx.rank])
-        return grad[start:start + ctx.sizes[ctx.rank]] * ctx.world
+        return grad[start:start + ctx.sizes[ctx.rank]] * ctx.world, None
 
 
-def all_gather_with_grad(x: Tensor) -> Tensor:
+def all_gather_with_grad(x: Tensor, sizes: Optional[List[int]] = None) -> Tensor:
     """``x`` (n_r x ...) of every rank concatenated in rank order, differentiable (see
-    :class:`_AllGatherWithGrad`); ``x`` itself on one process."""
+    :class:`_AllGatherWithGrad`); ``x`` itself on one process. ``sizes``: every rank's
+    n_r, gathered here when not given."""
     if world_and_rank()[0] == 1:
         return x
-    return _AllGatherWithGrad.apply(x)
-
-
-def _all_gather_labels(labels: Tensor) -> Tensor:
-    world = world_and_rank()[0]
-    if world == 1:
-        return labels
-    sizes = torch.tensor([len(labels)], device=labels.device)
-    all_sizes = [torch.empty_like(sizes) for _ in range(world)]
-    dist.all_gather(all_sizes, sizes)
-    sizes = [int(s) for s in all_sizes]
-    padded = labels.new_zeros(max(sizes))
-    padded[:len(labels)] = labels
-    parts = [torch.empty_like(padded) for _ in range(world)]
-    dist.all_gather(parts, padded)
-    return torch.cat([p[:n] for p, n in zip(parts, sizes)])
+    return _AllGatherWithGrad.apply(x, sizes or _gathered_sizes(len(x), x.device))
 
 
 class _ShardedCrossEntropy(torch.autograd.Function):
@@ -230,11 +227,13 @@ class _ShardedCrossEntropy(torch.autograd.Function):
         total = probs.sum(dim=1)
         here = target >= 0
         rows = here.nonzero().squeeze(1)
-        target_logit = logits.new_zeros(n)
-        target_logit[rows] = logits[rows, target[rows]]
+        # The exp-sums and the target logits (each on one rank, 0 elsewhere): one all-reduce.
+        sums = logits.new_zeros(2, n)
+        sums[0] = total
+        sums[1, rows] = logits.detach()[rows, target[rows]]
         if world > 1:
-            dist.all_reduce(total)
-            dist.all_reduce(target_logit)
+            dist.all_reduce(sums)
+        total, target_logit = sums[0], sums[1]
         probs.div_(total[:, None])
         ctx.save_for_backward(probs, rows, target[rows])
         return (row_max + total.log() - target_logit).mean()
@@ -274,8 +273,12 @@ def partial_fc_loss(embeddings: Tensor, labels: Tensor, shard: Tensor, shard_sta
     Returns:
         Tensor: scalar, the same on every rank: the loss of the gathered batch.
     """
-    x = all_gather_with_grad(embeddings)
-    y = _all_gather_labels(labels)
+    if world_and_rank()[0] > 1:
+        sizes = _gathered_sizes(len(embeddings), embeddings.device)
+        x = all_gather_with_grad(embeddings, sizes)
+        y = _all_gather_rows(labels, sizes)
+    else:
+        x, y = embeddings, labels
     stop = shard_start + len(shard)
     local = None
     if sample_rate < 1.0:
