@@ -56,7 +56,7 @@ class ClassWeightLoss(nn.Module):
         # default randomness), made rank 0's at the first step (a forward is collective,
         # a constructor need not be: a model built on one rank alone must not wait).
         self._seed_agreed = seed is not None or world == 1
-        self.seed = int(torch.randint(2**62, ())) if seed is None else seed
+        self.seed = int(torch.randint(2**62, (), device='cpu')) if seed is None else seed
         self.world_size = world
         self.shard_start, stop = pfc.shard_range(num_classes, world, rank)
         self.class_weights = nn.Parameter(pfc.init_shard(self.shard_start, stop, embed_dim,
