@@ -78,7 +78,8 @@ def parse_args(argv=None):
                         help='runs at a time when running them here (default 1); each gets '
                         'cpu_count/jobs threads and, with >= jobs visible GPUs, its own GPU')
     parser.add_argument('--gpus', type=int, default=1,
-                        help='processes (GPUs) per run for --emit dist/slurm and --launcher slurm')
+                        help='processes (GPUs) per run for --emit dist/slurm and --launcher slurm '
+                        '(there, 0: one process and no --gres, for a cluster without GPUs)')
     parser.add_argument('--partition', default='gpu', help='slurm partition for --emit slurm')
     parser.add_argument('--only', nargs='+', metavar='FACTOR', help='only these factors')
     parser.add_argument('--datasets', nargs='+', metavar='DATASET',
@@ -97,9 +98,11 @@ def parse_args(argv=None):
     parser.add_argument('--no-plot', action='store_true', help='tables only')
     args = parser.parse_args(argv)
     args.status = status
-    for name in ('max_parallel', 'gpus'):
-        if getattr(args, name) is not None and getattr(args, name) < 1:
-            parser.error(f'--{name.replace("_", "-")} must be >= 1, got {getattr(args, name)}')
+    if args.max_parallel is not None and args.max_parallel < 1:
+        parser.error(f'--max-parallel must be >= 1, got {args.max_parallel}')
+    least = 0 if (args.launcher == 'slurm' or args.run) else 1  # 0: a CPU cluster, no --gres
+    if args.gpus < least:
+        parser.error(f'--gpus must be >= {least}, got {args.gpus}')
     if args.max_parallel and args.launcher == 'local':
         args.jobs = args.max_parallel
     return args

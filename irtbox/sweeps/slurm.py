@@ -76,8 +76,8 @@ def submit_array(runs: Sequence[Run], spec_path: str, work_root: str, partition:
         os.makedirs(run.work_dir, exist_ok=True)
     array = f'0-{len(runs) - 1}' + (f'%{max_parallel}' if max_parallel else '')
     command = ['sbatch', '--parsable', f'--array={array}', '-p', partition,
-               '--job-name=irtbox-sweep', '--ntasks=1', f'--gres=gpu:{nproc}',
-               '--requeue', f'--signal=USR1@{signal_seconds}', '--open-mode=append',
+               '--job-name=irtbox-sweep', '--ntasks=1',
+               *([f'--gres=gpu:{nproc}'] if nproc > 0 else []), '--requeue', f'--signal=USR1@{signal_seconds}', '--open-mode=append',
                f'--output={osp.join(folder, "%A_%a.out")}', *sbatch_args]
     if wait:
         command.append('--wait')

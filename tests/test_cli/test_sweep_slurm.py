@@ -192,3 +192,21 @@ def test_a_step_ended_by_a_signal_is_no_failure(tmp_path, monkeypatch):
     assert sorted(os.listdir(run.work_dir)) == ['last_checkpoint', sweeps.LOG, sweeps.TRAIN_DONE]
     assert sweeps.execute.attempt(run).startswith('exit status 3: ')
     assert sweeps.state_of(run) == 'failed'
+
+
+@pytest.mark.parametrize('gpus,gres', [(2, '--gres=gpu:2'), (0, None)])
+def test_gpus_per_run(tmp_path, monkeypatch, gpus, gres):
+    import types
+    seen = []
+
+    def fake_run(command, **kwargs):
+        seen.append(command)
+        return types.SimpleNamespace(returncode=0, stdout='55;cluster\n', stderr='')
+
+    monkeypatch.setattr(slurm.subprocess, 'run', fake_run)
+    run = sweeps.Run('lr', 0.1, 'sop', 'contrastive', 0, 'c.py', [], str(tmp_path / 'a'))
+    assert slurm.submit_array([run], 'spec.py', str(tmp_path), 'p', nproc=gpus) == '55'
+    command = seen[0]
+    assert [a for a in command if a.startswith('--gres')] == ([gres] if gres else [])
+    assert f'--gpus {gpus} ' in open(command[-1]).read()
+    assert open(osp.join(run.work_dir, slurm.JOB_FILE)).read() == '55_0\n'
