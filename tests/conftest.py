@@ -94,30 +94,38 @@ def timm_cache():
     timm.create_model = create
 
 
-@pytest.fixture
-def chromium():
-    """A headless Chromium driven by Selenium (quit afterwards), for the pages' browser tests.
-
-    Skipped when Debian's chromium / chromium-driver are missing (tools/run_tests.sh installs
-    them with apt-get where it can) or selenium is not installed."""
-    import os
+@pytest.fixture(scope='session')
+def _chromium_session():
+    """One headless Chromium for the whole session (starting one takes seconds)."""
     import shutil
     if not (shutil.which('chromium') and shutil.which('chromedriver')):
         pytest.skip('chromium/chromedriver not installed (tools/run_tests.sh installs them with '
                     'apt-get where it can)')
     webdriver = pytest.importorskip('selenium.webdriver')
     from selenium.webdriver.chrome.service import Service
-    os.environ.setdefault('SE_AVOID_STATS', 'true')  # no usage statistics sent by Selenium
-    options = webdriver.ChromeOptions()
-    for flag in ('--headless=new', '--no-sandbox', '--disable-dev-shm-usage',
-                 '--window-size=1280,900', '--allow-file-access-from-files'):
-        options.add_argument(flag)
-    options.binary_location = shutil.which('chromium')
-    driver = webdriver.Chrome(service=Service(shutil.which('chromedriver')), options=options)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv('SE_AVOID_STATS', 'true')  # no usage statistics sent by Selenium
+        options = webdriver.ChromeOptions()
+        for flag in ('--headless=new', '--no-sandbox', '--disable-dev-shm-usage',
+                     '--window-size=1280,900', '--allow-file-access-from-files'):
+            options.add_argument(flag)
+        options.binary_location = shutil.which('chromium')
+        driver = webdriver.Chrome(service=Service(shutil.which('chromedriver')), options=options)
     try:
         yield driver
     finally:
         driver.quit()
+
+
+@pytest.fixture
+def chromium(_chromium_session):
+    """A headless Chromium driven by Selenium, for the pages' browser tests: the session's
+    one, on a blank page with no cookies. Skipped when Debian's chromium / chromium-driver
+    are missing (tools/run_tests.sh installs them with apt-get where it can) or selenium is
+    not installed."""
+    _chromium_session.get('about:blank')
+    _chromium_session.delete_all_cookies()
+    return _chromium_session
 
 
 @pytest.fixture

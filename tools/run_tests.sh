@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: installs irtbox with its test requirements (and, for the tests that drive
 # a real browser, Debian's chromium + chromium-driver when they are missing), then runs pytest.
-# Extra arguments go to pytest (e.g. -k losses, -x).
+# Extra arguments go to pytest (e.g. -k losses, -x; -n 0 for one process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -17,4 +17,5 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
          "the browser tests will be skipped"
   fi
 fi
-exec "$PYTHON" -m pytest tests -q "$@"
+# One pytest worker per core (pytest-xdist): the tests are independent of each other.
+exec "$PYTHON" -m pytest tests -q -n auto "$@"
