@@ -266,7 +266,9 @@ def _dist_worker(rank, world, port, out_dir):
 
 def test_two_ranks_agree_with_one_process(tmp_path):
     """Each rank extracts part of the images; both get the single-process tuples."""
-    mp.spawn(_dist_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True)
+    # Forked ranks: a spawned one would import torch and irtbox again (seconds each).
+    mp.start_processes(_dist_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True,
+                       start_method='fork')
     dataset = SfM120kDataset(data_root=SFM, tuples=True, qsize=7, nnum=3, pipeline=PIPELINE)
     TupleMiningHook(poolsize=15, dataloader=dict(batch_size=5)).before_train_epoch(
         fake_runner(tiny_model(), dataset, epoch=3, seed=5))
