@@ -1,15 +1,11 @@
 import json
-import os
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
 import torch
+import torch.multiprocessing as mp
 from mmengine.evaluator import Evaluator
 
-import irtbox
 from irtbox.evaluation import RetrievalMetric
 from irtbox.evaluation.functional import retrieval_metrics
 from irtbox.registry import METRICS
@@ -134,22 +130,14 @@ def test_bad_configs_and_samples():
         metric.evaluate(size=5)
 
 
-WORKER = textwrap.dedent('''
-    import json
-    import sys
-
-    import numpy as np
-    import torch
+def _gather_worker(rank, tmp):
+    """One of two gloo ranks: feeds its DefaultSampler shard to a RetrievalMetric."""
     import torch.distributed as dist
+    from mmengine.dataset import DefaultSampler
 
-
-    def main(rank, tmp):
-        dist.init_process_group('gloo', init_method=f'file://{tmp}/init', rank=rank,
-                                world_size=2)
-        from mmengine.dataset import DefaultSampler
-
-        from irtbox.evaluation import RetrievalMetric
-        from irtbox.structures import DataSample
+    torch.set_num_threads(1)
+    dist.init_process_group('gloo', init_method=f'file://{tmp}/init', rank=rank, world_size=2)
+    try:
         data = np.load(f'{tmp}/data.npz')
         emb, labels = data['emb'], data['labels']
         # DefaultSampler shuffles, shards and pads with repeated samples.
@@ -166,31 +154,15 @@ WORKER = textwrap.dedent('''
         with open(f'{tmp}/rank{rank}.json', 'w') as f:
             json.dump(dict(metrics=metrics, num_seen=len(mine),
                            sample_idx=None if out is None else out['sample_idx'].tolist()), f)
+    finally:
         dist.destroy_process_group()
-
-
-    if __name__ == '__main__':
-        main(int(sys.argv[1]), sys.argv[2])
-''')
 
 
 def test_two_process_gather_by_sample_index(tmp_path):
     emb, labels = make_data(n=23, seed=4)  # odd: the sampler pads one rank
     np.savez(tmp_path / 'data.npz', emb=emb, labels=labels)
-    (tmp_path / 'worker.py').write_text(WORKER)
-    root = os.path.dirname(os.path.dirname(irtbox.__file__))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get('PYTHONPATH', '')]),
-               OMP_NUM_THREADS='1')
-    workers = [
-        subprocess.Popen([sys.executable, str(tmp_path / 'worker.py'), str(rank), str(tmp_path)],
-                         env=env) for rank in range(2)
-    ]
-    try:
-        assert [w.wait(timeout=120) for w in workers] == [0, 0]
-    finally:
-        for w in workers:  # one crashed rank would leave the other waiting
-            if w.poll() is None:
-                w.kill()
+    # Forked ranks: spawned ones would import torch and irtbox again (seconds each).
+    mp.start_processes(_gather_worker, args=(str(tmp_path),), nprocs=2, start_method='fork')
     ranks = [json.loads((tmp_path / f'rank{r}.json').read_text()) for r in range(2)]
     assert [r['num_seen'] for r in ranks] == [12, 12]  # 24 = 23 + one padding repeat
     expected = percent(retrieval_metrics(emb, labels, ks=(1, 2, 4)))
