@@ -249,6 +249,7 @@ def _free_port():
 
 
 def _dist_worker(rank, world, port, out_dir):
+    torch.set_num_threads(1)  # no OpenMP thread pool in a forked child
     os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))
     torch.distributed.init_process_group('gloo', rank=rank, world_size=world)
     try:
