@@ -27,8 +27,20 @@ def _without_process_size_costs():
     mmengine_config.FormatCode = lambda text, style_config=None, **kwargs: (text, False)
 
 
+def _share_the_cores_between_workers():
+    """Under pytest-xdist, each worker's torch (and the processes its tests start, through
+    OMP_NUM_THREADS) uses its share of the cores: two workers of two threads each on two
+    cores spin against each other (OpenMP waits actively), several times slower."""
+    workers = int(os.environ.get('PYTEST_XDIST_WORKER_COUNT', '1'))
+    if workers > 1:
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        torch.set_num_threads(threads)
+        os.environ.setdefault('OMP_NUM_THREADS', str(threads))
+
+
 def pytest_configure(config):
     _without_process_size_costs()
+    _share_the_cores_between_workers()
     config.addinivalue_line('markers', 'gpu: needs a CUDA device (skipped without one)')
     config.addinivalue_line('markers', 'slow: over ~0.3 s (tests/slow_tests.txt); the fast subset '
                             'is -m "not slow"')
