@@ -148,8 +148,12 @@ def _worker(rank, world, init_file, out_dir, resume_from):
 
 
 def run_world(tmp_path, world, resume_from=None):
+    # Ranks forked from a fork server that has imported this module (torch, irtbox) once: a
+    # fork of the test process itself fails after it has run a backward pass ("autograd's
+    # threading ... fork"), a spawned rank imports everything again.
+    mp.get_context('forkserver').set_forkserver_preload([__name__])
     mp.start_processes(_worker, args=(world, str(tmp_path / f'init{world}'), str(tmp_path),
-                                      resume_from), nprocs=world, start_method='fork')
+                                      resume_from), nprocs=world, start_method='forkserver')
     return [torch.load(tmp_path / f'world{world}_rank{r}.pth') for r in range(world)]
 
 
