@@ -29,6 +29,8 @@ import sys
 import uuid
 from typing import List, Optional, Sequence
 
+from irtbox.utils.checks import check_int
+
 __all__ = ['add_nproc_argument', 'torchrun_command', 'relaunch', 'agent_main', 'PREEMPTED']
 
 #: The exit status of a pre-empted job (irtbox.engine.PREEMPTED_EXIT_STATUS, not imported here:
@@ -38,18 +40,15 @@ _FORWARDED = 'SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1'
 _PREEMPTING = (signal.SIGTERM, signal.SIGUSR1)
 
 
-def _count(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f'must be a positive integer, got {text}')
-    return value
-
-
-def _restarts(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f'must be an integer >= 0, got {text}')
-    return value
+def _int_at_least(minimum: int):
+    """An argparse type: an integer >= ``minimum`` (the project's one check,
+    :func:`irtbox.utils.checks.check_int`)."""
+    def parse(text: str) -> int:
+        try:
+            return check_int(int(text), 'the value', minimum)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+    return parse
 
 
 def _nodes(text: str) -> str:
@@ -65,10 +64,10 @@ def _nodes(text: str) -> str:
 
 
 def add_nproc_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument('--nproc', type=_count, default=1, metavar='N',
+    parser.add_argument('--nproc', type=_int_at_least(1), default=1, metavar='N',
                         help='run on N processes of this machine with torchrun (one per GPU, '
                         'or CPU processes with gloo); default 1')
-    parser.add_argument('--max-restarts', type=_restarts, default=0, metavar='K',
+    parser.add_argument('--max-restarts', type=_int_at_least(0), default=0, metavar='K',
                         help="torchrun's agent restarts the whole group up to K times when a "
                         'process dies (training resumes from its last checkpoint); default 0')
     parser.add_argument('--nnodes', type=_nodes, default=None, metavar='N|MIN:MAX',

@@ -64,7 +64,7 @@ def test_max_restarts_alone_starts_torchrun(monkeypatch):
     assert '--nproc-per-node=1' in seen[0] and '--max-restarts=2' in seen[0]
 
 
-@pytest.mark.parametrize('bad,message', [(['--max-restarts', '-1'], 'integer >= 0'),
+@pytest.mark.parametrize('bad,message', [(['--max-restarts', '-1'], 'must be a non-negative integer, got -1'),
                                          (['--nnodes', '3:2'], 'MIN:MAX'),
                                          (['--nnodes', 'x'], 'MIN:MAX')])
 def test_bad_launch_options(capsys, bad, message):

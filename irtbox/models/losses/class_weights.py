@@ -1,5 +1,6 @@
 """Base of the classification losses that hold one weight vector (proxy) per class."""
 import math
+from abc import ABC, abstractmethod
 from typing import Optional
 
 import torch
@@ -11,7 +12,7 @@ from . import partial_fc as pfc
 __all__ = ['ClassWeightLoss']
 
 
-class ClassWeightLoss(nn.Module):
+class ClassWeightLoss(nn.Module, ABC):
     """Owns ``class_weights`` (C x D, an ``nn.Parameter`` so that an optimiser
     parameter group can target it, e.g. ``paramwise_cfg.custom_keys``), drawn
     uniformly in ±1/√D, and checks embeddings and labels against it.
@@ -82,9 +83,9 @@ class ClassWeightLoss(nn.Module):
     # s·target_logit(cos θ_y) for the target.
     logit_scale: float = 1.0
 
+    @abstractmethod
     def target_logit(self, cos: Tensor) -> Tensor:
         """The target classes' logits before the scale, from their cosines."""
-        raise NotImplementedError
 
     def partial_fc_loss(self, embeddings: Tensor, labels: Tensor) -> Tensor:
         """The loss with the sharded, sampled centres (:func:`.partial_fc.partial_fc_loss`):
