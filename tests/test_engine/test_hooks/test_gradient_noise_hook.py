@@ -12,7 +12,7 @@ import pytest
 import torch
 from mmengine.config import Config
 from mmengine.hooks import Hook
-from mmengine.runner import Runner
+from irtbox.engine.runner import IrtboxRunner
 
 from irtbox.engine.hooks import GradientNoiseHook
 from irtbox.models.heads import EmbeddingHead
@@ -78,7 +78,9 @@ def train(work_dir, hooks=(), resume_from=None, **cfg_options):
     cwd = os.getcwd()
     os.chdir(ROOT)
     try:
-        runner = Runner.from_cfg(cfg)
+        # irtbox's runner, as tools/train.py builds it: its logger and visualizer are never
+        # those of an earlier run of this process started in the same second.
+        runner = IrtboxRunner.from_cfg(cfg)
         for hook in hooks:
             runner.register_hook(hook)
         runner.train()
