@@ -67,6 +67,27 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(scope='session')
+def tiny_ddp_run(tmp_path_factory):
+    """The work dir of one ``tools/dist_train.sh`` run of tests/data/configs/tiny_irt.py on 2
+    CPU processes (4 iterations), shared by the tests that read a plain DDP training (its
+    ``iter_4.pth`` and log); ``(work_dir, output)``. Read-only."""
+    import subprocess
+
+    from tests.shared_runs import dist_train, once_per_run
+
+    def train(folder):
+        proc = dist_train(osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py'),
+                          folder / 'work_dir', stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+        out, _ = proc.communicate(timeout=600)
+        assert proc.returncode == 0, out[-5000:]
+        (folder / 'output.txt').write_text(out)
+
+    folder = once_per_run(tmp_path_factory, 'tiny_ddp_run', train)
+    return str(folder / 'work_dir'), (folder / 'output.txt').read_text()
+
+
 @pytest.fixture
 def in_root(monkeypatch):
     """Run in the repository root, where the configs' relative data paths point."""

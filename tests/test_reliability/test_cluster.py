@@ -14,13 +14,13 @@ import time
 import pytest
 import torch
 
-from tests.test_reliability.reliability_helpers import ROOT, TINY_CONFIG
+from tests.shared_runs import dist_train, once_per_run
+from tests.test_reliability.reliability_helpers import TINY_CONFIG
 
 from irtbox.cli import train as train_tool
 from irtbox.engine import PREEMPTED_EXIT_STATUS
 from irtbox.engine.runner import run_checkpoints
 from irtbox.utils import safe_torch_load
-from irtbox.utils.dist import free_port
 
 ITERS = 10
 CONFIG = f"""_base_ = [{TINY_CONFIG!r}]
@@ -42,11 +42,9 @@ def config(tmp_path_factory):
 
 def launch(config, work_dir, log_path, *extra):
     """``tools/dist_train.sh CONFIG 2`` in the background (its process is the torchrun agent)."""
-    env = dict(os.environ, PORT=str(free_port()), OMP_NUM_THREADS='1', CUDA_VISIBLE_DEVICES='',
-               TORCH_ELASTIC_SHUTDOWN_TIMEOUT='15')
-    return subprocess.Popen(['bash', 'tools/dist_train.sh', config, '2', '--work-dir', work_dir,
-                             *extra], cwd=ROOT, env=env, stdout=open(log_path, 'w'),
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    return dist_train(config, work_dir, *extra, env=dict(TORCH_ELASTIC_SHUTDOWN_TIMEOUT='15'),
+                      stdout=open(log_path, 'w'), stderr=subprocess.STDOUT,
+                      start_new_session=True)
 
 
 def finish(proc, log_path, timeout=120):
@@ -82,12 +80,14 @@ def assert_same_weights(path, reference):
 
 @pytest.fixture(scope='module')
 def reference(config, tmp_path_factory):
-    """The uninterrupted run's final weights."""
-    folder = tmp_path_factory.mktemp('reference')
-    work_dir, log = str(folder / 'w'), str(folder / 'log')
-    code, text = finish(launch(config, work_dir, log), log)
-    assert code == 0, text[-3000:]
-    return weights(osp.join(work_dir, f'iter_{ITERS}.pth'))
+    """The uninterrupted run's final weights (one run for both tests, whichever worker)."""
+    def train(folder):
+        log = str(folder / 'log')
+        code, text = finish(launch(config, str(folder / 'w'), log), log)
+        assert code == 0, text[-3000:]
+
+    folder = once_per_run(tmp_path_factory, 'cluster_reference', train)
+    return weights(str(folder / 'w' / f'iter_{ITERS}.pth'))
 
 
 def worker_pids(pid):

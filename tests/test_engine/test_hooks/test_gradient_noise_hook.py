@@ -19,7 +19,8 @@ from irtbox.models.heads import EmbeddingHead
 from irtbox.models.losses.contrastive import contrastive_loss
 from irtbox.utils import register_safe_globals, safe_torch_load
 from irtbox.utils.config import load_config
-from irtbox.utils.dist import free_port
+
+from tests.shared_runs import dist_train
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 TINY = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')
@@ -152,21 +153,18 @@ def test_resumed_run_averages_over_the_whole_training(measured_run, tmp_path):
     assert again['gamma_mean'] == pytest.approx(straight['gamma_mean'], rel=1e-5)
 
 
-def test_ddp_two_processes(tmp_path):
-    """Under DDP (2 CPU processes, gloo) the weights are those of a run without the hook."""
+def test_ddp_two_processes(tiny_ddp_run, tmp_path):
+    """Under DDP (2 CPU processes, gloo) the weights are those of a run without the hook (the
+    session's plain 2-process run of the same config)."""
     config = tmp_path / 'tiny_gamma.py'
     config.write_text(f"_base_ = ['{TINY}']\ncustom_hooks = [dict(type='GradientNoiseHook')]\n")
-    procs = {}
-    for name, cfg in (('with', str(config)), ('without', TINY)):
-        env = dict(os.environ, PORT=str(free_port()), OMP_NUM_THREADS='1',
-                   CUDA_VISIBLE_DEVICES='')
-        procs[name] = subprocess.Popen(
-            ['bash', 'tools/dist_train.sh', cfg, '2', '--work-dir', str(tmp_path / name)],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    for proc in procs.values():
-        out, _ = proc.communicate(timeout=600)
-        assert proc.returncode == 0, out[-5000:]
-    a, b = (safe_torch_load(str(tmp_path / n / 'iter_4.pth'))['state_dict'] for n in procs)
+    proc = dist_train(config, tmp_path / 'with', stdout=subprocess.PIPE,
+                      stderr=subprocess.STDOUT, text=True)
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-5000:]
+    without, _ = tiny_ddp_run
+    a, b = (safe_torch_load(osp.join(d, 'iter_4.pth'))['state_dict']
+            for d in (str(tmp_path / 'with'), without))
     for k in a:
         assert torch.equal(a[k], b[k]), k
     result = read_json(tmp_path / 'with')
