@@ -3,16 +3,16 @@ whitening fit hook and a checkpoint mid-run. Each of three defects made it fail:
 checkpoint's weights were re-drawn by init_weights, the fit before the checkpoint deadlocked
 (it ran collectives on rank 0 only) and the ranks' BatchNorm statistics drifted apart."""
 import json
-import os
 import os.path as osp
 import subprocess
 
 import torch
 from mmengine.config import Config
 
+from tests.shared_runs import dist_train
+
 from irtbox.registry import MODELS
 from irtbox.utils import safe_torch_load, state_digest
-from irtbox.utils.dist import free_port
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TINY_DTOP = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_dtop.py')
@@ -36,13 +36,12 @@ def test_two_processes_start_from_the_checkpoint_save_mid_run_and_agree(tmp_path
     cfg.custom_hooks = list(cfg.custom_hooks) + [dict(type='RehearsalProbeHook', out_dir=probe)]
     config = str(tmp_path / 'config.py')
     cfg.dump(config)
-    env = dict(os.environ, PORT=str(free_port()), OMP_NUM_THREADS='1', CUDA_VISIBLE_DEVICES='',
-               IRTBOX_REHEARSAL_PHASE='train')
     work_dir = str(tmp_path / 'run')
+    proc = dist_train(config, work_dir, env=dict(IRTBOX_REHEARSAL_PHASE='train'),
+                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     # Before the fix the run hung at "Saving checkpoint at 2 iterations".
-    proc = subprocess.run(['bash', 'tools/dist_train.sh', config, '2', '--work-dir', work_dir],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out, _ = proc.communicate(timeout=240)
+    assert proc.returncode == 0, out[-5000:]
     ranks = []
     for rank in range(2):
         with open(osp.join(probe, f'train_rank{rank}.json')) as f:

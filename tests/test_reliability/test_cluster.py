@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from tests.shared_runs import dist_train, once_per_run
-from tests.test_reliability.reliability_helpers import TINY_CONFIG
+from tests.test_reliability.reliability_helpers import TINY_CONFIG, descendants
 
 from irtbox.cli import train as train_tool
 from irtbox.engine import PREEMPTED_EXIT_STATUS
@@ -93,7 +93,7 @@ def reference(config, tmp_path_factory):
 def worker_pids(pid):
     """The ranks under the agent ``pid``: {RANK: pid}."""
     found = {}
-    for child in _descendants(pid):
+    for child in descendants(pid):
         try:
             with open(f'/proc/{child}/environ', 'rb') as f:
                 env = dict(item.split(b'=', 1) for item in f.read().split(b'\0') if b'=' in item)
@@ -101,18 +101,6 @@ def worker_pids(pid):
             continue
         if b'RANK' in env and b'TORCHELASTIC_RUN_ID' in env:
             found[int(env[b'RANK'])] = child
-    return found
-
-
-def _descendants(pid):
-    found = []
-    try:
-        for task in os.listdir(f'/proc/{pid}/task'):
-            with open(f'/proc/{pid}/task/{task}/children') as f:
-                for child in map(int, f.read().split()):
-                    found += [child] + _descendants(child)
-    except FileNotFoundError:
-        pass
     return found
 
 

@@ -7,28 +7,8 @@ import time
 
 import pytest
 
-from tests.test_reliability.reliability_helpers import ROOT, TINY_CONFIG
-
-from irtbox.utils.dist import free_port
-
-
-
-def children(pid):
-    found = []
-    try:
-        for task in os.listdir(f'/proc/{pid}/task'):
-            with open(f'/proc/{pid}/task/{task}/children') as f:
-                found += [int(c) for c in f.read().split()]
-    except FileNotFoundError:
-        pass
-    return found
-
-
-def descendants(pid):
-    found = []
-    for child in children(pid):
-        found += [child] + descendants(child)
-    return found
+from tests.shared_runs import dist_train
+from tests.test_reliability.reliability_helpers import TINY_CONFIG, descendants
 
 
 def running(pid):
@@ -43,13 +23,11 @@ def running(pid):
 @pytest.mark.skipif(not os.path.isdir('/proc'), reason='reads the process tree from /proc (Linux)')
 def test_killed_launcher_leaves_no_orphans(tmp_path):
     log = open(tmp_path / 'out.log', 'w')
-    launcher = subprocess.Popen(
-        ['bash', 'tools/dist_train.sh', TINY_CONFIG, '2', '--work-dir', str(tmp_path / 'w'),
-         '--cfg-options', 'train_cfg.max_iters=100000', 'train_cfg.val_interval=100000',
-         'default_hooks.checkpoint.interval=100000', 'train_dataloader.num_workers=1',
-         'train_dataloader.persistent_workers=True'],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        env=dict(os.environ, PORT=str(free_port()), OMP_NUM_THREADS='1', CUDA_VISIBLE_DEVICES=''))
+    launcher = dist_train(
+        TINY_CONFIG, tmp_path / 'w', '--cfg-options', 'train_cfg.max_iters=100000',
+        'train_cfg.val_interval=100000', 'default_hooks.checkpoint.interval=100000',
+        'train_dataloader.num_workers=1', 'train_dataloader.persistent_workers=True',
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     tree = []  # every process started, for the clean-up whatever happens
     try:
         deadline = time.time() + 240

@@ -10,11 +10,12 @@ import subprocess
 import torch
 from mmengine.config import Config
 
+from tests.shared_runs import dist_train
+
 from irtbox.cli import test as test_tool
 from irtbox.cli import train as train_tool
 from irtbox.models.losses import ArcFaceLoss
 from irtbox.utils import safe_torch_load
-from irtbox.utils.dist import free_port
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 TINY_CONFIG = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')
@@ -55,10 +56,9 @@ def test_two_processes_match_one_process(tmp_path, in_root):
     one = str(tmp_path / 'one')
     train_tool.main([single, '--work-dir', one])
     two = str(tmp_path / 'two')
-    env = dict(os.environ, PORT=str(free_port()), OMP_NUM_THREADS='1', CUDA_VISIBLE_DEVICES='')
-    proc = subprocess.run(['bash', 'tools/dist_train.sh', sharded, '2', '--work-dir', two],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc = dist_train(sharded, two, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out[-5000:]
 
     expected = safe_torch_load(osp.join(one, f'iter_{STEPS}.pth'))
     ckpt = osp.join(two, f'iter_{STEPS}.pth')
