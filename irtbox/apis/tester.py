@@ -180,10 +180,10 @@ def runner_model_identity(runner) -> Optional[dict]:
     """The identity (:func:`irtbox.apis.identity.model_identity`) of a runner's model (DDP
     unwrapped; the runner gave it its input spec), with the runner's config file and
     checkpoint. None, with a warning, when the model has no input spec."""
-    from mmengine.model import is_model_wrapper
+    from irtbox.engine.hooks.utils import bare_model
 
     from .identity import model_identity
-    model = runner.model.module if is_model_wrapper(runner.model) else runner.model
+    model = bare_model(runner)
     if getattr(model, 'input_spec', None) is None:
         runner.logger.warning('--out: the model has no input spec, so no identity; the results '
                               'file has none')

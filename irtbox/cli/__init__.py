@@ -29,7 +29,7 @@ def run(main: Callable, argv: Optional[Sequence[str]] = None):
     except SystemExit as stop:
         # Pre-empted (every rank stopped at the same iteration): end the group as a finished
         # job does, so the status is 75 and not an abort of the gloo threads' teardown.
-        from irtbox.engine.hooks.preemption import PREEMPTED_EXIT_STATUS
+        from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
         if stop.code == PREEMPTED_EXIT_STATUS and finish_distributed():
             os._exit(PREEMPTED_EXIT_STATUS)
         raise

@@ -30,12 +30,10 @@ import uuid
 from typing import List, Optional, Sequence
 
 from irtbox.utils.checks import check_int
+from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
 
-__all__ = ['add_nproc_argument', 'torchrun_command', 'relaunch', 'agent_main', 'PREEMPTED']
+__all__ = ['add_nproc_argument', 'torchrun_command', 'relaunch', 'agent_main']
 
-#: The exit status of a pre-empted job (irtbox.engine.PREEMPTED_EXIT_STATUS, not imported here:
-#: this module is imported by every command before anything heavy).
-PREEMPTED = 75
 _FORWARDED = 'SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1'
 _PREEMPTING = (signal.SIGTERM, signal.SIGUSR1)
 
@@ -157,11 +155,11 @@ def agent_main(argv: Sequence[str]) -> int:
     try:
         torchrun.main(list(argv))
     except SignalException as stop:
-        return PREEMPTED if stop.sigval in _PREEMPTING else 128 + int(stop.sigval)
+        return PREEMPTED_EXIT_STATUS if stop.sigval in _PREEMPTING else 128 + int(stop.sigval)
     except ChildFailedError as failed:
         codes = {failure.exitcode for failure in failed.failures.values()}
-        if codes == {PREEMPTED}:  # the workers got the signal themselves (Slurm signals all)
-            return PREEMPTED
+        if codes == {PREEMPTED_EXIT_STATUS}:  # the workers got the signal themselves (Slurm signals all)
+            return PREEMPTED_EXIT_STATUS
         print(failed.format_msg(), file=sys.stderr)
         return 1
     return 0

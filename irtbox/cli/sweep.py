@@ -39,6 +39,7 @@ from irtbox.sweeps import (EMBEDDINGS, FAILED, LOG, PREEMPTED_MARK, RESULTS, TRA
                            SelectionError, collect,
                            emit_command, expand, load_spec, plot_all, run_all, select_runs,
                            state_of, summarize, write_table)
+from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
 
 __all__ = ['parse_args', 'main']
 
@@ -139,7 +140,7 @@ def run_here(runs, work_dir, args) -> None:
         if requeued:
             print(requeued, file=sys.stderr)
     if reason in ('pre-empted', 'interrupted'):
-        raise SystemExit(execute_module.PREEMPTED)
+        raise SystemExit(PREEMPTED_EXIT_STATUS)
     if reason is not None:
         raise SystemExit(f'{work_dir}: failed ({reason}); end of {osp.join(work_dir, LOG)}')
 

@@ -157,7 +157,6 @@ def main(argv=None):
         runner = build_runner(cfg)
     except PretrainedWeightsUnavailable as error:  # one line per rank, not a hub traceback
         raise SystemExit(f'{args.config}: {error}') from error
-    runner.resume_by_default = args.resume is None and cfg.resume
     if restarted():
         runner.logger.warning(f'this job was restarted ({restarted()}): '
                               + ('resuming from the newest intact checkpoint of the work dir'

@@ -50,7 +50,6 @@ from typing import List, Optional, Tuple
 import torch
 from mmengine.dist import broadcast, broadcast_object_list, is_distributed, is_main_process
 from mmengine.logging import MMLogger
-from mmengine.model import is_model_wrapper
 from mmengine.runner import BaseLoop, Runner
 from mmengine.runner.checkpoint import _load_checkpoint
 from mmengine.visualization import Visualizer
@@ -63,6 +62,7 @@ from irtbox.utils.fileio import atomic_write
 
 from .run_identity import IDENTITY_KEY, config_identity, identity_differences
 from .hooks.partial_fc import PartialFCHook, sharded_parameter_names
+from .hooks.utils import bare_model
 from .work_dir_lock import WorkDirLock, WorkDirLocked
 
 __all__ = ['IrtboxRunner', 'ResumeRefused', 'find_resume_checkpoint', 'run_checkpoints']
@@ -219,7 +219,7 @@ class IrtboxRunner(Runner):
             elif isinstance(entry, dict):  # e.g. only max_skipped given: the type is ours
                 hooks[name] = {'type': hook_type, **entry}
         super().register_default_hooks(hooks)
-        model = self.model.module if is_model_wrapper(self.model) else self.model
+        model = bare_model(self)
         if sharded_parameter_names(model):  # Partial FC: whole matrices in checkpoints
             self.register_hook(PartialFCHook())
 
@@ -245,10 +245,10 @@ class IrtboxRunner(Runner):
         for message in warnings:
             self.logger.warning(f'resume: {message}')
         if path is None:
-            # A launcher resumes by default: a first run finding nothing is no news then.
-            say = self.logger.info if getattr(self, 'resume_by_default', False) else \
-                self.logger.warning
-            say(f'resume: no checkpoint in {self.work_dir}: starting from iteration 0')
+            # No news by itself (a launcher resumes by default, so every first run gets
+            # here): unusable checkpoints were warned about above and are below.
+            self.logger.info(f'resume: no checkpoint in {self.work_dir}: starting from '
+                             'iteration 0')
             self._warn_existing_checkpoints()
         else:
             self.logger.info(f'resume: from {path}')
@@ -356,7 +356,7 @@ class IrtboxRunner(Runner):
         """MMEngine's, with an ``init_cfg`` of type ``Pretrained`` read safely, and the
         sharded class centres of Partial FC layers left out of the broadcast from rank 0
         that follows (each rank holds other rows, of another size)."""
-        model = self.model.module if is_model_wrapper(self.model) else self.model
+        model = bare_model(self)
         sharded = set(sharded_parameter_names(model))
         if not sharded:
             with safe_checkpoint_loaders():
@@ -406,7 +406,7 @@ class IrtboxRunner(Runner):
             self._check_identity(checkpoint, filename)
             self._check_optimizer_type(checkpoint, filename)
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
-        model = self.model.module if is_model_wrapper(self.model) else self.model
+        model = bare_model(self)
         state = extract_state_dict(checkpoint)
         for pattern, replacement in revise_keys:
             state = {re.sub(pattern, replacement, k): v for k, v in state.items()}

@@ -30,16 +30,13 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import List, Optional
 
+from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
 from irtbox.utils.fileio import atomic_write_text
 
 from .spec import OFF_THE_SHELF, Run, value_dir
 from .state import EMBEDDINGS, FAILED, LOG, PREEMPTED_MARK, RESULTS, TRAIN_DONE, checkpoint_of
 
-__all__ = ['emit_command', 'run_one', 'run_all', 'attempt', 'PREEMPTED']
-
-#: A run's training or test stopped by a pre-emption signal (irtbox.engine's status; this
-#: module does not import the engine).
-PREEMPTED = 75
+__all__ = ['emit_command', 'run_one', 'run_all', 'attempt']
 
 
 def _train_args(run: Run) -> List[str]:
@@ -149,7 +146,7 @@ def attempt(run: Run, keep_embeddings: bool = False, env: Optional[dict] = None,
         run_one(run, keep_embeddings, env, nproc)
         return None
     except subprocess.CalledProcessError as error:
-        if error.returncode == PREEMPTED:
+        if error.returncode == PREEMPTED_EXIT_STATUS:
             atomic_write_text(osp.join(run.work_dir, PREEMPTED_MARK), shlex.join(error.cmd) + '\n')
             return 'pre-empted'
         if error.returncode in (-signal.SIGTERM, -signal.SIGUSR1):

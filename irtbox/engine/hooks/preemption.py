@@ -22,14 +22,11 @@ from mmengine.dist import all_gather_object, all_reduce, get_rank, get_world_siz
 from mmengine.hooks import CheckpointHook, Hook
 
 from irtbox.registry import HOOKS
+from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
 from irtbox.utils.fileio import atomic_write_text
 
 __all__ = ['PREEMPTED_EXIT_STATUS', 'Preempted', 'PreemptionHook', 'rng_state', 'set_rng_state',
            'requeue_slurm_job']
-
-#: The exit status of a training stopped by SIGTERM / SIGUSR1 after its checkpoint was saved:
-#: ``EX_TEMPFAIL`` of ``sysexits.h`` ("temporary failure; try again later").
-PREEMPTED_EXIT_STATUS = 75
 
 #: The key of a checkpoint that holds the ranks' random number generator states.
 RNG_KEY = 'rng_states'
