@@ -5,7 +5,7 @@ import torch
 from mmengine.hooks import Hook
 from mmengine.optim import OptimWrapper
 
-from irtbox.models.losses.partial_fc import gather_rows, shard_range, sharded_layers
+from irtbox.models.losses.partial_fc import gather_rows, shard_sizes, sharded_layers
 from irtbox.registry import HOOKS
 
 from .utils import bare_model
@@ -67,9 +67,7 @@ class PartialFCHook(Hook):
         optimizer = _optimizer_of(runner)
         for name, layer in sharded_layers(bare_model(runner)):
             param = layer.class_weights
-            sizes = [stop - start for start, stop in
-                     (shard_range(layer.num_classes, layer.world_size, r)
-                      for r in range(layer.world_size))]
+            sizes = shard_sizes(layer.num_classes, layer.world_size)
             full = gather_rows(param, sizes)
             if full is not None:
                 self._gathered[f'{name}.class_weights'] = full

@@ -22,6 +22,7 @@ from mmengine.dist import all_gather_object, all_reduce, get_rank, get_world_siz
 from mmengine.hooks import CheckpointHook, Hook
 
 from irtbox.registry import HOOKS
+from irtbox.utils.checks import check_number
 from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
 from irtbox.utils.fileio import atomic_write_text
 
@@ -144,11 +145,10 @@ class PreemptionHook(Hook):
                 raise ValueError(f'PreemptionHook: signals: expected signal names such as '
                                  f"'SIGTERM', 'SIGUSR1', got {name!r}")
             self.signals.append(getattr(signal, name))
-        if checkpoint_minutes is not None and (isinstance(checkpoint_minutes, bool) or not
-                                               isinstance(checkpoint_minutes, (int, float))
-                                               or checkpoint_minutes <= 0):
-            raise ValueError('PreemptionHook: checkpoint_minutes: expected a number of minutes '
-                             f'> 0 (or None), got {checkpoint_minutes!r}')
+        if checkpoint_minutes is not None:
+            checkpoint_minutes = check_number(
+                checkpoint_minutes, 'PreemptionHook: checkpoint_minutes (None or minutes)',
+                strict=True)
         self.checkpoint_minutes = checkpoint_minutes
         self._received = 0
         self._previous: Dict[int, object] = {}

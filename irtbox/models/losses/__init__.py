@@ -8,8 +8,9 @@ loss through :func:`.xbm.pair_loss_with_memory` and declare
 (ArcFace, CosFace, normalised softmax) shard their centres across ranks with
 ``partial_fc=dict(sample_rate=...)`` (see :mod:`.partial_fc`).
 """
-from .arcface import ArcFaceLoss, arcface_loss, arcface_target_logit, cosine_to_classes
+from .arcface import ArcFaceLoss, arcface_loss, arcface_target_logit
 from .cosface import CosFaceLoss, cosface_loss
+from .cosine import cosine_to_classes
 from .contrastive import ContrastiveLoss, contrastive_loss
 from .koleo import KoLeoLoss, koleo_loss
 from .normalized_softmax import NormalizedSoftmaxLoss, normalized_softmax_loss

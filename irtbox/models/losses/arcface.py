@@ -14,17 +14,14 @@ from torch import Tensor
 
 from irtbox.registry import MODELS
 from .class_weights import ClassWeightLoss
-from . import cosine
 from .cosine import cosine_to_classes
 from .utils import loss_forward
 
-__all__ = ['ArcFaceLoss', 'arcface_loss', 'arcface_target_logit', 'cosine_to_classes']
+__all__ = ['ArcFaceLoss', 'arcface_loss', 'arcface_target_logit']
 
 # Target cosines are clamped to [-1 + eps, 1 - eps] before sin θ = sqrt(1 - cos²θ):
 # the derivative of the square root is infinite at sin θ = 0.
 _COS_EPS = 1e-7
-# Kept importable from here, where it was first written.
-_CosineToClasses = cosine._CosineToClasses
 
 
 def arcface_target_logit(cos: Tensor, margin: float, easy_margin: bool = False) -> Tensor:

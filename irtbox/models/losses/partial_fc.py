@@ -54,9 +54,10 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from irtbox.utils.checks import check_int
 from .cosine import cosine_to_classes
 
-__all__ = ['check_partial_fc', 'shard_range', 'init_shard', 'world_and_rank', 'step_generator',
+__all__ = ['check_partial_fc', 'shard_range', 'shard_sizes', 'init_shard', 'world_and_rank', 'step_generator',
            'sample_classes', 'all_gather_with_grad', 'partial_fc_loss', 'gather_rows',
            'sharded_layers', 'whole_state_dict']
 
@@ -82,10 +83,7 @@ def check_partial_fc(cfg, owner: str) -> Optional[dict]:
     if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 < rate <= 1:
         raise ValueError(f'{owner}: partial_fc.sample_rate must be a number in (0, 1] '
                          f'(the fraction of the class centres each step uses), got {rate!r}')
-    seed = cfg.get('seed')
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        raise ValueError(f'{owner}: partial_fc.seed must be an integer >= 0 or None, got '
-                         f'{seed!r}')
+    seed = check_int(cfg.get('seed'), f'{owner}: partial_fc.seed', 0, allow_none=True)
     return dict(sample_rate=float(rate), seed=seed)
 
 
@@ -102,6 +100,12 @@ def shard_range(num_classes: int, world_size: int, rank: int) -> Tuple[int, int]
     base, extra = divmod(num_classes, world_size)
     start = rank * base + min(rank, extra)
     return start, start + base + (rank < extra)
+
+
+def shard_sizes(num_classes: int, world_size: int) -> List[int]:
+    """Every rank's number of rows (:func:`shard_range`), in rank order."""
+    return [stop - start for start, stop in
+            (shard_range(num_classes, world_size, r) for r in range(world_size))]
 
 
 def init_shard(start: int, stop: int, embed_dim: int, seed: int) -> Tensor:
@@ -256,7 +260,7 @@ def partial_fc_loss(embeddings: Tensor, labels: Tensor, shard: Tensor, shard_sta
 
     logits_ij = scale·cos θ_ij for the sampled classes j ≠ y_i and
     scale·target_logit(cos θ_iy) for the target, θ_ij the angle between embedding i and
-    centre j (:func:`.arcface.cosine_to_classes`).
+    centre j (:func:`.cosine.cosine_to_classes`).
 
     Args:
         embeddings (Tensor): this rank's B_r x D.
@@ -345,13 +349,6 @@ def whole_state_dict(model: torch.nn.Module) -> dict:
         key = f'{name}.class_weights'
         if key not in state or layer.world_size == 1:
             continue
-        local = layer.class_weights.detach()
-        sizes = [stop - start for start, stop in
-                 (shard_range(layer.num_classes, layer.world_size, r)
-                  for r in range(layer.world_size))]
-        padded = local.new_zeros((max(sizes), ) + tuple(local.shape[1:]))
-        padded[:len(local)] = local
-        parts = [torch.empty_like(padded) for _ in sizes]
-        dist.all_gather(parts, padded)
-        state[key] = torch.cat([p[:n] for p, n in zip(parts, sizes)])
+        state[key] = _all_gather_rows(layer.class_weights.detach(),
+                                      shard_sizes(layer.num_classes, layer.world_size))
     return state

@@ -9,7 +9,7 @@ from torch.utils._pytree import tree_flatten
 
 from irtbox.models.losses import (ArcFaceLoss, arcface_loss, arcface_target_logit,
                                   cosine_to_classes, normalized_softmax_loss)
-from irtbox.models.losses.arcface import _CosineToClasses
+from irtbox.models.losses.cosine import _CosineToClasses
 from irtbox.registry import MODELS
 
 

@@ -341,7 +341,7 @@ def test_shard_range_splits_like_tensor_split():
     (dict(sample_rate=1.5), r'partial_fc.sample_rate must be a number in \(0, 1\]'),
     (dict(sample_rate=True), r'partial_fc.sample_rate must be a number in \(0, 1\]'),
     (dict(sample_rat=0.1), r"partial_fc has unknown key\(s\) \['sample_rat'\]"),
-    (dict(seed=-1), 'partial_fc.seed must be an integer >= 0 or None, got -1'),
+    (dict(seed=-1), 'partial_fc.seed must be None or a non-negative integer, got -1'),
 ])
 def test_bad_partial_fc_is_named(value, message):
     for cls in (ArcFaceLoss, CosFaceLoss, NormalizedSoftmaxLoss):
