@@ -15,7 +15,6 @@ from torch import Tensor
 from irtbox.registry import MODELS
 from .class_weights import ClassWeightLoss
 from .cosine import cosine_to_classes
-from .utils import loss_forward
 
 __all__ = ['ArcFaceLoss', 'arcface_loss', 'arcface_target_logit']
 
@@ -121,11 +120,7 @@ class ArcFaceLoss(ClassWeightLoss):
         self.scale = float(scale)
         self.easy_margin = bool(easy_margin)
 
-    @loss_forward()
-    def forward(self, embeddings: Tensor, labels: Tensor) -> Tensor:
-        self.check_inputs(embeddings, labels)
-        if self.partial_fc is not None:
-            return self.partial_fc_loss(embeddings, labels)
+    def replicated_loss(self, embeddings: Tensor, labels: Tensor) -> Tensor:
         return arcface_loss(embeddings, labels, self.class_weights, self.margin, self.scale,
                             self.easy_margin)
 

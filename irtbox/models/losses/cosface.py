@@ -7,9 +7,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from irtbox.registry import MODELS
+from irtbox.utils.checks import check_number
 from .class_weights import ClassWeightLoss
 from .cosine import cosine_to_classes
-from .utils import loss_forward
 
 __all__ = ['CosFaceLoss', 'cosface_loss']
 
@@ -63,18 +63,10 @@ class CosFaceLoss(ClassWeightLoss):
     def __init__(self, num_classes: int, embed_dim: int, margin: float = 0.35,
                  scale: float = 64.0, partial_fc: Optional[dict] = None) -> None:
         super().__init__(num_classes, embed_dim, partial_fc)
-        if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not margin >= 0:
-            raise ValueError(f'CosFaceLoss: margin must be a number >= 0, got {margin!r}')
-        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0:
-            raise ValueError(f'CosFaceLoss: scale must be a number > 0, got {scale!r}')
-        self.margin = float(margin)
-        self.scale = float(scale)
+        self.margin = check_number(margin, 'CosFaceLoss: margin')
+        self.scale = check_number(scale, 'CosFaceLoss: scale', strict=True)
 
-    @loss_forward()
-    def forward(self, embeddings: Tensor, labels: Tensor) -> Tensor:
-        self.check_inputs(embeddings, labels)
-        if self.partial_fc is not None:
-            return self.partial_fc_loss(embeddings, labels)
+    def replicated_loss(self, embeddings: Tensor, labels: Tensor) -> Tensor:
         return cosface_loss(embeddings, labels, self.class_weights, self.margin, self.scale)
 
     @property

@@ -11,7 +11,6 @@ from torch import Tensor
 
 from irtbox.registry import MODELS
 from .class_weights import ClassWeightLoss
-from .utils import loss_forward
 
 __all__ = ['NormalizedSoftmaxLoss', 'normalized_softmax_loss']
 
@@ -67,11 +66,7 @@ class NormalizedSoftmaxLoss(ClassWeightLoss):
                              f'got {temperature!r}')
         self.temperature = float(temperature)
 
-    @loss_forward()
-    def forward(self, embeddings: Tensor, labels: Tensor) -> Tensor:
-        self.check_inputs(embeddings, labels)
-        if self.partial_fc is not None:
-            return self.partial_fc_loss(embeddings, labels)
+    def replicated_loss(self, embeddings: Tensor, labels: Tensor) -> Tensor:
         return normalized_softmax_loss(embeddings, labels, self.class_weights,
                                        self.temperature)
 

@@ -54,9 +54,9 @@ def test_formula_by_hand():
 
 
 def test_arguments_checked():
-    with pytest.raises(ValueError, match='^CosFaceLoss: margin must be a number >= 0, got -0.1'):
+    with pytest.raises(ValueError, match='^CosFaceLoss: margin must be a non-negative number, got -0.1'):
         CosFaceLoss(3, 2, margin=-0.1)
-    with pytest.raises(ValueError, match='^CosFaceLoss: scale must be a number > 0, got 0'):
+    with pytest.raises(ValueError, match='^CosFaceLoss: scale must be a positive number, got 0'):
         CosFaceLoss(3, 2, scale=0)
     with pytest.raises(ValueError, match=r'^CosFaceLoss: labels must lie in \[0, 3\)'):
         CosFaceLoss(3, 2)(torch.randn(2, 2), torch.tensor([0, 3]))
