@@ -36,7 +36,7 @@ from tqdm import tqdm
 from .fileio import atomic_write_text
 
 __all__ = ['OFFLINE_VARS', 'DownloadError', 'ChecksumError', 'OfflineError', 'irtbox_home',
-           'is_offline', 'sha256sum', 'download']
+           'is_offline', 'sha256sum', 'download', 'recorded_sha256', 'remove_download']
 
 try:
     import fcntl
@@ -320,6 +320,21 @@ def _exclusive_lock(path: str):
 
 def _record_path(path: str) -> str:
     return path + '.sha256.json'
+
+
+def recorded_sha256(path: str) -> str:
+    """The sha256 of a file :func:`download` wrote or verified: from its record when the
+    file is unchanged since, else computed."""
+    record = _read_record(path)
+    return record['sha256'] if _record_is_current(record, path) else sha256sum(path)
+
+
+def remove_download(path: str) -> None:
+    """Remove a file :func:`download` wrote and what it keeps beside it (its verification
+    record and lock file); any of them may be missing already."""
+    for p in (path, _record_path(path), path + '.lock'):
+        if osp.exists(p):
+            os.remove(p)
 
 
 def _read_record(path: str) -> Optional[dict]:

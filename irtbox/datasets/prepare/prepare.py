@@ -22,8 +22,8 @@ from typing import Callable, Dict, Iterator, Optional, Tuple
 
 from tqdm import tqdm
 
-from irtbox.utils.download import ChecksumError, download, sha256sum
-from irtbox.utils.fileio import atomic_write_text
+from irtbox.utils.download import ChecksumError, download, recorded_sha256, remove_download
+from irtbox.utils.fileio import atomic_write, atomic_write_text
 from .registry import GB, MANIFEST_NAME, DatasetInfo, RemoteFile
 
 __all__ = ['PrepareError', 'prepare_dataset', 'read_manifest', 'space_needed', 'file_url']
@@ -217,7 +217,7 @@ def _obtain(info: DatasetInfo, f: RemoteFile, root: str, mirror: Optional[str],
         raise
     how = _how_checked(f, md5, from_dir=False)
     log(f'  {url}: {how}')
-    return path, dict(url=url, size=osp.getsize(path), sha256=_recorded_sha256(path),
+    return path, dict(url=url, size=osp.getsize(path), sha256=recorded_sha256(path),
                       checksum=how), True
 
 
@@ -230,15 +230,6 @@ def _how_checked(f: RemoteFile, md5: Optional[str], from_dir: bool) -> str:
     return 'no checksum is published: its size and sha256 at this first download are recorded'
 
 
-def _recorded_sha256(path: str) -> str:
-    """The sha256 the downloader recorded beside ``path`` (computed when it did not)."""
-    try:
-        with open(path + '.sha256.json') as fh:
-            return json.load(fh)['sha256']
-    except (OSError, ValueError, KeyError):
-        return sha256sum(path)
-
-
 def _read_md5(path: str) -> str:
     with open(path, encoding='utf-8', errors='replace') as fh:
         words = fh.read().split()
@@ -249,9 +240,8 @@ def _read_md5(path: str) -> str:
 
 
 def _remove_download(path: str) -> None:
-    for p in (path, path + '.sha256.json', path + '.lock'):
-        if osp.exists(p):
-            os.remove(p)
+    """The download with its side files, and the downloads folder once it is empty."""
+    remove_download(path)
     folder = osp.dirname(path)
     if osp.basename(folder) == DOWNLOAD_DIR and osp.isdir(folder) and not os.listdir(folder):
         os.rmdir(folder)
@@ -260,16 +250,12 @@ def _remove_download(path: str) -> None:
 def _place(src: str, dst: str, move: bool) -> None:
     """Put a plain file at ``dst``: renamed (a download under the root) or copied beside and
     renamed (a file of --from-dir), so ``dst`` is never a part."""
-    os.makedirs(osp.dirname(dst), exist_ok=True)
     if move:
+        os.makedirs(osp.dirname(dst), exist_ok=True)
         os.replace(src, dst)
-        for extra in (src + '.sha256.json', src + '.lock'):
-            if osp.exists(extra):
-                os.remove(extra)
-        return
-    tmp = dst + '.tmp'
-    shutil.copyfile(src, tmp)
-    os.replace(tmp, dst)
+        remove_download(src)  # what is left of it: the downloader's record and lock
+    else:
+        atomic_write(dst, lambda tmp: shutil.copyfile(src, tmp))
 
 
 def _link_folder(info: DatasetInfo, f: RemoteFile, root: str, from_dir: Optional[str],
