@@ -136,6 +136,16 @@ def _layout_hint(root: str, ann_file: str) -> str:
             f'content of {osp.join(root, folder)} up into {root}')
 
 
+def _missing_annotation_hint(view: CountView, root: str) -> str:
+    """:func:`_layout_hint` when the split's annotation file is not where it is read from."""
+    try:
+        ann = osp.join(root, R1M_LIST) if view.dataset['type'] == 'R1MList' else \
+            _build(view, root, lazy=True).ann_file
+    except Exception:  # the lazy build failed too: the error itself says enough
+        return ''
+    return '' if osp.isfile(ann) else _layout_hint(root, ann)
+
+
 def _decodes(path: str) -> Optional[str]:
     """None when the image decodes, else why not."""
     from PIL import Image
@@ -178,18 +188,8 @@ def check_dataset(info: DatasetInfo, root: str, full: bool = False, sample: int 
         try:
             dataset = _R1MList(root) if view.dataset['type'] == 'R1MList' else _build(view, root)
         except Exception as err:  # any error of the annotation is the finding itself
-            hint = ''
-            if view.dataset['type'] != 'R1MList':
-                try:
-                    ann = _build(view, root, lazy=True).ann_file
-                    hint = '' if osp.isfile(ann) else _layout_hint(root, ann)
-                except Exception:  # the lazy build failed too: the message says enough
-                    pass
-            else:
-                ann = osp.join(root, R1M_LIST)
-                hint = '' if osp.isfile(ann) else _layout_hint(root, ann)
-            _problem(report, 'error', f'the {view.name} split cannot be read: {err}{hint}',
-                     root, prepare_fix)
+            _problem(report, 'error', f'the {view.name} split cannot be read: {err}'
+                     f'{_missing_annotation_hint(view, root)}', root, prepare_fix)
             continue
         counts = {'images': len(dataset)} if isinstance(dataset, _R1MList) else \
             dataset_counts(dataset)
