@@ -22,7 +22,9 @@ if [ -z "${SLURM_JOB_ID:-}" ]; then
       --requeue --signal=USR1@"${SIGNAL_SECONDS:-120}" --open-mode=append \
       --output=slurm-%j.out ${SBATCH_ARGS:-} "$0" "$@"
 fi
-HEAD=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)
+# sed reads every name: `head -n1` would close the pipe early, and under pipefail the
+# SIGPIPE of scontrol (a job of several nodes) would end this script with status 141.
+HEAD=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)
 # shellcheck disable=SC2086
 exec srun --nodes="${SLURM_NNODES:-$NODES}" --ntasks-per-node=1 --kill-on-bad-exit=0 ${SRUN_ARGS:-} \
     python -u -m irtbox train "$3" --nproc "$GPUS_PER_NODE" --nnodes "${SLURM_NNODES:-$NODES}" \
