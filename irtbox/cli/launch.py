@@ -29,24 +29,13 @@ import sys
 import uuid
 from typing import List, Optional, Sequence
 
-from irtbox.utils.checks import check_int
+from irtbox.utils.checks import int_argument
 from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
 
 __all__ = ['add_nproc_argument', 'torchrun_command', 'relaunch', 'agent_main']
 
 _FORWARDED = 'SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1'
 _PREEMPTING = (signal.SIGTERM, signal.SIGUSR1)
-
-
-def _int_at_least(minimum: int):
-    """An argparse type: an integer >= ``minimum`` (the project's one check,
-    :func:`irtbox.utils.checks.check_int`)."""
-    def parse(text: str) -> int:
-        try:
-            return check_int(int(text), 'the value', minimum)
-        except ValueError as err:
-            raise argparse.ArgumentTypeError(str(err)) from None
-    return parse
 
 
 def _nodes(text: str) -> str:
@@ -62,10 +51,10 @@ def _nodes(text: str) -> str:
 
 
 def add_nproc_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument('--nproc', type=_int_at_least(1), default=1, metavar='N',
+    parser.add_argument('--nproc', type=int_argument(1), default=1, metavar='N',
                         help='run on N processes of this machine with torchrun (one per GPU, '
                         'or CPU processes with gloo); default 1')
-    parser.add_argument('--max-restarts', type=_int_at_least(0), default=0, metavar='K',
+    parser.add_argument('--max-restarts', type=int_argument(0), default=0, metavar='K',
                         help="torchrun's agent restarts the whole group up to K times when a "
                         'process dies (training resumes from its last checkpoint); default 0')
     parser.add_argument('--nnodes', type=_nodes, default=None, metavar='N|MIN:MAX',

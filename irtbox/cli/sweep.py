@@ -39,6 +39,7 @@ from irtbox.sweeps import (EMBEDDINGS, FAILED, LOG, PREEMPTED_MARK, RESULTS, TRA
                            SelectionError, collect,
                            emit_command, expand, load_spec, plot_all, run_all, select_runs,
                            state_of, summarize, write_table)
+from irtbox.utils.checks import int_argument
 from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
 
 __all__ = ['parse_args', 'main']
@@ -64,7 +65,7 @@ def parse_args(argv=None):
                         help='local: run the runs here (default); slurm: submit the unfinished '
                         'ones as one sbatch job array and return (its tasks are pre-emptible '
                         'and requeue themselves)')
-    parser.add_argument('--max-parallel', type=int, metavar='N',
+    parser.add_argument('--max-parallel', type=int_argument(1), metavar='N',
                         help='at most N runs at once: the job array\'s throttle (%%N) with '
                         '--launcher slurm, --jobs N here')
     parser.add_argument('--sbatch-args', default='', metavar='"ARGS"',
@@ -75,7 +76,7 @@ def parse_args(argv=None):
                         'then write the tables and figures')
     parser.add_argument('--run', metavar='RUN_DIR', help='run the one run of this work dir here '
                         "(what a Slurm array task does); exit status 75 when it was pre-empted")
-    parser.add_argument('--jobs', type=int, default=1,
+    parser.add_argument('--jobs', type=int_argument(1), default=1,
                         help='runs at a time when running them here (default 1); each gets '
                         'cpu_count/jobs threads and, with >= jobs visible GPUs, its own GPU')
     parser.add_argument('--gpus', type=int, default=1,
@@ -99,8 +100,6 @@ def parse_args(argv=None):
     parser.add_argument('--no-plot', action='store_true', help='tables only')
     args = parser.parse_args(argv)
     args.status = status
-    if args.max_parallel is not None and args.max_parallel < 1:
-        parser.error(f'--max-parallel must be >= 1, got {args.max_parallel}')
     least = 0 if (args.launcher == 'slurm' or args.run) else 1  # 0: a CPU cluster, no --gres
     if args.gpus < least:
         parser.error(f'--gpus must be >= {least}, got {args.gpus}')
@@ -147,8 +146,6 @@ def run_here(runs, work_dir, args) -> None:
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.jobs < 1:
-        raise SystemExit(f'--jobs must be >= 1, got {args.jobs}')
     try:
         spec = load_spec(args.spec)
         runs = select_runs(expand(spec, args.work_root), spec, factors=args.only,

@@ -82,6 +82,13 @@ class WorkDirLock:
         except (OSError, ValueError):
             return {}  # half written by a holder that died while writing it: unknown holder
 
+    def holder(self) -> Optional[dict]:
+        """The record of the training holding the work dir (``pid``, ``host``, ``started``,
+        ``job``; ``{}`` when its record is unreadable), or None when the work dir is free or
+        its holder was a process of this host that is gone."""
+        holder = self._read()
+        return None if holder is None or self._stale(holder) else holder
+
     def acquire(self) -> 'WorkDirLock':
         os.makedirs(self.work_dir, exist_ok=True)
         for _ in range(3):  # a lock removed between our tries: try again

@@ -77,7 +77,8 @@ def submit_array(runs: Sequence[Run], spec_path: str, work_root: str, partition:
     array = f'0-{len(runs) - 1}' + (f'%{max_parallel}' if max_parallel else '')
     command = ['sbatch', '--parsable', f'--array={array}', '-p', partition,
                '--job-name=irtbox-sweep', '--ntasks=1',
-               *([f'--gres=gpu:{nproc}'] if nproc > 0 else []), '--requeue', f'--signal=USR1@{signal_seconds}', '--open-mode=append',
+               *([f'--gres=gpu:{nproc}'] if nproc > 0 else []),
+               '--requeue', f'--signal=USR1@{signal_seconds}', '--open-mode=append',
                f'--output={osp.join(folder, "%A_%a.out")}', *sbatch_args]
     if wait:
         command.append('--wait')
@@ -129,10 +130,9 @@ def queue_states(runs: Sequence[Run]) -> Optional[Dict[str, str]]:
 
 def _held_locally(run: Run) -> bool:
     """A training of this machine holds the run's work dir (a local sweep's run)."""
-    from irtbox.engine.work_dir_lock import LOCK_NAME, WorkDirLock
-    lock = WorkDirLock(run.work_dir)
-    holder = lock._read() if osp.isfile(osp.join(run.work_dir, LOCK_NAME)) else None
-    return bool(holder) and not lock._stale(holder) and holder.get('host') == socket.gethostname()
+    from irtbox.engine.work_dir_lock import WorkDirLock
+    holder = WorkDirLock(run.work_dir).holder()
+    return bool(holder) and holder.get('host') == socket.gethostname()
 
 
 def run_status(run: Run, queue: Optional[Dict[str, str]]) -> Tuple[str, str]:

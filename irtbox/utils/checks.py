@@ -5,10 +5,12 @@ e.g. ``chunk_size must be a positive integer, got 0``; the caller that knows mor
 registered class, the config entry) adds its own context around the call, and a
 traceback already says where the check ran.
 """
+import argparse
 import numbers
-from typing import Iterable, Optional, Tuple, Union
+from typing import Callable, Iterable, Optional, Tuple, Union
 
-__all__ = ['check_int', 'check_positive_int', 'check_number', 'check_positive_ints']
+__all__ = ['check_int', 'check_positive_int', 'check_number', 'check_positive_ints',
+           'int_argument']
 
 
 def _expected_int(minimum: int, maximum: Optional[int] = None) -> str:
@@ -70,3 +72,19 @@ def check_positive_ints(values: Union[int, Iterable[int]], name: str) -> Tuple[i
             raise ValueError(f'{name} must hold positive integers, got {k!r} in '
                              f'{name}={values}')
     return tuple(int(k) for k in values)
+
+
+def int_argument(minimum: int = 1) -> Callable[[str], int]:
+    """An argparse ``type``: the option's text as an integer >= ``minimum`` through
+    :func:`check_int`, else argparse's one-line error, e.g. ``argument --jobs: the value
+    must be a positive integer, got 0``."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = text
+        try:
+            return check_int(value, 'the value', minimum)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+    return parse
