@@ -37,8 +37,8 @@ import torch
 from mmengine.config import Config
 from mmengine.logging import print_log
 
-__all__ = ['ROOT', 'resolve_config', 'ModelNotReleasedError', 'UnknownModelError', 'BadZooEntryError',
-           'ZooEntryMismatchError', 'ZooEntry', 'read_index', 'index_files',
+__all__ = ['ROOT', 'resolve_config', 'ModelNotReleasedError', 'UnknownModelError',
+           'BadZooEntryError', 'ZooEntryMismatchError', 'ZooEntry', 'read_index', 'index_files',
            'load_model_index', 'list_models', 'get_entry', 'get_model']
 
 # The installed package: its model-index.yml names the configs shipped under it.

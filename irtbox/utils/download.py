@@ -297,7 +297,7 @@ def _download_http(url: str, dst: str, expected: Optional[str], progress: bool, 
                            f'the cache at {dst}; unset {reason.split("=")[0]} or put the file '
                            'there')
     os.makedirs(osp.dirname(dst) or '.', exist_ok=True)
-    with _exclusive_lock(dst + '.lock'):
+    with _exclusive_lock(_lock_path(dst)):
         if _record_ok(dst, expected):  # another process fetched it while we waited
             return dst
         _fetch(url, dst, expected, progress, retries, timeout, md5)
@@ -322,6 +322,10 @@ def _record_path(path: str) -> str:
     return path + '.sha256.json'
 
 
+def _lock_path(path: str) -> str:
+    return path + '.lock'
+
+
 def recorded_sha256(path: str) -> str:
     """The sha256 of a file :func:`download` wrote or verified: from its record when the
     file is unchanged since, else computed."""
@@ -332,7 +336,7 @@ def recorded_sha256(path: str) -> str:
 def remove_download(path: str) -> None:
     """Remove a file :func:`download` wrote and what it keeps beside it (its verification
     record and lock file); any of them may be missing already."""
-    for p in (path, _record_path(path), path + '.lock'):
+    for p in (path, _record_path(path), _lock_path(path)):
         if osp.exists(p):
             os.remove(p)
 
