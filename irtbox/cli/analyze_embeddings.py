@@ -40,6 +40,8 @@ Example (off-the-shelf vs contrastive vs contrastive + entropy regularisation):
 import argparse
 from typing import Dict, Tuple
 
+from irtbox.utils.checks import int_argument
+
 __all__ = ['parse_args', 'main', 'parse_model']
 
 
@@ -58,17 +60,17 @@ def parse_args(argv=None):
     parser.add_argument('models', nargs='+', metavar='NAME=PATH',
                         help='a model name and the .npz written by tools/test.py --out')
     parser.add_argument('--out-dir', required=True, help='where the PNGs and analysis.json go')
-    parser.add_argument('--bins', type=int, default=200,
+    parser.add_argument('--bins', type=int_argument(1), default=200,
                         help='histogram bins over [-1, 1] (default: 200)')
     parser.add_argument('--pairs', choices=['auto', 'all', 'query-gallery'], default='auto',
                         help='which pairs the histograms count (default: auto, see below)')
-    parser.add_argument('--max-queries', type=int, default=None,
+    parser.add_argument('--max-queries', type=int_argument(1), default=None,
                         help='estimate the histograms from this many sampled query rows '
                              '(default: all pairs, exact)')
     parser.add_argument('--seed', type=int, default=0, help='seed of that sampling')
-    parser.add_argument('--chunk-size', type=int, default=1024,
+    parser.add_argument('--chunk-size', type=int_argument(1), default=1024,
                         help='query rows per block (memory ~ 3 x chunk x N x 8 bytes)')
-    parser.add_argument('--energy-dims', type=int, default=None,
+    parser.add_argument('--energy-dims', type=int_argument(1), default=None,
                         help='plot the energy up to this component (default: all)')
     parser.add_argument('--linear-x', action='store_true',
                         help='linear component axis for energy.png (default: log2)')
@@ -81,10 +83,6 @@ def parse_args(argv=None):
                         help="the test set of a multi-dataset result, e.g. '0' (default: the "
                         "file's only or main set; --prefix '0/' is the same)")
     args = parser.parse_args(argv)
-    for option in ('bins', 'max_queries', 'chunk_size', 'energy_dims'):
-        value = getattr(args, option)
-        if value is not None and value < 1:
-            parser.error(f'--{option.replace("_", "-")} must be >= 1, got {value}')
     return args
 
 

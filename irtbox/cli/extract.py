@@ -26,6 +26,7 @@ import os
 
 from irtbox.cli import checkpoint_argument
 from irtbox.cli.launch import add_nproc_argument, relaunch
+from irtbox.utils.checks import int_argument
 from irtbox.utils.config import DictAction
 
 __all__ = ['parse_args', 'main']
@@ -40,9 +41,9 @@ def parse_args(argv=None):
                         help='checkpoint file or URL, or "none"')
     parser.add_argument('image_dir')
     parser.add_argument('out_dir')
-    parser.add_argument('--batch-size', type=int, default=32)
-    parser.add_argument('--num-workers', type=int, default=2, help='decoding processes per rank')
-    parser.add_argument('--shard-size', type=int, default=4096)
+    parser.add_argument('--batch-size', type=int_argument(1), default=32)
+    parser.add_argument('--num-workers', type=int_argument(0), default=2, help='decoding processes per rank')
+    parser.add_argument('--shard-size', type=int_argument(1), default=4096)
     parser.add_argument('--resume', action='store_true',
                         help='keep the shards an interrupted run already wrote')
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm'], default='none')
@@ -51,11 +52,6 @@ def parse_args(argv=None):
                         help='override config entries')
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    for name in ('batch_size', 'shard_size'):
-        if getattr(args, name) < 1:
-            parser.error(f'--{name.replace("_", "-")} must be positive, got {getattr(args, name)}')
-    if args.num_workers < 0:
-        parser.error(f'--num-workers must be 0 or more, got {args.num_workers}')
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args
 

@@ -10,6 +10,7 @@ Examples:
 import argparse
 
 from irtbox.datasets.prepare import DATASETS, PrepareError, dataset_info, prepare_dataset
+from irtbox.utils.checks import int_argument
 from irtbox.utils.download import DownloadError
 
 __all__ = ['parse_args', 'main', 'listing']
@@ -41,14 +42,12 @@ def parse_args(argv=None):
                         'archives under ROOT/downloads after unpacking')
     parser.add_argument('--no-space-check', action='store_true', help='start even when the '
                         'free disk space looks too small')
-    parser.add_argument('--retries', type=int, default=3,
+    parser.add_argument('--retries', type=int_argument(0), default=3,
                         help='resumes of a cut download within this run (default 3)')
     parser.add_argument('--no-progress', action='store_true', help='no progress bars')
     args = parser.parse_args(argv)
     if args.mirror and args.from_dir:
         parser.error('--mirror and --from-dir are two sources; give one')
-    if args.retries < 0:
-        parser.error(f'--retries must be 0 or more, got {args.retries}')
     return args
 
 

@@ -31,6 +31,7 @@ import json
 import os.path as osp
 
 from irtbox.cli import checkpoint_argument
+from irtbox.utils.checks import int_argument
 from irtbox.utils.config import DictAction
 
 __all__ = ['parse_args', 'main', 'build', 'query', 'serve', 'load_searcher', 'default_device']
@@ -65,7 +66,7 @@ def parse_args(argv=None):
     query = commands.add_parser('query', help='search an index with query images')
     query.add_argument('index_dir', help='a folder written by build')
     query.add_argument('images', nargs='+', help='query image files')
-    query.add_argument('--k', type=int, default=10,
+    query.add_argument('--k', type=int_argument(1), default=10,
                        help='results per query (default 10; at most 2048 on a GPU)')
     query.add_argument('--out', help='results.json or results.html')
     query.add_argument('--checkpoint', help='where the build checkpoint is now, if it moved')
@@ -89,8 +90,6 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if getattr(args, 'out', None) and not args.out.endswith(('.json', '.html')):
         parser.error(f'--out must name a .json or .html file, got {args.out}')
-    if getattr(args, 'k', 1) < 1:
-        parser.error(f'--k must be at least 1, got {args.k}')
     return args
 
 

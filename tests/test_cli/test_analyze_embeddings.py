@@ -144,7 +144,7 @@ def test_errors(tmp_path, two_models, capsys):
         analyze_embeddings.main([f'A={path_a}', '--pairs', 'query-gallery'] + out)
     with pytest.raises(SystemExit):
         analyze_embeddings.main([f'A={path_a}', '--bins', '0'] + out)
-    assert '--bins must be >= 1, got 0' in capsys.readouterr().err
+    assert 'argument --bins: the value must be a positive integer, got 0' in capsys.readouterr().err
     assert not (tmp_path / 'o').exists()
 
 
