@@ -11,6 +11,7 @@ import argparse
 import json
 
 from irtbox.datasets.prepare import DATASETS, check_dataset, dataset_info, format_report
+from irtbox.utils.checks import int_argument
 from irtbox.utils.fileio import atomic_write_text
 
 __all__ = ['parse_args', 'main']
@@ -23,17 +24,15 @@ def parse_args(argv=None):
                         help=f'the dataset, one of {", ".join(DATASETS)}')
     parser.add_argument('--root', help='the dataset folder (default: data/<name>)')
     parser.add_argument('--full', action='store_true', help='decode every image')
-    parser.add_argument('--sample', type=int, default=1000,
+    parser.add_argument('--sample', type=int_argument(0), default=1000,
                         help='images decoded per split without --full (default 1000)')
     parser.add_argument('--seed', type=int, default=0, help='seed of the sample')
-    parser.add_argument('--workers', type=int, default=None,
+    parser.add_argument('--workers', type=int_argument(1), default=None,
                         help='decoding threads (default: the CPU count)')
     parser.add_argument('--counts', metavar='FILE.json', help='expected counts per split '
                         'instead of the published ones, e.g. {"train": {"images": 100}}')
     parser.add_argument('--json', metavar='FILE', help='also write the report as JSON')
     args = parser.parse_args(argv)
-    if args.sample < 0 or (args.workers is not None and args.workers < 1):
-        parser.error('--sample must be 0 or more and --workers 1 or more')
     return args
 
 
