@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from irtbox.utils.checks import check_int, check_number, check_positive_int, check_positive_ints
+from irtbox.utils.checks import (check_int, check_number, check_positive_int, check_positive_ints,
+                                 int_argument)
 
 
 @pytest.mark.parametrize('value', [1, 7, np.int64(3), np.int32(1)])
@@ -63,3 +64,19 @@ def test_positive_ints():
         check_positive_ints(1.5, 'kappas')
     with pytest.raises(ValueError, match='kappas must be a positive integer or a sequence'):
         check_positive_ints(True, 'kappas')
+
+
+def test_int_argument_parses_or_names_the_expected_range():
+    import argparse
+    assert int_argument(0)('0') == 0 and int_argument(1)('12') == 12
+    for minimum, text, message in ((1, '0', 'the value must be a positive integer, got 0'),
+                                   (0, '-1', 'the value must be a non-negative integer, got -1'),
+                                   (1, 'x', "the value must be a positive integer, got 'x'"),
+                                   (1, '2.5', "the value must be a positive integer, got '2.5'")):
+        with pytest.raises(argparse.ArgumentTypeError) as refused:
+            int_argument(minimum)(text)
+        assert str(refused.value) == message
+    parser = argparse.ArgumentParser(prog='tool')
+    parser.add_argument('--jobs', type=int_argument(1))
+    with pytest.raises(SystemExit):
+        parser.parse_args(['--jobs', '0'])
