@@ -8,6 +8,7 @@ import subprocess
 from filelock import FileLock
 
 from irtbox.utils.dist import free_port
+from tests.gpu_semantics import rank_env
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
@@ -32,8 +33,9 @@ def once_per_run(tmp_path_factory, name, make):
 
 def dist_train(config, work_dir, *args, **popen_kwargs):
     """``tools/dist_train.sh CONFIG 2 --work-dir WORK_DIR ARGS`` on 2 CPU processes (gloo,
-    one thread each, a free port), started in the background."""
-    env = dict(os.environ, PORT=str(free_port()), OMP_NUM_THREADS='1', CUDA_VISIBLE_DEVICES='',
+    one thread each, a free port), started in the background, with the NCCL rules a CPU
+    run can check in force in the ranks (:func:`tests.gpu_semantics.nccl_rules`)."""
+    env = dict(rank_env(), PORT=str(free_port()), OMP_NUM_THREADS='1', CUDA_VISIBLE_DEVICES='',
                **popen_kwargs.pop('env', {}))
     return subprocess.Popen(['bash', 'tools/dist_train.sh', str(config), '2', '--work-dir',
                              str(work_dir), *args], cwd=ROOT, env=env, **popen_kwargs)

@@ -58,6 +58,7 @@ from irtbox.models.input_spec import config_test_pipeline, resolve_input_spec
 from irtbox.registry import RUNNERS
 from irtbox.utils.checkpoint import (checkpoint_problem, extract_state_dict, load_model_weights,
                                      safe_checkpoint_loaders)
+from irtbox.utils.dist import ddp_wrapper_cfg
 from irtbox.utils.fileio import atomic_write
 
 from .run_identity import IDENTITY_KEY, config_identity, identity_differences
@@ -224,7 +225,9 @@ class IrtboxRunner(Runner):
             self.register_hook(PartialFCHook())
 
     def wrap_model(self, model_wrapper_cfg, model):
-        """MMEngine's, with the sharded class centres of Partial FC layers kept out of DDP
+        """MMEngine's, with the DDP wrapper on the device this process uses
+        (:func:`~irtbox.utils.dist.ddp_wrapper_cfg`: not MMEngine's ``[LOCAL_RANK]``), and
+        the sharded class centres of Partial FC layers kept out of DDP
         (``_ddp_params_and_buffers_to_ignore``): each rank updates its own rows and nothing
         of their size is all-reduced; :class:`~.hooks.partial_fc.PartialFCHook` (registered
         with the default hooks) makes checkpoints hold them whole."""
@@ -234,6 +237,9 @@ class IrtboxRunner(Runner):
             names = set(names) | set(getattr(model, '_ddp_params_and_buffers_to_ignore', ()))
             DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(
                 model, sorted(names))
+        if is_distributed():
+            model_wrapper_cfg = ddp_wrapper_cfg(
+                model_wrapper_cfg, self.cfg.get('find_unused_parameters', False))
         return super().wrap_model(model_wrapper_cfg, model)
 
     def load_or_resume(self) -> None:
@@ -285,10 +291,15 @@ class IrtboxRunner(Runner):
         return lock
 
     def resume(self, filename: str, resume_optimizer: bool = True,
-               resume_param_scheduler: bool = True, map_location='default') -> None:
+               resume_param_scheduler: bool = True, map_location='cpu') -> None:
         """MMEngine's resume, refusing a checkpoint of another optimizer type before its
         state is loaded (:class:`ResumeRefused`), and training at the config's learning rate
-        when it differs from the checkpoint's (with a warning naming both)."""
+        when it differs from the checkpoint's (with a warning naming both).
+
+        The checkpoint is loaded onto the CPU (MMEngine's ``'default'`` is the GPU): the
+        weights and optimizer state are copied to each parameter's device as they are
+        loaded, the generator states must be CPU tensors, and Partial FC cuts this rank's
+        rows out of whole matrices that need not fit on one GPU."""
         optimizer = getattr(self.optim_wrapper, 'optimizer', None)
         fresh = None
         if resume_optimizer and optimizer is not None:

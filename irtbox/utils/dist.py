@@ -1,9 +1,10 @@
 """Start a process group for CPU-only (gloo) as well as GPU (nccl) jobs.
 
 MMEngine's ``init_dist`` assumes CUDA (``torch.cuda.set_device``) and its DDP
-wrapper passes ``device_ids=[local_rank]``; both fail on CPU-only machines. The
-tools call :func:`init_distributed` before building the runner and
-:func:`adapt_cfg_to_device` to pick the backend and the wrapper arguments.
+wrapper passes ``device_ids=[local_rank]``; both fail on CPU-only machines, and the
+second also where each task sees one GPU. The tools call :func:`init_distributed`
+before building the runner and :func:`adapt_cfg_to_device` to pick the backend; the
+runner builds its DDP wrapper from :func:`ddp_wrapper_cfg`.
 """
 import ctypes
 import ctypes.util
@@ -22,7 +23,7 @@ import torch.distributed as dist
 from mmengine import dist as mmdist
 
 __all__ = ['free_port', 'init_distributed', 'exit_with_parent', 'finish_distributed', 'adapt_cfg_to_device',
-           'all_gather_cat', 'gather_round_robin']
+           'ddp_wrapper_cfg', 'all_gather_cat', 'gather_round_robin']
 
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
@@ -136,23 +137,47 @@ def _slurm_env(port: int = None) -> None:
 
 
 def adapt_cfg_to_device(cfg) -> None:
-    """Without CUDA: gloo backend and a DDP wrapper without ``device_ids``."""
-    if torch.cuda.is_available():
-        return
-    cfg.setdefault('env_cfg', {}).setdefault('dist_cfg', {})['backend'] = 'gloo'
-    wrapper = cfg.get('model_wrapper_cfg') or dict(type='MMDistributedDataParallel')
-    wrapper['device_ids'] = None
-    # As MMEngine's default wrapper: buffers are not re-sent from rank 0 at every step (a
-    # cross-batch memory is identical on every rank already; BatchNorm statistics, which
-    # are not, are averaged by the runner's sync_norm_stats hook). torch >= 2.13
-    # deprecates broadcast_buffers (a FutureWarning on every run) for forward_sync_buffers,
-    # which still syncs buffers once at start: harmless, as they start identical.
+    """Without CUDA: the gloo backend (a config's ``dist_cfg`` names nccl)."""
+    if not torch.cuda.is_available():
+        cfg.setdefault('env_cfg', {}).setdefault('dist_cfg', {})['backend'] = 'gloo'
+
+
+def ddp_wrapper_cfg(model_wrapper_cfg=None, find_unused_parameters: bool = False) -> dict:
+    """The DDP wrapper's config for this process, from a config's ``model_wrapper_cfg``
+    (None: MMEngine's ``MMDistributedDataParallel``). What the config sets stays; the
+    defaults it leaves are filled in:
+
+    - ``device_ids``: the device this process uses, ``[torch.cuda.current_device()]`` (the
+      distributed set-up made it the rank's), or None on the CPU. MMEngine's own default,
+      ``[LOCAL_RANK]``, names a device that does not exist where each task sees only its
+      own GPU (``srun --gpus-per-task=1``, ``--gpu-bind``).
+    - buffers not re-sent from rank 0 at every step, on every device (MMEngine's default
+      wrapper does the same; DDP's own default sends them): a cross-batch memory is
+      identical on every rank already, and BatchNorm statistics are averaged by the
+      runner's ``sync_norm_stats`` hook. torch >= 2.13 deprecates ``broadcast_buffers``
+      (a FutureWarning on every run) for ``forward_sync_buffers``, which is used where it
+      exists.
+    - ``find_unused_parameters``: the config's top-level key, as MMEngine reads it.
+    """
+    wrapper = dict(model_wrapper_cfg or dict(type='MMDistributedDataParallel'))
+    wrapper.setdefault('type', 'MMDistributedDataParallel')
+    from mmengine.registry import MODEL_WRAPPERS
+    wrapper_type = wrapper['type']
+    if isinstance(wrapper_type, str):
+        wrapper_type = MODEL_WRAPPERS.get(wrapper_type)
+    if not (isinstance(wrapper_type, type)
+            and issubclass(wrapper_type, torch.nn.parallel.DistributedDataParallel)):
+        return wrapper  # another wrapper (FSDP, ...): its own arguments
+    wrapper.setdefault('device_ids', [torch.cuda.current_device()]
+                       if torch.cuda.is_available() else None)
     if 'broadcast_buffers' not in wrapper and 'forward_sync_buffers' not in wrapper:
         key = ('forward_sync_buffers' if 'forward_sync_buffers' in
                inspect.signature(torch.nn.parallel.DistributedDataParallel).parameters
                else 'broadcast_buffers')
         wrapper[key] = False
-    cfg.model_wrapper_cfg = wrapper
+    if find_unused_parameters:
+        wrapper.setdefault('find_unused_parameters', True)
+    return wrapper
 
 
 def _all_gather_parts(tensor: torch.Tensor, sizes: List[int]) -> List[torch.Tensor]:

@@ -60,19 +60,16 @@ def test_cpu_ddp_wrapper_raises_no_deprecation_warning(tmp_path):
 
     import torch
     import torch.distributed as dist
-    from mmengine.config import Config
     from mmengine.registry import MODEL_WRAPPERS
 
-    from irtbox.utils.dist import adapt_cfg_to_device
+    from irtbox.utils.dist import ddp_wrapper_cfg
     if torch.cuda.is_available():
         pytest.skip('checks the CPU (gloo) wrapper settings')
-    cfg = Config(dict())
-    adapt_cfg_to_device(cfg)
     dist.init_process_group('gloo', init_method=f'file://{tmp_path}/store', rank=0, world_size=1)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter('error')
-            MODEL_WRAPPERS.build(cfg.model_wrapper_cfg,
+            MODEL_WRAPPERS.build(ddp_wrapper_cfg(),
                                  default_args=dict(module=torch.nn.Linear(2, 2)))
     finally:
         dist.destroy_process_group()

@@ -45,27 +45,31 @@ class Preempted(RuntimeError):
 
 def rng_state() -> dict:
     """This process's random number generator states: Python's, NumPy's global one, torch's
-    CPU one and every CUDA device's (only tensors and plain values, which a checkpoint loaded
-    with ``weights_only=True`` accepts)."""
+    CPU one and, when CUDA is in use, the generator of this process's own device (the one
+    the distributed set-up made current; not every visible device's, which another rank
+    owns and which a resumed task may not see). Only tensors and plain values, which a
+    checkpoint loaded with ``weights_only=True`` accepts."""
     kind, keys, pos, has_gauss, gauss = np.random.get_state()
     state = dict(python=random.getstate(),
                  numpy=(kind, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss),
                         float(gauss)),
                  torch=torch.get_rng_state())
     if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state['cuda'] = torch.cuda.get_rng_state_all()
+        state['cuda'] = torch.cuda.get_rng_state(torch.cuda.current_device())
     return state
 
 
 def set_rng_state(state: dict) -> None:
-    """Restore what :func:`rng_state` returned."""
+    """Restore what :func:`rng_state` returned, into this process's current CUDA device for
+    the CUDA state. The tensors may lie on any device (a checkpoint loaded onto the GPU):
+    the generators take CPU tensors, so each is brought to the CPU first."""
     version, internal, gauss = state['python']
     random.setstate((version, tuple(internal), gauss))
     kind, keys, pos, has_gauss, gauss = state['numpy']
-    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
-    torch.set_rng_state(state['torch'])
+    np.random.set_state((kind, keys.cpu().numpy().astype(np.uint32), pos, has_gauss, gauss))
+    torch.set_rng_state(state['torch'].cpu())
     if 'cuda' in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state['cuda'])
+        torch.cuda.set_rng_state(state['cuda'].cpu(), torch.cuda.current_device())
 
 
 def requeue_slurm_job(env: Optional[dict] = None) -> Optional[str]:

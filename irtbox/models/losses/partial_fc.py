@@ -310,22 +310,25 @@ def partial_fc_loss(embeddings: Tensor, labels: Tensor, shard: Tensor, shard_sta
 
 def gather_rows(local: Tensor, sizes: List[int]) -> Optional[Tensor]:
     """On rank 0: every rank's rows (rank r holds ``sizes[r]``) concatenated on the CPU;
-    None on the other ranks. Point-to-point, one rank at a time, so that beyond the result
-    rank 0 holds one shard on its device at a time (not the whole matrix)."""
+    None on the other ranks (a collective: every rank calls it).
+
+    One broadcast per rank over the main process group, so that beyond the result a rank
+    holds one shard on its device at a time (never the whole matrix), and without the
+    point-to-point ``send`` / ``recv`` for which NCCL would build a communicator for each
+    pair of ranks at the first checkpoint."""
     world, rank = world_and_rank()
     local = local.detach().contiguous()
     if world == 1:
         return local.cpu().clone()
-    if rank != 0:
-        dist.send(local, dst=0)
-        return None
-    out = torch.empty((sum(sizes), ) + tuple(local.shape[1:]), dtype=local.dtype)
-    out[:sizes[0]] = local.cpu()
-    start = sizes[0]
-    for src in range(1, world):
-        buffer = local.new_empty((sizes[src], ) + tuple(local.shape[1:]))
-        dist.recv(buffer, src=src)
-        out[start:start + sizes[src]] = buffer.cpu()
+    out = None
+    if rank == 0:
+        out = torch.empty((sum(sizes), ) + tuple(local.shape[1:]), dtype=local.dtype)
+    start = 0
+    for src in range(world):
+        buffer = local if src == rank else local.new_empty((sizes[src], ) + tuple(local.shape[1:]))
+        dist.broadcast(buffer, src=src)
+        if out is not None:
+            out[start:start + sizes[src]] = buffer.cpu()
         start += sizes[src]
     return out
 

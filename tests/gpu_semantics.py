@@ -1,0 +1,208 @@
+"""GPU semantics on the CPU: the CUDA and NCCL rules that code touching devices must obey,
+simulated so that CI (which never has a GPU) fails when code breaks them.
+
+- :class:`FakeCuda`: ``count`` visible devices, one of them current, each with its own
+  generator state. An ordinal past the visible ones is "invalid device ordinal", as on a
+  task that sees only its own GPU (``srun --gpus-per-task=1``); generator states must be
+  CPU byte tensors.
+- :class:`DeviceTensor` / :func:`on_device`: a checkpoint as loaded onto a GPU. Such a
+  tensor refuses ``.numpy()`` and the CPU generator until ``.cpu()`` is called.
+- :func:`nccl_rules`: ``torch.distributed`` with the NCCL rules a CPU run can check
+  (no point-to-point, tensors on the group's device). The multi-process tests turn it on
+  in their ranks through :func:`rank_env` (a ``sitecustomize`` in
+  ``tests/gpu_semantics_site``).
+"""
+import contextlib
+import os
+import os.path as osp
+from typing import Iterator, List
+
+import torch
+
+__all__ = ['FakeCuda', 'DeviceTensor', 'on_device', 'cpu_generator_rules', 'nccl_rules',
+           'NcclRuleBroken', 'rank_env', 'ENV_FLAG']
+
+#: The environment variable that turns :func:`nccl_rules` on in a rank (see :func:`rank_env`).
+ENV_FLAG = 'IRTBOX_TEST_NCCL_RULES'
+_SITE_DIR = osp.join(osp.dirname(osp.abspath(__file__)), 'gpu_semantics_site')
+
+
+class FakeCuda:
+    """CUDA with ``count`` visible devices and ``current`` the current one, on the CPU.
+
+    Patches (through pytest's ``monkeypatch``) what irtbox asks of ``torch.cuda``:
+    availability, the device count and the current device, ``set_device``, and the
+    generators (``get_rng_state`` / ``set_rng_state`` and their ``_all`` forms, which
+    torch defines as a loop over the visible devices by index, as here). ``states[i]`` is
+    device i's generator state.
+    """
+
+    def __init__(self, monkeypatch, count: int = 1, current: int = 0):
+        self.count, self.current = count, current
+        self.states: List[torch.Tensor] = [
+            torch.full((16, ), 100 + i, dtype=torch.uint8) for i in range(count)]
+        cuda = torch.cuda
+        for name, value in dict(
+                is_available=lambda: True, is_initialized=lambda: True,
+                device_count=lambda: self.count, current_device=lambda: self.current,
+                set_device=self.set_device, get_rng_state=self.get_rng_state,
+                set_rng_state=self.set_rng_state, get_rng_state_all=self.get_rng_state_all,
+                set_rng_state_all=self.set_rng_state_all).items():
+            monkeypatch.setattr(cuda, name, value)
+            if hasattr(cuda.random, name):
+                monkeypatch.setattr(cuda.random, name, value)
+
+    def _ordinal(self, device) -> int:
+        if device is None or device == 'cuda':
+            return self.current
+        if isinstance(device, str):
+            device = torch.device(device)
+        if isinstance(device, torch.device):
+            device = self.current if device.index is None else device.index
+        if not 0 <= device < self.count:
+            raise RuntimeError(f'CUDA error: invalid device ordinal (device {device}, '
+                               f'{self.count} visible)')
+        return device
+
+    def set_device(self, device) -> None:
+        self.current = self._ordinal(device)
+
+    def get_rng_state(self, device='cuda') -> torch.Tensor:
+        return self.states[self._ordinal(device)].clone()
+
+    def set_rng_state(self, new_state, device='cuda') -> None:
+        if isinstance(new_state, DeviceTensor) or new_state.device.type != 'cpu' \
+                or new_state.dtype != torch.uint8:
+            raise TypeError('RNG state must be a torch.ByteTensor')
+        self.states[self._ordinal(device)] = new_state.clone()
+
+    def get_rng_state_all(self) -> List[torch.Tensor]:
+        return [self.get_rng_state(i) for i in range(self.count)]
+
+    def set_rng_state_all(self, new_states) -> None:
+        for i, state in enumerate(new_states):
+            self.set_rng_state(state, i)
+
+
+class DeviceTensor(torch.Tensor):
+    """A tensor as it is on a GPU, where that matters on the CPU: ``.numpy()`` refuses and
+    so do the CPU generators (with :class:`FakeCuda` or :func:`on_device`'s patch of
+    ``torch.set_rng_state``); ``.cpu()`` gives a plain CPU tensor."""
+
+    def numpy(self, *args, **kwargs):
+        raise TypeError("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to "
+                        'copy the tensor to host memory first.')
+
+    def cpu(self, *args, **kwargs):
+        return torch.Tensor.cpu(self, *args, **kwargs).as_subclass(torch.Tensor)
+
+
+def _map_tensors(obj, fn):
+    if isinstance(obj, torch.Tensor):
+        return fn(obj)
+    if isinstance(obj, dict):
+        return type(obj)((k, _map_tensors(v, fn)) for k, v in obj.items())
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_map_tensors(v, fn) for v in obj)
+    return obj
+
+
+def on_device(obj):
+    """``obj`` (a checkpoint, a state) with every tensor a :class:`DeviceTensor`: what
+    ``torch.load(map_location='cuda')`` gives on a GPU machine."""
+    return _map_tensors(obj, lambda t: t.as_subclass(DeviceTensor))
+
+
+@contextlib.contextmanager
+def cpu_generator_rules() -> Iterator[None]:
+    """``torch.set_rng_state`` refusing a :class:`DeviceTensor`, as it refuses a CUDA
+    tensor."""
+    original = torch.set_rng_state
+
+    def set_rng_state(new_state):
+        if isinstance(new_state, DeviceTensor):
+            raise TypeError('RNG state must be a torch.ByteTensor')
+        return original(new_state)
+
+    torch.set_rng_state = set_rng_state
+    try:
+        yield
+    finally:
+        torch.set_rng_state = original
+
+
+_COLLECTIVES = ('all_reduce', 'all_gather', 'all_gather_into_tensor', 'broadcast', 'reduce',
+                'reduce_scatter', 'reduce_scatter_tensor', 'gather', 'scatter', 'all_to_all',
+                'all_to_all_single', 'all_gather_object', 'broadcast_object_list',
+                'gather_object', 'barrier')
+_POINT_TO_POINT = ('send', 'recv', 'isend', 'irecv', 'batch_isend_irecv')
+
+
+class NcclRuleBroken(RuntimeError):
+    """What NCCL would refuse, or do at a cost that gloo does not show, was asked of
+    ``torch.distributed``."""
+
+
+@contextlib.contextmanager
+def nccl_rules() -> Iterator[List[str]]:
+    """``torch.distributed`` with the rules of NCCL that a CPU run can check, on gloo:
+
+    - point-to-point ``send`` / ``recv`` (and their async forms) are refused: NCCL builds
+      a communicator for each pair of ranks that uses them (GPU memory and start-up time on
+      every device); collectives of the main process group are what irtbox uses;
+    - a collective given a tensor on another device than the one the process group
+      communicates on (``mmengine.dist.get_comm_device()``) is refused.
+
+    That NCCL takes CUDA tensors only cannot be told apart on a CPU, where every tensor
+    is a CPU tensor: the device a collective's buffers are made on is checked by unit
+    tests with :class:`FakeCuda`. Yields the names of the collectives called, in order.
+    """
+    import torch.distributed as dist
+    from mmengine.dist import get_comm_device
+    called: List[str] = []
+    saved = []
+
+    def checked(name, function):
+        def wrapper(*args, **kwargs):
+            tensors = [a for a in list(args) + list(kwargs.values())
+                       if isinstance(a, torch.Tensor)]
+            device = get_comm_device()
+            for tensor in tensors:
+                if tensor.device != device:
+                    raise NcclRuleBroken(f'torch.distributed.{name} was given a tensor on '
+                                         f'{tensor.device}; the group communicates on {device}')
+            called.append(name)
+            return function(*args, **kwargs)
+        return wrapper
+
+    def refused(name):
+        def wrapper(*args, **kwargs):
+            raise NcclRuleBroken(
+                f'torch.distributed.{name}: point-to-point on NCCL builds a communicator for '
+                'each pair of ranks (memory and start-up time on every GPU); use a collective '
+                'of the main process group')
+        return wrapper
+
+    try:
+        for names, make in ((_COLLECTIVES, checked), (_POINT_TO_POINT, refused)):
+            for name in names:
+                if hasattr(dist, name):
+                    saved.append((name, getattr(dist, name)))
+                    setattr(dist, name, make(name, getattr(dist, name)) if make is checked
+                            else make(name))
+        yield called
+    finally:
+        for name, value in reversed(saved):
+            setattr(dist, name, value)
+
+
+def rank_env(env: dict = None) -> dict:
+    """``env`` (default: this process's) for a rank started by a test, with
+    :func:`nccl_rules` on from its start: the ranks import ``sitecustomize`` from
+    ``tests/gpu_semantics_site``, which enters it when :data:`ENV_FLAG` is set."""
+    env = dict(os.environ if env is None else env)
+    env[ENV_FLAG] = '1'
+    env['PYTHONPATH'] = os.pathsep.join(
+        p for p in (_SITE_DIR, osp.dirname(osp.dirname(osp.abspath(__file__))),
+                    env.get('PYTHONPATH')) if p)
+    return env
