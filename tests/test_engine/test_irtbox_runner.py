@@ -94,3 +94,65 @@ def test_the_model_carries_the_input_spec_init_model_gives_it(tmp_path):
     for key in ('test_dataloader', 'test_evaluator', 'test_cfg'):
         cfg[key] = None
     assert IrtboxRunner.from_cfg(cfg).model.input_spec is None
+
+
+def test_resume_on_a_gpu_machine_loads_the_checkpoint_onto_the_cpu(tmp_path, monkeypatch):
+    """MMEngine resumes with ``map_location='default'``, its ``get_device()``: ``'cuda'`` on a
+    GPU machine, which put the checkpoint's generator states on the GPU and crashed every
+    resume there at the first new batch. Here ``get_device()`` says ``'cuda'`` during the
+    resume as it does on a GPU machine; on this CPU a load onto CUDA fails at once, so the
+    resume passes only if it loads onto the CPU (the optimizer's load moves its state to
+    each parameter's device)."""
+    cfg = Config.fromfile(TINY)
+    cfg.work_dir = str(tmp_path)
+    cfg.train_cfg.update(max_iters=2, val_interval=100)
+    cfg.default_hooks.checkpoint.update(interval=2)
+    IrtboxRunner.from_cfg(cfg).train()
+
+    original = IrtboxRunner.load_or_resume
+
+    def as_on_a_gpu_machine(self):
+        with monkeypatch.context() as m:
+            m.setattr(mmengine_runner, 'get_device', lambda: 'cuda')
+            return original(self)
+
+    monkeypatch.setattr(IrtboxRunner, 'load_or_resume', as_on_a_gpu_machine)
+    cfg = Config.fromfile(TINY)
+    cfg.work_dir = str(tmp_path)
+    cfg.train_cfg.update(max_iters=3, val_interval=100)
+    cfg.resume = True
+    runner = IrtboxRunner.from_cfg(cfg)
+    runner.train()
+    assert runner.iter == 3
+
+
+def test_ddp_is_built_on_the_current_device(tmp_path, monkeypatch):
+    """A task that sees one GPU (``srun --gpus-per-task=1``) with LOCAL_RANK 3: MMEngine's
+    default wrapper asks for device 3 ("invalid device ordinal" at the first forward); the
+    runner's uses the current device. The config's own wrapper gets the same defaults and
+    keeps what it sets."""
+    import torch
+
+    import irtbox.engine.runner as runner_module
+    from mmengine.registry import MODEL_WRAPPERS
+    from tests.gpu_semantics import FakeCuda
+    cfg = Config.fromfile(TINY)
+    cfg.work_dir = str(tmp_path)
+    runner = IrtboxRunner.from_cfg(cfg)
+    FakeCuda(monkeypatch, count=1, current=0)
+    monkeypatch.setenv('LOCAL_RANK', '3')
+    monkeypatch.setattr(runner_module, 'is_distributed', lambda: True)
+    monkeypatch.setattr(runner, '_distributed', True)
+    monkeypatch.setattr(mmengine_runner, 'get_device', lambda: 'cpu')
+    built = []
+    monkeypatch.setattr(MODEL_WRAPPERS, 'build',
+                        lambda cfg, default_args=None: built.append((dict(cfg), default_args)))
+    runner.wrap_model(None, torch.nn.Linear(2, 2))
+    runner.wrap_model(dict(type='MMDistributedDataParallel', broadcast_buffers=True),
+                      torch.nn.Linear(2, 2))
+    assert len(built) == 2
+    for wrapper, default_args in built:
+        device_ids = wrapper.get('device_ids', (default_args or {}).get('device_ids'))
+        assert device_ids == [0], (wrapper, default_args)
+    buffers = [w.get('forward_sync_buffers', w.get('broadcast_buffers')) for w, _ in built]
+    assert buffers == [False, True]

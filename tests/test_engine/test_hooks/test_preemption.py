@@ -18,6 +18,7 @@ from irtbox.engine.hooks import preemption
 from irtbox.engine.run_identity import config_identity, identity_differences
 from irtbox.engine.work_dir_lock import LOCK_NAME, WorkDirLock, WorkDirLocked
 from irtbox.utils import safe_torch_load
+from tests.gpu_semantics import FakeCuda, cpu_generator_rules, on_device
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 TINY_CONFIG = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')
@@ -77,6 +78,41 @@ def test_rng_state_round_trips():
     random.seed(9), np.random.seed(9), torch.manual_seed(9)
     preemption.set_rng_state(state)
     assert (random.random(), np.random.rand(), torch.rand(1).item()) == expected
+
+
+def test_rng_state_restores_from_a_checkpoint_loaded_onto_the_gpu():
+    """On a GPU machine a checkpoint loaded with MMEngine's default map location holds CUDA
+    tensors; NumPy's and torch's CPU generators take CPU tensors only (before: TypeError
+    "can't convert cuda:0 device type tensor to numpy", every resume on a GPU)."""
+    random.seed(1), np.random.seed(2), torch.manual_seed(3)
+    state = on_device(preemption.rng_state())
+    expected = (random.random(), np.random.rand(), torch.rand(1).item())
+    random.seed(9), np.random.seed(9), torch.manual_seed(9)
+    with cpu_generator_rules():
+        preemption.set_rng_state(state)
+    assert (random.random(), np.random.rand(), torch.rand(1).item()) == expected
+
+
+def test_the_cuda_generator_state_is_this_processs_own_device(monkeypatch):
+    """Saved by a rank whose current device is 3 of 8 visible, restored by a task that sees
+    one GPU (before: every visible device's state saved, restored by index: IndexError /
+    invalid device ordinal), and the reverse, which restored another device's state into
+    the current one."""
+    saver = FakeCuda(monkeypatch, count=8, current=3)
+    state = preemption.rng_state()
+    torch.testing.assert_close(state['cuda'], saver.states[3])
+    resumer = FakeCuda(monkeypatch, count=1, current=0)
+    preemption.set_rng_state(state)
+    torch.testing.assert_close(resumer.states[0], saver.states[3])
+
+    one = FakeCuda(monkeypatch, count=1, current=0)
+    state = preemption.rng_state()
+    many = FakeCuda(monkeypatch, count=8, current=5)
+    untouched = [s.clone() for s in many.states]
+    preemption.set_rng_state(state)
+    torch.testing.assert_close(many.states[5], one.states[0])
+    for i in (0, 1, 2, 3, 4, 6, 7):
+        torch.testing.assert_close(many.states[i], untouched[i])
 
 
 @pytest.mark.parametrize('kwargs,message', [(dict(signals=['SIGNOPE']), 'signal names'),
