@@ -132,6 +132,8 @@ def test_bad_configs_and_samples():
 
 def _gather_worker(rank, tmp):
     """One of two gloo ranks: feeds its DefaultSampler shard to a RetrievalMetric."""
+    import irtbox.evaluation.metrics.gather as gather
+    from tests.gpu_semantics import nccl_rules
     import torch.distributed as dist
     from mmengine.dataset import DefaultSampler
 
@@ -142,14 +144,19 @@ def _gather_worker(rank, tmp):
         emb, labels = data['emb'], data['labels']
         # DefaultSampler shuffles, shards and pads with repeated samples.
         mine = list(DefaultSampler(list(range(len(labels))), shuffle=True, seed=0))
-        metric = RetrievalMetric(ks=(1, 2, 4), collect_dir=f'{tmp}/collect')
+        metric = RetrievalMetric(ks=(1, 2, 4))
         for start in range(0, len(mine), 3):
             samples = []
             for i in mine[start:start + 3]:
                 s = DataSample(metainfo=dict(sample_idx=i)).set_gt_label(int(labels[i]))
                 samples.append(s.set_embedding(torch.from_numpy(emb[i])).to_dict())
             metric.process(None, samples)
-        metrics = metric.evaluate(len(labels))
+        # Blocks of 2 embeddings (16 floats): the gather takes several all_gathers per key,
+        # under NCCL's rules, with nothing written to a shared folder.
+        gather._BLOCK_BYTES = 2 * emb.shape[1] * 4
+        with nccl_rules() as called:
+            metrics = metric.evaluate(len(labels))
+        assert called.count('all_gather') >= 6, called
         out = metric.last_outputs
         with open(f'{tmp}/rank{rank}.json', 'w') as f:
             json.dump(dict(metrics=metrics, num_seen=len(mine),

@@ -107,9 +107,6 @@ class RetrievalMetric(BaseMetric):
         normalize: L2-normalise the embeddings before searching (cosine
             similarity).
         prefix: prepended to the metric names as ``prefix/name``.
-        collect_device: 'cpu' or 'gpu', how results are gathered across ranks.
-        collect_dir: shared folder for gathering on 'cpu' (default: a
-            temporary one).
     """
 
     default_prefix: Optional[str] = None
@@ -120,10 +117,8 @@ class RetrievalMetric(BaseMetric):
                  map_at_all: bool = False,
                  search: Union[None, dict, Searcher] = None,
                  normalize: bool = True,
-                 prefix: Optional[str] = None,
-                 collect_device: str = 'cpu',
-                 collect_dir: Optional[str] = None) -> None:
-        super().__init__(collect_device=collect_device, prefix=prefix, collect_dir=collect_dir)
+                 prefix: Optional[str] = None) -> None:
+        super().__init__(prefix=prefix)
         try:
             ks = check_positive_ints(ks, 'ks')
             if not ks and not map_at_r and not map_at_all:
@@ -170,8 +165,7 @@ class RetrievalMetric(BaseMetric):
         at ``size`` (which relies on the sampler's order) but by removing
         repeated sample indices.
         """
-        data = gather_by_sample_idx(self.results, size, self.collect_device,
-                                    self.collect_dir, _CONSISTENT)
+        data = gather_by_sample_idx(self.results, size, _CONSISTENT)
         self.results.clear()
         if is_main_process():
             metrics = self._compute(data)

@@ -89,9 +89,6 @@ class RevisitedMetric(BaseMetric):
             the descriptor before the model's whitening (results without it).
         tag: inserted in the names, ``<name>/<tag>/mAP_M`` (e.g. 'no_whitening'),
             so two metrics on one dataset do not clash.
-        collect_device: 'cpu' or 'gpu', how results are gathered across ranks.
-        collect_dir: shared folder for gathering on 'cpu' (default: a
-            temporary one).
     """
 
     default_prefix: Optional[str] = None
@@ -105,10 +102,8 @@ class RevisitedMetric(BaseMetric):
                  device: Optional[Union[str, torch.device]] = None,
                  prefix: Optional[str] = None,
                  embedding_key: str = 'embedding',
-                 tag: Optional[str] = None,
-                 collect_device: str = 'cpu',
-                 collect_dir: Optional[str] = None) -> None:
-        super().__init__(collect_device=collect_device, prefix=prefix, collect_dir=collect_dir)
+                 tag: Optional[str] = None) -> None:
+        super().__init__(prefix=prefix)
         self.embedding_key, self.tag = embedding_key, tag
         protocols = (protocols, ) if isinstance(protocols, str) else tuple(protocols)
         if not protocols or any(p not in PROTOCOLS for p in protocols):
@@ -147,8 +142,7 @@ class RevisitedMetric(BaseMetric):
 
     def evaluate(self, size: int) -> Dict[str, float]:
         """Gather every rank's results by sample index, compute on rank 0, broadcast."""
-        data = gather_by_sample_idx(self.results, size, self.collect_device,
-                                    self.collect_dir, _CONSISTENT)
+        data = gather_by_sample_idx(self.results, size, _CONSISTENT)
         self.results.clear()
         if is_main_process():
             out = [self._compute(data)]
