@@ -78,7 +78,8 @@ def parse_args(argv=None):
                         "(what a Slurm array task does); exit status 75 when it was pre-empted")
     parser.add_argument('--jobs', type=int_argument(1), default=1,
                         help='runs at a time when running them here (default 1); each gets '
-                        'cpu_count/jobs threads and, with >= jobs visible GPUs, its own GPU')
+                        'cores/jobs threads and a visible GPU, the GPUs in turn (several runs '
+                        'share one when there are more runs than GPUs)')
     parser.add_argument('--gpus', type=int, default=1,
                         help='processes (GPUs) per run for --emit dist/slurm and --launcher slurm '
                         '(there, 0: one process and no --gres, for a cluster without GPUs)')

@@ -30,6 +30,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import List, Optional
 
+from irtbox.utils.cpus import usable_cpu_count
 from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
 from irtbox.utils.fileio import atomic_write_text
 
@@ -117,15 +118,18 @@ def run_one(run: Run, keep_embeddings: bool = False, env: Optional[dict] = None,
 
 
 def _job_devices(jobs: int) -> List[Optional[str]]:
-    """The CUDA device each of ``jobs`` parallel runs gets: one GPU each when
-    there are enough visible ones, else none pinned (the runs share)."""
+    """The CUDA device of each of ``jobs`` parallel runs: the visible GPUs in turn (with
+    more runs than GPUs, each GPU takes every ``len(gpus)``-th run, so no GPU has more than
+    one run beyond any other); None for each when there is no GPU."""
     visible = os.environ.get('CUDA_VISIBLE_DEVICES')
     if visible is not None:
-        devices = [d for d in visible.split(',') if d.strip()]
+        devices = [d.strip() for d in visible.split(',') if d.strip() and d.strip() != '-1']
     else:
         import torch
         devices = [str(i) for i in range(torch.cuda.device_count())]
-    return devices[:jobs] if len(devices) >= jobs else [None] * jobs
+    if not devices:
+        return [None] * jobs
+    return [devices[i % len(devices)] for i in range(jobs)]
 
 
 def _tail(path: str, lines: int = 5) -> str:
@@ -161,16 +165,22 @@ def attempt(run: Run, keep_embeddings: bool = False, env: Optional[dict] = None,
 def run_all(todo: List[Run], jobs: int = 1,
             keep_embeddings: bool = False) -> None:
     """Runs ``todo`` (see :func:`run_one`), ``jobs`` at a time, and prints one line per
-    finished run to stderr. With ``jobs > 1`` each run gets ``cpu_count // jobs`` CPU threads
-    and, when there are at least ``jobs`` visible GPUs, a GPU of its own. A
+    finished run to stderr. With ``jobs > 1`` each run gets ``cores // jobs`` CPU threads
+    (the cores this process may use) and a visible GPU, the GPUs in turn (several runs
+    share one when there are more runs than GPUs; a line says so). A
     failed run gets a ``failed`` file and the others go on: some points
     cannot be computed (e.g. M = 1 with batch 256 on a dataset of 80 training
     classes, paper Fig. 8). On ``KeyboardInterrupt`` the running ones finish (they got the
     signal too), nothing new starts, and the interrupt goes on to the caller."""
     slots = queue.Queue()
-    for device in _job_devices(jobs) if jobs > 1 else [None]:
+    devices = _job_devices(jobs) if jobs > 1 else [None]
+    gpus = sorted(set(d for d in devices if d is not None))
+    if len(gpus) < len(devices) and gpus:
+        print(f'{jobs} parallel runs share {len(gpus)} GPU(s) in turn (CUDA_VISIBLE_DEVICES '
+              f'{", ".join(devices)} for runs 1 to {jobs})', file=sys.stderr)
+    for device in devices:
         slots.put(device)
-    threads = str(max(1, (os.cpu_count() or 1) // jobs))
+    threads = str(max(1, usable_cpu_count() // jobs))
 
     def work(run: Run):
         device = slots.get()

@@ -22,6 +22,8 @@ import torch
 import torch.distributed as dist
 from mmengine import dist as mmdist
 
+from .cpus import local_world_size
+
 __all__ = ['free_port', 'init_distributed', 'exit_with_parent', 'finish_distributed', 'adapt_cfg_to_device',
            'ddp_wrapper_cfg', 'all_gather_cat', 'gather_round_robin']
 
@@ -134,6 +136,8 @@ def _slurm_env(port: int = None) -> None:
     os.environ['WORLD_SIZE'] = str(ntasks)
     os.environ['LOCAL_RANK'] = os.environ.get('SLURM_LOCALID', '0')
     os.environ['RANK'] = str(proc_id)
+    # What torchrun sets and Slurm does not: the ranks on this node, which share its cores.
+    os.environ.setdefault('LOCAL_WORLD_SIZE', str(local_world_size()))
 
 
 def adapt_cfg_to_device(cfg) -> None:

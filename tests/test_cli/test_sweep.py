@@ -230,7 +230,7 @@ def test_parallel_jobs_get_their_own_gpu_and_threads(fake_sweep, monkeypatch, ca
 
     monkeypatch.setattr(sweeps.execute.subprocess, 'run', recording_run)
     monkeypatch.setenv('CUDA_VISIBLE_DEVICES', '4,7')
-    monkeypatch.setattr(sweeps.execute.os, 'cpu_count', lambda: 8)
+    monkeypatch.setattr(sweeps.execute, 'usable_cpu_count', lambda: 8)
     sweep.main([spec_path, '--work-root', root, '--no-plot', '--jobs', '2'])
     assert sorted(e['CUDA_VISIBLE_DEVICES'] for e in envs) == ['4', '7']
     assert all(e['OMP_NUM_THREADS'] == '4' for e in envs)
@@ -239,6 +239,24 @@ def test_parallel_jobs_get_their_own_gpu_and_threads(fake_sweep, monkeypatch, ca
         sweep.main([spec_path, '--work-root', root, '--jobs', '0'])
     assert 'argument --jobs: the value must be a positive integer, got 0' in \
         capsys.readouterr().err
+
+
+@pytest.mark.parametrize('visible, count, jobs, expected', [
+    ('4,7', 0, 5, ['4', '7', '4', '7', '4']),
+    (None, 3, 4, ['0', '1', '2', '0']),
+    (None, 0, 3, [None, None, None]),
+    ('', 8, 2, [None, None]),
+    ('-1', 8, 2, [None, None]),
+])
+def test_more_jobs_than_gpus_share_them_in_turn(monkeypatch, visible, count, jobs, expected):
+    """Before: with more jobs than GPUs no job got a device, and every run used cuda:0."""
+    import torch
+    if visible is None:
+        monkeypatch.delenv('CUDA_VISIBLE_DEVICES', raising=False)
+    else:
+        monkeypatch.setenv('CUDA_VISIBLE_DEVICES', visible)
+    monkeypatch.setattr(torch.cuda, 'device_count', lambda: count)
+    assert sweeps.execute._job_devices(jobs) == expected
 
 
 def test_factor_restricted_to_some_losses(tmp_path):

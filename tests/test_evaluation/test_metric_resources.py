@@ -20,7 +20,7 @@ def one_thread():
 @pytest.fixture
 def node(monkeypatch):
     """A node of 8 cores shared by 4 ranks (torchrun's LOCAL_WORLD_SIZE)."""
-    monkeypatch.setattr(resources.os, 'cpu_count', lambda: 8)
+    monkeypatch.setattr(resources, 'usable_cpu_count', lambda: 8)
     monkeypatch.setenv('LOCAL_WORLD_SIZE', '4')
 
 
@@ -69,9 +69,11 @@ def test_search_device_is_this_ranks_own_gpu(monkeypatch):
 
 
 @pytest.mark.parametrize('cpus, local_world_size, threads', [
-    (8, '4', 2), (8, None, 8), (2, '4', 1), (None, None, 1)])
+    (8, '4', 2), (8, None, 8), (2, '4', 1), (1, None, 1)])
 def test_rank_thread_count_shares_the_node(monkeypatch, cpus, local_world_size, threads):
-    monkeypatch.setattr(resources.os, 'cpu_count', lambda: cpus)
+    monkeypatch.setattr(resources, 'usable_cpu_count', lambda: cpus)
+    for key in ('SLURM_NTASKS_PER_NODE', 'SLURM_TASKS_PER_NODE'):
+        monkeypatch.delenv(key, raising=False)
     if local_world_size is None:
         monkeypatch.delenv('LOCAL_WORLD_SIZE', raising=False)
     else:

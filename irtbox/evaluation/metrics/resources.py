@@ -4,11 +4,12 @@ node's CPU cores.
 Rank 0 searches while the other ranks wait in a collective, which fails past the process
 group's timeout; so the search must use what this rank has, and only that.
 """
-import os
 from contextlib import contextmanager
 from typing import Iterator, Optional, Union
 
 import torch
+
+from irtbox.utils.cpus import local_world_size, usable_cpu_count
 
 __all__ = ['search_device', 'rank_thread_count', 'rank_threads']
 
@@ -30,10 +31,12 @@ def search_device(device: Optional[Union[str, torch.device]] = None) -> torch.de
 
 
 def rank_thread_count() -> int:
-    """The CPU threads this rank may use: the node's cores shared among its ranks
-    (``LOCAL_WORLD_SIZE``, set by torchrun; one rank without it), at least 1."""
-    local_ranks = max(1, int(os.environ.get('LOCAL_WORLD_SIZE', 1)))
-    return max(1, (os.cpu_count() or 1) // local_ranks)
+    """The CPU threads this rank may use: the cores it may run on
+    (:func:`~irtbox.utils.cpus.usable_cpu_count`, its affinity) shared among the node's
+    ranks (:func:`~irtbox.utils.cpus.local_world_size`: torchrun's or Slurm's), at least 1.
+    Where each rank is bound to cores of its own this undercounts, which wastes cores but
+    never makes the ranks fight over them."""
+    return max(1, usable_cpu_count() // local_world_size())
 
 
 @contextmanager

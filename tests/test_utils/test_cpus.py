@@ -1,0 +1,45 @@
+"""The cores a process may use (its affinity, not the machine's count) and the ranks of its
+node, under torchrun and under Slurm."""
+import os
+
+import pytest
+
+from irtbox.utils import cpus
+from irtbox.utils.dist import _slurm_env
+
+
+def test_usable_cpus_follow_the_affinity(monkeypatch):
+    """A job bound to 4 of 64 cores (taskset, a cgroup cpuset, Slurm's binding) has 4."""
+    monkeypatch.setattr(os, 'cpu_count', lambda: 64)
+    monkeypatch.setattr(os, 'sched_getaffinity', lambda pid: {0, 1, 2, 3})
+    assert cpus.usable_cpu_count() == 4
+    monkeypatch.delattr(os, 'sched_getaffinity')  # macOS
+    assert cpus.usable_cpu_count() == 64
+
+
+@pytest.mark.parametrize('env, expected', [
+    (dict(LOCAL_WORLD_SIZE='4'), 4),
+    (dict(SLURM_NTASKS_PER_NODE='8'), 8),
+    (dict(SLURM_TASKS_PER_NODE='4(x2)'), 4),
+    (dict(SLURM_TASKS_PER_NODE='2,1'), 2),
+    (dict(), 1),
+    (dict(LOCAL_WORLD_SIZE='zero'), 1),
+])
+def test_local_world_size(env, expected):
+    assert cpus.local_world_size(env) == expected
+
+
+def test_the_slurm_launcher_sets_local_world_size(monkeypatch):
+    """torchrun sets LOCAL_WORLD_SIZE and Slurm does not: without it each of 4 ranks of a
+    node took every core for its search."""
+    for key in ('LOCAL_WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT'):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv('SLURM_PROCID', '5')
+    monkeypatch.setenv('SLURM_NTASKS', '8')
+    monkeypatch.setenv('SLURM_LOCALID', '1')
+    monkeypatch.setenv('SLURM_NODELIST', 'node[1-2]')
+    monkeypatch.setenv('SLURM_TASKS_PER_NODE', '4(x2)')
+    monkeypatch.setattr('irtbox.utils.dist.subprocess.getoutput', lambda command: 'node1')
+    _slurm_env()
+    assert (os.environ['LOCAL_WORLD_SIZE'], os.environ['LOCAL_RANK'], os.environ['RANK']) == \
+        ('4', '1', '5')
