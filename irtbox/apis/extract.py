@@ -432,11 +432,18 @@ def extract_folder(config, checkpoint: Optional[str], image_dir: str, out_dir: s
     """
     import torch.distributed as dist
 
+    from mmengine.config import Config
+
+    from irtbox.utils.config import load_config
     from irtbox.utils.dist import init_distributed
     from .inference import init_model
+    from .model_zoo import resolve_config
+    from .run_setup import dist_cfg_of
     started = time.time()
-    if launcher != 'none':
-        init_distributed(launcher)
+    if not isinstance(config, Config):
+        config = load_config(resolve_config(config), cfg_options)
+    if launcher != 'none':  # the config's dist_cfg: its timeout covers rank 0's merge
+        init_distributed(launcher, **dist_cfg_of(config))
     world = dist.get_world_size() if launcher != 'none' else 1
     if device is None:
         device = f'cuda:{torch.cuda.current_device()}' if torch.cuda.is_available() else 'cpu'

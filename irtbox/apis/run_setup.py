@@ -12,7 +12,7 @@ from irtbox.utils.config import ConfigError, load_config
 from .config_check import check_config_keys
 from .model_zoo import resolve_config
 
-__all__ = ['DEFAULT_RUNNER', 'build_runner', 'check_checkpoint', 'load_run_config']
+__all__ = ['DEFAULT_RUNNER', 'build_runner', 'check_checkpoint', 'dist_cfg_of', 'load_run_config']
 
 #: The runner built when a config sets no ``runner_type``.
 DEFAULT_RUNNER = 'IrtboxRunner'
@@ -95,7 +95,7 @@ def build_runner(cfg: Config):
                           f"(irtbox's: {sorted(RUNNERS.module_dict)}; or MMEngine's 'Runner')")
     register_safe_globals()
     if cfg.get('launcher', 'none') != 'none':
-        init_distributed(cfg.launcher, **_dist_cfg(cfg))
+        init_distributed(cfg.launcher, **dist_cfg_of(cfg))
     runner = runner_cls.from_cfg(cfg)
     if cfg.get('check_dataset_counts', True):
         from irtbox.engine.hooks.dataset_counts import DatasetCountCheckHook
@@ -103,6 +103,9 @@ def build_runner(cfg: Config):
     return runner
 
 
-def _dist_cfg(cfg: Config) -> dict:
-    """``cfg.env_cfg.dist_cfg`` as a plain dict (empty when not set)."""
+def dist_cfg_of(cfg: Config) -> dict:
+    """``cfg.env_cfg.dist_cfg`` as a plain dict (empty when not set), with the gloo backend
+    on a machine without CUDA (:func:`~irtbox.utils.dist.adapt_cfg_to_device`)."""
+    from irtbox.utils.dist import adapt_cfg_to_device
+    adapt_cfg_to_device(cfg)
     return dict((cfg.get('env_cfg') or {}).get('dist_cfg') or {})

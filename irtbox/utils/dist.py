@@ -143,7 +143,9 @@ def _slurm_env(port: int = None) -> None:
 def adapt_cfg_to_device(cfg) -> None:
     """Without CUDA: the gloo backend (a config's ``dist_cfg`` names nccl)."""
     if not torch.cuda.is_available():
-        cfg.setdefault('env_cfg', {}).setdefault('dist_cfg', {})['backend'] = 'gloo'
+        env_cfg = dict(cfg.get('env_cfg') or {})
+        env_cfg['dist_cfg'] = dict(env_cfg.get('dist_cfg') or {}, backend='gloo')
+        cfg['env_cfg'] = env_cfg
 
 
 def ddp_wrapper_cfg(model_wrapper_cfg=None, find_unused_parameters: bool = False) -> dict:

@@ -86,7 +86,38 @@ def test_launcher_gets_the_configs_dist_cfg(built, monkeypatch):
     build_runner(Config(dict(launcher='pytorch', env_cfg=dict(
         dist_cfg=dict(backend='gloo', timeout=7200)))))
     build_runner(Config(dict(launcher='slurm')))
-    assert started == [('pytorch', dict(backend='gloo', timeout=7200)), ('slurm', {})]
+    backend = {} if torch.cuda.is_available() else dict(backend='gloo')
+    assert started == [('pytorch', dict(backend='gloo', timeout=7200)), ('slurm', backend)]
+
+
+def test_shipped_configs_wait_long_for_rank_0s_work():
+    """NCCL's 10-minute default timeout killed jobs while rank 0 alone searched, fitted a
+    whitening or merged an extraction: every shipped config inherits a longer one."""
+    from irtbox.apis.model_zoo import resolve_config
+    for name in ('irt/irt-r_deit-s_1xb64-35k_sop.py', 'dtop/r50vitb_sfm.py',
+                 'quickstart/irt-l_vit-tiny_1xb64-500_digits.py'):
+        cfg = Config.fromfile(resolve_config(name))
+        assert cfg.env_cfg.dist_cfg.timeout >= 3600, name
+
+
+def test_extraction_starts_the_group_with_the_configs_dist_cfg(monkeypatch, tmp_path):
+    """extract_folder used to start the process group without the config's dist_cfg (so
+    with NCCL's 10-minute timeout, shorter than rank 0's merge of a large extraction)."""
+    from irtbox.apis.extract import extract_folder
+
+    class Started(Exception):
+        pass
+
+    def start(launcher, **kwargs):
+        raise Started(launcher, kwargs)
+
+    monkeypatch.setattr(dist_module, 'init_distributed', start)
+    path = tmp_path / 'config.py'
+    path.write_text("model = dict(type='ImageRetriever')\n"
+                    "env_cfg = dict(dist_cfg=dict(backend='gloo', timeout=1234))\n")
+    with pytest.raises(Started) as started:
+        extract_folder(str(path), None, str(tmp_path), str(tmp_path / 'out'), launcher='pytorch')
+    assert started.value.args == ('pytorch', dict(backend='gloo', timeout=1234))
 
 
 LOADERS = '''

@@ -13,7 +13,11 @@ default_hooks = dict(
 env_cfg = dict(
     cudnn_benchmark=False,
     mp_cfg=dict(mp_start_method='fork', opencv_num_threads=0),
-    dist_cfg=dict(backend='nccl'),
+    # timeout: seconds a collective waits for the other ranks (NCCL's default is 10 min).
+    # Some steps run on rank 0 alone while the others wait: the metric's search (a landmark
+    # test with 1M distractors on CPU faiss), the whitening / PCA fit, the merge of an
+    # extraction, a pretrained download. Two hours covers them; raise it for bigger sets.
+    dist_cfg=dict(backend='nccl', timeout=7200),
 )
 
 vis_backends = [dict(type='LocalVisBackend')]
