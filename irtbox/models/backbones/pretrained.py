@@ -1,5 +1,5 @@
-"""Getting a backbone's pretrained weights: once per job, rank 0 first, one clear line when
-they cannot be had."""
+"""Getting a backbone's pretrained weights: once per node, its local rank 0 first, one clear
+line when they cannot be had."""
 import contextlib
 import os
 from typing import Callable, Optional
@@ -60,37 +60,45 @@ def pretrained_init_cfg(init_cfg) -> Optional[dict]:
 def create_timm_model(model_name: str, pretrained: bool, create: Optional[Callable] = None,
                       **kwargs) -> torch.nn.Module:
     """``timm.create_model(model_name, pretrained=pretrained, **kwargs)``, with the
-    download of pretrained weights made once per job.
+    download of pretrained weights made once per node.
 
-    In a distributed job rank 0 downloads (or reads its cache) while the other ranks wait;
-    it then tells them whether it succeeded, and they read the cache rank 0 filled, offline.
-    A download that cannot happen raises :class:`PretrainedWeightsUnavailable` on every
-    rank, naming the weights, the cache and the ways out, instead of each rank retrying
-    the hub on its own and printing its traceback.
+    In a distributed job each node's local rank 0 (``LOCAL_RANK``) downloads, or reads its
+    cache, while the other ranks wait; every rank then learns whether every download
+    succeeded (one small all-gather), and the others read the cache their node's rank 0
+    filled, offline. A node's cache need not be shared with the other nodes'; where it is
+    (one filesystem), the hub's file locks keep the nodes' downloads apart. A download that
+    cannot happen raises :class:`PretrainedWeightsUnavailable` on every rank, naming the
+    weights, the cache and the ways out, instead of each rank retrying the hub on its own
+    and printing its traceback.
     """
     if create is None:
         import timm
         create = timm.create_model
     if not pretrained:
         return create(model_name, pretrained=False, **kwargs)
-    distributed = mmdist.get_world_size() > 1
-    if mmdist.get_rank() == 0:
-        model, failure = None, None
+    rank, world = mmdist.get_rank(), mmdist.get_world_size()
+    fetches = world == 1 or int(os.environ.get('LOCAL_RANK', rank)) == 0
+    model, failure = None, None
+    if fetches:
         try:
             model = create(model_name, pretrained=True, **kwargs)
         except Exception as error:  # noqa: BLE001 (hub, network and file errors alike)
             failure = _unavailable(model_name, error)
-        if distributed:
-            mmdist.broadcast_object_list([None if failure is None else str(failure)], src=0)
-        if failure is not None:
-            raise failure
+    if world > 1:
+        said = mmdist.all_gather_object(None if failure is None else str(failure))
+        if failure is None:
+            first = next(((r, m) for r, m in enumerate(said) if m is not None), None)
+            if first is not None:
+                raise PretrainedWeightsUnavailable(f'(rank {first[0]}) {first[1]}')
+    if failure is not None:
+        raise failure
+    if model is not None:
         return model
-    message = [None]
-    mmdist.broadcast_object_list(message, src=0)
-    if message[0] is not None:
-        raise PretrainedWeightsUnavailable(f'(rank 0) {message[0]}')
     try:
-        with offline_hub():  # rank 0 has filled the cache: never ask the hub again
+        with offline_hub():  # this node's rank 0 has filled the cache: never ask the hub
             return create(model_name, pretrained=True, **kwargs)
     except Exception as error:  # noqa: BLE001
-        raise _unavailable(model_name, error) from error
+        raise PretrainedWeightsUnavailable(
+            f'(rank {rank}) this node\'s local rank 0 got the weights, but this rank cannot '
+            f'read them from its cache {_hub_cache()}: the ranks of a node must share their '
+            f'cache (HF_HOME / TORCH_HOME). {_unavailable(model_name, error)}') from error

@@ -124,26 +124,29 @@ def test_one_source_of_weights(tmp_path):
 
 
 class FakeDist:
-    """mmengine.dist as seen by one rank of a 2-process job; rank 0's broadcast is recorded."""
+    """mmengine.dist as seen by rank ``rank`` of a job of ``world`` ranks; ``said`` is what
+    every rank contributes to the all-gather (this rank's own entry is what it sends)."""
 
-    def __init__(self, rank, message=None):
-        self.rank, self.message, self.sent = rank, message, []
+    def __init__(self, rank, world=2, said=None):
+        self.rank, self.world = rank, world
+        self.said = list(said) if said is not None else [None] * world
+        self.sent = []
 
     def get_world_size(self):
-        return 2
+        return self.world
 
     def get_rank(self):
         return self.rank
 
-    def broadcast_object_list(self, objects, src=0):
-        assert src == 0
-        if self.rank == 0:
-            self.sent.append(list(objects))
-        else:
-            objects[0] = self.message
+    def all_gather_object(self, obj):
+        self.sent.append(obj)
+        return [obj if r == self.rank else m for r, m in enumerate(self.said)]
 
 
-def test_rank_zero_downloads_and_tells_the_others(monkeypatch):
+def test_each_nodes_local_rank_zero_downloads_and_tells_the_others(monkeypatch):
+    """Two nodes of 2 ranks: ranks 0 and 2 (LOCAL_RANK 0) download, ranks 1 and 3 wait and
+    read their node's cache offline. Before: only global rank 0 downloaded, and rank 2 on
+    the second node read its own empty cache offline and failed."""
     from huggingface_hub import constants
     calls = []
 
@@ -152,29 +155,42 @@ def test_rank_zero_downloads_and_tells_the_others(monkeypatch):
         return torch.nn.Linear(1, 1)
 
     monkeypatch.setattr(constants, 'HF_HUB_OFFLINE', False)
-    rank0 = FakeDist(0)
-    monkeypatch.setattr(pretrained_module, 'mmdist', rank0)
-    create_timm_model('m', True, create=create)
-    assert calls == [('m', True, False)] and rank0.sent == [[None]]
-    # Rank 1 waits for rank 0's word, then reads the cache offline (and restores the flag).
-    monkeypatch.setattr(pretrained_module, 'mmdist', FakeDist(1, message=None))
-    create_timm_model('m', True, create=create)
-    assert calls[-1] == ('m', True, True) and constants.HF_HUB_OFFLINE is False
+    for rank, local_rank, offline in ((0, 0, False), (1, 1, True), (2, 0, False),
+                                      (3, 1, True)):
+        monkeypatch.setenv('LOCAL_RANK', str(local_rank))
+        fake = FakeDist(rank, world=4)
+        monkeypatch.setattr(pretrained_module, 'mmdist', fake)
+        create_timm_model('m', True, create=create)
+        assert calls[-1] == ('m', True, offline) and fake.sent == [None], rank
+    assert constants.HF_HUB_OFFLINE is False  # the flag restored
 
 
-def test_rank_zero_failure_reaches_every_rank_without_a_download(monkeypatch):
+def test_a_failed_download_reaches_every_rank_without_a_download(monkeypatch):
     def failing(name, pretrained, **kwargs):
         raise OSError('Name or service not known\nmore lines')
 
+    monkeypatch.setenv('LOCAL_RANK', '0')
     rank0 = FakeDist(0)
     monkeypatch.setattr(pretrained_module, 'mmdist', rank0)
     with pytest.raises(PretrainedWeightsUnavailable, match='Name or service not known') as info:
         create_timm_model('m', True, create=failing)
-    assert '\n' not in str(info.value) and rank0.sent[0][0] == str(info.value)
+    assert '\n' not in str(info.value) and rank0.sent == [str(info.value)]
 
     def must_not_run(*args, **kwargs):
         raise AssertionError('rank 1 must not try the hub after rank 0 failed')
 
-    monkeypatch.setattr(pretrained_module, 'mmdist', FakeDist(1, message='rank 0 said no'))
+    monkeypatch.setenv('LOCAL_RANK', '1')
+    monkeypatch.setattr(pretrained_module, 'mmdist', FakeDist(1, said=['rank 0 said no', None]))
     with pytest.raises(PretrainedWeightsUnavailable, match=r'\(rank 0\) rank 0 said no'):
         create_timm_model('m', True, create=must_not_run)
+
+
+def test_a_rank_that_cannot_read_its_nodes_cache_says_so(monkeypatch):
+    def offline_miss(name, pretrained, **kwargs):
+        raise OSError('not in the cache')
+
+    monkeypatch.setenv('LOCAL_RANK', '1')
+    monkeypatch.setattr(pretrained_module, 'mmdist', FakeDist(1))
+    with pytest.raises(PretrainedWeightsUnavailable,
+                       match=r"^\(rank 1\) this node's local rank 0 got the weights.*share"):
+        create_timm_model('m', True, create=offline_miss)
