@@ -7,6 +7,8 @@ simulated so that CI (which never has a GPU) fails when code breaks them.
   CPU byte tensors.
 - :class:`DeviceTensor` / :func:`on_device`: a checkpoint as loaded onto a GPU. Such a
   tensor refuses ``.numpy()`` and the CPU generator until ``.cpu()`` is called.
+- :func:`host_reads`: every read of a tensor's value by the host, each of which waits
+  for the GPU: code run at every iteration should make none.
 - :func:`nccl_rules`: ``torch.distributed`` with the NCCL rules a CPU run can check
   (no point-to-point, tensors on the group's device). The multi-process tests turn it on
   in their ranks through :func:`rank_env` (a ``sitecustomize`` in
@@ -19,7 +21,7 @@ from typing import Iterator, List
 
 import torch
 
-__all__ = ['FakeCuda', 'DeviceTensor', 'on_device', 'cpu_generator_rules', 'nccl_rules',
+__all__ = ['FakeCuda', 'DeviceTensor', 'on_device', 'cpu_generator_rules', 'host_reads', 'nccl_rules',
            'NcclRuleBroken', 'rank_env', 'ENV_FLAG']
 
 #: The environment variable that turns :func:`nccl_rules` on in a rank (see :func:`rank_env`).
@@ -86,8 +88,12 @@ class FakeCuda:
 
 class DeviceTensor(torch.Tensor):
     """A tensor as it is on a GPU, where that matters on the CPU: ``.numpy()`` refuses and
-    so do the CPU generators (with :class:`FakeCuda` or :func:`on_device`'s patch of
-    ``torch.set_rng_state``); ``.cpu()`` gives a plain CPU tensor."""
+    so do the CPU generators (with :class:`FakeCuda` or :func:`cpu_generator_rules`);
+    ``is_cuda`` is True; ``.cpu()`` gives a plain CPU tensor."""
+
+    @property
+    def is_cuda(self):
+        return True
 
     def numpy(self, *args, **kwargs):
         raise TypeError("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to "
@@ -129,6 +135,29 @@ def cpu_generator_rules() -> Iterator[None]:
         yield
     finally:
         torch.set_rng_state = original
+
+
+@contextlib.contextmanager
+def host_reads(log: List[str] = None) -> Iterator[List[str]]:
+    """Record every read of a tensor's value by the host (``bool()``, ``int()``,
+    ``float()``, ``.item()``, ``.tolist()``): on a GPU each one waits for the work queued
+    before it, so code run at every iteration should make none. Yields the list it appends
+    ``'read'`` to (or ``log``, shared with other recorders, for the order of events)."""
+    log = [] if log is None else log
+    saved = {}
+    for name in ('__bool__', '__int__', '__float__', '__index__', 'item', 'tolist'):
+        original = getattr(torch.Tensor, name)
+        saved[name] = original
+
+        def reading(self, *args, _original=original, **kwargs):
+            log.append('read')
+            return _original(self, *args, **kwargs)
+        setattr(torch.Tensor, name, reading)
+    try:
+        yield log
+    finally:
+        for name, original in saved.items():
+            setattr(torch.Tensor, name, original)
 
 
 _COLLECTIVES = ('all_reduce', 'all_gather', 'all_gather_into_tensor', 'broadcast', 'reduce',

@@ -27,6 +27,23 @@ def _non_finite_terms(log_vars: Optional[dict]) -> dict:
     return terms
 
 
+def _on_host(flag: torch.Tensor):
+    """A function giving ``bool(flag)``: the flag is copied to the host now without
+    waiting (into page-locked memory, an event marking the copy), so that reading it later
+    waits for that copy only, not for the GPU work queued after it."""
+    if not flag.is_cuda:
+        return lambda: bool(flag)
+    host = torch.empty(flag.shape, dtype=flag.dtype, pin_memory=True)
+    host.copy_(flag, non_blocking=True)
+    copied = torch.cuda.Event()
+    copied.record()
+
+    def read() -> bool:
+        copied.synchronize()
+        return bool(host)
+    return read
+
+
 def _latest_checkpoint(runner) -> str:
     record = osp.join(runner.work_dir, 'last_checkpoint')
     if osp.isfile(record):
@@ -45,7 +62,9 @@ class NonFiniteLossHook(Hook):
     DDP every rank agrees on skipping), so the last checkpoint saved stays the latest and
     stays finite. With ``max_skipped > 0`` the model's buffers (e.g. a cross-batch memory
     the forward pass fills) are copied before each iteration and restored when its update
-    is skipped. Checkpoints with a non-finite weight or buffer are refused as well.
+    is skipped (a module that keeps host copies of buffer values, such as the cross-batch
+    memory's pointer, re-reads them in its ``buffers_restored()``). Checkpoints with a
+    non-finite weight or buffer are refused as well.
 
     With gradient accumulation (``optim_wrapper.accumulative_counts = n > 1``) the whole
     window of ``n`` iterations that holds a non-finite loss is dropped: its gradients are
@@ -88,31 +107,38 @@ class NonFiniteLossHook(Hook):
             if dist.is_available() and dist.is_initialized():
                 # A NaN on one rank reaches every rank through the gradient all-reduce.
                 dist.all_reduce(finite, op=dist.ReduceOp.MIN)
-            self._skip_this_iter = not bool(finite)
+            is_finite = _on_host(finite)
+            # What update_params does (its loss scaling, e.g. AMP's, its count of
+            # iterations, which decides when a window ends; DDP's gradient all-reduce in
+            # step on every rank), with the flag read between the backward, which is
+            # queued first, and the step: the GPU is not left idle while the host waits.
+            wrapper.backward(wrapper.scale_loss(loss))
+            self._skip_this_iter = not is_finite()
             self._drop_window = self._drop_window or self._skip_this_iter
-            if not self._drop_window:
-                return update_params(loss, step_kwargs, zero_kwargs)
-            self._drop_update(wrapper, loss, zero_kwargs)
+            if not wrapper.should_update():
+                return
+            if self._drop_window:  # the window's gradients go, the optimizer does not step
+                wrapper.zero_grad(**(zero_kwargs or {}))
+                self._drop_window = False
+            else:
+                wrapper.step(**(step_kwargs or {}))
+                wrapper.zero_grad(**(zero_kwargs or {}))
         return update_if_finite
 
-    def _drop_update(self, wrapper, loss, zero_kwargs=None) -> None:
-        """One iteration of an accumulation window that is dropped: what ``update_params``
-        does, with the optimizer step left out.
-
-        The backward goes through the wrapper (its loss scaling, e.g. AMP's, and its count
-        of iterations, which decides when a window ends) and keeps DDP's gradient
-        all-reduce in step on every rank. The window's gradients are zeroed where it ends.
-        """
-        wrapper.backward(wrapper.scale_loss(loss))
-        if wrapper.should_update():
-            wrapper.zero_grad(**(zero_kwargs or {}))
-            self._drop_window = False
-
     def before_train_iter(self, runner, batch_idx: int, data_batch=None) -> None:
-        """Keep the buffers an iteration may have to be rolled back to (when skips are allowed)."""
-        if self.max_skipped > 0:
-            self._buffers = {name: buffer.detach().clone()
-                             for name, buffer in bare_model(runner).named_buffers()}
+        """Keep the buffers an iteration may have to be rolled back to (when skips are
+        allowed), in host memory: a copy on the GPU would double the memory of a large
+        buffer such as a cross-batch memory. The copy is queued on the GPU's stream (into
+        page-locked memory, made once) and does not wait for it."""
+        if self.max_skipped == 0:
+            return
+        buffers = dict(bare_model(runner).named_buffers())
+        if self._buffers is None or self._buffers.keys() != buffers.keys():
+            self._buffers = {name: torch.empty(b.shape, dtype=b.dtype, device='cpu',
+                                               pin_memory=b.is_cuda)
+                             for name, b in buffers.items()}
+        for name, buffer in buffers.items():
+            self._buffers[name].copy_(buffer.detach(), non_blocking=True)
 
     def after_train_iter(self, runner, batch_idx: int, data_batch=None, outputs=None) -> None:
         """Count a non-finite iteration; stop past ``max_skipped``."""
@@ -130,8 +156,13 @@ class NonFiniteLossHook(Hook):
                 f'checkpoint stays {_latest_checkpoint(runner)}. Lower the learning '
                 'rate, or check the data and the loss terms named above.')
         if self._buffers is not None:
-            for name, buffer in bare_model(runner).named_buffers():
+            model = bare_model(runner)
+            for name, buffer in model.named_buffers():
                 buffer.copy_(self._buffers[name])
+            for module in model.modules():  # host copies of buffer values (counters, flags)
+                restored = getattr(module, 'buffers_restored', None)
+                if callable(restored):
+                    restored()
         runner.logger.warning(f'{where}: update skipped ({self.skipped} of at most '
                               f'{self.max_skipped})')
 

@@ -8,7 +8,7 @@ from torch import Tensor, nn
 
 from irtbox.utils.checks import check_positive_int
 from . import partial_fc as pfc
-from .utils import loss_forward
+from .utils import check_label_range, loss_forward
 
 __all__ = ['ClassWeightLoss']
 
@@ -124,11 +124,7 @@ class ClassWeightLoss(nn.Module, ABC):
         if embeddings.shape[1] != embed_dim:
             raise ValueError(f'{name}: embed_dim={embed_dim} but the embeddings have '
                              f'dimension {embeddings.shape[1]}')
-        low, high = int(labels.min()), int(labels.max())
-        if low < 0 or high >= num_classes:
-            raise ValueError(f'{name}: labels must lie in [0, {num_classes}) '
-                             f'(num_classes={num_classes}), got labels in [{low}, {high}]; '
-                             'the training labels must be contiguous class indices')
+        check_label_range(self, labels, num_classes, name)
 
     def class_weights_repr(self) -> str:
         """The start of ``extra_repr``: C, D and the sharding."""

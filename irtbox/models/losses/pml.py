@@ -45,7 +45,7 @@ from torch import Tensor, nn
 from irtbox.registry import MODELS
 from ..pml_adapter import build_pml, init_takes, pml_class
 from .pml_equivalents import PMLArcFaceLoss, PMLNormalizedSoftmaxLoss
-from .utils import loss_forward
+from .utils import check_label_range, loss_forward
 
 __all__ = ['PMLLoss', 'PML_CONTRASTIVE_LOSSES', 'PML_CLASSIFICATION_LOSSES', 'PML_EQUIVALENTS',
            'DEFAULT_MINER']
@@ -159,12 +159,7 @@ class PMLLoss(nn.Module):
             raise ValueError(f'PMLLoss({self.name}): embedding_size={self.embedding_size} but '
                              f'the embeddings have dimension {embeddings.shape[1]}')
         if self.num_classes is not None:
-            low, high = int(labels.min()), int(labels.max())
-            if low < 0 or high >= self.num_classes:
-                raise ValueError(f'PMLLoss({self.name}): labels must lie in '
-                                 f'[0, {self.num_classes}) (num_classes={self.num_classes}), '
-                                 f'got labels in [{low}, {high}]; the training labels must '
-                                 'be contiguous class indices')
+            check_label_range(self, labels, self.num_classes, f'PMLLoss({self.name})')
         if self.miner is None:
             return self.pml_loss(embeddings, labels)
         return self.pml_loss(embeddings, labels, self.miner(embeddings, labels))

@@ -5,7 +5,7 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-__all__ = ['check_embeddings_labels', 'loss_forward']
+__all__ = ['check_embeddings_labels', 'check_label_range', 'loss_forward']
 
 
 def check_embeddings_labels(embeddings: Tensor, labels: Tensor, min_batch: int = 1) -> None:
@@ -24,6 +24,23 @@ def check_embeddings_labels(embeddings: Tensor, labels: Tensor, min_batch: int =
     if embeddings.shape[0] < min_batch:
         raise ValueError(f'needs a batch of at least {min_batch} embeddings, got '
                          f'{embeddings.shape[0]}')
+
+
+def check_label_range(module, labels: Tensor, num_classes: int, name: str) -> None:
+    """Raise a ValueError naming ``name`` unless ``labels`` lie in [0, num_classes).
+
+    Reading a GPU tensor's minimum waits for the GPU, which at every iteration would
+    stall the training, so labels on a GPU are checked at ``module``'s first call only
+    (which catches a wrong ``num_classes``, the usual cause); labels on the CPU every time.
+    """
+    if labels.is_cuda and getattr(module, '_labels_checked', False):
+        return
+    module._labels_checked = True
+    low, high = int(labels.min()), int(labels.max())
+    if low < 0 or high >= num_classes:
+        raise ValueError(f'{name}: labels must lie in [0, {num_classes}) '
+                         f'(num_classes={num_classes}), got labels in [{low}, {high}]; '
+                         'the training labels must be contiguous class indices')
 
 
 def loss_forward(min_batch: int = 1) -> Callable:

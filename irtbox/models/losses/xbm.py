@@ -69,6 +69,20 @@ class CrossBatchMemory(nn.Module):
         self.register_buffer('ptr', torch.zeros((), dtype=torch.long))
         self.register_buffer('num_filled', torch.zeros((), dtype=torch.long))
         self.register_buffer('num_steps', torch.zeros((), dtype=torch.long))
+        # The three counters on the host: reading the buffers at every step would wait for
+        # the GPU. The buffers (saved in checkpoints) are written along; loading a state
+        # dict reads them back.
+        self._ptr = self._filled = self._steps = 0
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        self.buffers_restored()
+
+    def buffers_restored(self) -> None:
+        """Read the counters again after the buffers were written from outside (a loaded
+        state dict, a skipped iteration rolled back)."""
+        self._ptr, self._filled, self._steps = (
+            int(self.ptr), int(self.num_filled), int(self.num_steps))
 
     @property
     def embed_dim(self) -> int:
@@ -77,7 +91,7 @@ class CrossBatchMemory(nn.Module):
     @property
     def active(self) -> bool:
         """Whether the warm-up is over (the memory is read and filled)."""
-        return int(self.num_steps) >= self.start_iter
+        return self._steps >= self.start_iter
 
     def get(self, dtype: Optional[torch.dtype] = None) -> Tuple[Tensor, Tensor]:
         """Return copies of the valid entries: (M x D embeddings, M labels).
@@ -88,7 +102,7 @@ class CrossBatchMemory(nn.Module):
         computed, while autograd still holds these tensors for the backward.
         ``dtype`` (default: the buffer's) is applied in the same copy.
         """
-        n = int(self.num_filled) if self.active else 0
+        n = self._filled if self.active else 0
         return (self.embeddings[:n].to(dtype or self.embeddings.dtype, copy=True),
                 self.labels[:n].clone())
 
@@ -107,18 +121,21 @@ class CrossBatchMemory(nn.Module):
                              f'({embeddings.shape[0]},), got {tuple(labels.shape)}')
         embeddings, labels = all_gather_cat(embeddings.detach(), labels)
         embeddings, labels = embeddings[-self.size:], labels[-self.size:]
-        slots = (int(self.ptr) + torch.arange(
+        slots = (self._ptr + torch.arange(
             embeddings.shape[0], device=self.labels.device)) % self.size
         self.embeddings[slots] = embeddings.to(self.embeddings)
         self.labels[slots] = labels.to(self.labels)
-        self.ptr.fill_((int(self.ptr) + embeddings.shape[0]) % self.size)
-        self.num_filled.fill_(min(self.size, int(self.num_filled) + embeddings.shape[0]))
+        self._ptr = (self._ptr + embeddings.shape[0]) % self.size
+        self._filled = min(self.size, self._filled + embeddings.shape[0])
+        self.ptr.fill_(self._ptr)
+        self.num_filled.fill_(self._filled)
 
     def step(self, embeddings: Tensor, labels: Tensor) -> None:
         """End of one training step: enqueue (after warm-up), count the call."""
         if self.active:
             self.enqueue(embeddings, labels)
-        self.num_steps += 1
+        self._steps += 1
+        self.num_steps.fill_(self._steps)
 
     def extra_repr(self) -> str:
         return f'size={self.size}, embed_dim={self.embed_dim}, start_iter={self.start_iter}'

@@ -28,7 +28,18 @@ class FittedProjection(nn.Module):
         self.register_buffer('mean', torch.zeros(in_dim))
         self.register_buffer('projection', torch.zeros(out_dim, in_dim))
         self.register_buffer('fitted', torch.tensor(False))
+        # The buffer's value on the host: reading the buffer at every forward would wait
+        # for the GPU. Kept in step by set_projection and by loading a state dict.
+        self._fitted = False
         self._passthrough = False
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        self.buffers_restored()
+
+    def buffers_restored(self) -> None:
+        """Read the buffer's value again after the buffers were written from outside."""
+        self._fitted = bool(self.fitted)
 
     def check_input(self, x: torch.Tensor) -> None:
         if x.shape[-1] != self.in_dim:
@@ -40,6 +51,7 @@ class FittedProjection(nn.Module):
         self.mean.copy_(torch.as_tensor(mean)[:self.in_dim])
         self.projection.copy_(torch.as_tensor(projection)[:self.out_dim])
         self.fitted.fill_(True)
+        self._fitted = True
 
     @contextmanager
     def passthrough(self):
@@ -53,7 +65,7 @@ class FittedProjection(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self._passthrough or (self.training and not self.train_projected):
             return x
-        if not bool(self.fitted):
+        if not self._fitted:
             raise RuntimeError(
                 f'{type(self).__name__} is not fitted: add dict(type="{self.fit_hook}", ...) to '
                 'custom_hooks so it is learned, or load a checkpoint that holds it.')

@@ -62,3 +62,41 @@ def test_without_accumulation_only_the_iteration_is_dropped():
 @pytest.mark.gpu
 def test_amp_wrapper_drops_the_window_on_a_gpu():
     check_window_dropped(AmpOptimWrapper, 'cuda')
+
+
+def test_the_loss_flag_is_read_after_the_backward_is_queued():
+    """The skip decision reads one flag on the host; on a GPU that waits for the GPU, so it
+    is read after the backward was queued, not before (where the GPU would sit idle while
+    the host waits and only then queues the backward)."""
+    from tests.gpu_semantics import host_reads
+    model = nn.Linear(3, 1)
+    wrapper = OptimWrapper(optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    NonFiniteLossHook().before_train(SimpleNamespace(optim_wrapper=wrapper))
+    loss = model(torch.randn(4, 3)).pow(2).mean()
+    events = []
+    backward = wrapper.backward
+    wrapper.backward = lambda *args, **kwargs: events.append('backward') or backward(
+        *args, **kwargs)
+    with host_reads(events):
+        wrapper.update_params(loss)
+    assert events == ['backward', 'read']
+
+
+def test_skips_keep_the_buffers_in_host_memory(tmp_path):
+    """max_skipped > 0 copies the buffers before each iteration to roll a skipped one back;
+    the copy lives on the host (on the GPU it doubled a cross-batch memory's size), and a
+    module's host copies of its counters are read again after a roll-back."""
+    from irtbox.models.losses.xbm import CrossBatchMemory
+    model = nn.Module()
+    model.memory = CrossBatchMemory(size=4, embed_dim=2)
+    hook = NonFiniteLossHook(max_skipped=1)
+    runner = SimpleNamespace(model=model, iter=0, logger=SimpleNamespace(warning=lambda m: None),
+                             work_dir=str(tmp_path))
+    hook.before_train_iter(runner, 0)
+    assert all(b.device.type == 'cpu' for b in hook._buffers.values())
+    model.memory.step(torch.ones(3, 2), torch.arange(3))  # the skipped iteration's forward
+    hook._skip_this_iter = True
+    hook.after_train_iter(runner, 0, outputs={'loss': torch.tensor(float('nan'))})
+    assert int(model.memory.num_filled) == 0 and model.memory._filled == 0
+    model.memory.step(torch.ones(1, 2), torch.tensor([5]))
+    assert model.memory.labels[0] == 5 and int(model.memory.ptr) == 1
