@@ -21,7 +21,7 @@ from typing import Iterator, List
 
 import torch
 
-__all__ = ['FakeCuda', 'DeviceTensor', 'on_device', 'cpu_generator_rules', 'host_reads', 'nccl_rules',
+__all__ = ['FakeCuda', 'DeviceTensor', 'as_gpu_model', 'on_device', 'cpu_generator_rules', 'host_reads', 'nccl_rules',
            'NcclRuleBroken', 'rank_env', 'ENV_FLAG']
 
 #: The environment variable that turns :func:`nccl_rules` on in a rank (see :func:`rank_env`).
@@ -101,6 +101,23 @@ class DeviceTensor(torch.Tensor):
 
     def cpu(self, *args, **kwargs):
         return torch.Tensor.cpu(self, *args, **kwargs).as_subclass(torch.Tensor)
+
+    def new_empty(self, *args, **kwargs):  # what deepcopy uses
+        return torch.Tensor.new_empty(self, *args, **kwargs).as_subclass(DeviceTensor)
+
+
+def as_gpu_model(model: torch.nn.Module) -> torch.nn.Module:
+    """``model`` with its parameters and buffers :class:`DeviceTensor`\\ s, as after
+    ``model.cuda()`` where that matters on the CPU (``is_cuda``, ``.numpy()``)."""
+    for module in model.modules():
+        for name, param in list(module._parameters.items()):
+            if param is not None:
+                module._parameters[name] = torch.nn.Parameter(
+                    param.detach().as_subclass(DeviceTensor), requires_grad=param.requires_grad)
+        for name, buffer in list(module._buffers.items()):
+            if buffer is not None:
+                module._buffers[name] = buffer.as_subclass(DeviceTensor)
+    return model
 
 
 def _map_tensors(obj, fn):

@@ -148,8 +148,10 @@ def _embed_items(model, items: Sequence, batch_size: int, num_workers: int, prog
     if batch_size < 1:
         raise ValueError(f'extract_features: batch_size must be positive, got {batch_size}')
     dataset = _ImageDataset(items, spec)
+    # Page-locked batches when the model is on a GPU: their copies to it are asynchronous.
+    on_gpu = any(p.is_cuda for p in model.parameters())
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, num_workers=num_workers,
-                                         collate_fn=_collate, shuffle=False)
+                                         collate_fn=_collate, shuffle=False, pin_memory=on_gpu)
     embeddings, ids, failed, non_finite = [], [], [], []
     model.eval()
     with torch.inference_mode(), tqdm(total=len(items), desc=desc, unit='img',

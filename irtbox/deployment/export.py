@@ -8,6 +8,7 @@ flip when the network sees BGR, the ``(x - mean) / std`` of the model's input sp
 whitening included).
 """
 import contextlib
+import copy
 import dataclasses
 import json
 import os
@@ -335,6 +336,11 @@ def export_model(model: nn.Module, fmt: str, out: str, input_size: Optional[Sequ
     spec = input_spec_of(model, 'export')
     size = tuple(input_size) if input_size else tuple(spec.size)
     _check_arguments(fmt, size, batch_size, input_dtype, opset, dynamo, dynamic_batch)
+    if any(t.device.type != 'cpu' or t.is_cuda for t in list(model.parameters())
+           + list(model.buffers())):
+        # Exported and checked on the CPU, where the check images and onnxruntime are: a
+        # GPU model's first forward would fail on the device and read as a size problem.
+        model = copy.deepcopy(model).cpu()
     module = EmbeddingExport(model).eval()
     images, source = load_check_images(model.cfg, batch_size, size)
     cast = (lambda x: x) if input_dtype == 'uint8' else (lambda x: x.float())

@@ -209,3 +209,25 @@ def test_a_model_with_a_nan_weight_is_an_error_not_a_useless_result(model, tmp_p
     assert 'and 2 more' in message and name in message
     assert isinstance(info.value, ValueError)
     assert extract_features(model, paths, progress=False).embeddings.shape == (7, 32)
+
+
+@pytest.mark.parametrize('on_gpu', [False, True])
+def test_batches_are_page_locked_for_a_gpu_model(monkeypatch, on_gpu):
+    """Pinned batches copy to the GPU asynchronously; on the CPU pinning is pointless."""
+    from tests.gpu_semantics import as_gpu_model
+    model = init_model(TINY)
+    if on_gpu:
+        as_gpu_model(model)
+    seen = []
+
+    class Built(Exception):
+        pass
+
+    def recording(*args, **kwargs):
+        seen.append(kwargs.get('pin_memory', False))
+        raise Built  # the loader's arguments are what is checked here
+
+    monkeypatch.setattr(extract_module.torch.utils.data, 'DataLoader', recording)
+    with pytest.raises(Built):
+        extract_features(model, [np.zeros((8, 8, 3), np.uint8)], progress=False, identity=False)
+    assert seen == [on_gpu]

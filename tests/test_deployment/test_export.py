@@ -311,3 +311,31 @@ export.main([{osp.join(ROOT, QUICKSTART)!r}, 'none', '--format', 'onnx', '--out'
                  log=logged.append)
     assert sorted(os.listdir(tmp_path)) == ['other.onnx.999999999.tmp', 'q.onnx', 'q.onnx.json']
     assert sum('did not finish' in line for line in logged) == 2
+
+
+def test_a_gpu_model_is_exported_from_the_cpu(tmp_path):
+    """A model on the GPU (its tensors DeviceTensors here, which report is_cuda) used to
+    meet the CPU check images in its first forward, and the device error read "input size
+    ... the PyTorch model does not accept it". The export runs on a CPU copy; the caller's
+    model stays where it was."""
+    from tests.gpu_semantics import DeviceTensor, as_gpu_model
+    model = init_model(osp.join(ROOT, QUICKSTART))
+    as_gpu_model(model)
+    forward = type(model).forward
+
+    def on_one_device(self, *args, **kwargs):
+        assert not any(isinstance(p, DeviceTensor) for p in self.parameters()), \
+            'a GPU model met CPU images'
+        return forward(self, *args, **kwargs)
+
+    type(model).forward = on_one_device
+    # Module.cpu() then gives new parameters, as a real move does (here the simulated GPU
+    # tensors would otherwise keep their class with CPU data).
+    torch.__future__.set_overwrite_module_params_on_conversion(True)
+    try:
+        report = export_model(model, 'onnx', str(tmp_path / 'q.onnx'))
+    finally:
+        type(model).forward = forward
+        torch.__future__.set_overwrite_module_params_on_conversion(False)
+    assert report['checks'] and osp.isfile(tmp_path / 'q.onnx')
+    assert all(isinstance(p, DeviceTensor) for p in model.parameters())
