@@ -99,9 +99,9 @@ class NonFiniteLossHook(Hook):
         iteration only, as its parts update separately)."""
         wrapper = runner.optim_wrapper
         if isinstance(wrapper, OptimWrapper):
-            wrapper.update_params = self._guarded(wrapper, wrapper.update_params)
+            wrapper.update_params = self._guarded(wrapper)
 
-    def _guarded(self, wrapper, update_params):
+    def _guarded(self, wrapper):
         def update_if_finite(loss, step_kwargs=None, zero_kwargs=None):
             finite = torch.isfinite(loss.detach()).all().float()
             if dist.is_available() and dist.is_initialized():

@@ -41,7 +41,8 @@ class PartialFCHook(Hook):
 
     - ``prepare_checkpoint`` (every rank, before rank 0 writes the file): rank 0 receives
       every rank's rows of the centres and of each optimizer state tensor of their shape
-      (momentum, Adam's moments), one rank at a time, onto the CPU.
+      (momentum, Adam's moments), one rank's rows at a time (a broadcast on the main process
+      group), onto the CPU.
     - ``before_save_checkpoint`` (rank 0): puts them into the checkpoint in place of rank
       0's rows.
     - ``after_load_checkpoint`` (every rank, before the weights and the optimizer state are
