@@ -103,6 +103,23 @@ def test_without_slurm_is_one_line(grid, monkeypatch):
         sweep.main([spec, '--work-root', root, '--launcher', 'slurm'])
 
 
+def test_without_submitit_is_one_line(grid, monkeypatch):
+    import importlib.util
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, 'find_spec',
+                        lambda name, *a: None if name == 'submitit' else find_spec(name, *a))
+    spec, root, _ = grid
+    with pytest.raises(SystemExit, match=r'needs submitit, .*pip install "irtbox\[slurm\]"'):
+        sweep.main([spec, '--work-root', root, '--launcher', 'slurm'])
+
+
+def test_slurm_params_are_key_value(grid, capsys):
+    spec, root, _ = grid
+    with pytest.raises(SystemExit):
+        sweep.main([spec, '--work-root', root, '--launcher', 'slurm', '--slurm-params', 'qos'])
+    assert "--slurm-params: expected KEY=VALUE, got 'qos'" in capsys.readouterr().err
+
+
 FAKE_PYTHON = """#!/bin/bash
 # A training step: saves and exits 75 on SIGUSR1 (as PreemptionHook does).
 trap 'exit 75' USR1
