@@ -37,6 +37,8 @@ import torch
 from mmengine.config import Config
 from mmengine.logging import print_log
 
+from irtbox.utils.checks import check_int
+
 __all__ = ['ROOT', 'resolve_config', 'ModelNotReleasedError', 'UnknownModelError',
            'BadZooEntryError', 'ZooEntryMismatchError', 'ZooEntry', 'read_index', 'index_files',
            'load_model_index', 'list_models', 'get_entry', 'get_model']
@@ -159,12 +161,11 @@ def _parse_weights(value, where: str, metafile: str, index_file: str) -> Optiona
     numbers = {}
     for key, what in (('Size', 'the file\'s size in bytes'),
                       ('Embedding Dim', 'the embedding dimension')):
-        number = value.get(key)
-        if number is not None and (not isinstance(number, int) or isinstance(number, bool) or
-                                   number <= 0):
-            raise BadZooEntryError(f'{where}: "{key}" must be {what}, a positive integer; got '
-                                   f'{number!r}')
-        numbers[key] = number
+        try:
+            numbers[key] = check_int(value.get(key), f'{where}: "{key}" ({what})',
+                                     allow_none=True)
+        except ValueError as error:
+            raise BadZooEntryError(str(error)) from None
     return {'url': url, 'sha256': None if sha256 is None else str(sha256).lower(),
             'size': numbers['Size'], 'embedding_dim': numbers['Embedding Dim']}
 
