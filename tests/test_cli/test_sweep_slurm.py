@@ -7,7 +7,6 @@ import os
 import os.path as osp
 import signal
 import stat
-import subprocess
 
 import pytest
 
