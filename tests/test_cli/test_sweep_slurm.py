@@ -235,3 +235,34 @@ def test_a_step_ended_by_a_signal_is_no_failure(tmp_path, monkeypatch):
     assert sorted(os.listdir(run.work_dir)) == ['last_checkpoint', sweeps.LOG, sweeps.TRAIN_DONE]
     assert sweeps.execute.attempt(run).startswith('exit status 3: ')
     assert sweeps.state_of(run) == 'failed'
+
+
+@pytest.mark.parametrize('under_submitit', [False, True])
+def test_a_pre_empted_training_requeues_itself_unless_submitit_does(tmp_path, monkeypatch,
+                                                                    under_submitit):
+    """A training of tools/slurm_train.sh requeues its job after saving; in a sweep's
+    submitit task it leaves that to submitit, so that the job is requeued once."""
+    import logging
+    from irtbox import apis
+    from irtbox.cli import train
+    from irtbox.engine import Preempted
+    from irtbox.engine.hooks import preemption
+
+    class PreemptedRunner:
+        logger = logging.getLogger('test')
+
+        def train(self):
+            raise Preempted('saved iter_2.pth', 'SIGUSR1', 'iter_2.pth')
+
+    monkeypatch.setattr(apis, 'build_runner', lambda cfg: PreemptedRunner())
+    requeues = []
+    monkeypatch.setattr(preemption, 'requeue_slurm_job', lambda: requeues.append(1) or 'done')
+    if under_submitit:
+        monkeypatch.setenv('SUBMITIT_EXECUTOR', 'slurm')
+    else:
+        monkeypatch.delenv('SUBMITIT_EXECUTOR', raising=False)
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(SystemExit) as stop:
+        train.main([TINY_CONFIG, '--work-dir', str(tmp_path)])
+    assert stop.value.code == 75
+    assert requeues == ([] if under_submitit else [1])
