@@ -1,6 +1,7 @@
 """The package imports one way: each subpackage of irtbox imports only from its own layer or
 the layers below it, lazy imports inside functions included; the subpackages of one layer
-do not import each other in a circle, nor do the modules of one subpackage. The scripts of tools/ only run the commands of irtbox.cli."""
+do not import each other in a circle, nor do the modules of one subpackage. The scripts of
+tools/ only run the commands of irtbox.cli."""
 import ast
 import os
 import os.path as osp

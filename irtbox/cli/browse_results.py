@@ -40,9 +40,11 @@ def parse_args(argv=None):
     parser.add_argument('results', help='the .npz of tools/test.py --out')
     parser.add_argument('--out-dir', required=True, help='where grids/, index.html and '
                         'failures.csv go')
-    parser.add_argument('--show-num', type=int_argument(1), default=50, help='queries shown (default 50; '
+    parser.add_argument('--show-num', type=int_argument(1), default=50,
+                        help='queries shown (default 50; '
                         'up to half of them top-1 failures)')
-    parser.add_argument('--topk', type=int_argument(1), default=8, help='results per query (default 8)')
+    parser.add_argument('--topk', type=int_argument(1), default=8,
+                        help='results per query (default 8)')
     parser.add_argument('--seed', type=int, default=0, help='seed of the query sample')
     parser.add_argument('--worst', type=int_argument(0), default=0,
                         help='show the N queries with the lowest AP of the whole test set '

@@ -42,7 +42,8 @@ def parse_args(argv=None):
     parser.add_argument('--data-root', help="your own data instead of miniatures: the folder "
                         "holding the datasets as the config names them (data/sop -> "
                         "DATA_ROOT/sop)")
-    parser.add_argument('--subset', type=int_argument(1), help='with --data-root: the first N items of each '
+    parser.add_argument('--subset', type=int_argument(1),
+                        help='with --data-root: the first N items of each '
                         'dataset')
     parser.add_argument('--input-size', type=int_argument(0), default=DEFAULT_INPUT_SIZE,
                         help='the model input side the pipelines are scaled to (default '
