@@ -17,7 +17,6 @@ finished runs.
 import os
 import os.path as osp
 import signal
-import subprocess
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from irtbox.utils.extras import require_extra
@@ -124,13 +123,13 @@ def submit_runs(executor, runs: Sequence[Run], keep_embeddings: bool = False,
                 nproc: int = 1) -> list:
     """Submit ``runs`` as one array of :class:`RunTask`; records each run's task and
     returns submitit's jobs."""
+    from submitit.core.utils import FailedJobError
     for run in runs:
         os.makedirs(run.work_dir, exist_ok=True)
     try:
         jobs = executor.map_array(RunTask(keep_embeddings, nproc), list(runs))
-    except subprocess.CalledProcessError as error:  # sbatch's refusal
-        raise SubmitError(f'sbatch refused the array (exit status {error.returncode}): '
-                          f'{(error.output or b"").decode(errors="replace").strip()}') from error
+    except FailedJobError as error:  # sbatch refused it; the message is sbatch's
+        raise SubmitError(f'sbatch refused the array: {error}') from error
     for run, job in zip(runs, jobs):
         atomic_write_text(osp.join(run.work_dir, JOB_FILE), f'{executor.cluster} {job.job_id}\n')
     return jobs

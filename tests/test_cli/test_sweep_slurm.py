@@ -95,6 +95,18 @@ def test_the_array_submitit_writes_for_slurm(tmp_path, monkeypatch):
     assert os.environ['SUBMITIT_PREEMPT_SIGNAL'] == 'USR1'
 
 
+def test_a_refused_array_is_one_line(grid, monkeypatch):
+    spec, root, tmp_path = grid
+    executable(tmp_path / 'sbatch', '#!/bin/sh\necho "sbatch: error: invalid partition" >&2\n'
+               'exit 1\n')
+    executable(tmp_path / 'srun', '#!/bin/sh\n')
+    monkeypatch.setenv('PATH', f'{tmp_path}:{os.environ["PATH"]}')
+    monkeypatch.delenv('SUBMITIT_PREEMPT_SIGNAL', raising=False)
+    with pytest.raises(SystemExit, match='^--launcher slurm: sbatch refused the array: '
+                       'sbatch: error: invalid partition$'):
+        sweep.main([spec, '--work-root', root, '--launcher', 'slurm', '--partition', 'nope'])
+
+
 def test_without_slurm_is_one_line(grid, monkeypatch):
     spec, root, _ = grid
     monkeypatch.setenv('PATH', '/nonexistent')
