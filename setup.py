@@ -18,7 +18,8 @@ def read_version():  # the one version: irtbox.__version__
 
 # One extra per optional feature (requirements/<name>.txt); irtbox[all] is all of them, the
 # tests need all but umap.
-EXTRAS = {name: read_requirements(f'{name}.txt') for name in ('plots', 'umap', 'serve', 'deploy')}
+EXTRAS = {name: read_requirements(f'{name}.txt')
+          for name in ('plots', 'umap', 'serve', 'deploy', 'slurm')}
 EXTRAS['umap'] += EXTRAS['plots']
 
 
@@ -40,7 +41,7 @@ setup(
         **EXTRAS,
         all=sorted({req for reqs in EXTRAS.values() for req in reqs}),
         tests=read_requirements('tests.txt') + sorted(
-            {req for name in ('plots', 'serve', 'deploy') for req in EXTRAS[name]}),
+            {req for name in ('plots', 'serve', 'deploy', 'slurm') for req in EXTRAS[name]}),
     ),
     entry_points={'console_scripts': ['irtbox = irtbox.cli.main:console']},
     license='Apache-2.0',

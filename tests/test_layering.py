@@ -1,6 +1,7 @@
 """The package imports one way: each subpackage of irtbox imports only from its own layer or
-the layers below it, lazy imports inside functions included, and the subpackages of one layer
-do not import each other in a circle. The scripts of tools/ only run the commands of irtbox.cli."""
+the layers below it, lazy imports inside functions included; the subpackages of one layer
+do not import each other in a circle, nor do the modules of one subpackage. The scripts of
+tools/ only run the commands of irtbox.cli."""
 import ast
 import os
 import os.path as osp
@@ -92,6 +93,62 @@ def test_no_circle_within_a_layer(layer):
                    for n in graph.get(start, ()))
 
     assert not [s for s in layer if reaches(s, s)], graph
+
+
+def module_imports():
+    """{module: {module of the same subpackage it imports, at module level or in a
+    function}}, packages' ``__init__`` aside (importing any module runs its package's
+    ``__init__`` first, so an edge to it says nothing about the module's own design)."""
+    names = {}
+    for path, package in modules():
+        name = '.'.join(package + [osp.basename(path)[:-len('.py')]])
+        if not name.endswith('.__init__'):
+            names[name] = path
+    graph = {}
+    for name, path in names.items():
+        package = name.split('.')[:-1]
+        for module in imported(path, package):
+            parts = module.split('.')
+            # ``from .x import f`` names irtbox.pkg.x.f: the module is the longest known prefix.
+            target = next(('.'.join(parts[:n]) for n in range(len(parts), 1, -1)
+                           if '.'.join(parts[:n]) in names), None)
+            if target and target != name and subpackage(target) == subpackage(name):
+                graph.setdefault(name, set()).add(target)
+    return graph
+
+
+def test_no_circle_between_modules_of_a_subpackage():
+    graph = module_imports()
+
+    def path_back(start):
+        """A chain of imports from ``start`` back to it, or None."""
+        stack, seen = [(start, (start, ))], set()
+        while stack:
+            node, chain = stack.pop()
+            for nxt in graph.get(node, ()):
+                if nxt == start:
+                    return chain + (start, )
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, chain + (nxt, )))
+        return None
+
+    circles = {' -> '.join(c) for c in map(path_back, graph) if c}
+    assert not circles, f'modules importing each other in a circle: {sorted(circles)}'
+
+
+def test_the_circle_check_sees_function_level_imports(tmp_path, monkeypatch):
+    """Two modules of a made-up subpackage, one importing the other inside a function: the
+    check finds the circle."""
+    package = tmp_path / 'irtbox' / 'apis'
+    package.mkdir(parents=True)
+    (package / '__init__.py').write_text('')
+    (package / 'a.py').write_text('from .b import g\n')
+    (package / 'b.py').write_text('def g():\n    from irtbox.apis.a import f\n')
+    monkeypatch.setitem(globals(), 'ROOT', str(tmp_path))
+    monkeypatch.setitem(globals(), 'PACKAGE', str(tmp_path / 'irtbox'))
+    assert module_imports() == {'irtbox.apis.a': {'irtbox.apis.b'},
+                                'irtbox.apis.b': {'irtbox.apis.a'}}
 
 
 def test_scripts_only_run_a_command():

@@ -49,7 +49,7 @@ def _imported_modules():
 
 def test_every_import_is_declared():
     declared = set()
-    for name in ('runtime', 'plots', 'umap', 'serve', 'deploy'):
+    for name in ('runtime', 'plots', 'umap', 'serve', 'deploy', 'slurm'):
         declared |= _requirements(name)
     distributions = importlib.metadata.packages_distributions()
     undeclared = []

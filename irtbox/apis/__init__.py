@@ -1,10 +1,9 @@
 from .extract import (NonFiniteEmbeddingsError, extract_features, extract_folder,
                       extract_sharded, extract_to_shards, list_images, merge_shards,
                       prepare_shards)
-from .inference import (CheckpointMismatchError, init_model, load_model_weights,
+from .inference import (CheckpointMismatchError, get_model, init_model, load_model_weights,
                         without_pretrained_backbone)
-from .model_zoo import (ModelNotReleasedError, UnknownModelError, ZooEntry, get_entry, get_model,
-                        list_models)
+from .model_zoo import ModelNotReleasedError, UnknownModelError, ZooEntry, get_entry, list_models
 from .miniaturize import miniaturize
 from .publish import publish_checkpoint
 from .rehearse import RehearsalReport, rehearse

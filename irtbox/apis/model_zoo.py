@@ -1,4 +1,5 @@
-"""The model zoo: ``list_models`` and ``get_model`` over ``model-index.yml`` and its metafiles.
+"""The model zoo's index: ``list_models``, ``get_entry`` and ``resolve_config`` over
+``model-index.yml`` and its metafiles (``irtbox.apis.inference.get_model`` builds an entry's model).
 
 The index is the OpenMMLab one (``model-index.yml`` imports one ``metafile.yml`` per
 method; each model entry has ``Name``, ``Config``, ``Metadata``, ``Results`` and
@@ -33,13 +34,13 @@ import os.path as osp
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-import torch
-from mmengine.config import Config
 from mmengine.logging import print_log
+
+from irtbox.utils.checks import check_int
 
 __all__ = ['ROOT', 'resolve_config', 'ModelNotReleasedError', 'UnknownModelError',
            'BadZooEntryError', 'ZooEntryMismatchError', 'ZooEntry', 'read_index', 'index_files',
-           'load_model_index', 'list_models', 'get_entry', 'get_model']
+           'load_model_index', 'list_models', 'get_entry']
 
 # The installed package: its model-index.yml names the configs shipped under it.
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
@@ -159,12 +160,11 @@ def _parse_weights(value, where: str, metafile: str, index_file: str) -> Optiona
     numbers = {}
     for key, what in (('Size', 'the file\'s size in bytes'),
                       ('Embedding Dim', 'the embedding dimension')):
-        number = value.get(key)
-        if number is not None and (not isinstance(number, int) or isinstance(number, bool) or
-                                   number <= 0):
-            raise BadZooEntryError(f'{where}: "{key}" must be {what}, a positive integer; got '
-                                   f'{number!r}')
-        numbers[key] = number
+        try:
+            numbers[key] = check_int(value.get(key), f'{where}: "{key}" ({what})',
+                                     allow_none=True)
+        except ValueError as error:
+            raise BadZooEntryError(str(error)) from None
     return {'url': url, 'sha256': None if sha256 is None else str(sha256).lower(),
             'size': numbers['Size'], 'embedding_dim': numbers['Embedding Dim']}
 
@@ -337,98 +337,3 @@ def get_entry(name: str, index: Union[str, Sequence[str], None] = None) -> ZooEn
             f'{", ".join(index_files(index))}).{hint} See list_models() or '
             'tools/misc/list_models.py.')
     return entries[name]
-
-
-def _not_released(entry: ZooEntry) -> ModelNotReleasedError:
-    config = osp.relpath(entry.config) if entry.config.startswith(os.getcwd()) else entry.config
-    return ModelNotReleasedError(
-        f'{entry.name}: no weights are released for this model yet ("Weights: null" in '
-        f'{entry.metafile}). Train it with `python tools/train.py {config}`, then load your '
-        f"checkpoint with get_model({entry.name!r}, pretrained='work_dirs/.../iter_N.pth'); "
-        'pretrained=False builds the architecture with random weights.')
-
-
-def _load_timm_pretrained(entry: ZooEntry, cfg: Config, device):
-    from .inference import init_model
-    try:
-        return init_model(cfg, device=device)
-    except Exception as err:  # timm's download or hub lookup failed: say which weights
-        raise RuntimeError(
-            f'{entry.name}: could not load timm\'s pretrained weights '
-            f'{entry.weights["pretrained"]} (from the Hugging Face hub, or its cache under '
-            f'$HF_HOME when HF_HUB_OFFLINE=1): {type(err).__name__}: {err}') from err
-
-
-def get_model(name: str, pretrained: Union[bool, str] = True,
-              device: Union[str, torch.device] = 'cpu',
-              index: Union[str, Sequence[str], None] = None,
-              cfg_options: Optional[dict] = None, progress: bool = True):
-    """The zoo's model ``name`` in eval mode, ready for ``model(inputs, mode='tensor')``.
-
-    Args:
-        name: a name from :func:`list_models`.
-        pretrained: True: the entry's weights (downloaded once into ``$IRTBOX_HOME``,
-            sha256-verified; timm's own mechanism for public backbone weights);
-            a path or URL: those weights; False: the architecture with random weights.
-        device: where the model goes.
-        index: extra index file(s) (see :func:`list_models`).
-        cfg_options: config overrides, as ``--cfg-options`` takes them.
-        progress: show a progress bar while downloading.
-
-    The returned model carries ``model.cfg`` (its config) and ``model.zoo_entry``.
-    """
-    from irtbox.utils.download import download
-
-    from .inference import init_model, without_pretrained_backbone
-    entry = get_entry(name, index)
-    if not osp.isfile(entry.config):
-        raise FileNotFoundError(f'{entry.name}: its config {entry.config} does not exist '
-                                f'(entry in {entry.metafile})')
-    from irtbox.utils.config import load_config
-    cfg = load_config(entry.config, cfg_options)
-    if pretrained is True and entry.weights is None:
-        raise _not_released(entry)
-    if pretrained is True and entry.status == 'timm':
-        model = _load_timm_pretrained(entry, cfg, device)
-    elif pretrained is False:
-        model = init_model(without_pretrained_backbone(cfg), device=device)
-    else:
-        if pretrained is True:
-            path = download(entry.weights['url'], entry.weights['sha256'], progress=progress)
-            _check_size(entry, path)
-        elif isinstance(pretrained, str):
-            path = download(pretrained, progress=progress)
-        else:
-            raise TypeError(f'get_model: pretrained must be True, False or a path/URL, got '
-                            f'{pretrained!r}')
-        model = init_model(cfg, path, device=device)
-        if pretrained is True:
-            _check_embedding_dim(entry, model)
-    model.zoo_entry = entry
-    return model
-
-
-def _check_size(entry: ZooEntry, path: str) -> None:
-    """The released file has the entry's ``Size``: refused as a sha256 mismatch is."""
-    from irtbox.utils.download import ChecksumError
-    expected = entry.weights.get('size')
-    size = osp.getsize(path)
-    if expected is not None and size != expected:
-        raise ChecksumError(
-            f'size mismatch for {entry.weights["url"]}: the zoo entry {entry.name!r} '
-            f'({entry.metafile}) says Size {expected} bytes, the file {path} has {size}; '
-            'the file was left as it is')
-
-
-def _check_embedding_dim(entry: ZooEntry, model) -> None:
-    """The model built from the entry gives embeddings of the entry's ``Embedding Dim``."""
-    from .identity import embedding_dim
-    expected = entry.weights.get('embedding_dim')
-    if expected is None:
-        return
-    dim = embedding_dim(model)
-    if dim != expected:
-        raise ZooEntryMismatchError(
-            f'{entry.name}: the zoo entry ({entry.metafile}) says "Embedding Dim: {expected}", '
-            f'but the model built from {entry.config} with its weights gives {dim}-d '
-            'embeddings; fix the entry\'s "Embedding Dim" or "Config"')

@@ -27,6 +27,8 @@ Examples:
 import argparse
 import os.path as osp
 
+from irtbox.utils.checks import int_argument
+
 __all__ = ['parse_args', 'main']
 
 
@@ -38,11 +40,13 @@ def parse_args(argv=None):
     parser.add_argument('results', help='the .npz of tools/test.py --out')
     parser.add_argument('--out-dir', required=True, help='where grids/, index.html and '
                         'failures.csv go')
-    parser.add_argument('--show-num', type=int, default=50, help='queries shown (default 50; '
+    parser.add_argument('--show-num', type=int_argument(1), default=50,
+                        help='queries shown (default 50; '
                         'up to half of them top-1 failures)')
-    parser.add_argument('--topk', type=int, default=8, help='results per query (default 8)')
+    parser.add_argument('--topk', type=int_argument(1), default=8,
+                        help='results per query (default 8)')
     parser.add_argument('--seed', type=int, default=0, help='seed of the query sample')
-    parser.add_argument('--worst', type=int, default=0,
+    parser.add_argument('--worst', type=int_argument(0), default=0,
                         help='show the N queries with the lowest AP of the whole test set '
                         'instead of a sample (ranks every query in full, like map@all; '
                         'failures.csv then lists all queries)')
@@ -56,8 +60,6 @@ def parse_args(argv=None):
     parser.add_argument('--protocol', default='medium', choices=['easy', 'medium', 'hard'],
                         help='the --gnd protocol (default medium)')
     args = parser.parse_args(argv)
-    if args.show_num < 1 or args.topk < 1 or args.worst < 0:
-        parser.error('--show-num and --topk must be positive, --worst not negative')
     return args
 
 

@@ -20,6 +20,8 @@ Examples:
 """
 import argparse
 
+from irtbox.utils.checks import int_argument
+
 __all__ = ['parse_args', 'main']
 
 
@@ -32,17 +34,15 @@ def parse_args(argv=None):
     parser.add_argument('--method', choices=['pca', 'tsne', 'umap'], default='tsne',
                         help='projection (default tsne)')
     parser.add_argument('--out', required=True, help='image file to write (e.g. map.png)')
-    parser.add_argument('--max-points', type=int, default=5000,
+    parser.add_argument('--max-points', type=int_argument(3), default=5000,
                         help='at most this many points, sampled (default 5000)')
-    parser.add_argument('--thumbnails', type=int, default=0,
+    parser.add_argument('--thumbnails', type=int_argument(0), default=0,
                         help='draw this many sampled images at their points (default 0)')
     parser.add_argument('--seed', type=int, default=0, help='seed of the sampling and t-SNE')
     parser.add_argument('--set', '--prefix', dest='set', default=None, metavar='NAME',
                         help="the test set of a multi-dataset result, e.g. '1' (default: the "
                         "file's only or main set; --prefix '1/' is the same)")
     args = parser.parse_args(argv)
-    if args.max_points < 3 or args.thumbnails < 0:
-        parser.error('--max-points must be at least 3 and --thumbnails not negative')
     return args
 
 

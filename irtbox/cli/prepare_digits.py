@@ -7,6 +7,7 @@ Example:
 import argparse
 
 from irtbox.datasets import digits
+from irtbox.utils.checks import int_argument
 
 __all__ = ['main']
 
@@ -15,7 +16,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, epilog=digits.__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--out', default='data/digits', help='output folder')
-    parser.add_argument('--size', type=int, default=32, help='side of the written images')
+    parser.add_argument('--size', type=int_argument(1), default=32,
+                        help='side of the written images')
     args = parser.parse_args(argv)
     counts = digits.prepare_digits(args.out, args.size)
     print(f'wrote {counts["train"]} train and {counts["test"]} test images under {args.out}')

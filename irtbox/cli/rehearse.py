@@ -20,6 +20,7 @@ import argparse
 import os.path as osp
 import sys
 
+from irtbox.utils.checks import int_argument
 from irtbox.utils.config import DictAction
 
 __all__ = ['parse_args', 'main']
@@ -32,7 +33,7 @@ def parse_args(argv=None):
         description='Rehearse a config in miniature before a real run.', epilog=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('config', help='config file (Python)')
-    parser.add_argument('--nproc', type=int, default=2,
+    parser.add_argument('--nproc', type=int_argument(1), default=2,
                         help='processes (GPUs with NCCL, else CPU processes with gloo); '
                         'default 2, so that the ranks can be compared')
     parser.add_argument('--work-dir', help='where the rehearsal writes its data, weights, runs '
@@ -41,17 +42,18 @@ def parse_args(argv=None):
     parser.add_argument('--data-root', help="your own data instead of miniatures: the folder "
                         "holding the datasets as the config names them (data/sop -> "
                         "DATA_ROOT/sop)")
-    parser.add_argument('--subset', type=int, help='with --data-root: the first N items of each '
+    parser.add_argument('--subset', type=int_argument(1),
+                        help='with --data-root: the first N items of each '
                         'dataset')
-    parser.add_argument('--input-size', type=int, default=DEFAULT_INPUT_SIZE,
+    parser.add_argument('--input-size', type=int_argument(0), default=DEFAULT_INPUT_SIZE,
                         help='the model input side the pipelines are scaled to (default '
                         f'{DEFAULT_INPUT_SIZE}); 0 keeps the config\'s sizes')
-    parser.add_argument('--iters', type=int, default=2,
+    parser.add_argument('--iters', type=int_argument(1), default=2,
                         help='iterations per phase of an iteration-based schedule (default 2; '
                         'epoch-based schedules run one epoch per phase)')
-    parser.add_argument('--batch-size', type=int, default=8,
+    parser.add_argument('--batch-size', type=int_argument(1), default=8,
                         help='largest batch per process (default 8)')
-    parser.add_argument('--workers', type=int, default=1,
+    parser.add_argument('--workers', type=int_argument(0), default=1,
                         help='most dataloader workers per loader (default 1)')
     parser.add_argument('--timeout', type=float, default=600,
                         help='seconds a phase may take before it counts as hung (default 600)')

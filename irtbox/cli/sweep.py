@@ -19,7 +19,7 @@ Examples:
   python tools/sweep.py SPEC --work-root W --emit dist --gpus 8 > jobs.sh
   python tools/sweep.py SPEC --work-root W --emit slurm --partition gpu
   python tools/sweep.py SPEC --work-root W --launcher slurm --partition gpu --max-parallel 16
-                                  # one sbatch job array of the unfinished runs, 16 at a time,
+                                  # one submitit job array of the unfinished runs, 16 at a time,
                                   # each pre-emptible and requeued (irtbox/sweeps/slurm.py)
   python tools/sweep.py status SPEC --work-root W    # done / running / failed / pending
   python tools/sweep.py SPEC --work-root W --collect-only    # when the array has ended
@@ -29,7 +29,6 @@ Run it (and the emitted commands) from the repository root.
 import argparse
 import os
 import os.path as osp
-import shlex
 import sys
 
 from irtbox.sweeps import execute as execute_module
@@ -40,9 +39,12 @@ from irtbox.sweeps import (EMBEDDINGS, FAILED, LOG, PREEMPTED_MARK, RESULTS, TRA
                            emit_command, expand, load_spec, plot_all, run_all, select_runs,
                            state_of, summarize, write_table)
 from irtbox.utils.checks import int_argument
-from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
+from irtbox.utils.extras import MissingExtraError
 
 __all__ = ['parse_args', 'main']
+
+#: submitit's executor for --launcher slurm ('local' runs the array's tasks here: the tests).
+SLURM_CLUSTER = 'slurm'
 
 SUBSET_OPTIONS = dict(factors='--only', datasets='--datasets', losses='--losses',
                       seeds='--seeds')
@@ -63,24 +65,25 @@ def parse_args(argv=None):
                         help='print one shell command per unfinished run instead of running it')
     parser.add_argument('--launcher', choices=['local', 'slurm'], default='local',
                         help='local: run the runs here (default); slurm: submit the unfinished '
-                        'ones as one sbatch job array and return (its tasks are pre-emptible '
-                        'and requeue themselves)')
+                        'ones as one job array with submitit and return (its tasks are '
+                        'pre-emptible and requeued); pip install "irtbox[slurm]"')
     parser.add_argument('--max-parallel', type=int_argument(1), metavar='N',
                         help='at most N runs at once: the job array\'s throttle (%%N) with '
                         '--launcher slurm, --jobs N here')
-    parser.add_argument('--sbatch-args', default='', metavar='"ARGS"',
-                        help='more sbatch options for the job array, with "=" since they '
-                        'start with dashes: --sbatch-args="--time=4:00:00 --qos=high"')
+    parser.add_argument('--timeout-min', type=int_argument(1), default=1440, metavar='MIN',
+                        help='--launcher slurm: time limit of each task in minutes (default 1440; '
+                        'a requeued task starts it again)')
+    parser.add_argument('--slurm-params', nargs='+', default=[], metavar='KEY=VALUE',
+                        help='--launcher slurm: more #SBATCH options of the array, e.g. '
+                        'qos=high account=vision')
     parser.add_argument('--wait', action='store_true',
-                        help='--launcher slurm: wait for the array to end (sbatch --wait), '
-                        'then write the tables and figures')
-    parser.add_argument('--run', metavar='RUN_DIR', help='run the one run of this work dir here '
-                        "(what a Slurm array task does); exit status 75 when it was pre-empted")
+                        help='--launcher slurm: wait for the array to end, then write the '
+                        'tables and figures')
     parser.add_argument('--jobs', type=int_argument(1), default=1,
                         help='runs at a time when running them here (default 1); each gets '
                         'cores/jobs threads and a visible GPU, the GPUs in turn (several runs '
                         'share one when there are more runs than GPUs)')
-    parser.add_argument('--gpus', type=int, default=1,
+    parser.add_argument('--gpus', type=int_argument(0), default=1,
                         help='processes (GPUs) per run for --emit dist/slurm and --launcher slurm '
                         '(there, 0: one process and no --gres, for a cluster without GPUs)')
     parser.add_argument('--partition', default='gpu', help='slurm partition for --emit slurm')
@@ -88,7 +91,7 @@ def parse_args(argv=None):
     parser.add_argument('--datasets', nargs='+', metavar='DATASET',
                         help="only these of the spec's datasets")
     parser.add_argument('--losses', nargs='+', metavar='LOSS', help="only these of the spec's losses")
-    parser.add_argument('--seeds', nargs='+', type=int, metavar='SEED',
+    parser.add_argument('--seeds', nargs='+', type=int_argument(0), metavar='SEED',
                         help="only these of the spec's seeds")
     parser.add_argument('--dry-run', action='store_true', help='list the runs and their state')
     parser.add_argument('--collect-only', action='store_true',
@@ -101,9 +104,13 @@ def parse_args(argv=None):
     parser.add_argument('--no-plot', action='store_true', help='tables only')
     args = parser.parse_args(argv)
     args.status = status
-    least = 0 if (args.launcher == 'slurm' or args.run) else 1  # 0: a CPU cluster, no --gres
-    if args.gpus < least:
-        parser.error(f'--gpus must be >= {least}, got {args.gpus}')
+    if args.gpus < 1 and args.launcher != 'slurm':  # 0: a CPU cluster, no GPUs requested
+        parser.error(f'--gpus must be >= 1 without --launcher slurm, got {args.gpus}')
+    params = [p.partition('=') for p in args.slurm_params]
+    bad = [key for key, eq, value in params if not (key and eq and value)]
+    if bad:
+        parser.error(f'--slurm-params: expected KEY=VALUE, got {bad[0]!r}')
+    args.slurm_params = {key: value for key, _, value in params}
     if args.max_parallel and args.launcher == 'local':
         args.jobs = args.max_parallel
     return args
@@ -120,31 +127,6 @@ def show_status(runs, queue) -> dict:
     return counts
 
 
-def run_here(runs, work_dir, args) -> None:
-    """``--run RUN_DIR``: train and test that run of the grid here (a Slurm array task)."""
-    import signal
-    match = [r for r in runs if osp.abspath(r.work_dir) == osp.abspath(work_dir)]
-    if not match:
-        raise SystemExit(f'--run {work_dir}: no run of {args.spec} under {args.work_root} has '
-                         'this work dir')
-    # Slurm signals every process of the job step; the training saves and stops, this
-    # process waits for it (a handler, unlike SIG_IGN, is not inherited by the steps).
-    noted = []
-    for sig in (signal.SIGTERM, signal.SIGUSR1):
-        signal.signal(sig, lambda signum, frame: noted.append(signum))
-    reason = execute_module.attempt(match[0], args.keep_embeddings, nproc=args.gpus)
-    if reason == 'interrupted' and signal.SIGUSR1 in noted:
-        # A test (or a training still starting) does not requeue itself: this task does.
-        from irtbox.engine.hooks.preemption import requeue_slurm_job
-        requeued = requeue_slurm_job()
-        if requeued:
-            print(requeued, file=sys.stderr)
-    if reason in ('pre-empted', 'interrupted'):
-        raise SystemExit(PREEMPTED_EXIT_STATUS)
-    if reason is not None:
-        raise SystemExit(f'{work_dir}: failed ({reason}); end of {osp.join(work_dir, LOG)}')
-
-
 def main(argv=None):
     args = parse_args(argv)
     try:
@@ -155,10 +137,8 @@ def main(argv=None):
         raise SystemExit(f'{SUBSET_OPTIONS[error.key]}: {error}')
     except (FileNotFoundError, ValueError) as error:
         raise SystemExit(str(error))
-    if args.run:
-        return run_here(runs, args.run, args)
     if args.status:
-        return show_status(runs, slurm.queue_states(runs))
+        return show_status(runs, slurm.queue_states(runs, args.work_root))
     if args.force and not (args.dry_run or args.collect_only):
         for run in runs:
             # The old embeddings too: they would not match the new results.
@@ -176,21 +156,24 @@ def main(argv=None):
                                    args.keep_embeddings))
         return runs
     if args.launcher == 'slurm' and not args.collect_only:
-        queue = slurm.queue_states(runs)
+        queue = slurm.queue_states(runs, args.work_root)
         todo = slurm.unqueued(runs, queue)
         busy = len([r for r in runs if state_of(r) != 'done']) - len(todo)
         print(f'{len(runs) - len(todo) - busy} of {len(runs)} runs finished, {busy} queued or '
               f'running; submitting {len(todo)}', file=sys.stderr)
         if todo:
             try:
-                job = slurm.submit_array(todo, args.spec, args.work_root, args.partition,
-                                         args.gpus, args.max_parallel,
-                                         shlex.split(args.sbatch_args), args.keep_embeddings,
-                                         wait=args.wait)
-            except slurm.SubmitError as error:
-                raise SystemExit(str(error))
-            print(f'job array {job}: {len(todo)} runs (output: '
-                  f'{osp.join(args.work_root, slurm.JOBS_DIR, job)}_<task>.out)', file=sys.stderr)
+                executor = slurm.make_executor(args.work_root, args.partition, args.gpus,
+                                               args.max_parallel, args.timeout_min,
+                                               args.slurm_params, cluster=SLURM_CLUSTER)
+                jobs = slurm.submit_runs(executor, todo, args.keep_embeddings, args.gpus)
+            except (slurm.SubmitError, MissingExtraError) as error:
+                raise SystemExit(f'--launcher slurm: {error}')
+            print(f'job array {jobs[0].job_id.split("_")[0]}: {len(todo)} runs (output: '
+                  f'{osp.join(args.work_root, slurm.JOBS_DIR)}/<job id>/)', file=sys.stderr)
+            if args.wait:  # a failed task's run holds a failed file, listed below
+                for job in jobs:
+                    job.wait()
         if not args.wait:
             print(f'follow it with: tools/sweep.py status {args.spec} --work-root '
                   f'{args.work_root}; then --collect-only writes the tables and figures',

@@ -19,6 +19,7 @@ import argparse
 import os
 
 from irtbox.cli.launch import add_nproc_argument, relaunch
+from irtbox.utils.checks import int_argument
 from irtbox.utils.config import DictAction
 
 __all__ = ['parse_args', 'main']
@@ -40,10 +41,11 @@ def parse_args(argv=None):
     parser.add_argument('--show-dir', help='draw a sample of queries with their top-k there: '
                         'grids/*.png (green = correct, red = wrong, grey = junk), index.html '
                         '(a results browser; open it from the file system) and failures.csv')
-    parser.add_argument('--show-num', type=int, default=50,
+    parser.add_argument('--show-num', type=int_argument(1), default=50,
                         help='queries drawn with --show-dir (default 50; up to half of them '
                         'top-1 failures, the sample fixed by --show-seed)')
-    parser.add_argument('--show-topk', type=int, default=8, help='results per query drawn')
+    parser.add_argument('--show-topk', type=int_argument(1), default=8,
+                        help='results per query drawn')
     parser.add_argument('--show-seed', type=int, default=0, help='seed of the query sample')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction, metavar='KEY=VALUE',
                         help='override config entries')
@@ -55,8 +57,6 @@ def parse_args(argv=None):
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     if args.out and not args.out.endswith(('.npz', '.json')):
         parser.error(f'--out must name a .npz or .json file, got {args.out}')
-    if args.show_num < 1 or args.show_topk < 1:
-        parser.error('--show-num and --show-topk must be positive')
     return args
 
 

@@ -166,7 +166,9 @@ def main(argv=None):
     except Preempted as stop:  # saved: the same command goes on from that checkpoint
         runner.logger.warning(str(stop))
         from mmengine.dist import is_main_process
-        if stop.signal_name == 'SIGUSR1' and is_main_process():
+        # A sweep's submitit task requeues itself once this training has ended.
+        if (stop.signal_name == 'SIGUSR1' and is_main_process()
+                and not os.environ.get('SUBMITIT_EXECUTOR')):
             requeued = requeue_slurm_job()
             if requeued:
                 runner.logger.warning(requeued)

@@ -16,7 +16,7 @@ CUB / Cars196, Fig. 8); the tables and figures are still written, the failed
 runs are listed at the end (exit status 1), and the next call retries them.
 A training stopped by a pre-emption signal (exit status 75, its checkpoint saved) is not a
 failure: the run stays unfinished and the next call (or its requeued Slurm task) resumes it.
-With --launcher slurm the runs are the tasks of one job array (irtbox/sweeps/slurm.py).
+With --launcher slurm the runs are the tasks of one submitit job array (irtbox/sweeps/slurm.py).
 """
 import json
 import os

@@ -40,6 +40,8 @@ import os.path as osp
 import re
 from typing import List, NamedTuple, Optional
 
+from irtbox.utils.checks import check_int
+
 from .families import loss_families
 
 __all__ = ['Run', 'SelectionError', 'OFF_THE_SHELF', 'load_spec', 'expand', 'select_runs',
@@ -116,10 +118,8 @@ def _check_factor(path: str, name: str, factor) -> None:
     dirs = [value_dir(v) for v in factor_values(factor)]
     if len(set(dirs)) < len(dirs):
         raise ValueError(f'{where}.values must be distinct (as folder names: {dirs})')
-    figure = factor.get('figure')
-    if figure is not None and (not isinstance(figure, int) or isinstance(figure, bool)):
-        raise ValueError(f"{where}.figure must be an int (the paper's figure number), "
-                         f'got {figure!r}')
+    check_int(factor.get('figure'), f"{where}.figure (the paper's figure number)",
+              allow_none=True)
     if 'label' in factor and not isinstance(factor['label'], str):
         raise ValueError(f'{where}.label must be a string (the x-axis label), '
                          f'got {factor["label"]!r}')

@@ -14,7 +14,7 @@ import os
 import os.path as osp
 from typing import List, Optional, Tuple
 
-__all__ = ['RESULT_FILE', 'AXES', 'CSV_FIELDS', 'find_config', 'read_run', 'check_unique',
+__all__ = ['RESULT_FILE', 'AXES', 'CSV_FIELDS', 'dumped_config', 'read_run', 'check_unique',
            'plot_gradient_noise']
 
 RESULT_FILE = 'gradient_noise.json'
@@ -23,7 +23,7 @@ SYMBOLS = {'beta': r'$\beta$', 'lambda': r'$\lambda$'}
 CSV_FIELDS = ('beta', 'lambda', 'gamma_mean', 'num_iterations', 'interval', 'loss', 'work_dir')
 
 
-def find_config(work_dir: str) -> str:
+def dumped_config(work_dir: str) -> str:
     """The config MMEngine dumped at the top of ``work_dir`` (its only ``*.py`` file)."""
     found = sorted(glob.glob(osp.join(work_dir, '*.py')))
     if len(found) != 1:
@@ -50,7 +50,7 @@ def read_run(work_dir: str) -> dict:
     if result['gamma_mean'] is None:
         raise ValueError(f'{path}: gamma_mean is null, γ was never defined in this run (fewer '
                          'than 2 samples with a non-zero gradient in every measured iteration)')
-    cfg_path = find_config(work_dir)
+    cfg_path = dumped_config(work_dir)
     head = Config.fromfile(cfg_path).get('model', {}).get('head') or {}
     losses = head.get('losses') or {}
     loss = result['loss']

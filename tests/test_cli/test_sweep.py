@@ -447,8 +447,10 @@ def test_per_value_options(tmp_path):
      r'factors.dim.values\[0\].options must be a list of strings'),
     (dict(factors=dict(dim={**DIM, 'values': [64, 'raw', 64]})),
      'factors.dim.values must be distinct'),
-    (dict(factors=dict(dim={**DIM, 'figure': '7'})), 'factors.dim.figure must be an int'),
-    (dict(factors=dict(dim={**DIM, 'figure': True})), 'factors.dim.figure must be an int'),
+    (dict(factors=dict(dim={**DIM, 'figure': '7'})),
+     r"factors.dim.figure \(the paper's figure number\) must be None or a positive integer"),
+    (dict(factors=dict(dim={**DIM, 'figure': True})),
+     r"factors.dim.figure \(the paper's figure number\) must be None or a positive integer"),
     (dict(factors=dict(dim={**DIM, 'label': 7})), 'factors.dim.label must be a string'),
     (dict(factors=dict(dim={**DIM, 'logx': True})), r"factors.dim: unknown key\(s\) \['logx'\]"),
 ])

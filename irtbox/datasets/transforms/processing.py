@@ -1,4 +1,5 @@
 """Geometric transforms missing from mmcv: random crop and crop to a box."""
+import numbers
 from typing import Sequence, Tuple, Union
 
 import numpy as np
@@ -6,16 +7,17 @@ from mmcv.transforms import BaseTransform
 from mmcv.transforms.utils import cache_randomness
 
 from irtbox.registry import TRANSFORMS
+from irtbox.utils.checks import check_int
 
 __all__ = ['RandomCrop', 'CropBBox']
 
 
 def _pair(size: Union[int, Sequence[int]], name: str) -> Tuple[int, int]:
-    if isinstance(size, int):
+    if isinstance(size, numbers.Integral):
         size = (size, size)
-    if len(size) != 2 or not all(isinstance(s, int) and s > 0 for s in size):
+    if len(size) != 2:
         raise ValueError(f'{name} must be a positive int or (height, width), got {size!r}')
-    return tuple(size)
+    return tuple(check_int(s, name) for s in size)
 
 
 @TRANSFORMS.register_module()

@@ -19,6 +19,7 @@ from mmengine.hooks import Hook
 from mmengine.logging import print_log
 
 from irtbox.registry import HOOKS
+from irtbox.utils.checks import check_int
 from .utils import bare_model
 
 __all__ = ['StoppingState', 'early_stopping_step', 'BestWeightsEarlyStoppingHook']
@@ -94,9 +95,7 @@ class BestWeightsEarlyStoppingHook(Hook):
         if rule not in ('greater', 'less'):
             raise ValueError(f"{type(self).__name__}: rule must be 'greater' or 'less', "
                              f'got {rule!r}')
-        if not isinstance(patience, int) or patience < 1:
-            raise ValueError(f'{type(self).__name__}: patience must be an integer >= 1, '
-                             f'got {patience!r}')
+        check_int(patience, f'{type(self).__name__}: patience')
         if min_delta < 0:
             raise ValueError(f'{type(self).__name__}: min_delta must be >= 0, got {min_delta}')
         self.monitor = monitor

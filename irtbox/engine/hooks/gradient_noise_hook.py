@@ -9,6 +9,7 @@ from mmengine.hooks import Hook
 from mmengine.logging import print_log
 
 from irtbox.evaluation.functional.gradient_noise import gradient_direction_spread
+from irtbox.utils.checks import check_int
 from irtbox.utils.dist import all_gather_cat
 from irtbox.utils.fileio import atomic_write_text
 from irtbox.registry import HOOKS
@@ -58,8 +59,7 @@ class GradientNoiseHook(Hook):
         if not isinstance(loss_name, str) or not loss_name:
             raise ValueError(f'GradientNoiseHook: loss_name must be a non-empty str, '
                              f'got {loss_name!r}')
-        if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
-            raise ValueError(f'GradientNoiseHook: interval must be an int >= 1, got {interval!r}')
+        check_int(interval, 'GradientNoiseHook: interval')
         self.loss_name = loss_name
         self.interval = interval
         self._handle = None

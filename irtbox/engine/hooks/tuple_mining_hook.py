@@ -13,6 +13,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from irtbox.evaluation.functional.ranking import similarity_blocks
 from irtbox.registry import HOOKS, TRANSFORMS
+from irtbox.utils.checks import check_int
 from irtbox.utils.dist import gather_round_robin
 from .utils import bare_model
 
@@ -153,8 +154,7 @@ class TupleMiningHook(Hook):
                              f'expected some of {list(self._LOADER_KEYS)}')
         for key, value in (('poolsize', poolsize), ('chunk_size', chunk_size),
                            ('batch_size', dataloader.get('batch_size', 32))):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f'TupleMiningHook: {key} must be a positive int, got {value!r}')
+            check_int(value, f'TupleMiningHook: {key}')
         self.poolsize = poolsize
         self.batch_size = dataloader.get('batch_size', 32)
         self.num_workers = dataloader.get('num_workers', 0)

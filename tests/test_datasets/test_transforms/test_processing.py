@@ -36,6 +36,9 @@ def test_random_crop_errors():
         RandomCrop(8)(dict(img=np.zeros((7, 20, 3)), img_path='a.jpg'))
     with pytest.raises(ValueError, match='crop_size must be a positive int'):
         RandomCrop((0, 4))
+    with pytest.raises(ValueError, match='^RandomCrop: crop_size must be a positive integer, '
+                       'got True$'):
+        RandomCrop((4, True))
 
 
 def test_crop_bbox_exact_pixels():

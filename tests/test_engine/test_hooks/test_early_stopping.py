@@ -92,6 +92,13 @@ def test_stops_after_patience_and_reloads_best(tmp_path):
     assert saved['meta']['early_stopping'] == dict(best=0.35, wait=0, best_iter=20)
 
 
+@pytest.mark.parametrize('patience', [True, 0, 2.0])
+def test_patience_must_be_a_positive_integer(patience):
+    with pytest.raises(ValueError, match=r'^BestWeightsEarlyStoppingHook: patience must be a '
+                       r'positive integer, got '):
+        BestWeightsEarlyStoppingHook(patience=patience)
+
+
 def test_no_stop_when_improving(tmp_path):
     runner = FakeRunner(tmp_path)
     hook = BestWeightsEarlyStoppingHook(patience=2, save_best=False)

@@ -208,9 +208,10 @@ def test_model_without_head_losses():
         GradientNoiseHook().before_train(fake_runner(None))
 
 
-@pytest.mark.parametrize('kwargs,match', [(dict(interval=0), 'interval must be an int >= 1'),
-                                          (dict(interval=True), 'interval must be an int >= 1'),
-                                          (dict(loss_name=''), 'loss_name must be')])
+@pytest.mark.parametrize('kwargs,match', [
+    (dict(interval=0), 'interval must be a positive integer'),
+    (dict(interval=True), 'interval must be a positive integer'),
+    (dict(loss_name=''), 'loss_name must be')])
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         GradientNoiseHook(**kwargs)

@@ -188,6 +188,9 @@ def test_hook_setup_errors():
         TupleMiningHook(dataloader=dict(shuffle=True))
     with pytest.raises(ValueError, match='poolsize must be a positive int'):
         TupleMiningHook(poolsize=0)
+    with pytest.raises(ValueError, match='^TupleMiningHook: batch_size must be a positive '
+                       'integer, got True$'):
+        TupleMiningHook(dataloader=dict(batch_size=True))
 
 
 class _BatchRecorder(Hook):
