@@ -62,6 +62,7 @@ from irtbox.utils.fileio import atomic_write
 
 from .run_identity import IDENTITY_KEY, config_identity, identity_differences
 from .hooks.partial_fc import PartialFCHook, sharded_parameter_names
+from .hooks.preemption import PreemptionHook
 from .hooks.utils import bare_model
 from .work_dir_lock import WorkDirLock, WorkDirLocked
 
@@ -265,6 +266,9 @@ class IrtboxRunner(Runner):
                 self._warn_existing_checkpoints()
             return super().train()
         finally:
+            for hook in self.hooks:  # a training that failed never reached after_train
+                if isinstance(hook, PreemptionHook):
+                    hook.restore_handlers()
             if lock is not None:
                 lock.release()
 
@@ -382,8 +386,8 @@ class IrtboxRunner(Runner):
             self.logger.warning(
                 f'{self.work_dir} holds checkpoints of an earlier run '
                 f'({", ".join(osp.basename(p) for p in existing)}); this run starts from '
-                'iteration 0 and overwrites those of the same name: use --resume to continue '
-                'that run, or another --work-dir to keep both.')
+                'iteration 0 and overwrites those of the same name: leave out --no-resume '
+                '(resume=True) to continue that run, or give another --work-dir to keep both.')
 
     def load_checkpoint(self, filename: str, map_location='cpu', strict: bool = False,
                         revise_keys: list = [(r'^module\.', '')]):  # noqa: B006 (MMEngine's)

@@ -148,9 +148,19 @@ def test_resume_skips_a_damaged_newest_checkpoint(damage, four_iterations, tmp_p
     assert ckpt_iter(str(work_dir / 'iter_6.pth')) == 6
 
 
+def test_same_command_resumes_in_one_process(four_iterations, tmp_path, in_root):
+    # Before: one process resumed only with --resume: after a SIGTERM ("the same command
+    # resumes from it") the same command started from iteration 0 and its rotation deleted
+    # the saved checkpoint.
+    work_dir = copy_run(four_iterations, tmp_path)
+    train(work_dir, iters=6)
+    assert f'resume: from {work_dir}/iter_4.pth' in run_log(str(work_dir))
+    assert ckpt_iter(str(work_dir / 'iter_6.pth')) == 6
+
+
 def test_fresh_run_warns_before_overwriting(four_iterations, tmp_path, in_root):
     work_dir = copy_run(four_iterations, tmp_path)
-    train(work_dir, iters=2)
+    train(work_dir, '--no-resume', iters=2)
     assert 'holds checkpoints of an earlier run (iter_4.pth, iter_2.pth)' in run_log(str(work_dir))
 
 
