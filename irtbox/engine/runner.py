@@ -130,6 +130,22 @@ def find_resume_checkpoint(work_dir: str) -> Tuple[Optional[str], List[str]]:
     return None, warnings
 
 
+# Param group entries that are no training setting: the parameters, the learning rate
+# (``_use_config_lr``), schedulers' bases, and how torch runs the update.
+_NOT_SETTINGS = ('params', 'lr', 'foreach', 'capturable', 'differentiable', 'fused')
+
+
+def _group_settings(group: dict) -> dict:
+    """A param group's training settings (weight decay, momentum, betas, eps, ...)."""
+    return {key: value for key, value in group.items()
+            if key not in _NOT_SETTINGS and not key.startswith('initial_')}
+
+
+def _plain(value):
+    """``value`` with tuples as lists (a checkpoint may hold either)."""
+    return list(map(_plain, value)) if isinstance(value, (list, tuple)) else value
+
+
 class ResumeRefused(RuntimeError):
     """A checkpoint whose training state cannot continue under this config."""
 
@@ -292,11 +308,13 @@ class IrtboxRunner(Runner):
                resume_param_scheduler: bool = True, map_location='default') -> None:
         """MMEngine's resume, refusing a checkpoint of another optimizer type before its
         state is loaded (:class:`ResumeRefused`), and training at the config's learning rate
-        when it differs from the checkpoint's (with a warning naming both)."""
+        and other optimizer settings (weight decay, momentum, betas, eps, ...) where they
+        differ from the checkpoint's, with a warning naming both."""
         optimizer = getattr(self.optim_wrapper, 'optimizer', None)
-        fresh = None
+        fresh = settings = None
         if resume_optimizer and optimizer is not None:
             fresh = [group.get('initial_lr', group['lr']) for group in optimizer.param_groups]
+            settings = [_group_settings(group) for group in optimizer.param_groups]
         self._resuming_optimizer = fresh is not None
         try:
             super().resume(filename, resume_optimizer, resume_param_scheduler, map_location)
@@ -304,6 +322,46 @@ class IrtboxRunner(Runner):
             self._resuming_optimizer = False
         if fresh is not None:
             self._use_config_lr(fresh, filename)
+            self._use_config_settings(settings, filename)
+
+    def _use_config_settings(self, settings: List[dict], filename: str) -> None:
+        """After the optimizer was resumed (which loads the checkpoint's param groups, their
+        settings included): put back the config's settings (``settings``: each group's, as
+        built from the config) where they differ, with one warning naming each; refuse a
+        change the resumed state cannot follow (:class:`ResumeRefused`)."""
+        groups = self.optim_wrapper.optimizer.param_groups
+        if len(groups) != len(settings):
+            raise ResumeRefused(
+                f'resume from {filename}: it holds {len(groups)} optimizer param groups, the '
+                f'config builds {len(settings)} (optim_wrapper.paramwise_cfg changed?); the '
+                'optimizer state cannot be matched to the parameters.')
+        changed = {}
+        for group, wanted in zip(groups, settings):
+            for key, value in wanted.items():
+                if key in group and _plain(group[key]) != _plain(value):
+                    changed.setdefault(key, (value, group[key]))
+        # MMEngine's momentum schedulers keep the base under initial_momentum (also for betas)
+        scheduled = sorted(k for k in changed if any(
+            f'initial_{k}' in g or (k == 'betas' and 'initial_momentum' in g) for g in groups))
+        if changed.get('amsgrad', (False, False))[0] and not changed['amsgrad'][1]:
+            scheduled.append('amsgrad')  # its running maximum is not in the state
+        if scheduled:
+            raise ResumeRefused(
+                f'resume from {filename}: the config changes optim_wrapper.optimizer.'
+                f'{scheduled[0]} ({changed[scheduled[0]][1]!r} in the checkpoint, '
+                f'{changed[scheduled[0]][0]!r} in the config), which the resumed optimizer '
+                'state or its schedule cannot follow; set it back, or start over '
+                '(--no-resume) from the weights with load_from.')
+        if not changed:
+            return
+        for group, wanted in zip(groups, settings):
+            group.update({k: v for k, v in wanted.items() if k in changed})
+        said = ', '.join(f'{key} {_plain(new)!r} (checkpoint: {_plain(old)!r})'
+                         for key, (new, old) in sorted(changed.items()))
+        self.logger.warning(
+            f'resume: the config changes optimizer settings of {filename}: training goes on '
+            f'with the config\'s {said}. To keep the checkpoint\'s, set them back in '
+            'optim_wrapper.optimizer.')
 
     def _check_optimizer_type(self, checkpoint: dict, filename: str) -> None:
         optimizer = getattr(self.optim_wrapper, 'optimizer', None)
