@@ -68,13 +68,17 @@ def load_check_images(cfg, count: int, size: Tuple[int, int]) -> Tuple[torch.Ten
     from mmengine.registry import DefaultScope
 
     from irtbox.registry import DATASETS
+    from irtbox.utils.image import decode_image
     try:
         with DefaultScope.overwrite_default_scope('irtbox'):
             dataset = DATASETS.build(dict(cfg.test_dataloader.dataset, pipeline=[]))
         paths = [dataset.get_data_info(i)['img_path'] for i in range(min(count, len(dataset)))]
-        images = [cv2.imread(p, cv2.IMREAD_COLOR) for p in paths]
-        if len(images) == count and all(i is not None for i in images):
-            batch = np.stack([cv2.resize(i, size[::-1])[..., ::-1] for i in images])
+        images = []
+        for p in paths:  # decoded as the pipelines decode them
+            with open(p, 'rb') as f:
+                images.append(decode_image(f.read()))
+        if len(images) == count:
+            batch = np.stack([cv2.resize(i, size[::-1]) for i in images])
             source = f'{count} test images of {cfg.test_dataloader.dataset.get("type")}'
             return torch.from_numpy(np.ascontiguousarray(batch.transpose(0, 3, 1, 2))), source
     except Exception:  # noqa: BLE001  (no dataset here: random pixels are the fallback)
