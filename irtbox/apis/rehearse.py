@@ -18,6 +18,7 @@ on the last checkpoint). Every rank records what it saw
    not only its set-up stages; no fitted projection left unfitted;
 7. every validation and test metric is a finite number.
 """
+import contextlib
 import json
 import os
 import os.path as osp
@@ -29,7 +30,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
-from irtbox.utils.dist import free_port
+from irtbox.utils.dist import EXIT_WITH_PARENT_VAR, free_port
 from irtbox.utils.fileio import atomic_write, atomic_write_text
 
 __all__ = ['Check', 'PhaseResult', 'RehearsalReport', 'rehearse', 'check_rehearsal',
@@ -115,9 +116,23 @@ def _command(command: str, nproc: int, args: List[str]) -> List[str]:
         ['--nproc', str(nproc)] if nproc > 1 else [])
 
 
+def _end_session(proc: subprocess.Popen, grace: float = 30) -> None:
+    """SIGTERM to the phase's session (the launcher and every rank: a training saves and
+    stops), SIGKILL after ``grace`` seconds."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def _run_phase(name: str, command: List[str], log_path: str, timeout: float) -> PhaseResult:
     env = dict(os.environ, IRTBOX_REHEARSAL_PHASE=name, PORT=str(free_port()),
-               HF_HUB_OFFLINE='1')  # a rehearsal never downloads: weights are cached or stand-ins
+               HF_HUB_OFFLINE='1',  # a rehearsal never downloads: weights are cached or stand-ins
+               **{EXIT_WITH_PARENT_VAR: '1'})  # a rehearsal killed takes its phase along
     start = time.monotonic()
     with open(log_path, 'w') as log:
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -128,6 +143,9 @@ def _run_phase(name: str, command: List[str], log_path: str, timeout: float) -> 
             os.killpg(proc.pid, signal.SIGKILL)  # the launcher and every rank
             proc.wait()
             returncode = None
+        except BaseException:  # Ctrl-C: the phase has its own session, so it is ended here
+            _end_session(proc)
+            raise
     return PhaseResult(name, command, time.monotonic() - start, returncode, log_path)
 
 
