@@ -41,3 +41,30 @@ def test_a_rehearsal_on_miniatures_names_the_data_it_did_not_check():
     assert line == ('data: miniatures — your data at data/sop, tests/data/sop was not checked; '
                     'check it with irtbox check sop --root data/sop; irtbox check sop --root '
                     'tests/data/sop, or rehearse on it with --data-root')
+
+
+RANK_FAILS = '''
+import os, time
+if os.environ['RANK'] == '1':
+    print('building the evaluator', flush=True)
+    raise KeyError('mAP')
+time.sleep(2)  # rank 0 is ended by the launcher
+'''
+
+
+def test_a_failed_phase_quotes_the_failing_ranks_exception(tmp_path):
+    # Before: the summary quoted torchrun's boilerplate ("error_file: <N/A> | traceback : To
+    # enable traceback see ..."); the real KeyError was hundreds of lines up in the log.
+    import sys
+
+    from irtbox.apis.rehearse import _failure_cause, _run_phase
+    script = tmp_path / 'rank.py'
+    script.write_text(RANK_FAILS)
+    log = tmp_path / 'logs' / 'train.log'
+    log.parent.mkdir()
+    result = _run_phase('train', [sys.executable, '-m', 'torch.distributed.run',
+                                  '--nproc-per-node=2', '--rdzv-backend=c10d',
+                                  '--rdzv-endpoint=127.0.0.1:0', str(script)], str(log), 120)
+    assert result.returncode != 0
+    assert 'Root Cause' in log.read_text()
+    assert _failure_cause(str(log)) == "rank 1: KeyError: 'mAP'"
