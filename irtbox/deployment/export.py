@@ -315,6 +315,18 @@ def _held_output():
                             chunk = chunk[os.write(fd, chunk):]
 
 
+def _check_fitted(model: nn.Module) -> None:
+    """A fitted projection (PCA, whitening) that was never fitted is refused by name; the
+    size probe would otherwise blame the input size."""
+    from irtbox.models.necks.projection import FittedProjection
+    unfitted = [f'{name} ({type(m).__name__})' for name, m in model.named_modules()
+                if isinstance(m, FittedProjection) and not bool(m.fitted)]
+    if unfitted:
+        raise ValueError(f'{", ".join(unfitted)}: not fitted, so the model has no embedding '
+                         'to export; give a checkpoint of a training whose fit hook ran (its '
+                         'PCA / whitening is saved in it)')
+
+
 def export_model(model: nn.Module, fmt: str, out: str, input_size: Optional[Sequence[int]] = None,
                  dynamic_batch: bool = True, dynamic_size: bool = False, batch_size: int = 4,
                  input_dtype: str = 'uint8', opset: int = 17, dynamo: bool = False,
@@ -339,6 +351,7 @@ def export_model(model: nn.Module, fmt: str, out: str, input_size: Optional[Sequ
     spec = input_spec_of(model, 'export')
     size = tuple(input_size) if input_size else tuple(spec.size)
     _check_arguments(fmt, size, batch_size, input_dtype, opset, dynamo, dynamic_batch)
+    _check_fitted(model)
     module = EmbeddingExport(model).eval()
     images, source = load_check_images(model.cfg, batch_size, size)
     cast = (lambda x: x) if input_dtype == 'uint8' else (lambda x: x.float())

@@ -311,3 +311,14 @@ export.main([{osp.join(ROOT, QUICKSTART)!r}, 'none', '--format', 'onnx', '--out'
                  log=logged.append)
     assert sorted(os.listdir(tmp_path)) == ['other.onnx.999999999.tmp', 'q.onnx', 'q.onnx.json']
     assert sum('did not finish' in line for line in logged) == 2
+
+
+def test_an_unfitted_projection_is_named_not_the_input_size(tmp_path):
+    # Before: "input size 32x32 (--input-size): the PyTorch model does not accept it".
+    from irtbox.apis import init_model
+    tiny = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')
+    model = init_model(tiny, cfg_options={'model.neck': [
+        dict(type='ClsTokenPool'), dict(type='PCAReduction', in_dim=32, out_dim=8)]})
+    with pytest.raises(ValueError, match=r'^neck\.1 \(PCAReduction\): not fitted'):
+        export_model(model, 'onnx', str(tmp_path / 'm.onnx'))
+    assert os.listdir(tmp_path) == []
