@@ -160,3 +160,13 @@ def test_one_decoder_for_the_pipeline_and_the_uploads(name, data, shown, tmp_pat
     np.testing.assert_array_equal(pipeline, shown)
     np.testing.assert_array_equal(decode_upload(data, 10**6), shown)
     assert load(path, color_type='grayscale')['img'].shape == shown.shape[:2]
+
+
+def test_a_gif_is_listed_and_read(tmp_path):
+    # Before: list_images (search build, extract) skipped GIFs without listing them.
+    from irtbox.apis.extract import list_images
+    name, data, shown = [k for k in _kinds() if k[0] == 'animated_gif'][0]
+    (tmp_path / 'a.gif').write_bytes(data)
+    (tmp_path / 'b.png').write_bytes(png_header(3, 2))
+    assert list_images(str(tmp_path)) == [str(tmp_path / 'a.gif'), str(tmp_path / 'b.png')]
+    np.testing.assert_array_equal(load(tmp_path / 'a.gif')['img'][..., ::-1], shown)
