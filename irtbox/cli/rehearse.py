@@ -90,13 +90,11 @@ def main(argv=None):
 def unchecked_data_line(config: str, cfg_options=None) -> str:
     """The summary's last line when the rehearsal ran on miniatures: the user's data was not
     read, and how to check it."""
-    from mmengine.config import Config
-
     from irtbox.apis.miniaturize import config_data_roots
+    from irtbox.apis.model_zoo import resolve_config
     from irtbox.datasets.prepare import DATASETS
-    cfg = Config.fromfile(config)
-    if cfg_options:
-        cfg.merge_from_dict(cfg_options)
+    from irtbox.utils.config import load_config
+    cfg = load_config(resolve_config(config), cfg_options)
     roots = config_data_roots(cfg)
     checks = [f'irtbox check {name} --root {root}' for root in roots
               if (name := osp.basename(osp.normpath(root))) in DATASETS]
