@@ -70,8 +70,9 @@ def point_datasets(cfg: Config, data_dir: str, data_root: Optional[str] = None,
     """Point every dataset of ``cfg``'s loaders at miniature data written under
     ``data_dir/<kind>`` (once per kind), or, with ``data_root``, at the user's data: a
     ``data_root`` of the config, relative or absolute (``data/sop``, ``/datasets/sop``), is
-    then looked up under ``data_root`` (``<data_root>/sop``). ``subset`` keeps the first ``subset`` items of
-    each dataset (MMEngine's ``indices``). Returns what was done, one line per dataset.
+    then looked up under ``data_root`` (``<data_root>/sop``). ``subset`` keeps the first
+    ``subset`` items of each dataset (MMEngine's ``indices``). Returns what was done, one line
+    per dataset.
     """
     from irtbox.datasets.miniature import miniature_kinds, point_at_miniature, write_miniature
     done, written = [], {}

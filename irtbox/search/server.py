@@ -116,8 +116,8 @@ def decode_upload(data: bytes, max_pixels: int, min_side: Optional[int] = None,
                   held: Optional[_Held] = None) -> np.ndarray:
     """An uploaded image as an H x W x 3 uint8 RGB array, decoded by
     :func:`irtbox.utils.image.decode_image` as every image file of the index and of ``search
-    query`` is (EXIF orientation, 16-bit, CMYK, palette, first frame); ValueError saying what is wrong,
-    ImageTooLargeError (an OverflowError) above ``max_pixels`` (read from the header, before
+    query`` is (EXIF orientation, 16-bit, CMYK, palette, first frame); ValueError saying what
+    is wrong, ImageTooLargeError (an OverflowError) above ``max_pixels`` (read from the header, before
     any pixel is decoded). Pillow's ``Image.MAX_IMAGE_PIXELS`` is neither read nor changed:
     ``max_pixels`` is the limit.
 

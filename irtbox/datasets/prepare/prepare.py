@@ -370,9 +370,10 @@ def _unpack(f: RemoteFile, path: str, root: str, progress: bool, log) -> None:
                             written += len(chunk)
                             if written > limit:
                                 raise PrepareError(
-                                    f'{path}: unpacking stopped at {written / MB:.0f} MB, more than '
-                                    f'{MAX_UNPACK_RATIO} times the archive\'s {archive_size / MB:.1f}'
-                                    ' MB (a decompression bomb, or not the expected archive)')
+                                    f'{path}: unpacking stopped at {written / MB:.0f} MB, more '
+                                    f'than {MAX_UNPACK_RATIO} times the archive\'s '
+                                    f'{archive_size / MB:.1f} MB (a decompression bomb, or not '
+                                    'the expected archive)')
                             dst.write(chunk)
                 except (tarfile.TarError, zipfile.BadZipFile, zlib.error, gzip.BadGzipFile,
                         EOFError) as err:
