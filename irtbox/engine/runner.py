@@ -4,9 +4,10 @@
   a temporary file in the same directory, fsynced, then renamed to its name (the directory
   fsynced too), so a kill while saving never leaves a truncated file under a checkpoint's
   name.
-- ``--resume`` without a file resumes from the newest *intact* checkpoint of the work dir
-  (``last_checkpoint``'s target or the ``iter_*``/``epoch_*`` files), warning about every
-  file it skips; with none it says so and starts from iteration 0.
+- Resuming (``resume=True`` without ``load_from``: ``irtbox train``'s default) continues from
+  the newest *intact* checkpoint of the work dir (``last_checkpoint``'s target or the
+  ``iter_*``/``epoch_*`` files), warning about every file it skips; with none it says so
+  and starts from iteration 0.
 - Loading (``load_from``, ``tools/test.py CKPT``, ``--resume``) refuses a checkpoint whose
   keys or shapes differ from the model (:func:`irtbox.utils.checkpoint.load_model_weights`)
   unless the config sets ``load_partial = True``.
@@ -15,12 +16,16 @@
 - One training at a time in a work dir: rank 0 holds ``WORK_DIR/.irtbox.lock`` while training
   (:class:`~irtbox.engine.work_dir_lock.WorkDirLock`); a second training is refused naming
   the first's PID, host and start time; a lock left by a dead process is taken over.
-- Resuming with another learning rate in the config than in the checkpoint trains at the
-  config's (a warning names both; the schedule is scaled along); resuming a checkpoint of
-  another optimizer type is refused (:class:`ResumeRefused`) before any state is loaded.
+- Resuming with another learning rate or other optimizer settings (weight decay, momentum,
+  betas, eps) in the config than in the checkpoint trains with the config's (a warning
+  names each; the schedule is scaled along with the rate); a change the resumed state
+  cannot follow, or a checkpoint of another optimizer type, is refused
+  (:class:`ResumeRefused`).
 - Resuming a checkpoint of another training (another model, losses or training set:
   :mod:`~irtbox.engine.run_identity`, recorded in every checkpoint's ``meta``) is refused
   (:class:`ResumeRefused`) naming what differs.
+- Checkpoints rotate through irtbox's :class:`~irtbox.engine.hooks.CheckpointHook`: a file is
+  deleted only once its successor is written and ``last_checkpoint`` names it.
 - The ``preemption`` default hook (:class:`~irtbox.engine.hooks.PreemptionHook`) saves a
   checkpoint and stops on SIGTERM / SIGUSR1, and carries the ranks' generator states in
   every checkpoint.
@@ -372,7 +377,7 @@ class IrtboxRunner(Runner):
             raise ResumeRefused(
                 f'resume from {filename}: its optimizer is {before}, the config asks for {now}; '
                 f"{before}'s state cannot continue as {now}'s. To start a fresh {now} run from "
-                f'its weights: --cfg-options load_from={filename} without --resume (loads the '
+                f'its weights: --cfg-options load_from={filename} --no-resume (loads the '
                 'weights only).')
 
     def _check_identity(self, checkpoint: dict, filename: str) -> None:

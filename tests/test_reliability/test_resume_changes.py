@@ -86,6 +86,6 @@ def test_resume_into_another_optimizer_type_is_refused(run_copy, in_root, old_ch
     assert str(err.value) == (
         f'{TINY_CONFIG}: resume from {checkpoint}: its optimizer is AdamW, the config asks for '
         "SGD; AdamW's state cannot continue as SGD's. To start a fresh SGD run from its "
-        f'weights: --cfg-options load_from={checkpoint} without --resume (loads the weights '
+        f'weights: --cfg-options load_from={checkpoint} --no-resume (loads the weights '
         'only).')
     assert not (run_copy / 'iter_4.pth').exists()
