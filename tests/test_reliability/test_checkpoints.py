@@ -230,6 +230,39 @@ def test_failed_save_keeps_the_only_checkpoint(tmp_path, in_root, monkeypatch):
     assert [n for n in os.listdir(work_dir) if n.endswith('.pth')] == ['iter_2.pth']  # no part
 
 
+def test_a_kill_between_the_save_and_the_deletion_is_tidied_by_the_resumed_run(
+        tmp_path, in_root, monkeypatch):
+    from irtbox.engine.hooks import CheckpointHook
+
+    class Killed(BaseException):
+        pass
+
+    def killed(self, path):
+        raise Killed(path)
+
+    monkeypatch.setattr(CheckpointHook, '_remove', killed)
+    work_dir = tmp_path / 'w'
+    options = ['--cfg-options', 'default_hooks.checkpoint.max_keep_ckpts=1']
+    with pytest.raises(Killed):  # iter_4.pth and last_checkpoint written, iter_2.pth not gone
+        train(work_dir, *options)
+    assert (work_dir / 'last_checkpoint').read_text() == str(work_dir / 'iter_4.pth')
+    assert (work_dir / 'iter_2.pth').exists()
+    monkeypatch.undo()
+    # The checkpoint records the step still to delete; the resumed run's before_train (the
+    # hook's, MMEngine's trimming) deletes it, here without building a whole runner again.
+    from mmengine.logging import MessageHub, MMLogger
+    hub = MessageHub.get_instance('kill_between')
+    hub.load_state_dict(safe_torch_load(str(work_dir / 'iter_4.pth'))['message_hub'])
+    assert hub.get_info('keep_ckpt_ids') == [2, 4]
+
+    class Resumed:
+        message_hub, logger = hub, MMLogger.get_instance('kill_between')
+
+    Resumed.work_dir = str(work_dir)
+    CheckpointHook(interval=2, by_epoch=False, max_keep_ckpts=1).before_train(Resumed())
+    assert sorted(n for n in os.listdir(work_dir) if n.endswith('.pth')) == ['iter_4.pth']
+
+
 def test_best_checkpoint_replaced_only_after_the_new_one_is_written(tmp_path):
     # Before: MMEngine removed best_recall@1_iter_2.pth before writing the new best, so a
     # failed save left no best checkpoint.
