@@ -103,6 +103,7 @@ class _Checker:
             self.dataloader(cfg.get(f'{split}_dataloader'), f'{split}_dataloader')
             self.loop(cfg.get(f'{split}_cfg'), split)
         for key in ('val_evaluator', 'test_evaluator'):
+            self.registered(cfg.get(key), key, (METRICS, EVALUATOR))
             self.part(cfg.get(key), key, (METRICS, EVALUATOR))
         self.optim_wrapper(cfg.get('optim_wrapper'))
         self.part(cfg.get('param_scheduler'), 'param_scheduler', (PARAM_SCHEDULERS, ))
@@ -131,6 +132,26 @@ class _Checker:
             if key in ('type', '_scope_'):
                 continue
             self.part(value, f'{where}.{key}', _CHILD_REGISTRIES.get(key, registries))
+
+    def registered(self, node: Any, where: str, registries) -> None:
+        """Refuse a ``type`` no registry of ``registries`` (nor their parents) has, naming
+        the closest registered one (a scope-prefixed name, ``scope.Type``, is left to the
+        build)."""
+        if isinstance(node, (list, tuple)):
+            for i, item in enumerate(node):
+                self.registered(item, f'{where}.{i}', registries)
+            return
+        kind = node.get('type') if isinstance(node, dict) else None
+        if not isinstance(kind, str) or '.' in kind or _resolve(kind, registries) is not None:
+            return
+        names = set()
+        for registry in registries:
+            while registry is not None:
+                names |= set(registry.module_dict)
+                registry = registry.parent
+        close = difflib.get_close_matches(kind, sorted(names), n=1, cutoff=0.6)
+        self.fail(f'{where}.type', f'{kind!r} is not a registered metric or evaluator'
+                  + (f'; did you mean {close[0]!r}?' if close else ''))
 
     def typed(self, node: dict, where: str, registries, given: Optional[Iterable] = None,
               accepted_extra: Iterable = ()) -> None:

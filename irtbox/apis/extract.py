@@ -30,7 +30,7 @@ __all__ = ['NonFiniteEmbeddingsError', 'list_images', 'extract_features', 'prepa
            'extract_to_shards', 'merge_shards', 'extract_sharded', 'extract_folder',
            'FEATURES_FILE']
 
-IMAGE_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.bmp', '.webp', '.tif', '.tiff')
+IMAGE_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.bmp', '.webp', '.tif', '.tiff', '.gif')
 SHARDS_MANIFEST = 'shards.json'
 FEATURES_FILE = 'features.npz'
 # Failed images named in the warning (all of them are in the result).

@@ -69,9 +69,10 @@ def point_datasets(cfg: Config, data_dir: str, data_root: Optional[str] = None,
                    subset: Optional[int] = None, image_size: int = 32) -> List[str]:
     """Point every dataset of ``cfg``'s loaders at miniature data written under
     ``data_dir/<kind>`` (once per kind), or, with ``data_root``, at the user's data: a
-    relative ``data_root`` of the config (``data/sop``) is then looked up under
-    ``data_root`` (``<data_root>/sop``). ``subset`` keeps the first ``subset`` items of
-    each dataset (MMEngine's ``indices``). Returns what was done, one line per dataset.
+    ``data_root`` of the config, relative or absolute (``data/sop``, ``/datasets/sop``), is
+    then looked up under ``data_root`` (``<data_root>/sop``). ``subset`` keeps the first
+    ``subset`` items of each dataset (MMEngine's ``indices``). Returns what was done, one line
+    per dataset.
     """
     from irtbox.datasets.miniature import miniature_kinds, point_at_miniature, write_miniature
     done, written = [], {}
@@ -100,12 +101,36 @@ def point_datasets(cfg: Config, data_dir: str, data_root: Optional[str] = None,
     return done
 
 
+_ROOT_KEYS = ('data_root', 'distractors_root')
+
+
+def config_data_roots(cfg: Config) -> List[str]:
+    """The data folders ``cfg``'s loaders read (``data_root``, ``distractors_root``), each
+    once, in the order found."""
+    roots = []
+    for _, loader in loader_cfgs(cfg):
+        for node in _walk(loader.get('dataset')):
+            for key in _ROOT_KEYS:
+                value = node.get(key)
+                if isinstance(value, str) and value not in roots:
+                    roots.append(value)
+    return roots
+
+
 def _use_own_data(dataset: dict, data_root: str) -> None:
+    """Re-point every data folder of ``dataset``, relative or absolute, to the folder of the
+    same name under ``data_root`` (``/datasets/sop`` -> ``<data_root>/sop``); one that is not
+    there is refused (FileNotFoundError): the rehearsal would read nothing of the user's."""
     for node in _walk(dataset):
-        for key in ('data_root', 'distractors_root'):
+        for key in _ROOT_KEYS:
             value = node.get(key)
-            if isinstance(value, str) and not osp.isabs(value):
-                node[key] = osp.join(data_root, osp.basename(osp.normpath(value)))
+            if isinstance(value, str):
+                mine = osp.join(data_root, osp.basename(osp.normpath(value)))
+                if not osp.isdir(mine):
+                    raise FileNotFoundError(
+                        f'--data-root {data_root}: the config\'s {key} {value} is looked up '
+                        f'as {mine}, which is not a folder')
+                node[key] = mine
 
 
 def _timm_kwargs(backbone: dict) -> dict:

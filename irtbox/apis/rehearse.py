@@ -18,9 +18,11 @@ on the last checkpoint). Every rank records what it saw
    not only its set-up stages; no fitted projection left unfitted;
 7. every validation and test metric is a finite number.
 """
+import contextlib
 import json
 import os
 import os.path as osp
+import re
 import shutil
 import signal
 import subprocess
@@ -29,7 +31,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
-from irtbox.utils.dist import free_port
+from irtbox.utils.dist import EXIT_WITH_PARENT_VAR, free_port
 from irtbox.utils.fileio import atomic_write, atomic_write_text
 
 __all__ = ['Check', 'PhaseResult', 'RehearsalReport', 'rehearse', 'check_rehearsal',
@@ -115,9 +117,26 @@ def _command(command: str, nproc: int, args: List[str]) -> List[str]:
         ['--nproc', str(nproc)] if nproc > 1 else [])
 
 
+def _end_session(proc: subprocess.Popen, grace: float = 30) -> None:
+    """SIGTERM to the phase's session (the launcher and every rank: a training saves and
+    stops), SIGKILL after ``grace`` seconds."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def _run_phase(name: str, command: List[str], log_path: str, timeout: float) -> PhaseResult:
     env = dict(os.environ, IRTBOX_REHEARSAL_PHASE=name, PORT=str(free_port()),
-               HF_HUB_OFFLINE='1')  # a rehearsal never downloads: weights are cached or stand-ins
+               HF_HUB_OFFLINE='1',  # a rehearsal never downloads: weights are cached or stand-ins
+               **{EXIT_WITH_PARENT_VAR: '1'},  # a rehearsal killed takes its phase along
+               # torchrun: every rank's lines prefixed "[default<local rank>]:", so that a
+               # failure can quote the failing rank's own exception (_failure_cause)
+               PET_TEE='3', PET_LOG_DIR=osp.join(osp.dirname(log_path), f'{name}_ranks'))
     start = time.monotonic()
     with open(log_path, 'w') as log:
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -128,6 +147,9 @@ def _run_phase(name: str, command: List[str], log_path: str, timeout: float) -> 
             os.killpg(proc.pid, signal.SIGKILL)  # the launcher and every rank
             proc.wait()
             returncode = None
+        except BaseException:  # Ctrl-C: the phase has its own session, so it is ended here
+            _end_session(proc)
+            raise
     return PhaseResult(name, command, time.monotonic() - start, returncode, log_path)
 
 
@@ -185,6 +207,35 @@ def _tail(path: str, lines: int = 5) -> str:
         return ''
 
 
+_ROOT_CAUSE = re.compile(r'Root Cause \(first observed failure\):\s*\[\d+\]:.*?'
+                         r'rank\s*:\s*(\d+) \(local_rank: (\d+)\)', re.S)
+
+
+def _failure_cause(path: str) -> Optional[str]:
+    """The last exception of the failing rank in a phase's log (torchrun's root cause names
+    the rank, whose lines carry its ``[default<local rank>]:`` prefix; one process: every
+    line), e.g. ``KeyError: 'mAP'``; an irtbox command's one-line error when it printed no
+    traceback; None when the log has nothing of the rank."""
+    try:
+        with open(path, errors='replace') as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    cause = _ROOT_CAUSE.search('\n'.join(lines))
+    if cause is not None:
+        prefix = f'[default{cause.group(2)}]:'
+        lines = [line[len(prefix):] for line in lines if line.startswith(prefix)]
+    lines = [line.rstrip() for line in lines if line.strip()]
+    starts = [i for i, line in enumerate(lines) if line.startswith('Traceback (most recent')]
+    if starts:  # the first line of the last traceback that is not a frame: the exception
+        found = next((line for line in lines[starts[-1] + 1:] if not line[0].isspace()), None)
+        if found is not None:
+            return (f'rank {cause.group(1)}: ' if cause else '') + found
+    if cause is not None and lines:
+        return f'rank {cause.group(1)}: {lines[-1]}'
+    return None
+
+
 def _records(probe_dir: str, phase: str, nproc: int) -> Dict[int, dict]:
     records = {}
     for rank in range(nproc):
@@ -211,7 +262,8 @@ def check_rehearsal(report: RehearsalReport, timeout: float) -> List[Check]:
         else:
             checks.append(Check(f'phase {phase.name}', phase.returncode == 0,
                                 f'{phase.seconds:.1f} s' if phase.returncode == 0 else
-                                f'exit {phase.returncode} (log: {phase.log}: {_tail(phase.log)})'))
+                                f'exit {phase.returncode} (log: {phase.log}: '
+                                f'{_failure_cause(phase.log) or _tail(phase.log)})'))
     if not all(c.ok for c in checks) or len(report.phases) < len(PHASES):
         return checks
     probe = osp.join(report.work_dir, 'probe')

@@ -5,9 +5,13 @@ This is the only layer that decides how a process ends: :func:`run` is what the 
 ``tools/`` call. The library below never exits the process.
 """
 import os
+import sys
 from typing import Callable, Optional, Sequence
 
-__all__ = ['run', 'checkpoint_argument']
+__all__ = ['run', 'checkpoint_argument', 'DEBUG_VAR']
+
+#: ``IRTBOX_DEBUG=1``: an error ends a command with its traceback rather than one line.
+DEBUG_VAR = 'IRTBOX_DEBUG'
 
 def checkpoint_argument(text: str) -> Optional[str]:
     """The ``CKPT`` argument of the commands: a checkpoint file or URL, or ``none`` (any case)
@@ -22,10 +26,22 @@ def run(main: Callable, argv: Optional[Sequence[str]] = None):
     (DDP) still holds the gloo group after it is destroyed, and tearing its threads down at
     interpreter exit aborts a finished rank now and then ("terminate called without an active
     exception"), which would fail a job that succeeded.
+
+    An error ends the command with one line on stderr, ``irtbox: ErrorType: message``, and
+    exit status 1: the library's messages name the file, key or value at fault, and a
+    traceback of hundreds of lines (after MMEngine's config dump) buries them.
+    ``IRTBOX_DEBUG=1`` shows the traceback instead.
     """
     from irtbox.utils.dist import finish_distributed
     try:
         result = main(argv)
+    except Exception as error:  # noqa: BLE001 (every error: one line, the traceback on demand)
+        if os.environ.get(DEBUG_VAR, '').strip().lower() in ('1', 'true', 'yes', 'on'):
+            raise
+        message = ' '.join(str(error).split()) or repr(error)
+        print(f'irtbox: {type(error).__name__}: {message} ({DEBUG_VAR}=1 shows the '
+              'traceback)', file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
     except SystemExit as stop:
         # Pre-empted (every rank stopped at the same iteration): end the group as a finished
         # job does, so the status is 75 and not an abort of the gloo threads' teardown.

@@ -84,5 +84,23 @@ def main(argv=None):
     total = sum(p.seconds for p in report.phases)
     print(f'rehearse: {args.config}: every check passed ({total:.0f} s, {args.nproc} '
           f'process(es)); report: {osp.join(work_dir, "rehearsal.json")}')
+    if not args.data_root:
+        print(unchecked_data_line(args.config, args.cfg_options))
     return report
+
+
+def unchecked_data_line(config: str, cfg_options=None) -> str:
+    """The summary's last line when the rehearsal ran on miniatures: the user's data was not
+    read, and how to check it."""
+    from irtbox.apis.miniaturize import config_data_roots
+    from irtbox.apis.model_zoo import resolve_config
+    from irtbox.datasets.prepare import DATASETS
+    from irtbox.utils.config import load_config
+    cfg = load_config(resolve_config(config), cfg_options)
+    roots = config_data_roots(cfg)
+    checks = [f'irtbox check {name} --root {root}' for root in roots
+              if (name := osp.basename(osp.normpath(root))) in DATASETS]
+    return (f'data: miniatures — your data at {", ".join(roots) or "(none named)"} was not '
+            'checked; check it with ' + ('; '.join(checks) or 'irtbox check NAME --root ROOT')
+            + ', or rehearse on it with --data-root')
 

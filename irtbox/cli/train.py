@@ -3,17 +3,17 @@
 Examples:
   python tools/train.py configs/irt/irt-r_deit-s_1xb64-35k_sop.py
   python tools/train.py CONFIG --work-dir work_dirs/run1 --cfg-options train_cfg.max_iters=100
-  python tools/train.py CONFIG --resume            # latest checkpoint in the work dir
+  python tools/train.py CONFIG --no-resume         # start over in a work dir with checkpoints
   python tools/train.py CONFIG --nproc 8            # 8 processes (GPUs, or CPU with gloo);
                                                    # tools/dist_train.sh CONFIG 8 is the same
   python tools/train.py CONFIG --nproc 8 --max-restarts 3   # a dead worker restarts the group
 
 Pre-emption: on SIGTERM or SIGUSR1 every rank finishes its iteration, one checkpoint is saved
 and the command exits with status 75 (pre-empted; under Slurm a SIGUSR1 also requeues the
-job). Under a launcher (--nproc, --launcher pytorch|slurm) and in a restarted or requeued job,
+job). However it is started (one process, --nproc, a launcher, a restarted or requeued job),
 training resumes from the newest intact checkpoint of the work dir by default (a checkpoint
-of another training there is refused); --no-resume starts from iteration 0. One process by
-hand resumes with --resume. docs/reliability.md, "On a cluster".
+of another training there is refused) and the log says which; --no-resume starts from
+iteration 0. docs/reliability.md, "What resumes, and how".
 """
 import argparse
 import os
@@ -34,11 +34,10 @@ def parse_args(argv=None):
     parser.add_argument('--resume', nargs='?', const='auto', metavar='CKPT',
                         help='resume from CKPT, or from the latest checkpoint of the work dir '
                         'when no path is given (model, optimizer, schedulers, iteration, memory, '
-                        'data position, random generators); the default under a launcher and '
-                        'in a restarted or requeued job')
+                        'data position, random generators); without a path it is the default')
     parser.add_argument('--no-resume', action='store_true',
-                        help='start from iteration 0 even under a launcher or in a restarted job '
-                        '(checkpoints of the same name in the work dir are overwritten)')
+                        help='start from iteration 0 even when the work dir holds checkpoints '
+                        '(those of the same name are overwritten)')
     parser.add_argument('--amp', action='store_true',
                         help='mixed precision (needs a GPU): AmpOptimWrapper with dynamic loss scale')
     parser.add_argument('--auto-scale-lr', action='store_true',
@@ -103,11 +102,12 @@ def restarted(env=None) -> str:
                      if env.get(key, '0').strip() not in ('', '0'))
 
 
-def resumes_by_default(args, env=None) -> bool:
-    """Resume from the work dir's newest checkpoint without ``--resume``: under a launcher
-    (``--nproc N``, ``--launcher pytorch|slurm``) and in a restarted or requeued job, unless
-    ``--no-resume``."""
-    return not args.no_resume and (args.launcher != 'none' or bool(restarted(env)))
+def resumes_by_default(args) -> bool:
+    """Resume from the work dir's newest checkpoint without ``--resume``: however the
+    training is started (one process, a launcher, a restarted or requeued job), unless
+    ``--no-resume``. One rule, so that what a message says ("the same command resumes")
+    holds for every way of starting."""
+    return not args.no_resume
 
 
 def resumes_here(cfg) -> bool:
@@ -164,7 +164,8 @@ def main(argv=None):
     try:
         runner.train()
     except Preempted as stop:  # saved: the same command goes on from that checkpoint
-        runner.logger.warning(str(stop))
+        runner.logger.warning(str(stop) if not args.no_resume else
+                              f'{stop}, once run without --no-resume')
         from mmengine.dist import is_main_process
         # A sweep's submitit task requeues itself once this training has ended.
         if (stop.signal_name == 'SIGUSR1' and is_main_process()

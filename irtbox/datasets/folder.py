@@ -8,7 +8,8 @@ from .base_dataset import BaseRetrievalDataset, warn_int_spellings
 
 __all__ = ['FolderDataset']
 
-IMG_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.bmp', '.ppm', '.pgm', '.tif', '.tiff', '.webp')
+IMG_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.bmp', '.ppm', '.pgm', '.tif', '.tiff', '.webp',
+                  '.gif')
 
 
 @DATASETS.register_module()

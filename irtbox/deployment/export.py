@@ -69,13 +69,17 @@ def load_check_images(cfg, count: int, size: Tuple[int, int]) -> Tuple[torch.Ten
     from mmengine.registry import DefaultScope
 
     from irtbox.registry import DATASETS
+    from irtbox.utils.image import decode_image
     try:
         with DefaultScope.overwrite_default_scope('irtbox'):
             dataset = DATASETS.build(dict(cfg.test_dataloader.dataset, pipeline=[]))
         paths = [dataset.get_data_info(i)['img_path'] for i in range(min(count, len(dataset)))]
-        images = [cv2.imread(p, cv2.IMREAD_COLOR) for p in paths]
-        if len(images) == count and all(i is not None for i in images):
-            batch = np.stack([cv2.resize(i, size[::-1])[..., ::-1] for i in images])
+        images = []
+        for p in paths:  # decoded as the pipelines decode them
+            with open(p, 'rb') as f:
+                images.append(decode_image(f.read()))
+        if len(images) == count:
+            batch = np.stack([cv2.resize(i, size[::-1]) for i in images])
             source = f'{count} test images of {cfg.test_dataloader.dataset.get("type")}'
             return torch.from_numpy(np.ascontiguousarray(batch.transpose(0, 3, 1, 2))), source
     except Exception:  # noqa: BLE001  (no dataset here: random pixels are the fallback)
@@ -312,6 +316,18 @@ def _held_output():
                             chunk = chunk[os.write(fd, chunk):]
 
 
+def _check_fitted(model: nn.Module) -> None:
+    """A fitted projection (PCA, whitening) that was never fitted is refused by name; the
+    size probe would otherwise blame the input size."""
+    from irtbox.models.necks.projection import FittedProjection
+    unfitted = [f'{name} ({type(m).__name__})' for name, m in model.named_modules()
+                if isinstance(m, FittedProjection) and not bool(m.fitted)]
+    if unfitted:
+        raise ValueError(f'{", ".join(unfitted)}: not fitted, so the model has no embedding '
+                         'to export; give a checkpoint of a training whose fit hook ran (its '
+                         'PCA / whitening is saved in it)')
+
+
 def export_model(model: nn.Module, fmt: str, out: str, input_size: Optional[Sequence[int]] = None,
                  dynamic_batch: bool = True, dynamic_size: bool = False, batch_size: int = 4,
                  input_dtype: str = 'uint8', opset: int = 17, dynamo: bool = False,
@@ -336,6 +352,7 @@ def export_model(model: nn.Module, fmt: str, out: str, input_size: Optional[Sequ
     spec = input_spec_of(model, 'export')
     size = tuple(input_size) if input_size else tuple(spec.size)
     _check_arguments(fmt, size, batch_size, input_dtype, opset, dynamo, dynamic_batch)
+    _check_fitted(model)
     if any(t.device.type != 'cpu' or t.is_cuda for t in list(model.parameters())
            + list(model.buffers())):
         # Exported and checked on the CPU, where the check images and onnxruntime are: a

@@ -4,9 +4,10 @@
   a temporary file in the same directory, fsynced, then renamed to its name (the directory
   fsynced too), so a kill while saving never leaves a truncated file under a checkpoint's
   name.
-- ``--resume`` without a file resumes from the newest *intact* checkpoint of the work dir
-  (``last_checkpoint``'s target or the ``iter_*``/``epoch_*`` files), warning about every
-  file it skips; with none it says so and starts from iteration 0.
+- Resuming (``resume=True`` without ``load_from``: ``irtbox train``'s default) continues from
+  the newest *intact* checkpoint of the work dir (``last_checkpoint``'s target or the
+  ``iter_*``/``epoch_*`` files), warning about every file it skips; with none it says so
+  and starts from iteration 0.
 - Loading (``load_from``, ``tools/test.py CKPT``, ``--resume``) refuses a checkpoint whose
   keys or shapes differ from the model (:func:`irtbox.utils.checkpoint.load_model_weights`)
   unless the config sets ``load_partial = True``.
@@ -15,12 +16,16 @@
 - One training at a time in a work dir: rank 0 holds ``WORK_DIR/.irtbox.lock`` while training
   (:class:`~irtbox.engine.work_dir_lock.WorkDirLock`); a second training is refused naming
   the first's PID, host and start time; a lock left by a dead process is taken over.
-- Resuming with another learning rate in the config than in the checkpoint trains at the
-  config's (a warning names both; the schedule is scaled along); resuming a checkpoint of
-  another optimizer type is refused (:class:`ResumeRefused`) before any state is loaded.
+- Resuming with another learning rate or other optimizer settings (weight decay, momentum,
+  betas, eps) in the config than in the checkpoint trains with the config's (a warning
+  names each; the schedule is scaled along with the rate); a change the resumed state
+  cannot follow, or a checkpoint of another optimizer type, is refused
+  (:class:`ResumeRefused`).
 - Resuming a checkpoint of another training (another model, losses or training set:
   :mod:`~irtbox.engine.run_identity`, recorded in every checkpoint's ``meta``) is refused
   (:class:`ResumeRefused`) naming what differs.
+- Checkpoints rotate through irtbox's :class:`~irtbox.engine.hooks.CheckpointHook`: a file is
+  deleted only once its successor is written and ``last_checkpoint`` names it.
 - The ``preemption`` default hook (:class:`~irtbox.engine.hooks.PreemptionHook`) saves a
   checkpoint and stops on SIGTERM / SIGUSR1, and carries the ranks' generator states in
   every checkpoint.
@@ -63,6 +68,7 @@ from irtbox.utils.fileio import atomic_write
 
 from .run_identity import IDENTITY_KEY, config_identity, identity_differences
 from .hooks.partial_fc import PartialFCHook, sharded_parameter_names
+from .hooks.preemption import PreemptionHook
 from .hooks.utils import bare_model
 from .work_dir_lock import WorkDirLock, WorkDirLocked
 
@@ -128,6 +134,22 @@ def find_resume_checkpoint(work_dir: str) -> Tuple[Optional[str], List[str]]:
             return path, warnings
         warnings.append(f'skipped {path}: {problem}')
     return None, warnings
+
+
+# Param group entries that are no training setting: the parameters, the learning rate
+# (``_use_config_lr``), schedulers' bases, and how torch runs the update.
+_NOT_SETTINGS = ('params', 'lr', 'foreach', 'capturable', 'differentiable', 'fused')
+
+
+def _group_settings(group: dict) -> dict:
+    """A param group's training settings (weight decay, momentum, betas, eps, ...)."""
+    return {key: value for key, value in group.items()
+            if key not in _NOT_SETTINGS and not key.startswith('initial_')}
+
+
+def _plain(value):
+    """``value`` with tuples as lists (a checkpoint may hold either)."""
+    return list(map(_plain, value)) if isinstance(value, (list, tuple)) else value
 
 
 class ResumeRefused(RuntimeError):
@@ -271,6 +293,9 @@ class IrtboxRunner(Runner):
                 self._warn_existing_checkpoints()
             return super().train()
         finally:
+            for hook in self.hooks:  # a training that failed never reached after_train
+                if isinstance(hook, PreemptionHook):
+                    hook.restore_handlers()
             if lock is not None:
                 lock.release()
 
@@ -294,16 +319,18 @@ class IrtboxRunner(Runner):
                resume_param_scheduler: bool = True, map_location='cpu') -> None:
         """MMEngine's resume, refusing a checkpoint of another optimizer type before its
         state is loaded (:class:`ResumeRefused`), and training at the config's learning rate
-        when it differs from the checkpoint's (with a warning naming both).
+        and other optimizer settings (weight decay, momentum, betas, eps, ...) where they
+        differ from the checkpoint's, with a warning naming both.
 
         The checkpoint is loaded onto the CPU (MMEngine's ``'default'`` is the GPU): the
         weights and optimizer state are copied to each parameter's device as they are
         loaded, the generator states must be CPU tensors, and Partial FC cuts this rank's
         rows out of whole matrices that need not fit on one GPU."""
         optimizer = getattr(self.optim_wrapper, 'optimizer', None)
-        fresh = None
+        fresh = settings = None
         if resume_optimizer and optimizer is not None:
             fresh = [group.get('initial_lr', group['lr']) for group in optimizer.param_groups]
+            settings = [_group_settings(group) for group in optimizer.param_groups]
         self._resuming_optimizer = fresh is not None
         try:
             super().resume(filename, resume_optimizer, resume_param_scheduler, map_location)
@@ -311,6 +338,46 @@ class IrtboxRunner(Runner):
             self._resuming_optimizer = False
         if fresh is not None:
             self._use_config_lr(fresh, filename)
+            self._use_config_settings(settings, filename)
+
+    def _use_config_settings(self, settings: List[dict], filename: str) -> None:
+        """After the optimizer was resumed (which loads the checkpoint's param groups, their
+        settings included): put back the config's settings (``settings``: each group's, as
+        built from the config) where they differ, with one warning naming each; refuse a
+        change the resumed state cannot follow (:class:`ResumeRefused`)."""
+        groups = self.optim_wrapper.optimizer.param_groups
+        if len(groups) != len(settings):
+            raise ResumeRefused(
+                f'resume from {filename}: it holds {len(groups)} optimizer param groups, the '
+                f'config builds {len(settings)} (optim_wrapper.paramwise_cfg changed?); the '
+                'optimizer state cannot be matched to the parameters.')
+        changed = {}
+        for group, wanted in zip(groups, settings):
+            for key, value in wanted.items():
+                if key in group and _plain(group[key]) != _plain(value):
+                    changed.setdefault(key, (value, group[key]))
+        # MMEngine's momentum schedulers keep the base under initial_momentum (also for betas)
+        scheduled = sorted(k for k in changed if any(
+            f'initial_{k}' in g or (k == 'betas' and 'initial_momentum' in g) for g in groups))
+        if changed.get('amsgrad', (False, False))[0] and not changed['amsgrad'][1]:
+            scheduled.append('amsgrad')  # its running maximum is not in the state
+        if scheduled:
+            raise ResumeRefused(
+                f'resume from {filename}: the config changes optim_wrapper.optimizer.'
+                f'{scheduled[0]} ({changed[scheduled[0]][1]!r} in the checkpoint, '
+                f'{changed[scheduled[0]][0]!r} in the config), which the resumed optimizer '
+                'state or its schedule cannot follow; set it back, or start over '
+                '(--no-resume) from the weights with load_from.')
+        if not changed:
+            return
+        for group, wanted in zip(groups, settings):
+            group.update({k: v for k, v in wanted.items() if k in changed})
+        said = ', '.join(f'{key} {_plain(new)!r} (checkpoint: {_plain(old)!r})'
+                         for key, (new, old) in sorted(changed.items()))
+        self.logger.warning(
+            f'resume: the config changes optimizer settings of {filename}: training goes on '
+            f'with the config\'s {said}. To keep the checkpoint\'s, set them back in '
+            'optim_wrapper.optimizer.')
 
     def _check_optimizer_type(self, checkpoint: dict, filename: str) -> None:
         optimizer = getattr(self.optim_wrapper, 'optimizer', None)
@@ -321,7 +388,7 @@ class IrtboxRunner(Runner):
             raise ResumeRefused(
                 f'resume from {filename}: its optimizer is {before}, the config asks for {now}; '
                 f"{before}'s state cannot continue as {now}'s. To start a fresh {now} run from "
-                f'its weights: --cfg-options load_from={filename} without --resume (loads the '
+                f'its weights: --cfg-options load_from={filename} --no-resume (loads the '
                 'weights only).')
 
     def _check_identity(self, checkpoint: dict, filename: str) -> None:
@@ -393,8 +460,8 @@ class IrtboxRunner(Runner):
             self.logger.warning(
                 f'{self.work_dir} holds checkpoints of an earlier run '
                 f'({", ".join(osp.basename(p) for p in existing)}); this run starts from '
-                'iteration 0 and overwrites those of the same name: use --resume to continue '
-                'that run, or another --work-dir to keep both.')
+                'iteration 0 and overwrites those of the same name: leave out --no-resume '
+                '(resume=True) to continue that run, or give another --work-dir to keep both.')
 
     def load_checkpoint(self, filename: str, map_location='cpu', strict: bool = False,
                         revise_keys: list = [(r'^module\.', '')]):  # noqa: B006 (MMEngine's)

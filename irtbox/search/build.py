@@ -33,6 +33,19 @@ class IndexBuild:
     seconds: float = 0.0
 
 
+def _refuse_random_weights(model, config) -> None:
+    """Without a checkpoint, a backbone of random weights (no pretrained weights in the
+    config) is another model at every start: no query could use the index. Refused before
+    any image is embedded."""
+    random = [name for name, module in model.named_modules()
+              if getattr(module, 'weights_source', None) == 'random initialisation']
+    if random:
+        raise ValueError(
+            f'{config}: checkpoint none, and {random[0]} has random weights (the config loads '
+            'no pretrained ones): every start builds another model, so no query could use '
+            'this index; give the checkpoint of a trained model')
+
+
 def build_index(config, checkpoint: Optional[str], image_dir: str, index_dir: str,
                 factory: str = 'Flat', batch_size: int = 32, num_workers: int = 2,
                 shard_size: int = 4096, resume: bool = False, device: Optional[str] = None,
@@ -69,6 +82,8 @@ def build_index(config, checkpoint: Optional[str], image_dir: str, index_dir: st
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
     model = init_model(config, checkpoint, device=device, cfg_options=cfg_options)
     paths = list_images(image_dir)
+    if checkpoint is None:
+        _refuse_random_weights(model, config)
     work = osp.join(index_dir, BUILD_DIR)
     rows, _ = extract_sharded(model, paths, work, shard_size=shard_size, batch_size=batch_size,
                               num_workers=num_workers, resume=resume, progress=progress)

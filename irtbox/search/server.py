@@ -114,8 +114,10 @@ def query_min_side(model) -> Optional[int]:
 
 def decode_upload(data: bytes, max_pixels: int, min_side: Optional[int] = None,
                   held: Optional[_Held] = None) -> np.ndarray:
-    """An uploaded image as an H x W x 3 uint8 RGB array; ValueError saying what is wrong,
-    ImageTooLargeError (an OverflowError) above ``max_pixels`` (read from the header, before
+    """An uploaded image as an H x W x 3 uint8 RGB array, decoded by
+    :func:`irtbox.utils.image.decode_image` as every image file of the index and of ``search
+    query`` is (EXIF orientation, 16-bit, CMYK, palette, first frame); ValueError saying what
+    is wrong, ImageTooLargeError (an OverflowError) above ``max_pixels`` (read from the header, before
     any pixel is decoded). Pillow's ``Image.MAX_IMAGE_PIXELS`` is neither read nor changed:
     ``max_pixels`` is the limit.
 
@@ -123,32 +125,11 @@ def decode_upload(data: bytes, max_pixels: int, min_side: Optional[int] = None,
     decoded smaller (a JPEG by ``draft``) and reduced by the largest whole factor that keeps
     its short side at least ``min_side``. ``held``: a share of a :class:`PixelBudget`, grown
     to the pixels about to be decoded before decoding and shrunk to the returned image's."""
-    from PIL import Image
-
-    from irtbox.utils.image import check_image_bytes, open_image_unlimited
+    from irtbox.utils.image import decode_image
     if not data:
         raise ValueError('the upload is empty')
-    check_image_bytes(data, max_pixels)
-    try:
-        with open_image_unlimited(data) as image:
-            width, height = image.size
-            if min_side and min(width, height) > min_side and image.format == 'JPEG':
-                scale = min_side / min(width, height)
-                image.draft('RGB', (max(1, int(width * scale)), max(1, int(height * scale))))
-            if held is not None:  # the pixels the decoder is about to allocate
-                held.resize(image.size[0] * image.size[1])
-            image.load()
-            factor = min(image.size) // min_side if min_side else 1
-            if factor >= 2:
-                try:
-                    image = image.reduce(factor)
-                except ValueError:  # a mode reduce does not take (e.g. palette): as RGB
-                    image = image.convert('RGB').reduce(factor)
-            if held is not None:
-                held.resize(image.size[0] * image.size[1])
-            return np.asarray(image.convert('RGB'))
-    except (OSError, ValueError, Image.DecompressionBombError) as err:
-        raise ValueError(f'the image cannot be decoded ({err})') from None
+    return decode_image(data, max_pixels, 'rgb', min_side,
+                        held.resize if held is not None else None)
 
 
 def create_app(searcher, max_upload_bytes: int = 10 * 2**20, max_pixels: int = 40 * 10**6,

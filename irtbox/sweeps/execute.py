@@ -31,6 +31,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import List, Optional
 
 from irtbox.utils.cpus import usable_cpu_count
+from irtbox.utils.dist import EXIT_WITH_PARENT_VAR
 from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
 from irtbox.utils.fileio import atomic_write_text
 
@@ -96,7 +97,8 @@ def run_one(run: Run, keep_embeddings: bool = False, env: Optional[dict] = None,
     failed = osp.join(run.work_dir, FAILED)
     if osp.isfile(failed):
         os.remove(failed)
-    env = dict(os.environ, **(env or {}))
+    # A sweep stopped (SIGTERM, killed) takes its runs along (Ctrl-C reaches them anyway).
+    env = dict(os.environ, **(env or {}), **{EXIT_WITH_PARENT_VAR: '1'})
     with open(osp.join(run.work_dir, LOG), 'a') as log:
         def call(args):
             if nproc > 1 and run.factor != OFF_THE_SHELF:  # no checkpoint: one process

@@ -24,7 +24,8 @@ from mmengine import dist as mmdist
 
 from .cpus import local_world_size
 
-__all__ = ['free_port', 'init_distributed', 'exit_with_parent', 'finish_distributed', 'adapt_cfg_to_device',
+__all__ = ['free_port', 'init_distributed', 'exit_with_parent', 'EXIT_WITH_PARENT_VAR',
+           'exit_with_parent_if_asked', 'finish_distributed', 'adapt_cfg_to_device',
            'ddp_wrapper_cfg', 'all_gather_cat', 'gather_round_robin']
 
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
@@ -103,6 +104,21 @@ def exit_with_parent(sig: int = signal.SIGTERM) -> None:
         raise OSError(ctypes.get_errno(), 'prctl(PR_SET_PDEATHSIG) failed')
     if os.getppid() != parent:  # the launcher died before the signal was armed
         os.kill(os.getpid(), sig)
+
+
+#: Set to 1 by a parent in its child's environment (rehearse's phases, a sweep's runs): the
+#: child, an ``irtbox`` command, then ends with it (:func:`exit_with_parent_if_asked`).
+EXIT_WITH_PARENT_VAR = 'IRTBOX_EXIT_WITH_PARENT'
+
+
+def exit_with_parent_if_asked() -> None:
+    """:func:`exit_with_parent` when :data:`EXIT_WITH_PARENT_VAR` is 1 (removed from the
+    environment: this process's own children are not its parent's). Armed in the child
+    itself rather than by ``preexec_fn``, which is unsafe in a threaded parent (a sweep
+    runs its runs from threads). The signal survives ``exec``: a launcher that replaces the
+    command (``--nproc``) gets it, and forwards it to its ranks."""
+    if os.environ.pop(EXIT_WITH_PARENT_VAR, '') == '1':
+        exit_with_parent()
 
 
 def finish_distributed() -> bool:

@@ -451,7 +451,8 @@ def _fetch(url: str, dst: str, expected: Optional[str], progress: bool, retries:
            timeout: float, md5: Optional[str] = None) -> None:
     """Download into ``<dst>.part``, verify, then rename into place and record the hash."""
     part = dst + '.part'
-    digest = _fetch_with_retries(url, part, progress, retries, timeout)
+    digest = _fetch_with_retries(url, part, progress, retries, timeout,
+                                 need_length=not (expected or md5), dst=dst)
     if expected and not _matches(digest, expected):
         os.remove(part)
         raise ChecksumError(f'sha256 mismatch for {url}: expected {_describe(expected)}, got '
@@ -470,12 +471,14 @@ def _fetch(url: str, dst: str, expected: Optional[str], progress: bool, retries:
 
 
 def _fetch_with_retries(url: str, part: str, progress: bool, retries: int,
-                        timeout: float) -> str:
-    """sha256 of the complete ``part``; interrupted transfers are resumed up to ``retries``."""
+                        timeout: float, need_length: bool = False, dst: str = '') -> str:
+    """sha256 of the complete ``part``; interrupted transfers are resumed up to ``retries``.
+    ``need_length``: no checksum will vouch for the file, so its end must be known (see
+    :func:`_fetch_once`)."""
     attempt = 0
     while True:
         try:
-            return _fetch_once(url, part, progress, timeout)
+            return _fetch_once(url, part, progress, timeout, need_length, dst)
         except urllib.error.HTTPError as err:  # before URLError: HTTPError is one
             err.close()
             if err.code not in _RETRY_STATUS or attempt >= retries:
@@ -537,14 +540,24 @@ def _total_size(response, offset: int) -> Optional[int]:
     return offset + int(length) if length.isdigit() else None
 
 
-def _fetch_once(url: str, part: str, progress: bool, timeout: float) -> str:
+def _fetch_once(url: str, part: str, progress: bool, timeout: float,
+                need_length: bool = False, dst: str = '') -> str:
     """One GET into ``part`` (appending on a resume); the sha256 of the complete part.
 
-    Raises ``_Interrupted`` when the body ends before the announced size.
+    Raises ``_Interrupted`` when the body ends before the announced size. A body of no
+    announced size (no Content-Length, not chunked) ends where the connection closes, early
+    or not: with ``need_length`` (no checksum to check it against) the size is asked by a
+    HEAD request, and with none there either the download is refused (DownloadError, the
+    part deleted) rather than taken for complete.
     """
     response, offset = _open_resumable(url, part, timeout)
     with response:
         total = _total_size(response, offset)
+        # A chunked body has a marked end: http.client raises IncompleteRead without it.
+        delimited = total is not None or \
+            response.headers.get('Transfer-Encoding', '').lower() == 'chunked'
+        if not delimited and need_length:
+            total = _remote_size(url, timeout)
         # The hash covers the whole file: on a resume the bytes already there come first.
         digest = _hash_file(hashlib.sha256(), part) if offset else hashlib.sha256()
         received = offset
@@ -561,4 +574,13 @@ def _fetch_once(url: str, part: str, progress: bool, timeout: float) -> str:
             os.fsync(f.fileno())  # on disk before the rename makes it the real file
     if total is not None and received < total:
         raise _Interrupted(received, total)
+    if not delimited and need_length and (total is None or received != total):
+        os.remove(part)
+        said = ('says no size either' if total is None else
+                f'says {total} bytes on a HEAD request, {received} came')
+        raise DownloadError(
+            f'could not download {url}: the server sends no Content-Length and {said}, and no '
+            f'checksum is known, so a connection closed early cannot be told from the end of '
+            f'the file; the {received} bytes were not kept. Download it by hand to '
+            f'{dst or part[:-len(".part")]}, or give its sha256.')
     return digest.hexdigest()

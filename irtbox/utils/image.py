@@ -1,18 +1,23 @@
-"""Checks on encoded images before they are decoded: one pixel cap for the whole toolbox.
+"""One image decoder for the whole toolbox, and one pixel cap checked before it decodes.
 
 A 20000 x 20000 PNG is a few kilobytes on disk and 1.2 GB once decoded; the image size is
 read from the header (Pillow reads only the header on ``Image.open``) and refused above the
-cap before any pixel is decoded. Used by the ``LoadImageFromFile`` transform of the
-pipelines and by the search server's uploads.
+cap before any pixel is decoded. :func:`decode_image` is the only place an image file
+becomes pixels: the ``LoadImageFromFile`` transform of the pipelines (training, test,
+extraction, index building, ``search query``) and the search server's uploads call it, so
+a file gives the same pixels everywhere (EXIF orientation, 16-bit, CMYK, palette, the first
+frame of an animation).
 """
 import io
 import os
 import struct
 import warnings
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
 
-__all__ = ['DEFAULT_MAX_PIXELS', 'ImageTooLargeError', 'check_image_bytes', 'default_max_pixels',
-           'open_image_unlimited']
+import numpy as np
+
+__all__ = ['DEFAULT_MAX_PIXELS', 'ImageTooLargeError', 'check_image_bytes', 'decode_image',
+           'default_max_pixels', 'open_image_unlimited']
 
 # Pillow's own default (Image.MAX_IMAGE_PIXELS): about 89.5 megapixels, e.g. 9459 x 9459.
 DEFAULT_MAX_PIXELS = 89_478_485
@@ -80,3 +85,66 @@ def check_image_bytes(data: bytes, max_pixels: Optional[int] = None) -> Tuple[in
             f'the image is {width} x {height} = {width * height / 1e6:.1f} megapixels; the '
             f'limit is {max_pixels / 1e6:.1f}')
     return width, height
+
+
+def decode_image(data: bytes, max_pixels: Optional[int] = None, channel_order: str = 'rgb',
+                 min_side: Optional[int] = None,
+                 reserve: Optional[Callable[[int], None]] = None) -> np.ndarray:
+    """The encoded image ``data`` as an H x W x 3 uint8 array (``channel_order`` ``'rgb'`` or
+    ``'bgr'``), the same pixels for every caller:
+
+    - the EXIF orientation is applied (a phone photo stored rotated comes out upright);
+    - 16-bit images keep their range (the high byte, as 8 bits), not clipped at 255;
+    - CMYK, palette, grey, 1-bit and alpha images become RGB (alpha is dropped, as OpenCV
+      and mmcv do);
+    - an animated GIF, PNG or WebP gives its first frame.
+
+    The size is checked against ``max_pixels`` (default :func:`default_max_pixels`) from the
+    header first (:func:`check_image_bytes`: ValueError, :class:`ImageTooLargeError`); a file
+    that cannot be decoded raises ValueError saying why (the caller names the file).
+    ``min_side``: the short side the caller needs; a larger image is decoded smaller (a JPEG
+    by ``draft``) and reduced by the largest whole factor that keeps its short side at least
+    ``min_side`` (the search server's queries). ``reserve(pixels)`` is called with the pixels
+    about to be decoded, and again with the returned image's (a memory budget).
+    """
+    from PIL import Image, ImageOps
+    if channel_order not in ('rgb', 'bgr'):
+        raise ValueError(f"channel_order={channel_order!r}: expected 'rgb' or 'bgr'")
+    check_image_bytes(data, max_pixels)
+    try:
+        with open_image_unlimited(data) as image:
+            width, height = image.size
+            if min_side and min(width, height) > min_side and image.format == 'JPEG':
+                scale = min_side / min(width, height)
+                image.draft('RGB', (max(1, int(width * scale)), max(1, int(height * scale))))
+            if reserve is not None:
+                reserve(image.size[0] * image.size[1])
+            image.seek(0)  # an animation's first frame
+            image.load()
+            # Reduced before anything else is made of it: the full-size pixels are held once.
+            factor = min(image.size) // min_side if min_side else 1
+            if factor >= 2:
+                try:
+                    image = image.reduce(factor)
+                except ValueError:  # a mode reduce does not take (e.g. palette): as RGB
+                    image = image.convert('RGB').reduce(factor)
+            if reserve is not None:
+                reserve(image.size[0] * image.size[1])
+            ImageOps.exif_transpose(image, in_place=True)
+            pixels = _as_rgb(image)
+    except (OSError, ValueError, EOFError, SyntaxError, Image.DecompressionBombError) as err:
+        raise ValueError(f'the image cannot be decoded ({err})') from None
+    if channel_order == 'bgr':
+        pixels = np.ascontiguousarray(pixels[..., ::-1])
+    return pixels
+
+
+def _as_rgb(image) -> np.ndarray:
+    """A loaded Pillow image as H x W x 3 uint8 RGB; 16-bit grey keeps its range (Pillow's
+    ``convert('RGB')`` clips it at 255)."""
+    if image.mode in ('I;16', 'I;16L', 'I;16B', 'I;16N', 'I'):
+        # 'I' is how Pillow opens 16-bit grey PNGs: values up to 65535 in 32 bits.
+        grey = np.asarray(image).astype(np.int64)
+        grey = (np.clip(grey, 0, 65535) >> 8).astype(np.uint8)
+        return np.repeat(grey[..., None], 3, axis=2)
+    return np.asarray(image.convert('RGB'))

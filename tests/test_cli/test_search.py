@@ -200,3 +200,14 @@ def test_a_full_disk_during_build_leaves_no_half_written_file(photos, tmp_path, 
     searcher = search_tool.main(args + ['--resume'])
     assert len(searcher) == 100 and ImageSearcher.load(index).ids == searcher.ids
     assert not osp.exists(osp.join(index, 'build'))
+
+
+def test_build_without_a_checkpoint_of_random_weights_is_refused(photos, tmp_path):
+    # Before: the whole index was built, then every query refused ("index ... built by another
+    # model"): random weights are another model at every start.
+    folder, _ = photos
+    index = tmp_path / 'index'
+    with pytest.raises(SystemExit, match=r'search build: .*: checkpoint none, and backbone has '
+                       'random weights .* no query could use this index'):
+        search_tool.main(['build', CONFIG, 'none', folder, str(index), '--num-workers', '0'])
+    assert not (index / 'manifest.json').exists()

@@ -234,6 +234,8 @@ def test_parallel_jobs_get_their_own_gpu_and_threads(fake_sweep, monkeypatch, ca
     sweep.main([spec_path, '--work-root', root, '--no-plot', '--jobs', '2'])
     assert sorted(e['CUDA_VISIBLE_DEVICES'] for e in envs) == ['4', '7']
     assert all(e['OMP_NUM_THREADS'] == '4' for e in envs)
+    # The runs end with the sweep (irtbox's commands arm PR_SET_PDEATHSIG on it).
+    assert all(e['IRTBOX_EXIT_WITH_PARENT'] == '1' for e in envs)
     assert all(sweeps.state_of(r) == 'done' for r in runs)
     with pytest.raises(SystemExit):
         sweep.main([spec_path, '--work-root', root, '--jobs', '0'])

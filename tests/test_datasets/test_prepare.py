@@ -5,6 +5,7 @@ miniatures' own (the counts are those the miniature writers are asked for: 8 cla
 images per split unless said otherwise)."""
 import dataclasses
 import hashlib
+import io
 import json
 import os
 import os.path as osp
@@ -504,3 +505,54 @@ def test_keep_archives_keeps_the_verified_download(served, tmp_path):
     kept = root / 'downloads' / 'CUB_200_2011.tgz'
     assert kept.read_bytes() == open(osp.join(srv, 'cub', 'CUB_200_2011.tgz'), 'rb').read()
     assert (root / 'images.txt').is_file() and not (root / '.unpacking').exists()
+
+
+def _one_archive(served, tmp_path, members):
+    """A dataset of one .tgz without a published checksum on the test server; members:
+    (name, bytes). Returns (its DatasetInfo, the archive's bytes)."""
+    from irtbox.datasets.prepare.registry import RemoteFile
+    url, srv, _ = served
+    os.makedirs(osp.join(srv, 'onearchive'), exist_ok=True)
+    path = osp.join(srv, 'onearchive', 'data.tgz')
+    with tarfile.open(path, 'w:gz') as tar:
+        for name, data in members:
+            member = tarfile.TarInfo(name)
+            member.size = len(data)
+            tar.addfile(member, io.BytesIO(data))
+    info = dataclasses.replace(DATASETS['cub'], name='onearchive', files=(
+        RemoteFile(name='data.tgz', url='http://example.invalid/data.tgz', unpack='tar'), ))
+    return info, path
+
+
+def test_a_truncated_archive_is_one_line_and_deleted(served, tmp_path):
+    # Before: a raw tarfile.ReadError, and the cut .tgz stayed in downloads/, so every rerun,
+    # even against a good mirror, failed the same way.
+    url = served[0]
+    info, path = _one_archive(served, tmp_path, [('a.txt', os.urandom(300_000))])
+    whole = open(path, 'rb').read()
+    with open(path, 'wb') as f:  # the mirror holds a file cut short
+        f.write(whole[:len(whole) // 2])
+    root = tmp_path / 'root'
+    with pytest.raises(PrepareError, match=r'data.tgz: a damaged archive: a.txt cannot be read '
+                       r'.* the next run fetches it again'):
+        prepare_dataset(info, str(root), mirror=url, progress=False, log=lambda line: None)
+    assert not (root / 'downloads').exists() and not (root / '.unpacking' / 'data.tgz').exists()
+    with open(path, 'wb') as f:
+        f.write(whole)
+    prepare_dataset(info, str(root), mirror=url, progress=False, log=lambda line: None)
+    assert (root / 'a.txt').stat().st_size == 300_000
+
+
+def test_an_archive_unpacking_far_beyond_its_size_is_stopped(served, tmp_path, monkeypatch):
+    # Before: a 1 MB archive unpacking to a 1 GiB file was unpacked in full ("done"). The
+    # floor is lowered so that a 4 MB file of zeros (a 4 KB archive) shows it in a moment.
+    from irtbox.datasets.prepare import prepare as prepare_module
+    monkeypatch.setattr(prepare_module, 'MIN_UNPACK_LIMIT', 2**20)
+    info, path = _one_archive(served, tmp_path, [('zeros.bin', bytes(4 * 2**20))])
+    root = tmp_path / 'root'
+    with pytest.raises(PrepareError, match=r'data.tgz: unpacking stopped at \d+ MB, more than '
+                       r'100 times the archive'):
+        prepare_dataset(info, str(root), mirror=served[0], progress=False,
+                        log=lambda line: None)
+    assert not (root / 'zeros.bin').exists() and not (root / '.unpacking' / 'data.tgz').exists()
+    assert 'files' not in read_manifest(str(root)) or not read_manifest(str(root))['files']

@@ -339,3 +339,14 @@ def test_a_gpu_model_is_exported_from_the_cpu(tmp_path):
         torch.__future__.set_overwrite_module_params_on_conversion(False)
     assert report['checks'] and osp.isfile(tmp_path / 'q.onnx')
     assert all(isinstance(p, DeviceTensor) for p in model.parameters())
+
+
+def test_an_unfitted_projection_is_named_not_the_input_size(tmp_path):
+    # Before: "input size 32x32 (--input-size): the PyTorch model does not accept it".
+    from irtbox.apis import init_model
+    tiny = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')
+    model = init_model(tiny, cfg_options={'model.neck': [
+        dict(type='ClsTokenPool'), dict(type='PCAReduction', in_dim=32, out_dim=8)]})
+    with pytest.raises(ValueError, match=r'^neck\.1 \(PCAReduction\): not fitted'):
+        export_model(model, 'onnx', str(tmp_path / 'm.onnx'))
+    assert os.listdir(tmp_path) == []

@@ -193,3 +193,36 @@ def test_non_finite_embeddings_name_the_samples(monkeypatch):
     with pytest.raises(ValueError, match=r'^RetrievalMetric: the model gave non-finite \(NaN or '
                        r'inf\) embeddings for 3 of \d+ test images \(sample_idx 5, 9, 12\)'):
         metric.evaluate(size=len(labels))
+
+
+def test_tied_embeddings_are_said_in_the_log():
+    # Before: all-identical embeddings (a collapsed model) ranked by file order, no word.
+    from irtbox.evaluation.metrics.retrieval_metric import warn_tied_embeddings
+    emb, labels = make_data()
+    same = np.ones_like(emb)
+    metric = RetrievalMetric(ks=KS)
+    feed(metric, np.arange(len(labels)), same, labels)
+    from mmengine.logging import MMLogger
+    import logging
+    seen = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+
+    logger = MMLogger.get_current_instance()
+    handler = Collect(logging.WARNING)
+    logger.addHandler(handler)
+    try:
+        metric.evaluate(size=len(labels))
+    finally:
+        logger.removeHandler(handler)
+    assert [m for m in seen if m.startswith(
+        f'RetrievalMetric: {len(labels)} of {len(labels)} embeddings (100%) are identical to '
+        'another (1 distinct): their scores tie')]
+    distinct = np.random.default_rng(0).normal(size=(50, 8)).astype(np.float32)
+    assert warn_tied_embeddings(distinct) is None
+    distinct[:4] = distinct[4]  # 5 of 50 tie: 10%, not more
+    assert warn_tied_embeddings(distinct) is None
+    distinct[5] = distinct[4]
+    assert warn_tied_embeddings(distinct).startswith('RetrievalMetric: 6 of 50 embeddings (12%)')

@@ -46,7 +46,7 @@ def test_irtbox_scope_builds_the_checking_transform():
 
 @pytest.mark.parametrize('damage, message', [
     ('zero_bytes', 'empty file (0 bytes)'),
-    ('truncated', 'the image cannot be decoded (truncated or corrupt'),
+    ('truncated', 'the image cannot be decoded (image file is truncated'),
     ('not_an_image', 'not an image'),
     ('oversized_header', 'the image is 100000 x 100000 = 10000.0 megapixels'),
 ])
@@ -105,3 +105,68 @@ def test_one_cap_for_pipelines_and_the_search_server():
         decode_upload(bomb, 40 * 10**6)
     assert decode_upload(png_header(3, 2), 10).shape == (2, 3, 3)
     assert np.asarray(check_image_bytes(png_header(3, 2))).tolist() == [3, 2]
+
+
+def _kinds():
+    """(name, encoded bytes, the RGB pixels a viewer shows), each expectation computed from
+    how the file was made, not by a decoder."""
+    rng = np.random.RandomState(3)
+    upright = rng.randint(0, 256, (5, 7, 3), np.uint8)
+    kinds = []
+    # EXIF Orientation=6 ("rotate 90 degrees clockwise to display"): stored turned the other way.
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    kinds.append(('exif_orientation', _encode(Image.fromarray(np.rot90(upright, k=1)), 'PNG',
+                                              exif=exif), upright))
+    # 16-bit grey: 8-bit decoders keep the high byte (Pillow's convert('RGB') clips at 255).
+    grey16 = rng.randint(0, 65536, (5, 7)).astype(np.uint16)
+    kinds.append(('png_16_bit', _encode(Image.fromarray(grey16), 'PNG'),
+                  np.repeat((grey16 >> 8).astype(np.uint8)[..., None], 3, axis=2)))
+    # CMYK without black: R, G, B = 255 - C, 255 - M, 255 - Y.
+    cmyk = np.concatenate([255 - upright, np.zeros((5, 7, 1), np.uint8)], axis=2)
+    kinds.append(('cmyk', _encode(Image.fromarray(cmyk, 'CMYK'), 'TIFF'), upright))
+    # Palette: every pixel is its palette entry.
+    palette = rng.randint(0, 256, (256, 3), np.uint8)
+    index = rng.randint(0, 256, (5, 7)).astype(np.uint8)
+    kinds.append(('palette', _encode(_paletted(index, palette), 'PNG'), palette[index]))
+    # An animated GIF: its first frame.
+    second = _paletted((255 - index).astype(np.uint8), palette)
+    kinds.append(('animated_gif', _encode(_paletted(index, palette), 'GIF', save_all=True,
+                                          append_images=[second], optimize=False),
+                  palette[index]))
+    return kinds
+
+
+def _paletted(index, palette):
+    image = Image.fromarray(index, 'P')
+    image.putpalette(palette.reshape(-1).tolist())
+    return image
+
+
+def _encode(image, format, **kwargs):
+    buffer = io.BytesIO()
+    image.save(buffer, format, **kwargs)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize('name, data, shown', _kinds(), ids=[k[0] for k in _kinds()])
+def test_one_decoder_for_the_pipeline_and_the_uploads(name, data, shown, tmp_path):
+    # Before: the page's uploads were decoded by Pillow's convert('RGB'): no EXIF orientation
+    # (a phone photo found other images at 0.954, itself not first), 16-bit clipped at 255.
+    from irtbox.search.server import decode_upload
+    path = tmp_path / f'{name}.img'
+    path.write_bytes(data)
+    pipeline = load(path)['img'][..., ::-1]  # the pipeline's BGR (index, query, test, extract)
+    np.testing.assert_array_equal(pipeline, shown)
+    np.testing.assert_array_equal(decode_upload(data, 10**6), shown)
+    assert load(path, color_type='grayscale')['img'].shape == shown.shape[:2]
+
+
+def test_a_gif_is_listed_and_read(tmp_path):
+    # Before: list_images (search build, extract) skipped GIFs without listing them.
+    from irtbox.apis.extract import list_images
+    name, data, shown = [k for k in _kinds() if k[0] == 'animated_gif'][0]
+    (tmp_path / 'a.gif').write_bytes(data)
+    (tmp_path / 'b.png').write_bytes(png_header(3, 2))
+    assert list_images(str(tmp_path)) == [str(tmp_path / 'a.gif'), str(tmp_path / 'b.png')]
+    np.testing.assert_array_equal(load(tmp_path / 'a.gif')['img'][..., ::-1], shown)

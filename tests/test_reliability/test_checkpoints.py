@@ -148,9 +148,19 @@ def test_resume_skips_a_damaged_newest_checkpoint(damage, four_iterations, tmp_p
     assert ckpt_iter(str(work_dir / 'iter_6.pth')) == 6
 
 
+def test_same_command_resumes_in_one_process(four_iterations, tmp_path, in_root):
+    # Before: one process resumed only with --resume: after a SIGTERM ("the same command
+    # resumes from it") the same command started from iteration 0 and its rotation deleted
+    # the saved checkpoint.
+    work_dir = copy_run(four_iterations, tmp_path)
+    train(work_dir, iters=6)
+    assert f'resume: from {work_dir}/iter_4.pth' in run_log(str(work_dir))
+    assert ckpt_iter(str(work_dir / 'iter_6.pth')) == 6
+
+
 def test_fresh_run_warns_before_overwriting(four_iterations, tmp_path, in_root):
     work_dir = copy_run(four_iterations, tmp_path)
-    train(work_dir, iters=2)
+    train(work_dir, '--no-resume', iters=2)
     assert 'holds checkpoints of an earlier run (iter_4.pth, iter_2.pth)' in run_log(str(work_dir))
 
 
@@ -176,8 +186,12 @@ KILL_DURING_SAVE = textwrap.dedent('''
 
 def test_kill_during_checkpoint_save_then_resume(tmp_path, in_root):
     work_dir = tmp_path / 'w'
+    # max_keep_ckpts=1: before, MMEngine deleted iter_2.pth before writing iter_4.pth, so
+    # the kill left no checkpoint and last_checkpoint named the deleted file.
     proc = subprocess.run([sys.executable, '-c', KILL_DURING_SAVE, TINY_CONFIG,
-                           '--work-dir', str(work_dir)], cwd=ROOT, capture_output=True, text=True,
+                           '--work-dir', str(work_dir), '--cfg-options',
+                           'default_hooks.checkpoint.max_keep_ckpts=1'],
+                          cwd=ROOT, capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
     assert proc.returncode == -9, proc.stderr[-3000:]
     # Before: iter_4.pth was left truncated under its final name.
@@ -185,9 +199,101 @@ def test_kill_during_checkpoint_save_then_resume(tmp_path, in_root):
         if name.endswith('.pth') and not name.startswith('.'):  # '.<name>.*.tmp.pth': a part
             assert checkpoint_problem(str(work_dir / name)) is None, name
     assert not (work_dir / 'iter_4.pth').exists()
-    train(work_dir, '--resume')
+    assert checkpoint_problem(str(work_dir / 'iter_2.pth')) is None
+    assert (work_dir / 'last_checkpoint').read_text() == str(work_dir / 'iter_2.pth')
+    train(work_dir, '--resume', '--cfg-options', 'default_hooks.checkpoint.max_keep_ckpts=1')
     assert f'resume: from {work_dir}/iter_2.pth' in run_log(str(work_dir))
     assert ckpt_iter(str(work_dir / 'iter_4.pth')) == 4
+    assert not (work_dir / 'iter_2.pth').exists()  # rotated once its successor was complete
+
+
+def test_failed_save_keeps_the_only_checkpoint(tmp_path, in_root, monkeypatch):
+    # A full disk while iter_4.pth is written, with max_keep_ckpts=1 (the quick-start
+    # configs'). Before: iter_2.pth was deleted first, then the save failed: no checkpoint,
+    # last_checkpoint naming a missing file, and the message said nothing had changed.
+    import errno
+
+    from mmengine.fileio.backends import LocalBackend
+    put = LocalBackend.put
+
+    def full_disk(self, obj, filepath):
+        if 'iter_4' in str(filepath):
+            raise OSError(errno.ENOSPC, 'No space left on device')
+        return put(self, obj, filepath)
+
+    monkeypatch.setattr(LocalBackend, 'put', full_disk)
+    work_dir = tmp_path / 'w'
+    with pytest.raises(OSError, match='cannot write .*iter_4.pth'):
+        train(work_dir, '--cfg-options', 'default_hooks.checkpoint.max_keep_ckpts=1')
+    assert checkpoint_problem(str(work_dir / 'iter_2.pth')) is None
+    assert (work_dir / 'last_checkpoint').read_text() == str(work_dir / 'iter_2.pth')
+    assert [n for n in os.listdir(work_dir) if n.endswith('.pth')] == ['iter_2.pth']  # no part
+
+
+def test_a_kill_between_the_save_and_the_deletion_is_tidied_by_the_resumed_run(
+        tmp_path, in_root, monkeypatch):
+    from irtbox.engine.hooks import CheckpointHook
+
+    class Killed(BaseException):
+        pass
+
+    def killed(self, path):
+        raise Killed(path)
+
+    monkeypatch.setattr(CheckpointHook, '_remove', killed)
+    work_dir = tmp_path / 'w'
+    options = ['--cfg-options', 'default_hooks.checkpoint.max_keep_ckpts=1']
+    with pytest.raises(Killed):  # iter_4.pth and last_checkpoint written, iter_2.pth not gone
+        train(work_dir, *options)
+    assert (work_dir / 'last_checkpoint').read_text() == str(work_dir / 'iter_4.pth')
+    assert (work_dir / 'iter_2.pth').exists()
+    monkeypatch.undo()
+    # The checkpoint records the step still to delete; the resumed run's before_train (the
+    # hook's, MMEngine's trimming) deletes it, here without building a whole runner again.
+    from mmengine.logging import MessageHub, MMLogger
+    hub = MessageHub.get_instance('kill_between')
+    hub.load_state_dict(safe_torch_load(str(work_dir / 'iter_4.pth'))['message_hub'])
+    assert hub.get_info('keep_ckpt_ids') == [2, 4]
+
+    class Resumed:
+        message_hub, logger = hub, MMLogger.get_instance('kill_between')
+
+    Resumed.work_dir = str(work_dir)
+    CheckpointHook(interval=2, by_epoch=False, max_keep_ckpts=1).before_train(Resumed())
+    assert sorted(n for n in os.listdir(work_dir) if n.endswith('.pth')) == ['iter_4.pth']
+
+
+def test_best_checkpoint_replaced_only_after_the_new_one_is_written(tmp_path):
+    # Before: MMEngine removed best_recall@1_iter_2.pth before writing the new best, so a
+    # failed save left no best checkpoint.
+    from mmengine.logging import MessageHub, MMLogger
+
+    from irtbox.engine.hooks import CheckpointHook
+
+    class Runner:
+        work_dir, epoch, iter = str(tmp_path), 0, 2
+        message_hub = MessageHub.get_instance('best_rotation')
+        logger = MMLogger.get_instance('best_rotation')
+        fail = False
+
+        def save_checkpoint(self, out_dir, filename, **kwargs):
+            if self.fail:
+                raise OSError(28, f'No space left on device: cannot write {filename}')
+            (tmp_path / filename).write_bytes(b'x')
+
+    runner = Runner()
+    hook = CheckpointHook(interval=2, by_epoch=False, save_best='recall@1', rule='greater')
+    hook.before_train(runner)
+    hook._save_best_checkpoint(runner, {'recall@1': 0.5})
+    assert os.listdir(tmp_path) == ['best_recall@1_iter_2.pth']
+    runner.iter, runner.fail = 4, True
+    with pytest.raises(OSError):
+        hook._save_best_checkpoint(runner, {'recall@1': 0.7})
+    assert os.listdir(tmp_path) == ['best_recall@1_iter_2.pth']
+    runner.fail = False
+    hook.best_ckpt_path = str(tmp_path / 'best_recall@1_iter_2.pth')  # as resumed
+    hook._save_best_checkpoint(runner, {'recall@1': 0.9})
+    assert os.listdir(tmp_path) == ['best_recall@1_iter_4.pth']
 
 
 def test_clean_run_logs_no_unactionable_warning(tmp_path, in_root):

@@ -73,3 +73,42 @@ def test_cpu_ddp_wrapper_raises_no_deprecation_warning(tmp_path):
                                  default_args=dict(module=torch.nn.Linear(2, 2)))
     finally:
         dist.destroy_process_group()
+
+
+# A rehearsal running one phase whose process stands for `irtbox train` (it arms itself as
+# irtbox's commands do, then trains "forever").
+REHEARSAL = '''
+import sys
+from irtbox.apis.rehearse import _run_phase
+PHASE = ("from irtbox.utils.dist import exit_with_parent_if_asked; exit_with_parent_if_asked(); "
+         "import time; print('training', flush=True); time.sleep(600)")
+_run_phase('train', [sys.executable, '-c', PHASE], sys.argv[1], 600)
+'''
+
+
+@pytest.mark.skipif(not os.path.isdir('/proc'), reason='reads the process tree from /proc (Linux)')
+@pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGINT])
+def test_a_stopped_rehearsal_ends_its_phase(sig, tmp_path):
+    # Before: the phases ran in their own session and nothing ended them: after Ctrl-C or
+    # SIGTERM to rehearse, the launcher and both ranks went on until the phase timeout.
+    import sys
+    log = tmp_path / 'train.log'
+    rehearsal = subprocess.Popen([sys.executable, '-c', REHEARSAL, str(log)])
+    phase = []
+    try:
+        deadline = time.time() + 60
+        while not (log.exists() and 'training' in log.read_text()):
+            assert rehearsal.poll() is None and time.time() < deadline
+            time.sleep(0.1)
+        phase = descendants(rehearsal.pid)
+        assert phase
+        os.kill(rehearsal.pid, sig)
+        stopped = time.time()
+        while any(running(pid) for pid in phase) and time.time() - stopped < 10:
+            time.sleep(0.1)
+        assert not [pid for pid in phase if running(pid)], 'the phase outlived its rehearsal'
+    finally:
+        for pid in phase + [rehearsal.pid]:
+            if running(pid):
+                os.kill(pid, signal.SIGKILL)
+        rehearsal.wait()

@@ -46,6 +46,31 @@ def test_resume_with_a_new_learning_rate_uses_it(run_copy, in_root):
 def test_resume_with_the_same_learning_rate_says_nothing(run_copy, in_root):
     train(run_copy, 'train_cfg.max_iters=4', resume=True)
     assert 'resume: the learning rate' not in run_log(run_copy)
+    assert 'resume: the config changes optimizer settings' not in run_log(run_copy)
+
+
+def test_resume_with_new_optimizer_settings_uses_them(run_copy, in_root):
+    # Before: the checkpoint's weight decay (5e-4), betas and eps were kept, no word said.
+    train(run_copy, 'train_cfg.max_iters=4', 'optim_wrapper.optimizer.weight_decay=0.3',
+          'optim_wrapper.optimizer.betas=[0.8,0.99]', 'optim_wrapper.optimizer.eps=1e-6',
+          resume=True)
+    assert (f'resume: the config changes optimizer settings of {run_copy}/iter_2.pth: '
+            "training goes on with the config's betas [0.8, 0.99] (checkpoint: [0.9, 0.999]), "
+            "eps 1e-06 (checkpoint: 1e-08), weight_decay 0.3 (checkpoint: 0.0005)"
+            ) in run_log(run_copy)
+    groups = safe_torch_load(str(run_copy / 'iter_4.pth'))['optimizer']['param_groups']
+    assert all(g['weight_decay'] == 0.3 and list(g['betas']) == [0.8, 0.99] and g['eps'] == 1e-6
+               for g in groups)
+
+
+def test_resume_with_a_setting_the_state_cannot_follow_is_refused(run_copy, in_root):
+    # AMSGrad keeps a running maximum that an AdamW state without it does not have.
+    with pytest.raises(SystemExit) as err:
+        train(run_copy, 'train_cfg.max_iters=4', 'optim_wrapper.optimizer.amsgrad=True',
+              resume=True)
+    assert 'the config changes optim_wrapper.optimizer.amsgrad (False in the checkpoint, ' \
+        'True in the config)' in str(err.value)
+    assert not (run_copy / 'iter_4.pth').exists()
 
 
 @pytest.mark.parametrize('old_checkpoint', [False, True])
@@ -61,6 +86,6 @@ def test_resume_into_another_optimizer_type_is_refused(run_copy, in_root, old_ch
     assert str(err.value) == (
         f'{TINY_CONFIG}: resume from {checkpoint}: its optimizer is AdamW, the config asks for '
         "SGD; AdamW's state cannot continue as SGD's. To start a fresh SGD run from its "
-        f'weights: --cfg-options load_from={checkpoint} without --resume (loads the weights '
+        f'weights: --cfg-options load_from={checkpoint} --no-resume (loads the weights '
         'only).')
     assert not (run_copy / 'iter_4.pth').exists()

@@ -33,6 +33,8 @@ class ServerState:
         self.cut_requests = 0  # the first this many GETs stop after CUT bytes
         self.delay = 0.0  # seconds between 32 KiB chunks, to make downloads overlap
         self.requests = []  # (method, path, Range header)
+        self.no_length = False  # no Content-Length on a GET: the close ends the body
+        self.head_length = False  # ... but a HEAD says it
 
     def gets(self):
         return [(path, rng) for method, path, rng in self.requests if method == 'GET']
@@ -71,7 +73,8 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self.send_response(200)
         body = data[start:]
-        self.send_header('Content-Length', str(len(body)))  # always the full length
+        if not state.no_length or (self.command == 'HEAD' and state.head_length):
+            self.send_header('Content-Length', str(len(body)))  # always the full length
         self.end_headers()
         if self.command == 'HEAD':
             return
@@ -217,6 +220,26 @@ def test_cut_connection_resumes_across_calls(server, home):
     assert read(path) == DATA
     assert server.gets() == [('/w.bin', None), ('/w.bin', f'bytes={CUT}-')]
     assert not osp.exists(part)
+
+
+@pytest.mark.parametrize('head_says', [False, True])
+def test_a_body_of_unknown_length_is_done_only_when_its_size_is_known(server, home, head_says):
+    # Before: a server sending no Content-Length that closed half way left a file of half the
+    # bytes, recorded as done ("its size and sha256 at this first download are recorded").
+    url = server.base + 'w.bin'
+    server.no_length, server.cut_requests, server.head_length = True, 1, head_says
+    if head_says:  # the size from a HEAD request: the cut is seen and resumed
+        assert read(download(url, progress=False)) == DATA
+        assert server.gets() == [('/w.bin', None), ('/w.bin', f'bytes={CUT}-')]
+        return
+    with pytest.raises(DownloadError, match=re.escape(
+            f'could not download {url}: the server sends no Content-Length and says no size '
+            f'either, and no checksum is known, so a connection closed early cannot be told '
+            f'from the end of the file; the {CUT} bytes were not kept')):
+        download(url, progress=False)
+    assert [n for n in os.listdir(osp.dirname(cached(home))) if not n.endswith('.lock')] == []
+    # With a checksum the bytes vouch for themselves.
+    assert read(download(url, SHA, progress=False)) == DATA
 
 
 def test_retries_exhausted_keeps_the_part(server, home):

@@ -147,12 +147,13 @@ def _missing_annotation_hint(view: CountView, root: str) -> str:
 
 
 def _decodes(path: str) -> Optional[str]:
-    """None when the image decodes, else why not."""
-    from PIL import Image
+    """None when the image decodes as the pipelines decode it
+    (:func:`~irtbox.utils.image.decode_image`), else why not."""
+    from irtbox.utils.image import decode_image
     try:
-        with Image.open(path) as img:
-            img.load()
-    except Exception as err:  # Pillow raises many types for a bad file
+        with open(path, 'rb') as f:
+            decode_image(f.read())
+    except Exception as err:  # noqa: BLE001 (OSError, the decoder's ValueError, the cap's)
         return f'{type(err).__name__}: {err}'
     return None
 

@@ -10,6 +10,7 @@ published checksum these are what was received the first time, and the record sa
 rerun skips the recorded steps; a cut download resumes from its ``.part`` file.
 """
 import fnmatch
+import gzip
 import json
 import os
 import os.path as osp
@@ -18,6 +19,7 @@ import shutil
 import sys
 import tarfile
 import zipfile
+import zlib
 from typing import Callable, Dict, Iterator, Optional, Tuple
 
 from tqdm import tqdm
@@ -336,6 +338,13 @@ def _members(path: str, f: RemoteFile) -> Iterator[Tuple[str, object]]:
                                'again') from err
 
 
+# An archive unpacks to at most this many times its size (images, the datasets' content,
+# hardly compress; text annotations about 10 times), or MIN_UNPACK_LIMIT for small ones.
+MAX_UNPACK_RATIO = 100
+MIN_UNPACK_LIMIT = 64 * 2**20
+MB = 1e6
+
+
 def _unpack(f: RemoteFile, path: str, root: str, progress: bool, log) -> None:
     """Unpack into ``<root>/.unpacking/<archive>`` then move the files into ``<root>/<dest>``:
     a failure leaves nothing of the archive under the dataset's names but what a previous
@@ -343,19 +352,39 @@ def _unpack(f: RemoteFile, path: str, root: str, progress: bool, log) -> None:
     tmp = osp.join(root, _UNPACK_DIR, f.name)
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
-    count = 0
-    with tqdm(desc=f'unpacking {f.name}', unit=' files', file=sys.stderr,
-              disable=not progress) as bar:
-        for target, fh in _members(path, f):
-            out = osp.join(tmp, target)
-            if osp.exists(out):
-                raise PrepareError(f'{f.name}: two members become {target} (flattened); '
-                                   'the archive is not the expected one')
-            os.makedirs(osp.dirname(out), exist_ok=True)
-            with open(out, 'wb') as dst:
-                shutil.copyfileobj(fh, dst, 1 << 20)
-            count += 1
-            bar.update(1)
+    count = written = 0
+    archive_size = osp.getsize(path)
+    limit = max(MAX_UNPACK_RATIO * archive_size, MIN_UNPACK_LIMIT)
+    try:  # what a refused archive unpacked so far goes with it
+        with tqdm(desc=f'unpacking {f.name}', unit=' files', file=sys.stderr,
+                  disable=not progress) as bar:
+            for target, fh in _members(path, f):
+                out = osp.join(tmp, target)
+                if osp.exists(out):
+                    raise PrepareError(f'{f.name}: two members become {target} (flattened); '
+                                       'the archive is not the expected one')
+                os.makedirs(osp.dirname(out), exist_ok=True)
+                try:
+                    with open(out, 'wb') as dst:
+                        for chunk in iter(lambda: fh.read(1 << 20), b''):
+                            written += len(chunk)
+                            if written > limit:
+                                raise PrepareError(
+                                    f'{path}: unpacking stopped at {written / MB:.0f} MB, more '
+                                    f'than {MAX_UNPACK_RATIO} times the archive\'s '
+                                    f'{archive_size / MB:.1f} MB (a decompression bomb, or not '
+                                    'the expected archive)')
+                            dst.write(chunk)
+                except (tarfile.TarError, zipfile.BadZipFile, zlib.error, gzip.BadGzipFile,
+                        EOFError) as err:
+                    # A member's body cut short (a truncated download) is found only here.
+                    raise PrepareError(f'{path}: a damaged archive: {target} cannot be read '
+                                       f'({type(err).__name__}: {err})') from None
+                count += 1
+                bar.update(1)
+    except PrepareError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     if not count:
         raise PrepareError(f'{path}: no file of the expected layout in the archive '
                            f'(looked for {f.prefix + "/" if f.prefix else ""}'

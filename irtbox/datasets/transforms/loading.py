@@ -7,7 +7,7 @@ from mmcv.transforms import LoadImageFromFile as MMCVLoadImageFromFile
 from mmengine import fileio
 
 from irtbox.registry import TRANSFORMS
-from irtbox.utils.image import check_image_bytes, default_max_pixels
+from irtbox.utils.image import decode_image, default_max_pixels
 
 __all__ = ['ImageLoadError', 'LoadImageFromFile']
 
@@ -18,7 +18,10 @@ class ImageLoadError(ValueError):
 
 @TRANSFORMS.register_module()
 class LoadImageFromFile(MMCVLoadImageFromFile):
-    """mmcv's ``LoadImageFromFile`` (same arguments and results) that checks the file first.
+    """mmcv's ``LoadImageFromFile`` (same arguments and results) that checks the file first
+    and decodes it with :func:`irtbox.utils.image.decode_image`, the decoder of every image
+    irtbox reads (the search server's uploads too): EXIF orientation applied, 16-bit kept
+    in range, CMYK and palette as RGB, an animation's first frame.
 
     Under ``default_scope='irtbox'`` this replaces mmcv's transform of the same name in
     every pipeline. The image size is read from the header and refused above ``max_pixels``
@@ -35,6 +38,9 @@ class LoadImageFromFile(MMCVLoadImageFromFile):
 
     def __init__(self, max_pixels: Optional[int] = None, **kwargs):
         super().__init__(**kwargs)
+        if self.color_type not in ('color', 'grayscale'):
+            raise ValueError(f"LoadImageFromFile: color_type={self.color_type!r}: irtbox "
+                             "decodes 'color' (3 channels) or 'grayscale'")
         self.max_pixels = max_pixels
 
     def transform(self, results: dict) -> Optional[dict]:
@@ -60,18 +66,12 @@ class LoadImageFromFile(MMCVLoadImageFromFile):
             raise ImageLoadError(f'{filename}: cannot read the image file ({err})') from err
         max_pixels = default_max_pixels() if self.max_pixels is None else self.max_pixels
         try:
-            width, height = check_image_bytes(data, max_pixels)
+            img = decode_image(data, max_pixels, 'bgr')  # mmcv's order
         except OverflowError as err:
             raise ImageLoadError(f'{filename}: {err} (max_pixels of LoadImageFromFile or '
                                  'IRTBOX_MAX_IMAGE_PIXELS to raise it)') from None
         except ValueError as err:
             raise ImageLoadError(f'{filename}: {err}') from None
-        try:
-            img = mmcv.imfrombytes(data, flag=self.color_type, backend=self.imdecode_backend)
-        except (OSError, ValueError, SyntaxError) as err:
-            raise ImageLoadError(f'{filename}: the image cannot be decoded ({err})') from None
-        if img is None:  # what OpenCV returns for a truncated or corrupt file
-            raise ImageLoadError(f'{filename}: the image cannot be decoded (truncated or '
-                                 f'corrupt {len(data)}-byte file; its header says '
-                                 f'{width} x {height})')
+        if self.color_type == 'grayscale':
+            img = mmcv.bgr2gray(img)
         return img

@@ -181,9 +181,11 @@ class PreemptionHook(Hook):
         self._resumed_state = None
 
     def after_train(self, runner) -> None:
-        self._restore_handlers()
+        self.restore_handlers()
 
-    def _restore_handlers(self) -> None:
+    def restore_handlers(self) -> None:
+        """Give the signals their handlers from before training back (idempotent; the
+        runner calls it also when training fails)."""
         for sig, handler in self._previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
         self._previous = {}
@@ -209,7 +211,7 @@ class PreemptionHook(Hook):
         path = self._save(runner)
         if received:
             name = signal.Signals(received).name
-            self._restore_handlers()
+            self.restore_handlers()
             raise Preempted(f'{name} received: stopped after iteration {runner.iter + 1} and '
                             f'saved {path}; the same command resumes from it', name, path)
         runner.logger.info(f'preemption: checkpoint_minutes={self.checkpoint_minutes:g} '

@@ -1,5 +1,6 @@
 """Recall@K, MAP@R and mAP of a labelled test set, as an MMEngine metric."""
 import dataclasses
+import logging
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
@@ -7,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from mmengine.dist import broadcast_object_list, is_main_process
 from mmengine.evaluator import BaseMetric
+from mmengine.logging import print_log
 
 from irtbox.registry import METRICS
 from irtbox.utils.checks import check_positive_ints
@@ -183,6 +185,7 @@ class RetrievalMetric(BaseMetric):
         data = dict(embeddings=data['embedding'], labels=data['label'],
                     sample_idx=data['sample_idx'], is_query=data['is_query'])
         check_finite_embeddings(data['embeddings'], data['sample_idx'], 'RetrievalMetric')
+        warn_tied_embeddings(data['embeddings'])
         self.last_outputs = data
         emb, labels, is_query = data['embeddings'], data['labels'], data['is_query']
         searcher = self._rank_searcher()
@@ -246,6 +249,31 @@ class RetrievalMetric(BaseMetric):
             gnd.append(dict(ok=by_label[lo[i]:hi[i]], junk=np.asarray(ignored, np.int64)))
         return search_average_precision(q_emb, g_emb, gnd, self.searcher.chunk_size,
                                         search_device(self.searcher.device))
+
+
+#: Identical embeddings above this share of the samples are said in the log.
+TIE_SHARE = 0.1
+
+
+def warn_tied_embeddings(embeddings: np.ndarray, share: float = TIE_SHARE) -> Optional[str]:
+    """Log (and return) a warning when more than ``share`` of the samples have an embedding
+    identical to another's: every query scores them equally, ties are ranked by dataset
+    order, and the metrics then measure that order (a collapsed model gives one embedding
+    for every image)."""
+    rows = np.ascontiguousarray(embeddings)
+    if rows.ndim != 2 or not len(rows):
+        return None
+    as_bytes = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()
+    values, counts = np.unique(as_bytes, return_counts=True)
+    tied = int(counts[counts > 1].sum())
+    if tied <= share * len(rows):
+        return None
+    message = (f'RetrievalMetric: {tied} of {len(rows)} embeddings ({100 * tied / len(rows):.0f}%) '
+               f'are identical to another ({len(values)} distinct): their scores tie and ties are '
+               'ranked by dataset order, which the metrics then measure (a collapsed model, '
+               'constant outputs?)')
+    print_log(message, logger='current', level=logging.WARNING)
+    return message
 
 
 def _field(sample, key: str):

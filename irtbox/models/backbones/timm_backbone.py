@@ -49,6 +49,10 @@ def pad_same(x: torch.Tensor, patch_size: Tuple[int, int]) -> torch.Tensor:
     return F.pad(x, pads) if any(pads) else x
 
 
+# timm arguments that count something (blocks, heads, channels): a float or 0 is a mistake.
+_WHOLE_NUMBER_KWARGS = frozenset({'depth', 'num_heads', 'embed_dim', 'patch_size', 'in_chans'})
+
+
 @MODELS.register_module()
 class TimmBackbone(BaseModule):
     """Any timm model, returning the features of chosen layers.
@@ -146,6 +150,12 @@ class TimmBackbone(BaseModule):
         if pos_embed not in POS_EMBED_MODES:
             raise ValueError(
                 f'TimmBackbone: pos_embed={pos_embed!r}; expected one of {POS_EMBED_MODES}.')
+        for key in _WHOLE_NUMBER_KWARGS & set(timm_kwargs):
+            value = timm_kwargs[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                # timm would fail deep inside ("'float' object is not iterable").
+                raise ValueError(f'TimmBackbone({model_name}): {key}={value!r}: expected a '
+                                 'whole number of at least 1')
         self.model = create_timm_model(model_name, pretrained, num_classes=0, **timm_kwargs)
         self.weights_source = 'random initialisation'
         if pretrained:

@@ -1,0 +1,89 @@
+"""A ``CheckpointHook`` that deletes a checkpoint only once its successor is complete.
+
+MMEngine's ``CheckpointHook`` removes the oldest checkpoint (``max_keep_ckpts``) and the
+previous ``best_*.pth`` *before* it writes the new one, so a save that fails (a full disk)
+or is killed leaves fewer intact checkpoints than before, with ``max_keep_ckpts=1`` none,
+and ``last_checkpoint`` naming a file already deleted. Here the order is: write the new
+checkpoint (atomic, :meth:`IrtboxRunner.save_checkpoint`), point ``last_checkpoint`` at it
+(atomic), then delete what it replaces. The pre-emption checkpoint goes through the same
+code (:class:`~.preemption.PreemptionHook` saves through this hook).
+"""
+import os.path as osp
+
+from mmengine.dist import is_main_process
+from mmengine.hooks import CheckpointHook as MMEngineCheckpointHook
+
+from irtbox.registry import HOOKS
+from irtbox.utils.fileio import atomic_write_text
+
+__all__ = ['CheckpointHook']
+
+
+@HOOKS.register_module()
+class CheckpointHook(MMEngineCheckpointHook):
+    """MMEngine's ``CheckpointHook`` (same arguments; configs name it ``CheckpointHook`` and
+    get this one under irtbox's scope) with a rotation that never has fewer intact
+    checkpoints than before: an outdated ``iter_*``/``epoch_*`` file (``max_keep_ckpts``)
+    or the previous ``best_*.pth`` is deleted only after the new file and
+    ``last_checkpoint`` are written. A kill in between leaves one file too many; the
+    outdated step stays in the ``keep_ckpt_ids`` the new checkpoint records, so the resumed
+    run deletes it (MMEngine's ``before_train`` trims that list)."""
+
+    def _remove(self, path: str) -> None:
+        if self.file_backend.isfile(path):
+            self.file_backend.remove(path)
+        elif self.file_backend.isdir(path):  # DeepSpeed's checkpoints are folders
+            self.file_backend.rmtree(path)
+
+    def _save_checkpoint_with_step(self, runner, step, meta) -> None:
+        outdated = []
+        if self.max_keep_ckpts > 0 and not (self.keep_ckpt_ids
+                                            and self.keep_ckpt_ids[-1] == step):
+            # The deque holds max_keep_ckpts steps: the outdated ones are recorded in this
+            # checkpoint too (kept until it is complete), then dropped.
+            recorded = list(self.keep_ckpt_ids) + [step]
+            outdated = recorded[:-self.max_keep_ckpts]
+            self.keep_ckpt_ids.append(step)
+            runner.message_hub.update_info('keep_ckpt_ids', recorded)
+        name = self.filename_tmpl.format(step)
+        self.last_ckpt = self.file_backend.join_path(self.out_dir, name)
+        runner.message_hub.update_info('last_ckpt', self.last_ckpt)
+        runner.save_checkpoint(
+            self.out_dir, name, self.file_client_args, save_optimizer=self.save_optimizer,
+            save_param_scheduler=self.save_param_scheduler, meta=meta, by_epoch=self.by_epoch,
+            backend_args=self.backend_args, **self.args)
+        if outdated:
+            runner.message_hub.update_info('keep_ckpt_ids', list(self.keep_ckpt_ids))
+        if not is_main_process():
+            return
+        atomic_write_text(osp.join(runner.work_dir, 'last_checkpoint'), self.last_ckpt)
+        for old in outdated:
+            self._remove(self.file_backend.join_path(self.out_dir, self.filename_tmpl.format(old)))
+
+    def _save_best_checkpoint(self, runner, metrics) -> None:
+        """MMEngine's, with the previous best file deleted after the new one is written."""
+        if not self.save_best:
+            return
+        previous = dict(self.best_ckpt_path_dict) if len(self.key_indicators) > 1 \
+            else {None: self.best_ckpt_path}
+        # With no previous path MMEngine deletes nothing; it is told there is none.
+        if len(self.key_indicators) > 1:
+            self.best_ckpt_path_dict = {key: None for key in self.best_ckpt_path_dict}
+        else:
+            self.best_ckpt_path = None
+        try:
+            super()._save_best_checkpoint(runner, metrics)
+        finally:
+            now = dict(self.best_ckpt_path_dict) if len(self.key_indicators) > 1 \
+                else {None: self.best_ckpt_path}
+            for key, old in previous.items():
+                if now.get(key) is None:  # not improved: unchanged
+                    if len(self.key_indicators) > 1:
+                        self.best_ckpt_path_dict[key] = old
+                    else:
+                        self.best_ckpt_path = old
+        for key, old in previous.items():  # reached only when every save succeeded
+            new = now.get(key)
+            if old and new and new != old and is_main_process():
+                self._remove(old)
+                runner.logger.info(f'The previous best checkpoint {old} is removed')
