@@ -27,6 +27,8 @@ Examples:
 import argparse
 import os.path as osp
 
+from irtbox.cli import HelpFormatter
+
 __all__ = ['parse_args', 'main']
 
 
@@ -34,7 +36,7 @@ def parse_args(argv=None):
     """The command line of ``browse_results.py``."""
     parser = argparse.ArgumentParser(
         description='Result grids, index.html and failures.csv from a tools/test.py --out .npz.',
-        epilog=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=__doc__, formatter_class=HelpFormatter)
     parser.add_argument('results', help='the .npz of tools/test.py --out')
     parser.add_argument('--out-dir', required=True, help='where grids/, index.html and '
                         'failures.csv go')

@@ -9,6 +9,7 @@ Examples:
 """
 import argparse
 
+from irtbox.cli import HelpFormatter
 from irtbox.datasets.prepare import DATASETS, PrepareError, dataset_info, prepare_dataset
 from irtbox.utils.checks import int_argument
 from irtbox.utils.download import DownloadError
@@ -29,7 +30,7 @@ def listing() -> str:
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__, epilog=f'datasets:\n{listing()}',
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=HelpFormatter)
     parser.add_argument('name', nargs='?', metavar='NAME', choices=sorted(DATASETS),
                         help=f'the dataset, one of {", ".join(DATASETS)}; none: list them')
     parser.add_argument('--root', help='the dataset folder (default: data/<name>, what the '

@@ -6,6 +6,7 @@ Example:
 """
 import argparse
 
+from irtbox.cli import HelpFormatter
 from irtbox.datasets import digits
 
 __all__ = ['main']
@@ -13,7 +14,7 @@ __all__ = ['main']
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, epilog=digits.__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                                     formatter_class=HelpFormatter)
     parser.add_argument('--out', default='data/digits', help='output folder')
     parser.add_argument('--size', type=int, default=32, help='side of the written images')
     args = parser.parse_args(argv)

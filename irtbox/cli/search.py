@@ -30,7 +30,7 @@ import argparse
 import json
 import os.path as osp
 
-from irtbox.cli import checkpoint_argument
+from irtbox.cli import HelpFormatter, checkpoint_argument
 from irtbox.utils.checks import int_argument
 from irtbox.utils.config import DictAction
 
@@ -41,7 +41,7 @@ def parse_args(argv=None):
     """The command line of ``tools/search.py`` (``argv``: default ``sys.argv[1:]``)."""
     parser = argparse.ArgumentParser(description='Search your own images with an irtbox model.',
                                      epilog=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                                     formatter_class=HelpFormatter)
     commands = parser.add_subparsers(dest='command', required=True)
     build = commands.add_parser('build', help='embed a folder of images and save an index')
     build.add_argument('config', help='the model\'s config file')

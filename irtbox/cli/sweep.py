@@ -32,6 +32,7 @@ import os.path as osp
 import shlex
 import sys
 
+from irtbox.cli import HelpFormatter
 from irtbox.sweeps import execute as execute_module
 from irtbox.sweeps import slurm
 from irtbox.sweeps import spec as spec_module
@@ -56,7 +57,7 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description='Run, collect and plot a grid of irtbox trainings.',
         epilog='\n'.join([__doc__, spec_module.__doc__, execute_module.__doc__, slurm.__doc__]),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=HelpFormatter)
     parser.add_argument('spec', help='grid spec (.py, .yaml or .json)')
     parser.add_argument('--work-root', required=True, help='folder of all the runs and outputs')
     parser.add_argument('--emit', choices=['plain', 'dist', 'slurm'],

@@ -18,6 +18,7 @@ test set: ``name='0'``, ``'1'``, ... for a multi-dataset config).
 import argparse
 import os
 
+from irtbox.cli import HelpFormatter
 from irtbox.cli.launch import add_nproc_argument, relaunch
 from irtbox.utils.config import DictAction
 
@@ -28,7 +29,7 @@ def parse_args(argv=None):
     """The command line of ``tools/test.py``."""
     parser = argparse.ArgumentParser(
         description='Test an irtbox retrieval model.', epilog=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=HelpFormatter)
     parser.add_argument('config', help='config file')
     parser.add_argument('checkpoint', nargs='?', default=None,
                         help='checkpoint file or URL (default: none, the weights the config builds)')

@@ -18,6 +18,7 @@ hand resumes with --resume. docs/reliability.md, "On a cluster".
 import argparse
 import os
 
+from irtbox.cli import HelpFormatter
 from irtbox.cli.launch import add_nproc_argument, relaunch
 from irtbox.utils.config import DictAction
 
@@ -27,7 +28,7 @@ __all__ = ['parse_args', 'main']
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description='Train an irtbox retrieval model.', epilog=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=HelpFormatter)
     parser.add_argument('config', help='config file (Python), e.g. configs/irt/...py')
     parser.add_argument('--work-dir', help='where logs and checkpoints go '
                         '(default: ./work_dirs/<config name>)')
