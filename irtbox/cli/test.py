@@ -66,10 +66,11 @@ def main(argv=None):
     args = parse_args(argv)
     relaunch('test', args, argv)
     from irtbox.apis.tester import EvaluationSetupError, run_test
+    from irtbox.utils.config import CustomImportError
     try:
         return run_test(args.config, args.checkpoint, cfg_options=args.cfg_options,
                         work_dir=args.work_dir, launcher=args.launcher, out=args.out,
                         show_dir=args.show_dir, show_num=args.show_num,
                         show_topk=args.show_topk, show_seed=args.show_seed)
-    except EvaluationSetupError as error:
+    except (EvaluationSetupError, CustomImportError) as error:
         raise SystemExit(str(error)) from error

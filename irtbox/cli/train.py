@@ -144,10 +144,35 @@ def check_batch_sampler(cfg):
             'whole batches, so set both to the same value.')
 
 
+def refuse_missing_data(cfg, config):
+    """Stop in one line, before the runner logs its environment and config, when a dataset
+    the config reads is not there: the command that prepares it, or how to point at it."""
+    from irtbox.datasets.prepare.missing import missing_data
+    # What a training reads: its train split and, when it validates, its val split.
+    validates = all(cfg.get(k) is not None for k in ('val_dataloader', 'val_cfg',
+                                                     'val_evaluator'))
+    missing = missing_data(cfg, ('train_dataloader', 'val_dataloader')[:1 + validates])
+    if not missing:
+        return
+    first = missing[0]
+    how = (f'prepare it with `{first.prepare}`' if first.prepare else
+           'prepare it as docs/datasets.md describes')
+    more = (f' (also missing: {", ".join(m.data_root for m in missing[1:])})'
+            if len(missing) > 1 else '')
+    raise SystemExit(f'{config}: no dataset at {first.key}.data_root={first.data_root!r} '
+                     f'(relative to {os.getcwd()}); {how}, or give its folder with '
+                     f'--cfg-options {first.key}.data_root=PATH{more}')
+
+
 def main(argv=None):
     args = parse_args(argv)
     relaunch('train', args, argv)
-    cfg = build_cfg(args)
+    from irtbox.utils.config import CustomImportError
+    try:
+        cfg = build_cfg(args)
+    except CustomImportError as error:  # one line, not MMEngine's listing of sys.path
+        raise SystemExit(str(error)) from None
+    refuse_missing_data(cfg, args.config)
     from irtbox.apis import build_runner
     from irtbox.engine import PREEMPTED_EXIT_STATUS, NonFiniteLossError, Preempted
     from irtbox.engine.hooks.preemption import requeue_slurm_job

@@ -4,7 +4,7 @@ import os.path as osp
 
 from mmengine.config import Config, DictAction  # noqa: F401  (DictAction re-exported for tools)
 
-__all__ = ['ConfigError', 'Config', 'DictAction', 'CONFIGS_DIR', 'SHIPPED_PREFIX', 'find_config',
+__all__ = ['ConfigError', 'CustomImportError', 'Config', 'DictAction', 'CONFIGS_DIR', 'SHIPPED_PREFIX', 'find_config',
            'load_config', 'check_top_level_keys', 'check_option_types', 'check_option_paths']
 
 #: The configs irtbox ships, inside the installed package (a checkout's ``configs/`` links
@@ -59,6 +59,10 @@ class ConfigError(ValueError):
     """A config entry or ``--cfg-options`` value the toolbox would otherwise misread."""
 
 
+class CustomImportError(ImportError):
+    """A module a config's ``custom_imports`` names that Python cannot find."""
+
+
 def load_config(path: str, cfg_options: dict = None) -> Config:
     """``Config.fromfile`` plus ``--cfg-options``, with clear errors: an option whose value
     has another type than the config's entry, and a top-level key that looks like a
@@ -66,6 +70,22 @@ def load_config(path: str, cfg_options: dict = None) -> Config:
     path = find_config(path)
     try:
         cfg = Config.fromfile(path)
+    except ImportError as err:
+        # MMEngine's message lists all of sys.path over dozens of lines: one line instead,
+        # from the chain it raised: "Failed to import NAME", caused by the import's own error.
+        failed = err.__cause__
+        name = str(failed).partition('Failed to import ')[2] if failed is not None else ''
+        reason = failed.__context__ if failed is not None else None
+        if not name or reason is None:
+            raise type(err)(f'could not load config {path}: {err}') from err
+        if isinstance(reason, ModuleNotFoundError) and reason.name and \
+                name.startswith(reason.name):
+            raise CustomImportError(
+                f"{path}: custom_imports: no module named '{reason.name}' on the Python path; "
+                'put the folder that holds it on PYTHONPATH (e.g. PYTHONPATH=my_project '
+                f'when it is my_project/{reason.name}.py)') from None
+        raise CustomImportError(f"{path}: custom_imports: importing '{name}' failed: "
+                                f'{type(reason).__name__}: {reason}') from reason
     except Exception as err:  # re-raised naming the config file
         raise type(err)(f'could not load config {path}: {err}') from err
     if cfg_options:
