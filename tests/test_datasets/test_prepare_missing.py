@@ -1,11 +1,9 @@
 """The datasets a config reads that are not there, each with the command that prepares it
-(irtbox.datasets.prepare.missing), and the training command that stops on them in one line."""
+(irtbox.datasets.prepare.missing)."""
 import os
 
-import pytest
 from mmengine.config import Config
 
-from irtbox.cli import train as train_tool
 from irtbox.datasets.prepare.missing import MissingData, missing_data, prepare_command
 
 
@@ -42,19 +40,3 @@ def test_the_distinguishing_argument_picks_the_dataset():
         'irtbox prepare roxford5k --root r'
     assert prepare_command(dict(type='CSVDataset'), 'data/mine') is None
 
-
-def test_training_on_a_missing_dataset_says_how_to_prepare_it_first(tmp_path, monkeypatch,
-                                                                     capsys):
-    """What a user runs from a fresh folder: the first (and only) line names the command."""
-    monkeypatch.chdir(tmp_path)
-    with pytest.raises(SystemExit) as stop:
-        train_tool.main(['irt/irt-l_deit-s_1xb64-35k_sop.py'])
-    message = str(stop.value.code)
-    assert message.splitlines() == [message]
-    assert message.startswith('irt/irt-l_deit-s_1xb64-35k_sop.py: no dataset at '
-                              "train_dataloader.dataset.data_root='data/sop'")
-    assert 'prepare it with `irtbox prepare sop --root data/sop`' in message
-    assert 'train_dataloader.dataset.data_root=PATH' in message
-    out = capsys.readouterr()
-    assert out.out == '' and out.err == ''  # no environment or config dump before it
-    assert not os.path.exists(tmp_path / 'work_dirs')
