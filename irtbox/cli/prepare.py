@@ -12,7 +12,7 @@ import argparse
 from irtbox.cli import HelpFormatter
 from irtbox.datasets.prepare import DATASETS, PrepareError, dataset_info, prepare_dataset
 from irtbox.utils.checks import int_argument
-from irtbox.utils.download import DownloadError
+from irtbox.utils.download import DownloadError, UnreachableError
 
 __all__ = ['parse_args', 'main', 'listing']
 
@@ -63,5 +63,9 @@ def main(argv=None):
                                from_dir=args.from_dir, keep_archives=args.keep_archives,
                                check_space=not args.no_space_check,
                                progress=not args.no_progress, retries=args.retries)
+    except UnreachableError as err:
+        raise SystemExit(f'prepare {args.name}: {err}. Without a network: --from-dir DIR (the '
+                         'files fetched elsewhere, under their names) or --mirror URL (a server '
+                         'you can reach that holds them)') from err
     except (PrepareError, DownloadError, OSError) as err:
         raise SystemExit(f'prepare {args.name}: {err}') from err
