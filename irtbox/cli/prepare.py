@@ -17,12 +17,21 @@ from irtbox.utils.download import DownloadError, UnreachableError
 __all__ = ['parse_args', 'main', 'listing']
 
 
+def _size(num_bytes: int) -> str:
+    """'2.9 GB', or '6 MB' below a GB (where '0.0 GB' would say nothing)."""
+    return f'{num_bytes / 1e9:.1f} GB' if num_bytes >= 1e9 else f'{num_bytes / 1e6:.0f} MB'
+
+
 def listing() -> str:
-    """One line per dataset: name, download size, where it goes, how it is obtained."""
+    """One line per dataset: name, download size, where it goes, how it is obtained (with
+    the size of the images a user fetches into a folder, where the dataset has one)."""
     rows = []
     for info in DATASETS.values():
         how = '--from-dir (form or terms)' if info.manual else 'downloaded'
-        rows.append(f'  {info.name:<12} {info.download_bytes / 1e9:>7.1f} GB  '
+        fetched = sum(f.unpacked for f in info.files if f.folder)
+        if fetched:
+            how = f'{how[:-1]}; images you fetch: ~{_size(fetched)})'
+        rows.append(f'  {info.name:<12} {_size(info.download_bytes):>8}  '
                     f'{info.default_root:<18} {how}  {info.title}')
     return '\n'.join(rows)
 

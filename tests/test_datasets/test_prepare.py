@@ -400,6 +400,9 @@ def test_prepare_command_lists_and_refuses_two_sources(capsys):
     assert prepare_cli.main([]) is None
     out = capsys.readouterr().out
     assert all(name in out for name in DATASETS) and '500.0 GB' in out
+    ncclean = next(line for line in out.splitlines() if line.split()[0] == 'ncclean')
+    expected = sum(f.size for f in DATASETS['ncclean'].files) / 1e6  # under a GB: in MB
+    assert f' {expected:.0f} MB ' in ncclean and ' 0.0 GB' not in out
     with pytest.raises(SystemExit):
         prepare_cli.main(['cub', '--mirror', 'http://x', '--from-dir', '.'])
     assert 'give one' in capsys.readouterr().err
