@@ -36,8 +36,8 @@ from irtbox.cli import HelpFormatter
 from irtbox.sweeps import execute as execute_module
 from irtbox.sweeps import slurm
 from irtbox.sweeps import spec as spec_module
-from irtbox.sweeps import (EMBEDDINGS, FAILED, LOG, PREEMPTED_MARK, RESULTS, TRAIN_DONE,
-                           SelectionError, collect,
+from irtbox.sweeps import (EMBEDDINGS, FAILED, LOG, PREEMPTED_MARK, RESULTS, SUMMARY_DECIMALS,
+                           TRAIN_DONE, SelectionError, collect, format_tables,
                            emit_command, expand, load_spec, plot_all, run_all, select_runs,
                            state_of, summarize, write_table)
 from irtbox.utils.checks import int_argument
@@ -217,7 +217,8 @@ def main(argv=None):
     summary = summarize(rows)
     write_table(rows, osp.join(args.work_root, 'runs.csv'))
     write_table(rows, osp.join(args.work_root, 'runs.json'))
-    write_table(summary, osp.join(args.work_root, 'summary.csv'))
+    write_table(summary, osp.join(args.work_root, 'summary.csv'), decimals=SUMMARY_DECIMALS)
+    print(format_tables(summary, spec))
     if not args.no_plot:
         for path in plot_all(summary, spec, args.work_root, band=args.band):
             print(path)
