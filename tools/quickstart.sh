@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Quick start: install irtbox, then IRT_O / IRT_L / IRT_R on handwritten digits (6 min 14 s after
-# the install on 2 CPU cores; a fresh virtual environment's install adds about 1.5 min).
+# Quick start: install irtbox, then IRT_O / IRT_L / IRT_R on handwritten digits (6 to 15 min after
+# the install on 2 CPU cores, idle to shared; a fresh virtual environment's install adds 1.5-3.5 min).
 # Extra arguments go to tools/misc/quickstart_digits.py (e.g. --iters 200).
 set -euo pipefail
 cd "$(dirname "$0")/.."

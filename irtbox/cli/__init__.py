@@ -4,14 +4,27 @@ that parses its arguments and calls the package (``irtbox.apis``, ``irtbox.searc
 This is the only layer that decides how a process ends: :func:`run` is what the scripts under
 ``tools/`` call. The library below never exits the process.
 """
+import argparse
 import os
+import re
 import sys
 from typing import Callable, Optional, Sequence
 
-__all__ = ['run', 'checkpoint_argument', 'DEBUG_VAR']
+__all__ = ['run', 'checkpoint_argument', 'DEBUG_VAR', 'HelpFormatter']
 
 #: ``IRTBOX_DEBUG=1``: an error ends a command with its traceback rather than one line.
 DEBUG_VAR = 'IRTBOX_DEBUG'
+# reST roles (:func:`~a.b.f`) and literals (``x``) of the docstrings --help shows.
+_ROLE = re.compile(r':\w+:`~?([^`]+)`')
+_LITERAL = re.compile(r'``([^`]+)``')
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """--help of every command: descriptions and epilogs as written (they are module
+    docstrings), less their reST markup, so that ``x`` reads x and :func:`f` reads f."""
+
+    def _format_text(self, text: str) -> str:
+        return super()._format_text(_LITERAL.sub(r'\1', _ROLE.sub(r'\1', text)))
 
 def checkpoint_argument(text: str) -> Optional[str]:
     """The ``CKPT`` argument of the commands: a checkpoint file or URL, or ``none`` (any case)

@@ -40,6 +40,7 @@ Example (off-the-shelf vs contrastive vs contrastive + entropy regularisation):
 import argparse
 from typing import Dict, Tuple
 
+from irtbox.cli import HelpFormatter
 from irtbox.utils.checks import int_argument
 
 __all__ = ['parse_args', 'main', 'parse_model']
@@ -56,7 +57,7 @@ def parse_model(text: str) -> Tuple[str, str]:
 def parse_args(argv=None):
     """The command line of ``analyze_embeddings.py``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                                     formatter_class=HelpFormatter)
     parser.add_argument('models', nargs='+', metavar='NAME=PATH',
                         help='a model name and the .npz written by tools/test.py --out')
     parser.add_argument('--out-dir', required=True, help='where the PNGs and analysis.json go')

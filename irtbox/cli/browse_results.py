@@ -27,6 +27,7 @@ Examples:
 import argparse
 import os.path as osp
 
+from irtbox.cli import HelpFormatter
 from irtbox.utils.checks import int_argument
 
 __all__ = ['parse_args', 'main']
@@ -36,7 +37,7 @@ def parse_args(argv=None):
     """The command line of ``browse_results.py``."""
     parser = argparse.ArgumentParser(
         description='Result grids, index.html and failures.csv from a tools/test.py --out .npz.',
-        epilog=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=__doc__, formatter_class=HelpFormatter)
     parser.add_argument('results', help='the .npz of tools/test.py --out')
     parser.add_argument('--out-dir', required=True, help='where grids/, index.html and '
                         'failures.csv go')

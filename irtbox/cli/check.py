@@ -10,6 +10,7 @@ Examples:
 import argparse
 import json
 
+from irtbox.cli import HelpFormatter
 from irtbox.datasets.prepare import DATASETS, check_dataset, dataset_info, format_report
 from irtbox.utils.checks import int_argument
 from irtbox.utils.fileio import atomic_write_text
@@ -19,7 +20,7 @@ __all__ = ['parse_args', 'main']
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                                     formatter_class=HelpFormatter)
     parser.add_argument('name', metavar='NAME', choices=sorted(DATASETS),
                         help=f'the dataset, one of {", ".join(DATASETS)}')
     parser.add_argument('--root', help='the dataset folder (default: data/<name>)')

@@ -23,7 +23,7 @@ and records the check.
 """
 import argparse
 
-from irtbox.cli import checkpoint_argument
+from irtbox.cli import HelpFormatter, checkpoint_argument
 from irtbox.utils.config import DictAction
 
 __all__ = ['parse_args', 'main']
@@ -31,7 +31,7 @@ __all__ = ['parse_args', 'main']
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description='Export an irtbox model.', epilog=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                                     formatter_class=HelpFormatter)
     parser.add_argument('config')
     parser.add_argument('checkpoint', type=checkpoint_argument,
                         help='checkpoint (.pth/.safetensors/URL) or "none" for the '

@@ -24,7 +24,7 @@ embeddings stops the run with an error. CKPT may be "none" (the config's own wei
 import argparse
 import os
 
-from irtbox.cli import checkpoint_argument
+from irtbox.cli import HelpFormatter, checkpoint_argument
 from irtbox.cli.launch import add_nproc_argument, relaunch
 from irtbox.utils.checks import int_argument
 from irtbox.utils.config import DictAction
@@ -35,7 +35,7 @@ __all__ = ['parse_args', 'main']
 def parse_args(argv=None):
     """The command line of ``tools/extract.py`` (``argv``: default ``sys.argv[1:]``)."""
     parser = argparse.ArgumentParser(description='Embed a folder of images.', epilog=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                                     formatter_class=HelpFormatter)
     parser.add_argument('config')
     parser.add_argument('checkpoint', type=checkpoint_argument,
                         help='checkpoint file or URL, or "none"')

@@ -16,6 +16,8 @@ import json
 import os.path as osp
 import sys
 
+from irtbox.cli import HelpFormatter
+
 __all__ = ['parse_args', 'main']
 
 
@@ -24,7 +26,7 @@ COLUMNS = ('name', 'weights', 'dim', 'result', 'config')
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description='List the irtbox model zoo.', epilog=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                                     formatter_class=HelpFormatter)
     parser.add_argument('pattern', nargs='?', help='wildcard or substring of the model names')
     weights = parser.add_mutually_exclusive_group()
     weights.add_argument('--with-weights', dest='with_weights', action='store_const', const=True,

@@ -6,13 +6,15 @@ Examples:
   irtbox prepare-digits --out data/digits
   irtbox prepare cub --root data/cub && irtbox check cub --root data/cub
   irtbox train configs/quickstart/irt-r_vit-tiny_1xb64-500_digits.py
-  irtbox test CONFIG CKPT --out results.npz
+  irtbox test CONFIG CKPT --out work_dirs/results.npz
   irtbox search build CONFIG CKPT photos/ photos_index
 """
 import argparse
 import importlib
 import sys
 from typing import Optional, Sequence
+
+from irtbox.cli import HelpFormatter
 
 __all__ = ['COMMANDS', 'main', 'console']
 
@@ -45,7 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog='irtbox', description='irtbox: image retrieval with vision transformers.',
         epilog=f'commands:\n{listing}\n\n{__doc__}',
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=HelpFormatter)
     parser.add_argument('--version', action='version', version=f'irtbox {__version__}')
     parser.add_argument('command', choices=sorted(COMMANDS), metavar='COMMAND',
                         help='one of the commands below')

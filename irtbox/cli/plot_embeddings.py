@@ -20,6 +20,7 @@ Examples:
 """
 import argparse
 
+from irtbox.cli import HelpFormatter
 from irtbox.utils.checks import int_argument
 
 __all__ = ['parse_args', 'main']
@@ -29,7 +30,7 @@ def parse_args(argv=None):
     """The command line of ``plot_embeddings.py``."""
     parser = argparse.ArgumentParser(description='2-D map of test embeddings coloured by class.',
                                      epilog=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                                     formatter_class=HelpFormatter)
     parser.add_argument('results', help='the .npz of tools/test.py --out')
     parser.add_argument('--method', choices=['pca', 'tsne', 'umap'], default='tsne',
                         help='projection (default tsne)')

@@ -22,6 +22,7 @@ Example:
 import argparse
 from typing import Tuple
 
+from irtbox.cli import HelpFormatter
 from irtbox.visualization.gradient_noise import AXES
 
 __all__ = ['parse_args', 'main']
@@ -31,7 +32,7 @@ def parse_args(argv=None):
     """The command line of ``plot_gradient_noise.py``."""
     parser = argparse.ArgumentParser(
         description='Plot the gradient noise γ of IRT Fig. 4 from training work dirs.',
-        epilog=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=__doc__, formatter_class=HelpFormatter)
     parser.add_argument('work_dirs', nargs='+', metavar='WORK_DIR',
                         help='work dirs of runs trained with GradientNoiseHook')
     parser.add_argument('--out', required=True,

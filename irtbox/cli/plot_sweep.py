@@ -8,6 +8,7 @@ Example:
 import argparse
 import os.path as osp
 
+from irtbox.cli import HelpFormatter
 from irtbox.sweeps import figures, load_spec, plot_all, read_summary
 
 __all__ = ['main']
@@ -15,7 +16,7 @@ __all__ = ['main']
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, epilog=figures.__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                                     formatter_class=HelpFormatter)
     parser.add_argument('summary', help='summary.csv written by tools/sweep.py')
     parser.add_argument('spec', help='the grid spec of the sweep (factor values, log_x, metrics)')
     parser.add_argument('--out-dir', help='where the PNGs go (default: next to the summary)')

@@ -9,19 +9,29 @@ Examples:
 """
 import argparse
 
+from irtbox.cli import HelpFormatter
 from irtbox.datasets.prepare import DATASETS, PrepareError, dataset_info, prepare_dataset
 from irtbox.utils.checks import int_argument
-from irtbox.utils.download import DownloadError
+from irtbox.utils.download import DownloadError, UnreachableError
 
 __all__ = ['parse_args', 'main', 'listing']
 
 
+def _size(num_bytes: int) -> str:
+    """'2.9 GB', or '6 MB' below a GB (where '0.0 GB' would say nothing)."""
+    return f'{num_bytes / 1e9:.1f} GB' if num_bytes >= 1e9 else f'{num_bytes / 1e6:.0f} MB'
+
+
 def listing() -> str:
-    """One line per dataset: name, download size, where it goes, how it is obtained."""
+    """One line per dataset: name, download size, where it goes, how it is obtained (with
+    the size of the images a user fetches into a folder, where the dataset has one)."""
     rows = []
     for info in DATASETS.values():
         how = '--from-dir (form or terms)' if info.manual else 'downloaded'
-        rows.append(f'  {info.name:<12} {info.download_bytes / 1e9:>7.1f} GB  '
+        fetched = sum(f.unpacked for f in info.files if f.folder)
+        if fetched:
+            how = f'{how[:-1]}; images you fetch: ~{_size(fetched)})'
+        rows.append(f'  {info.name:<12} {_size(info.download_bytes):>8}  '
                     f'{info.default_root:<18} {how}  {info.title}')
     return '\n'.join(rows)
 
@@ -29,7 +39,7 @@ def listing() -> str:
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__, epilog=f'datasets:\n{listing()}',
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=HelpFormatter)
     parser.add_argument('name', nargs='?', metavar='NAME', choices=sorted(DATASETS),
                         help=f'the dataset, one of {", ".join(DATASETS)}; none: list them')
     parser.add_argument('--root', help='the dataset folder (default: data/<name>, what the '
@@ -62,5 +72,9 @@ def main(argv=None):
                                from_dir=args.from_dir, keep_archives=args.keep_archives,
                                check_space=not args.no_space_check,
                                progress=not args.no_progress, retries=args.retries)
+    except UnreachableError as err:
+        raise SystemExit(f'prepare {args.name}: {err}. Without a network: --from-dir DIR (the '
+                         'files fetched elsewhere, under their names) or --mirror URL (a server '
+                         'you can reach that holds them)') from err
     except (PrepareError, DownloadError, OSError) as err:
         raise SystemExit(f'prepare {args.name}: {err}') from err

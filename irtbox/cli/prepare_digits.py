@@ -6,6 +6,7 @@ Example:
 """
 import argparse
 
+from irtbox.cli import HelpFormatter
 from irtbox.datasets import digits
 from irtbox.utils.checks import int_argument
 
@@ -14,7 +15,7 @@ __all__ = ['main']
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, epilog=digits.__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                                     formatter_class=HelpFormatter)
     parser.add_argument('--out', default='data/digits', help='output folder')
     parser.add_argument('--size', type=int_argument(1), default=32,
                         help='side of the written images')

@@ -20,13 +20,15 @@ Examples:
 """
 import argparse
 
+from irtbox.cli import HelpFormatter
+
 __all__ = ['parse_args', 'main']
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description='Publish an irtbox checkpoint into a model zoo folder.', epilog=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=HelpFormatter)
     parser.add_argument('checkpoint', help='training checkpoint (.pth or .safetensors)')
     parser.add_argument('out_dir', help='zoo folder to write into (created when missing)')
     parser.add_argument('--name', help='zoo name of the model (default: the config file name, '

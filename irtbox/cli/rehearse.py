@@ -20,6 +20,7 @@ import argparse
 import os.path as osp
 import sys
 
+from irtbox.cli import HelpFormatter
 from irtbox.utils.checks import int_argument
 from irtbox.utils.config import DictAction
 
@@ -31,7 +32,7 @@ def parse_args(argv=None):
     from irtbox.apis.miniaturize import DEFAULT_INPUT_SIZE
     parser = argparse.ArgumentParser(
         description='Rehearse a config in miniature before a real run.', epilog=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=HelpFormatter)
     parser.add_argument('config', help='config file (Python)')
     parser.add_argument('--nproc', type=int_argument(1), default=2,
                         help='processes (GPUs with NCCL, else CPU processes with gloo); '

@@ -30,7 +30,7 @@ import argparse
 import json
 import os.path as osp
 
-from irtbox.cli import checkpoint_argument
+from irtbox.cli import HelpFormatter, checkpoint_argument
 from irtbox.utils.checks import int_argument
 from irtbox.utils.config import DictAction
 
@@ -41,7 +41,7 @@ def parse_args(argv=None):
     """The command line of ``tools/search.py`` (``argv``: default ``sys.argv[1:]``)."""
     parser = argparse.ArgumentParser(description='Search your own images with an irtbox model.',
                                      epilog=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                                     formatter_class=HelpFormatter)
     commands = parser.add_subparsers(dest='command', required=True)
     build = commands.add_parser('build', help='embed a folder of images and save an index')
     build.add_argument('config', help='the model\'s config file')
@@ -131,12 +131,19 @@ def query(args):
     missing = [p for p in args.images if not osp.isfile(p)]
     if missing:
         raise SystemExit(f'query image(s) not found: {", ".join(missing)}')
-    results = [dict(query=path, hits=[h.to_dict() for h in hits])
+    # Each hit's file, wherever the command runs: ids relative to the build's folder joined.
+    results = [dict(query=path, hits=[dict(h.to_dict(), path=searcher.path_of(h.id))
+                                      for h in hits])
                for path, hits in zip(args.images, searcher.search(args.images, k=args.k))]
     for result in results:
         print(result['query'])
         for hit in result['hits']:
             print(f'  {hit["rank"]:3d}  {hit["score"]:.4f}  {hit["id"]}')
+    gone = sorted({h['path'] for r in results for h in r['hits'] if not osp.isfile(h['path'])})
+    if gone:
+        print(f'warning: {len(gone)} of the hits\' files are not where the index recorded them '
+              f'(moved or deleted since the build), e.g. {gone[0]}; rebuild the index to '
+              'drop them')
     if args.out:
         if args.out.endswith('.json'):
             atomic_write_text(args.out, json.dumps(results, indent=1))

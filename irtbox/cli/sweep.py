@@ -31,11 +31,12 @@ import os
 import os.path as osp
 import sys
 
+from irtbox.cli import HelpFormatter
 from irtbox.sweeps import execute as execute_module
 from irtbox.sweeps import slurm
 from irtbox.sweeps import spec as spec_module
-from irtbox.sweeps import (EMBEDDINGS, FAILED, LOG, PREEMPTED_MARK, RESULTS, TRAIN_DONE,
-                           SelectionError, collect,
+from irtbox.sweeps import (EMBEDDINGS, FAILED, LOG, PREEMPTED_MARK, RESULTS, SUMMARY_DECIMALS,
+                           TRAIN_DONE, SelectionError, collect, format_tables,
                            emit_command, expand, load_spec, plot_all, run_all, select_runs,
                            state_of, summarize, write_table)
 from irtbox.utils.checks import int_argument
@@ -58,7 +59,7 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description='Run, collect and plot a grid of irtbox trainings.',
         epilog='\n'.join([__doc__, spec_module.__doc__, execute_module.__doc__, slurm.__doc__]),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=HelpFormatter)
     parser.add_argument('spec', help='grid spec (.py, .yaml or .json)')
     parser.add_argument('--work-root', required=True, help='folder of all the runs and outputs')
     parser.add_argument('--emit', choices=['plain', 'dist', 'slurm'],
@@ -200,7 +201,8 @@ def main(argv=None):
     summary = summarize(rows)
     write_table(rows, osp.join(args.work_root, 'runs.csv'))
     write_table(rows, osp.join(args.work_root, 'runs.json'))
-    write_table(summary, osp.join(args.work_root, 'summary.csv'))
+    write_table(summary, osp.join(args.work_root, 'summary.csv'), decimals=SUMMARY_DECIMALS)
+    print(format_tables(summary, spec))
     if not args.no_plot:
         for path in plot_all(summary, spec, args.work_root, band=args.band):
             print(path)

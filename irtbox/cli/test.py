@@ -18,6 +18,7 @@ test set: ``name='0'``, ``'1'``, ... for a multi-dataset config).
 import argparse
 import os
 
+from irtbox.cli import HelpFormatter
 from irtbox.cli.launch import add_nproc_argument, relaunch
 from irtbox.utils.checks import int_argument
 from irtbox.utils.config import DictAction
@@ -29,7 +30,7 @@ def parse_args(argv=None):
     """The command line of ``tools/test.py``."""
     parser = argparse.ArgumentParser(
         description='Test an irtbox retrieval model.', epilog=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=HelpFormatter)
     parser.add_argument('config', help='config file')
     parser.add_argument('checkpoint', nargs='?', default=None,
                         help='checkpoint file or URL (default: none, the weights the config builds)')
@@ -65,10 +66,11 @@ def main(argv=None):
     args = parse_args(argv)
     relaunch('test', args, argv)
     from irtbox.apis.tester import EvaluationSetupError, run_test
+    from irtbox.utils.config import CustomImportError
     try:
         return run_test(args.config, args.checkpoint, cfg_options=args.cfg_options,
                         work_dir=args.work_dir, launcher=args.launcher, out=args.out,
                         show_dir=args.show_dir, show_num=args.show_num,
                         show_topk=args.show_topk, show_seed=args.show_seed)
-    except EvaluationSetupError as error:
+    except (EvaluationSetupError, CustomImportError) as error:
         raise SystemExit(str(error)) from error

@@ -18,6 +18,7 @@ iteration 0. docs/reliability.md, "What resumes, and how".
 import argparse
 import os
 
+from irtbox.cli import HelpFormatter
 from irtbox.cli.launch import add_nproc_argument, relaunch
 from irtbox.utils.config import DictAction
 
@@ -27,7 +28,7 @@ __all__ = ['parse_args', 'main']
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description='Train an irtbox retrieval model.', epilog=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=HelpFormatter)
     parser.add_argument('config', help='config file (Python), e.g. configs/irt/...py')
     parser.add_argument('--work-dir', help='where logs and checkpoints go '
                         '(default: ./work_dirs/<config name>)')
@@ -143,10 +144,35 @@ def check_batch_sampler(cfg):
             'whole batches, so set both to the same value.')
 
 
+def refuse_missing_data(cfg, config):
+    """Stop in one line, before the runner logs its environment and config, when a dataset
+    the config reads is not there: the command that prepares it, or how to point at it."""
+    from irtbox.datasets.prepare.missing import missing_data
+    # What a training reads: its train split and, when it validates, its val split.
+    validates = all(cfg.get(k) is not None for k in ('val_dataloader', 'val_cfg',
+                                                     'val_evaluator'))
+    missing = missing_data(cfg, ('train_dataloader', 'val_dataloader')[:1 + validates])
+    if not missing:
+        return
+    first = missing[0]
+    how = (f'prepare it with `{first.prepare}`' if first.prepare else
+           'prepare it as docs/datasets.md describes')
+    more = (f' (also missing: {", ".join(m.data_root for m in missing[1:])})'
+            if len(missing) > 1 else '')
+    raise SystemExit(f'{config}: no dataset at {first.key}.data_root={first.data_root!r} '
+                     f'(relative to {os.getcwd()}); {how}, or give its folder with '
+                     f'--cfg-options {first.key}.data_root=PATH{more}')
+
+
 def main(argv=None):
     args = parse_args(argv)
     relaunch('train', args, argv)
-    cfg = build_cfg(args)
+    from irtbox.utils.config import CustomImportError
+    try:
+        cfg = build_cfg(args)
+    except CustomImportError as error:  # one line, not MMEngine's listing of sys.path
+        raise SystemExit(str(error)) from None
+    refuse_missing_data(cfg, args.config)
     from irtbox.apis import build_runner
     from irtbox.engine import PREEMPTED_EXIT_STATUS, NonFiniteLossError, Preempted
     from irtbox.engine.hooks.preemption import requeue_slurm_job

@@ -438,9 +438,13 @@ def export_model(model: nn.Module, fmt: str, out: str, input_size: Optional[Sequ
         input=dict(name='images', layout='NCHW', channels='RGB', dtype=input_dtype,
                    range='0-255', batch='dynamic' if dynamic_batch else batch_size,
                    height=size[0], width=size[1], dynamic_batch=dynamic_batch,
-                   dynamic_size=dynamic_size),
+                   dynamic_size=dynamic_size,
+                   # The file takes RGB whatever the network sees: a flip is in the graph.
+                   flipped_to_network_order_inside=spec.network_order == 'bgr'),
         output=dict(name='embeddings', dim=dim, l2_normalized=True),
-        input_spec=dataclasses.asdict(spec),
+        # Less the channel order irtbox's own image loader decodes to (pixel_order), which
+        # says nothing of this file's input.
+        input_spec={k: v for k, v in dataclasses.asdict(spec).items() if k != 'pixel_order'},
         config=getattr(model.cfg, 'filename', None), checkpoint=getattr(model, 'checkpoint', None),
         check_images=source, checks=checks)
     atomic_write_text(out + '.json', json.dumps(report, indent=2))

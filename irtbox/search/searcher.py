@@ -5,7 +5,9 @@ An index folder (format 2) holds ``manifest.json`` (format_version, factory, npr
 and the names of the files below), the faiss index ``index-<tag>.faiss``, the rows as one
 embeddings file ``embeddings-<tag>.npz`` (embeddings, ids, the model's identity:
 :mod:`irtbox.structures.embeddings_file`, read memory-mapped) and the model's config
-``config-<tag>.py``. The manifest records the sha256 of each of these files (``sha256``:
+``config-<tag>.py``, and ``root``: the absolute folder that relative paths (image ids, the
+checkpoint in the identity) are relative to, the working directory of the save; so an index is
+searched, and its images and checkpoint found, from any folder. The manifest records the sha256 of each of these files (``sha256``:
 {name: digest}); loading checks them, so an index edited or damaged since it was saved (rows
 reordered, a file cut short) is refused, naming the file, rather than searched. Indexes of
 format 1 (ids and identity in the manifest, embeddings in a ``.npy``) and format 2 manifests
@@ -113,6 +115,11 @@ class ImageSearcher:
         identity: the model's identity when already computed (e.g. the ``identity`` of the
             :class:`~irtbox.structures.EmbeddingSet` its embeddings came in).
         index: the former name of ``factory`` (deprecated).
+
+    Attributes:
+        root: the folder that relative ids (image paths) are relative to: None (the working
+            directory) until the index is saved, then the absolute one recorded in its manifest
+            (:meth:`path_of` joins them).
     """
 
     def __init__(self, model: Optional[torch.nn.Module] = None, factory: str = 'Flat',
@@ -128,12 +135,19 @@ class ImageSearcher:
                                             gpu_temp_memory=gpu_temp_memory)
         self.batch_size, self.num_workers = batch_size, num_workers
         self._identity = identity
+        self.root: Optional[str] = None
         self.ids: List[str] = []
         self.embeddings = np.zeros((0, 0), dtype=np.float32)
         self.index = None
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def path_of(self, item: Union[int, str]) -> str:
+        """The file of an id (or of the item at a position): an absolute id as it is, a
+        relative one joined to :attr:`root` (the working directory while there is none)."""
+        item = self.ids[item] if isinstance(item, (int, np.integer)) else item
+        return osp.join(self.root, item) if self.root and not osp.isabs(item) else item
 
     @property
     def factory(self) -> str:
@@ -184,7 +198,11 @@ class ImageSearcher:
                 ids = [str(i) for i in range(len(self.ids), len(self.ids) + len(embeddings))]
         else:
             embeddings, found, failed = self.embed(items, progress)
-            ids = found if ids is None else ids
+            if ids is None:
+                # Paths relative to another folder than the index's root: made absolute, so
+                # that path_of finds them.
+                here = self.root is not None and osp.abspath(self.root) != os.getcwd()
+                ids = [osp.abspath(i) if here and isinstance(i, str) else i for i in found]
         ids = [str(i) for i in ids]
         if len(ids) != len(embeddings):
             raise ValueError(f'ImageSearcher.add: {len(embeddings)} embeddings but {len(ids)} ids')
@@ -291,6 +309,7 @@ class ImageSearcher:
         ``OSError`` naming the file and leaves the folder as it was, the temporary files
         removed."""
         os.makedirs(directory, exist_ok=True)
+        self.root = osp.abspath(self.root or os.getcwd())
         tag = uuid.uuid4().hex[:12]
         files = dict(index=f'index-{tag}.faiss', embeddings=f'embeddings-{tag}.npz')
         cfg = getattr(self.model, 'cfg', None)
@@ -322,6 +341,7 @@ class ImageSearcher:
                         EmbeddingSet(embeddings, ids=list(self.ids), identity=self.identity))
         manifest = dict(format_version=FORMAT_VERSION, factory=self.factory, dim=dim,
                         count=len(self.ids), nprobe=self.faiss_searcher.nprobe, files=files,
+                        root=osp.abspath(self.root or os.getcwd()),
                         sha256={name: _sha256(osp.join(directory, name))
                                 for name in files.values()})
         atomic_write_text(osp.join(directory, MANIFEST), json.dumps(manifest, indent=1))
@@ -345,6 +365,8 @@ class ImageSearcher:
         rows = _read_rows(directory, manifest)
         searcher = cls(model=None, factory=manifest['factory'], device=device, **kwargs)
         searcher.identity = rows.identity
+        # Manifests written before the root was recorded: the working directory, as then.
+        searcher.root = manifest.get('root')
         if model is not None:
             current = model_identity(model)
             if searcher.identity is not None:
@@ -396,11 +418,16 @@ def load_index_model(directory: str, checkpoint: Optional[str] = None,
     # path) are checked when the index is loaded, before any search.
     _check_files(directory, manifest, ('config',), warn=False)
     identity = _read_rows(directory, manifest).identity or {}
-    checkpoint = checkpoint or identity.get('checkpoint')
-    if checkpoint is not None and not osp.isfile(checkpoint):
-        raise FileNotFoundError(f'index {directory} was built with checkpoint {checkpoint}, '
-                                'which is not there any more; pass --checkpoint with its '
-                                'new location')
+    if checkpoint is None and identity.get('checkpoint') is not None:
+        recorded, root = identity['checkpoint'], manifest.get('root')
+        # A relative path is the build's: relative to its working directory (the root).
+        checkpoint = recorded if '://' in recorded or not root else osp.join(root, recorded)
+        if '://' not in checkpoint and not osp.isfile(checkpoint):
+            raise FileNotFoundError(
+                f'index {directory} was built with checkpoint {checkpoint}, which is not there '
+                'any more (moved or deleted); pass --checkpoint with its new location')
+    elif checkpoint is not None and not osp.isfile(checkpoint) and '://' not in checkpoint:
+        raise FileNotFoundError(f'checkpoint {checkpoint} not found')
     return init_model(osp.join(directory, manifest['files']['config']), checkpoint,
                       device=device)
 

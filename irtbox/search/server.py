@@ -34,6 +34,8 @@ from typing import Optional
 
 import numpy as np
 
+from .results import hit_caption
+
 __all__ = ['PixelBudget', 'query_min_side', 'decode_upload', 'create_app', 'serve']
 
 STATIC = osp.join(osp.dirname(osp.abspath(__file__)), 'static')
@@ -159,12 +161,12 @@ def create_app(searcher, max_upload_bytes: int = 10 * 2**20, max_pixels: int = 4
         if not 0 <= position < len(searcher):
             raise HTTPException(404, f'no item at position {position} (the index holds '
                                      f'{len(searcher)})')
-        return searcher.ids[position]
+        return searcher.path_of(position)
 
     def missing(position: int) -> HTTPException:
-        return HTTPException(404, f'item {position} ({searcher.ids[position]}): the file is not '
-                                  'there any more (moved or deleted since the index was built); '
-                                  'rebuild the index to drop it')
+        return HTTPException(404, f'item {position} ({searcher.path_of(position)}): the file is '
+                                  'not there any more (moved or deleted since the index was '
+                                  'built); rebuild the index to drop it')
 
     @lru_cache(maxsize=4096)
     def thumbnail(position: int) -> bytes:
@@ -174,7 +176,7 @@ def create_app(searcher, max_upload_bytes: int = 10 * 2**20, max_pixels: int = 4
             raise missing(position)
         image = cv2.imread(path, cv2.IMREAD_COLOR)
         if image is None:
-            raise HTTPException(404, f'item {position} ({searcher.ids[position]}) is unreadable')
+            raise HTTPException(404, f'item {position} ({path}) is unreadable')
         scale = thumb_size / max(image.shape[:2])
         if scale < 1:
             image = cv2.resize(image, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA)
@@ -232,7 +234,7 @@ def create_app(searcher, max_upload_bytes: int = 10 * 2**20, max_pixels: int = 4
             with lock:
                 hits = searcher.search(query, k=k)
         return dict(took_ms=round(1000 * (time.perf_counter() - started), 2),
-                    hits=[dict(h.to_dict(), name=osp.basename(h.id),
+                    hits=[dict(h.to_dict(), name=hit_caption(h.id),
                                thumbnail=f'/thumb/{h.position}') for h in hits])
 
     return app

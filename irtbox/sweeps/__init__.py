@@ -13,7 +13,8 @@ from .spec import (OFF_THE_SHELF, Run, SelectionError, expand, factor_values, lo
                    select_runs, value_dir, value_entries)
 from .state import (EMBEDDINGS, FAILED, LOG, PREEMPTED_MARK, RESULTS, TRAIN_DONE, checkpoint_of,
                     state_of)
-from .tables import collect, metric_names, read_summary, summarize, write_table
+from .tables import (SUMMARY_DECIMALS, collect, format_tables, metric_names, read_summary,
+                     summarize, write_table)
 
 __all__ = [
     'family_of', 'loss_families', 'plot_all', 'plot_factor', 'emit_command', 'run_all',
@@ -21,5 +22,5 @@ __all__ = [
     'select_runs', 'value_dir', 'value_entries', 'EMBEDDINGS', 'FAILED', 'LOG', 'PREEMPTED_MARK',
     'RESULTS',
     'TRAIN_DONE', 'checkpoint_of', 'state_of', 'collect', 'metric_names', 'read_summary',
-    'summarize', 'write_table'
+    'summarize', 'write_table', 'format_tables', 'SUMMARY_DECIMALS'
 ]

@@ -4,14 +4,19 @@ import csv
 import json
 import math
 import os.path as osp
-from typing import Dict, List
+from typing import Dict, List, Optional, Sequence
 
 from irtbox.utils.fileio import atomic_write, atomic_write_text
 
 from .spec import OFF_THE_SHELF, Run, value_dir
 from .state import RESULTS
 
-__all__ = ['collect', 'metric_names', 'summarize', 'write_table', 'read_summary']
+__all__ = ['collect', 'metric_names', 'summarize', 'write_table', 'read_summary',
+           'format_tables', 'SUMMARY_DECIMALS']
+
+#: Decimals summary.csv keeps of its statistics (metrics are in percent: 89.49).
+SUMMARY_DECIMALS = 2
+_STATISTICS = ('mean', 'std', 'min', 'max')
 
 
 def collect(runs: List[Run], families: Dict[str, str]) -> List[dict]:
@@ -63,8 +68,13 @@ def summarize(rows: List[dict]) -> List[dict]:
     return out
 
 
-def write_table(rows: List[dict], path: str) -> None:
-    """CSV (``path``.csv) or JSON (``path``.json) with one line per row."""
+def write_table(rows: List[dict], path: str, decimals: Optional[int] = None) -> None:
+    """CSV (``path``.csv) or JSON (``path``.json) with one line per row; ``decimals``: the
+    statistics (mean, std, min, max) rounded to that many (summary.csv:
+    :data:`SUMMARY_DECIMALS`)."""
+    if decimals is not None:
+        rows = [{k: round(v, decimals) if k in _STATISTICS else v for k, v in r.items()}
+                for r in rows]
     if path.endswith('.json'):
         atomic_write_text(path, json.dumps(rows, indent=1))
         return
@@ -93,3 +103,46 @@ def read_summary(path: str) -> List[dict]:
         for key in ('value', 'mean', 'std', 'min', 'max', 'n'):
             r[key] = number(r.get(key))
     return rows
+
+
+def format_tables(summary: List[dict], spec: dict,
+                  metrics: Optional[Sequence[str]] = None) -> str:
+    """The summary as text, one table per factor, dataset and metric: a row per loss (and the
+    off-the-shelf model's, when the sweep has one), a column per value of the factor, each
+    cell the mean over seeds in percent with one decimal (what docs/sweeps.md shows).
+    ``metrics``: those shown (default: the spec's ``metrics``, else all)."""
+    metrics = list(metrics or spec.get('metrics') or sorted({r['metric'] for r in summary}))
+    shelf = {(r['dataset'], r['metric']): r['mean'] for r in summary
+             if r['factor'] == OFF_THE_SHELF}
+    blocks = []
+    for factor, fspec in spec['factors'].items():
+        label = fspec.get('label', factor)
+        for dataset in spec['datasets']:
+            for metric in metrics:
+                cells = {(r['loss'], value_dir(r['value'])): r for r in summary
+                         if r['factor'] == factor and r['dataset'] == dataset
+                         and r['metric'] == metric}
+                if not cells:
+                    continue
+                values = [v for v in fspec['values'] if any(key[1] == value_dir(v)
+                                                            for key in cells)]
+                losses = [loss for loss in spec['losses'] if any(key[0] == loss
+                                                                 for key in cells)]
+                n = sorted({r['n'] for r in cells.values()})
+                rows = [[label] + [f'{v:g}' if isinstance(v, float) else str(v)
+                                   for v in values]]
+                for loss in losses:
+                    rows.append([loss] + [f'{cells[(loss, value_dir(v))]["mean"]:.1f}'
+                                          if (loss, value_dir(v)) in cells else '-'
+                                          for v in values])
+                if (dataset, metric) in shelf:
+                    rows.append(['off-the-shelf', f'{shelf[(dataset, metric)]:.1f}'])
+                width = [max(len(r[i]) for r in rows if i < len(r))
+                         for i in range(len(rows[0]))]
+                lines = ['  '.join(c.ljust(width[0]) if i == 0 else c.rjust(width[i])
+                                   for i, c in enumerate(r)).rstrip() for r in rows]
+                over = '/'.join(map(str, n))
+                blocks.append(f'{metric} (%) against {label} on {dataset}, mean over {over} '
+                              'seed(s):\n'
+                              + '\n'.join(lines))
+    return '\n\n'.join(blocks)

@@ -4,12 +4,45 @@ import os.path as osp
 
 from mmengine.config import Config, DictAction  # noqa: F401  (DictAction re-exported for tools)
 
-__all__ = ['ConfigError', 'DictAction', 'CONFIGS_DIR', 'find_config', 'load_config',
-           'check_top_level_keys', 'check_option_types', 'check_option_paths']
+__all__ = ['ConfigError', 'CustomImportError', 'Config', 'DictAction', 'CONFIGS_DIR', 'SHIPPED_PREFIX', 'find_config',
+           'load_config', 'check_top_level_keys', 'check_option_types', 'check_option_paths']
 
 #: The configs irtbox ships, inside the installed package (a checkout's ``configs/`` links
 #: here), so that ``configs/irt/...py`` and the zoo's names work from any folder.
 CONFIGS_DIR = osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), 'configs')
+
+#: ``_base_ = ['irtbox::quickstart/x.py']`` names a config irtbox ships, wherever it is
+#: installed (MMEngine's ``package::path`` syntax, which knows only OpenMMLab's packages).
+SHIPPED_PREFIX = 'irtbox::'
+
+
+def _base_path(get_cfg_path):
+    """MMEngine's resolution of a ``_base_`` entry, plus :data:`SHIPPED_PREFIX`; a relative
+    entry that is no file but names a shipped config is refused with the prefix to use."""
+    def resolve(cfg_path: str, filename: str):
+        if cfg_path.startswith(SHIPPED_PREFIX):
+            name = cfg_path[len(SHIPPED_PREFIX):]
+            try:
+                return find_config(name, shipped_only=True), None
+            except FileNotFoundError:
+                raise FileNotFoundError(f'{filename}: _base_ {cfg_path!r}: irtbox ships no config '
+                                        f'{name} (they are under {CONFIGS_DIR})') from None
+        path, scope = get_cfg_path(cfg_path, filename)
+        if scope is None and not osp.isfile(path):
+            try:
+                find_config(cfg_path, shipped_only=True)
+            except FileNotFoundError:
+                raise FileNotFoundError(f'{filename}: _base_ {cfg_path!r}: no such file '
+                                        f'({path})') from None
+            raise FileNotFoundError(f'{filename}: _base_ {cfg_path!r}: no such file ({path}); '
+                                    f'the config irtbox ships is {SHIPPED_PREFIX}{cfg_path!s}')
+        return path, scope
+    resolve.irtbox = True
+    return staticmethod(resolve)
+
+
+if not getattr(Config._get_cfg_path, 'irtbox', False):  # once, however often imported
+    Config._get_cfg_path = _base_path(Config._get_cfg_path)
 
 # The top-level keys the runner reads (MMEngine's Runner.from_cfg and IrtboxRunner).
 RUNNER_KEYS = (
@@ -26,6 +59,10 @@ class ConfigError(ValueError):
     """A config entry or ``--cfg-options`` value the toolbox would otherwise misread."""
 
 
+class CustomImportError(ImportError):
+    """A module a config's ``custom_imports`` names that Python cannot find."""
+
+
 def load_config(path: str, cfg_options: dict = None) -> Config:
     """``Config.fromfile`` plus ``--cfg-options``, with clear errors: an option whose value
     has another type than the config's entry, and a top-level key that looks like a
@@ -33,6 +70,22 @@ def load_config(path: str, cfg_options: dict = None) -> Config:
     path = find_config(path)
     try:
         cfg = Config.fromfile(path)
+    except ImportError as err:
+        # MMEngine's message lists all of sys.path over dozens of lines: one line instead,
+        # from the chain it raised: "Failed to import NAME", caused by the import's own error.
+        failed = err.__cause__
+        name = str(failed).partition('Failed to import ')[2] if failed is not None else ''
+        reason = failed.__context__ if failed is not None else None
+        if not name or reason is None:
+            raise type(err)(f'could not load config {path}: {err}') from err
+        if isinstance(reason, ModuleNotFoundError) and reason.name and \
+                name.startswith(reason.name):
+            raise CustomImportError(
+                f"{path}: custom_imports: no module named '{reason.name}' on the Python path; "
+                'put the folder that holds it on PYTHONPATH (e.g. PYTHONPATH=my_project '
+                f'when it is my_project/{reason.name}.py)') from None
+        raise CustomImportError(f"{path}: custom_imports: importing '{name}' failed: "
+                                f'{type(reason).__name__}: {reason}') from reason
     except Exception as err:  # re-raised naming the config file
         raise type(err)(f'could not load config {path}: {err}') from err
     if cfg_options:
@@ -44,12 +97,15 @@ def load_config(path: str, cfg_options: dict = None) -> Config:
     return cfg
 
 
-def find_config(name: str) -> str:
+def find_config(name: str, shipped_only: bool = False) -> str:
     """The config file ``name`` names: a file, else a config irtbox ships (``configs/irt/x.py``,
-    ``irt/x.py`` or ``irt/x``, looked up in :data:`CONFIGS_DIR`). A model zoo name is resolved
-    one layer up (:func:`irtbox.apis.model_zoo.resolve_config`)."""
-    if osp.isfile(name):
+    ``irt/x.py``, ``irt/x`` or ``irtbox::irt/x.py``, looked up in :data:`CONFIGS_DIR`);
+    ``shipped_only``: only the latter. A model zoo name is resolved one layer up
+    (:func:`irtbox.apis.model_zoo.resolve_config`)."""
+    if osp.isfile(name) and not shipped_only:
         return name
+    if name.startswith(SHIPPED_PREFIX):
+        name = name[len(SHIPPED_PREFIX):]
     shipped = osp.normpath(name)
     if shipped.startswith('configs' + osp.sep):
         shipped = shipped[len('configs') + 1:]

@@ -35,8 +35,8 @@ from tqdm import tqdm
 
 from .fileio import atomic_write_text
 
-__all__ = ['OFFLINE_VARS', 'DownloadError', 'ChecksumError', 'OfflineError', 'irtbox_home',
-           'is_offline', 'sha256sum', 'download', 'recorded_sha256', 'remove_download']
+__all__ = ['OFFLINE_VARS', 'DownloadError', 'ChecksumError', 'OfflineError', 'UnreachableError',
+           'irtbox_home', 'is_offline', 'sha256sum', 'download', 'recorded_sha256', 'remove_download']
 
 try:
     import fcntl
@@ -66,6 +66,10 @@ class ChecksumError(DownloadError):
 
 class OfflineError(DownloadError):
     """Offline, and no verified copy of the file is cached."""
+
+
+class UnreachableError(DownloadError):
+    """The server's name does not resolve: no network (or no DNS) here."""
 
 
 class _Interrupted(Exception):
@@ -306,16 +310,28 @@ def _download_http(url: str, dst: str, expected: Optional[str], progress: bool, 
 
 @contextlib.contextmanager
 def _exclusive_lock(path: str):
-    """Hold an exclusive ``flock`` on ``path``: one writer per ``.part`` (e.g. DDP ranks)."""
+    """Hold an exclusive ``flock`` on ``path``: one writer per ``.part`` (e.g. DDP ranks).
+    The lock file is removed before the lock is released, so none is left behind; a waiter
+    that then gets the lock of a removed file opens the path again."""
     if fcntl is None:
         yield
         return
-    with open(path, 'a') as f:
+    while True:
+        f = open(path, 'a')
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+            if os.stat(path).st_ino == os.fstat(f.fileno()).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        f.close()  # the holder before us removed this file: lock the path's current one
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+        fcntl.flock(f, fcntl.LOCK_UN)
+        f.close()
 
 
 def _record_path(path: str) -> str:
@@ -485,13 +501,20 @@ def _fetch_with_retries(url: str, part: str, progress: bool, retries: int,
                 raise DownloadError(f'could not download {url}: HTTP {err.code} '
                                     f'{err.reason}') from err
         except _TRANSIENT as err:
+            if isinstance(getattr(err, 'reason', None), socket.gaierror):
+                # Not a moment's failure: asking again only delays the answer.
+                raise UnreachableError(
+                    f'could not download {url}: the network is unreachable (the name '
+                    f'{urlparse(url).hostname} does not resolve: '
+                    f'{err.reason.strerror})') from err
             if attempt >= retries:
                 total = err.total if isinstance(err, _Interrupted) else None
+                kept = (f'the partial file {part} ({_size(part)} bytes) is kept and the next '
+                        'call resumes from it' if _size(part) else 'nothing was kept')
                 raise DownloadError(
                     f'could not download {url}: received {_size(part)} of '
                     f'{total if total is not None else "an unknown number of"} bytes after '
-                    f'{attempt + 1} attempt(s) ({err!r}); the partial file {part} is kept and '
-                    'the next call resumes from it') from err
+                    f'{attempt + 1} attempt(s) ({err!r}); {kept}') from err
         attempt += 1
         time.sleep(min(0.5 * 2 ** (attempt - 1), 8.0))
 

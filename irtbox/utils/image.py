@@ -78,7 +78,10 @@ def check_image_bytes(data: bytes, max_pixels: Optional[int] = None) -> Tuple[in
         # header through its format plugins directly, as Image.open does.
         with open_image_unlimited(data) as image:
             width, height = image.size
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as err:
+    except UnidentifiedImageError:  # its message names Pillow's BytesIO object: not said
+        raise ValueError('not an image (no image format Pillow reads recognises its '
+                         'header)') from None
+    except (OSError, ValueError, SyntaxError) as err:
         raise ValueError(f'not an image (its header cannot be read: {err})') from None
     if width * height > max_pixels:
         raise ImageTooLargeError(

@@ -3,6 +3,7 @@
 import glob
 import os
 import os.path as osp
+import socket
 import subprocess
 import sys
 import textwrap
@@ -209,16 +210,24 @@ def run_isolated(code, env):
 
 def test_timm_weights_through_timm_offline(tmp_path):
     """IRT_O loads timm's public DeiT-S weights through timm's own hub mechanism: here from
-    a Hugging Face cache prepared in the official layout, offline; without it, the error
-    names the weights."""
+    a Hugging Face cache prepared in the official layout, with no network (the hub's address
+    a closed port of 127.0.0.1); without the cache, get_model fails at once (not after
+    huggingface_hub's retries, ~50 s) in one line that names the weights and the ways out."""
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        closed = f'http://127.0.0.1:{s.getsockname()[1]}'
     code = '''
-        import os, timm, torch
+        import os, time, timm, torch
         from safetensors.torch import save_file
         from irtbox.apis import get_model
+        started = time.monotonic()
         try:
             get_model('irt-o_deit-s_sop')
         except RuntimeError as err:
-            assert 'deit_small_patch16_224.fb_in1k' in str(err), err
+            assert time.monotonic() - started < 10, time.monotonic() - started
+            assert 'deit_small_patch16_224.fb_in1k' in str(err) and '\\n' not in str(err), err
+            assert 'the Hugging Face hub cannot be reached' in str(err), err
+            assert "get_model(name, cfg_options=...)" in str(err), err
             print('missing-ok')
         repo = os.path.join(os.environ['HF_HOME'], 'hub',
                             'models--timm--deit_small_patch16_224.fb_in1k')
@@ -234,7 +243,8 @@ def test_timm_weights_through_timm_offline(tmp_path):
         assert all(torch.equal(got[k], v) for k, v in ref.state_dict().items() if k in got)
         print('loaded-ok', model.zoo_entry.status)
     '''
-    result = run_isolated(code, dict(HF_HOME=str(tmp_path / 'hf'), HF_HUB_OFFLINE='1'))
+    result = run_isolated(code, dict(HF_HOME=str(tmp_path / 'hf'), HF_ENDPOINT=closed,
+                                     HF_HUB_OFFLINE='0'))
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split() == ['missing-ok', 'loaded-ok', 'timm']
 

@@ -1,5 +1,6 @@
 """The irtbox command: each command runs the function of its script."""
 import importlib
+import re
 import subprocess
 import sys
 
@@ -24,6 +25,16 @@ def test_version_and_help(capsys):
         main(['--help'])
     out = capsys.readouterr().out
     assert all(name in out for name in COMMANDS)
+
+
+@pytest.mark.parametrize('argv', [[]] + [[name] for name in COMMANDS])
+def test_help_is_plain_text_without_rest_markup(argv, capsys):
+    """--help shows module docstrings: ``literal`` and :func:`role` markup is taken out."""
+    with pytest.raises(SystemExit):
+        main(argv + ['--help'])
+    out = capsys.readouterr().out
+    assert out.startswith('usage: irtbox') and '``' not in out
+    assert not re.search(r':\w+:`', out), out
 
 
 def test_a_command_gets_its_arguments_and_names_itself(capsys, tmp_path):

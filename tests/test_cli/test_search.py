@@ -3,7 +3,9 @@ import errno
 import json
 import os
 import os.path as osp
+import re
 import shutil
+from urllib.request import url2pathname
 
 import numpy as np
 import pytest
@@ -56,8 +58,11 @@ def test_build_then_query(photos, tmp_path, capsys, monkeypatch, renamed_onto):
     for module in (identity_module, searcher_module):
         monkeypatch.setattr(module, 'model_identity',
                             lambda m: identities.append(1) or model_identity(m))
-    searcher = search_tool.main(['build', CONFIG, checkpoint, folder, index, '--batch-size', '16',
-                                 '--num-workers', '0', '--shard-size', '32'])
+    # Built as a user does, with paths relative to the folder of the photos and the model ...
+    monkeypatch.chdir(osp.dirname(folder))
+    searcher = search_tool.main(['build', CONFIG, osp.basename(checkpoint), osp.basename(folder),
+                                 index, '--batch-size', '16', '--num-workers', '0',
+                                 '--shard-size', '32'])
     assert len(searcher) == 100 and not osp.exists(osp.join(index, 'build'))
     assert len(identities) == 1  # one forward and one hash of the weights per build
     # Every file of the index folder arrived whole, by a rename.
@@ -71,23 +76,36 @@ def test_build_then_query(photos, tmp_path, capsys, monkeypatch, renamed_onto):
 
     model = init_model(CONFIG, checkpoint)
     query = osp.join(folder, 'album7', sorted(os.listdir(osp.join(folder, 'album7')))[3])
+    monkeypatch.chdir(tmp_path)  # ... and queried from another folder
     out = str(tmp_path / 'results.json')
     results = search_tool.main(['query', index, query, '--k', '5', '--out', out])
     with open(out) as f:
         assert json.load(f) == results
     assert renamed_onto[-1] == out
     hits = results[0]['hits']
-    assert hits[0]['id'] == query and hits[0]['score'] > 0.999
+    assert hits[0]['path'] == query and hits[0]['score'] > 0.999
+    assert hits[0]['id'] == osp.relpath(query, osp.dirname(folder))  # as the build named it
     # The same ranking as an exact search over embeddings extracted independently.
     everything = extract_features(model, folder, progress=False)
     q = extract_features(model, [query], progress=False).embeddings[0]
     order = np.argsort(-(everything.embeddings @ q), kind='stable')[:5]
-    assert [h['id'] for h in hits] == [everything.ids[i] for i in order]
+    assert [h['path'] for h in hits] == [everything.ids[i] for i in order]
     html = str(tmp_path / 'results.html')
     search_tool.main(['query', index, query, '--k', '3', '--out', html])
     text = open(html).read()
-    assert text.count('<figure') == 4 and osp.basename(query) in text
+    assert text.count('<figure') == 4 and 'album7/' + osp.basename(query) in text  # its class
+    # The page's images are the indexed files, wherever the page was written from.
+    sources = re.findall(r'<img src="file:([^"]+)"', text)
+    assert len(sources) == 4 and all(osp.isfile(url2pathname(s)) for s in sources)
     assert renamed_onto[-1] == html
+    # A file that really moved: the query says which.
+    shutil.move(hits[1]['path'], str(tmp_path / 'moved.png'))
+    try:
+        capsys.readouterr()
+        search_tool.main(['query', index, query, '--k', '3'])
+        assert f'e.g. {hits[1]["path"]}; rebuild' in capsys.readouterr().out
+    finally:
+        shutil.move(str(tmp_path / 'moved.png'), hits[1]['path'])
 
 
 def test_resume_continues_from_the_shards(photos, tmp_path, monkeypatch, request):
@@ -123,7 +141,8 @@ def test_query_with_another_model_is_refused(photos, tmp_path):
     moved = str(tmp_path / 'moved.pth')
     shutil.move(checkpoint, moved)
     try:
-        with pytest.raises(SystemExit, match='not there any more; pass --checkpoint'):
+        with pytest.raises(SystemExit, match=f'checkpoint {checkpoint}, which is not there any '
+                           r'more \(moved or deleted\); pass --checkpoint'):
             search_tool.main(['query', index, __file__])
     finally:
         shutil.move(moved, checkpoint)

@@ -279,9 +279,26 @@ def test_factor_restricted_to_some_losses(tmp_path):
         sweeps.load_spec(str(path))
 
 
-def test_tables(fake_sweep):
+def test_tables(fake_sweep, capsys):
     spec_path, root, runs, *_ = fake_sweep
     sweep.main([spec_path, '--work-root', root, '--no-plot'])
+    # The table docs/sweeps.md shows: per factor, dataset and metric, the mean over seeds of
+    # each loss and value, one decimal; the off-the-shelf model's row last.
+    out = capsys.readouterr().out
+    title = 'precision@1 (%) against model_lr on cub200, mean over 3 seed(s):'
+    block = out[out.index(title):].split('\n\n')[0]
+    lines = block.splitlines()[1:]
+    assert lines[0].split() == ['model_lr', '1e-06', '0.0001']
+
+    def mean_of(**where):
+        return statistics.mean(fake_metrics(r)['precision@1'] for r in runs
+                               if all(getattr(r, k) == v for k, v in where.items()))
+    for line, loss in zip(lines[1:3], SPEC['losses']):
+        assert line.split() == [loss] + [
+            f'{mean_of(factor="model_lr", value=v, dataset="cub200", loss=loss):.1f}'
+            for v in (1e-06, 0.0001)]
+    assert lines[3].split() == [
+        'off-the-shelf', f'{mean_of(factor=sweeps.OFF_THE_SHELF, dataset="cub200"):.1f}']
     with open(osp.join(root, 'runs.csv'), newline='') as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == len(runs)
@@ -301,9 +318,11 @@ def test_tables(fake_sweep):
     vals = [fake_metrics(r)['precision@1'] for r in runs if r.factor == 'batch_size'
             and r.value == 64 and r.dataset == 'cars196' and r.loss == 'MultiSimilarity']
     assert int(row['n']) == 3 and row['family'] == 'contrastive'
-    assert float(row['mean']) == pytest.approx(statistics.mean(vals))
-    assert float(row['std']) == pytest.approx(statistics.pstdev(vals))
-    assert (float(row['min']), float(row['max'])) == pytest.approx((min(vals), max(vals)))
+    # Rounded to 2 decimals (percent: 89.49), so that the file reads as a table.
+    assert float(row['mean']) == round(statistics.mean(vals), 2)
+    assert float(row['std']) == round(statistics.pstdev(vals), 2)
+    assert (float(row['min']), float(row['max'])) == (round(min(vals), 2), round(max(vals), 2))
+    assert all(len(s[k].partition('.')[2]) <= 2 for s in summary for k in ('mean', 'std'))
 
 
 def test_emit_only_unfinished(fake_sweep):

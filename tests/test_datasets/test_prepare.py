@@ -297,6 +297,26 @@ def test_manual_files_and_disk_space_are_refused_with_the_way_out(served, tmp_pa
     assert space_needed(DATASETS['sop'], {sop.name: {}}, False, None) == 0
 
 
+def test_prepare_without_a_network_says_so_and_names_the_ways_out(tmp_path, monkeypatch):
+    """`irtbox prepare cub` where no name resolves: one line, true (no partial file is
+    claimed), naming --mirror and --from-dir; nothing left in the download folder."""
+    import socket
+
+    from irtbox.cli import prepare as prepare_tool
+
+    def no_dns(host, *args, **kwargs):
+        raise socket.gaierror(socket.EAI_NONAME, 'Name or service not known')
+    monkeypatch.setattr(socket, 'getaddrinfo', no_dns)
+    with pytest.raises(SystemExit) as stop:
+        prepare_tool.main(['cub', '--root', str(tmp_path / 'cub'), '--no-progress'])
+    message = str(stop.value.code)
+    assert message.startswith('prepare cub: could not download https://data.caltech.edu/')
+    assert 'the network is unreachable (the name data.caltech.edu does not resolve' in message
+    assert '--from-dir DIR' in message and '--mirror URL' in message
+    assert '.part' not in message and '\n' not in message
+    assert os.listdir(tmp_path / 'cub' / 'downloads') == []
+
+
 @pytest.fixture
 def sop_copy(prepared, tmp_path):
     root = tmp_path / 'sop'
@@ -381,6 +401,9 @@ def test_prepare_command_lists_and_refuses_two_sources(capsys):
     assert prepare_cli.main([]) is None
     out = capsys.readouterr().out
     assert all(name in out for name in DATASETS) and '500.0 GB' in out
+    ncclean = next(line for line in out.splitlines() if line.split()[0] == 'ncclean')
+    expected = sum(f.size for f in DATASETS['ncclean'].files) / 1e6  # under a GB: in MB
+    assert f' {expected:.0f} MB ' in ncclean and ' 0.0 GB' not in out
     with pytest.raises(SystemExit):
         prepare_cli.main(['cub', '--mirror', 'http://x', '--from-dir', '.'])
     assert 'give one' in capsys.readouterr().err

@@ -206,6 +206,9 @@ def test_short_edge_pipeline(tmp_path):
         spec = json.load(f)['input_spec']
     assert (spec['size'], spec['size_varies'], spec['network_order']) == ([32, 32], 'aspect',
                                                                           'rgb')
+    # One channel order for the file's input: RGB (irtbox's loader's BGR is not in it).
+    assert 'pixel_order' not in spec and report['input']['channels'] == 'RGB'
+    assert report['input']['flipped_to_network_order_inside'] is False
     path = str(tmp_path / 'wide.png')
     cv2.imwrite(path, np.random.default_rng(0).integers(0, 256, (48, 96, 3), dtype=np.uint8))
     rgb = cv2.resize(cv2.imread(path), (64, 32))[..., ::-1]  # the short edge to 32

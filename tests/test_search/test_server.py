@@ -248,6 +248,8 @@ def test_page_in_a_real_browser(server, tmp_path, chromium):
         lambda d: len(d.find_elements(By.CSS_SELECTOR, '.hit')) == 10)
     hits = driver.find_elements(By.CSS_SELECTOR, '.hit')
     assert hits[0].get_attribute('data-id') == query
+    box = "const i = document.querySelector('#query img'); return [i.width, i.height]"
+    uploaded = driver.execute_script(box)
     WebDriverWait(driver, 20).until(lambda d: d.execute_script(
         "return [...document.querySelectorAll('.hit img')].every(i => i.complete && "
         "i.naturalWidth > 0)"))
@@ -262,18 +264,27 @@ def test_page_in_a_real_browser(server, tmp_path, chromium):
     WebDriverWait(driver, 30).until(lambda d: d.execute_script(
         "const h = document.querySelector('.hit'); return h && h.dataset.id") == clicked)
     assert driver.find_element(By.ID, 'status').get_attribute('class') != 'error'
+    # The file box no longer names the upload; both queries are shown in the same box.
+    assert driver.find_element(By.ID, 'query-file').get_attribute('value') == ''
+    assert driver.execute_script(box) == uploaded == [160, 160]
 
 
 
-def test_a_file_gone_since_the_build_is_a_404_naming_it(tmp_path):
-    """/image/N and /thumb/N of a file moved or deleted after the build: a 404 with a JSON
-    message naming the item (before: an HTTP 500 from FileResponse)."""
+def test_a_file_gone_since_the_build_is_a_404_naming_it(tmp_path, monkeypatch):
+    """An index built with relative paths and served from another folder finds its files;
+    /image/N and /thumb/N of a file moved or deleted after the build: a 404 with a JSON
+    message naming the file (before: an HTTP 500 from FileResponse)."""
+    (tmp_path / 'build').mkdir()
+    monkeypatch.chdir(tmp_path / 'build')
     names = []
     for i in range(3):
-        names.append(str(tmp_path / f'img{i}.png'))
+        names.append(str(tmp_path / 'build' / f'img{i}.png'))
         Image.fromarray(np.full((20, 20, 3), 60 * i, np.uint8)).save(names[-1])
     searcher = ImageSearcher()
-    searcher.add(np.eye(3, 4, dtype=np.float32), ids=names)
+    searcher.add(np.eye(3, 4, dtype=np.float32), ids=[osp.basename(n) for n in names])
+    searcher.save('index')
+    monkeypatch.chdir(tmp_path)
+    searcher = ImageSearcher.load('build/index')
     with running(create_app(searcher)) as url:
         with urllib.request.urlopen(url + '/image/1') as response:
             assert response.read() == open(names[1], 'rb').read()

@@ -16,8 +16,8 @@ import pytest
 from mmengine.logging import MMLogger
 
 import irtbox.utils.download as dl
-from irtbox.utils.download import (ChecksumError, DownloadError, OfflineError, download,
-                                   irtbox_home, is_offline, sha256sum)
+from irtbox.utils.download import (ChecksumError, DownloadError, OfflineError, UnreachableError,
+                                   download, irtbox_home, is_offline, sha256sum)
 
 DATA = random.Random(0).randbytes(300_000)
 SHA = hashlib.sha256(DATA).hexdigest()
@@ -249,6 +249,32 @@ def test_retries_exhausted_keeps_the_part(server, home):
     assert len(server.gets()) == 2
     # the second request resumed and was cut again: CUT more bytes, all of them right
     assert read(cached(home) + '.part') == DATA[:2 * CUT]
+    assert not osp.exists(cached(home) + '.lock')  # no lock file is left behind
+
+
+def test_a_refused_connection_claims_no_partial_file(home):
+    with socket.socket() as s:  # a port of 127.0.0.1 that nothing listens on
+        s.bind(('127.0.0.1', 0))
+        url = f'http://127.0.0.1:{s.getsockname()[1]}/w.bin'
+    with pytest.raises(DownloadError) as info:
+        download(url, SHA, progress=False, retries=0)
+    assert str(info.value).endswith('nothing was kept') and '.part' not in str(info.value)
+    assert os.listdir(osp.dirname(cached(home))) == []  # no .part, no .lock
+
+
+def test_a_name_that_does_not_resolve_is_no_network_at_once(home, monkeypatch):
+    """No network (no DNS): one attempt, not retries, and the error says so."""
+    calls = []
+
+    def no_dns(host, *args, **kwargs):
+        calls.append(host)
+        raise socket.gaierror(socket.EAI_NONAME, 'Name or service not known')
+    monkeypatch.setattr(socket, 'getaddrinfo', no_dns)
+    with pytest.raises(UnreachableError, match='the network is unreachable '
+                       r'\(the name data.example.org does not resolve: Name or service not'):
+        download('https://data.example.org/w.bin', SHA, progress=False, retries=3)
+    assert set(calls) == {'data.example.org'} and len(calls) <= 2  # the size probe, one GET
+    assert os.listdir(osp.dirname(cached(home))) == []
 
 
 def test_server_without_range_restarts_from_zero(server, home):

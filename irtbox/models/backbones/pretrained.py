@@ -7,7 +7,7 @@ from typing import Callable, Optional
 import torch
 from mmengine import dist as mmdist
 
-__all__ = ['PretrainedWeightsUnavailable', 'create_timm_model', 'offline_hub',
+__all__ = ['PretrainedWeightsUnavailable', 'create_timm_model', 'offline_hub', 'hub_unreachable',
            'pretrained_init_cfg']
 
 
@@ -23,13 +23,52 @@ def _hub_cache() -> str:
         return os.path.join(torch.hub.get_dir(), 'checkpoints')
 
 
-def _unavailable(model_name: str, error: BaseException) -> PretrainedWeightsUnavailable:
-    reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+# Seconds the one request that tells whether the hub can be reached may take.
+HUB_PROBE_TIMEOUT = 5
+WAYS_OUT = ('Ways out: HF_HUB_OFFLINE=1 with a cached copy of the weights; a local state dict '
+            'of the timm model, the config entries model.backbone.pretrained=False and '
+            'model.backbone.checkpoint=PATH (in Python: get_model(name, cfg_options=...) or '
+            "init_model(config, cfg_options=...) with {'model.backbone.pretrained': False, "
+            "'model.backbone.checkpoint': PATH}); or model.backbone.pretrained=False alone "
+            '(random weights).')
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return f'{type(error).__name__}: {text.splitlines()[0][:200] if text else ""}'.rstrip(': ')
+
+
+def _unavailable(model_name: str, error: BaseException,
+                 unreachable: Optional[str] = None) -> PretrainedWeightsUnavailable:
+    if unreachable:
+        return PretrainedWeightsUnavailable(
+            f"cannot get timm's pretrained weights of {model_name!r}: the Hugging Face hub "
+            f'cannot be reached ({unreachable}; no network?) and they are not in the cache '
+            f'{_hub_cache()} ({_first_line(error)}). {WAYS_OUT}')
     return PretrainedWeightsUnavailable(
-        f"cannot get timm's pretrained weights of {model_name!r} ({type(error).__name__}: "
-        f'{reason[:200]}); cache: {_hub_cache()}. Ways out: HF_HUB_OFFLINE=1 with a cached '
-        'copy of the weights, model.backbone.checkpoint=PATH (a local state dict of the timm '
-        'model), or model.backbone.pretrained=False (random weights).')
+        f"cannot get timm's pretrained weights of {model_name!r} ({_first_line(error)}); "
+        f'cache: {_hub_cache()}. {WAYS_OUT}')
+
+
+def hub_unreachable(timeout: float = HUB_PROBE_TIMEOUT) -> Optional[str]:
+    """Why the Hugging Face hub cannot be reached ("ConnectError: ..."), from one request
+    without retries through huggingface_hub's own client (its proxies and endpoint,
+    ``HF_ENDPOINT``); None when it answers, when it is not to be asked (``HF_HUB_OFFLINE``)
+    or when huggingface_hub is not installed. Asked before a download because
+    huggingface_hub retries a failed connection for about 25 s per file (timm asks for two)
+    before giving up."""
+    try:
+        from huggingface_hub import constants
+        from huggingface_hub.utils import get_session
+    except ImportError:
+        return None
+    if constants.HF_HUB_OFFLINE:
+        return None
+    try:
+        get_session().head(constants.ENDPOINT, timeout=timeout)
+    except Exception as error:  # noqa: BLE001 (any client's network, proxy or TLS error)
+        return f'{constants.ENDPOINT}: {_first_line(error)}'
+    return None
 
 
 @contextlib.contextmanager
@@ -66,7 +105,8 @@ def create_timm_model(model_name: str, pretrained: bool, create: Optional[Callab
     cache, while the other ranks wait; every rank then learns whether every download
     succeeded (one small all-gather), and the others read the cache their node's rank 0
     filled, offline. A node's cache need not be shared with the other nodes'; where it is
-    (one filesystem), the hub's file locks keep the nodes' downloads apart. A download that
+    (one filesystem), the hub's file locks keep the nodes' downloads apart. Without a
+    network (:func:`hub_unreachable`) the cache is read at once, offline. A download that
     cannot happen raises :class:`PretrainedWeightsUnavailable` on every rank, naming the
     weights, the cache and the ways out, instead of each rank retrying the hub on its own
     and printing its traceback.
@@ -80,10 +120,13 @@ def create_timm_model(model_name: str, pretrained: bool, create: Optional[Callab
     fetches = world == 1 or int(os.environ.get('LOCAL_RANK', rank)) == 0
     model, failure = None, None
     if fetches:
+        # No network: the cache only, at once, rather than a minute of the hub's retries.
+        unreachable = hub_unreachable()
         try:
-            model = create(model_name, pretrained=True, **kwargs)
+            with offline_hub() if unreachable else contextlib.nullcontext():
+                model = create(model_name, pretrained=True, **kwargs)
         except Exception as error:  # noqa: BLE001 (hub, network and file errors alike)
-            failure = _unavailable(model_name, error)
+            failure = _unavailable(model_name, error, unreachable)
     if world > 1:
         said = mmdist.all_gather_object(None if failure is None else str(failure))
         if failure is None:

@@ -1,6 +1,7 @@
 """Pretrained backbone weights survive initialisation, are fetched once per job and fail in
 one clear line."""
 import logging
+import socket
 
 import pytest
 import torch
@@ -155,6 +156,7 @@ def test_each_nodes_local_rank_zero_downloads_and_tells_the_others(monkeypatch):
         return torch.nn.Linear(1, 1)
 
     monkeypatch.setattr(constants, 'HF_HUB_OFFLINE', False)
+    monkeypatch.setattr(pretrained_module, 'hub_unreachable', lambda: None)  # a network
     for rank, local_rank, offline in ((0, 0, False), (1, 1, True), (2, 0, False),
                                       (3, 1, True)):
         monkeypatch.setenv('LOCAL_RANK', str(local_rank))
@@ -169,6 +171,7 @@ def test_a_failed_download_reaches_every_rank_without_a_download(monkeypatch):
     def failing(name, pretrained, **kwargs):
         raise OSError('Name or service not known\nmore lines')
 
+    monkeypatch.setattr(pretrained_module, 'hub_unreachable', lambda: None)
     monkeypatch.setenv('LOCAL_RANK', '0')
     rank0 = FakeDist(0)
     monkeypatch.setattr(pretrained_module, 'mmdist', rank0)
@@ -194,3 +197,29 @@ def test_a_rank_that_cannot_read_its_nodes_cache_says_so(monkeypatch):
     with pytest.raises(PretrainedWeightsUnavailable,
                        match=r"^\(rank 1\) this node's local rank 0 got the weights.*share"):
         create_timm_model('m', True, create=offline_miss)
+
+
+def test_without_a_network_only_the_cache_is_read_and_the_error_says_so(tmp_path,
+                                                                       monkeypatch):
+    """The hub does not answer: the cache is read offline at once (huggingface_hub would
+    retry for about 25 s a file), and the error says the hub cannot be reached."""
+    from huggingface_hub import constants
+    with socket.socket() as s:  # a port of 127.0.0.1 that nothing listens on
+        s.bind(('127.0.0.1', 0))
+        closed = f'http://127.0.0.1:{s.getsockname()[1]}'
+    monkeypatch.setattr(constants, 'ENDPOINT', closed)
+    monkeypatch.setattr(constants, 'HF_HUB_OFFLINE', False)
+    monkeypatch.setattr(constants, 'HF_HUB_CACHE', str(tmp_path / 'empty'))
+    assert pretrained_module.hub_unreachable().startswith(f'{closed}: ConnectError')
+    offline = []
+
+    def create(name, pretrained, **kwargs):
+        offline.append(constants.HF_HUB_OFFLINE)
+        raise OSError('not in the cache')
+    with pytest.raises(PretrainedWeightsUnavailable) as info:
+        create_timm_model('m', True, create=create)
+    assert offline == [True] and constants.HF_HUB_OFFLINE is False
+    assert str(info.value).startswith(
+        f"cannot get timm's pretrained weights of 'm': the Hugging Face hub cannot be reached "
+        f'({closed}: ConnectError')
+    assert f"not in the cache {tmp_path / 'empty'} (OSError: not in the cache)" in str(info.value)

@@ -1,0 +1,76 @@
+"""Before a run: the datasets a config reads whose folder is not there, each with the command
+that prepares it. A training on data that was never prepared otherwise stops once the runner
+is built (its environment and config logged) with a dataset class's ``FileNotFoundError``
+that does not say how to get the data."""
+import os.path as osp
+from dataclasses import dataclass
+from typing import Iterator, List, Optional, Sequence, Tuple
+
+from .registry import DATASETS
+
+__all__ = ['MissingData', 'missing_data', 'prepare_command']
+
+LOADER_KEYS = ('train_dataloader', 'val_dataloader', 'test_dataloader')
+# Keys whose value is not the dataset itself but a wrapper around one or several.
+_WRAPPED = ('dataset', 'datasets')
+
+
+@dataclass(frozen=True)
+class MissingData:
+    """A dataset config (``key``: where it sits in the config, e.g.
+    ``train_dataloader.dataset``) whose ``data_root`` is not a folder; ``prepare``: the
+    command that prepares it there, None when irtbox does not prepare that dataset."""
+    key: str
+    data_root: str
+    prepare: Optional[str]
+
+
+def prepare_command(dataset: dict, data_root: str) -> Optional[str]:
+    """The ``irtbox prepare ...`` command that writes the data a dataset config reads into
+    ``data_root``: the prepared dataset whose splits are built by the same class (with the
+    same distinguishing arguments, e.g. ``dataset_name``), or the quick start's digits."""
+    if osp.basename(osp.normpath(data_root)) == 'digits':
+        return f'irtbox prepare-digits --out {data_root}'
+    kind = dataset.get('type')
+    for info in DATASETS.values():
+        for view in info.views:
+            if view.dataset.get('type') == kind and all(
+                    dataset.get(k, v) == v for k, v in view.dataset.items()
+                    if k not in ('type', 'split', 'skip_missing')):
+                return f'irtbox prepare {info.name} --root {data_root}'
+    return None
+
+
+def _datasets(node, key: str) -> Iterator[Tuple[str, dict]]:
+    """(key, config) of every dataset with a ``data_root`` in ``node``, through wrappers
+    (``ConcatDataset(datasets=[...])``, ``RepeatDataset(dataset=...)``) and lists."""
+    if isinstance(node, (list, tuple)):
+        for i, item in enumerate(node):
+            yield from _datasets(item, f'{key}.{i}')
+    elif isinstance(node, dict):
+        if node.get('data_root'):
+            yield key, node
+        for wrapped in _WRAPPED:
+            if wrapped in node:
+                yield from _datasets(node[wrapped], f'{key}.{wrapped}')
+
+
+def missing_data(cfg, loader_keys: Sequence[str] = LOADER_KEYS) -> List[MissingData]:
+    """The datasets of ``cfg``'s dataloaders ``loader_keys`` (default: train, val, test)
+    whose ``data_root`` (relative to the working directory, as the datasets read it) is not
+    a folder, in that order; a root on a remote storage (``s3://...``) is not checked."""
+    found, seen = [], set()
+    for loader_key in loader_keys:
+        loaders = cfg.get(loader_key)
+        for i, loader in enumerate(loaders if isinstance(loaders, (list, tuple)) else [loaders]):
+            if not isinstance(loader, dict):
+                continue  # None: the config has no such loop
+            where = loader_key if not isinstance(loaders, (list, tuple)) else f'{loader_key}.{i}'
+            for key, dataset in _datasets(loader.get('dataset'), f'{where}.dataset'):
+                root = dataset['data_root']
+                if not isinstance(root, str) or '://' in root or osp.isdir(root) or \
+                        root in seen:
+                    continue
+                seen.add(root)
+                found.append(MissingData(key, root, prepare_command(dataset, root)))
+    return found
