@@ -86,7 +86,8 @@ def _load_timm_pretrained(entry: ZooEntry, cfg: Config, device):
     try:
         return init_model(cfg, device=device)
     except PretrainedWeightsUnavailable as err:  # names the weights, the cache, the ways out
-        raise PretrainedWeightsUnavailable(f'{entry.name}: {err}') from err
+        raise PretrainedWeightsUnavailable(
+            f'{entry.name} (timm weights {entry.weights["pretrained"]}): {err}') from err
     except Exception as err:  # timm's download or hub lookup failed: say which weights
         raise RuntimeError(
             f'{entry.name}: could not load timm\'s pretrained weights '
