@@ -24,8 +24,6 @@ POINTS_PER_LIST = 39
 PQ_TRAINING_POINTS = 256 * 39
 # The vectors read and added at a time (bounded memory whatever N is).
 CHUNK_ROWS = 65536
-# faiss precomputes IVF-PQ distance tables (nlist x m x 256 floats) up to this size.
-_FAISS_PRECOMPUTED_MAX = 2**31
 
 
 class IndexBudgetError(ValueError):
@@ -84,14 +82,15 @@ def index_candidates(n: int, dim: int) -> List[IndexPlan]:
         return IndexPlan(factory, int(index_bytes), train,
                          int(index_bytes + train * dim * 4 + chunk))
     plans.append(plan(f'IVF{nlist},SQ8', n * (dim + 8) + centroids + 2 * dim * 4))
-    # 1-d sub-vectors are what SQ8 does better; PQ needs 256 x 39 training points.
+    # PQ needs 256 x 39 training points.
     if n >= PQ_TRAINING_POINTS:
-        for m in sorted((m for m in range(1, dim // 2 + 1) if dim % m == 0), reverse=True):
-            tables = nlist * m * 256 * 4
-            extra = tables if tables <= _FAISS_PRECOMPUTED_MAX else 0
+        # No precomputed distance tables: faiss makes none for inner-product lists.
+        # Sub-vectors of 2 to 64 dimensions (longer ones lose most of the vector).
+        for m in sorted((m for m in range(max(1, -(-dim // 64)), dim // 2 + 1)
+                         if dim % m == 0), reverse=True):
             # 'np': no polysemous training (it only serves Hamming filtering, not used here).
             plans.append(plan(f'IVF{nlist},PQ{m}np',
-                              n * (m + 8) + centroids + 256 * dim * 4 + extra))
+                              n * (m + 8) + centroids + 256 * dim * 4))
     return plans
 
 

@@ -124,6 +124,31 @@ def read_feature_parts(source: str) -> list:
     return parts
 
 
+def _rows(array: np.ndarray, start: int, stop: int) -> np.ndarray:
+    """A float32 copy of ``array[start:stop]``; for a memory map, its pages are then given
+    back (MADV_DONTNEED), so that a pass over a file bigger than memory neither holds it nor
+    counts it in the process's resident memory."""
+    import mmap
+    block = np.array(array[start:stop], dtype=np.float32)
+    mapping = getattr(array, '_mmap', None)
+    if mapping is not None:
+        if getattr(array, 'mode', 'r') != 'r':
+            array.flush()
+        mapping.madvise(mmap.MADV_DONTNEED)
+    return block
+
+
+def _sample(rows: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """``rows[positions]`` (sorted positions), read chunk by chunk (:func:`_rows`)."""
+    from .budget import CHUNK_ROWS
+    out = np.empty((len(positions), rows.shape[1]), np.float32)
+    for start in range(0, len(rows), CHUNK_ROWS):
+        lo, hi = np.searchsorted(positions, [start, start + CHUNK_ROWS])
+        if hi > lo:
+            out[lo:hi] = _rows(rows, start, start + CHUNK_ROWS)[positions[lo:hi] - start]
+    return out
+
+
 def _exact_top_k(rows: np.ndarray, queries: np.ndarray, k: int,
                  chunk: int = 1 << 15) -> np.ndarray:
     """Positions of the exact top ``k`` inner products of each query among ``rows`` (read
@@ -131,7 +156,7 @@ def _exact_top_k(rows: np.ndarray, queries: np.ndarray, k: int,
     best_s = np.full((len(queries), k), -np.inf, np.float32)
     best_p = np.zeros((len(queries), k), np.int64)
     for start in range(0, len(rows), chunk):
-        scores = queries @ np.asarray(rows[start:start + chunk]).T
+        scores = queries @ _rows(rows, start, start + chunk).T
         s = np.concatenate([best_s, scores], axis=1)
         p = np.concatenate([best_p, np.broadcast_to(
             np.arange(start, start + scores.shape[1]), scores.shape)], axis=1)
@@ -253,13 +278,14 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
         with tqdm(total=n, desc='reading', unit='vec', disable=not progress) as bar:
             for path, part in zip(parts, sets):
                 for start in range(0, len(part), CHUNK_ROWS):
-                    block = np.asarray(part.embeddings[start:start + CHUNK_ROWS], np.float32)
+                    block = _rows(part.embeddings, start, start + CHUNK_ROWS)
                     bad = non_finite_rows(block)
                     if len(bad):
                         raise ValueError(f'{path}: row {start + bad[0]} (and {len(bad) - 1} '
                                          'more in this chunk) is not finite (NaN or inf)')
                     norms = np.linalg.norm(block, axis=1, keepdims=True)
                     rows[at:at + len(block)] = block / np.maximum(norms, 1e-12)
+                    _rows(rows, 0, 0)  # written back, its pages given back
                     at += len(block)
                     bar.update(len(block))
                 for i in part.ids:
@@ -283,13 +309,13 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
             train = np.sort(rng.choice(pool, size=min(plan.train_rows, len(pool)),
                                        replace=False))
             log(f'training {plan.factory} on {len(train)} vectors')
-            train_index(index, rows[train], plan.factory)
+            train_index(index, _sample(rows, train), plan.factory)
             del train
         with tqdm(total=n, desc='adding', unit='vec', disable=not progress) as bar:
             for start in range(0, n, CHUNK_ROWS):
-                index.add(np.ascontiguousarray(rows[start:start + CHUNK_ROWS]))
+                index.add(_rows(rows, start, start + CHUNK_ROWS))
                 bar.update(min(CHUNK_ROWS, n - start))
-        queries = np.ascontiguousarray(rows[query_rows])
+        queries = _sample(rows, query_rows)
         k = min(10, n)
         exact = _exact_top_k(rows, queries, k)
         nprobe = None
