@@ -182,14 +182,16 @@ def main():
                         help='a disk with room for the shards, twice over (the index keeps '
                         'a copy of the embeddings)')
     parser.add_argument('--index-dir', help=argparse.SUPPRESS)
-    parser.add_argument('--keep-data', action='store_true')
+    parser.add_argument('--keep-data', action='store_true',
+                        help='keep the data (and use it again when it is there)')
     parser.add_argument('--one', nargs='+', help=argparse.SUPPRESS)  # run one step
     args = parser.parse_args()
     if args.one:
         return child(args)
     args.index_dir = osp.join(args.data_dir, 'index')
     started = time.perf_counter()
-    spawn(args, 'generate')
+    if not (args.keep_data and osp.isfile(osp.join(args.data_dir, 'exact.npy'))):
+        spawn(args, 'generate')
     print(f'{args.n} x {args.dim}: data in {time.perf_counter() - started:.0f} s', flush=True)
     rows = []
     try:
