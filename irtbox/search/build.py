@@ -230,7 +230,8 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
     from irtbox.apis.identity import COMPARED
     from irtbox.evaluation.functional.checks import non_finite_rows
     from irtbox.evaluation.searchers import FaissSearcher
-    from irtbox.evaluation.searchers.faiss_index import has_ivf, train_index
+    from irtbox.evaluation.searchers.faiss_index import (has_ivf, min_training_vectors,
+                                                         train_index)
     from irtbox.structures.embeddings_file import load_embeddings
     from .budget import CHUNK_ROWS, IndexPlan, format_size, plan_index
     started = time.time()
@@ -258,7 +259,9 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
                          'model\'s')
     dim = dims.pop()
     if factory:
-        plan = IndexPlan(factory, 0, min(n, max(CHUNK_ROWS, 256 * 39)), 0)
+        # 39 training points per IVF list or PQ centroid, as faiss asks, and at least a chunk.
+        plan = IndexPlan(factory, 0, min(n, max(CHUNK_ROWS, 39 * min_training_vectors(factory))),
+                         0)
     else:
         plan = plan_index(n, dim, max_index_memory or 2**62, max_build_memory)
     log(f'{n} x {dim} embeddings from {len(parts)} file(s); index {plan.factory}'
