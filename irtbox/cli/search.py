@@ -4,6 +4,12 @@ serve it as a web page.
   build  CONFIG CKPT IMAGE_DIR INDEX_DIR   embed every image under IMAGE_DIR (a progress bar;
                                            unreadable files skipped and listed) and save a
                                            faiss index; --resume continues an interrupted build
+  build --from-features FEATURES INDEX_DIR
+                                           index what tools/extract.py (or dist_extract.sh /
+                                           slurm_extract.sh) wrote: OUT/features.npz, or OUT
+                                           itself once its shards are written (before the
+                                           merge); no image is decoded. --max-index-memory 4G
+                                           (and --max-build-memory) chooses the index that fits
   query  INDEX_DIR IMAGE [IMAGE ...]       the top --k of each image, printed, and written to
                                            --out results.json (a script's) or results.html
   serve  INDEX_DIR                         a web page and a JSON API on --host:--port
@@ -14,11 +20,18 @@ Examples (after the quick start):
   python tools/search.py query work_dirs/digits_index data/digits/test/7/0007.png --k 5
   python tools/search.py serve work_dirs/digits_index          # http://127.0.0.1:8000
   python tools/search.py build CONFIG CKPT photos/ photos_index --factory IVF1024,Flat
+  python tools/search.py build --from-features work_dirs/extract/features.npz big_index \
+      --max-index-memory 4G
 
 CKPT may be "none": the config's own weights (e.g. timm's pretrained ones for IRT_O).
 --factory takes a faiss factory string (--index, its former name, still works): Flat (exact,
 the default), IVF<n>,Flat, IVF<n>,PQ<m>, HNSW32; for an approximate index the recall@10
 against exact search is printed at build time.
+--max-index-memory (from features only) picks Flat when it fits, else IVF over 8-bit scalar
+codes, else IVF-PQ with the largest code that fits (docs/search_and_export.md); the build then
+prints and records in the index's manifest the recall@10 against exact search on 1000 of the
+embeddings and the single-query latency; a budget too small for any index is refused, naming
+the smallest that fits. --factory overrides the choice.
 With --device cuda and faiss-gpu the index is searched on the current GPU (an index type
 faiss has no GPU version of, such as HNSW32, stays on the CPU with a warning); there
 query --k is at most 2048, faiss-gpu's limit (--device cpu for more).
@@ -44,12 +57,23 @@ def parse_args(argv=None):
                                      formatter_class=HelpFormatter)
     commands = parser.add_subparsers(dest='command', required=True)
     build = commands.add_parser('build', help='embed a folder of images and save an index')
-    build.add_argument('config', help='the model\'s config file')
-    build.add_argument('checkpoint', type=checkpoint_argument,
-                       help='checkpoint file or URL, or "none"')
-    build.add_argument('image_dir', help='folder of images (searched recursively)')
-    build.add_argument('index_dir', help='folder to write the index to (created)')
-    build.add_argument('--factory', default='Flat',
+    build.add_argument('paths', nargs='+', metavar='CONFIG CKPT IMAGE_DIR INDEX_DIR',
+                       help='the model\'s config file, its checkpoint file or URL (or "none"), '
+                       'the folder of images (searched recursively) and the folder to write '
+                       'the index to (created); with --from-features only INDEX_DIR')
+    build.add_argument('--from-features', metavar='FEATURES',
+                       help='index an extraction\'s embeddings (OUT/features.npz or OUT, its '
+                       'shards) instead of embedding images')
+    build.add_argument('--max-index-memory', type=_size_argument, metavar='SIZE',
+                       help='with --from-features: the memory the index may take (e.g. 4G); '
+                       'the index type is chosen to fit')
+    build.add_argument('--max-build-memory', type=_size_argument, metavar='SIZE',
+                       help='with --from-features: the memory the build may take at its peak '
+                       '(besides the ids)')
+    build.add_argument('--config', dest='model_config', metavar='CONFIG',
+                       help='with --from-features: the model\'s config, if it moved since the '
+                       'extraction')
+    build.add_argument('--factory', default=None,
                        help='faiss factory string: Flat (exact, the default), IVF1024,Flat, ...')
     build.add_argument('--index', dest='factory', default=argparse.SUPPRESS,
                        help=argparse.SUPPRESS)  # its former name
@@ -88,9 +112,39 @@ def parse_args(argv=None):
     serve.add_argument('--device', default=None,
                        help='cpu or cuda (default: cuda if available)')
     args = parser.parse_args(argv)
+    if args.command == 'build':
+        _build_paths(parser, args)
     if getattr(args, 'out', None) and not args.out.endswith(('.json', '.html')):
         parser.error(f'--out must name a .json or .html file, got {args.out}')
     return args
+
+
+def _size_argument(text):
+    from irtbox.search.budget import parse_size
+    try:
+        return parse_size(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _build_paths(parser, args):
+    """``build``'s positional paths: CONFIG CKPT IMAGE_DIR INDEX_DIR, or INDEX_DIR alone with
+    --from-features."""
+    if args.from_features:
+        if len(args.paths) != 1:
+            parser.error(f'build --from-features takes one path, INDEX_DIR, got {args.paths}')
+        args.index_dir = args.paths[0]
+        return
+    if len(args.paths) != 4:
+        parser.error('build takes CONFIG CKPT IMAGE_DIR INDEX_DIR (or --from-features FEATURES '
+                     f'INDEX_DIR), got {len(args.paths)} path(s): {args.paths}')
+    for option in ('max_index_memory', 'max_build_memory', 'model_config'):
+        if getattr(args, option) is not None:
+            parser.error(f'--{option.replace("_", "-").replace("model-", "")} goes with '
+                         '--from-features; for a folder of images give --factory')
+    args.config, args.checkpoint, args.image_dir, args.index_dir = args.paths
+    args.checkpoint = checkpoint_argument(args.checkpoint)
+    args.factory = args.factory or 'Flat'
 
 
 def default_device(device):
@@ -102,6 +156,8 @@ def default_device(device):
 def build(args):
     """``build``: :func:`irtbox.search.build.build_index`; the searcher."""
     from irtbox.search.build import FAILED_FILE, build_index
+    if args.from_features:
+        return _build_from_features(args)
     done = build_index(args.config, args.checkpoint, args.image_dir, args.index_dir,
                        factory=args.factory, batch_size=args.batch_size,
                        num_workers=args.num_workers, shard_size=args.shard_size,
@@ -114,6 +170,22 @@ def build(args):
           f'({searcher.dim}-d, {args.factory}) in {done.seconds:.1f} s; {len(done.failed)} '
           f'unreadable (listed in {osp.join(args.index_dir, FAILED_FILE)})')
     return searcher
+
+
+def _build_from_features(args):
+    from irtbox.search.build import build_index_from_features
+    done = build_index_from_features(args.from_features, args.index_dir, factory=args.factory,
+                                     max_index_memory=args.max_index_memory,
+                                     max_build_memory=args.max_build_memory,
+                                     config=args.model_config)
+    r = done.report
+    print(f'{r["factory"]}' + (f' (nprobe {r["nprobe"]})' if r['nprobe'] else '') +
+          f': recall@10 vs exact search = {r["recall_at_10"]:.3f} ({r["recall_queries"]} of '
+          f'the embeddings as queries); one query on one thread: p50 {r["query_p50_ms"]:.2f} '
+          f'ms, p99 {r["query_p99_ms"]:.2f} ms')
+    print(f'indexed {len(done.searcher)} embeddings of {args.from_features} into '
+          f'{args.index_dir} in {done.seconds:.1f} s (recorded in its manifest.json, "build")')
+    return done.searcher
 
 
 def load_searcher(args):

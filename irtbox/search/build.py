@@ -1,4 +1,5 @@
-"""Build an index of a folder of images: what ``tools/search.py build`` runs.
+"""Build an index of a folder of images, or of embeddings an extraction wrote: what
+``tools/search.py build`` runs.
 
 The images are embedded in resumable shards under ``INDEX_DIR/build``
 (:func:`irtbox.apis.extract.extract_sharded`), merged, indexed with faiss, checked against
@@ -6,16 +7,20 @@ exact search when the index is approximate, and saved (:meth:`ImageSearcher.save
 list of unreadable images (``failed.json``); the shards are removed once the index is saved.
 """
 import json
+import os
 import os.path as osp
 import shutil
 import time
 from dataclasses import dataclass, field
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
+
+import numpy as np
 
 from irtbox.utils.fileio import atomic_write_text
 from .searcher import ImageSearcher
 
-__all__ = ['IndexBuild', 'build_index', 'BUILD_DIR', 'FAILED_FILE']
+__all__ = ['IndexBuild', 'build_index', 'build_index_from_features', 'read_feature_parts',
+           'BUILD_DIR', 'FAILED_FILE']
 
 BUILD_DIR = 'build'  # the shards of a build in progress, inside the index folder
 FAILED_FILE = 'failed.json'
@@ -31,6 +36,7 @@ class IndexBuild:
     failed: List[Tuple[str, str]] = field(default_factory=list)
     recall_at_10: Optional[float] = None
     seconds: float = 0.0
+    report: dict = field(default_factory=dict)  # from features: what the manifest's 'build' says
 
 
 def _refuse_random_weights(model, config) -> None:
@@ -100,3 +106,267 @@ def build_index(config, checkpoint: Optional[str], image_dir: str, index_dir: st
                       json.dumps([dict(path=p, reason=r) for p, r in rows.failed], indent=1))
     shutil.rmtree(work)
     return IndexBuild(searcher, list(rows.failed), recall, time.time() - started)
+
+
+# From the embeddings of an extraction.
+
+_ROWS_TMP = '.rows-from-features.npy.tmp'  # the normalised rows while the index is built
+LATENCY_QUERIES = 200  # timed one by one (a Flat index of 10M rows takes ~1 s a query)
+
+
+def read_feature_parts(source: str) -> list:
+    """The embeddings files of ``source``, in row order: ``[source]`` for a file
+    (``features.npz``), the shards of an extraction folder (its ``shards.json`` and
+    ``shards/``, merged or not yet). Raises FileNotFoundError naming what is missing."""
+    from irtbox.apis.extract import FEATURES_FILE, SHARDS_MANIFEST, _shard_path
+    if osp.isfile(source):
+        return [source]
+    manifest = osp.join(source, SHARDS_MANIFEST)
+    if not osp.isdir(source) or not osp.isfile(manifest):
+        merged = osp.join(source, FEATURES_FILE)
+        if osp.isfile(merged):
+            return [merged]
+        raise FileNotFoundError(f'{source}: neither an embeddings file (features.npz) nor an '
+                                f'extraction folder ({SHARDS_MANIFEST} and shards/, written by '
+                                'tools/extract.py)')
+    with open(manifest) as f:
+        count = json.load(f)['shards']
+    parts = [_shard_path(source, i) for i in range(count)]
+    missing = [p for p in parts if not osp.isfile(p)]
+    if missing:
+        raise FileNotFoundError(f'{len(missing)} of {count} shards of {source} are missing '
+                                f'({", ".join(missing[:3])}{" ..." if len(missing) > 3 else ""})'
+                                ': the extraction is not finished; run it again with --resume')
+    return parts
+
+
+def _rows(array: np.ndarray, start: int, stop: int) -> np.ndarray:
+    """A float32 copy of ``array[start:stop]``; for a memory map, its pages are then given
+    back (MADV_DONTNEED), so that a pass over a file bigger than memory neither holds it nor
+    counts it in the process's resident memory."""
+    import mmap
+    block = np.array(array[start:stop], dtype=np.float32)
+    mapping = getattr(array, '_mmap', None)
+    if mapping is not None:
+        if getattr(array, 'mode', 'r') != 'r':
+            array.flush()
+        mapping.madvise(mmap.MADV_DONTNEED)
+    return block
+
+
+def _sample(rows: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """``rows[positions]`` (sorted positions), read chunk by chunk (:func:`_rows`)."""
+    from .budget import CHUNK_ROWS
+    out = np.empty((len(positions), rows.shape[1]), np.float32)
+    for start in range(0, len(rows), CHUNK_ROWS):
+        lo, hi = np.searchsorted(positions, [start, start + CHUNK_ROWS])
+        if hi > lo:
+            out[lo:hi] = _rows(rows, start, start + CHUNK_ROWS)[positions[lo:hi] - start]
+    return out
+
+
+def _exact_top_k(rows: np.ndarray, queries: np.ndarray, k: int,
+                 chunk: int = 1 << 15) -> np.ndarray:
+    """Positions of the exact top ``k`` inner products of each query among ``rows`` (read
+    ``chunk`` rows at a time: never the whole memory map at once)."""
+    best_s = np.full((len(queries), k), -np.inf, np.float32)
+    best_p = np.zeros((len(queries), k), np.int64)
+    for start in range(0, len(rows), chunk):
+        scores = queries @ _rows(rows, start, start + chunk).T
+        s = np.concatenate([best_s, scores], axis=1)
+        p = np.concatenate([best_p, np.broadcast_to(
+            np.arange(start, start + scores.shape[1]), scores.shape)], axis=1)
+        top = np.argpartition(-s, k - 1, axis=1)[:, :k]
+        best_s, best_p = np.take_along_axis(s, top, 1), np.take_along_axis(p, top, 1)
+    return best_p
+
+
+def _recall(index, queries: np.ndarray, exact: np.ndarray, k: int) -> float:
+    _, found = index.search(queries, k)
+    return float(np.mean([len(set(a) & set(e)) / k for a, e in zip(found, exact)]))
+
+
+def _latency_ms(index, queries: np.ndarray, k: int) -> Tuple[float, float]:
+    """p50 and p99 of one query per call on one thread (as a web request searches)."""
+    import faiss
+    threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        for q in queries[:10]:  # warm-up
+            index.search(q[None], k)
+        times = []
+        for q in queries:
+            started = time.perf_counter()
+            index.search(q[None], k)
+            times.append(time.perf_counter() - started)
+    finally:
+        faiss.omp_set_num_threads(threads)
+    return 1000 * float(np.percentile(times, 50)), 1000 * float(np.percentile(times, 99))
+
+
+def build_index_from_features(source: str, index_dir: str, factory: Optional[str] = None,
+                              max_index_memory: Optional[int] = None,
+                              max_build_memory: Optional[int] = None,
+                              config: Optional[str] = None, target_recall: float = 0.9,
+                              num_queries: int = 1000, seed: int = 0, progress: bool = True,
+                              log: Callable[[str], None] = print) -> IndexBuild:
+    """Index the embeddings an extraction wrote, without decoding an image.
+
+    Args:
+        source: ``features.npz`` (any embeddings file with ids and the model's identity), or
+            an extraction folder whose shards are all written (before or after the merge).
+        index_dir: the index folder (created); an index there is replaced.
+        factory: the faiss factory string; None: the index :func:`~irtbox.search.budget.
+            plan_index` chooses for ``max_index_memory`` (bytes; None: no limit, the exact
+            ``Flat``) and ``max_build_memory`` (bytes: the training sample is cut to fit).
+        config: the model's config file, saved with the index for ``search query`` /
+            ``serve``; default the one the extraction recorded (its identity).
+        target_recall: an IVF index's nprobe is doubled (from 16) until recall@10 on the
+            query sample reaches it, or all lists are visited.
+        num_queries: embeddings sampled (seeded by ``seed``) as queries for recall@10
+            against exact search (the first LATENCY_QUERIES of them timed one by one); the
+            training sample is drawn apart.
+        progress: progress bars; ``log``: where progress lines go.
+
+    Returns:
+        IndexBuild: the saved searcher, the extraction's unreadable images, recall@10,
+        seconds and ``report`` (also the manifest's ``build`` entry): source, rows, dim,
+        factory, nprobe, budgets, train rows, recall@10, p50/p99 ms, seconds, index bytes.
+
+    Raises:
+        FileNotFoundError, ValueError: the source is missing or not an extraction's (no ids,
+        no model identity, shards of different models or dimensions, repeated ids,
+        non-finite rows), naming the file; IndexBudgetError (a ValueError): no index fits
+        the budget, naming the smallest that does.
+    """
+    from mmengine.config import Config
+    from tqdm import tqdm
+
+    from irtbox.apis.identity import COMPARED
+    from irtbox.evaluation.functional.checks import non_finite_rows
+    from irtbox.evaluation.searchers import FaissSearcher
+    from irtbox.evaluation.searchers.faiss_index import (has_ivf, min_training_vectors,
+                                                         train_index)
+    from irtbox.structures.embeddings_file import load_embeddings
+    from .budget import CHUNK_ROWS, IndexPlan, format_size, plan_index
+    started = time.time()
+    parts = read_feature_parts(source)
+    sets = [load_embeddings(p) for p in parts]
+    identity = sets[0].identity
+    for path, part in zip(parts, sets):
+        if part.ids is None:
+            raise ValueError(f'{path}: embeddings without ids; expected an extraction\'s '
+                             '(tools/extract.py), whose ids are the image paths')
+        if part.identity is None:
+            raise ValueError(f'{path}: no model identity recorded, so queries could not be '
+                             'checked against the model that made it; extract with '
+                             'tools/extract.py')
+        differs = [k for k in COMPARED if part.identity.get(k) != identity.get(k)]
+        if differs:
+            raise ValueError(f'{path}: made by another model than {parts[0]} (differs in '
+                             f'{", ".join(differs)}); extract every shard with one model')
+    dims = {s.embeddings.shape[1] for s in sets if len(s)}
+    n = sum(len(s) for s in sets)
+    if not n:
+        raise ValueError(f'{source}: no embeddings to index')
+    if len(dims) > 1:
+        raise ValueError(f'{source}: embeddings of {sorted(dims)} dimensions; expected one '
+                         'model\'s')
+    dim = dims.pop()
+    if factory:
+        # 39 training points per IVF list or PQ centroid, as faiss asks, and at least a chunk.
+        plan = IndexPlan(factory, 0, min(n, max(CHUNK_ROWS, 39 * min_training_vectors(factory))),
+                         0)
+    else:
+        plan = plan_index(n, dim, max_index_memory or 2**62, max_build_memory)
+    log(f'{n} x {dim} embeddings from {len(parts)} file(s); index {plan.factory}'
+        + (f' (~{format_size(plan.index_bytes)} in memory, build ~'
+           f'{format_size(plan.build_bytes)}; budget {format_size(max_index_memory)})'
+           if max_index_memory else ''))
+    config = config or identity.get('config')
+    if config is None or not osp.isfile(config):
+        raise FileNotFoundError(f'the model\'s config {config} (recorded by the extraction) is '
+                                'not there; pass its location (--config)')
+    cfg = Config.fromfile(config)
+    os.makedirs(index_dir, exist_ok=True)
+    tmp = osp.join(index_dir, _ROWS_TMP)
+    try:
+        # The normalised rows of all parts in one memory-mapped file (what the index folder
+        # keeps); the index is then built from it, CHUNK_ROWS at a time.
+        rows = np.lib.format.open_memmap(tmp, mode='w+', dtype=np.float32, shape=(n, dim))
+        ids, failed, seen, at = [], [], set(), 0
+        with tqdm(total=n, desc='reading', unit='vec', disable=not progress) as bar:
+            for path, part in zip(parts, sets):
+                for start in range(0, len(part), CHUNK_ROWS):
+                    block = _rows(part.embeddings, start, start + CHUNK_ROWS)
+                    bad = non_finite_rows(block)
+                    if len(bad):
+                        raise ValueError(f'{path}: row {start + bad[0]} (and {len(bad) - 1} '
+                                         'more in this chunk) is not finite (NaN or inf)')
+                    norms = np.linalg.norm(block, axis=1, keepdims=True)
+                    rows[at:at + len(block)] = block / np.maximum(norms, 1e-12)
+                    _rows(rows, 0, 0)  # written back, its pages given back
+                    at += len(block)
+                    bar.update(len(block))
+                for i in part.ids:
+                    if i in seen:
+                        raise ValueError(f'{path}: id {i} is repeated (also in an earlier '
+                                         'row); expected each image once')
+                    seen.add(i)
+                ids += [str(i) for i in part.ids]
+                failed += list(part.failed)
+        del seen, sets
+        rows.flush()
+        rows = np.load(tmp, mmap_mode='r')
+        rng = np.random.default_rng(seed)
+        query_rows = np.sort(rng.choice(n, size=min(num_queries, n), replace=False))
+        searcher_cfg = FaissSearcher(factory=plan.factory)
+        index = searcher_cfg.new_index(dim)
+        if not index.is_trained:
+            # Training rows drawn apart from the query rows where there are enough.
+            pool = np.setdiff1d(np.arange(n), query_rows) if n - len(query_rows) >= \
+                plan.train_rows else np.arange(n)
+            train = np.sort(rng.choice(pool, size=min(plan.train_rows, len(pool)),
+                                       replace=False))
+            log(f'training {plan.factory} on {len(train)} vectors')
+            train_index(index, _sample(rows, train), plan.factory)
+            del train
+        with tqdm(total=n, desc='adding', unit='vec', disable=not progress) as bar:
+            for start in range(0, n, CHUNK_ROWS):
+                index.add(_rows(rows, start, start + CHUNK_ROWS))
+                bar.update(min(CHUNK_ROWS, n - start))
+        queries = _sample(rows, query_rows)
+        k = min(10, n)
+        exact = _exact_top_k(rows, queries, k)
+        nprobe = None
+        if has_ivf(index):
+            import faiss
+            ivf = faiss.extract_index_ivf(index)
+            nprobe = min(16, ivf.nlist)
+            while True:
+                ivf.nprobe = nprobe
+                recall = _recall(index, queries, exact, k)
+                if recall >= target_recall or nprobe >= ivf.nlist:
+                    break
+                nprobe = min(2 * nprobe, ivf.nlist)
+        else:
+            recall = _recall(index, queries, exact, k)
+        p50, p99 = _latency_ms(index, queries[:LATENCY_QUERIES], k)
+        searcher = ImageSearcher(factory=plan.factory, nprobe=nprobe, identity=identity,
+                                 device='cpu')
+        searcher.index = searcher.faiss_searcher.place(index)
+        searcher.embeddings, searcher.ids, searcher.config = rows, ids, cfg
+        report = dict(source=osp.abspath(source), rows=n, dim=dim, factory=plan.factory,
+                      nprobe=nprobe, max_index_memory=max_index_memory,
+                      max_build_memory=max_build_memory, train_rows=plan.train_rows,
+                      recall_at_10=round(recall, 4), recall_queries=len(queries),
+                      query_p50_ms=round(p50, 3), query_p99_ms=round(p99, 3),
+                      build_seconds=round(time.time() - started, 1))
+        searcher.build_info = report
+        searcher.save(index_dir)
+    finally:
+        if osp.exists(tmp):
+            os.remove(tmp)
+    atomic_write_text(osp.join(index_dir, FAILED_FILE),
+                      json.dumps([dict(path=p, reason=r) for p, r in failed], indent=1))
+    return IndexBuild(searcher, failed, recall, time.time() - started, report)

@@ -139,6 +139,11 @@ class ImageSearcher:
         self.ids: List[str] = []
         self.embeddings = np.zeros((0, 0), dtype=np.float32)
         self.index = None
+        # Saved with the index: the model's config where there is no model (an index built
+        # from an extraction's embeddings) and what its build measured (manifest 'build').
+        self.config = None
+        self.build_info: Optional[dict] = None
+        self._mapped = False  # an IVF index whose lists are a read-only memory map (load)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -226,6 +231,7 @@ class ImageSearcher:
             raise ValueError(f'ImageSearcher.add: ids already in the index or repeated: '
                              f'{repeated[:5]} ({len(repeated)} in all)')
         embeddings = _l2_normalize(embeddings)
+        self._unmap()
         if self.index is None:
             self.index = self.faiss_searcher.build(embeddings)
         else:
@@ -234,6 +240,22 @@ class ImageSearcher:
             [self.embeddings, embeddings])
         self.ids += ids
         return len(ids)
+
+    def _unmap(self) -> None:
+        """Copy memory-mapped IVF lists (:meth:`load`) into memory: faiss aborts the process
+        on adding to them, and would save a reference to the mapped file, not the lists."""
+        if not self._mapped:
+            return
+        faiss = import_faiss()
+        ivf = faiss.extract_index_ivf(self.index)
+        mapped, lists = ivf.invlists, faiss.ArrayInvertedLists(ivf.nlist, ivf.code_size)
+        for i in range(ivf.nlist):
+            size = mapped.list_size(i)
+            if size:
+                lists.add_entries(i, size, mapped.get_ids(i), mapped.get_codes(i))
+        ivf.replace_invlists(lists, True)
+        lists.this.disown()  # the index owns them now
+        self._mapped = False
 
     # Searching.
 
@@ -312,7 +334,7 @@ class ImageSearcher:
         self.root = osp.abspath(self.root or os.getcwd())
         tag = uuid.uuid4().hex[:12]
         files = dict(index=f'index-{tag}.faiss', embeddings=f'embeddings-{tag}.npz')
-        cfg = getattr(self.model, 'cfg', None)
+        cfg = getattr(self.model, 'cfg', None) or self.config
         if cfg is not None:  # so that a query needs only the index folder (and the checkpoint)
             files['config'] = f'config-{tag}.py'
         try:
@@ -331,7 +353,9 @@ class ImageSearcher:
     def _write_files(self, directory: str, files: dict) -> None:
         """The data files named in ``files``, then the manifest that names them."""
         if 'config' in files:
-            atomic_write(osp.join(directory, files['config']), self.model.cfg.dump)
+            cfg = getattr(self.model, 'cfg', None) or self.config
+            atomic_write(osp.join(directory, files['config']), cfg.dump)
+        self._unmap()
         index = to_cpu(self.index) if self.index is not None else \
             self.faiss_searcher.new_index(self.dim or 1)
         atomic_write(osp.join(directory, files['index']), lambda tmp: _write_faiss(index, tmp))
@@ -344,6 +368,8 @@ class ImageSearcher:
                         root=osp.abspath(self.root or os.getcwd()),
                         sha256={name: _sha256(osp.join(directory, name))
                                 for name in files.values()})
+        if self.build_info is not None:
+            manifest['build'] = self.build_info
         atomic_write_text(osp.join(directory, MANIFEST), json.dumps(manifest, indent=1))
 
     @classmethod
@@ -381,8 +407,13 @@ class ImageSearcher:
                                          f'the model makes {current["embedding_dim"]}-d ones')
             searcher.model, searcher.identity = model, current
         path = osp.join(directory, manifest['files']['index'])
+        # On the CPU an IVF index's lists are memory-mapped (faiss's IO_FLAG_MMAP): a server
+        # starts without reading them, and the OS pages in the lists queries visit. A GPU
+        # index is copied to the device whole anyway.
+        device = searcher.faiss_searcher.device
+        mapped = device is None or torch.device(device).type == 'cpu'
         try:
-            index = faiss.read_index(path)
+            index = faiss.read_index(path, faiss.IO_FLAG_MMAP if mapped else 0)
         except RuntimeError as err:  # faiss's: "Error in <C++ signature> at <source>: ..."
             raise IndexIntegrityError(f'{path}: not a readable faiss index (faiss: '
                                       f'{_faiss_reason(err)}); it is damaged or cut short: '
@@ -393,6 +424,8 @@ class ImageSearcher:
             searcher.faiss_searcher = dataclasses.replace(searcher.faiss_searcher,
                                                           nprobe=manifest.get('nprobe'))
         searcher.index = searcher.faiss_searcher.place(index)
+        searcher._mapped = mapped and has_ivf(index) and not on_gpu(searcher.index)
+        searcher.build_info = manifest.get('build')
         searcher.embeddings, searcher.ids = rows.embeddings, list(rows.ids)
         counts = dict(ids=len(searcher.ids), embeddings=len(searcher.embeddings),
                       indexed=searcher.index.ntotal, manifest=manifest.get('count', len(rows)))

@@ -1,0 +1,224 @@
+"""A big collection indexed under a memory budget: ``build_index_from_features`` (what
+``tools/search.py build --from-features DIR INDEX --max-index-memory SIZE`` runs) on an
+extraction's shards, against bare faiss building the same index, each in its own process.
+
+  python tools/benchmarks/bench_search_scale.py --n 1000000 --dim 384 --budgets 4G 512M \\
+      --data-dir /big/disk/bench_search_scale [--keep-data]
+
+The data: an extraction folder (``shards.json`` + ``shards/shard_*.npz``, as tools/extract.py
+writes it, never merged) of shards of 1M class-structured embeddings, each shard
+``make_retrieval_data`` of the evaluation benchmark (``--spectrum 1.0 --noise 0.35``: a
+trained model's power-law spectrum); 1,000 held-out queries (drawn with the shards, not
+indexed) and their exact top 10, computed shard by shard. Nothing holds all N x D floats.
+
+For each budget: ``irtbox`` builds from the shards (the index it chooses; build time and peak
+RSS of the build process), then a fresh process loads the index (ImageSearcher.load, IVF
+lists memory-mapped) and measures recall@10 of the held-out queries against exact search and
+the p50 / p99 of ``ImageSearcher.search`` of one query at k=10 on one thread (200 queries).
+``faiss`` (the floor) builds the same factory string on the same number of training vectors,
+adding shard by shard, with the nprobe irtbox chose, and is measured the same way on its
+in-memory index.
+The data is deleted at the end unless --keep-data. Prints a markdown table.
+"""
+import argparse
+import glob
+import json
+import os
+import os.path as osp
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
+CONFIG = osp.join(ROOT, 'configs', 'quickstart', 'irt-r_vit-tiny_1xb64-500_digits.py')
+SHARD_ROWS = 1_000_000
+QUERIES = 1000
+LATENCY_QUERIES = 200
+K = 10
+
+
+def generate(args):
+    """The extraction folder, the held-out queries and their exact top 10."""
+    from bench_eval import make_retrieval_data
+
+    from irtbox.structures.embeddings_file import EmbeddingSet, save_embeddings
+    from irtbox.utils.fileio import atomic_write_text
+    out = osp.join(args.data_dir, 'extract')
+    os.makedirs(osp.join(out, 'shards'), exist_ok=True)
+    count = -(-args.n // SHARD_ROWS)
+    identity = dict(config=CONFIG, checkpoint=None, weights_sha256='synthetic',
+                    preprocessing_sha256='synthetic', embedding_dim=args.dim, normalize=True)
+    atomic_write_text(osp.join(out, 'shards.json'),
+                      json.dumps(dict(images=args.n, shard_size=SHARD_ROWS, shards=count)))
+    queries = []
+    for i in range(count):
+        rows = min(SHARD_ROWS, args.n - i * SHARD_ROWS)
+        held = QUERIES // count + (i < QUERIES % count)
+        x, _ = make_retrieval_data(rows + held, args.dim, seed=i, noise=0.35, spectrum=1.0)
+        queries.append(x[rows:])
+        start = i * SHARD_ROWS
+        save_embeddings(osp.join(out, 'shards', f'shard_{i:06d}.npz'),
+                        EmbeddingSet(x[:rows], ids=[f'v{start + j:09d}' for j in range(rows)],
+                                     identity=identity))
+        del x
+    queries = np.concatenate(queries)
+    from irtbox.structures.embeddings_file import load_embeddings
+    scores, exact = np.full((QUERIES, K), -np.inf, np.float32), np.zeros((QUERIES, K), np.int64)
+    for i in range(count):
+        shard = load_embeddings(osp.join(out, 'shards', f'shard_{i:06d}.npz')).embeddings
+        for start in range(0, len(shard), 65536):
+            block = queries @ np.asarray(shard[start:start + 65536]).T
+            s = np.concatenate([scores, block], 1)
+            offset = i * SHARD_ROWS + start
+            p = np.concatenate([exact, np.broadcast_to(
+                np.arange(offset, offset + block.shape[1]), block.shape)], 1)
+            best = np.argpartition(-s, K - 1, axis=1)[:, :K]
+            scores, exact = np.take_along_axis(s, best, 1), np.take_along_axis(p, best, 1)
+    np.save(osp.join(args.data_dir, 'queries.npy'), queries)
+    np.save(osp.join(args.data_dir, 'exact.npy'), exact)
+    return dict(seconds=0)
+
+
+def measure(search, args):
+    """recall@10 of the held-out queries (searched together), p50 / p99 of one query per call
+    on one thread (the first LATENCY_QUERIES: a Flat index of millions takes 0.1 s and more
+    a query). ``search``: a batch of queries -> the positions of their top K."""
+    import faiss
+    queries = np.load(osp.join(args.data_dir, 'queries.npy'))
+    exact = np.load(osp.join(args.data_dir, 'exact.npy'))
+    found = search(queries)
+    recall = float(np.mean([len(set(f) & set(e)) / K for f, e in zip(found, exact)]))
+    faiss.omp_set_num_threads(1)
+    for q in queries[:5]:
+        search(q[None])
+    times = []
+    for q in queries[:LATENCY_QUERIES]:
+        started = time.perf_counter()
+        search(q[None])
+        times.append(time.perf_counter() - started)
+    return dict(recall=recall, p50_ms=1000 * float(np.percentile(times, 50)),
+                p99_ms=1000 * float(np.percentile(times, 99)))
+
+
+def run_irtbox_build(args):
+    from irtbox.search.budget import parse_size
+    from irtbox.search.build import build_index_from_features
+    from irtbox.utils.memory import peak_rss_mb
+    started = time.perf_counter()
+    done = build_index_from_features(osp.join(args.data_dir, 'extract'), args.index_dir,
+                                     max_index_memory=parse_size(args.one[1]), progress=False,
+                                     log=lambda line: print(line, file=sys.stderr))
+    seconds = time.perf_counter() - started
+    index_file = glob.glob(osp.join(args.index_dir, 'index-*.faiss'))[0]
+    return dict(build_s=seconds, peak_mb=peak_rss_mb(), factory=done.report['factory'],
+                nprobe=done.report['nprobe'], index_mb=osp.getsize(index_file) / 2**20,
+                train_rows=done.report['train_rows'])
+
+
+def run_irtbox_query(args):
+    from irtbox.search import ImageSearcher
+    from irtbox.utils.memory import peak_rss_mb
+    searcher = ImageSearcher.load(args.index_dir, device='cpu')
+    out = measure(lambda q: [[h.position for h in hits] for hits in searcher.search(q, k=K)],
+                  args)
+    return dict(out, query_peak_mb=peak_rss_mb())
+
+
+def run_faiss(args):
+    import faiss
+
+    from irtbox.structures.embeddings_file import load_embeddings
+    from irtbox.utils.memory import peak_rss_mb
+    factory, nprobe, train_rows = args.one[1], json.loads(args.one[2]), int(args.one[3])
+    shards = sorted(glob.glob(osp.join(args.data_dir, 'extract', 'shards', '*.npz')))
+    started = time.perf_counter()
+    index = faiss.index_factory(args.dim, factory, faiss.METRIC_INNER_PRODUCT)
+    if not index.is_trained:
+        per = -(-train_rows // len(shards))
+        rng = np.random.default_rng(0)
+        sample = np.concatenate([np.asarray(e[np.sort(rng.choice(len(e), min(per, len(e)),
+                                                                  replace=False))])
+                                 for e in (load_embeddings(s).embeddings for s in shards)])
+        index.train(sample)
+        del sample
+    for path in shards:
+        emb = load_embeddings(path).embeddings
+        for start in range(0, len(emb), 65536):
+            index.add(np.ascontiguousarray(emb[start:start + 65536]))
+    if nprobe:
+        faiss.extract_index_ivf(index).nprobe = nprobe
+    seconds = time.perf_counter() - started
+    peak = peak_rss_mb()
+    out = measure(lambda q: index.search(q, K)[1], args)
+    return dict(out, build_s=seconds, peak_mb=peak,
+                index_mb=len(faiss.serialize_index(index)) / 2**20)
+
+
+def child(args):
+    sys.path.insert(0, ROOT)
+    run = dict(generate=generate, build=run_irtbox_build, query=run_irtbox_query,
+               faiss=run_faiss)[args.one[0]]
+    print(json.dumps(run(args)))
+
+
+def spawn(args, *one):
+    command = [sys.executable, __file__, '--n', str(args.n), '--dim', str(args.dim),
+               '--data-dir', args.data_dir, '--index-dir', args.index_dir, '--one', *one]
+    out = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--n', type=int, default=1_000_000)
+    parser.add_argument('--dim', type=int, default=384)
+    parser.add_argument('--budgets', nargs='+', default=['4G'])
+    parser.add_argument('--data-dir', required=True,
+                        help='a disk with room for the shards, twice over (the index keeps '
+                        'a copy of the embeddings)')
+    parser.add_argument('--index-dir', help=argparse.SUPPRESS)
+    parser.add_argument('--keep-data', action='store_true',
+                        help='keep the data (and use it again when it is there)')
+    parser.add_argument('--one', nargs='+', help=argparse.SUPPRESS)  # run one step
+    args = parser.parse_args()
+    if args.one:
+        return child(args)
+    args.index_dir = osp.join(args.data_dir, 'index')
+    started = time.perf_counter()
+    if not (args.keep_data and osp.isfile(osp.join(args.data_dir, 'exact.npy'))):
+        spawn(args, 'generate')
+    print(f'{args.n} x {args.dim}: data in {time.perf_counter() - started:.0f} s', flush=True)
+    rows = []
+    try:
+        for budget in args.budgets:
+            built = spawn(args, 'build', budget)
+            queried = spawn(args, 'query', budget)
+            floor = spawn(args, 'faiss', built['factory'], json.dumps(built['nprobe']),
+                          str(built['train_rows']))
+            rows.append((budget, dict(built, **queried), floor))
+            print(json.dumps(rows[-1]), flush=True)
+            shutil.rmtree(args.index_dir)
+    finally:
+        if not args.keep_data:
+            shutil.rmtree(args.data_dir, ignore_errors=True)
+    print(f'\n{args.n} x {args.dim}, {QUERIES} held-out queries, k={K}, one query per call on '
+          'one thread\n')
+    print('| budget | contender | index (nprobe) | build (s) | build / faiss | peak RSS build (MB) '
+          '| index (MB) | recall@10 | p50 (ms) | p99 (ms) | p50 / faiss |')
+    print('|---|---|---|---|---|---|---|---|---|---|---|')
+    for budget, ours, floor in rows:
+        index = ours['factory'] + (f' ({ours["nprobe"]})' if ours['nprobe'] else '')
+        for name, r in (('irtbox', ours), ('bare faiss', floor)):
+            print(f'| {budget} | {name} | {index} | {r["build_s"]:.0f} | '
+                  f'{r["build_s"] / floor["build_s"]:.2f} | {r["peak_mb"]:.0f} | '
+                  f'{r["index_mb"]:.0f} | {r["recall"]:.3f} | {r["p50_ms"]:.3f} | '
+                  f'{r["p99_ms"]:.3f} | {r["p50_ms"] / floor["p50_ms"]:.2f} |')
+
+
+if __name__ == '__main__':
+    main()
