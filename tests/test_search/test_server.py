@@ -24,6 +24,7 @@ import pytest
 import torch
 from PIL import Image
 
+from irtbox.search.results import hit_caption
 from irtbox.apis import init_model
 from irtbox.search import ImageSearcher
 from irtbox.search.server import PixelBudget, create_app, decode_upload, query_min_side
@@ -123,7 +124,7 @@ def test_search_by_upload_finds_the_image_itself(server):
     first = body['hits'][0]
     assert first['id'] == path and first['position'] == 17 and first['score'] > 0.999
     assert [h['rank'] for h in body['hits']] == [1, 2, 3, 4, 5]
-    assert body['hits'] == [dict(h.to_dict(), name=osp.basename(h.id),
+    assert body['hits'] == [dict(h.to_dict(), name=hit_caption(h.id),
                                  thumbnail=f'/thumb/{h.position}')
                             for h in searcher.search(path, k=5)]
 
