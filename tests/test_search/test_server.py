@@ -24,9 +24,9 @@ import pytest
 import torch
 from PIL import Image
 
-from irtbox.search.results import hit_caption
 from irtbox.apis import init_model
 from irtbox.search import ImageSearcher
+from irtbox.search.results import hit_caption
 from irtbox.search.server import PixelBudget, create_app, decode_upload, query_min_side
 from irtbox.utils.image import ImageTooLargeError
 
