@@ -9,6 +9,8 @@ function of its own so that a reader can see exactly what a rehearsal changes:
   or, with ``data_root``, read from the user's own data;
 - input size (:func:`scale_input_size`): every pixel size of the pipelines scaled so that
   the model's input side is ``input_size``; a ViT with a fixed input size gets that size;
+- depth (:func:`shallow_backbone`, quick rehearsals only): a transformer backbone keeps the
+  fewest blocks its outputs need;
 - weights (:func:`stand_in_weights`): a backbone's pretrained weights that are not in the
   local cache are replaced by a local checkpoint of known values, so a rehearsal needs no
   network and can check that training starts from them;
@@ -28,11 +30,12 @@ from mmengine.config import Config, ConfigDict
 
 from irtbox.utils.fileio import atomic_write
 
-__all__ = ['DEFAULT_INPUT_SIZE', 'miniaturize', 'point_datasets', 'scale_input_size',
-           'stand_in_weights', 'shorten_schedule', 'shrink_loaders', 'shrink_projections',
-           'loader_cfgs']
+__all__ = ['DEFAULT_INPUT_SIZE', 'QUICK_INPUT_SIZE', 'miniaturize', 'point_datasets',
+           'scale_input_size', 'shallow_backbone', 'stand_in_weights', 'shorten_schedule',
+           'shrink_loaders', 'shrink_projections', 'loader_cfgs']
 
 DEFAULT_INPUT_SIZE = 64
+QUICK_INPUT_SIZE = 32  # a quick rehearsal's input side
 _STAND_IN_SEED = 20211124  # any fixed seed: the stand-in's values are known, not the run's init
 
 # Pixel-size arguments of the transforms the shipped configs use.
@@ -181,11 +184,36 @@ def scale_input_size(cfg: Config, input_size: int) -> str:
             f'{", backbone img_size " + str(target) if fixed else ""})')
 
 
-def stand_in_weights(cfg: Config, weights_dir: str) -> str:
+def shallow_backbone(cfg: Config) -> Optional[str]:
+    """A transformer backbone with the fewest blocks its ``out_indices`` need (at least two):
+    the same code on every path at a fraction of the time and checkpoint size (a quick
+    rehearsal). Returns a line saying what changed, None when nothing did (CNNs, PiT, whose
+    depth is per stage, and backbones already that shallow)."""
+    backbone = cfg.model.get('backbone') or {}
+    if _type_name(backbone) != 'TimmBackbone':
+        return None
+    import timm
+    from timm.models.vision_transformer import VisionTransformer
+    with torch.device('meta'):
+        model = timm.create_model(backbone['model_name'], pretrained=False, num_classes=0,
+                                  **_timm_kwargs(backbone))
+    if not isinstance(model, VisionTransformer):  # its subclasses too: DeiT, hybrids
+        return None
+    blocks = model.blocks
+    indices = backbone.get('out_indices', -1)
+    indices = [indices] if isinstance(indices, int) else list(indices)
+    depth = max([2] + [-i if i < 0 else i + 1 for i in indices])
+    if depth >= len(blocks):
+        return None
+    backbone['depth'] = depth
+    return f'backbone depth {len(blocks)} -> {depth} blocks (quick)'
+
+
+def stand_in_weights(cfg: Config, weights_dir: str, use_cache: bool = True) -> str:
     """Give the backbone of ``cfg`` weights that are here: timm's pretrained weights when
-    they are in the local cache, else (and for a ``checkpoint`` file that does not exist) a
-    local checkpoint of known values, written to ``weights_dir``. Returns a line saying
-    which."""
+    they are in the local cache (and ``use_cache``; a shallow backbone cannot take them),
+    else (and for a ``checkpoint`` file that does not exist) a local checkpoint of known
+    values, written to ``weights_dir``. Returns a line saying which."""
     import timm
     from irtbox.models.backbones import (PretrainedWeightsUnavailable, offline_hub,
                                          pretrained_init_cfg)
@@ -197,7 +225,7 @@ def stand_in_weights(cfg: Config, weights_dir: str) -> str:
     wanted = backbone.get('pretrained') or backbone.get('checkpoint') or init
     if not wanted:
         return 'backbone weights: random initialisation, as configured'
-    if backbone.get('pretrained'):
+    if backbone.get('pretrained') and use_cache:
         try:
             with offline_hub():
                 MODELS.build(copy.deepcopy(backbone))
@@ -314,17 +342,21 @@ def shrink_projections(cfg: Config) -> List[str]:
 
 def miniaturize(cfg: Config, work_dir: str, input_size: int = DEFAULT_INPUT_SIZE,
                 data_root: Optional[str] = None, subset: Optional[int] = None,
-                units: int = 2, batch_size: int = 8, workers: int = 1
-                ) -> Tuple[Config, Dict[str, str], List[str]]:
-    """``cfg`` in miniature (see the module doc), its runs under ``<work_dir>/run``.
+                units: int = 2, batch_size: int = 8, workers: int = 1,
+                shallow: bool = False) -> Tuple[Config, Dict[str, str], List[str]]:
+    """``cfg`` in miniature (see the module doc), its runs under ``<work_dir>/run``;
+    ``shallow``: a transformer backbone with few blocks (:func:`shallow_backbone`).
     Returns the new config, the first phase's ``--cfg-options`` and what was changed."""
     cfg = copy.deepcopy(cfg)
     notes = point_datasets(cfg, osp.join(work_dir, 'data'), data_root, subset)
     if data_root is None:  # miniatures: their counts are not the published ones on purpose
         cfg.check_dataset_counts = False
+    shallower = shallow_backbone(cfg) if shallow else None
+    if shallower:
+        notes.append(shallower)
     if input_size:
         notes.append(scale_input_size(cfg, input_size))
-    notes.append(stand_in_weights(cfg, osp.join(work_dir, 'weights')))
+    notes.append(stand_in_weights(cfg, osp.join(work_dir, 'weights'), use_cache=not shallower))
     first = shorten_schedule(cfg, units)
     notes += shrink_loaders(cfg, batch_size, workers)
     notes += shrink_projections(cfg)
