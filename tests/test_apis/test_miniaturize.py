@@ -5,8 +5,8 @@ import torch
 from mmengine.config import Config
 
 from irtbox.apis.miniaturize import (_built_dataset, miniaturize, point_datasets,
-                                     scale_input_size, shorten_schedule, shrink_loaders,
-                                     shrink_projections, stand_in_weights)
+                                     scale_input_size, shallow_backbone, shorten_schedule,
+                                     shrink_loaders, shrink_projections, stand_in_weights)
 from irtbox.datasets.samplers import get_dataset_labels
 from irtbox.registry import MODELS
 from irtbox.utils import state_digest
@@ -147,3 +147,13 @@ def test_miniaturize_writes_data_and_runs_under_the_work_dir(tmp_path):
     # The model, losses and hooks are the config's own.
     original = Config.fromfile(IRT_SOP)
     assert cfg.model.head == original.model.head and cfg.model.neck == original.model.neck
+
+
+def test_a_quick_rehearsal_keeps_the_blocks_the_outputs_need():
+    irt, dtop, r50 = (Config.fromfile(p) for p in (
+        IRT_SOP, DTOP, osp.join(ROOT, 'configs', 'irt', 'irt-r_r50_1xb64-35k_sop.py')))
+    assert shallow_backbone(irt) == 'backbone depth 12 -> 2 blocks (quick)'
+    assert shallow_backbone(dtop) == 'backbone depth 12 -> 6 blocks (quick)'  # the last six
+    assert shallow_backbone(r50) is None and 'depth' not in r50.model.backbone
+    dtop.model.backbone.pretrained = False
+    assert MODELS.build(dtop.model.backbone).out_indices == tuple(range(6))
