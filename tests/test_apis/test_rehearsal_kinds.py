@@ -16,8 +16,8 @@ ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TINY = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')
 
 
-def variant(change):
-    cfg = Config.fromfile(TINY)
+def variant(change, tiny=Config.fromfile(TINY)):
+    cfg = copy.deepcopy(tiny)
     change(cfg)
     return config_kind(cfg)
 
