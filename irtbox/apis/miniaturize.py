@@ -9,12 +9,17 @@ function of its own so that a reader can see exactly what a rehearsal changes:
   or, with ``data_root``, read from the user's own data;
 - input size (:func:`scale_input_size`): every pixel size of the pipelines scaled so that
   the model's input side is ``input_size``; a ViT with a fixed input size gets that size;
+- depth (:func:`shallow_backbone`, quick rehearsals only): a transformer backbone keeps the
+  fewest blocks its outputs need;
 - weights (:func:`stand_in_weights`): a backbone's pretrained weights that are not in the
   local cache are replaced by a local checkpoint of known values, so a rehearsal needs no
   network and can check that training starts from them;
 - schedule (:func:`shorten_schedule`): ``units`` iterations (or one epoch) per phase,
   validation and checkpoints at every phase's end, every hook interval 1;
-- loaders (:func:`shrink_loaders`): small batches, few workers.
+- loaders (:func:`shrink_loaders`): small batches, few workers; a class-balanced sampler's
+  batch sized from the classes its data holds;
+- projections (:func:`shrink_projections`): a PCA keeps no more components than its fit
+  hook's data has images.
 """
 import copy
 import os.path as osp
@@ -25,10 +30,12 @@ from mmengine.config import Config, ConfigDict
 
 from irtbox.utils.fileio import atomic_write
 
-__all__ = ['DEFAULT_INPUT_SIZE', 'miniaturize', 'point_datasets', 'scale_input_size',
-           'stand_in_weights', 'shorten_schedule', 'shrink_loaders', 'loader_cfgs']
+__all__ = ['DEFAULT_INPUT_SIZE', 'QUICK_INPUT_SIZE', 'miniaturize', 'point_datasets',
+           'scale_input_size', 'shallow_backbone', 'stand_in_weights', 'shorten_schedule',
+           'shrink_loaders', 'shrink_projections', 'loader_cfgs']
 
 DEFAULT_INPUT_SIZE = 64
+QUICK_INPUT_SIZE = 32  # a quick rehearsal's input side
 _STAND_IN_SEED = 20211124  # any fixed seed: the stand-in's values are known, not the run's init
 
 # Pixel-size arguments of the transforms the shipped configs use.
@@ -38,7 +45,17 @@ _SIZE_KEYS = {'Resize': 'scale', 'CenterCrop': 'crop_size', 'RandomCrop': 'crop_
 
 def loader_cfgs(cfg: Config) -> Iterator[Tuple[str, dict]]:
     """(where, loader dict) for every dataloader of ``cfg``: the top-level ``*_dataloader``
-    entries (a list for several test sets) and the ``dataloader`` of each custom hook."""
+    entries (a list for several test sets) and the ``dataloader`` of each custom hook.
+    Each loader comes once: a hook's loader written as ``{{_base_.train_eval_dataloader}}``
+    is the very dict of that top-level entry, which must not be scaled twice."""
+    seen = set()
+    for where, loader in _all_loader_cfgs(cfg):
+        if id(loader) not in seen:
+            seen.add(id(loader))
+            yield where, loader
+
+
+def _all_loader_cfgs(cfg: Config) -> Iterator[Tuple[str, dict]]:
     for key in list(cfg.keys()):
         if key.endswith('_dataloader') and cfg[key]:
             loaders = cfg[key] if isinstance(cfg[key], (list, tuple)) else [cfg[key]]
@@ -175,11 +192,13 @@ def scale_input_size(cfg: Config, input_size: int) -> str:
     side, patch, fixed = _backbone_input(backbone)
     target = max(patch, int(round(input_size / patch)) * patch)
     factor = target / side
+    scaled = set()
     for _, loader in loader_cfgs(cfg):
         for node in _walk(loader):
             key = _SIZE_KEYS.get(_type_name(node))
-            if key is None:
+            if key is None or id(node) in scaled:  # a pipeline two loaders share: once
                 continue
+            scaled.add(id(node))
             if key == 'sizes' and key not in node:
                 node[key] = [list(s) for s in DEFAULT_GROUP_SIZES]
             if node.get(key) is not None:
@@ -190,11 +209,36 @@ def scale_input_size(cfg: Config, input_size: int) -> str:
             f'{", backbone img_size " + str(target) if fixed else ""})')
 
 
-def stand_in_weights(cfg: Config, weights_dir: str) -> str:
+def shallow_backbone(cfg: Config) -> Optional[str]:
+    """A transformer backbone with the fewest blocks its ``out_indices`` need (at least two):
+    the same code on every path at a fraction of the time and checkpoint size (a quick
+    rehearsal). Returns a line saying what changed, None when nothing did (CNNs, PiT, whose
+    depth is per stage, and backbones already that shallow)."""
+    backbone = cfg.model.get('backbone') or {}
+    if _type_name(backbone) != 'TimmBackbone':
+        return None
+    import timm
+    from timm.models.vision_transformer import VisionTransformer
+    with torch.device('meta'):
+        model = timm.create_model(backbone['model_name'], pretrained=False, num_classes=0,
+                                  **_timm_kwargs(backbone))
+    if not isinstance(model, VisionTransformer):  # its subclasses too: DeiT, hybrids
+        return None
+    blocks = model.blocks
+    indices = backbone.get('out_indices', -1)
+    indices = [indices] if isinstance(indices, int) else list(indices)
+    depth = max([2] + [-i if i < 0 else i + 1 for i in indices])
+    if depth >= len(blocks):
+        return None
+    backbone['depth'] = depth
+    return f'backbone depth {len(blocks)} -> {depth} blocks (quick)'
+
+
+def stand_in_weights(cfg: Config, weights_dir: str, use_cache: bool = True) -> str:
     """Give the backbone of ``cfg`` weights that are here: timm's pretrained weights when
-    they are in the local cache, else (and for a ``checkpoint`` file that does not exist) a
-    local checkpoint of known values, written to ``weights_dir``. Returns a line saying
-    which."""
+    they are in the local cache (and ``use_cache``; a shallow backbone cannot take them),
+    else (and for a ``checkpoint`` file that does not exist) a local checkpoint of known
+    values, written to ``weights_dir``. Returns a line saying which."""
     import timm
     from irtbox.models.backbones import (PretrainedWeightsUnavailable, offline_hub,
                                          pretrained_init_cfg)
@@ -206,7 +250,7 @@ def stand_in_weights(cfg: Config, weights_dir: str) -> str:
     wanted = backbone.get('pretrained') or backbone.get('checkpoint') or init
     if not wanted:
         return 'backbone weights: random initialisation, as configured'
-    if backbone.get('pretrained'):
+    if backbone.get('pretrained') and use_cache:
         try:
             with offline_hub():
                 MODELS.build(copy.deepcopy(backbone))
@@ -251,14 +295,47 @@ def shorten_schedule(cfg: Config, units: int) -> Dict[str, str]:
     return first
 
 
-def shrink_loaders(cfg: Config, batch_size: int, workers: int) -> None:
-    """Batches of at most ``batch_size`` (at least two classes of an M-per-class sampler),
-    at most ``workers`` loader workers."""
-    for _, loader in loader_cfgs(cfg):
+def _built_dataset(loader: dict):
+    """The dataset of a loader config, built as the runner builds it (its annotations are
+    read, no image is)."""
+    from mmengine.registry import DefaultScope
+
+    from irtbox.registry import DATASETS
+    from .setup_env import register_all_modules
+    register_all_modules(init_default_scope=False)
+    with DefaultScope.overwrite_default_scope('irtbox'):  # its pipeline's transforms
+        return DATASETS.build(copy.deepcopy(loader['dataset']))
+
+
+def _images_per_class(sampler: dict) -> Optional[int]:
+    """``m`` of a class-balanced sampler config (batches of ``batch_size // m`` classes, ``m``
+    images each), None for other samplers."""
+    kind = _type_name(sampler)
+    if kind == 'OnePerClassSampler':
+        return 1
+    if kind == 'MPerClassSampler':
+        return int(sampler.get('m', 4))
+    return None
+
+
+def shrink_loaders(cfg: Config, batch_size: int, workers: int) -> List[str]:
+    """Batches of at most ``batch_size``, at most ``workers`` loader workers. A class-balanced
+    sampler's batch (``batch_size // m`` classes of ``m`` images) keeps at least two classes
+    and at most as many as its dataset holds (a one-image-per-class config on a miniature of
+    six training classes: batches of six). Returns a line per batch sized from its data."""
+    from irtbox.datasets.samplers import get_dataset_labels
+    notes = []
+    for where, loader in loader_cfgs(cfg):
         size = batch_size
         sampler = loader.get('sampler') or {}
-        if sampler.get('m'):
-            size = max(size, 2 * int(sampler['m']))
+        m = _images_per_class(sampler)
+        if m is not None and loader.get('batch_size'):
+            classes = max(2, min(int(loader['batch_size']), size) // m)
+            present = len(set(get_dataset_labels(_built_dataset(loader)).tolist()))
+            if present < classes:
+                notes.append(f'{where}: batches of {present} classes x {m} (the data holds '
+                             f'{present} classes)')
+            size = max(1, min(classes, present)) * m
         if loader.get('batch_size'):
             loader['batch_size'] = min(int(loader['batch_size']), size)
             if 'batch_size' in sampler:
@@ -267,22 +344,46 @@ def shrink_loaders(cfg: Config, batch_size: int, workers: int) -> None:
             loader['num_workers'] = min(int(loader['num_workers']), workers)
         if not loader.get('num_workers'):
             loader['persistent_workers'] = False
+    return notes
+
+
+def shrink_projections(cfg: Config) -> List[str]:
+    """Keep no more PCA components than the fit hook's data has descriptors: a ▷128 PCA needs
+    128 images, a miniature holds a few. Returns a line per projection changed."""
+    hooks = [h for h in cfg.get('custom_hooks') or [] if _type_name(h) == 'PCAFitHook'
+             and isinstance(h.get('dataloader'), dict)]
+    necks = [n for n in _walk(cfg.model.get('neck')) if _type_name(n) == 'PCAReduction']
+    if not hooks or not necks:
+        return []
+    samples = min(len(_built_dataset(h['dataloader'])) for h in hooks)
+    notes = []
+    for neck in necks:
+        if int(neck['out_dim']) > samples:
+            notes.append(f'PCAReduction out_dim {neck["out_dim"]} -> {samples} (the descriptors '
+                         f'its fit hook sees)')
+            neck['out_dim'] = samples
+    return notes
 
 
 def miniaturize(cfg: Config, work_dir: str, input_size: int = DEFAULT_INPUT_SIZE,
                 data_root: Optional[str] = None, subset: Optional[int] = None,
-                units: int = 2, batch_size: int = 8, workers: int = 1
-                ) -> Tuple[Config, Dict[str, str], List[str]]:
-    """``cfg`` in miniature (see the module doc), its runs under ``<work_dir>/run``.
+                units: int = 2, batch_size: int = 8, workers: int = 1,
+                shallow: bool = False) -> Tuple[Config, Dict[str, str], List[str]]:
+    """``cfg`` in miniature (see the module doc), its runs under ``<work_dir>/run``;
+    ``shallow``: a transformer backbone with few blocks (:func:`shallow_backbone`).
     Returns the new config, the first phase's ``--cfg-options`` and what was changed."""
     cfg = copy.deepcopy(cfg)
     notes = point_datasets(cfg, osp.join(work_dir, 'data'), data_root, subset)
     if data_root is None:  # miniatures: their counts are not the published ones on purpose
         cfg.check_dataset_counts = False
+    shallower = shallow_backbone(cfg) if shallow else None
+    if shallower:
+        notes.append(shallower)
     if input_size:
         notes.append(scale_input_size(cfg, input_size))
-    notes.append(stand_in_weights(cfg, osp.join(work_dir, 'weights')))
+    notes.append(stand_in_weights(cfg, osp.join(work_dir, 'weights'), use_cache=not shallower))
     first = shorten_schedule(cfg, units)
-    shrink_loaders(cfg, batch_size, workers)
+    notes += shrink_loaders(cfg, batch_size, workers)
+    notes += shrink_projections(cfg)
     cfg.work_dir = osp.join(work_dir, 'run')
     return cfg, first, notes

@@ -10,8 +10,21 @@ saved model and the resumed run started from it; every hook did its work (fit ho
 mining, validation, early stopping, checkpoints); every metric is finite. Exits 1 naming
 the first failed check; the report is written to <work-dir>/rehearsal.json.
 
+--quick: one process, one iteration per phase (one epoch for epoch-based configs), inputs of
+32 pixels and a transformer backbone with the fewest blocks its outputs need: every code path
+of the config in seconds, without the comparison of ranks.
+
+--all-kinds: instead of one config, the cheapest shipped config of each kind (what a rehearsal
+exercises: backbone family, necks, losses, Partial FC, hooks, sampler, loop, dataset types;
+irtbox.apis.rehearsal_kinds), one after the other, each in <work-dir>/<config name>, with a
+summary; what CI runs (with --quick). Run it after changing a part many configs share. With
+--list it only prints the kinds and the config chosen for each.
+
 Examples:
   python tools/misc/rehearse.py configs/dtop/r50vitb_sfm.py                 # 2 processes
+  python tools/misc/rehearse.py configs/dtop/r50vitb_sfm.py --quick
+  python tools/misc/rehearse.py --all-kinds --quick                         # every kind
+  python tools/misc/rehearse.py --all-kinds --list
   python tools/misc/rehearse.py configs/irt/irt-r_deit-s_1xb64-35k_sop.py --nproc 4
   python tools/misc/rehearse.py my_config.py --data-root data --subset 64  # your own data
   python tools/misc/rehearse.py CONFIG --input-size 0     # the config's own input sizes
@@ -29,29 +42,43 @@ __all__ = ['parse_args', 'main']
 
 
 def parse_args(argv=None):
-    from irtbox.apis.miniaturize import DEFAULT_INPUT_SIZE
+    from irtbox.apis.miniaturize import DEFAULT_INPUT_SIZE, QUICK_INPUT_SIZE
     parser = argparse.ArgumentParser(
         description='Rehearse a config in miniature before a real run.', epilog=__doc__,
         formatter_class=HelpFormatter)
-    parser.add_argument('config', help='config file (Python)')
-    parser.add_argument('--nproc', type=int_argument(1), default=2,
+    parser.add_argument('config', nargs='?', help='config file (Python); none with --all-kinds')
+    parser.add_argument('--all-kinds', action='store_true',
+                        help='rehearse the cheapest shipped config of each kind instead')
+    parser.add_argument('--list', action='store_true',
+                        help='with --all-kinds: print the kinds and their configs, rehearse none')
+    parser.add_argument('--quick', action='store_true',
+                        help='1 process, 1 iteration per phase, 32-pixel inputs, a shallow '
+                        'transformer backbone (unless --nproc / --iters / --input-size say '
+                        'otherwise)')
+    parser.add_argument('--jobs', type=int_argument(1), default=1,
+                        help='with --all-kinds: rehearsals run at once, each in a process of '
+                        'its own (default 1; 2 on 2 cores with --quick: much of a rehearsal is '
+                        'one core starting processes)')
+    parser.add_argument('--nproc', type=int_argument(1),
                         help='processes (GPUs with NCCL, else CPU processes with gloo); '
-                        'default 2, so that the ranks can be compared')
+                        'default 2, so that the ranks can be compared (1 with --quick)')
     parser.add_argument('--work-dir', help='where the rehearsal writes its data, weights, runs '
-                        'and logs (default: ./work_dirs/rehearse/<config name>); emptied first '
-                        'if an earlier rehearsal made it')
+                        'and logs (default: ./work_dirs/rehearse/<config name>, with '
+                        '--all-kinds ./work_dirs/rehearse_kinds); emptied first if an earlier '
+                        'rehearsal made it')
     parser.add_argument('--data-root', help="your own data instead of miniatures: the folder "
                         "holding the datasets as the config names them (data/sop -> "
                         "DATA_ROOT/sop)")
     parser.add_argument('--subset', type=int_argument(1),
                         help='with --data-root: the first N items of each '
                         'dataset')
-    parser.add_argument('--input-size', type=int_argument(0), default=DEFAULT_INPUT_SIZE,
+    parser.add_argument('--input-size', type=int_argument(0),
                         help='the model input side the pipelines are scaled to (default '
-                        f'{DEFAULT_INPUT_SIZE}); 0 keeps the config\'s sizes')
-    parser.add_argument('--iters', type=int_argument(1), default=2,
-                        help='iterations per phase of an iteration-based schedule (default 2; '
-                        'epoch-based schedules run one epoch per phase)')
+                        f'{DEFAULT_INPUT_SIZE}, {QUICK_INPUT_SIZE} with --quick); 0 keeps the '
+                        'config\'s sizes')
+    parser.add_argument('--iters', type=int_argument(1),
+                        help='iterations per phase of an iteration-based schedule (default 2, 1 '
+                        'with --quick; epoch-based schedules run one epoch per phase)')
     parser.add_argument('--batch-size', type=int_argument(1), default=8,
                         help='largest batch per process (default 8)')
     parser.add_argument('--workers', type=int_argument(0), default=1,
@@ -63,18 +90,36 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
+def _defaults(args) -> None:
+    """The values --quick (or the plain rehearsal) gives to what the command line left unset."""
+    from irtbox.apis.miniaturize import DEFAULT_INPUT_SIZE, QUICK_INPUT_SIZE
+    quick = dict(nproc=1, iters=1, input_size=QUICK_INPUT_SIZE)
+    plain = dict(nproc=2, iters=2, input_size=DEFAULT_INPUT_SIZE)
+    for key, value in (quick if args.quick else plain).items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+
+
 def main(argv=None):
     args = parse_args(argv)
-    from irtbox.apis.rehearse import rehearse
+    if args.all_kinds == bool(args.config):
+        raise SystemExit('rehearse: give a config or --all-kinds (not both)')
+    if (args.list or args.jobs != 1) and not args.all_kinds:
+        raise SystemExit('rehearse: --list and --jobs only with --all-kinds')
     if args.subset and not args.data_root:
         raise SystemExit('--subset: only with --data-root (the miniatures are already small)')
+    _defaults(args)
+    options = dict(nproc=args.nproc, timeout=args.timeout, cfg_options=args.cfg_options,
+                   input_size=args.input_size, data_root=args.data_root, subset=args.subset,
+                   units=args.iters, batch_size=args.batch_size, workers=args.workers,
+                   shallow=args.quick)
+    if args.all_kinds:
+        return _all_kinds(args, options)
+    from irtbox.apis.rehearse import rehearse
     work_dir = args.work_dir or osp.join(
         'work_dirs', 'rehearse', osp.splitext(osp.basename(args.config))[0])
     try:
-        report = rehearse(args.config, work_dir, nproc=args.nproc, timeout=args.timeout,
-                          cfg_options=args.cfg_options, input_size=args.input_size,
-                          data_root=args.data_root, subset=args.subset, units=args.iters,
-                          batch_size=args.batch_size, workers=args.workers)
+        report = rehearse(args.config, work_dir, **options)
     except (FileExistsError, FileNotFoundError, ValueError) as error:
         raise SystemExit(f'rehearse: {error}') from error
     print(report.table())
@@ -105,3 +150,35 @@ def unchecked_data_line(config: str, cfg_options=None) -> str:
             'checked; check it with ' + ('; '.join(checks) or 'irtbox check NAME --root ROOT')
             + ', or rehearse on it with --data-root')
 
+
+def _all_kinds(args, options):
+    from irtbox.apis.rehearsal_kinds import rehearsal_set, rehearse_kinds
+    chosen = rehearsal_set()
+    if args.list:
+        for i, (kind, config) in enumerate(chosen, 1):
+            print(f'{i:>3} {_shown(config)}\n    {kind.describe()}')
+        print(f'rehearse: {len(chosen)} kinds')
+        return chosen
+    work_dir = args.work_dir or osp.join('work_dirs', 'rehearse_kinds')
+    results = rehearse_kinds(work_dir, chosen, jobs=args.jobs, **options)
+    failed = [r for r in results if not r.ok]
+    for result in results:
+        status = 'pass' if result.ok else 'FAIL'
+        print(f'{status}  {result.seconds:>6.0f} s  {_shown(result.config)}')
+    total = sum(r.seconds for r in results)
+    print(f'rehearse: {len(results) - len(failed)} of {len(results)} kinds passed in '
+          f'{total:.0f} s ({args.nproc} process(es) each); reports under {work_dir}')
+    if failed:
+        for result in failed:
+            failure = result.report.first_failure if result.report else None
+            detail = f'{failure.name}: {failure.detail}' if failure else result.error
+            print(f'rehearse: FAILED: {_shown(result.config)}: {detail}', file=sys.stderr)
+        raise SystemExit(1)
+    return results
+
+
+def _shown(config: str) -> str:
+    """A shipped config as users name it (configs/...)."""
+    from irtbox.utils.config import CONFIGS_DIR
+    relative = osp.relpath(config, CONFIGS_DIR)
+    return config if relative.startswith('..') else osp.join('configs', relative)

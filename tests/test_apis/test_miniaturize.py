@@ -4,8 +4,10 @@ import os.path as osp
 import torch
 from mmengine.config import Config
 
-from irtbox.apis.miniaturize import (miniaturize, scale_input_size, shorten_schedule,
-                                     shrink_loaders, stand_in_weights)
+from irtbox.apis.miniaturize import (_built_dataset, miniaturize, point_datasets,
+                                     scale_input_size, shallow_backbone, shorten_schedule,
+                                     shrink_loaders, shrink_projections, stand_in_weights)
+from irtbox.datasets.samplers import get_dataset_labels
 from irtbox.registry import MODELS
 from irtbox.utils import state_digest
 
@@ -14,6 +16,8 @@ IRT_SOP = osp.join(ROOT, 'configs', 'irt', 'irt-r_deit-s_1xb64-35k_sop.py')
 DTOP = osp.join(ROOT, 'configs', 'dtop', 'r50vitb_sfm.py')
 DML = osp.join(ROOT, 'configs', 'dml_benchmark',
                'dml_dinov2-vit-b_contrastive_1xb256-39k_cub.py')
+DML_M1 = osp.join(ROOT, 'configs', 'dml_benchmark', 'dml_dinov2-vit-b_arcface_1xb256-39k_sop.py')
+IRT_SOP_PCA = osp.join(ROOT, 'configs', 'irt', 'irt-r_deit-s-pca128_1xb64-35k_sop.py')
 TINY = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')
 
 
@@ -64,13 +68,47 @@ def test_schedule_two_phases_with_every_interval_short():
     assert epochs.default_hooks.checkpoint.interval == 1
 
 
-def test_loaders_shrink_but_keep_two_classes_per_batch():
+def test_loaders_shrink_but_keep_two_classes_per_batch(tmp_path):
     cfg = Config.fromfile(IRT_SOP)
-    shrink_loaders(cfg, batch_size=4, workers=0)
+    point_datasets(cfg, str(tmp_path))
+    assert shrink_loaders(cfg, batch_size=4, workers=0) == []
     train = cfg.train_dataloader
     assert train.batch_size == train.sampler.batch_size == 8  # m = 4: two classes
     assert train.num_workers == 0 and train.persistent_workers is False
     assert cfg.test_dataloader.batch_size == 4
+
+
+def test_one_image_per_class_batches_hold_the_classes_the_data_has(tmp_path):
+    """m = 1: a batch of 8 needs 8 classes; the miniature's class-disjoint training split
+    holds fewer, so the batch is sized from them, and the sampler accepts it."""
+    from irtbox.datasets.samplers import MPerClassSampler
+    cfg = Config.fromfile(DML_M1)
+    point_datasets(cfg, str(tmp_path))
+    notes = shrink_loaders(cfg, batch_size=8, workers=0)
+    train = cfg.train_dataloader
+    dataset = _built_dataset(train)
+    classes = len(set(get_dataset_labels(dataset).tolist()))
+    assert 2 <= classes < 8
+    assert train.batch_size == train.sampler.batch_size == classes
+    assert notes == [f'train_dataloader: batches of {classes} classes x 1 (the data holds '
+                     f'{classes} classes)']
+    MPerClassSampler(dataset, batch_size=train.batch_size, m=1, seed=0, rank=0, world_size=1)
+
+
+def test_a_loader_two_entries_share_is_scaled_once_and_pca_fits_its_data(tmp_path):
+    """The PCA hook's loader is the config's train_eval_dataloader itself: scaled once, like
+    every other loader; its PCA keeps no more components than that loader has images."""
+    cfg = Config.fromfile(IRT_SOP_PCA)
+    hook = [h for h in cfg.custom_hooks if h.type == 'PCAFitHook'][0]
+    assert hook.dataloader is cfg.train_eval_dataloader
+    point_datasets(cfg, str(tmp_path))
+    scale_input_size(cfg, 64)
+    assert sizes(hook.dataloader.dataset.pipeline) == sizes(cfg.test_dataloader.dataset.pipeline)
+    images = len(_built_dataset(hook.dataloader))
+    assert images < 128
+    assert shrink_projections(cfg) == [f'PCAReduction out_dim 128 -> {images} (the descriptors '
+                                       'its fit hook sees)']
+    assert cfg.model.neck[-1].out_dim == images
 
 
 def test_uncached_pretrained_weights_get_a_stand_in_of_known_values(tmp_path, monkeypatch):
@@ -109,3 +147,12 @@ def test_miniaturize_writes_data_and_runs_under_the_work_dir(tmp_path):
     # The model, losses and hooks are the config's own.
     original = Config.fromfile(IRT_SOP)
     assert cfg.model.head == original.model.head and cfg.model.neck == original.model.neck
+
+
+def test_a_quick_rehearsal_keeps_the_blocks_the_outputs_need():
+    irt, dtop, r50 = (Config.fromfile(p) for p in (
+        IRT_SOP, DTOP, osp.join(ROOT, 'configs', 'irt', 'irt-r_r50_1xb64-35k_sop.py')))
+    assert shallow_backbone(irt) == 'backbone depth 12 -> 2 blocks (quick)'
+    assert shallow_backbone(dtop) == 'backbone depth 12 -> 6 blocks (quick)'  # the last six
+    assert dtop.model.backbone.depth == 6
+    assert shallow_backbone(r50) is None and 'depth' not in r50.model.backbone

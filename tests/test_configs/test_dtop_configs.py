@@ -341,3 +341,48 @@ def test_metafile():
             assert re.match(r'paper, Table A\d+', result['Source']), entry['Name']
         listed.append(entry['Config'])
     assert sorted(listed) == sorted(f'configs/dtop/{c}' for c in CONFIGS if c != ALIAS)
+
+
+def _a9_ranks(rank, world, port, modes):
+    """One rank: for each position embedding, the tiny DToP model under DDP, 2 training
+    steps on its own 2 images."""
+    import os
+    from mmengine.model import MMDistributedDataParallel
+    from mmengine.optim import OptimWrapper
+
+    from irtbox.apis import register_all_modules
+    from irtbox.structures import DataSample
+    torch.set_num_threads(1)  # no OpenMP thread pool in a forked child
+    os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))
+    torch.distributed.init_process_group('gloo', rank=rank, world_size=world)
+    try:
+        register_all_modules()
+        tiny = Config.fromfile(osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_dtop.py'))
+        for mode in modes:
+            torch.manual_seed(0)
+            model = MMDistributedDataParallel(
+                MODELS.build(dict(tiny.model, backbone=dict(tiny.model.backbone,
+                                                            pos_embed=mode))), device_ids=None)
+            optim = OptimWrapper(torch.optim.SGD(model.parameters(), lr=0.1))
+            for step in range(2):
+                inputs = [torch.randint(0, 256, (3, 40, 56), dtype=torch.uint8)
+                          for _ in range(2)]
+                samples = [DataSample().set_gt_label(2 * rank + i) for i in range(2)]
+                model.train_step(dict(inputs=inputs, data_samples=samples), optim)
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_a9_variants_train_two_iterations_on_two_processes():
+    """Each Table A9 position embedding on the tiny DToP model, under DDP on 2 CPU processes:
+    a parameter a variant leaves unused (the learned embedding that 'none' and 'cpe' do not
+    add) stops the second iteration ("Expected to have finished reduction ...")."""
+    import torch.multiprocessing as mp
+
+    from irtbox.utils.dist import free_port
+    modes = [load(c).model.backbone.pos_embed for c in CONFIGS if c.startswith('tableA9/')]
+    assert sorted(modes) == ['cpe', 'dpe-bicubic', 'none']
+    # Forked ranks: spawned ones (tools/dist_train.sh) would import torch and irtbox again,
+    # seconds each, for what the DDP reducer decides alone.
+    mp.start_processes(_a9_ranks, args=(2, free_port(), modes), nprocs=2, join=True,
+                       start_method='fork')

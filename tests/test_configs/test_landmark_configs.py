@@ -64,3 +64,24 @@ def test_metafile_lists_every_landmark_config():
     assert listed == {osp.relpath(p, ROOT).replace(osp.sep, '/') for p in LANDMARKS}
     for m in meta['Models']:
         assert osp.isfile(osp.join(ROOT, m['Config'])) and m['Weights'] is None
+
+
+def test_a_pca128_config_trains_its_first_epoch(tmp_path, monkeypatch):
+    """IRT ▷128 mines its first tuples before anything has fitted the PCA (it is learned after
+    training): the config's first epoch on the landmark miniature, then the PCA fitted for the
+    checkpoint."""
+    from irtbox.apis.miniaturize import miniaturize
+    from irtbox.cli import train as train_tool
+    from irtbox.utils import safe_torch_load
+    from irtbox.utils.config import load_config
+    monkeypatch.setenv('HF_HUB_OFFLINE', '1')  # the backbone gets a local stand-in
+    name = 'irt-l_deit-s-dist-pca128_1xb5-100e_sfm120k.py'
+    cfg, _, _ = miniaturize(load_config(osp.join(ROOT, 'configs', 'irt', 'landmarks', name)),
+                            str(tmp_path), input_size=32, shallow=True)  # 2 blocks: seconds
+    assert [h.type for h in cfg.custom_hooks] == ['TupleMiningHook', 'PCAFitHook']
+    cfg.train_cfg.max_epochs = 1
+    path = str(tmp_path / name)
+    cfg.dump(path)
+    train_tool.main([path, '--work-dir', str(tmp_path / 'run')])
+    state = safe_torch_load(str(tmp_path / 'run' / 'epoch_1.pth'))['state_dict']
+    assert bool(state['neck.1.fitted'])

@@ -1,4 +1,5 @@
 """Hard-negative tuple mining for SfM-120k training (Radenovic et al., TPAMI 2018)."""
+from contextlib import ExitStack
 from typing import Optional
 
 import numpy as np
@@ -12,6 +13,7 @@ from mmengine.utils import ProgressBar
 from torch.utils.data import DataLoader, Dataset
 
 from irtbox.evaluation.functional.ranking import similarity_blocks
+from irtbox.models.necks import FittedProjection
 from irtbox.registry import HOOKS, TRANSFORMS
 from irtbox.utils.checks import check_int
 from irtbox.utils.dist import gather_round_robin
@@ -111,7 +113,9 @@ class TupleMiningHook(Hook):
     Before each training epoch: draws ``len(dataset)`` (the dataset's
     ``qsize``) random query/positive pairs of the split and a random pool of
     ``poolsize`` images of the split, extracts their descriptors with the
-    current model (eval mode, no gradient, single scale, ``mode='tensor'``),
+    current model (eval mode, no gradient, single scale, before whitening and
+    with every projection that is learned after training, such as the PCA of
+    IRT's ▷128 rows, passed through: the descriptor the loss trains),
     takes for each query the ``nnum`` (the dataset's) hardest negatives of the
     pool, at most one per cluster and never the query's
     (:func:`mine_hard_negatives`), and hands the tuples to
@@ -237,16 +241,29 @@ class TupleMiningHook(Hook):
             model.test_scales = (1.0, )
         model.eval()
         progress = ProgressBar(len(loader)) if rank == 0 else None
-        feats = []
         try:
-            for batch in loader:
-                data = model.data_preprocessor(batch, False)
-                extract = getattr(model, 'extract_raw_feat', None)
-                feats.append(extract(data['inputs']) if extract else model(**data, mode='tensor'))
-                if progress:
-                    progress.update()
+            with ExitStack() as projections:
+                for module in model.modules():
+                    # A projection learned after training (PCA ▷128, whitening) is the
+                    # identity while the network trains, so the loss sees the full
+                    # descriptor: mining ranks by that same descriptor, and needs nothing
+                    # fitted before the first epoch.
+                    if isinstance(module, FittedProjection) and not module.train_projected:
+                        projections.enter_context(module.passthrough())
+                feats = self._descriptors(model, loader, progress)
         finally:
             if scales is not None:
                 model.test_scales = scales
             model.train(was_training)
         return gather_round_robin(torch.cat(feats), n)
+
+    @staticmethod
+    def _descriptors(model, loader, progress) -> list:
+        feats = []
+        for batch in loader:
+            data = model.data_preprocessor(batch, False)
+            extract = getattr(model, 'extract_raw_feat', None)
+            feats.append(extract(data['inputs']) if extract else model(**data, mode='tensor'))
+            if progress:
+                progress.update()
+        return feats

@@ -74,13 +74,15 @@ class TimmBackbone(BaseModule):
       (:func:`resize_grid_pos_embed`, align_corners False, no antialias); the
       prefix (CLS / DIST / register) entries are added unchanged. At the native
       grid this equals ``'timm'`` exactly.
-    - ``'none'``: no position embedding at all.
+    - ``'none'``: no position embedding at all (the model's learned one is removed, also
+      from the state dict: a parameter no forward uses would stop DDP training).
     - ``'cpe'``: conditional position encoding (Chu et al. 2021, CPVT, "PEG"):
       no absolute embedding; after the first block the patch tokens, as a
       D x h x w map, get a residual 3x3 depthwise conv (zero padding, with bias):
       t <- t + DWConv3x3(t); prefix tokens untouched. The conv (new parameters,
       ``self.cpe``) is zero-initialised so that a pretrained backbone starts
-      from the ``'none'`` network rather than from random noise.
+      from the ``'none'`` network rather than from random noise. The learned absolute
+      embedding is removed, as for ``'none'``.
 
     The non-``'timm'`` modes run their own token path over the timm modules and
     support timm's ``VisionTransformer`` family (plain ViT, hybrid R50+ViT such
@@ -181,6 +183,10 @@ class TimmBackbone(BaseModule):
                 self.cpe = nn.Conv2d(widths[0], widths[0], 3, padding=1, groups=widths[0])
                 nn.init.zeros_(self.cpe.weight)
                 nn.init.zeros_(self.cpe.bias)
+            if pos_embed in ('none', 'cpe'):
+                # The learned embedding is never added: as a parameter it would get no
+                # gradient, which DDP refuses at the next iteration.
+                self.model.pos_embed = None
         indices = [out_indices] if isinstance(out_indices, int) else list(out_indices)
         self.out_indices = tuple(sorted(self._resolve(i) for i in indices))
         if self.token_path == 'pit' and norm == 'all':
@@ -249,8 +255,10 @@ class TimmBackbone(BaseModule):
     def load_checkpoint(self, checkpoint: str) -> None:
         state = strip_prefixes(load_state_dict_file(checkpoint))
         missing, unexpected = self.model.load_state_dict(state, strict=False)
-        # A classifier head in the file is expected (we build with num_classes=0).
-        unexpected = [k for k in unexpected if not k.startswith(('head.', 'head_dist.', 'fc.'))]
+        # A classifier head in the file is expected (we build with num_classes=0), and so is
+        # the learned position embedding a 'none' / 'cpe' backbone does not have.
+        unexpected = [k for k in unexpected if not k.startswith(('head.', 'head_dist.', 'fc.'))
+                      and not (k == 'pos_embed' and self.pos_embed_mode in ('none', 'cpe'))]
         if not state or len(missing) == len(self.model.state_dict()):
             raise ValueError(f'TimmBackbone: no weight in {checkpoint} matches '
                              f'{type(self.model).__name__}; is it the right model?')

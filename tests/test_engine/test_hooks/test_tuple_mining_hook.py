@@ -151,6 +151,29 @@ def test_hook_mines_the_hardest_tuples_with_the_current_model():
     np.testing.assert_array_equal(tuples[:, 2:], everything[expected])
 
 
+def test_an_unfitted_pca_neck_mines_with_the_full_descriptor_the_loss_trains():
+    """IRT ▷128: the PCA is learned after training, so the first epoch mines before any fit,
+    by the descriptor the loss sees (the PCA passes it through in training)."""
+    def mine(neck):
+        dataset = SfM120kDataset(data_root=SFM, tuples=True, qsize=6, nnum=2, pipeline=PIPELINE)
+        cfg = Config.fromfile(TINY).model
+        torch.manual_seed(0)
+        model = MODELS.build(dict(type='ImageRetriever', data_preprocessor=cfg.data_preprocessor,
+                                  backbone=cfg.backbone, neck=neck)).train()
+        TupleMiningHook(poolsize=12, dataloader=dict(batch_size=8)).before_train_epoch(
+            fake_runner(model, dataset))
+        return model, current_tuples(dataset)
+
+    reduced, tuples = mine([dict(type='ClsTokenPool'),
+                            dict(type='PCAReduction', in_dim=32, out_dim=4)])
+    assert reduced.training and not bool(reduced.neck[1].fitted)
+    np.testing.assert_array_equal(tuples, mine([dict(type='ClsTokenPool')])[1])
+    with torch.no_grad():  # still the neck it was: unfitted, it refuses outside training
+        reduced.eval()
+        with pytest.raises(RuntimeError, match='PCAReduction is not fitted'):
+            reduced.extract_feat(torch.zeros(1, 3, 32, 32))
+
+
 def test_hook_draws_are_seeded_by_seed_and_epoch():
     dataset = SfM120kDataset(data_root=SFM, tuples=True, qsize=6, nnum=2, pipeline=PIPELINE)
     model = tiny_model()

@@ -1,0 +1,265 @@
+"""Kinds of configs: what a rehearsal of a config exercises, so that rehearsing one config of
+each kind covers every shipped config.
+
+A config's kind (:func:`config_kind`) is made of the parts of a run that have their own code
+and can fail on their own: the backbone family (the timm architecture class, its patch
+embedding when it is not the plain one, and the position-embedding mode), the neck types in
+order (and the whitening), the loss types (a PML loss by its class, with its miner; ArcFace
+with Partial FC apart), a momentum encoder, the custom hooks, the training sampler (and
+whether it draws one image per class), the train loop and every dataset type a loader or a
+hook reads (wrappers included). Two configs of one kind differ only in numbers (sizes,
+rates, margins, dimensions, schedules), which the rehearsal replaces by its own anyway.
+
+:func:`rehearsal_set` groups the shipped configs by kind and picks the cheapest of each
+(:func:`rehearsal_cost`); ``irtbox rehearse --all-kinds`` rehearses that set and CI runs it.
+"""
+import glob
+import os
+import os.path as osp
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Tuple
+
+from mmengine.config import Config
+
+from irtbox.utils.config import CONFIGS_DIR
+from .rehearse import RehearsalReport, rehearse
+
+__all__ = ['ConfigKind', 'KindRehearsal', 'config_kind', 'shipped_configs', 'group_by_kind',
+           'rehearsal_cost', 'rehearsal_set', 'rehearse_kinds']
+
+# The loops train_cfg names through ``max_epochs`` / ``max_iters`` without a ``type``.
+_LOOP_BY_KEY = (('max_epochs', 'EpochBasedTrainLoop'), ('max_iters', 'IterBasedTrainLoop'))
+
+
+@dataclass(frozen=True)
+class ConfigKind:
+    """What a rehearsal of a config exercises (see the module doc). Every field is a tuple of
+    type names (or one name), so kinds compare, hash and sort."""
+    backbone: str
+    necks: Tuple[str, ...]
+    losses: Tuple[str, ...]
+    hooks: Tuple[str, ...]
+    sampler: str
+    loop: str
+    datasets: Tuple[str, ...]
+
+    def describe(self) -> str:
+        """One line: the fields, each named."""
+        return '; '.join(f'{name} {_join(getattr(self, name))}'
+                         for name in self.__dataclass_fields__)
+
+
+def _join(value) -> str:
+    if isinstance(value, tuple):
+        return '[' + ', '.join(value) + ']' if value else '-'
+    return value or '-'
+
+
+def _type_name(node) -> str:
+    value = node.get('type') if isinstance(node, dict) else None
+    if isinstance(value, str):
+        return value.rsplit('.', 1)[-1]
+    return getattr(value, '__name__', '') or ''
+
+
+def _timm_model(backbone: dict):
+    """The timm model a ``TimmBackbone`` config builds, on the meta device (no memory, no
+    weights)."""
+    import timm
+    import torch
+    from .miniaturize import _timm_kwargs
+    with torch.device('meta'):
+        return timm.create_model(backbone['model_name'], pretrained=False, num_classes=0,
+                                 **_timm_kwargs(backbone))
+
+
+_ARCH_CACHE: Dict[str, Tuple[str, int]] = {}
+
+
+def _backbone_arch(backbone: dict) -> Tuple[str, int]:
+    """(architecture, parameter count) of a backbone config; the architecture is the timm
+    class, with its patch embedding's class when that is not the plain ``PatchEmbed``."""
+    from .miniaturize import _timm_kwargs
+    if _type_name(backbone) != 'TimmBackbone':
+        return _type_name(backbone), 0
+    key = repr((backbone['model_name'], sorted((k, repr(v))
+                                               for k, v in _timm_kwargs(backbone).items())))
+    if key not in _ARCH_CACHE:
+        model = _timm_model(backbone)
+        arch = type(model).__name__
+        embed = getattr(model, 'patch_embed', None)
+        if embed is not None and type(embed).__name__ != 'PatchEmbed':
+            arch += f'+{type(embed).__name__}'
+        _ARCH_CACHE[key] = arch, sum(p.numel() for p in model.parameters())
+    return _ARCH_CACHE[key]
+
+
+def _loss_names(losses: dict) -> List[str]:
+    names = []
+    for loss in (losses or {}).values():
+        if not isinstance(loss, dict):
+            continue
+        name = _type_name(loss)
+        if name == 'PMLLoss':
+            name = f'PMLLoss:{loss.get("name")}'
+            if loss.get('miner'):
+                miner = loss['miner']
+                name += f'+miner:{_type_name(miner) if isinstance(miner, dict) else miner}'
+        if loss.get('partial_fc'):
+            name += '+PartialFC'
+        names.append(name)
+    return names
+
+
+def _dataset_name(dataset: dict) -> str:
+    """``Wrapper(Inner)`` for wrapped datasets, else the type."""
+    inner = dataset.get('dataset')
+    name = _type_name(dataset)
+    return f'{name}({_dataset_name(inner)})' if isinstance(inner, dict) else name
+
+
+def config_kind(cfg: Config) -> ConfigKind:
+    """The kind of ``cfg`` (see the module doc)."""
+    from .miniaturize import loader_cfgs
+    model = cfg.get('model') or {}
+    backbone = model.get('backbone') or {}
+    arch, _ = _backbone_arch(backbone)
+    if _type_name(backbone) == 'TimmBackbone':
+        arch += f'(pos_embed={backbone.get("pos_embed", "timm")})'
+    neck = model.get('neck') or []
+    necks = [_type_name(n) for n in (neck if isinstance(neck, (list, tuple)) else [neck])]
+    if model.get('whitening'):
+        necks.append(f'whitening:{_type_name(model["whitening"])}')
+    losses = sorted(_loss_names((model.get('head') or {}).get('losses')))
+    if model.get('momentum') is not None:
+        losses.append('momentum encoder')
+    hooks = sorted(_type_name(h) for h in cfg.get('custom_hooks') or [])
+    train_loader = cfg.get('train_dataloader') or {}
+    sampler = train_loader.get('sampler') or {}
+    sampler_name = _type_name(sampler)
+    if sampler_name == 'MPerClassSampler' and int(sampler.get('m', 4)) == 1:
+        sampler_name += '(m=1)'
+    train_cfg = cfg.get('train_cfg') or {}
+    loop = _type_name(train_cfg) or next(
+        (name for key, name in _LOOP_BY_KEY if key in train_cfg), '')
+    datasets = []
+    for _, loader in loader_cfgs(cfg):
+        if isinstance(loader.get('dataset'), dict):
+            name = _dataset_name(loader['dataset'])
+            if name not in datasets:
+                datasets.append(name)
+    return ConfigKind(arch, tuple(necks), tuple(losses), tuple(hooks), sampler_name, loop,
+                      tuple(datasets))
+
+
+def shipped_configs(root: str = CONFIGS_DIR) -> Dict[str, Config]:
+    """{path: config} of every config irtbox ships that trains a model (``_base_`` parts and
+    sweep specs, which name configs rather than being one, are left out), sorted by path."""
+    cfgs = {}
+    for path in sorted(glob.glob(osp.join(root, '**', '*.py'), recursive=True)):
+        if '_base_' in osp.relpath(path, root).split(osp.sep):
+            continue
+        cfg = Config.fromfile(path)
+        if cfg.get('model') and cfg.get('train_dataloader'):
+            cfgs[path] = cfg
+    return cfgs
+
+
+def group_by_kind(cfgs: Dict[str, Config]) -> Dict[ConfigKind, List[str]]:
+    """{kind: its config paths} over ``cfgs`` ({path: config}), kinds in first-seen order."""
+    groups: Dict[ConfigKind, List[str]] = {}
+    for path, cfg in cfgs.items():
+        groups.setdefault(config_kind(cfg), []).append(path)
+    return groups
+
+
+def rehearsal_cost(cfg: Config) -> Tuple[int, int]:
+    """What ranks the configs of a kind by the time their rehearsal takes: the backbone's
+    parameter count first (the rehearsal scales every input to one size, so the model's size
+    decides), then the number of test sets."""
+    from .miniaturize import loader_cfgs
+    _, params = _backbone_arch((cfg.get('model') or {}).get('backbone') or {})
+    tests = sum(1 for where, _ in loader_cfgs(cfg) if where.startswith('test_dataloader'))
+    return params, tests
+
+
+def rehearsal_set(cfgs: Optional[Dict[str, Config]] = None) -> List[Tuple[ConfigKind, str]]:
+    """(kind, the cheapest config of that kind) for every kind among ``cfgs`` ({path: config},
+    default: :func:`shipped_configs`); ties go to the first path in sorted order."""
+    cfgs = shipped_configs() if cfgs is None else cfgs
+    return [(kind, min(sorted(members), key=lambda p: rehearsal_cost(cfgs[p])))
+            for kind, members in group_by_kind(cfgs).items()]
+
+
+@dataclass
+class KindRehearsal:
+    """One rehearsal of :func:`rehearse_kinds`: the kind, its config, and the report (None
+    when the rehearsal could not start, ``error`` then says why)."""
+    kind: ConfigKind
+    config: str
+    report: Optional[RehearsalReport] = None
+    error: str = ''
+
+    @property
+    def ok(self) -> bool:
+        return self.report is not None and self.report.ok
+
+    @property
+    def seconds(self) -> float:
+        return sum(p.seconds for p in self.report.phases) if self.report else 0.0
+
+
+def _drop_weights(work_dir: str) -> None:
+    """A passed rehearsal's checkpoints and stand-in weights (GBs for a ViT-B); its report,
+    logs and probe records stay."""
+    for pattern in ('run/*.pth', 'weights/*.pth'):
+        for path in glob.glob(osp.join(work_dir, pattern)):
+            os.remove(path)
+
+
+def _rehearse_one(position: str, kind: ConfigKind, config: str, work_dir: str,
+                  keep_weights: bool, options: dict, echo=print) -> KindRehearsal:
+    name = osp.splitext(osp.basename(config))[0]
+    echo(f'[rehearse] kind {position}: {name} ({kind.describe()})')
+    folder = osp.join(work_dir, name)
+    try:
+        report = rehearse(config, folder, echo=lambda line: None, **options)
+    except Exception as error:  # noqa: BLE001  (one kind that cannot start stops no other)
+        result = KindRehearsal(kind, config, error=f'{type(error).__name__}: {error}')
+        echo(f'[rehearse] kind {position}: {name}: could not start: {result.error}')
+        return result
+    result = KindRehearsal(kind, config, report)
+    failure = report.first_failure
+    echo(f'[rehearse] kind {position}: {name}: '
+         + ('passed' if failure is None else f'FAILED: {failure.name}: {failure.detail}')
+         + f' ({result.seconds:.0f} s)')
+    if failure is None and not keep_weights:
+        _drop_weights(folder)
+    return result
+
+
+def _echo_flushed(line: str) -> None:
+    print(line, flush=True)
+
+
+def rehearse_kinds(work_dir: str, configs: Optional[List[Tuple[ConfigKind, str]]] = None,
+                   echo: Callable[[str], None] = print, keep_weights: bool = False,
+                   jobs: int = 1, **options) -> List[KindRehearsal]:
+    """Rehearse one config of every kind (``configs``, default :func:`rehearsal_set`), each in
+    ``<work_dir>/<config name>``, ``jobs`` at a time (each in a process of its own, its
+    output printed; with several, every phase gets ``cpu_count // jobs`` threads unless
+    ``OMP_NUM_THREADS`` is set); ``options``: those of
+    :func:`~irtbox.apis.rehearse.rehearse`. A passed rehearsal's weights are removed unless
+    ``keep_weights``. Returns the results in the order of ``configs``."""
+    configs = rehearsal_set() if configs is None else configs
+    tasks = [(f'{i}/{len(configs)}', kind, config, work_dir, keep_weights, options)
+             for i, (kind, config) in enumerate(configs, 1)]
+    if jobs <= 1:
+        return [_rehearse_one(*task, echo=echo) for task in tasks]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    os.environ.setdefault('OMP_NUM_THREADS', str(max(1, (os.cpu_count() or 1) // jobs)))
+    # spawn: a forked copy of this process would carry its torch state into every worker.
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context('spawn')) as pool:
+        futures = [pool.submit(_rehearse_one, *task, echo=_echo_flushed) for task in tasks]
+        return [future.result() for future in futures]
