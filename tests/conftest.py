@@ -1,4 +1,5 @@
 """Fixtures shared by the test folders."""
+import copy
 import os
 import os.path as osp
 
@@ -110,8 +111,8 @@ def digits_root(tmp_path_factory):
 @pytest.fixture(scope='module')
 def timm_cache():
     """Route ``timm.create_model`` through a cache: each distinct call creates the model once
-    (random weights; a pretrained download is refused); later calls return that same module.
-    Nothing here trains, so models built from the same backbone config may share it."""
+    (random weights; a pretrained download is refused); later calls get a copy of it (a
+    backbone may change its timm model, e.g. drop an unused position embedding)."""
     import timm
     create, cache = timm.create_model, {}
 
@@ -120,7 +121,7 @@ def timm_cache():
         key = (name, repr(sorted(kwargs.items())))
         if key not in cache:
             cache[key] = create(name, pretrained=False, **kwargs)
-        return cache[key]
+        return copy.deepcopy(cache[key])
 
     timm.create_model = cached
     yield
