@@ -93,7 +93,9 @@ def test_a_stopped_rehearsal_ends_its_phase(sig, tmp_path):
     # SIGTERM to rehearse, the launcher and both ranks went on until the phase timeout.
     import sys
     log = tmp_path / 'train.log'
-    rehearsal = subprocess.Popen([sys.executable, '-c', REHEARSAL, str(log)])
+    # SIGINT as at a terminal: a test run started in the background inherits it ignored.
+    rehearsal = subprocess.Popen([sys.executable, '-c', REHEARSAL, str(log)],
+                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     phase = []
     try:
         deadline = time.time() + 60
