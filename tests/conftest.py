@@ -174,3 +174,23 @@ def embedded_items(monkeypatch):
         return embed(model, items, *rest, **kwargs)
     monkeypatch.setattr(extract_module, '_embed_items', counting)
     return embedded
+
+
+@pytest.fixture
+def warnings_logged():
+    """Messages of the warnings irtbox logs through MMEngine's current logger (a test module
+    may define its own of this name)."""
+    import logging
+
+    from mmengine.logging import MMLogger
+    messages = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            messages.append(record.getMessage())
+
+    logger = MMLogger.get_current_instance()
+    handler = Collect(logging.WARNING)
+    logger.addHandler(handler)
+    yield messages
+    logger.removeHandler(handler)

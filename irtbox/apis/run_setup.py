@@ -24,11 +24,10 @@ def load_run_config(path: str, cfg_options: Optional[dict] = None,
     """The config at ``path`` with ``cfg_options`` merged (:func:`load_config`), ``launcher``
     set, and ``work_dir``: the one given, else the config's, else
     ``./work_dirs/<config name>``. Every key is checked against the part it configures
-    (:func:`~irtbox.apis.config_check.check_config_keys`) before any work. With a launcher
-    and no CUDA, the gloo backend. With CUDA, pinned memory and persistent workers for the
-    dataloaders that do not say
-    (:func:`_default_loader_options`)."""
-    from irtbox.utils.dist import adapt_cfg_to_device
+    (:func:`~irtbox.apis.config_check.check_config_keys`) before any work (the backend is
+    picked where the group starts: :func:`dist_cfg_of`). With CUDA, pinned memory and
+    persistent workers for the dataloaders that do not say (:func:`_default_loader_options`).
+    """
     path = resolve_config(path)
     cfg = load_config(path, cfg_options)
     check_config_keys(cfg, path)
@@ -37,8 +36,6 @@ def load_run_config(path: str, cfg_options: Optional[dict] = None,
         cfg.work_dir = work_dir
     elif cfg.get('work_dir') is None:
         cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(path))[0])
-    if launcher != 'none':
-        adapt_cfg_to_device(cfg)
     if torch.cuda.is_available():
         _default_loader_options(cfg)
     return cfg

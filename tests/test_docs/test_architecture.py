@@ -1,17 +1,15 @@
 """docs/architecture.md's worked examples run as written (in one fresh process, in order)."""
 import os.path as osp
-import re
 import subprocess
 import sys
 
+from tests.doc_pages import code_blocks
+
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-PAGE = osp.join(ROOT, 'docs', 'architecture.md')
-BLOCK = re.compile(r'^```python\n(.*?)^```', re.S | re.M)
 
 
 def python_blocks():
-    with open(PAGE, encoding='utf-8') as f:
-        return BLOCK.findall(f.read())
+    return [text for language, text in code_blocks('architecture.md') if language == 'python']
 
 
 def test_every_adding_section_has_an_example():

@@ -10,26 +10,19 @@ import subprocess
 import sys
 
 import pytest
-import torch
 
 from irtbox.cli import train as train_tool
+from irtbox.utils import safe_torch_load
+from tests.doc_pages import code_blocks
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-PAGE = osp.join(ROOT, 'docs', 'customize.md')
-BLOCK = re.compile(r'^```(\w+)\n(.*?)^```', re.S | re.M)
-
-
-def page_blocks():
-    """(language, text) of the page's code blocks, in order."""
-    with open(PAGE, encoding='utf-8') as f:
-        return BLOCK.findall(f.read())
 
 
 def write_project(folder):
     """The page's Python blocks, each written to the file its first line names; the
     commands of its bash block."""
     commands = []
-    for language, text in page_blocks():
+    for language, text in code_blocks('customize.md'):
         if language == 'python':
             name = re.match(r'# (my_project/\w+\.py)\n', text).group(1)
             os.makedirs(osp.join(folder, osp.dirname(name)), exist_ok=True)
@@ -65,7 +58,7 @@ def test_the_page_runs_as_written(tmp_path, digits_root):
     # The model trained is the page's: its pooler in place of the base's CLS token.
     dumped = (work_dir / 'my_config.py').read_text()
     assert "type='TopKPool'" in dumped and 'ClsTokenPool' not in dumped
-    state = torch.load(work_dir / 'iter_2.pth', map_location='cpu', weights_only=False)
+    state = safe_torch_load(str(work_dir / 'iter_2.pth'))
     assert state['meta']['iter'] == 2
     assert 'recall@1' in done.stdout + done.stderr  # the evaluation after the 2 iterations
 

@@ -6,6 +6,7 @@ import torch
 from irtbox.evaluation.metrics import (RetrievalMetric, RevisitedMetric, resources,
                                        retrieval_metric, revisited_metric)
 from irtbox.evaluation.metrics.resources import rank_thread_count, rank_threads, search_device
+from tests.gpu_semantics import FakeCuda
 
 
 @pytest.fixture
@@ -25,11 +26,10 @@ def node(monkeypatch):
 
 
 def fake_cuda(monkeypatch, current_device=3):
-    """torch.cuda as on the rank whose own GPU is ``current_device`` (set by the
-    distributed set-up), not GPU 0. (Build metrics before: MMEngine's logger would ask
-    the fake for its GPUs.)"""
-    monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
-    monkeypatch.setattr(torch.cuda, 'current_device', lambda: current_device)
+    """torch.cuda as on the rank whose own GPU is ``current_device`` of 4 (set by the
+    distributed set-up), not GPU 0. (Build metrics before: MMEngine's logger would ask the
+    fake for its GPUs.)"""
+    FakeCuda(monkeypatch, count=4, current=current_device)
 
 
 def record(monkeypatch, module, name, result):

@@ -195,29 +195,15 @@ def test_non_finite_embeddings_name_the_samples(monkeypatch):
         metric.evaluate(size=len(labels))
 
 
-def test_tied_embeddings_are_said_in_the_log():
+def test_tied_embeddings_are_said_in_the_log(warnings_logged):
     # Before: all-identical embeddings (a collapsed model) ranked by file order, no word.
     from irtbox.evaluation.metrics.retrieval_metric import warn_tied_embeddings
     emb, labels = make_data()
     same = np.ones_like(emb)
     metric = RetrievalMetric(ks=KS)
     feed(metric, np.arange(len(labels)), same, labels)
-    from mmengine.logging import MMLogger
-    import logging
-    seen = []
-
-    class Collect(logging.Handler):
-        def emit(self, record):
-            seen.append(record.getMessage())
-
-    logger = MMLogger.get_current_instance()
-    handler = Collect(logging.WARNING)
-    logger.addHandler(handler)
-    try:
-        metric.evaluate(size=len(labels))
-    finally:
-        logger.removeHandler(handler)
-    assert [m for m in seen if m.startswith(
+    metric.evaluate(size=len(labels))
+    assert [m for m in warnings_logged if m.startswith(
         f'RetrievalMetric: {len(labels)} of {len(labels)} embeddings (100%) are identical to '
         'another (1 distinct): their scores tie')]
     distinct = np.random.default_rng(0).normal(size=(50, 8)).astype(np.float32)

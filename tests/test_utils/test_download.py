@@ -2,7 +2,6 @@
 ignore Range requests and count what it is asked: resume, verification, cache records,
 offline mode, local files, hf:// and concurrent downloads."""
 import hashlib
-import logging
 import os
 import os.path as osp
 import random
@@ -13,7 +12,6 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from mmengine.logging import MMLogger
 
 import irtbox.utils.download as dl
 from irtbox.utils.download import (ChecksumError, DownloadError, OfflineError, UnreachableError,
@@ -108,22 +106,6 @@ def home(tmp_path, monkeypatch):
     for var in dl.OFFLINE_VARS:
         monkeypatch.delenv(var, raising=False)
     return tmp_path / 'home'
-
-
-@pytest.fixture
-def warnings_logged():
-    """Messages of the warnings irtbox logs through MMEngine's current logger."""
-    messages = []
-
-    class Collect(logging.Handler):
-        def emit(self, record):
-            messages.append(record.getMessage())
-
-    logger = MMLogger.get_current_instance()
-    handler = Collect(logging.WARNING)
-    logger.addHandler(handler)
-    yield messages
-    logger.removeHandler(handler)
 
 
 def cached(home, name='w.bin'):
