@@ -27,21 +27,31 @@ def _non_finite_terms(log_vars: Optional[dict]) -> dict:
     return terms
 
 
-def _on_host(flag: torch.Tensor):
-    """A function giving ``bool(flag)``: the flag is copied to the host now without
-    waiting (into page-locked memory, an event marking the copy), so that reading it later
-    waits for that copy only, not for the GPU work queued after it."""
-    if not flag.is_cuda:
-        return lambda: bool(flag)
-    host = torch.empty(flag.shape, dtype=flag.dtype, pin_memory=True)
-    host.copy_(flag, non_blocking=True)
-    copied = torch.cuda.Event()
-    copied.record()
+class _HostFlag:
+    """A 0-d flag read on the host without stalling the GPU: :meth:`send` queues its copy
+    into page-locked memory and marks it with an event; :meth:`read` waits for that copy
+    only, not for the GPU work queued after it. The page-locked tensor and the event are
+    made once (allocating page-locked memory at every iteration costs more than the
+    copy)."""
 
-    def read() -> bool:
-        copied.synchronize()
-        return bool(host)
-    return read
+    def __init__(self) -> None:
+        self._flag = self._pinned = self._copied = None
+
+    def send(self, flag: torch.Tensor) -> None:
+        if not flag.is_cuda:
+            self._flag, self._copied = flag, None
+            return
+        if self._pinned is None or self._pinned.dtype != flag.dtype:
+            self._pinned = torch.empty((), dtype=flag.dtype, pin_memory=True)
+            self._copied = torch.cuda.Event()
+        self._pinned.copy_(flag, non_blocking=True)
+        self._copied.record()
+        self._flag = self._pinned
+
+    def read(self) -> bool:
+        if self._copied is not None:
+            self._copied.synchronize()
+        return bool(self._flag)
 
 
 def _latest_checkpoint(runner) -> str:
@@ -93,6 +103,7 @@ class NonFiniteLossHook(Hook):
         self._skip_this_iter = False
         self._drop_window = False
         self._buffers = None
+        self._finite = _HostFlag()
 
     def before_train(self, runner) -> None:
         """Guard the optimizer wrapper's update (an OptimWrapperDict is checked after the
@@ -107,13 +118,13 @@ class NonFiniteLossHook(Hook):
             if dist.is_available() and dist.is_initialized():
                 # A NaN on one rank reaches every rank through the gradient all-reduce.
                 dist.all_reduce(finite, op=dist.ReduceOp.MIN)
-            is_finite = _on_host(finite)
+            self._finite.send(finite)
             # What update_params does (its loss scaling, e.g. AMP's, its count of
             # iterations, which decides when a window ends; DDP's gradient all-reduce in
             # step on every rank), with the flag read between the backward, which is
             # queued first, and the step: the GPU is not left idle while the host waits.
             wrapper.backward(wrapper.scale_loss(loss))
-            self._skip_this_iter = not is_finite()
+            self._skip_this_iter = not self._finite.read()
             self._drop_window = self._drop_window or self._skip_this_iter
             if not wrapper.should_update():
                 return
