@@ -11,7 +11,8 @@ import argparse
 import json
 
 from irtbox.cli import HelpFormatter
-from irtbox.datasets.prepare import DATASETS, check_dataset, dataset_info, format_report
+from irtbox.datasets import dataset_spec, dataset_specs
+from irtbox.datasets.prepare import check_dataset, format_report
 from irtbox.utils.checks import int_argument
 from irtbox.utils.fileio import atomic_write_text
 
@@ -21,8 +22,9 @@ __all__ = ['parse_args', 'main']
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=HelpFormatter)
-    parser.add_argument('name', metavar='NAME', choices=sorted(DATASETS),
-                        help=f'the dataset, one of {", ".join(DATASETS)}')
+    names = list(dataset_specs(preparable=True))
+    parser.add_argument('name', metavar='NAME', choices=names,
+                        help=f'the dataset, one of {", ".join(names)}')
     parser.add_argument('--root', help='the dataset folder (default: data/<name>)')
     parser.add_argument('--full', action='store_true', help='decode every image')
     parser.add_argument('--sample', type=int_argument(0), default=1000,
@@ -53,7 +55,7 @@ def _read_counts(path: str) -> dict:
 
 def main(argv=None):
     args = parse_args(argv)
-    info = dataset_info(args.name)
+    info = dataset_spec(args.name, preparable=True)
     expected = _read_counts(args.counts) if args.counts else None
     report = check_dataset(info, args.root or info.default_root, full=args.full,
                            sample=args.sample, seed=args.seed, workers=args.workers,

@@ -10,7 +10,8 @@ Examples:
 import argparse
 
 from irtbox.cli import HelpFormatter
-from irtbox.datasets.prepare import DATASETS, PrepareError, dataset_info, prepare_dataset
+from irtbox.datasets import dataset_spec, dataset_specs
+from irtbox.datasets.prepare import PrepareError, prepare_dataset
 from irtbox.utils.checks import int_argument
 from irtbox.utils.download import DownloadError, UnreachableError
 
@@ -26,7 +27,7 @@ def listing() -> str:
     """One line per dataset: name, download size, where it goes, how it is obtained (with
     the size of the images a user fetches into a folder, where the dataset has one)."""
     rows = []
-    for info in DATASETS.values():
+    for info in dataset_specs(preparable=True).values():
         how = '--from-dir (form or terms)' if info.manual else 'downloaded'
         fetched = sum(f.unpacked for f in info.files if f.folder)
         if fetched:
@@ -40,8 +41,9 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__, epilog=f'datasets:\n{listing()}',
         formatter_class=HelpFormatter)
-    parser.add_argument('name', nargs='?', metavar='NAME', choices=sorted(DATASETS),
-                        help=f'the dataset, one of {", ".join(DATASETS)}; none: list them')
+    names = list(dataset_specs(preparable=True))
+    parser.add_argument('name', nargs='?', metavar='NAME', choices=names,
+                        help=f'the dataset, one of {", ".join(names)}; none: list them')
     parser.add_argument('--root', help='the dataset folder (default: data/<name>, what the '
                         'configs read)')
     parser.add_argument('--mirror', metavar='BASE_URL', help='fetch every file from '
@@ -66,7 +68,7 @@ def main(argv=None):
     if args.name is None:
         print(f'datasets (irtbox prepare NAME):\n{listing()}')
         return None
-    info = dataset_info(args.name)
+    info = dataset_spec(args.name, preparable=True)
     try:
         return prepare_dataset(info, args.root or info.default_root, mirror=args.mirror,
                                from_dir=args.from_dir, keep_archives=args.keep_archives,

@@ -140,12 +140,12 @@ def unchecked_data_line(config: str, cfg_options=None) -> str:
     read, and how to check it."""
     from irtbox.apis.miniaturize import config_data_roots
     from irtbox.apis.model_zoo import resolve_config
-    from irtbox.datasets.prepare import DATASETS
+    from irtbox.datasets import dataset_specs
     from irtbox.utils.config import load_config
     cfg = load_config(resolve_config(config), cfg_options)
     roots = config_data_roots(cfg)
     checks = [f'irtbox check {name} --root {root}' for root in roots
-              if (name := osp.basename(osp.normpath(root))) in DATASETS]
+              if (name := osp.basename(osp.normpath(root))) in dataset_specs(preparable=True)]
     return (f'data: miniatures — your data at {", ".join(roots) or "(none named)"} was not '
             'checked; check it with ' + ('; '.join(checks) or 'irtbox check NAME --root ROOT')
             + ', or rehearse on it with --data-root')

@@ -12,15 +12,20 @@ from .inaturalist import INaturalist2018Dataset
 from .inshop import InShopDataset
 from .label_transforms import (BenchmarkSplitDataset, add_label_noise, keep_class_fraction,
                                split_classes)
-from .miniature import (MINIATURE_KINDS, miniature_config, miniature_kind, miniature_kinds,
-                        point_at_miniature, write_miniature)
+from .miniature import (miniature_config, miniature_kind, miniature_kinds, point_at_miniature,
+                        write_miniature)
 from .nc_clean import NCCleanDataset
 from .revisited import RevisitedDataset
 from .sfm120k import SfM120kDataset, SfMWhitenDataset
 from .sop import SOPDataset
+from .spec import DatasetSpec, dataset_spec, dataset_specs
+
+# The built-in miniature kinds (write_miniature also writes those of classes registered later).
+MINIATURE_KINDS = tuple(name for name, spec in dataset_specs().items() if spec.miniature)
 
 __all__ = [
     'BaseRetrievalDataset', 'BenchmarkSplitDataset', 'Cars196Dataset', 'CSVDataset', 'CUBDataset',
+    'DatasetSpec', 'dataset_spec', 'dataset_specs',
     'FolderDataset', 'GLDv1NoisyDataset', 'GLDv2CleanDataset', 'INaturalist2018Dataset',
     'InShopDataset', 'MINIATURE_KINDS', 'NCCleanDataset', 'RevisitedDataset', 'SfM120kDataset',
     'SfMWhitenDataset', 'SOPDataset', 'add_label_noise', 'keep_class_fraction', 'miniature_config',

@@ -2,17 +2,75 @@
 Categorization", 3dRR 2013) with the zero-shot metric-learning split of Song
 et al. (CVPR 2016)."""
 import os.path as osp
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
 
 from irtbox.registry import DATASETS
+from irtbox.utils.checks import check_int
 from .base_dataset import BaseRetrievalDataset, check_unique_images, malformed, parse_int
+from .miniature.common import ImageFn, split_by_id, write_image, write_text
+from .spec import GB, PML_CHECKSUMS, CountView, DatasetSpec, RemoteFile
 
-__all__ = ['Cars196Dataset']
+__all__ = ['Cars196Dataset', 'write_cars196']
 
 _MAT_FIELDS = ('relative_im_path', 'bbox_x1', 'bbox_y1', 'bbox_x2', 'bbox_y2', 'class')
 _CSV_FORMAT = "6 comma-separated fields 'file,x1,y1,x2,y2,class'"
+_JKRAUSE = 'http://ai.stanford.edu/~jkrause/car196'
+
+
+CARS_TRAIN_CLASSES, CARS_CLASSES = 98, 196
+
+
+def write_cars196(root: str, image_fn: ImageFn, classes: int = 8, per_class: int = 4,
+                  plan: Optional[list] = None) -> None:
+    """Both annotation formats of Cars196 over the same images: the devkit's
+    ``cars_annos.mat`` with ``car_ims/<n:06d>.jpg``, and the csv mirror
+    ``anno_train.csv`` / ``anno_test.csv`` with ``cars_train/`` / ``cars_test/``.
+
+    ``plan``: ``[(class_id, number of images)]``; ids ``1 .. 98`` are the
+    retrieval training split, ``99 .. 196`` the test split. The k-th image of
+    a class is in the official (classification) test split when k is odd, so
+    every class is in both csv files. Every image has a box inside it.
+    Default: ids ``1 .. classes`` and ``99 .. 98 + classes``.
+    """
+    import scipy.io  # only this kind needs scipy
+    if plan is None:
+        check_int(per_class, 'per_class')
+        plan = [(c, per_class) for c in split_by_id(classes, CARS_TRAIN_CLASSES)]
+    fields = ['relative_im_path', 'bbox_x1', 'bbox_y1', 'bbox_x2', 'bbox_y2', 'class', 'test']
+    rows = [(class_id, k) for class_id, count in plan for k in range(count)]
+    annotations = np.zeros((1, len(rows)), dtype=[(f, 'O') for f in fields])
+    csv_lines = {0: [], 1: []}  # by the official test flag
+    for i, (class_id, k) in enumerate(rows):
+        is_test = k % 2
+        img = image_fn(class_id, k)
+        box = _car_box(i, *img.shape[:2])
+        rel = f'car_ims/{i + 1:06d}.jpg'
+        write_image(osp.join(root, rel), img)
+        # loadmat gives a 1-element string array and 1 x 1 integer arrays for these fields
+        annotations[0, i] = (np.array([rel]), *(_mat_uint(v) for v in (*box, class_id, is_test)))
+        name = f'{len(csv_lines[is_test]) + 1:05d}.jpg'
+        write_image(osp.join(root, 'cars_test' if is_test else 'cars_train', name), img)
+        csv_lines[is_test].append(','.join(map(str, (name, *box, class_id))))
+    class_names = np.empty((1, CARS_CLASSES), dtype=object)
+    for c in range(CARS_CLASSES):
+        class_names[0, c] = np.array([f'Make Model {c + 1} 2012'])
+    scipy.io.savemat(osp.join(root, 'cars_annos.mat'),
+                     dict(annotations=annotations, class_names=class_names))
+    write_text(osp.join(root, 'anno_train.csv'), csv_lines[0])
+    write_text(osp.join(root, 'anno_test.csv'), csv_lines[1])
+
+
+def _car_box(index: int, height: int, width: int):
+    """A box varying with ``index``, in the devkit's 1-based inclusive pixels,
+    inside a ``height`` x ``width`` image."""
+    return 1 + index % 3, 2 + index % 2, width - 2 + index % 3, height - 3 + index % 4
+
+
+def _mat_uint(value: int) -> np.ndarray:
+    # The devkit stores small unsigned integers; uint8 holds the class ids and small boxes.
+    return np.array([[value]], np.uint8 if value < 256 else np.uint16)
 
 
 @DATASETS.register_module()
@@ -61,6 +119,25 @@ class Cars196Dataset(BaseRetrievalDataset):
         **kwargs: See :class:`BaseRetrievalDataset`; ``ann_file`` defaults to
             ``cars_annos.mat``.
     """
+
+    specs = (DatasetSpec(
+        name='cars196', title='Cars196 (Stanford Cars)',
+        homepage='https://ai.stanford.edu/~jkrause/cars/car_dataset.html',
+        files=(RemoteFile('cars_annos.mat', f'{_JKRAUSE}/cars_annos.mat',
+                          md5='b407c6086d669747186bd1d764ff9dbc', checksum_source=PML_CHECKSUMS,
+                          size=400_000, approx=True),
+               RemoteFile('car_ims.tgz', f'{_JKRAUSE}/car_ims.tgz',
+                          md5='d5c8f0aa497503f355e17dc7886c3f14', checksum_source=PML_CHECKSUMS,
+                          size=int(1.9 * GB), unpacked=int(1.9 * GB), approx=True,
+                          unpack='tar')),
+        views=(CountView('train', dict(type='Cars196Dataset', split='train'), 8_054, 98),
+               CountView('test', dict(type='Cars196Dataset', split='test'), 8_131, 98)),
+        terms=('Images collected from the web by Krause et al. (3dRR 2013), distributed for '
+               'research under the same terms as ImageNet: non-commercial research only.'),
+        configs='dml_benchmark',
+        notes=("The authors' site has been unreachable at times: use --mirror or --from-dir "
+               'with the same two files.'),
+        miniature=write_cars196), )
 
     FORMATS = ('auto', 'mat', 'csv')
 

@@ -1,19 +1,66 @@
 """A user's own data listed in one CSV file."""
 import csv
 import os.path as osp
-from typing import Dict, Hashable, Iterable, List, Optional, Tuple
+from typing import Dict, Hashable, Iterable, List, Optional, Sequence, Tuple
 
 from irtbox.registry import DATASETS
+from irtbox.utils.checks import check_int
 from .base_dataset import (TEXT_ENCODING, BaseRetrievalDataset, check_one_label_per_image,
                            check_unique_images, check_utf8, is_int_text, malformed,
                            warn_int_spellings)
+from .miniature.common import ImageFn, class_names, write_image, write_text
+from .spec import DatasetSpec
 
-__all__ = ['CSVDataset']
+__all__ = ['CSVDataset', 'write_csv']
 
 _REQUIRED = ('path', 'label')
 _JUNK_COLUMNS = ('query_path', 'gallery_path')
 _TRUE, _FALSE = ('1', 'true', 'yes'), ('0', 'false', 'no')
 LABEL_TYPES = ('str', 'int')
+
+
+CSV_ANN_FILE, CSV_JUNK_FILE = 'annotations.csv', 'junk.csv'
+
+
+def write_csv(root: str, image_fn: ImageFn, classes: int = 8, per_class: int = 4,
+              plan: Optional[dict] = None, junk: Sequence[Tuple[str, str]] = ()) -> None:
+    """``annotations.csv`` (``path,label,split,is_query``), images
+    ``images/<label>_<k>.png``, and ``junk.csv`` (``query_path,gallery_path``,
+    the pairs ``junk``, written as the ``path`` column).
+
+    ``plan``: ``{split: [(label, [is_query of each image])]}``, an ``is_query``
+    being True, False or None (left blank). Default: ``classes`` labels in
+    ``train`` (blank ``is_query``), ``classes`` others in ``test`` whose first
+    half of images are queries and the rest gallery (``per_class`` >= 2, so
+    both).
+    """
+    if plan is None:
+        check_int(per_class, 'per_class', 2)
+        queries = per_class // 2
+        flags = {'train': [None] * per_class,
+                 'test': [True] * queries + [False] * (per_class - queries)}
+        plan = {split: [(name, flags[split]) for name in names]
+                for split, names in class_names(classes).items()}
+    rows = ['path,label,split,is_query']
+    class_index = 0
+    for split, labels in plan.items():
+        for label, is_query in labels:
+            for k, flag in enumerate(is_query):
+                rel = f'images/{label}_{k}.png'
+                write_image(osp.join(root, rel), image_fn(class_index, k))
+                rows.append(f'{rel},{label},{split},{"" if flag is None else str(flag).lower()}')
+            class_index += 1
+    write_text(osp.join(root, CSV_ANN_FILE), rows)
+    write_text(osp.join(root, CSV_JUNK_FILE),
+               ['query_path,gallery_path', *(f'{q},{g}' for q, g in junk)])
+
+
+def _point_at_csv(cfg: dict, root: str) -> None:
+    """The miniature's annotation file (``ann_file`` has no default), and its junk list for
+    a config that reads one."""
+    cfg.update(data_root=root, ann_file=CSV_ANN_FILE, data_prefix=None)
+    if cfg.get('junk_file'):
+        cfg['junk_file'] = CSV_JUNK_FILE
 
 
 @DATASETS.register_module()
@@ -75,6 +122,8 @@ class CSVDataset(BaseRetrievalDataset):
             are integers; ``05`` is ``5``).
         **kwargs: See :class:`BaseRetrievalDataset`.
     """
+
+    specs = (DatasetSpec(name='csv', miniature=write_csv, point=_point_at_csv), )
 
     SPLITS = None
 

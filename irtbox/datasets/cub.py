@@ -1,11 +1,43 @@
 """CUB-200-2011 (Wah et al., Caltech-UCSD Birds-200-2011, 2011) with the
 zero-shot metric-learning split of Song et al. (CVPR 2016)."""
-from typing import List
+import os.path as osp
+from typing import List, Optional
 
 from irtbox.registry import DATASETS
+from irtbox.utils.checks import check_int
 from .base_dataset import BaseRetrievalDataset, check_unique_images, malformed, parse_int
+from .miniature.common import ImageFn, split_by_id, write_image, write_text
+from .spec import GB, CountView, DatasetSpec, RemoteFile
 
-__all__ = ['CUBDataset']
+__all__ = ['CUBDataset', 'write_cub']
+
+
+CUB_TRAIN_CLASSES = 100  # CUBDataset's num_train_classes: ids above it are the test split
+
+
+def write_cub(root: str, image_fn: ImageFn, classes: int = 8, per_class: int = 4,
+              plan: Optional[list] = None) -> None:
+    """``images.txt``, ``image_class_labels.txt`` and
+    ``images/<id:03d>.<name>/<name>_<k:04d>_<n>.jpg``.
+
+    ``plan``: ``[(class_id, name, number of images)]``; ids ``1 .. 100`` are the
+    training split, ``101 .. 200`` the test split. Default: ids
+    ``1 .. classes`` and ``101 .. 100 + classes``.
+    """
+    if plan is None:
+        check_int(per_class, 'per_class')
+        plan = [(c, f'Species_{c:03d}', per_class)
+                for c in split_by_id(classes, CUB_TRAIN_CLASSES)]
+    images, labels = [], []
+    for class_id, name, count in plan:
+        for k in range(count):
+            image_id = len(images) + 1
+            rel = f'{class_id:03d}.{name}/{name}_{k + 1:04d}_{100 + image_id}.jpg'
+            write_image(osp.join(root, 'images', rel), image_fn(class_id, k))
+            images.append(f'{image_id} {rel}')
+            labels.append(f'{image_id} {class_id}')
+    write_text(osp.join(root, 'images.txt'), images)
+    write_text(osp.join(root, 'image_class_labels.txt'), labels)
 
 
 @DATASETS.register_module()
@@ -37,6 +69,22 @@ class CUBDataset(BaseRetrievalDataset):
         **kwargs: See :class:`BaseRetrievalDataset`; ``ann_file`` defaults to
             ``images.txt`` and ``data_prefix`` to ``dict(img_path='images')``.
     """
+
+    specs = (DatasetSpec(
+        name='cub', title='CUB-200-2011',
+        homepage='https://www.vision.caltech.edu/datasets/cub_200_2011/',
+        files=(RemoteFile('CUB_200_2011.tgz',
+                          'https://data.caltech.edu/records/65de6-vp158/files/CUB_200_2011.tgz',
+                          md5='97eceeb196236b17998738112f37df78',
+                          checksum_source='the CaltechDATA record of the dataset',
+                          size=int(1.15 * GB), unpacked=int(1.2 * GB), approx=True,
+                          unpack='tar',
+                          prefix='CUB_200_2011'), ),
+        views=(CountView('train', dict(type='CUBDataset', split='train'), 5_864, 100),
+               CountView('test', dict(type='CUBDataset', split='test'), 5_924, 100)),
+        terms=('Images from Flickr, copyright their owners; Caltech distributes the dataset '
+               'for research. Non-commercial research, cite Wah et al. 2011.'),
+        configs='irt, dml_benchmark', miniature=write_cub), )
 
     DEFAULT_IMG_PREFIX = 'images'
 
@@ -89,4 +137,3 @@ class CUBDataset(BaseRetrievalDataset):
                 samples.append(dict(img_path=self._join_img(rel_path), gt_label=class_id))
         check_unique_images(entries)  # images.txt lists each image once
         return samples
-

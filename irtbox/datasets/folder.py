@@ -4,12 +4,37 @@ import os.path as osp
 from typing import List, Optional, Sequence
 
 from irtbox.registry import DATASETS
+from irtbox.utils.checks import check_int
 from .base_dataset import BaseRetrievalDataset, warn_int_spellings
+from .miniature.common import ImageFn, class_names, write_image
+from .spec import DatasetSpec
 
-__all__ = ['FolderDataset']
+__all__ = ['FolderDataset', 'write_folder']
 
 IMG_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.bmp', '.ppm', '.pgm', '.tif', '.tiff', '.webp',
                   '.gif')
+
+
+def write_folder(root: str, image_fn: ImageFn, classes: int = 8, per_class: int = 4,
+                 plan: Optional[dict] = None) -> None:
+    """``<split>/<class name>/<class name>_<k>.png``; the second image of every
+    class is a ``.jpg``, so that both decoders and suffixes are met.
+
+    ``plan``: ``{split: [(class name, number of images)]}``. Default: ``classes``
+    classes in ``train`` and ``classes`` others in ``test``.
+    """
+    if plan is None:
+        check_int(per_class, 'per_class')
+        plan = {split: [(name, per_class) for name in names]
+                for split, names in class_names(classes).items()}
+    class_index = 0
+    for split, rows in plan.items():
+        for name, count in rows:
+            for k in range(count):
+                ext = '.jpg' if k == 1 else '.png'
+                write_image(osp.join(root, split, name, f'{name}_{k}{ext}'),
+                            image_fn(class_index, k))
+            class_index += 1
 
 
 @DATASETS.register_module()
@@ -33,6 +58,8 @@ class FolderDataset(BaseRetrievalDataset):
         **kwargs: See :class:`BaseRetrievalDataset`. ``data_prefix`` and
             ``ann_file`` are not used.
     """
+
+    specs = (DatasetSpec(name='folder', miniature=write_folder), )
 
     SPLITS = None
 

@@ -1,13 +1,47 @@
 """iNaturalist 2018 (Van Horn et al., CVPR 2018) with the retrieval split of
 Brown et al. ("Smooth-AP", ECCV 2020)."""
+import hashlib
+import os.path as osp
 import posixpath
-from typing import List
+from typing import List, Optional
 
 from irtbox.registry import DATASETS
+from irtbox.utils.checks import check_int
 from .base_dataset import (BaseRetrievalDataset, check_int_spellings, check_unique_images,
                            malformed)
+from .miniature.common import ImageFn, write_image, write_text
+from .spec import GB, CountView, DatasetSpec, RemoteFile
 
-__all__ = ['INaturalist2018Dataset']
+__all__ = ['INaturalist2018Dataset', 'write_inat2018']
+
+
+INAT_SUPER_CATEGORIES = ('Plantae', 'Aves', 'Insecta', 'Fungi', 'Mammalia')
+
+
+def write_inat2018(root: str, image_fn: ImageFn, classes: int = 8, per_class: int = 4,
+                   plan: Optional[dict] = None) -> None:
+    """``Inaturalist_<split>_set1.txt`` listing
+    ``train_val2018/<super-category>/<category>/<md5>.jpg``.
+
+    ``plan``: ``{split: [(super-category, category id, number of images)]}``.
+    Default: categories ``0 .. classes - 1`` train, the next ``classes`` test.
+    """
+    if plan is None:
+        check_int(classes, 'classes')
+        check_int(per_class, 'per_class')
+        supers = INAT_SUPER_CATEGORIES
+        plan = {split: [(supers[c % len(supers)], c, per_class)
+                        for c in range(s * classes, (s + 1) * classes)]
+                for s, split in enumerate(('train', 'test'))}
+    for split, rows in plan.items():
+        lines = []
+        for super_name, category, count in rows:
+            for k in range(count):
+                name = hashlib.md5(f'{category}-{k}'.encode()).hexdigest()
+                rel = f'train_val2018/{super_name}/{category}/{name}.jpg'
+                write_image(osp.join(root, rel), image_fn(category, k))
+                lines.append(rel)
+        write_text(osp.join(root, f'Inaturalist_{split}_set1.txt'), lines)
 
 
 @DATASETS.register_module()
@@ -32,6 +66,35 @@ class INaturalist2018Dataset(BaseRetrievalDataset):
     leave-one-out. Image paths are relative to ``data_prefix['img_path']``
     (default ``data_root``).
     """
+
+    specs = (DatasetSpec(
+        name='inat2018', title='iNaturalist 2018 (retrieval split)',
+        homepage='https://github.com/visipedia/inat_comp/tree/master/2018',
+        files=(RemoteFile('Inat_dataset_splits.zip',
+                          'https://drive.google.com/uc?export=download&id='
+                          '1sXfkBTFDrRU3__-NUs1qBP3sf_0uMB98',
+                          size=20_000_000, approx=True, unpack='zip', flatten=True,
+                          include=('Inaturalist_*_set1.txt', )),
+               RemoteFile('train_val2018.tar.gz',
+                          'https://ml-inat-competition-datasets.s3.amazonaws.com/2018/'
+                          'train_val2018.tar.gz',
+                          md5='b1c6952ce38f31868cc50ea72d066cc3',
+                          checksum_source='the iNaturalist 2018 competition page (visipedia)',
+                          size=120 * GB, unpacked=125 * GB, approx=True, unpack='tar')),
+        views=(CountView('train', dict(type='INaturalist2018Dataset', split='train'),
+                         325_846, 5_690),
+               CountView('test', dict(type='INaturalist2018Dataset', split='test'),
+                         136_093, 2_452)),
+        terms=('Images uploaded to iNaturalist by its users, each under its own (mostly '
+               'Creative Commons) licence; the competition data is for research. The split '
+               'files are those of Brown et al. (Smooth-AP, ECCV 2020).'),
+        configs='dml_benchmark',
+        notes=('The split files come from the Smooth-AP authors\' Google Drive link (the '
+               'address pytorch-metric-learning uses); Google Drive may ask for a '
+               'confirmation on large files: if the download is an HTML page, fetch the zip '
+               'in a browser, save it as Inat_dataset_splits.zip beside '
+               'train_val2018.tar.gz and use --from-dir.'),
+        miniature=write_inat2018), )
 
     def default_ann_file(self, split):
         return f'Inaturalist_{split}_set1.txt'

@@ -2,20 +2,50 @@
 2014) cleaned by Gordo et al. ("Deep Image Retrieval: Learning Global
 Representations for Image Search", ECCV 2016)."""
 import os.path as osp
-from typing import List
+from typing import Collection, Dict, List, Optional, Tuple
 from urllib.parse import unquote, urlsplit
 
 from irtbox.registry import DATASETS
+from irtbox.utils.checks import check_int
 from .base_dataset import (BaseRetrievalDataset, check_int_spellings, check_unique_images,
                            is_int_text, malformed)
 from .gldv1 import drop_missing_images
+from .miniature.common import ImageFn, hex_id, interleaved, write_image, write_text
+from .spec import GB, CountView, DatasetSpec, RemoteFile
 
-__all__ = ['NCCleanDataset']
+__all__ = ['NCCleanDataset', 'write_ncclean']
 
 
 def _label_key(text: str):
     # Integer labels sort numerically, others as strings (BaseRetrievalDataset).
     return int(text) if is_int_text(text) else text
+
+
+def write_ncclean(root: str, image_fn: ImageFn, classes: int = 8, per_class: int = 4,
+                  plan: Optional[Dict[str, list]] = None,
+                  missing: Collection[Tuple[str, int]] = ()) -> None:
+    """``annotation_clean_<split>.txt`` (``<url> <label>`` lines) and
+    ``images/<file name of the url>``.
+
+    ``plan``: ``{split: [label of each row]}``. ``missing``: ``(split, row)``
+    of the rows whose image is not written (dead URLs; configs read them with
+    ``skip_missing=True``). Default: labels ``landmark_000 ..``, ``per_class``
+    interleaved rows each in ``train`` and one in ``val``.
+    """
+    if plan is None:
+        labels = [f'landmark_{c:03d}' for c in range(check_int(classes, 'classes'))]
+        plan = dict(train=interleaved(labels, per_class), val=labels)
+    class_of, seen = {}, {}
+    for split, labels in plan.items():
+        lines = []
+        for row, label in enumerate(labels):
+            name = f'{hex_id(f"nc-{split}-{row}")}.jpg'
+            lines.append(f'http://static.panoramio.com/photos/original/{name} {label}')
+            class_index = class_of.setdefault(label, len(class_of))
+            k = seen[label] = seen.get(label, -1) + 1
+            if (split, row) not in missing:
+                write_image(osp.join(root, 'images', name), image_fn(class_index, k))
+        write_text(osp.join(root, f'annotation_clean_{split}.txt'), lines)
 
 
 @DATASETS.register_module()
@@ -51,6 +81,27 @@ class NCCleanDataset(BaseRetrievalDataset):
             (dead URLs) instead of failing when the image is loaded.
         **kwargs: See :class:`BaseRetrievalDataset`.
     """
+
+    specs = (DatasetSpec(
+        name='ncclean', title='NC-clean (Landmarks-clean of Gordo et al.)',
+        homepage='https://europe.naverlabs.com/research/computer-vision/'
+                 'learning-visual-representations/deep-image-retrieval/',
+        files=(RemoteFile('annotation_clean_train.txt', size=5_000_000, approx=True),
+               RemoteFile('annotation_clean_val.txt', size=1_000_000, approx=True),
+               RemoteFile('images', folder=True, size=0, unpacked=5 * GB, approx=True,
+                          optional=True)),
+        views=(CountView('train', dict(type='NCCleanDataset', split='train',
+                                       skip_missing=True), 27_965, 581, exact=False), ),
+        terms=('Lists by Gordo et al. (ECCV 2016) of images of the Neural Codes landmarks '
+               'dataset (Babenko et al., ECCV 2014), web URLs whose licences vary; research '
+               'use.'),
+        manual=('Download the Landmarks-clean lists (annotation_clean_train.txt, '
+                'annotation_clean_val.txt) from the deep-image-retrieval page of Naver Labs '
+                'Europe, fetch the images by URL into a folder images/ (named by the last '
+                'component of each URL), put the lists and images/ in one folder and pass it '
+                'as --from-dir (images/ is linked, not copied). Many URLs are dead: configs '
+                'read it with skip_missing=True.'),
+        configs='dtop', miniature=write_ncclean), )
 
     SPLITS = ('train', 'val')
     DEFAULT_IMG_PREFIX = 'images'

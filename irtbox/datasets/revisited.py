@@ -2,18 +2,122 @@
 Large-Scale Image Retrieval Benchmarking", CVPR 2018), optionally with the
 R1M distractors."""
 import os.path as osp
-from typing import List, Optional, Sequence
+from functools import partial
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 from mmengine.dataset import BaseDataset
 
 from irtbox.registry import DATASETS
+from irtbox.utils.checks import check_int
 from .base_dataset import TEXT_ENCODING, check_unique_images, check_utf8
 from .pickle_utils import as_int_array, as_string_list, load_pickle, require_keys
+from .miniature.common import ImageFn, write_image, write_pickle, write_text
+from .spec import FLICKR_TERMS, GB, CountView, DatasetSpec, RemoteFile
 
-__all__ = ['RevisitedDataset']
+__all__ = ['RevisitedDataset', 'R1M_FIRST_CLASS', 'write_revisited', 'write_revisitop1m']
 
 _GND_KEYS = ('easy', 'hard', 'junk', 'bbx')
+_REVISITOP = 'http://cmp.felk.cvut.cz/revisitop/data/datasets'
+_R1M = 'http://ptak.felk.cvut.cz/revisitop/revisitop1m'
+
+
+# Landmark names of the two datasets, for image names that look like the released ones.
+_LANDMARKS = {
+    'roxford5k': ('all_souls', 'ashmolean', 'balliol', 'bodleian', 'christ_church',
+                  'cornmarket', 'hertford', 'keble', 'magdalen', 'pitt_rivers',
+                  'radcliffe_camera'),
+    'rparis6k': ('defense', 'eiffel', 'invalides', 'louvre', 'moulinrouge', 'museedorsay',
+                 'notredame', 'pantheon', 'pompidou', 'sacrecoeur', 'triomphe'),
+}
+_PREFIX = {'roxford5k': '', 'rparis6k': 'paris_'}
+_OTHERS = {'roxford5k': 'oxford', 'rparis6k': 'paris_general'}
+_RELEVANCE = ('easy', 'hard', 'junk')
+# Distractor k is class R1M_FIRST_CLASS + k: one class each, none of the landmarks' classes.
+R1M_FIRST_CLASS = 10000
+
+
+def write_revisited(root: str, image_fn: ImageFn, dataset_name: str, classes: int = 8,
+                    per_class: int = 4, relevance: Sequence[str] = ('easy', 'hard', 'junk', 'easy'),
+                    others: int = 4) -> None:
+    """``gnd_<dataset_name>.pkl`` and ``jpg/<name>.jpg``.
+
+    ``classes`` landmarks with one query each, image 0 of the landmark, its
+    ``bbx`` the central three quarters of it (floats, inside the image); the
+    database holds ``per_class`` more images of every landmark, the k-th
+    labelled ``relevance[k % len(relevance)]`` (``'easy'``, ``'hard'`` or
+    ``'junk'``) for its query, and ``others`` images of classes of their own
+    (``classes ..``) that are no query's. The database order is shuffled
+    (fixed seed).
+    """
+    check_int(classes, 'classes')
+    check_int(per_class, 'per_class')
+    check_int(others, 'others', 0)
+    if not relevance or any(r not in _RELEVANCE for r in relevance):
+        raise ValueError(f'relevance must be a non-empty sequence of {_RELEVANCE}, '
+                         f'got {relevance!r}')
+    names, prefix = _LANDMARKS[dataset_name], _PREFIX[dataset_name]
+
+    def name(c: int, k: int) -> str:
+        return f'{prefix}{names[c % len(names)]}_{1000 * (c // len(names)) + k:06d}'
+
+    # (name, class, image index, (query, relevance) or None)
+    database = [(name(c, k + 1), c, k + 1, (c, relevance[k % len(relevance)]))
+                for c in range(classes) for k in range(per_class)]
+    database += [(f'{_OTHERS[dataset_name]}_{j:06d}', classes + j, 0, None)
+                 for j in range(others)]
+    database = [database[i] for i in np.random.default_rng(0).permutation(len(database))]
+    gnd = [dict(easy=[], hard=[], junk=[]) for _ in range(classes)]
+    for i, (image_name, c, k, label) in enumerate(database):
+        write_image(osp.join(root, 'jpg', f'{image_name}.jpg'), image_fn(c, k))
+        if label is not None:
+            gnd[label[0]][label[1]].append(i)
+    for c in range(classes):
+        img = image_fn(c, 0)
+        write_image(osp.join(root, 'jpg', f'{name(c, 0)}.jpg'), img)
+        height, width = img.shape[:2]
+        gnd[c]['bbx'] = [width / 8, height / 8, width * 7 / 8, height * 7 / 8]
+    write_pickle(osp.join(root, f'gnd_{dataset_name}.pkl'),
+                 dict(imlist=[d[0] for d in database],
+                      qimlist=[name(c, 0) for c in range(classes)], gnd=gnd))
+
+
+def write_revisitop1m(root: str, image_fn: ImageFn, count: int = 8) -> None:
+    """``revisitop1m.txt`` (one image path per line, relative to ``jpg/``) and
+    ``jpg/<k % 2>/r1m_<k:07d>.jpg``; distractor k is image 0 of class
+    ``R1M_FIRST_CLASS + k``."""
+    check_int(count, 'count')
+    lines = [f'{k % 2}/r1m_{k:07d}.jpg' for k in range(count)]
+    for k, rel in enumerate(lines):
+        write_image(osp.join(root, 'jpg', rel), image_fn(R1M_FIRST_CLASS + k, 0))
+    write_text(osp.join(root, 'revisitop1m.txt'), lines)
+
+
+def _revisited(name: str, title: str, archives: Tuple[Tuple[str, int], ...], database: int,
+               homepage: str) -> DatasetSpec:
+    return DatasetSpec(
+        name=name, title=title, homepage=homepage,
+        files=(RemoteFile(f'gnd_{name}.pkl', f'{_REVISITOP}/{name}/gnd_{name}.pkl',
+                          size=500_000, approx=True),
+               *(RemoteFile(archive, f'{homepage}/{archive}', size=size, approx=True,
+                            unpack='tar', dest='jpg', flatten=True, include=('*.jpg', ))
+                 for archive, size in archives)),
+        views=(CountView(name, dict(type='RevisitedDataset', dataset_name=name),
+                         queries=70, database=database), ),
+        terms=FLICKR_TERMS + ' Revisited annotations: Radenovic et al., CVPR 2018.',
+        notes=('The images archives hold nested folders; their files are flattened into '
+               "jpg/ as the authors' download script does. The revisited ground truth is "
+               'the pickle of the revisitop project.'),
+        configs='irt/landmarks, dtop',
+        miniature=partial(write_revisited, dataset_name=name))
+
+
+def _point_at_r1m(cfg: dict, root: str) -> None:
+    """The distractors of a ``RevisitedDataset`` config: ``distractors_root`` = ``root/jpg``
+    (the list's paths are relative to it) and ``distractors_list`` =
+    ``root/revisitop1m.txt`` (absolute, so not joined to ``distractors_root``)."""
+    cfg.update(distractors_root=osp.join(root, 'jpg'),
+               distractors_list=osp.join(root, 'revisitop1m.txt'))
 
 
 @DATASETS.register_module()
@@ -71,6 +175,31 @@ class RevisitedDataset(BaseDataset):
         **kwargs: Passed to ``mmengine.dataset.BaseDataset`` (``indices`` is
             refused: sample indices must stay aligned with ``gnd``).
     """
+
+    specs = (
+        _revisited('roxford5k', 'Revisited Oxford5k',
+                   (('oxbuild_images-v1.tgz', int(1.8 * GB)), ),
+                   4_993, 'https://www.robots.ox.ac.uk/~vgg/data/oxbuildings'),
+        _revisited('rparis6k', 'Revisited Paris6k', (('paris_1-v1.tgz', int(1.2 * GB)),
+                                                     ('paris_2-v1.tgz', int(1.3 * GB))),
+                   6_322, 'https://www.robots.ox.ac.uk/~vgg/data/parisbuildings'),
+        DatasetSpec(
+            name='revisitop1m', title='R1M distractors (revisitop1m)',
+            homepage='http://ptak.felk.cvut.cz/revisitop/revisitop1m/',
+            files=(RemoteFile('revisitop1m.txt', f'{_R1M}/revisitop1m.txt', size=40_000_000,
+                              approx=True),
+                   *(RemoteFile(f'revisitop1m.{k}.tar.gz', f'{_R1M}/jpg/revisitop1m.{k}.tar.gz',
+                                size=int(3.5 * GB), approx=True, unpack='tar', dest='jpg')
+                     for k in range(1, 101))),
+            views=(CountView('distractors', dict(type='R1MList'), images=1_001_001), ),
+            terms=('Images from the YFCC100M collection (Flickr, Creative Commons licences of '
+                   'their owners), selected by Radenovic et al. (CVPR 2018) for research.'),
+            configs='irt/landmarks, dtop (+R1M)',
+            notes=('revisitop1m.txt lies beside jpg/ and lists paths relative to jpg/: point a '
+                   'RevisitedDataset at it with distractors_root=data/revisitop1m/jpg and '
+                   'distractors_list=../revisitop1m.txt (a relative list is read from '
+                   'distractors_root).'),
+            miniature=write_revisitop1m, point=_point_at_r1m, also_read_with='distractors_list'))
 
     DATASET_NAMES = ('roxford5k', 'rparis6k')
 

@@ -1,6 +1,7 @@
 """SfM-120k (Radenovic et al., "Fine-tuning CNN Image Retrieval with No Human
 Annotation", TPAMI 2018): training tuples mined from 3D reconstructions, and
 its whitening set."""
+import hashlib
 import os.path as osp
 from typing import List, Optional, Sequence
 
@@ -9,11 +10,15 @@ from mmengine.dataset import BaseDataset
 
 from irtbox.registry import DATASETS
 from irtbox.structures import DataSample
-from irtbox.utils.checks import check_positive_int
+from irtbox.utils.checks import check_int, check_positive_int
 from .base_dataset import BaseRetrievalDataset
 from .pickle_utils import as_int_array, as_string_list, load_pickle, require_keys
+from .miniature.common import ImageFn, write_image, write_pickle
+from .spec import FLICKR_TERMS, GB, CountView, DatasetSpec, RemoteFile
 
-__all__ = ['cid_to_path', 'SfM120kDataset', 'SfMWhitenDataset']
+__all__ = ['cid_to_path', 'SfM120kDataset', 'SfMWhitenDataset', 'write_sfm120k']
+
+_CMP_TRAIN = 'http://cmp.felk.cvut.cz/cnnimageretrieval/data/train'
 
 
 def cid_to_path(cid: str) -> str:
@@ -29,6 +34,53 @@ def _read_pairs(data: dict, where: str, num_images: int):
         raise ValueError(f"{where}: 'qidxs' and 'pidxs' must be aligned (one positive per "
                          f'query), got {len(qidxs)} and {len(pidxs)} entries')
     return qidxs, pidxs
+
+
+def _cid(text: str) -> str:
+    """A 32-hex image name like SfM-120k's, stable for ``text``."""
+    return hashlib.md5(text.encode()).hexdigest()
+
+
+def _sfm_split(root: str, image_fn: ImageFn, split: str, clusters: Sequence[int],
+               per_class: int) -> dict:
+    """Write the images of one split; its entry of the pickle. Image i belongs to
+    cluster ``clusters[i % n]`` (interleaved: nothing may rely on grouping); every
+    two consecutive images of a cluster are a query/positive pair."""
+    n = len(clusters)
+    cids = [_cid(f'{split}/{c}/{k}') for k in range(per_class) for c in clusters]
+    for i, cid in enumerate(cids):
+        write_image(osp.join(root, 'ims', cid_to_path(cid)), image_fn(clusters[i % n], i // n))
+    pairs = [(c + k * n, c + (k + 1) * n) for c in range(n) for k in range(per_class - 1)]
+    return dict(cids=cids, cluster=[clusters[i % n] for i in range(len(cids))],
+                qidxs=[q for q, _ in pairs], pidxs=[p for _, p in pairs])
+
+
+def write_sfm120k(root: str, image_fn: ImageFn, classes: int = 8, per_class: int = 4) -> None:
+    """``retrieval-SfM-120k.pkl``, ``retrieval-SfM-120k-whiten.pkl`` and
+    ``ims/<cid[-2:]>/<cid[-4:-2]>/<cid[-6:-4]>/<cid>`` (no extension).
+
+    ``train``: clusters ``0 .. classes - 1``, ``val``: the next
+    ``max(1, classes // 2)``, ``per_class`` (>= 2) images each and
+    ``per_class - 1`` query/positive pairs per cluster. So tuple mode has
+    ``classes * (per_class - 1)`` pairs (``qsize`` at most that) and
+    ``classes - 1`` other clusters to draw negatives from (``nnum`` at most
+    that). The whitening set: two more images of every ``val`` cluster, a
+    matching pair each.
+    """
+    check_int(classes, 'classes')
+    check_int(per_class, 'per_class', 2)
+    train = list(range(classes))
+    val = list(range(classes, classes + max(1, classes // 2)))
+    write_pickle(osp.join(root, 'retrieval-SfM-120k.pkl'),
+                 dict(train=_sfm_split(root, image_fn, 'train', train, per_class),
+                      val=_sfm_split(root, image_fn, 'val', val, per_class)))
+    cids = [_cid(f'whiten/{c}/{k}') for c in val for k in range(2)]
+    for i, cid in enumerate(cids):
+        write_image(osp.join(root, 'ims', cid_to_path(cid)),
+                    image_fn(val[i // 2], per_class + i % 2))
+    write_pickle(osp.join(root, 'retrieval-SfM-120k-whiten.pkl'),
+                 dict(cids=cids, qidxs=list(range(0, len(cids), 2)),
+                      pidxs=list(range(1, len(cids), 2))))
 
 
 @DATASETS.register_module()
@@ -77,6 +129,22 @@ class SfM120kDataset(BaseRetrievalDataset):
         **kwargs: See :class:`BaseRetrievalDataset` (``indices`` is refused:
             ``qidxs`` / ``pidxs`` index the full split).
     """
+
+    specs = (DatasetSpec(
+        name='sfm120k', title='SfM-120k (retrieval-SfM-120k, with its whitening set)',
+        homepage='http://cmp.felk.cvut.cz/cnnimageretrieval/',
+        files=(RemoteFile('retrieval-SfM-120k.pkl', f'{_CMP_TRAIN}/dbs/retrieval-SfM-120k.pkl',
+                          size=10_000_000, approx=True),
+               RemoteFile('retrieval-SfM-120k-whiten.pkl',
+                          f'{_CMP_TRAIN}/dbs/retrieval-SfM-120k-whiten.pkl',
+                          size=10_000_000, approx=True),
+               RemoteFile('ims.tar.gz', f'{_CMP_TRAIN}/ims/ims.tar.gz', size=20 * GB,
+                          unpacked=20 * GB, approx=True, unpack='tar', dest='ims')),
+        views=(CountView('train', dict(type='SfM120kDataset', split='train'), classes=551),
+               CountView('val', dict(type='SfM120kDataset', split='val'), classes=162),
+               CountView('whiten', dict(type='SfMWhitenDataset'))),
+        terms=FLICKR_TERMS + ' Radenovic et al., TPAMI 2018.',
+        configs='irt/landmarks, dtop', miniature=write_sfm120k), )
 
     SPLITS = ('train', 'val')
     DEFAULT_IMG_PREFIX = 'ims'

@@ -1,14 +1,49 @@
 """Stanford Online Products (Song et al., "Deep Metric Learning via Lifted
 Structured Feature Embedding", CVPR 2016)."""
 import os.path as osp
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 from irtbox.registry import DATASETS
+from irtbox.utils.checks import check_int
 from .base_dataset import BaseRetrievalDataset, check_unique_images, malformed, parse_int
+from .miniature.common import ImageFn, write_image, write_text
+from .spec import GB, PML_CHECKSUMS, CountView, DatasetSpec, RemoteFile
 
-__all__ = ['SOPDataset']
+__all__ = ['SOPDataset', 'write_sop']
 
 _HEADER = 'image_id class_id super_class_id path'
+
+
+# The 12 super-classes of SOP; super_class_id i names folder SOP_SUPER_CLASSES[i - 1]_final.
+SOP_SUPER_CLASSES = ('bicycle', 'cabinet', 'chair', 'coffee_maker', 'fan', 'kettle', 'lamp',
+                     'mug', 'sofa', 'stapler', 'table', 'toaster')
+
+
+def write_sop(root: str, image_fn: ImageFn, classes: int = 8, per_class: int = 4,
+              plan: Optional[dict] = None) -> None:
+    """``Ebay_train.txt`` / ``Ebay_test.txt`` and ``<super>_final/<product>_<k>.JPG``.
+
+    ``plan``: ``{split: [(class_id, super_class_id, product, number of images)]}``;
+    image ids run on across the splits in plan order. Default: class ids
+    ``1 .. classes`` train, the next ``classes`` test, two per super-class.
+    """
+    if plan is None:
+        check_int(classes, 'classes')
+        check_int(per_class, 'per_class')
+        # product: a 12-digit id like the release's, one per class
+        plan = {split: [(c, 1 + (c - 1) // 2 % len(SOP_SUPER_CLASSES), 111000000000 + 7919 * c,
+                         per_class) for c in range(1 + s * classes, 1 + (s + 1) * classes)]
+                for s, split in enumerate(('train', 'test'))}
+    image_id = 1
+    for split, rows in plan.items():
+        lines = ['image_id class_id super_class_id path']
+        for class_id, super_id, product, count in rows:
+            for k in range(count):
+                rel = f'{SOP_SUPER_CLASSES[super_id - 1]}_final/{product}_{k}.JPG'
+                write_image(osp.join(root, rel), image_fn(class_id, k))
+                lines.append(f'{image_id} {class_id} {super_id} {rel}')
+                image_id += 1
+        write_text(osp.join(root, f'Ebay_{split}.txt'), lines)
 
 
 @DATASETS.register_module()
@@ -32,6 +67,21 @@ class SOPDataset(BaseRetrievalDataset):
     test split is evaluated leave-one-out (no ``is_query``). Image paths are
     relative to ``data_prefix['img_path']`` (default: ``data_root``).
     """
+
+    specs = (DatasetSpec(
+        name='sop', title='Stanford Online Products',
+        homepage='https://cvgl.stanford.edu/projects/lifted_struct/',
+        files=(RemoteFile('Stanford_Online_Products.zip',
+                          'http://ftp.cs.stanford.edu/cs/cvgl/Stanford_Online_Products.zip',
+                          md5='7f73d41a2f44250d4779881525aea32e', checksum_source=PML_CHECKSUMS,
+                          size=int(2.9 * GB), unpacked=int(3.0 * GB), approx=True, unpack='zip',
+                          prefix='Stanford_Online_Products'), ),
+        views=(CountView('train', dict(type='SOPDataset', split='train'), 59_551, 11_318),
+               CountView('test', dict(type='SOPDataset', split='test'), 60_502, 11_316)),
+        terms=('Images of eBay product listings collected by Song et al. (CVPR 2016) for '
+               'research; no licence file comes with the archive: non-commercial research, '
+               'cite the paper.'),
+        configs='irt, dml_benchmark', miniature=write_sop), )
 
     def default_ann_file(self, split):
         return f'Ebay_{split}.txt'

@@ -31,7 +31,7 @@ import numpy as np
 from sklearn.datasets import load_sample_images
 
 from irtbox.datasets import write_miniature
-from irtbox.datasets.miniature.landmarks import R1M_FIRST_CLASS
+from irtbox.datasets.revisited import R1M_FIRST_CLASS
 
 HERE = osp.join(osp.dirname(osp.abspath(__file__)), 'landmarks')
 WIDTH, HEIGHT = 64, 48

@@ -1,8 +1,8 @@
 """irtbox prepare / irtbox check against a server on 127.0.0.1 that serves miniature archives
 in each dataset's official structure (the miniatures of irtbox.datasets.miniature, packed as
-the publishers pack them). The registry's published checksums and counts are replaced by the
-miniatures' own (the counts are those the miniature writers are asked for: 8 classes of 4
-images per split unless said otherwise)."""
+the publishers pack them). The published checksums and counts of the dataset classes' specs
+are replaced by the miniatures' own (the counts are those the miniature writers are asked
+for: 8 classes of 4 images per split unless said otherwise)."""
 import dataclasses
 import hashlib
 import io
@@ -19,11 +19,13 @@ import pytest
 
 from irtbox.cli import check as check_cli
 from irtbox.cli import prepare as prepare_cli
-from irtbox.datasets import write_miniature
-from irtbox.datasets.prepare import (DATASETS, PrepareError, check_dataset, count_mismatch,
+from irtbox.datasets import dataset_specs, write_miniature
+from irtbox.datasets.prepare import (PrepareError, check_dataset, count_mismatch,
                                      prepare_dataset, read_manifest, space_needed)
 from irtbox.registry import DATASETS as DATASET_REGISTRY
 from irtbox.utils.download import ChecksumError
+
+SPECS = dataset_specs(preparable=True)  # what irtbox prepare / check know
 
 # The miniatures' counts: {dataset: {split: counts}}, from the writers' arguments (8 x 4).
 COUNTS = {
@@ -131,9 +133,9 @@ def _md5(path):
 
 
 def _miniature_info(name, served):
-    """The registry entry with the miniature's archives (GLDv2 and R1M: 2 of them), sizes
-    and checksums: md5 where the registry has a published one."""
-    info = DATASETS[name]
+    """The spec with the miniature's archives (GLDv2 and R1M: 2 of them), sizes and
+    checksums: md5 where the spec has a published one."""
+    info = SPECS[name]
     files = []
     for f in info.files:
         if name in ('gldv2clean', 'revisitop1m') and f.unpack and \
@@ -187,7 +189,7 @@ def served(tmp_path_factory):
     (base URL, served folder, state)."""
     base = tmp_path_factory.mktemp('prepare')
     srv = base / 'srv'
-    for name in DATASETS:
+    for name in SPECS:
         src = str(base / 'src' / name / 'tree')
         write_miniature(name, src, size=16)
         _pack(name, src, str(srv / name))
@@ -208,7 +210,7 @@ def prepared(served, tmp_path_factory):
     url, srv, state = served
     data = tmp_path_factory.mktemp('data')
     state['cut'].add('roxford5k/oxbuild_images-v1.tgz')  # a cut connection mid-archive
-    for name in DATASETS:
+    for name in SPECS:
         info = _miniature_info(name, osp.join(srv, name))
         kwargs = dict(from_dir=osp.join(srv, name)) if name in MANUAL else dict(mirror=url)
         prepare_dataset(info, str(data / name), progress=False, log=lambda line: None,
@@ -217,7 +219,7 @@ def prepared(served, tmp_path_factory):
 
 
 def test_every_dataset_prepares_into_the_layout_its_class_reads(prepared, served):
-    for name in DATASETS:
+    for name in SPECS:
         report = check_dataset(_miniature_info(name, osp.join(served[1], name)),
                                osp.join(prepared, name), expected=COUNTS[name])
         assert report['ok'], (name, report['problems'])
@@ -279,22 +281,22 @@ def test_manual_files_and_disk_space_are_refused_with_the_way_out(served, tmp_pa
                                                                  monkeypatch):
     url, srv, _ = served
     with pytest.raises(PrepareError, match='DeepFashion download form'):
-        prepare_dataset(DATASETS['inshop'], str(tmp_path / 'a'), mirror=None,
+        prepare_dataset(SPECS['inshop'], str(tmp_path / 'a'), mirror=None,
                         progress=False, log=lambda line: None)
     assert not (tmp_path / 'a').exists()  # refused before anything is created
     with pytest.raises(PrepareError, match='list_eval_partition.txt is not in --from-dir'):
-        prepare_dataset(DATASETS['inshop'], str(tmp_path / 'b'), from_dir=str(tmp_path),
+        prepare_dataset(SPECS['inshop'], str(tmp_path / 'b'), from_dir=str(tmp_path),
                         progress=False, log=lambda line: None)
     import irtbox.datasets.prepare.prepare as prepare_module
     monkeypatch.setattr(prepare_module, '_free_bytes', lambda path: 10**10)
     # 500 archives of 1 GB + a 30 MB csv in place, and one archive at a time being unpacked
     with pytest.raises(PrepareError, match=r'10\.0 GB free, about 501\.0 GB needed'):
-        prepare_dataset(DATASETS['gldv2clean'], str(tmp_path / 'c'), mirror=url,
+        prepare_dataset(SPECS['gldv2clean'], str(tmp_path / 'c'), mirror=url,
                         progress=False, log=lambda line: None)
     # unpacked sizes plus the largest archive at a time, or all of them kept
-    sop = DATASETS['sop'].files[0]
-    assert space_needed(DATASETS['sop'], {}, False, None) == sop.unpacked + sop.size
-    assert space_needed(DATASETS['sop'], {sop.name: {}}, False, None) == 0
+    sop = SPECS['sop'].files[0]
+    assert space_needed(SPECS['sop'], {}, False, None) == sop.unpacked + sop.size
+    assert space_needed(SPECS['sop'], {sop.name: {}}, False, None) == 0
 
 
 def test_prepare_without_a_network_says_so_and_names_the_ways_out(tmp_path, monkeypatch):
@@ -400,9 +402,9 @@ def _check_path(root):
 def test_prepare_command_lists_and_refuses_two_sources(capsys):
     assert prepare_cli.main([]) is None
     out = capsys.readouterr().out
-    assert all(name in out for name in DATASETS) and '500.0 GB' in out
+    assert all(name in out for name in SPECS) and '500.0 GB' in out
     ncclean = next(line for line in out.splitlines() if line.split()[0] == 'ncclean')
-    expected = sum(f.size for f in DATASETS['ncclean'].files) / 1e6  # under a GB: in MB
+    expected = sum(f.size for f in SPECS['ncclean'].files) / 1e6  # under a GB: in MB
     assert f' {expected:.0f} MB ' in ncclean and ' 0.0 GB' not in out
     with pytest.raises(SystemExit):
         prepare_cli.main(['cub', '--mirror', 'http://x', '--from-dir', '.'])
@@ -420,8 +422,8 @@ def test_an_archive_escaping_its_folder_is_refused(tmp_path):
     (tmp_path / 'x.txt').write_text('x')
     _tar(str(bad / 'CUB_200_2011.tgz'),
          [('CUB_200_2011/../../evil.txt', str(tmp_path / 'x.txt'))])
-    info = dataclasses.replace(DATASETS['cub'], files=(dataclasses.replace(
-        DATASETS['cub'].files[0], md5=None), ))
+    info = dataclasses.replace(SPECS['cub'], files=(dataclasses.replace(
+        SPECS['cub'].files[0], md5=None), ))
     with pytest.raises(PrepareError, match='outside the dataset folder'):
         prepare_dataset(info, str(tmp_path / 'root'), from_dir=str(bad), progress=False,
                         log=lambda line: None)
@@ -462,14 +464,14 @@ def test_count_hook_warns_once_per_dataset_and_only_for_a_published_split(prepar
 
 
 def test_the_shipped_dataset_configs_read_the_roots_prepare_writes():
-    """Every dataset of configs/_base_/datasets/ and DToP's training sets that a registry
-    entry describes reads that entry's default root (data/<name>), where `irtbox prepare
+    """Every dataset of configs/_base_/datasets/ and DToP's training sets that a dataset
+    spec describes reads that spec's default root (data/<name>), where `irtbox prepare
     NAME` writes."""
     import glob
     from mmengine.config import Config
     from irtbox.utils.config import CONFIGS_DIR
     roots = {}
-    for info in DATASETS.values():
+    for info in SPECS.values():
         for view in info.views:
             key = (view.dataset['type'], view.dataset.get('dataset_name'))
             roots.setdefault(key, info.default_root)
@@ -503,7 +505,7 @@ def test_a_downloaded_page_that_is_no_archive_is_deleted_for_the_next_run(served
     files, so the unpacking finds out, and the next run must not reuse the page."""
     url, srv, state = served
     page = osp.join(srv, 'inat2018', 'Inat_dataset_splits.zip')
-    info = dataclasses.replace(DATASETS['inat2018'], files=(DATASETS['inat2018'].files[0], ))
+    info = dataclasses.replace(SPECS['inat2018'], files=(SPECS['inat2018'].files[0], ))
     original = open(page, 'rb').read()
     try:
         with open(page, 'wb') as f:
@@ -532,8 +534,8 @@ def test_keep_archives_keeps_the_verified_download(served, tmp_path):
 
 def _one_archive(served, tmp_path, members):
     """A dataset of one .tgz without a published checksum on the test server; members:
-    (name, bytes). Returns (its DatasetInfo, the archive's bytes)."""
-    from irtbox.datasets.prepare.registry import RemoteFile
+    (name, bytes). Returns (its DatasetSpec, the archive's bytes)."""
+    from irtbox.datasets.spec import RemoteFile
     url, srv, _ = served
     os.makedirs(osp.join(srv, 'onearchive'), exist_ok=True)
     path = osp.join(srv, 'onearchive', 'data.tgz')
@@ -542,7 +544,7 @@ def _one_archive(served, tmp_path, members):
             member = tarfile.TarInfo(name)
             member.size = len(data)
             tar.addfile(member, io.BytesIO(data))
-    info = dataclasses.replace(DATASETS['cub'], name='onearchive', files=(
+    info = dataclasses.replace(SPECS['cub'], name='onearchive', files=(
         RemoteFile(name='data.tgz', url='http://example.invalid/data.tgz', unpack='tar'), ))
     return info, path
 

@@ -2,8 +2,10 @@
 irtbox reads, so that any config can run end to end in seconds (and tests have
 fixtures).
 
-- :func:`write_miniature` ``(kind, root, image_fn=None, **options)`` writes one,
-  :data:`MINIATURE_KINDS` lists the kinds;
+- :func:`write_miniature` ``(kind, root, image_fn=None, **options)`` writes one with
+  the writer its dataset class declares (the ``miniature`` of its spec,
+  :mod:`irtbox.datasets.spec`); ``irtbox.datasets.MINIATURE_KINDS`` lists the
+  built-in kinds;
 - :func:`miniature_kind` / :func:`miniature_kinds` say which kinds a dataset
   config reads; :func:`miniature_config` gives the keys that point it at a
   written root and :func:`point_at_miniature` sets them.
@@ -15,7 +17,7 @@ negatives, and query / gallery splits with both in every class.
 """
 from .common import ImageFn, class_image
 from .configs import miniature_config, miniature_kind, miniature_kinds, point_at_miniature
-from .write import MINIATURE_KINDS, write_miniature
+from .write import write_miniature
 
-__all__ = ['ImageFn', 'MINIATURE_KINDS', 'class_image', 'miniature_config', 'miniature_kind',
+__all__ = ['ImageFn', 'class_image', 'miniature_config', 'miniature_kind',
            'miniature_kinds', 'point_at_miniature', 'write_miniature']

@@ -1,16 +1,17 @@
 """What every miniature writer shares: the default images and writing files."""
+import hashlib
 import os
 import os.path as osp
 import pickle
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 import cv2
 import numpy as np
 
 from irtbox.utils.checks import check_int
 
-__all__ = ['DEFAULT_SIZE', 'ImageFn', 'class_image', 'default_image_fn',
-           'write_image', 'write_pickle', 'write_text']
+__all__ = ['DEFAULT_SIZE', 'ImageFn', 'class_image', 'class_names', 'default_image_fn', 'hex_id',
+           'interleaved', 'split_by_id', 'write_image', 'write_pickle', 'write_text']
 
 # image_fn(class_index, image_index) -> H x W x 3 uint8 BGR image
 ImageFn = Callable[[int, int], np.ndarray]
@@ -75,3 +76,30 @@ def write_pickle(path: str, obj) -> None:
     os.makedirs(osp.dirname(path), exist_ok=True)
     with open(path, 'wb') as f:
         pickle.dump(obj, f, protocol=4)
+
+
+def split_by_id(classes: int, train_classes: int) -> list:
+    """Class ids ``1 .. classes`` (training split) and ``train_classes + 1 ..
+    train_classes + classes`` (test split), for datasets split by class id."""
+    check_int(classes, 'classes', maximum=train_classes)
+    return [*range(1, classes + 1), *range(train_classes + 1, train_classes + classes + 1)]
+
+
+def hex_id(text: str) -> str:
+    """A 16-hex id like the GLD ones, stable for ``text``."""
+    return hashlib.md5(text.encode()).hexdigest()[:16]
+
+
+def interleaved(labels: Sequence, per_class: int) -> list:
+    """``per_class`` rows of every label, the classes taking turns (as in a shuffled list:
+    nothing may rely on the rows of a class being together)."""
+    check_int(per_class, 'per_class')
+    return [label for _ in range(per_class) for label in labels]
+
+
+def class_names(classes: int) -> dict:
+    """``{split: [class name]}``: ``classes`` names for ``train`` and as many others for
+    ``test``."""
+    check_int(classes, 'classes')
+    return {split: [f'class_{c:03d}' for c in range(s * classes, (s + 1) * classes)]
+            for s, split in enumerate(('train', 'test'))}

@@ -1,34 +1,12 @@
 """write_miniature: one entry point for every kind of miniature."""
 import inspect
 import os
-from functools import partial
 from typing import Optional
 
-from .category import write_cars196, write_cub, write_inat2018, write_inshop, write_sop
+from ..spec import dataset_specs
 from .common import DEFAULT_SIZE, ImageFn, default_image_fn
-from .generic import write_csv, write_folder
-from .gld import write_gldv1noisy, write_gldv2clean, write_ncclean
-from .landmarks import write_revisited, write_revisitop1m, write_sfm120k
 
-__all__ = ['MINIATURE_KINDS', 'write_miniature']
-
-_WRITERS = {
-    'sop': write_sop,
-    'cub': write_cub,
-    'cars196': write_cars196,
-    'inshop': write_inshop,
-    'inat2018': write_inat2018,
-    'sfm120k': write_sfm120k,
-    'roxford5k': partial(write_revisited, dataset_name='roxford5k'),
-    'rparis6k': partial(write_revisited, dataset_name='rparis6k'),
-    'revisitop1m': write_revisitop1m,
-    'gldv2clean': write_gldv2clean,
-    'gldv1noisy': write_gldv1noisy,
-    'ncclean': write_ncclean,
-    'folder': write_folder,
-    'csv': write_csv,
-}
-MINIATURE_KINDS = tuple(_WRITERS)
+__all__ = ['write_miniature']
 
 
 def write_miniature(kind: str, root: str, image_fn: Optional[ImageFn] = None,
@@ -36,14 +14,15 @@ def write_miniature(kind: str, root: str, image_fn: Optional[ImageFn] = None,
     """Write a tiny dataset of ``kind`` in its official layout under ``root``.
 
     Args:
-        kind (str): One of :data:`MINIATURE_KINDS`.
+        kind (str): The name of a dataset spec with a miniature (the built-in ones:
+            :data:`irtbox.datasets.MINIATURE_KINDS`).
         root (str): The folder to write; it must not exist or be empty (a
             leftover file could become part of the dataset).
         image_fn (Callable | None): ``image_fn(class_index, image_index)``
             returns image ``image_index`` of a class, an H x W x 3 uint8 BGR
             array; what ``class_index`` is, the writer of the kind says
-            (``write_<kind>`` in the modules ``category``, ``generic``,
-            ``gld`` and ``landmarks`` of this package). None draws
+            (the spec's ``miniature``, ``write_<kind>`` in the dataset's
+            module). None draws
             :func:`~.common.class_image` (class-coloured stripes).
         size (int | None): Side of the default images (``DEFAULT_SIZE`` = 32
             when None); only without ``image_fn``.
@@ -56,10 +35,11 @@ def write_miniature(kind: str, root: str, image_fn: Optional[ImageFn] = None,
     Returns:
         str: ``root``.
     """
-    if kind not in _WRITERS:
+    writers = {name: spec.miniature for name, spec in dataset_specs().items() if spec.miniature}
+    if kind not in writers:
         raise ValueError(f'write_miniature: unknown kind {kind!r}; expected one of '
-                         f'{list(MINIATURE_KINDS)}')
-    writer = _WRITERS[kind]
+                         f'{list(writers)}')
+    writer = writers[kind]
     accepted = [p for p in inspect.signature(writer).parameters
                 if p not in ('root', 'image_fn', 'dataset_name')]
     unknown = sorted(set(options) - set(accepted))

@@ -1,10 +1,9 @@
 """Preparing the published datasets (download, verify, unpack, lay out) and checking a
 prepared tree: ``irtbox prepare NAME --root DIR`` and ``irtbox check NAME --root DIR``
-(docs/datasets.md). The facts about each dataset are one table, :mod:`.registry`."""
+(docs/datasets.md). What to prepare and count is declared by each dataset class
+(:mod:`irtbox.datasets.spec`)."""
 from .check import check_dataset, count_mismatch, dataset_counts, format_report
 from .prepare import PrepareError, prepare_dataset, read_manifest, space_needed
-from .registry import DATASETS, CountView, DatasetInfo, RemoteFile, dataset_info
 
-__all__ = ['DATASETS', 'CountView', 'DatasetInfo', 'PrepareError', 'RemoteFile',
-           'check_dataset', 'count_mismatch', 'dataset_counts', 'dataset_info',
+__all__ = ['PrepareError', 'check_dataset', 'count_mismatch', 'dataset_counts',
            'format_report', 'prepare_dataset', 'read_manifest', 'space_needed']

@@ -1,8 +1,8 @@
 """Is a prepared tree right? :func:`check_dataset` builds each split with the class a config
 builds, then checks that every file the annotation names exists, that images decode (a seeded
-sample, or all), and that the counts per split are the published ones
-(:data:`~.registry.DATASETS`). :func:`dataset_counts` / :func:`count_mismatch` are the cheap
-part (no image is opened), which ``tools/train.py`` and ``tools/test.py`` run on every
+sample, or all), and that the counts per split are the published ones (the dataset
+classes' specs, :mod:`irtbox.datasets.spec`). :func:`dataset_counts` / :func:`count_mismatch`
+are the cheap part (no image is opened), which ``tools/train.py`` and ``tools/test.py`` run on every
 dataset they build (``DatasetCountCheckHook``).
 """
 import glob
@@ -13,7 +13,7 @@ import random
 from concurrent.futures import ThreadPoolExecutor
 from typing import Dict, List, Optional
 
-from .registry import DATASETS, CountView, DatasetInfo
+from ..spec import CountView, DatasetSpec, dataset_specs
 
 __all__ = ['check_dataset', 'format_report', 'dataset_counts', 'count_mismatch',
            'COUNT_KEYS']
@@ -43,9 +43,9 @@ def dataset_counts(dataset) -> Dict[str, int]:
 
 
 def _matching_view(dataset):
-    """(dataset name, view) of the registry that describes ``dataset``, or None."""
+    """(dataset name, view) of the spec that describes ``dataset``, or None."""
     type_name = type(dataset).__name__
-    for info in DATASETS.values():
+    for info in dataset_specs().values():
         for view in info.views:
             cfg = view.dataset
             if cfg['type'] != type_name:
@@ -158,7 +158,7 @@ def _decodes(path: str) -> Optional[str]:
     return None
 
 
-def check_dataset(info: DatasetInfo, root: str, full: bool = False, sample: int = 1000,
+def check_dataset(info: DatasetSpec, root: str, full: bool = False, sample: int = 1000,
                   seed: int = 0, workers: Optional[int] = None,
                   expected: Optional[Dict[str, Dict[str, int]]] = None) -> dict:
     """Check the tree of ``info`` under ``root``; returns the report (a JSON-ready dict).

@@ -6,7 +6,7 @@ import os.path as osp
 from dataclasses import dataclass
 from typing import Iterator, List, Optional, Sequence, Tuple
 
-from .registry import DATASETS
+from ..spec import spec_of_config
 
 __all__ = ['MissingData', 'missing_data', 'prepare_command']
 
@@ -31,14 +31,8 @@ def prepare_command(dataset: dict, data_root: str) -> Optional[str]:
     same distinguishing arguments, e.g. ``dataset_name``), or the quick start's digits."""
     if osp.basename(osp.normpath(data_root)) == 'digits':
         return f'irtbox prepare-digits --out {data_root}'
-    kind = dataset.get('type')
-    for info in DATASETS.values():
-        for view in info.views:
-            if view.dataset.get('type') == kind and all(
-                    dataset.get(k, v) == v for k, v in view.dataset.items()
-                    if k not in ('type', 'split', 'skip_missing')):
-                return f'irtbox prepare {info.name} --root {data_root}'
-    return None
+    spec = spec_of_config(dataset)
+    return f'irtbox prepare {spec.name} --root {data_root}' if spec and spec.files else None
 
 
 def _datasets(node, key: str) -> Iterator[Tuple[str, dict]]:

@@ -1,7 +1,7 @@
 """From nothing to a dataset's layout: download (resumable, verified), unpack, convert.
 
-:func:`prepare_dataset` takes a :class:`~.registry.DatasetInfo` and a root folder. For each
-of its files, in order: get it (from the official address, a ``mirror`` or a folder the user
+:func:`prepare_dataset` takes a :class:`~irtbox.datasets.spec.DatasetSpec` and a root
+folder. For each of its files, in order: get it (from the official address, a ``mirror`` or a folder the user
 filled by hand, ``from_dir``), verify it against its published checksum (md5 or sha256)
 before anything else reads it, unpack it into a temporary folder beside the data and move the
 content into the layout the dataset classes read, then record the step as done in
@@ -26,9 +26,12 @@ from tqdm import tqdm
 
 from irtbox.utils.download import ChecksumError, download, recorded_sha256, remove_download
 from irtbox.utils.fileio import atomic_write, atomic_write_text
-from .registry import GB, MANIFEST_NAME, DatasetInfo, RemoteFile
+from ..spec import GB, DatasetSpec, RemoteFile
 
-__all__ = ['PrepareError', 'prepare_dataset', 'read_manifest', 'space_needed', 'file_url']
+__all__ = ['MANIFEST_NAME', 'PrepareError', 'prepare_dataset', 'read_manifest', 'space_needed',
+           'file_url']
+
+MANIFEST_NAME = 'irtbox_prepare.json'  # written in the dataset root by prepare
 
 DOWNLOAD_DIR = 'downloads'  # under the root: archives while they are fetched
 _UNPACK_DIR = '.unpacking'  # under the root: an archive's content before it is moved in
@@ -57,7 +60,7 @@ def _write_manifest(root: str, manifest: dict) -> None:
                                                                 sort_keys=True))
 
 
-def file_url(info: DatasetInfo, f: RemoteFile, mirror: Optional[str]) -> str:
+def file_url(info: DatasetSpec, f: RemoteFile, mirror: Optional[str]) -> str:
     """Where ``f`` is fetched from: ``<mirror>/<dataset>/<file name>`` with a mirror, else
     its official address (empty for a file behind a form)."""
     if mirror:
@@ -65,12 +68,12 @@ def file_url(info: DatasetInfo, f: RemoteFile, mirror: Optional[str]) -> str:
     return f.url
 
 
-def _md5_file_url(info: DatasetInfo, f: RemoteFile, mirror: Optional[str]) -> str:
+def _md5_file_url(info: DatasetSpec, f: RemoteFile, mirror: Optional[str]) -> str:
     name = posixpath.basename(f.md5_url)
     return f'{mirror.rstrip("/")}/{info.name}/{name}' if mirror else f.md5_url
 
 
-def space_needed(info: DatasetInfo, done: Dict[str, dict], keep_archives: bool,
+def space_needed(info: DatasetSpec, done: Dict[str, dict], keep_archives: bool,
                  from_dir: Optional[str]) -> int:
     """Bytes the unfinished steps need: their unpacked size, plus the downloaded archives
     (the largest one at a time, or all of them with ``keep_archives``)."""
@@ -90,14 +93,14 @@ def _free_bytes(path: str) -> int:
     return shutil.disk_usage(path).free
 
 
-def prepare_dataset(info: DatasetInfo, root: str, mirror: Optional[str] = None,
+def prepare_dataset(info: DatasetSpec, root: str, mirror: Optional[str] = None,
                     from_dir: Optional[str] = None, keep_archives: bool = False,
                     check_space: bool = True, progress: bool = True, retries: int = 3,
                     timeout: float = 60.0, log: Callable[[str], None] = print) -> dict:
     """Prepare ``info`` under ``root``; returns the manifest (``files``: one record per file).
 
     Args:
-        info: The dataset (:data:`~.registry.DATASETS` entry).
+        info: The dataset (its class's spec, :func:`~irtbox.datasets.spec.dataset_spec`).
         root: The dataset folder the configs read (``data/<name>`` by default).
         mirror: A base URL serving the same files as ``<mirror>/<dataset>/<file name>``.
         from_dir: A folder holding the files under their names (fetched by hand); they are
@@ -158,7 +161,7 @@ def prepare_dataset(info: DatasetInfo, root: str, mirror: Optional[str] = None,
     return manifest
 
 
-def _prepare_file(info: DatasetInfo, f: RemoteFile, root: str, mirror: Optional[str],
+def _prepare_file(info: DatasetSpec, f: RemoteFile, root: str, mirror: Optional[str],
                   from_dir: Optional[str], keep_archives: bool, progress: bool, retries: int,
                   timeout: float, log) -> Optional[dict]:
     if f.folder:
@@ -182,7 +185,7 @@ def _prepare_file(info: DatasetInfo, f: RemoteFile, root: str, mirror: Optional[
     return record
 
 
-def _obtain(info: DatasetInfo, f: RemoteFile, root: str, mirror: Optional[str],
+def _obtain(info: DatasetSpec, f: RemoteFile, root: str, mirror: Optional[str],
             from_dir: Optional[str], progress: bool, retries: int, timeout: float,
             log) -> Tuple[str, dict, bool]:
     """(verified local path, its record, whether it was downloaded under the root)."""
@@ -226,7 +229,7 @@ def _obtain(info: DatasetInfo, f: RemoteFile, root: str, mirror: Optional[str],
 def _how_checked(f: RemoteFile, md5: Optional[str], from_dir: bool) -> str:
     if f.sha256 or md5:
         kind = 'sha256' if f.sha256 else 'md5'
-        return f'{kind} matches the published one ({f.checksum_source or "the registry"})'
+        return f'{kind} matches the published one ({f.checksum_source or "the dataset spec"})'
     if from_dir:
         return 'no checksum is published: read as it is'
     return 'no checksum is published: its size and sha256 at this first download are recorded'
@@ -260,7 +263,7 @@ def _place(src: str, dst: str, move: bool) -> None:
         atomic_write(dst, lambda tmp: shutil.copyfile(src, tmp))
 
 
-def _link_folder(info: DatasetInfo, f: RemoteFile, root: str, from_dir: Optional[str],
+def _link_folder(info: DatasetSpec, f: RemoteFile, root: str, from_dir: Optional[str],
                  log) -> Optional[dict]:
     target = osp.join(root, f.dest, f.name)
     source = osp.join(from_dir, f.name) if from_dir else None

@@ -1,0 +1,208 @@
+"""What a dataset class declares about the data it reads, beside its code: a
+:class:`DatasetSpec` in its ``specs`` attribute (a tuple: ``RevisitedDataset`` reads three
+published datasets). The spec holds where the files are published, their checksums (where
+one is published, and who publishes it), their sizes, the layout they unpack into, the
+published counts per split, the terms of use and the writer of the dataset's miniature.
+``irtbox prepare`` / ``irtbox check`` (:mod:`.prepare`), the count check of every run
+(``DatasetCountCheckHook``) and the miniatures of the rehearsals (:mod:`.miniature`) find
+the specs through the classes registered in :data:`irtbox.registry.DATASETS`
+(:func:`dataset_specs`): adding a dataset is one module.
+
+Sizes marked ``approx=True`` are not published; they are estimates for the disk-space check
+and the download-time column of docs/datasets.md. Every file without a published checksum is
+recorded (size and sha256) at its first download in ``<root>/irtbox_prepare.json``.
+"""
+from dataclasses import dataclass
+from typing import Callable, Dict, Iterator, Optional, Tuple
+
+__all__ = ['FLICKR_TERMS', 'GB', 'PML_CHECKSUMS', 'RemoteFile', 'CountView', 'DatasetSpec',
+           'dataset_spec', 'dataset_specs', 'extra_specs', 'official_layout', 'spec_of_config',
+           'type_name']
+
+GB = 10**9
+# Sources that several datasets share.
+PML_CHECKSUMS = ("pytorch-metric-learning's dataset code (K. Musgrave, an author of the "
+                 'recipe benchmark)')
+FLICKR_TERMS = ('The images come from Flickr and remain their owners\' property; the '
+                'annotations are released for research. Use them for non-commercial research '
+                'and cite the paper.')
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """One published file and where its content goes under the dataset root.
+
+    Attributes:
+        name: The file name (also its name on a ``--mirror`` and in ``--from-dir``).
+        url: The official address; empty for files behind a form or terms (manual).
+        md5 / sha256: The published checksum, if any; ``checksum_source`` says who publishes it.
+        md5_url: A published file holding the md5 (its first word), fetched first (GLDv2).
+        size: Bytes to download (``approx`` when not published).
+        unpacked: Bytes on disk after unpacking.
+        unpack: ``'tar'`` (any compression), ``'zip'`` or ``''`` (placed as it is).
+        dest: Folder under the root the file or the archive's content goes to.
+        prefix: Only archive members under this folder are kept, without it.
+        flatten: Keep only the members' file names (ROxford / RParis archives nest folders).
+        include: Shell patterns a member's file name must match (all when empty).
+        folder: A folder the user supplies with ``--from-dir`` (images fetched by URL);
+            linked into place, never copied.
+    """
+
+    name: str
+    url: str = ''
+    md5: Optional[str] = None
+    sha256: Optional[str] = None
+    checksum_source: str = ''
+    md5_url: Optional[str] = None
+    size: int = 0
+    unpacked: int = 0
+    approx: bool = False
+    unpack: str = ''
+    dest: str = ''
+    prefix: str = ''
+    flatten: bool = False
+    include: Tuple[str, ...] = ()
+    folder: bool = False
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class CountView:
+    """What one split of the dataset must count, and the dataset config that reads it.
+
+    ``dataset``: the config (without ``data_root``) of the class a shipped config builds.
+    ``images`` / ``classes`` / ``queries`` / ``database``: the published counts (None: not
+    published, reported only). ``exact=False``: the counts vary with the copy (URL lists
+    with dead links) and a mismatch is reported, not an error.
+    """
+
+    name: str
+    dataset: dict
+    images: Optional[int] = None
+    classes: Optional[int] = None
+    queries: Optional[int] = None
+    database: Optional[int] = None
+    exact: bool = True
+
+
+def official_layout(cfg: dict, root: str) -> None:
+    """Point a dataset config at a miniature written under ``root`` in the official
+    layout: ``data_root=root``, and ``ann_file`` and ``data_prefix`` back to the class
+    defaults (the official names the miniature uses)."""
+    cfg.update(data_root=root, ann_file='', data_prefix=None)
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """One dataset a class reads: its name (``irtbox prepare NAME``, the miniature kind,
+    ``data/NAME``), its files in the order they are prepared, its splits' counts and terms,
+    and its miniature.
+
+    A spec without ``files`` is not prepared (a format for a user's own data, e.g.
+    ``FolderDataset``); one without ``miniature`` has no miniature.
+
+    Attributes:
+        manual: Where to get files behind a form or terms, what to accept.
+        notes, configs: For the reader (docs/datasets.md): remarks, which shipped configs
+            read it.
+        miniature: ``miniature(root, image_fn, **options)`` writes a tiny copy in the
+            official layout (:func:`irtbox.datasets.write_miniature`).
+        point: ``point(cfg, root)`` sets the keys of a dataset config (the class's, in
+            place) that make it read the miniature written under ``root``.
+        also_read_with: A config key of the class that makes a config read this dataset too
+            (the R1M distractors of a ``RevisitedDataset``: ``distractors_list``).
+    """
+
+    name: str
+    title: str = ''
+    homepage: str = ''
+    files: Tuple[RemoteFile, ...] = ()
+    views: Tuple[CountView, ...] = ()
+    terms: str = ''
+    manual: str = ''
+    notes: str = ''
+    configs: str = ''
+    miniature: Optional[Callable] = None
+    point: Callable[[dict, str], None] = official_layout
+    also_read_with: str = ''
+
+    @property
+    def default_root(self) -> str:
+        return f'data/{self.name}'
+
+    @property
+    def download_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+    @property
+    def disk_bytes(self) -> int:
+        return sum(f.unpacked or f.size for f in self.files)
+
+
+def _declared() -> Iterator[Tuple[type, DatasetSpec]]:
+    """(class, spec) of every registered dataset class that declares specs itself (a
+    subclass does not inherit them: it reads another format)."""
+    import irtbox.datasets  # noqa: F401  (registers the built-in classes)
+    from irtbox.registry import DATASETS
+    for cls in list(DATASETS.module_dict.values()):
+        for spec in vars(cls).get('specs', ()):
+            yield cls, spec
+
+
+def dataset_specs(preparable: bool = False) -> Dict[str, DatasetSpec]:
+    """{name: spec} of every registered dataset class, sorted by name; with ``preparable``
+    only those with files to prepare. Two classes declaring one name is an error."""
+    specs, owner = {}, {}
+    for cls, spec in _declared():
+        if spec.name in specs:
+            raise ValueError(f'the dataset name {spec.name!r} is declared by both '
+                             f'{owner[spec.name]} and {cls.__name__}')
+        specs[spec.name], owner[spec.name] = spec, cls.__name__
+    return {name: specs[name] for name in sorted(specs)
+            if specs[name].files or not preparable}
+
+
+def dataset_spec(name: str, preparable: bool = False) -> DatasetSpec:
+    """The spec named ``name`` (:func:`dataset_specs`); an unknown name is an error listing
+    the known ones."""
+    specs = dataset_specs(preparable)
+    if name not in specs:
+        raise ValueError(f'unknown dataset {name!r}; expected one of {sorted(specs)}')
+    return specs[name]
+
+
+def type_name(dataset_type) -> Optional[str]:
+    """The class name of a config's ``type``: a class, or its registered name, possibly with
+    a registry scope (``'irtbox.SOPDataset'``)."""
+    if isinstance(dataset_type, str):
+        return dataset_type.rsplit('.', 1)[-1]
+    return getattr(dataset_type, '__name__', None)
+
+
+# Arguments that select a split or how it is read, not which dataset.
+_NOT_DISTINGUISHING = ('type', 'split', 'skip_missing')
+
+
+def spec_of_config(dataset_cfg: dict) -> Optional[DatasetSpec]:
+    """The spec of the data a dataset config reads: the first whose splits are built by the
+    same class with the same distinguishing arguments (e.g. ``dataset_name``; an argument
+    the config leaves out takes the split's value), else the one spec its class declares;
+    None when neither (the config's class reads no declared dataset, or several)."""
+    name = type_name(dataset_cfg.get('type'))
+    declared = list(_declared())
+    for _, spec in declared:
+        for view in spec.views:
+            if view.dataset['type'] == name and all(
+                    dataset_cfg.get(k, v) == v for k, v in view.dataset.items()
+                    if k not in _NOT_DISTINGUISHING):
+                return spec
+    own = [spec for cls, spec in declared if cls.__name__ == name and not spec.also_read_with]
+    return own[0] if len(own) == 1 else None
+
+
+def extra_specs(dataset_cfg: dict) -> Tuple[DatasetSpec, ...]:
+    """The specs a config of its class reads besides its own, for the keys it sets
+    (``also_read_with``)."""
+    name = type_name(dataset_cfg.get('type'))
+    return tuple(spec for cls, spec in _declared() if cls.__name__ == name
+                 and spec.also_read_with and dataset_cfg.get(spec.also_read_with))
