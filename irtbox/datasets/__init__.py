@@ -12,8 +12,7 @@ from .inaturalist import INaturalist2018Dataset
 from .inshop import InShopDataset
 from .label_transforms import (BenchmarkSplitDataset, add_label_noise, keep_class_fraction,
                                split_classes)
-from .miniature import (miniature_config, miniature_kind, miniature_kinds, point_at_miniature,
-                        write_miniature)
+from .miniature import miniature_kind, miniature_kinds, point_at_miniature, write_miniature
 from .nc_clean import NCCleanDataset
 from .revisited import RevisitedDataset
 from .sfm120k import SfM120kDataset, SfMWhitenDataset
@@ -28,7 +27,7 @@ __all__ = [
     'DatasetSpec', 'dataset_spec', 'dataset_specs',
     'FolderDataset', 'GLDv1NoisyDataset', 'GLDv2CleanDataset', 'INaturalist2018Dataset',
     'InShopDataset', 'MINIATURE_KINDS', 'NCCleanDataset', 'RevisitedDataset', 'SfM120kDataset',
-    'SfMWhitenDataset', 'SOPDataset', 'add_label_noise', 'keep_class_fraction', 'miniature_config',
+    'SfMWhitenDataset', 'SOPDataset', 'add_label_noise', 'keep_class_fraction',
     'miniature_kind', 'miniature_kinds', 'point_at_miniature', 'split_classes', 'tuple_collate',
     'write_miniature'
 ]

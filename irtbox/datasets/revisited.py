@@ -15,7 +15,8 @@ from .pickle_utils import as_int_array, as_string_list, load_pickle, require_key
 from .miniature.common import ImageFn, write_image, write_pickle, write_text
 from .spec import FLICKR_TERMS, GB, CountView, DatasetSpec, RemoteFile
 
-__all__ = ['RevisitedDataset', 'R1M_FIRST_CLASS', 'write_revisited', 'write_revisitop1m']
+__all__ = ['RevisitedDataset', 'R1M_FIRST_CLASS', 'read_distractors', 'write_revisited',
+           'write_revisitop1m']
 
 _GND_KEYS = ('easy', 'hard', 'junk', 'bbx')
 _REVISITOP = 'http://cmp.felk.cvut.cz/revisitop/data/datasets'
@@ -91,6 +92,22 @@ def write_revisitop1m(root: str, image_fn: ImageFn, count: int = 8) -> None:
     for k, rel in enumerate(lines):
         write_image(osp.join(root, 'jpg', rel), image_fn(R1M_FIRST_CLASS + k, 0))
     write_text(osp.join(root, 'revisitop1m.txt'), lines)
+
+
+def read_distractors(path: str, root: str) -> List[str]:
+    """The image paths (under ``root``) a distractor list names, one per line."""
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'RevisitedDataset: distractors_list {path!r} not '
+                                f'found (distractors_root={root!r})')
+    check_utf8(path)
+    with open(path, encoding=TEXT_ENCODING) as f:
+        lines = [(n, line.strip()) for n, line in enumerate(f, start=1) if line.strip()]
+    check_unique_images((path, n, line, None) for n, line in lines)
+    paths = [osp.join(root, line) for _, line in lines]
+    if not paths:
+        raise ValueError(f'{path}: expected one distractor image path per line, '
+                         'the file lists none')
+    return paths
 
 
 def _revisited(name: str, title: str, archives: Tuple[Tuple[str, int], ...], database: int,
@@ -268,7 +285,8 @@ class RevisitedDataset(BaseDataset):
                         bbox=g['bbx']) for q, g in zip(qimlist, gnd)]
         samples += [dict(img_path=osp.join(img_dir, n + self.img_suffix), is_query=False)
                     for n in imlist]
-        distractors = self._read_distractors() if self.distractors_list else []
+        distractors = read_distractors(self.distractors_list, self.distractors_root) \
+            if self.distractors_list else []
         samples += [dict(img_path=p, is_query=False) for p in distractors]
 
         self._metainfo.update(dataset_name=self.dataset_name, gnd=gnd,
@@ -292,21 +310,6 @@ class RevisitedDataset(BaseDataset):
                              f'y1 < y2, got {g["bbx"]!r}')
         out['bbx'] = bbx.tolist()
         return out
-
-    def _read_distractors(self) -> List[str]:
-        path = self.distractors_list
-        if not osp.isfile(path):
-            raise FileNotFoundError(f'{type(self).__name__}: distractors_list {path!r} not '
-                                    f'found (distractors_root={self.distractors_root!r})')
-        check_utf8(path)
-        with open(path, encoding=TEXT_ENCODING) as f:
-            lines = [(n, line.strip()) for n, line in enumerate(f, start=1) if line.strip()]
-        check_unique_images((path, n, line, None) for n, line in lines)
-        paths = [osp.join(self.distractors_root, line) for _, line in lines]
-        if not paths:
-            raise ValueError(f'{path}: expected one distractor image path per line, '
-                             'the file lists none')
-        return paths
 
     def full_init(self):
         if self._fully_initialized:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, Optional, Tuple
 
 __all__ = ['FLICKR_TERMS', 'GB', 'PML_CHECKSUMS', 'RemoteFile', 'CountView', 'DatasetSpec',
-           'dataset_spec', 'dataset_specs', 'extra_specs', 'official_layout', 'spec_of_config',
+           'dataset_spec', 'dataset_specs', 'extra_specs', 'matching_view', 'official_layout',
+           'spec_of_config',
            'type_name']
 
 GB = 10**9
@@ -183,20 +184,28 @@ def type_name(dataset_type) -> Optional[str]:
 _NOT_DISTINGUISHING = ('type', 'split', 'skip_missing')
 
 
-def spec_of_config(dataset_cfg: dict) -> Optional[DatasetSpec]:
-    """The spec of the data a dataset config reads: the first whose splits are built by the
-    same class with the same distinguishing arguments (e.g. ``dataset_name``; an argument
-    the config leaves out takes the split's value), else the one spec its class declares;
-    None when neither (the config's class reads no declared dataset, or several)."""
-    name = type_name(dataset_cfg.get('type'))
-    declared = list(_declared())
-    for _, spec in declared:
+def matching_view(name: str, args: dict, ignore: Tuple[str, ...] = _NOT_DISTINGUISHING
+                  ) -> Optional[Tuple[DatasetSpec, CountView]]:
+    """The first (spec, split) built by class ``name`` with the arguments ``args`` (those in
+    ``ignore`` aside; an argument ``args`` leaves out takes the split's value), or None."""
+    for _, spec in _declared():
         for view in spec.views:
             if view.dataset['type'] == name and all(
-                    dataset_cfg.get(k, v) == v for k, v in view.dataset.items()
-                    if k not in _NOT_DISTINGUISHING):
-                return spec
-    own = [spec for cls, spec in declared if cls.__name__ == name and not spec.also_read_with]
+                    args.get(k, v) == v for k, v in view.dataset.items() if k not in ignore):
+                return spec, view
+    return None
+
+
+def spec_of_config(dataset_cfg: dict) -> Optional[DatasetSpec]:
+    """The spec of the data a dataset config reads: the first whose splits are built by the
+    same class with the same distinguishing arguments (e.g. ``dataset_name``), else the one
+    spec its class declares; None when neither (the config's class reads no declared
+    dataset, or several)."""
+    name = type_name(dataset_cfg.get('type'))
+    match = matching_view(name, dataset_cfg)
+    if match:
+        return match[0]
+    own = [spec for cls, spec in _declared() if cls.__name__ == name and not spec.also_read_with]
     return own[0] if len(own) == 1 else None
 
 

@@ -12,7 +12,7 @@ import pytest
 from mmengine.config import Config
 
 from irtbox.apis import register_all_modules
-from irtbox.datasets import (MINIATURE_KINDS, miniature_config, miniature_kind, miniature_kinds,
+from irtbox.datasets import (MINIATURE_KINDS, miniature_kind, miniature_kinds,
                              point_at_miniature, write_miniature)
 from irtbox.datasets.samplers import GroupSizeSampler, MPerClassSampler
 from irtbox.registry import DATASETS
@@ -183,6 +183,11 @@ def test_every_shipped_dataset_config_runs_on_a_miniature(roots):
                      'NCCleanDataset'}
 
 
+def _keys(kind, root):
+    """The keys pointing an empty dataset config at the miniature ``kind`` under ``root``."""
+    return point_at_miniature({}, root, kind)
+
+
 def test_miniature_kind_and_config_keys():
     assert miniature_kind(dict(type='BenchmarkSplitDataset',
                                dataset=dict(type='irtbox.CUBDataset'))) == 'cub'
@@ -190,9 +195,9 @@ def test_miniature_kind_and_config_keys():
     assert miniature_kind(dict(type='RevisitedDataset')) == 'roxford5k'
     assert miniature_kind(dict(type='SfMWhitenDataset')) == 'sfm120k'
     assert miniature_kind(dict(type='MyDataset')) is None
-    assert miniature_config('sop', '/m') == dict(data_root='/m', ann_file='', data_prefix=None)
-    assert miniature_config('csv', '/m')['ann_file'] == 'annotations.csv'
-    assert miniature_config('revisitop1m', '/m') == dict(
+    assert _keys('sop', '/m') == dict(data_root='/m', ann_file='', data_prefix=None)
+    assert _keys('csv', '/m')['ann_file'] == 'annotations.csv'
+    assert _keys('revisitop1m', '/m') == dict(
         distractors_root=osp.join('/m', 'jpg'), distractors_list=osp.join('/m', 'revisitop1m.txt'))
     cfg = dict(type='BenchmarkSplitDataset', dataset=dict(type='SOPDataset', data_root='d'))
     pointed = point_at_miniature(cfg, '/m')

@@ -5,7 +5,7 @@ from typing import Optional, Tuple
 
 from ..spec import dataset_spec, extra_specs, spec_of_config
 
-__all__ = ['miniature_config', 'miniature_kind', 'miniature_kinds', 'point_at_miniature']
+__all__ = ['miniature_kind', 'miniature_kinds', 'point_at_miniature']
 
 
 def _reading_cfg(dataset_cfg: dict) -> dict:
@@ -36,20 +36,12 @@ def miniature_kind(dataset_cfg: dict) -> Optional[str]:
     return kinds[0] if kinds else None
 
 
-def miniature_config(kind: str, root: str) -> dict:
-    """The keys to set in the (inner) dataset config so that it reads the miniature ``kind``
-    written under ``root``: those its spec's ``point`` sets (by default ``data_root=root``,
-    and ``ann_file`` and ``data_prefix`` back to the class defaults, the official names the
-    miniature uses)."""
-    cfg = {}
-    dataset_spec(kind).point(cfg, root)
-    return cfg
-
-
 def point_at_miniature(dataset_cfg: dict, root: str, kind: Optional[str] = None) -> dict:
     """A copy of ``dataset_cfg`` that reads the miniature ``kind`` (default:
     :func:`miniature_kind`) written under ``root``: the spec's ``point`` applied to the
-    reading dataset's config, inside any wrapper. For a ``RevisitedDataset`` with
+    reading dataset's config, inside any wrapper (by default ``data_root=root``, and
+    ``ann_file`` and ``data_prefix`` back to the class defaults, the official names the
+    miniature uses). For a ``RevisitedDataset`` with
     distractors call it twice, for its own kind and for ``'revisitop1m'``, with the two
     roots."""
     kind = kind or miniature_kind(dataset_cfg)

@@ -13,7 +13,7 @@ import random
 from concurrent.futures import ThreadPoolExecutor
 from typing import Dict, List, Optional
 
-from ..spec import CountView, DatasetSpec, dataset_specs
+from ..spec import CountView, DatasetSpec, matching_view
 
 __all__ = ['check_dataset', 'format_report', 'dataset_counts', 'count_mismatch',
            'COUNT_KEYS']
@@ -43,20 +43,9 @@ def dataset_counts(dataset) -> Dict[str, int]:
 
 
 def _matching_view(dataset):
-    """(dataset name, view) of the spec that describes ``dataset``, or None."""
-    type_name = type(dataset).__name__
-    for info in dataset_specs().values():
-        for view in info.views:
-            cfg = view.dataset
-            if cfg['type'] != type_name:
-                continue
-            if 'split' in cfg and getattr(dataset, 'split', None) != cfg['split']:
-                continue
-            if 'dataset_name' in cfg and \
-                    getattr(dataset, 'dataset_name', None) != cfg['dataset_name']:
-                continue
-            return info.name, view
-    return None
+    """(spec, view) of the split ``dataset`` is, or None."""
+    args = {k: getattr(dataset, k) for k in ('split', 'dataset_name') if hasattr(dataset, k)}
+    return matching_view(type(dataset).__name__, args, ignore=('type', 'skip_missing'))
 
 
 def _differences(counts: Dict[str, int], expected: Dict[str, Optional[int]]) -> List[str]:
@@ -72,7 +61,7 @@ def count_mismatch(dataset) -> Optional[str]:
         return None
     if getattr(dataset, '_indices', None) is not None:
         return None
-    name, view = match
+    name, view = match[0].name, match[1]
     expected = {k: getattr(view, k) for k in COUNT_KEYS}
     wrong = _differences(dataset_counts(dataset), expected)
     if not wrong:
@@ -102,20 +91,12 @@ class _R1MList:
     """The R1M distractor list read as RevisitedDataset reads it: paths under ``jpg/``."""
 
     def __init__(self, root: str):
-        from irtbox.datasets.revisited import RevisitedDataset
+        from irtbox.datasets.revisited import read_distractors
         self.ann_file = osp.join(root, R1M_LIST)
-        self.paths = RevisitedDataset._read_distractors(
-            _R1MSource(self.ann_file, osp.join(root, R1M_IMAGES)))
+        self.paths = read_distractors(self.ann_file, osp.join(root, R1M_IMAGES))
 
     def __len__(self):
         return len(self.paths)
-
-
-class _R1MSource:
-    # The attributes RevisitedDataset._read_distractors reads.
-    def __init__(self, distractors_list: str, distractors_root: str):
-        self.distractors_list = distractors_list
-        self.distractors_root = distractors_root
 
 
 def _image_paths(dataset) -> List[str]:
