@@ -23,8 +23,9 @@ def write_project(folder):
     commands of its bash block."""
     commands = []
     for language, text in code_blocks('customize.md'):
-        if language == 'python':
-            name = re.match(r'# (my_project/\w+\.py)\n', text).group(1)
+        named = re.match(r'# (my_project/\w+\.py)\n', text)
+        if language == 'python' and named:  # not the built-in dataset's (test_dataset_page.py)
+            name = named.group(1)
             os.makedirs(osp.join(folder, osp.dirname(name)), exist_ok=True)
             with open(osp.join(folder, name), 'w') as f:
                 f.write(text)

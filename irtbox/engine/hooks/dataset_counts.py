@@ -21,7 +21,8 @@ def _loaders(loop) -> list:
 @HOOKS.register_module()
 class DatasetCountCheckHook(Hook):
     """Before training, each validation and testing, compare every dataset of the loops with
-    the published counts of its split (:func:`irtbox.datasets.prepare.count_mismatch`:
+    the published counts its class's spec declares for its split
+    (:func:`irtbox.datasets.prepare.count_mismatch`:
     images, classes, queries, database; read from the annotation, no image is opened) and
     log one warning per dataset that differs, naming ``irtbox check`` to find out why.
     Added by ``tools/train.py`` and ``tools/test.py`` (``build_runner``) unless the config
