@@ -15,7 +15,7 @@ from .pickle_utils import as_int_array, as_string_list, load_pickle, require_key
 from .miniature.common import ImageFn, write_image, write_pickle, write_text
 from .spec import FLICKR_TERMS, GB, CountView, DatasetSpec, RemoteFile
 
-__all__ = ['RevisitedDataset', 'R1M_FIRST_CLASS', 'read_distractors', 'write_revisited',
+__all__ = ['RevisitedDataset', 'R1M_FIRST_CLASS', 'write_revisited',
            'write_revisitop1m']
 
 _GND_KEYS = ('easy', 'hard', 'junk', 'bbx')
@@ -94,7 +94,7 @@ def write_revisitop1m(root: str, image_fn: ImageFn, count: int = 8) -> None:
     write_text(osp.join(root, 'revisitop1m.txt'), lines)
 
 
-def read_distractors(path: str, root: str) -> List[str]:
+def _read_distractors(path: str, root: str) -> List[str]:
     """The image paths (under ``root``) a distractor list names, one per line."""
     if not osp.isfile(path):
         raise FileNotFoundError(f'RevisitedDataset: distractors_list {path!r} not '
@@ -108,6 +108,24 @@ def read_distractors(path: str, root: str) -> List[str]:
         raise ValueError(f'{path}: expected one distractor image path per line, '
                          'the file lists none')
     return paths
+
+
+class R1MList:
+    """The R1M distractors as ``irtbox check`` reads them (the revisitop1m spec's split):
+    ``revisitop1m.txt`` under ``data_root``, its paths under ``jpg/``, as a
+    ``RevisitedDataset`` reads them with ``distractors_list``. Not registered: no config
+    trains or tests on the list alone."""
+
+    def __init__(self, data_root: str, lazy_init: bool = False, **kwargs):
+        self.ann_file = osp.join(data_root, 'revisitop1m.txt')
+        self.paths = [] if lazy_init else _read_distractors(self.ann_file,
+                                                           osp.join(data_root, 'jpg'))
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def get_data_info(self, idx: int) -> dict:
+        return dict(img_path=self.paths[idx])
 
 
 def _revisited(name: str, title: str, archives: Tuple[Tuple[str, int], ...], database: int,
@@ -208,7 +226,7 @@ class RevisitedDataset(BaseDataset):
                    *(RemoteFile(f'revisitop1m.{k}.tar.gz', f'{_R1M}/jpg/revisitop1m.{k}.tar.gz',
                                 size=int(3.5 * GB), approx=True, unpack='tar', dest='jpg')
                      for k in range(1, 101))),
-            views=(CountView('distractors', dict(type='R1MList'), images=1_001_001), ),
+            views=(CountView('distractors', dict(type=R1MList), images=1_001_001), ),
             terms=('Images from the YFCC100M collection (Flickr, Creative Commons licences of '
                    'their owners), selected by Radenovic et al. (CVPR 2018) for research.'),
             configs='irt/landmarks, dtop (+R1M)',
@@ -285,7 +303,7 @@ class RevisitedDataset(BaseDataset):
                         bbox=g['bbx']) for q, g in zip(qimlist, gnd)]
         samples += [dict(img_path=osp.join(img_dir, n + self.img_suffix), is_query=False)
                     for n in imlist]
-        distractors = read_distractors(self.distractors_list, self.distractors_root) \
+        distractors = _read_distractors(self.distractors_list, self.distractors_root) \
             if self.distractors_list else []
         samples += [dict(img_path=p, is_query=False) for p in distractors]
 

@@ -19,7 +19,6 @@ __all__ = ['check_dataset', 'format_report', 'dataset_counts', 'count_mismatch',
            'COUNT_KEYS']
 
 COUNT_KEYS = ('images', 'classes', 'queries', 'database')
-R1M_LIST, R1M_IMAGES = 'revisitop1m.txt', 'jpg'
 
 
 def dataset_counts(dataset) -> Dict[str, int]:
@@ -87,21 +86,7 @@ def _build(view: CountView, root: str, lazy: bool = False):
     return REGISTRY.build(cfg)
 
 
-class _R1MList:
-    """The R1M distractor list read as RevisitedDataset reads it: paths under ``jpg/``."""
-
-    def __init__(self, root: str):
-        from irtbox.datasets.revisited import read_distractors
-        self.ann_file = osp.join(root, R1M_LIST)
-        self.paths = read_distractors(self.ann_file, osp.join(root, R1M_IMAGES))
-
-    def __len__(self):
-        return len(self.paths)
-
-
 def _image_paths(dataset) -> List[str]:
-    if isinstance(dataset, _R1MList):
-        return dataset.paths
     return [dataset.get_data_info(i)['img_path'] for i in range(len(dataset))]
 
 
@@ -120,8 +105,7 @@ def _layout_hint(root: str, ann_file: str) -> str:
 def _missing_annotation_hint(view: CountView, root: str) -> str:
     """:func:`_layout_hint` when the split's annotation file is not where it is read from."""
     try:
-        ann = osp.join(root, R1M_LIST) if view.dataset['type'] == 'R1MList' else \
-            _build(view, root, lazy=True).ann_file
+        ann = _build(view, root, lazy=True).ann_file
     except Exception:  # the lazy build failed too: the error itself says enough
         return ''
     return '' if osp.isfile(ann) else _layout_hint(root, ann)
@@ -168,13 +152,12 @@ def check_dataset(info: DatasetSpec, root: str, full: bool = False, sample: int 
     for view in info.views:
         split = report['splits'].setdefault(view.name, {})
         try:
-            dataset = _R1MList(root) if view.dataset['type'] == 'R1MList' else _build(view, root)
+            dataset = _build(view, root)
         except Exception as err:  # any error of the annotation is the finding itself
             _problem(report, 'error', f'the {view.name} split cannot be read: {err}'
                      f'{_missing_annotation_hint(view, root)}', root, prepare_fix)
             continue
-        counts = {'images': len(dataset)} if isinstance(dataset, _R1MList) else \
-            dataset_counts(dataset)
+        counts = dataset_counts(dataset)
         want = {k: getattr(view, k) for k in COUNT_KEYS}
         if expected and view.name in expected:
             want = {k: expected[view.name].get(k) for k in COUNT_KEYS}
