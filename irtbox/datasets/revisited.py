@@ -118,8 +118,8 @@ class R1MList:
 
     def __init__(self, data_root: str, lazy_init: bool = False, **kwargs):
         self.ann_file = osp.join(data_root, 'revisitop1m.txt')
-        self.paths = [] if lazy_init else _read_distractors(self.ann_file,
-                                                           osp.join(data_root, 'jpg'))
+        images = osp.join(data_root, 'jpg')
+        self.paths = [] if lazy_init else _read_distractors(self.ann_file, images)
 
     def __len__(self) -> int:
         return len(self.paths)

@@ -1,11 +1,11 @@
 """From nothing to a dataset's layout: download (resumable, verified), unpack, convert.
 
 :func:`prepare_dataset` takes a :class:`~irtbox.datasets.spec.DatasetSpec` and a root
-folder. For each of its files, in order: get it (from the official address, a ``mirror`` or a folder the user
-filled by hand, ``from_dir``), verify it against its published checksum (md5 or sha256)
-before anything else reads it, unpack it into a temporary folder beside the data and move the
-content into the layout the dataset classes read, then record the step as done in
-``<root>/irtbox_prepare.json`` (with the file's size and sha256: for a file without a
+folder. For each of its files, in order: get it (from the official address, a ``mirror`` or
+a folder the user filled by hand, ``from_dir``), verify it against its published checksum
+(md5 or sha256) before anything else reads it, unpack it into a temporary folder beside the
+data and move the content into the layout the dataset classes read, then record the step as
+done in ``<root>/irtbox_prepare.json`` (with the file's size and sha256: for a file without a
 published checksum these are what was received the first time, and the record says so). A
 rerun skips the recorded steps; a cut download resumes from its ``.part`` file.
 """
