@@ -15,10 +15,11 @@ recorded (size and sha256) at its first download in ``<root>/irtbox_prepare.json
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, Optional, Tuple
 
+from irtbox.registry import DATASETS
+
 __all__ = ['FLICKR_TERMS', 'GB', 'PML_CHECKSUMS', 'RemoteFile', 'CountView', 'DatasetSpec',
            'dataset_spec', 'dataset_specs', 'extra_specs', 'matching_view', 'official_layout',
-           'spec_of_config',
-           'type_name']
+           'spec_of_config', 'type_name']
 
 GB = 10**9
 # Sources that several datasets share.
@@ -135,16 +136,11 @@ class DatasetSpec:
     def download_bytes(self) -> int:
         return sum(f.size for f in self.files)
 
-    @property
-    def disk_bytes(self) -> int:
-        return sum(f.unpacked or f.size for f in self.files)
-
 
 def _declared() -> Iterator[Tuple[type, DatasetSpec]]:
     """(class, spec) of every registered dataset class that declares specs itself (a
     subclass does not inherit them: it reads another format)."""
     import irtbox.datasets  # noqa: F401  (registers the built-in classes)
-    from irtbox.registry import DATASETS
     for cls in list(DATASETS.module_dict.values()):
         for spec in vars(cls).get('specs', ()):
             yield cls, spec

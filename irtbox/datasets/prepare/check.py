@@ -6,13 +6,13 @@ are the cheap part (no image is opened), which ``tools/train.py`` and ``tools/te
 dataset they build (``DatasetCountCheckHook``).
 """
 import glob
-import importlib
 import os
 import os.path as osp
 import random
 from concurrent.futures import ThreadPoolExecutor
 from typing import Dict, List, Optional
 
+from irtbox.registry import DATASETS
 from ..spec import CountView, DatasetSpec, matching_view
 
 __all__ = ['check_dataset', 'format_report', 'dataset_counts', 'count_mismatch',
@@ -77,13 +77,11 @@ def _problem(report: dict, severity: str, what: str, where: str, fix: str) -> No
 
 
 def _build(view: CountView, root: str, lazy: bool = False):
-    from irtbox.registry import DATASETS as REGISTRY
-    importlib.import_module('irtbox.datasets')  # registers the dataset classes
     # serialize_data=False: MMEngine's serialisation runs gc.collect(), 0.2 s a build.
     cfg = dict(view.dataset, data_root=root, serialize_data=False)
     if lazy:
         cfg['lazy_init'] = True
-    return REGISTRY.build(cfg)
+    return DATASETS.build(cfg)
 
 
 def _image_paths(dataset) -> List[str]:
