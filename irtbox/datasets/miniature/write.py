@@ -22,15 +22,12 @@ def write_miniature(kind: str, root: str, image_fn: Optional[ImageFn] = None,
             returns image ``image_index`` of a class, an H x W x 3 uint8 BGR
             array; what ``class_index`` is, the writer of the kind says
             (the spec's ``miniature``, ``write_<kind>`` in the dataset's
-            module). None draws
-            :func:`~.common.class_image` (class-coloured stripes).
+            module). None draws :func:`~.common.class_image` (class-coloured
+            stripes).
         size (int | None): Side of the default images (``DEFAULT_SIZE`` = 32
             when None); only without ``image_fn``.
-        **options: The kind's counts, see its writer: ``classes`` and
-            ``per_class`` (all but ``revisitop1m``, which takes ``count``),
-            an explicit ``plan`` (the category-level, generic and GLD kinds),
-            ``others`` / ``relevance`` (``roxford5k``, ``rparis6k``), ``junk``
-            (``csv``), ``missing`` (``gldv1noisy``, ``ncclean``).
+        **options: The arguments of the kind's writer: mostly ``classes``
+            and ``per_class``, or an explicit ``plan``.
 
     Returns:
         str: ``root``.
@@ -40,8 +37,9 @@ def write_miniature(kind: str, root: str, image_fn: Optional[ImageFn] = None,
         raise ValueError(f'write_miniature: unknown kind {kind!r}; expected one of '
                          f'{list(writers)}')
     writer = writers[kind]
+    bound = getattr(writer, 'keywords', {})  # a functools.partial's (roxford5k's dataset_name)
     accepted = [p for p in inspect.signature(writer).parameters
-                if p not in ('root', 'image_fn', 'dataset_name')]
+                if p not in ('root', 'image_fn', *bound)]
     unknown = sorted(set(options) - set(accepted))
     if unknown:
         raise TypeError(f'write_miniature({kind!r}): unknown options {unknown}; '
