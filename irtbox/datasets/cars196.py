@@ -18,7 +18,6 @@ _MAT_FIELDS = ('relative_im_path', 'bbox_x1', 'bbox_y1', 'bbox_x2', 'bbox_y2', '
 _CSV_FORMAT = "6 comma-separated fields 'file,x1,y1,x2,y2,class'"
 _JKRAUSE = 'http://ai.stanford.edu/~jkrause/car196'
 
-
 CARS_TRAIN_CLASSES, CARS_CLASSES = 98, 196
 
 
@@ -38,7 +37,7 @@ def write_cars196(root: str, image_fn: ImageFn, classes: int = 8, per_class: int
     if plan is None:
         check_int(per_class, 'per_class')
         plan = [(c, per_class) for c in split_by_id(classes, CARS_TRAIN_CLASSES)]
-    fields = ['relative_im_path', 'bbox_x1', 'bbox_y1', 'bbox_x2', 'bbox_y2', 'class', 'test']
+    fields = [*_MAT_FIELDS, 'test']
     rows = [(class_id, k) for class_id, count in plan for k in range(count)]
     annotations = np.zeros((1, len(rows)), dtype=[(f, 'O') for f in fields])
     csv_lines = {0: [], 1: []}  # by the official test flag

@@ -18,7 +18,6 @@ _JUNK_COLUMNS = ('query_path', 'gallery_path')
 _TRUE, _FALSE = ('1', 'true', 'yes'), ('0', 'false', 'no')
 LABEL_TYPES = ('str', 'int')
 
-
 CSV_ANN_FILE, CSV_JUNK_FILE = 'annotations.csv', 'junk.csv'
 
 

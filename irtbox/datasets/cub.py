@@ -11,7 +11,6 @@ from .spec import GB, CountView, DatasetSpec, RemoteFile
 
 __all__ = ['CUBDataset', 'write_cub']
 
-
 CUB_TRAIN_CLASSES = 100  # CUBDataset's num_train_classes: ids above it are the test split
 
 

@@ -32,7 +32,7 @@ def write_gldv2clean(root: str, image_fn: ImageFn, classes: int = 8, per_class: 
     if plan is None:
         check_int(per_class, 'per_class')
         plan = [(c, per_class) for c in range(check_int(classes, 'classes'))]
-    rows = ['landmark_id,images']
+    rows = [','.join(_HEADER)]
     for landmark, count in plan:
         ids = [hex_id(f'gldv2-{landmark}-{k}') for k in range(count)]
         for k, image_id in enumerate(ids):

@@ -14,7 +14,6 @@ from .spec import GB, CountView, DatasetSpec, RemoteFile
 
 __all__ = ['INaturalist2018Dataset', 'write_inat2018']
 
-
 INAT_SUPER_CATEGORIES = ('Plantae', 'Aves', 'Insecta', 'Fungi', 'Mammalia')
 
 

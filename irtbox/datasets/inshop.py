@@ -13,7 +13,6 @@ __all__ = ['InShopDataset', 'write_inshop']
 _HEADER = 'image_name item_id evaluation_status'
 _STATUSES = ('train', 'query', 'gallery')
 
-
 INSHOP_FOLDERS = ('WOMEN/Dresses', 'MEN/Denim', 'WOMEN/Blouses_Shirts', 'MEN/Tees_Tanks')
 INSHOP_VIEWS = ('front', 'side', 'back', 'full', 'additional')
 

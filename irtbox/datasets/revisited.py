@@ -22,7 +22,6 @@ _GND_KEYS = ('easy', 'hard', 'junk', 'bbx')
 _REVISITOP = 'http://cmp.felk.cvut.cz/revisitop/data/datasets'
 _R1M = 'http://ptak.felk.cvut.cz/revisitop/revisitop1m'
 
-
 # Landmark names of the two datasets, for image names that look like the released ones.
 _LANDMARKS = {
     'roxford5k': ('all_souls', 'ashmolean', 'balliol', 'bodleian', 'christ_church',

@@ -13,7 +13,6 @@ __all__ = ['SOPDataset', 'write_sop']
 
 _HEADER = 'image_id class_id super_class_id path'
 
-
 # The 12 super-classes of SOP; super_class_id i names folder SOP_SUPER_CLASSES[i - 1]_final.
 SOP_SUPER_CLASSES = ('bicycle', 'cabinet', 'chair', 'coffee_maker', 'fan', 'kettle', 'lamp',
                      'mug', 'sofa', 'stapler', 'table', 'toaster')
@@ -36,7 +35,7 @@ def write_sop(root: str, image_fn: ImageFn, classes: int = 8, per_class: int = 4
                 for s, split in enumerate(('train', 'test'))}
     image_id = 1
     for split, rows in plan.items():
-        lines = ['image_id class_id super_class_id path']
+        lines = [_HEADER]
         for class_id, super_id, product, count in rows:
             for k in range(count):
                 rel = f'{SOP_SUPER_CLASSES[super_id - 1]}_final/{product}_{k}.JPG'
