@@ -85,7 +85,6 @@ def test_resume_into_another_optimizer_type_is_refused(run_copy, in_root, old_ch
         train(run_copy, 'train_cfg.max_iters=4', 'optim_wrapper.optimizer.type=SGD', resume=True)
     assert str(err.value) == (
         f'{TINY_CONFIG}: resume from {checkpoint}: its optimizer is AdamW, the config asks for '
-        "SGD; AdamW's state cannot continue as SGD's. To start a fresh SGD run from its "
-        f'weights: --cfg-options load_from={checkpoint} --no-resume (loads the weights '
-        'only).')
+        "SGD; AdamW's state cannot continue as SGD's. To start from its weights: "
+        f'--cfg-options load_from={checkpoint} --no-resume (loads the weights only).')
     assert not (run_copy / 'iter_4.pth').exists()
