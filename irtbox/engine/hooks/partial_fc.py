@@ -60,13 +60,9 @@ class PartialFCHook(Hook):
     def __init__(self) -> None:
         self._gathered: Dict[str, torch.Tensor] = {}
         self._gathered_state: Dict[Tuple[int, str], torch.Tensor] = {}
-        self._layers: List[torch.nn.Module] = []
-
-    def before_train(self, runner) -> None:
-        self._layers = [layer for _, layer in sharded_layers(bare_model(runner))]
 
     def before_train_iter(self, runner, batch_idx: int, data_batch=None) -> None:
-        for layer in self._layers:
+        for _, layer in sharded_layers(bare_model(runner)):
             layer.set_sample_step(runner.iter)
 
     def prepare_checkpoint(self, runner) -> None:
