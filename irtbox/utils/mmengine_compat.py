@@ -8,8 +8,8 @@ and not deep in a training.
   irtbox's safe loaders (``register_scheme`` can add, not take back).
 - ``Runner._has_loaded`` and ``Runner._experiment_name``: whether a checkpoint was loaded,
   and the name the logger and the visualizer are built under.
-- The private methods irtbox's subclasses override (:data:`OVERRIDDEN`): none has a public
-  equivalent (see the overriding methods' docstrings).
+- The private methods irtbox's subclasses override, or call (``PreemptionHook`` saves through
+  ``CheckpointHook._save_checkpoint``): :data:`OVERRIDDEN`; none has a public equivalent.
 
 Light: importing it imports ``mmengine.config`` only (no torch).
 """
@@ -21,7 +21,7 @@ from mmengine.config import Config
 __all__ = ['OVERRIDDEN', 'checkpoint_loaders_restored', 'has_loaded', 'set_has_loaded',
            'set_experiment_name', 'wrap_base_path']
 
-#: (MMEngine class path, private method, its parameters) that irtbox's subclasses override.
+#: (MMEngine class path, private method, its parameters) that irtbox overrides or calls.
 OVERRIDDEN = (
     ('mmengine.runner.Runner', '_init_model_weights', ('self',)),
     ('mmengine.hooks.CheckpointHook', '_save_checkpoint', ('self', 'runner')),
