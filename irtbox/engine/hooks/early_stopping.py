@@ -20,7 +20,7 @@ from mmengine.logging import print_log
 
 from irtbox.registry import HOOKS
 from irtbox.utils.checks import check_int
-from .utils import bare_model
+from .utils import bare_model, resume_source
 
 __all__ = ['StoppingState', 'early_stopping_step', 'BestWeightsEarlyStoppingHook']
 
@@ -163,7 +163,7 @@ class BestWeightsEarlyStoppingHook(Hook):
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         saved = checkpoint.get('meta', {}).get('early_stopping')
         # Only a resumed run continues; fine-tuning from a checkpoint starts afresh.
-        if saved is not None and getattr(runner, '_resume', False):
+        if saved is not None and resume_source(runner) is not None:
             self.state = StoppingState(saved['best'], saved['wait'])
             self.best_iter = saved['best_iter']
             self._best_weights = None
