@@ -1,40 +1,24 @@
 """``IrtboxRunner``: MMEngine's ``Runner`` with checkpoints that cannot silently lose work.
 
-What only the runner can do, because it happens inside a ``Runner`` method no hook reaches:
-
-- Saving is atomic (:func:`~irtbox.utils.fileio.atomic_write`): a checkpoint is written to a
-  temporary file in the same directory, fsynced, then renamed to its name, so a kill while
-  saving never leaves a truncated file under a checkpoint's name. Before rank 0 writes, every
-  hook with a ``prepare_checkpoint(runner)`` method runs it on every rank (the Partial FC
-  gather, the projection fits: collectives), so a DDP run never waits on rank 0 alone.
-- Auto-resume (``resume=True`` without ``load_from``) continues from the newest *intact*
-  checkpoint of the work dir (``last_checkpoint``'s target or the ``iter_*``/``epoch_*``
-  files), warning about every file it skips; with none it says so and starts from 0. A resume
-  loads onto the CPU (MMEngine's default is the GPU).
-- Loading refuses a checkpoint whose keys or shapes differ from the model
-  (:func:`irtbox.utils.checkpoint.load_model_weights`) unless the config sets
-  ``load_partial = True``; checkpoints and ``Pretrained`` weights are read with
-  :func:`~irtbox.utils.checkpoint.safe_checkpoint_loaders`.
-- The DDP wrapper is built on the device this process uses, with the sharded class centres of
-  Partial FC layers kept out of DDP and out of the initial broadcast of the weights.
-- The model carries its input spec; each run logs under an experiment name of its own.
-- ``train()`` calls every hook's ``train_finally(runner)`` when it returns or raises (the
-  work-dir lock, the signal handlers are given back).
-
-The rest is done by the hooks it adds to MMEngine's default hooks (:data:`DEFAULT_HOOKS`):
-``work_dir_lock`` (one training per work dir), ``resume_check`` (a checkpoint of another
-training or optimizer is refused; the config's optimizer settings win), ``partial_fc``,
-``preemption``, ``non_finite_loss``, ``sync_norm_stats``.
+It keeps what happens inside ``Runner`` methods no hook reaches: the atomic checkpoint write
+(after every hook's ``prepare_checkpoint(runner)`` on every rank), auto-resume from the newest
+*intact* checkpoint, strict and safe loading (resumes onto the CPU), the DDP wrapper on this
+process's device with Partial FC's rows kept out of DDP and of the initial broadcast, the
+model's input spec, an experiment name of each run's own, and a ``train_finally(runner)`` call
+to every hook when ``train()`` returns or raises. The rest is done by the hooks it adds to
+MMEngine's default hooks (:data:`DEFAULT_HOOKS`).
 """
 import logging
 import os.path as osp
 import re
+from pathlib import Path
 from typing import List, Optional, Tuple
 
 import torch
 from mmengine.dist import broadcast, is_distributed, is_main_process
 from mmengine.logging import MMLogger
 from mmengine.runner import CheckpointLoader, Runner
+from mmengine.runner.checkpoint import load_state_dict
 from mmengine.visualization import Visualizer
 
 from irtbox.models.input_spec import config_test_pipeline, resolve_input_spec
@@ -70,18 +54,6 @@ class _DropUnactionable(logging.Filter):
         return not str(record.msg).startswith(_UNACTIONABLE)
 
 
-def _last_checkpoint_target(work_dir: str) -> Tuple[Optional[str], Optional[str]]:
-    """(the path ``last_checkpoint`` names, or None; why it names none usable, or None)."""
-    record = osp.join(work_dir, 'last_checkpoint')
-    if not osp.isfile(record):
-        return None, f'{record} is missing'
-    with open(record) as f:
-        target = f.read().strip()
-    if not target:
-        return None, f'{record} is empty'
-    return target, None
-
-
 def find_resume_checkpoint(work_dir: str) -> Tuple[Optional[str], List[str]]:
     """The newest intact checkpoint to resume from in ``work_dir`` and the warnings about
     every file skipped on the way (or about a missing/empty ``last_checkpoint``).
@@ -91,12 +63,13 @@ def find_resume_checkpoint(work_dir: str) -> Tuple[Optional[str], List[str]]:
     leaves the newer file complete, since writes are atomic). Intact: a complete zip
     archive whose members pass their CRC check (:func:`checkpoint_problem`).
     """
-    warnings = []
-    target, why_none = _last_checkpoint_target(work_dir)
+    warnings, record = [], osp.join(work_dir, 'last_checkpoint')
+    target = Path(record).read_text().strip() if osp.isfile(record) else None
     candidates = run_checkpoints(work_dir)
-    if why_none is not None:
+    if not target:
         if candidates:
-            warnings.append(f'{why_none}; looking for the newest intact checkpoint in {work_dir}')
+            warnings.append(f'{record} is {"empty" if osp.isfile(record) else "missing"}; '
+                            f'looking for the newest intact checkpoint in {work_dir}')
     elif target not in candidates and osp.abspath(target) not in map(osp.abspath, candidates):
         # A target outside the iter_/epoch_ pattern (another out_dir, a best_* file) first.
         candidates.insert(0, target)
@@ -110,9 +83,7 @@ def find_resume_checkpoint(work_dir: str) -> Tuple[Optional[str], List[str]]:
 
 @RUNNERS.register_module()
 class IrtboxRunner(Runner):
-    """MMEngine's ``Runner`` with atomic checkpoint writes, a resume that falls back to the
-    newest intact checkpoint, strict checkpoint loading and irtbox's default hooks
-    (:data:`DEFAULT_HOOKS`); see the module's docstring.
+    """MMEngine's ``Runner`` with irtbox's checkpoints and default hooks (see the module).
 
     Config keys beyond MMEngine's: ``load_partial`` (bool, default False): allow a
     checkpoint that matches the model only in part (missing/unexpected keys or shapes are
@@ -237,11 +208,10 @@ class IrtboxRunner(Runner):
         holds other rows, of another size)."""
         model = bare_model(self)
         sharded = set(sharded_parameter_names(model))
-        if not sharded:
-            with safe_checkpoint_loaders():
+        with safe_checkpoint_loaders():
+            if not sharded:
                 return super()._init_model_weights()
-        if hasattr(model, 'init_weights'):
-            with safe_checkpoint_loaders():
+            if hasattr(model, 'init_weights'):
                 model.init_weights()
         for name, value in model.state_dict().items():  # as MMEngine, but for the shards
             if name not in sharded:
@@ -253,18 +223,18 @@ class IrtboxRunner(Runner):
         (:func:`~irtbox.utils.checkpoint.load_model_weights`) unless ``load_partial``. The
         training-only parts (head, memories) must match to resume, may be absent for
         ``load_from``, and are left alone for evaluation, which does not use them."""
-        if self._load_partial:
-            with safe_checkpoint_loaders():
-                return super().load_checkpoint(filename, map_location, strict, revise_keys)
         with safe_checkpoint_loaders():
             checkpoint = CheckpointLoader.load_checkpoint(filename, map_location=map_location)
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
         state = extract_state_dict(checkpoint)
         for pattern, replacement in revise_keys:
             state = {re.sub(pattern, replacement, k): v for k, v in state.items()}
-        parts = (('required' if self.resuming_from else 'optional') if is_training(self)
-                 else 'ignored')
-        load_model_weights(bare_model(self), state, source=filename, training_parts=parts)
+        if self._load_partial:  # MMEngine's load: mismatches logged and skipped
+            load_state_dict(bare_model(self), state, strict, logger=self.logger)
+        else:
+            parts = (('required' if self.resuming_from else 'optional') if is_training(self)
+                     else 'ignored')
+            load_model_weights(bare_model(self), state, source=filename, training_parts=parts)
         set_has_loaded(self)
         self.logger.info(f'Load checkpoint from {filename}')
         return checkpoint

@@ -1,17 +1,8 @@
-"""Every MMEngine internal irtbox relies on, in one place, for the needs MMEngine offers no
-public API for. tests/test_utils/test_mmengine_compat.py checks each against the installed
-MMEngine (names, signatures, behaviour), so an MMEngine release that changes one fails there
-and not deep in a training.
-
-- ``Config._get_cfg_path``: how a ``_base_`` entry is resolved (irtbox adds ``irtbox::``).
-- ``CheckpointLoader._schemes``: the loaders by URL prefix, saved and restored around
-  irtbox's safe loaders (``register_scheme`` can add, not take back).
-- ``Runner._has_loaded`` and ``Runner._experiment_name``: whether a checkpoint was loaded,
-  and the name the logger and the visualizer are built under.
-- The private methods irtbox's subclasses override, or call (``PreemptionHook`` saves through
-  ``CheckpointHook._save_checkpoint``): :data:`OVERRIDDEN`; none has a public equivalent.
-
-Light: importing it imports ``mmengine.config`` only (no torch).
+"""Every MMEngine internal irtbox relies on, for the needs MMEngine has no public API for
+(the ``_base_`` resolution, the checkpoint loaders by prefix, two runner attributes, the
+private methods of :data:`OVERRIDDEN`). tests/test_utils/test_mmengine_compat.py checks each
+against the installed MMEngine, so a release that changes one fails there, not in a training.
+Importing it imports ``mmengine.config`` only (no torch).
 """
 import contextlib
 from typing import Callable

@@ -182,9 +182,6 @@ class PreemptionHook(Hook):
                 loop.dataloader_iterator, runner.iter, self._resumed_state)
         self._resumed_state = None
 
-    def after_train(self, runner) -> None:
-        self.restore_handlers()
-
     def train_finally(self, runner) -> None:
         """Called by :class:`~irtbox.engine.IrtboxRunner` when ``train()`` returns or raises."""
         self.restore_handlers()

@@ -1,14 +1,68 @@
 """What a resumed training takes from its checkpoint and what from its config."""
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from mmengine.hooks import Hook
 
 from irtbox.registry import HOOKS
 
-from ..run_identity import IDENTITY_KEY, config_identity, identity_differences
 from .utils import resume_source
 
-__all__ = ['ResumeCheckHook', 'ResumeRefused']
+__all__ = ['ResumeCheckHook', 'ResumeRefused', 'training_differences', 'training_identity']
+
+#: Where a checkpoint's ``meta`` holds its config's identity.
+IDENTITY_KEY = 'config_identity'
+_PATH_KEYS = ('data_root', 'ann_file', 'checkpoint', 'cache_dir', 'data_prefix')
+
+
+def _flatten(value, prefix: str, out: Dict[str, str]) -> None:
+    if isinstance(value, dict):
+        for key in sorted(value, key=str):
+            if str(key) not in _PATH_KEYS:
+                _flatten(value[key], f'{prefix}.{key}', out)
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _flatten(item, f'{prefix}.{i}', out)
+        if not value:
+            out[prefix] = '[]'
+    elif isinstance(value, type) or callable(value):
+        out[prefix] = getattr(value, '__name__', repr(value))
+    else:
+        out[prefix] = repr(value)
+
+
+def training_identity(cfg) -> Dict[str, str]:
+    """What makes two trainings the same training, so that a work dir's checkpoints resume
+    only the run that wrote them: every entry of the config's ``model`` (architecture, necks,
+    losses and their weights) and the training set's ``type`` and ``split``, flattened to
+    ``{'model.backbone.depth': '1', ..., 'train_dataloader.dataset.type': "'SOPDataset'"}``.
+    Paths (``data_root``, ``ann_file``, an ``init_cfg``'s ``checkpoint``) are left out, since
+    data and weights move between machines; so are the schedule, the optimizer's settings and
+    the loader: a longer schedule or another learning rate continues a run."""
+    out: Dict[str, str] = {}
+    _flatten(cfg.get('model') or {}, 'model', out)
+    dataset = (cfg.get('train_dataloader') or {}).get('dataset') or {}
+    if isinstance(dataset, dict):
+        for key in ('type', 'split'):
+            if key in dataset:
+                _flatten(dataset[key], f'train_dataloader.dataset.{key}', out)
+    return out
+
+
+def training_differences(saved: Optional[dict], now: Dict[str, str], limit: int = 3) -> List[str]:
+    """Up to ``limit`` lines ``key: A in the checkpoint, B in this config`` (``(none)`` for an
+    entry only one side has); empty when they are the same or ``saved`` is None (a
+    checkpoint that records none)."""
+    if not isinstance(saved, dict):
+        return []
+    lines = []
+    for key in sorted(set(saved) | set(now)):
+        if saved.get(key) != now.get(key):
+            lines.append(f'{key}: {saved.get(key, "(none)")} in the checkpoint, '
+                         f'{now.get(key, "(none)")} in this config')
+    if len(lines) > limit:
+        lines = lines[:limit] + [f'... and {len(lines) - limit} more']
+    return lines
+
 
 # Param group entries that are no training setting: the parameters, the learning rate
 # (scaled on its own), schedulers' bases, and how torch runs the update.
@@ -43,23 +97,6 @@ def _plain(value):
     return list(map(_plain, value)) if isinstance(value, (list, tuple)) else value
 
 
-def _optimizer_type_of(checkpoint: dict) -> Optional[str]:
-    """The optimizer class name a checkpoint was trained with: recorded by this hook, else
-    read from the config MMEngine saves in it."""
-    meta = checkpoint.get('meta') or {}
-    if meta.get('optimizer_type'):
-        return str(meta['optimizer_type'])
-    text = meta.get('cfg')
-    if not isinstance(text, str):
-        return None
-    try:
-        from mmengine.config import Config
-        kind = Config.fromstring(text, '.py').optim_wrapper.optimizer.type
-    except Exception:  # no such entry, or a config that no longer parses
-        return None
-    return kind.rsplit('.', 1)[-1] if isinstance(kind, str) else getattr(kind, '__name__', None)
-
-
 def _lr_scheduler_states(checkpoint: dict) -> List[dict]:
     """The saved states of the checkpoint's learning-rate schedulers (a list, or a dict of
     lists)."""
@@ -73,8 +110,8 @@ def _lr_scheduler_states(checkpoint: dict) -> List[dict]:
 class ResumeCheckHook(Hook):
     """Resumes only the training that wrote a checkpoint, with the config's optimizer settings.
 
-    - Every checkpoint records its config's identity (:mod:`~irtbox.engine.run_identity`:
-      model, losses, training set) and its optimizer type in ``meta``.
+    - Every checkpoint records its training's identity (:func:`training_identity`: model,
+      losses, training set) and its optimizer type in ``meta``.
     - Resuming a checkpoint of another training, or of another optimizer type, is refused
       (:class:`ResumeRefused`) naming what differs, before any state is loaded.
     - Another learning rate in the config than in the checkpoint: training goes on at the
@@ -96,14 +133,14 @@ class ResumeCheckHook(Hook):
         optimizer = getattr(getattr(runner, 'optim_wrapper', None), 'optimizer', None)
         if optimizer is not None:
             meta.setdefault('optimizer_type', type(optimizer).__name__)
-        meta.setdefault(IDENTITY_KEY, config_identity(runner.cfg))
+        meta.setdefault(IDENTITY_KEY, training_identity(runner.cfg))
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         filename = resume_source(runner)
         if filename is None:
             return
-        differences = identity_differences((checkpoint.get('meta') or {}).get(IDENTITY_KEY),
-                                           config_identity(runner.cfg))
+        differences = training_differences((checkpoint.get('meta') or {}).get(IDENTITY_KEY),
+                                           training_identity(runner.cfg))
         if differences:
             raise ResumeRefused(filename, f'it was written by another training '
                                 f'({"; ".join(differences)}); it is not resumed',
@@ -112,7 +149,8 @@ class ResumeCheckHook(Hook):
         saved = checkpoint.get('optimizer')
         if optimizer is None or not isinstance(saved, dict) or 'param_groups' not in saved:
             return
-        before, now = _optimizer_type_of(checkpoint), type(optimizer).__name__
+        before = (checkpoint.get('meta') or {}).get('optimizer_type')
+        now = type(optimizer).__name__
         if before is not None and before != now:
             raise ResumeRefused(filename, f'its optimizer is {before}, the config asks for {now}; '
                                 f"{before}'s state cannot continue as {now}'s")

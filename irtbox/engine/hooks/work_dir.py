@@ -25,8 +25,8 @@ class WorkDirLockHook(Hook):
       host and start time), before any weights are loaded.
     - ``before_train``: a run starting from iteration 0 (not resumed) in a work dir that
       holds ``iter_*``/``epoch_*`` checkpoints names those it overwrites.
-    - ``after_run``, and ``train_finally`` (:class:`~irtbox.engine.IrtboxRunner` calls it
-      when ``train()`` returns or raises): the lock is released.
+    - ``train_finally`` (:class:`~irtbox.engine.IrtboxRunner` calls it when ``train()``
+      returns or raises): the lock is released.
 
     Evaluation (``val()``, ``test()``) takes no lock. :class:`~irtbox.engine.IrtboxRunner`
     adds it as the default hook ``work_dir_lock``.
@@ -61,9 +61,6 @@ class WorkDirLockHook(Hook):
                 f'({", ".join(osp.basename(p) for p in existing)}); this run starts from '
                 'iteration 0 and overwrites those of the same name: resume (resume=True) to '
                 'continue that run, or train in another work_dir to keep both.')
-
-    def after_run(self, runner) -> None:
-        self.train_finally(runner)
 
     def train_finally(self, runner) -> None:
         if self._lock is not None:

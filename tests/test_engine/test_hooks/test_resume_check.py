@@ -1,6 +1,7 @@
 """ResumeCheckHook and WorkDirLockHook on their own (the trainings that use them:
 tests/test_reliability/test_resume_changes.py, test_work_dir_lock.py, test_cluster.py), and the
 command line's wording of their refusals."""
+import json
 import logging
 from types import SimpleNamespace
 
@@ -11,6 +12,7 @@ from mmengine.optim import OptimWrapper
 
 from irtbox.cli.train import refusal_message
 from irtbox.engine.hooks import ResumeCheckHook, ResumeRefused, WorkDirLockHook
+from irtbox.engine.hooks.resume_check import training_differences, training_identity
 from irtbox.engine.work_dir_lock import LOCK_NAME, WorkDirLocked
 
 CFG = Config(dict(model=dict(type='M', depth=1)))
@@ -99,3 +101,23 @@ def test_the_lock_is_held_while_training_only(tmp_path):
         f'delete {tmp_path / LOCK_NAME}.)')
     hook.train_finally(runner)  # also when training raised
     assert not (tmp_path / LOCK_NAME).exists()
+
+
+def test_identity_leaves_out_paths_and_the_schedule():
+    cfg = dict(model=dict(type='ImageRetriever', backbone=dict(depth=1, init_cfg=dict(
+        type='Pretrained', checkpoint='/a/w.pth')), neck=[dict(type='GeMPool', p=3.0)]),
+        train_dataloader=dict(dataset=dict(type='SOPDataset', data_root='/a', split='train')),
+        train_cfg=dict(max_iters=10))
+    moved = json.loads(json.dumps(cfg))
+    moved['model']['backbone']['init_cfg']['checkpoint'] = '/b/w.pth'
+    moved['train_dataloader']['dataset']['data_root'] = '/b'
+    moved['train_cfg']['max_iters'] = 20
+    assert training_identity(cfg) == training_identity(moved)
+    assert training_identity(cfg)['model.neck.0.p'] == '3.0'
+    moved['model']['neck'][0]['p'] = 4.0
+    moved['train_dataloader']['dataset']['type'] = 'CUBDataset'
+    assert training_differences(training_identity(cfg), training_identity(moved)) == [
+        'model.neck.0.p: 3.0 in the checkpoint, 4.0 in this config',
+        "train_dataloader.dataset.type: 'SOPDataset' in the checkpoint, 'CUBDataset' in this "
+        'config']
+    assert training_differences(None, training_identity(cfg)) == []  # a checkpoint that records none
