@@ -22,7 +22,7 @@ from irtbox.cli import HelpFormatter
 from irtbox.cli.launch import add_nproc_argument, relaunch
 from irtbox.utils.config import DictAction
 
-__all__ = ['parse_args', 'main']
+__all__ = ['parse_args', 'main', 'refusal_message']
 
 
 def parse_args(argv=None):
@@ -176,7 +176,7 @@ def main(argv=None):
     from irtbox.apis import build_runner
     from irtbox.engine import PREEMPTED_EXIT_STATUS, NonFiniteLossError, Preempted
     from irtbox.engine.hooks.preemption import requeue_slurm_job
-    from irtbox.engine.runner import ResumeRefused
+    from irtbox.engine.hooks import ResumeRefused
     from irtbox.engine.work_dir_lock import WorkDirLocked
     from irtbox.models.backbones import PretrainedWeightsUnavailable
     try:
@@ -204,5 +204,20 @@ def main(argv=None):
         runner.logger.error(str(err))
         raise SystemExit(1) from err
     except (WorkDirLocked, ResumeRefused) as err:  # one line: what happened, what to do
-        runner.logger.error(str(err))
-        raise SystemExit(f'{args.config}: {err}') from err
+        message = refusal_message(err)
+        runner.logger.error(message)
+        raise SystemExit(f'{args.config}: {message}') from err
+
+
+def refusal_message(err) -> str:
+    """A refused training (:class:`~irtbox.engine.work_dir_lock.WorkDirLocked`,
+    :class:`~irtbox.engine.hooks.ResumeRefused`) and what to do, in this command's options."""
+    from irtbox.engine.work_dir_lock import WorkDirLocked
+    if isinstance(err, WorkDirLocked):
+        return (f'{err.problem}. Give this one another --work-dir, or wait for that one to '
+                f'end. (If it is over, delete {err.lock}.)')
+    where = ('Give this run another --work-dir, or --no-resume to start over in this one (its '
+             'checkpoints of the same name are overwritten); to start ' if err.other_training
+             else 'To start ')
+    return (f'resume from {err.checkpoint}: {err.problem}. {where}from its weights: '
+            f'--cfg-options load_from={err.checkpoint} --no-resume (loads the weights only).')

@@ -13,8 +13,8 @@ lock of its own earlier attempt, on any host: the record holds the job's id
 (``SLURM_JOB_ID``, else torchrun's ``TORCHELASTIC_RUN_ID``), and both restart their whole job
 only after every process of the earlier attempt has ended.
 
-Rank 0 takes the lock (:meth:`IrtboxRunner.train`); it is released when the training ends,
-also on error, and at interpreter exit.
+Rank 0 takes the lock while it trains (:class:`~irtbox.engine.hooks.WorkDirLockHook`); it is
+released when the training ends, also on error, and at interpreter exit.
 """
 import atexit
 import datetime
@@ -40,7 +40,24 @@ def job_id() -> Optional[str]:
 
 
 class WorkDirLocked(RuntimeError):
-    """Another training holds the work dir."""
+    """Another training holds the work dir ``work_dir``: ``lock`` is its lock file, ``holder``
+    the holder's record (``pid``, ``host``, ``started``; ``{}`` when it left none), None when
+    the lock could not be taken for another reason (:attr:`problem` says which)."""
+
+    def __init__(self, work_dir: str, lock: str, holder: Optional[dict]):
+        self.work_dir, self.lock, self.holder = work_dir, lock, holder
+        super().__init__(f'{self.problem}. Train this one in another work_dir, or wait for '
+                         f'that one to end. (If it is over, delete {lock}.)')
+
+    @property
+    def problem(self) -> str:
+        holder = self.holder
+        if holder is None:
+            return f'{self.lock}: could not take the lock of {self.work_dir}'
+        who = (f'PID {holder.get("pid")} on host {holder.get("host")}, started '
+               f'{holder.get("started")}') if holder else 'a process that left no record'
+        return (f'{self.work_dir} is in use by another training ({who}); two trainings in one '
+                "work dir overwrite each other's checkpoints")
 
 
 def _pid_running(pid: int) -> bool:
@@ -107,7 +124,7 @@ class WorkDirLock:
                               f'(PID {holder.get("pid")} on {holder.get("host")}, started '
                               f'{holder.get("started")}, no longer running)')
                 else:
-                    raise WorkDirLocked(self._refusal(holder))
+                    raise WorkDirLocked(self.work_dir, self.path, holder)
                 try:
                     os.remove(self.path)
                 except FileNotFoundError:
@@ -120,7 +137,7 @@ class WorkDirLock:
             self.held = True
             atexit.register(self.release)
             return self
-        raise WorkDirLocked(f'{self.path}: could not take the lock of {self.work_dir}')
+        raise WorkDirLocked(self.work_dir, self.path, None)
 
     def _earlier_attempt(self, holder: dict) -> bool:
         """The holder is this job's attempt before a restart or requeue (not this process)."""
@@ -135,13 +152,6 @@ class WorkDirLock:
         pid = holder.get('pid')
         return (holder.get('host') == socket.gethostname() and isinstance(pid, int)
                 and pid != os.getpid() and not _pid_running(pid))
-
-    def _refusal(self, holder: dict) -> str:
-        who = (f'PID {holder.get("pid")} on host {holder.get("host")}, started '
-               f'{holder.get("started")}') if holder else 'a process that left no record'
-        return (f'{self.work_dir} is in use by another training ({who}); two trainings in one '
-                f'work dir overwrite each other\'s checkpoints. Give this one another '
-                f'--work-dir, or wait for that one to end. (If it is over, delete {self.path}.)')
 
     def release(self) -> None:
         if not self.held:

@@ -21,6 +21,8 @@ import torch
 from mmengine.logging import print_log
 from mmengine.runner.checkpoint import CheckpointLoader
 
+from .mmengine_compat import checkpoint_loaders_restored
+
 __all__ = ['register_safe_globals', 'safe_checkpoint_loaders', 'safe_torch_load', 'checkpoint_problem', 'load_safetensors',
            'download_checkpoint', 'extract_state_dict', 'load_state_dict_file',
            'TRAINING_ONLY_PREFIXES', 'CheckpointMismatchError', 'load_model_weights',
@@ -73,14 +75,10 @@ def safe_checkpoint_loaders():
     ``init_cfg`` ``Pretrained`` weights) within it, so nothing outside irtbox's loading
     changes."""
     register_safe_globals()
-    # register_scheme writes into the current dict, then replaces it by a sorted copy.
-    saved = CheckpointLoader._schemes.copy()
-    CheckpointLoader.register_scheme(prefixes='', force=True)(_load_local)
-    CheckpointLoader.register_scheme(prefixes=('http://', 'https://'), force=True)(_load_url)
-    try:
+    with checkpoint_loaders_restored():
+        CheckpointLoader.register_scheme(prefixes='', force=True)(_load_local)
+        CheckpointLoader.register_scheme(prefixes=('http://', 'https://'), force=True)(_load_url)
         yield
-    finally:
-        CheckpointLoader._schemes = saved
 
 
 def safe_torch_load(path: str, map_location='cpu'):

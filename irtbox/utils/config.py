@@ -4,6 +4,8 @@ import os.path as osp
 
 from mmengine.config import Config, DictAction  # noqa: F401  (DictAction re-exported for tools)
 
+from .mmengine_compat import wrap_base_path
+
 __all__ = ['ConfigError', 'CustomImportError', 'Config', 'DictAction', 'CONFIGS_DIR', 'SHIPPED_PREFIX', 'find_config',
            'load_config', 'check_top_level_keys', 'check_option_types', 'check_option_paths']
 
@@ -37,12 +39,10 @@ def _base_path(get_cfg_path):
             raise FileNotFoundError(f'{filename}: _base_ {cfg_path!r}: no such file ({path}); '
                                     f'the config irtbox ships is {SHIPPED_PREFIX}{cfg_path!s}')
         return path, scope
-    resolve.irtbox = True
-    return staticmethod(resolve)
+    return resolve
 
 
-if not getattr(Config._get_cfg_path, 'irtbox', False):  # once, however often imported
-    Config._get_cfg_path = _base_path(Config._get_cfg_path)
+wrap_base_path(_base_path)
 
 # The top-level keys the runner reads (MMEngine's Runner.from_cfg and IrtboxRunner).
 RUNNER_KEYS = (

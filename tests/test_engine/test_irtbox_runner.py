@@ -67,16 +67,17 @@ def test_checkpoints_are_prepared_on_every_rank(tmp_path, monkeypatch):
     assert prepared == [runner] and not osp.exists(tmp_path / 'iter_1.pth')
 
 
-def test_irtbox_default_hooks_can_be_dropped(tmp_path):
-    cfg = Config.fromfile(TINY)
+def test_irtbox_default_hooks_come_with_every_config_and_can_be_dropped(tmp_path):
+    from irtbox.engine.runner import DEFAULT_HOOKS
+    cfg = Config.fromfile(TINY)  # names none of them; only the arguments of one
     cfg.work_dir = str(tmp_path)
-    cfg.default_hooks.update(non_finite_loss=None, sync_norm_stats=None)
+    cfg.default_hooks.update(non_finite_loss=dict(max_skipped=2))
     names = [type(h).__name__ for h in IrtboxRunner.from_cfg(cfg).hooks]
-    assert 'NonFiniteLossHook' not in names and 'SyncNormStatsHook' not in names
-    cfg.default_hooks.update(non_finite_loss=dict(max_skipped=2), sync_norm_stats={})
+    assert set(DEFAULT_HOOKS.values()) <= set(names)
+    cfg.default_hooks.update({name: None for name in DEFAULT_HOOKS})
     cfg.work_dir = str(tmp_path / 'again')
     names = [type(h).__name__ for h in IrtboxRunner.from_cfg(cfg).hooks]
-    assert 'NonFiniteLossHook' in names and 'SyncNormStatsHook' in names
+    assert not set(DEFAULT_HOOKS.values()) & set(names)
 
 
 def test_the_model_carries_the_input_spec_init_model_gives_it(tmp_path):

@@ -4,11 +4,14 @@ MMEngine's ``CheckpointHook`` removes the oldest checkpoint (``max_keep_ckpts``)
 previous ``best_*.pth`` *before* it writes the new one, so a save that fails (a full disk)
 or is killed leaves fewer intact checkpoints than before, with ``max_keep_ckpts=1`` none,
 and ``last_checkpoint`` naming a file already deleted. Here the order is: write the new
-checkpoint (atomic, :meth:`IrtboxRunner.save_checkpoint`), point ``last_checkpoint`` at it
+checkpoint (atomic, :meth:`~irtbox.engine.IrtboxRunner.save_checkpoint`), point ``last_checkpoint`` at it
 (atomic), then delete what it replaces. The pre-emption checkpoint goes through the same
 code (:class:`~.preemption.PreemptionHook` saves through this hook).
 """
+import os
 import os.path as osp
+import re
+from typing import List
 
 from mmengine.dist import is_main_process
 from mmengine.hooks import CheckpointHook as MMEngineCheckpointHook
@@ -16,7 +19,18 @@ from mmengine.hooks import CheckpointHook as MMEngineCheckpointHook
 from irtbox.registry import HOOKS
 from irtbox.utils.fileio import atomic_write_text
 
-__all__ = ['CheckpointHook']
+__all__ = ['CheckpointHook', 'run_checkpoints']
+
+_CKPT_NAME = re.compile(r'^(iter|epoch)_(\d+)\.pth$')
+
+
+def run_checkpoints(work_dir: str) -> List[str]:
+    """The ``iter_<n>.pth`` / ``epoch_<n>.pth`` files of ``work_dir``, newest (highest n) first."""
+    if not osp.isdir(work_dir):
+        return []
+    found = [(int(m.group(2)), name) for name in os.listdir(work_dir)
+             if (m := _CKPT_NAME.match(name))]
+    return [osp.join(work_dir, name) for _, name in sorted(found, reverse=True)]
 
 
 @HOOKS.register_module()

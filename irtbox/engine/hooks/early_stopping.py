@@ -20,7 +20,7 @@ from mmengine.logging import print_log
 
 from irtbox.registry import HOOKS
 from irtbox.utils.checks import check_int
-from .utils import bare_model
+from .utils import bare_model, resume_source
 
 __all__ = ['StoppingState', 'early_stopping_step', 'BestWeightsEarlyStoppingHook']
 
@@ -65,7 +65,7 @@ class BestWeightsEarlyStoppingHook(Hook):
     After every validation the hook reads ``metrics[monitor]``; on an
     improvement it copies the model's weights (state dict, on the CPU) and,
     with ``save_best``, writes them as ``<work_dir>/<best_filename>`` (a
-    checkpoint without optimizer state, for ``tools/test.py``). After
+    checkpoint without optimizer state, for evaluation). After
     ``patience`` validations without improvement it sets
     ``runner.train_loop.stop_training``. At ``after_train`` (and so before any
     ``runner.test()`` in the same process) the best weights are loaded into the
@@ -130,7 +130,8 @@ class BestWeightsEarlyStoppingHook(Hook):
             if self.save_best:
                 runner.save_checkpoint(runner.work_dir, self.best_filename,
                                        save_optimizer=False, save_param_scheduler=False,
-                                       by_epoch=False)
+                                       by_epoch=False,  # the iterations done, not one more:
+                                       meta=dict(epoch=runner.epoch, iter=runner.iter))
         if stop:
             runner.train_loop.stop_training = True
             print_log(f'early stopping at iteration {runner.iter}: {self.monitor} has not '
@@ -162,7 +163,7 @@ class BestWeightsEarlyStoppingHook(Hook):
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         saved = checkpoint.get('meta', {}).get('early_stopping')
         # Only a resumed run continues; fine-tuning from a checkpoint starts afresh.
-        if saved is not None and getattr(runner, '_resume', False):
+        if saved is not None and resume_source(runner) is not None:
             self.state = StoppingState(saved['best'], saved['wait'])
             self.best_iter = saved['best_iter']
             self._best_weights = None

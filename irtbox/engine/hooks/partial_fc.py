@@ -10,7 +10,7 @@ from irtbox.registry import HOOKS
 
 from .utils import bare_model
 
-__all__ = ['PartialFCHook']
+__all__ = ['PartialFCHook', 'keep_out_of_ddp', 'sharded_parameter_names']
 
 
 def _optimizer_of(runner) -> Optional[torch.optim.Optimizer]:
@@ -36,8 +36,8 @@ class PartialFCHook(Hook):
     (``partial_fc=`` on ArcFace, CosFace, normalised softmax; see
     :mod:`irtbox.models.losses.partial_fc`) and its whole optimizer state, whatever the
     number of ranks that wrote it, and cuts each rank's rows out of them on loading: a run
-    resumes on any number of processes, and ``tools/test.py`` or publishing read the
-    checkpoint as that of the replicated layer (same keys, same shapes).
+    resumes on any number of processes, and evaluation or publishing read the checkpoint
+    as that of the replicated layer (same keys, same shapes).
 
     - ``prepare_checkpoint`` (every rank, before rank 0 writes the file): rank 0 receives
       every rank's rows of the centres and of each optimizer state tensor of their shape
@@ -49,8 +49,10 @@ class PartialFCHook(Hook):
       loaded): replaces the whole matrices of the checkpoint by this rank's rows.
     - ``before_train_iter``: tells each layer the iteration, which seeds its sampling.
 
-    :class:`~irtbox.engine.runner.IrtboxRunner` registers it when the model has such a
-    layer; no config names it.
+    A model without such a layer makes it do nothing. :class:`~irtbox.engine.IrtboxRunner`
+    adds it as the default hook ``partial_fc``, and keeps the layers' rows out of DDP and out
+    of the broadcast of the initial weights (:func:`keep_out_of_ddp`,
+    :func:`sharded_parameter_names`), which happen before any hook runs.
     """
 
     priority = 'VERY_HIGH'
@@ -119,3 +121,13 @@ def _own_rows(value, num_classes: int, rows: slice):
 def sharded_parameter_names(model: torch.nn.Module) -> List[str]:
     """Qualified names of the sharded centres in ``model`` (for DDP to ignore)."""
     return [f'{name}.class_weights' for name, _ in sharded_layers(model)]
+
+
+def keep_out_of_ddp(model: torch.nn.Module) -> None:
+    """Have DDP leave the sharded centres of ``model`` alone (each rank updates its own rows;
+    nothing of their size is all-reduced): DDP's ``_ddp_params_and_buffers_to_ignore``."""
+    names = sharded_parameter_names(model)
+    if names:
+        from torch.nn.parallel import DistributedDataParallel
+        names = set(names) | set(getattr(model, '_ddp_params_and_buffers_to_ignore', ()))
+        DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(model, sorted(names))

@@ -26,6 +26,8 @@ from irtbox.utils.checks import check_number
 from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
 from irtbox.utils.fileio import atomic_write_text
 
+from .utils import resume_source
+
 __all__ = ['PREEMPTED_EXIT_STATUS', 'Preempted', 'PreemptionHook', 'rng_state', 'set_rng_state',
            'requeue_slurm_job']
 
@@ -180,12 +182,12 @@ class PreemptionHook(Hook):
                 loop.dataloader_iterator, runner.iter, self._resumed_state)
         self._resumed_state = None
 
-    def after_train(self, runner) -> None:
+    def train_finally(self, runner) -> None:
+        """Called by :class:`~irtbox.engine.IrtboxRunner` when ``train()`` returns or raises."""
         self.restore_handlers()
 
     def restore_handlers(self) -> None:
-        """Give the signals their handlers from before training back (idempotent; the
-        runner calls it also when training fails)."""
+        """Give the signals their handlers from before training back (idempotent)."""
         for sig, handler in self._previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
         self._previous = {}
@@ -248,7 +250,7 @@ class PreemptionHook(Hook):
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         states = checkpoint.get(RNG_KEY)
-        if not getattr(runner, '_resume', False) or not states:
+        if resume_source(runner) is None or not states:
             return
         if len(states) != get_world_size():
             runner.logger.warning(

@@ -51,15 +51,15 @@ class FakeRunner:
     def __init__(self, work_dir):
         self.model = torch.nn.Linear(3, 2)
         self.work_dir = str(work_dir)
-        self.iter = 0
+        self.iter = self.epoch = 0
         self.train_loop = SimpleNamespace(stop_training=False)
         self.saved = []
-        self._resume = False
+        self.resuming_from = None
 
     def save_checkpoint(self, out_dir, filename, save_optimizer=True, save_param_scheduler=True,
-                        by_epoch=True):
+                        by_epoch=True, meta=None):
         assert not save_optimizer and not save_param_scheduler
-        ckpt = {'state_dict': self.model.state_dict(), 'meta': {}}
+        ckpt = {'state_dict': self.model.state_dict(), 'meta': dict(meta or {})}
         self.hook.before_save_checkpoint(self, ckpt)
         torch.save(ckpt, osp.join(out_dir, filename))
         self.saved.append(self.iter)
@@ -89,6 +89,7 @@ def test_stops_after_patience_and_reloads_best(tmp_path):
     assert torch.all(runner.model.weight == 20)
     saved = safe_torch_load(osp.join(str(tmp_path), 'best.pth'))
     assert torch.all(saved['state_dict']['weight'] == 20)
+    assert saved['meta']['iter'] == 20  # the iterations done (MMEngine's default: one more)
     assert saved['meta']['early_stopping'] == dict(best=0.35, wait=0, best_iter=20)
 
 
@@ -116,7 +117,7 @@ def test_resumed_run_reloads_from_file(tmp_path):
     hook.before_save_checkpoint(runner, ckpt)
     # A new process resumes: fresh hook, state from the checkpoint, best weights only on disk.
     resumed, new_hook = FakeRunner(tmp_path), BestWeightsEarlyStoppingHook(patience=3)
-    resumed._resume, resumed.iter = True, 20
+    resumed.resuming_from, resumed.iter = 'iter_20.pth', 20
     new_hook.after_load_checkpoint(resumed, ckpt)
     run_sequence(resumed, new_hook, [0.45, 0.3])
     assert resumed.train_loop.stop_training and resumed.iter == 40

@@ -1,0 +1,221 @@
+"""What a resumed training takes from its checkpoint and what from its config."""
+from typing import Dict, List, Optional
+
+from mmengine.hooks import Hook
+
+from irtbox.registry import HOOKS
+
+from .utils import resume_source
+
+__all__ = ['ResumeCheckHook', 'ResumeRefused', 'training_differences', 'training_identity']
+
+#: Where a checkpoint's ``meta`` holds its config's identity.
+IDENTITY_KEY = 'config_identity'
+_PATH_KEYS = ('data_root', 'ann_file', 'checkpoint', 'cache_dir', 'data_prefix')
+
+
+def _flatten(value, prefix: str, out: Dict[str, str]) -> None:
+    if isinstance(value, dict):
+        for key in sorted(value, key=str):
+            if str(key) not in _PATH_KEYS:
+                _flatten(value[key], f'{prefix}.{key}', out)
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _flatten(item, f'{prefix}.{i}', out)
+        if not value:
+            out[prefix] = '[]'
+    elif isinstance(value, type) or callable(value):
+        out[prefix] = getattr(value, '__name__', repr(value))
+    else:
+        out[prefix] = repr(value)
+
+
+def training_identity(cfg) -> Dict[str, str]:
+    """What makes two trainings the same training, so that a work dir's checkpoints resume
+    only the run that wrote them: every entry of the config's ``model`` (architecture, necks,
+    losses and their weights) and the training set's ``type`` and ``split``, flattened to
+    ``{'model.backbone.depth': '1', ..., 'train_dataloader.dataset.type': "'SOPDataset'"}``.
+    Paths (``data_root``, ``ann_file``, an ``init_cfg``'s ``checkpoint``) are left out, since
+    data and weights move between machines; so are the schedule, the optimizer's settings and
+    the loader: a longer schedule or another learning rate continues a run."""
+    out: Dict[str, str] = {}
+    _flatten(cfg.get('model') or {}, 'model', out)
+    dataset = (cfg.get('train_dataloader') or {}).get('dataset') or {}
+    if isinstance(dataset, dict):
+        for key in ('type', 'split'):
+            if key in dataset:
+                _flatten(dataset[key], f'train_dataloader.dataset.{key}', out)
+    return out
+
+
+def training_differences(saved: Optional[dict], now: Dict[str, str], limit: int = 3) -> List[str]:
+    """Up to ``limit`` lines ``key: A in the checkpoint, B in this config`` (``(none)`` for an
+    entry only one side has); empty when they are the same or ``saved`` is None (a
+    checkpoint that records none)."""
+    if not isinstance(saved, dict):
+        return []
+    lines = []
+    for key in sorted(set(saved) | set(now)):
+        if saved.get(key) != now.get(key):
+            lines.append(f'{key}: {saved.get(key, "(none)")} in the checkpoint, '
+                         f'{now.get(key, "(none)")} in this config')
+    if len(lines) > limit:
+        lines = lines[:limit] + [f'... and {len(lines) - limit} more']
+    return lines
+
+
+# Param group entries that are no training setting: the parameters, the learning rate
+# (scaled on its own), schedulers' bases, and how torch runs the update.
+_NOT_SETTINGS = ('params', 'lr', 'foreach', 'capturable', 'differentiable', 'fused')
+
+
+class ResumeRefused(RuntimeError):
+    """A checkpoint whose training state cannot continue under this config.
+
+    ``checkpoint``: its path; ``problem``: what does not fit; ``other_training``: it was
+    written by another training (model, losses or training set), so another work dir keeps
+    both. Starting afresh from its weights (``load_from`` it, not resuming) always works.
+    """
+
+    def __init__(self, checkpoint: str, problem: str, other_training: bool = False):
+        self.checkpoint, self.problem, self.other_training = checkpoint, problem, other_training
+        where = ('train in another work_dir, or set resume=False to start over in this one '
+                 '(its checkpoints of the same name are overwritten); ' if other_training else '')
+        super().__init__(f'resume from {checkpoint}: {problem}. To go on: {where}to start from '
+                         f'its weights, load_from={checkpoint} with resume=False (loads the '
+                         'weights only).')
+
+
+def _group_settings(group: dict) -> dict:
+    """A param group's training settings (weight decay, momentum, betas, eps, ...)."""
+    return {key: value for key, value in group.items()
+            if key not in _NOT_SETTINGS and not key.startswith('initial_')}
+
+
+def _plain(value):
+    """``value`` with tuples as lists (a checkpoint may hold either)."""
+    return list(map(_plain, value)) if isinstance(value, (list, tuple)) else value
+
+
+def _lr_scheduler_states(checkpoint: dict) -> List[dict]:
+    """The saved states of the checkpoint's learning-rate schedulers (a list, or a dict of
+    lists)."""
+    saved = checkpoint.get('param_schedulers') or []
+    groups = saved.values() if isinstance(saved, dict) else [saved]
+    return [s for group in groups for s in (group if isinstance(group, (list, tuple)) else [])
+            if isinstance(s, dict) and s.get('param_name') == 'lr']
+
+
+@HOOKS.register_module()
+class ResumeCheckHook(Hook):
+    """Resumes only the training that wrote a checkpoint, with the config's optimizer settings.
+
+    - Every checkpoint records its training's identity (:func:`training_identity`: model,
+      losses, training set) and its optimizer type in ``meta``.
+    - Resuming a checkpoint of another training, or of another optimizer type, is refused
+      (:class:`ResumeRefused`) naming what differs, before any state is loaded.
+    - Another learning rate in the config than in the checkpoint: training goes on at the
+      config's (each param group's rate and its schedule scaled by new / old), with a
+      warning naming both; so do other settings (weight decay, momentum, betas, eps, ...).
+      A change the resumed state or its schedule cannot follow (a scheduled momentum,
+      AMSGrad switched on, another number of param groups) is refused.
+
+    It edits the checkpoint as it is loaded (``after_load_checkpoint``, while the runner's
+    optimizer and schedulers still hold the config's values) and only when the runner
+    resumes (:func:`~.utils.resume_source`). :class:`~irtbox.engine.IrtboxRunner` adds it as
+    the default hook ``resume_check``; ``default_hooks.resume_check=None`` removes it.
+    """
+
+    priority = 'HIGHEST'  # refuse before any other hook acts on the checkpoint
+
+    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+        meta = checkpoint.setdefault('meta', {})
+        optimizer = getattr(getattr(runner, 'optim_wrapper', None), 'optimizer', None)
+        if optimizer is not None:
+            meta.setdefault('optimizer_type', type(optimizer).__name__)
+        meta.setdefault(IDENTITY_KEY, training_identity(runner.cfg))
+
+    def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
+        filename = resume_source(runner)
+        if filename is None:
+            return
+        differences = training_differences((checkpoint.get('meta') or {}).get(IDENTITY_KEY),
+                                           training_identity(runner.cfg))
+        if differences:
+            raise ResumeRefused(filename, f'it was written by another training '
+                                f'({"; ".join(differences)}); it is not resumed',
+                                other_training=True)
+        optimizer = getattr(getattr(runner, 'optim_wrapper', None), 'optimizer', None)
+        saved = checkpoint.get('optimizer')
+        if optimizer is None or not isinstance(saved, dict) or 'param_groups' not in saved:
+            return
+        before = (checkpoint.get('meta') or {}).get('optimizer_type')
+        now = type(optimizer).__name__
+        if before is not None and before != now:
+            raise ResumeRefused(filename, f'its optimizer is {before}, the config asks for {now}; '
+                                f"{before}'s state cannot continue as {now}'s")
+        groups = saved['param_groups']
+        if len(groups) != len(optimizer.param_groups):
+            raise ResumeRefused(
+                filename, f'it holds {len(groups)} optimizer param groups, the config builds '
+                f'{len(optimizer.param_groups)} (optim_wrapper.paramwise_cfg changed?); the '
+                'optimizer state cannot be matched to the parameters')
+        self._use_config_lr(runner, optimizer.param_groups, checkpoint, filename)
+        self._use_config_settings(runner, optimizer.param_groups, groups, filename)
+
+    @staticmethod
+    def _use_config_lr(runner, fresh_groups, checkpoint: dict, filename: str) -> None:
+        """Where the config's base learning rates differ from the checkpoint's, scale each
+        saved group's rate, its ``initial_lr`` and the saved schedulers' values by new / old."""
+        groups = checkpoint['optimizer']['param_groups']
+        fresh = [group.get('initial_lr', group['lr']) for group in fresh_groups]
+        old = [group.get('initial_lr', group['lr']) for group in groups]
+        if all(abs(n - o) <= 1e-12 * max(abs(n), abs(o)) for n, o in zip(fresh, old)):
+            return
+        schedulers = _lr_scheduler_states(checkpoint)
+        for i, (group, new_lr, old_lr) in enumerate(zip(groups, fresh, old)):
+            ratio = new_lr / old_lr if old_lr else None
+            group['lr'] = group['lr'] * ratio if ratio is not None else new_lr
+            if 'initial_lr' in group:
+                group['initial_lr'] = new_lr
+            for scheduler in schedulers:
+                for name in ('base_values', '_last_value'):
+                    values = scheduler.get(name)
+                    if isinstance(values, list) and i < len(values):
+                        values[i] = values[i] * ratio if ratio is not None else new_lr
+        runner.logger.warning(
+            f'resume: the learning rate is {fresh[0]:g} in the config, {old[0]:g} in '
+            f'{filename}: training goes on at the config\'s {fresh[0]:g} (each param group\'s '
+            'rate and its schedule scaled by new / old). To keep the checkpoint\'s, set '
+            f'optim_wrapper.optimizer.lr={old[0]:g}.')
+
+    @staticmethod
+    def _use_config_settings(runner, fresh_groups, groups: List[dict], filename: str) -> None:
+        """Put the config's settings into the saved param ``groups`` where they differ, with
+        one warning naming each; refuse a change the resumed state cannot follow."""
+        changed = {}
+        for group, wanted in zip(groups, map(_group_settings, fresh_groups)):
+            for key, value in wanted.items():
+                if key in group and _plain(group[key]) != _plain(value):
+                    changed.setdefault(key, (value, group[key]))
+        # MMEngine's momentum schedulers keep the base under initial_momentum (also for betas)
+        scheduled = sorted(k for k in changed if any(
+            f'initial_{k}' in g or (k == 'betas' and 'initial_momentum' in g) for g in groups))
+        if changed.get('amsgrad', (False, False))[0] and not changed['amsgrad'][1]:
+            scheduled.append('amsgrad')  # its running maximum is not in the state
+        if scheduled:
+            key = scheduled[0]
+            raise ResumeRefused(
+                filename, f'the config changes optim_wrapper.optimizer.{key} '
+                f'({changed[key][1]!r} in the checkpoint, {changed[key][0]!r} in the config), '
+                'which the resumed optimizer state or its schedule cannot follow; set it back')
+        if not changed:
+            return
+        for group, wanted in zip(groups, map(_group_settings, fresh_groups)):
+            group.update({k: v for k, v in wanted.items() if k in changed})
+        said = ', '.join(f'{key} {_plain(new)!r} (checkpoint: {_plain(old)!r})'
+                         for key, (new, old) in sorted(changed.items()))
+        runner.logger.warning(
+            f'resume: the config changes optimizer settings of {filename}: training goes on '
+            f'with the config\'s {said}. To keep the checkpoint\'s, set them back in '
+            'optim_wrapper.optimizer.')

@@ -1,0 +1,68 @@
+"""One training at a time in a work dir, and a word before a new run overwrites an old one's
+checkpoints."""
+import os.path as osp
+from typing import Optional
+
+from mmengine.dist import broadcast_object_list, is_distributed, is_main_process
+from mmengine.hooks import Hook
+
+from irtbox.registry import HOOKS
+
+from ..work_dir_lock import WorkDirLock, WorkDirLocked
+from .checkpoint import run_checkpoints
+from .utils import is_training
+
+__all__ = ['WorkDirLockHook']
+
+
+@HOOKS.register_module()
+class WorkDirLockHook(Hook):
+    """Holds the work dir's lock (:class:`~irtbox.engine.work_dir_lock.WorkDirLock`) while
+    training, and warns when a run from iteration 0 may overwrite checkpoints there.
+
+    - ``before_run`` of a training: rank 0 takes ``WORK_DIR/.irtbox.lock``; a training
+      holding it already is refused on every rank (:class:`WorkDirLocked`, naming its PID,
+      host and start time), before any weights are loaded.
+    - ``before_train``: a run starting from iteration 0 (not resumed) in a work dir that
+      holds ``iter_*``/``epoch_*`` checkpoints names those it overwrites.
+    - ``train_finally`` (:class:`~irtbox.engine.IrtboxRunner` calls it when ``train()``
+      returns or raises): the lock is released.
+
+    Evaluation (``val()``, ``test()``) takes no lock. :class:`~irtbox.engine.IrtboxRunner`
+    adds it as the default hook ``work_dir_lock``.
+    """
+
+    priority = 'HIGHEST'  # the lock before any other hook's work
+
+    def __init__(self) -> None:
+        self._lock: Optional[WorkDirLock] = None
+
+    def before_run(self, runner) -> None:
+        if not is_training(runner):
+            return
+        refusal = None
+        if is_main_process() and '://' not in runner.work_dir:
+            try:
+                self._lock = WorkDirLock(runner.work_dir, warn=runner.logger.warning).acquire()
+            except WorkDirLocked as err:
+                refusal = (err.work_dir, err.lock, err.holder)
+        if is_distributed():  # every rank learns whether rank 0 was refused
+            shared = [refusal]
+            broadcast_object_list(shared, src=0)
+            refusal = shared[0]
+        if refusal is not None:
+            raise WorkDirLocked(*refusal)
+
+    def before_train(self, runner) -> None:
+        existing = run_checkpoints(runner.work_dir) if runner.iter == 0 else []
+        if existing:
+            runner.logger.warning(
+                f'{runner.work_dir} holds checkpoints of an earlier run '
+                f'({", ".join(osp.basename(p) for p in existing)}); this run starts from '
+                'iteration 0 and overwrites those of the same name: resume (resume=True) to '
+                'continue that run, or train in another work_dir to keep both.')
+
+    def train_finally(self, runner) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
