@@ -22,9 +22,6 @@ under no prefix::
     <s/>failed_ids         str, <s/>failed_reasons  str: images that could not be read
     <s/>identity           0-d str, JSON: the model's identity (``irtbox.apis.model_identity``)
     <s/><other>            any other per-set array (e.g. sample_idx, ap_M), kept as given
-
-Files from earlier irtbox versions are read too: ``tools/test.py --out`` files without
-``format`` (paths under ``img_path``) and ``features.npz`` from extraction.
 """
 import json
 import os.path as osp
@@ -42,7 +39,6 @@ EMBEDDINGS_FORMAT = 'irtbox-embeddings/1'
 # The arrays of a set that EmbeddingSet has fields for; anything else is in ``extra``.
 _FIELDS = ('embeddings', 'ids', 'data_root', 'labels', 'is_query', 'class_names', 'failed_ids',
            'failed_reasons', 'identity')
-_LEGACY_PATHS = 'img_path'  # tools/test.py --out before the embeddings file
 
 
 @dataclass
@@ -235,8 +231,6 @@ def load_embeddings(path: str, name: Optional[str] = None, mmap: bool = True,
             raise ValueError(f'{path}: no set {name!r} of embeddings; it has {shown}')
         p = f'{name}/' if name else ''
         ids = reader.get(p + 'ids')
-        if ids is None:
-            ids = reader.get(p + _LEGACY_PATHS)
         stored_root = reader.get(p + 'data_root')
         identity = reader.get(p + 'identity')
         class_names = reader.get(p + 'class_names')
@@ -244,7 +238,7 @@ def load_embeddings(path: str, name: Optional[str] = None, mmap: bool = True,
         embeddings = reader[p + 'embeddings']
         extra = {k[len(p):]: reader[k] for k in sorted(reader.keys)
                  if k.startswith(p) and '/' not in k[len(p):]
-                 and k[len(p):] not in _FIELDS + (_LEGACY_PATHS, 'format')}
+                 and k[len(p):] not in _FIELDS + ('format',)}
         data = EmbeddingSet(
             embeddings=embeddings,
             ids=None if ids is None else ids.tolist(),
