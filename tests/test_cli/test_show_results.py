@@ -123,21 +123,6 @@ def test_browse_results_clear_errors(tested, tmp_path):
         browse_results.main([str(tmp_path / 'none.npz'), '--out-dir', str(tmp_path / 's')])
 
 
-def test_browse_results_reads_an_earlier_file(tested, tmp_path):
-    """A tools/test.py --out file of earlier versions (paths under img_path, no format) is
-    read as it is."""
-    tmp, out, show = tested
-    data = load_embeddings(out, mmap=False)
-    np.savez(tmp_path / 'old.npz', embeddings=data.embeddings, labels=data.labels,
-             is_query=data.is_query, img_path=np.array(data.ids), data_root=data.data_root,
-             sample_idx=data.extra['sample_idx'], **{'metrics/recall@1': 0.5})
-    again = str(tmp_path / 'again')
-    browse_results.main([str(tmp_path / 'old.npz'), '--out-dir', again, '--show-num', '5',
-                         '--topk', '4'])
-    assert [r['query'] for r in read_csv(osp.join(again, 'failures.csv'))] == \
-        [r['query'] for r in read_csv(osp.join(show, 'failures.csv'))]
-
-
 def test_query_gallery_set_shows_only_queries(tmp_path, in_root):
     out, show = str(tmp_path / 'r.npz'), str(tmp_path / 'show')
     test_tool.main([TINY_CONFIG, '--work-dir', str(tmp_path / 'w'), '--out', out,
