@@ -1,6 +1,6 @@
 """Embeddings of your own images: a folder, a list of files or arrays, through the config's test
 pipeline; for big collections in resumable shards, on one process or several
-(:func:`extract_folder`, what ``tools/extract.py`` runs).
+(:func:`extract_folder`, what ``irtbox extract`` runs).
 
 Every result is an :class:`~irtbox.structures.embeddings_file.EmbeddingSet` (embeddings, ids,
 failed images, the model's identity) and every file written (the shards, ``features.npz``) is
@@ -197,7 +197,7 @@ def extract_features(model, images: Union[str, Sequence], batch_size: int = 32,
                      device: Optional[Union[str, torch.device]] = None,
                      identity: bool = True) -> EmbeddingSet:
     """Embeddings of ``images``, preprocessed by the config's test pipeline exactly as
-    ``tools/test.py`` does (and with the model's multi-scale test and whitening, if any).
+    testing does (and with the model's multi-scale test and whitening, if any).
 
     Args:
         model: a retriever from ``init_model`` / ``get_model`` (it carries ``model.cfg``);
@@ -409,7 +409,7 @@ def extract_folder(config, checkpoint: Optional[str], image_dir: str, out_dir: s
     """Embed every image under ``image_dir`` into ``out_dir/features.npz`` (an embeddings
     file: embeddings, ids = the image paths, failed images, the model's identity), in
     resumable shards (``out_dir/shards``), on this process or on every rank of a distributed
-    job (:func:`extract_sharded`). What ``tools/extract.py`` runs.
+    job (:func:`extract_sharded`).
 
     Args:
         config, checkpoint: the model (``init_model``); ``checkpoint`` None:

@@ -108,7 +108,7 @@ def get_model(name: str, pretrained: Union[bool, str] = True,
             a path or URL: those weights; False: the architecture with random weights.
         device: where the model goes.
         index: extra index file(s) (see :func:`list_models`).
-        cfg_options: config overrides, as ``--cfg-options`` takes them.
+        cfg_options: config overrides, ``{'a.b': value}``.
         progress: show a progress bar while downloading.
 
     The returned model carries ``model.cfg`` (its config) and ``model.zoo_entry``.

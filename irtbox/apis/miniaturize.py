@@ -271,7 +271,7 @@ def stand_in_weights(cfg: Config, weights_dir: str, use_cache: bool = True) -> s
 def shorten_schedule(cfg: Config, units: int) -> Dict[str, str]:
     """Two phases of ``units`` iterations (or of one epoch each), validation and a
     checkpoint at the end of each, loggers and hook intervals 1. Returns the
-    ``--cfg-options`` of the first phase (the config itself holds both phases)."""
+    config options of the first phase (the config itself holds both phases)."""
     train_cfg = cfg.get('train_cfg') or {}
     by_epoch = 'max_epochs' in train_cfg or 'Epoch' in str(train_cfg.get('type', ''))
     if by_epoch:
@@ -371,7 +371,7 @@ def miniaturize(cfg: Config, work_dir: str, input_size: int = DEFAULT_INPUT_SIZE
                 shallow: bool = False) -> Tuple[Config, Dict[str, str], List[str]]:
     """``cfg`` in miniature (see the module doc), its runs under ``<work_dir>/run``;
     ``shallow``: a transformer backbone with few blocks (:func:`shallow_backbone`).
-    Returns the new config, the first phase's ``--cfg-options`` and what was changed."""
+    Returns the new config, the first phase's config options and what was changed."""
     cfg = copy.deepcopy(cfg)
     notes = point_datasets(cfg, osp.join(work_dir, 'data'), data_root, subset)
     if data_root is None:  # miniatures: their counts are not the published ones on purpose

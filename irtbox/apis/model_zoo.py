@@ -6,7 +6,7 @@ method; each model entry has ``Name``, ``Config``, ``Metadata``, ``Results`` and
 ``Weights``). ``Weights`` is one of:
 
 - ``null``: not released; ``get_model(name)`` says so and how to train it;
-- a mapping ``{URL, SHA256, Size, Embedding Dim}`` (what ``tools/misc/publish_model.py``
+- a mapping ``{URL, SHA256, Size, Embedding Dim}`` (what publishing
   prints): downloaded into ``$IRTBOX_HOME`` and verified against the full sha256;
   the URL may be ``http(s)://``, ``file://``, ``hf://owner/repo/file`` or a path
   relative to the metafile;

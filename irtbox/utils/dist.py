@@ -116,7 +116,7 @@ def exit_with_parent_if_asked() -> None:
     environment: this process's own children are not its parent's). Armed in the child
     itself rather than by ``preexec_fn``, which is unsafe in a threaded parent (a sweep
     runs its runs from threads). The signal survives ``exec``: a launcher that replaces the
-    command (``--nproc``) gets it, and forwards it to its ranks."""
+    command (torchrun) gets it, and forwards it to its ranks."""
     if os.environ.pop(EXIT_WITH_PARENT_VAR, '') == '1':
         exit_with_parent()
 

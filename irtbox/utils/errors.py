@@ -2,7 +2,7 @@
 
 The library knows its functions' arguments, not the options of the command that called them:
 an :class:`ArgumentError`'s message names arguments as ``{name}`` fields, read as the Python
-argument (``input_size``) by default and as the command's option (``--input-size``) by
+argument (``input_size``) by default and as the command's option (the name with dashes) by
 ``irtbox.cli``, which words every error of a command with :meth:`ArgumentError.worded`.
 """
 import re

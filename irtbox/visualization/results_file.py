@@ -1,5 +1,5 @@
-"""Pictures from a saved test result, no model needed: a set of a ``tools/test.py --out``
-embeddings file (read with :func:`irtbox.structures.load_embeddings`, the one reader) drawn
+"""Pictures from a saved test result, no model needed: a set of the embeddings file a
+test writes (read with :func:`irtbox.structures.load_embeddings`, the one reader) drawn
 as result grids and a results browser (:func:`browse_results`) or as a 2-D map
 (:func:`plot_results_map`), and the revisited ground truth such a result is ranked against."""
 import os.path as osp
@@ -71,7 +71,7 @@ def browse_results(path: str, out_dir: str, name: Optional[str] = None,
                    protocol: str = 'medium', num: int = 50, k: int = 8, seed: int = 0,
                    worst: int = 0) -> List[dict]:
     """Result grids, ``index.html`` and ``failures.csv`` in ``out_dir`` from the set ``name``
-    of the results file ``path`` (as ``tools/test.py --show-dir`` draws them; see
+    of the results file ``path`` (as a test draws them; see
     :func:`~irtbox.visualization.show_results` for ``num``, ``k``, ``seed`` and ``worst``).
     ``data_root``: where the images are now, when they moved since the test. ``gnd_file``:
     a revisited ``gnd_*.pkl`` whose ``protocol`` says what is correct and junk, for a set

@@ -65,7 +65,7 @@ class BestWeightsEarlyStoppingHook(Hook):
     After every validation the hook reads ``metrics[monitor]``; on an
     improvement it copies the model's weights (state dict, on the CPU) and,
     with ``save_best``, writes them as ``<work_dir>/<best_filename>`` (a
-    checkpoint without optimizer state, for ``tools/test.py``). After
+    checkpoint without optimizer state, for testing). After
     ``patience`` validations without improvement it sets
     ``runner.train_loop.stop_training``. At ``after_train`` (and so before any
     ``runner.test()`` in the same process) the best weights are loaded into the

@@ -36,7 +36,7 @@ class PartialFCHook(Hook):
     (``partial_fc=`` on ArcFace, CosFace, normalised softmax; see
     :mod:`irtbox.models.losses.partial_fc`) and its whole optimizer state, whatever the
     number of ranks that wrote it, and cuts each rank's rows out of them on loading: a run
-    resumes on any number of processes, and ``tools/test.py`` or publishing read the
+    resumes on any number of processes, and testing or publishing read the
     checkpoint as that of the replicated layer (same keys, same shapes).
 
     - ``prepare_checkpoint`` (every rank, before rank 0 writes the file): rank 0 receives
