@@ -28,12 +28,12 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 
 def worded(error: BaseException, flags: Optional[Dict[str, str]] = None) -> str:
-    """``error``'s message in the command line's words: the arguments an
-    :class:`~irtbox.utils.errors.ArgumentError` names read as the command's options
+    """``error``'s message in the command line's words: the arguments a
+    :class:`~irtbox.utils.errors.NamesArguments` error names read as the command's options
     (``flags``: {argument: option} where they differ; else ``--`` and the argument's name
     with dashes, ``input_size`` -> ``--input-size``)."""
-    from irtbox.utils.errors import ArgumentError
-    if not isinstance(error, ArgumentError):
+    from irtbox.utils.errors import NamesArguments
+    if not isinstance(error, NamesArguments):
         return str(error)
     return error.worded(lambda name: (flags or {}).get(name, '--' + name.replace('_', '-')))
 
