@@ -14,12 +14,21 @@ from irtbox.datasets.prepare import DATASETS, PrepareError, dataset_info, prepar
 from irtbox.utils.checks import int_argument
 from irtbox.utils.download import DownloadError, UnreachableError
 
-__all__ = ['parse_args', 'main', 'listing']
+__all__ = ['parse_args', 'main', 'listing', 'prepare_command']
 
 
 def _size(num_bytes: int) -> str:
     """'2.9 GB', or '6 MB' below a GB (where '0.0 GB' would say nothing)."""
     return f'{num_bytes / 1e9:.1f} GB' if num_bytes >= 1e9 else f'{num_bytes / 1e6:.0f} MB'
+
+
+def prepare_command(name: str, root: str) -> str:
+    """The command that prepares the dataset ``name`` (a prepared dataset, or the quick start's
+    digits: :func:`~irtbox.datasets.prepare.missing.prepared_dataset`) into ``root``."""
+    from irtbox.datasets.prepare.missing import DIGITS
+    if name == DIGITS:
+        return f'irtbox prepare-digits --out {root}'
+    return f'irtbox prepare {name} --root {root}'
 
 
 def listing() -> str:
