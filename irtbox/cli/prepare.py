@@ -9,7 +9,7 @@ Examples:
 """
 import argparse
 
-from irtbox.cli import HelpFormatter
+from irtbox.cli import HelpFormatter, worded
 from irtbox.datasets.prepare import DATASETS, PrepareError, dataset_info, prepare_dataset
 from irtbox.utils.checks import int_argument
 from irtbox.utils.download import DownloadError, UnreachableError
@@ -77,13 +77,16 @@ def main(argv=None):
         return None
     info = dataset_info(args.name)
     try:
-        return prepare_dataset(info, args.root or info.default_root, mirror=args.mirror,
-                               from_dir=args.from_dir, keep_archives=args.keep_archives,
-                               check_space=not args.no_space_check,
-                               progress=not args.no_progress, retries=args.retries)
+        root = args.root or info.default_root
+        manifest = prepare_dataset(info, root, mirror=args.mirror, from_dir=args.from_dir,
+                                   keep_archives=args.keep_archives,
+                                   check_space=not args.no_space_check,
+                                   progress=not args.no_progress, retries=args.retries)
     except UnreachableError as err:
         raise SystemExit(f'prepare {args.name}: {err}. Without a network: --from-dir DIR (the '
                          'files fetched elsewhere, under their names) or --mirror URL (a server '
                          'you can reach that holds them)') from err
     except (PrepareError, DownloadError, OSError) as err:
-        raise SystemExit(f'prepare {args.name}: {err}') from err
+        raise SystemExit(f'prepare {args.name}: {worded(err)}') from err
+    print(f'check it with: irtbox check {args.name} --root {root}')
+    return manifest

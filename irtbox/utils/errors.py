@@ -6,23 +6,25 @@ the Python argument (``input_size``) by default and as the command's option (the
 dashes) by ``irtbox.cli``, which words every error of a command with :meth:`~NamesArguments.worded`.
 """
 import re
-from typing import Callable, Optional
+from typing import Callable, Dict, Optional
 
 __all__ = ['NamesArguments', 'ArgumentError']
 
 
 class NamesArguments:
-    """Mixed into an exception class: its message names arguments as ``{name}`` fields."""
+    """Mixed into an exception class: its message names arguments as ``{name}`` fields;
+    ``python``: {field: its Python wording} where that is not the field's name (a field for
+    an option that turns something off, ``{no_space_check}``: ``'check_space=False'``)."""
 
-    def __init__(self, message: str, *args):
-        self.message = message
+    def __init__(self, message: str, *args, python: Optional[Dict[str, str]] = None):
+        self.message, self.python = message, python or {}
         super().__init__(self.worded(), *args)
 
     def worded(self, name_of: Optional[Callable[[str], str]] = None) -> str:
-        """The message with each ``{name}`` field replaced by ``name_of(name)`` (default: the
-        name itself). Only ``{identifier}`` fields are replaced: other braces stay as given."""
-        return re.sub(r'\{([a-z_][a-z0-9_]*)\}', lambda m: (name_of or str)(m.group(1)),
-                      self.message)
+        """The message with each ``{name}`` field replaced by ``name_of(name)`` (default: its
+        Python wording). Only ``{identifier}`` fields are replaced: other braces stay."""
+        name_of = name_of or (lambda name: self.python.get(name, name))
+        return re.sub(r'\{([a-z_][a-z0-9_]*)\}', lambda m: name_of(m.group(1)), self.message)
 
 
 class ArgumentError(NamesArguments, ValueError):

@@ -78,7 +78,7 @@ def count_mismatch(dataset) -> Optional[str]:
         return None
     root = getattr(dataset, 'data_root', '') or '.'
     return (f'{name} {view.name} under {root}: {", ".join(wrong)}; the numbers will not be '
-            f'comparable with published ones: run `irtbox check {name} --root {root}`')
+            f'comparable with published ones: check it (`irtbox check {name}`, root {root})')
 
 
 # --- the full check -----------------------------------------------------------------------------
@@ -177,7 +177,7 @@ def check_dataset(info: DatasetInfo, root: str, full: bool = False, sample: int 
     ``where`` and ``fix``.
     """
     report = dict(dataset=info.name, root=root, ok=True, splits={}, problems=[])
-    prepare_fix = f'run `irtbox prepare {info.name} --root {root}` (see docs/datasets.md)'
+    prepare_fix = f'prepare it (`irtbox prepare {info.name}`, root {root}; see docs/datasets.md)'
     if not osp.isdir(root):
         _problem(report, 'error', 'the dataset folder does not exist', root, prepare_fix)
         report['ok'] = False
