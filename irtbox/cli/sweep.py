@@ -204,7 +204,11 @@ def main(argv=None):
     write_table(summary, osp.join(args.work_root, 'summary.csv'), decimals=SUMMARY_DECIMALS)
     print(format_tables(summary, spec))
     if not args.no_plot:
-        for path in plot_all(summary, spec, args.work_root, band=args.band):
+        try:
+            paths = plot_all(summary, spec, args.work_root, band=args.band)
+        except MissingExtraError as error:
+            raise SystemExit(f'{error} (or run without the figures: --no-plot)') from None
+        for path in paths:
             print(path)
     if failures and not args.collect_only:
         raise SystemExit(f'{len(failures)} run(s) failed (their folders hold a `{FAILED}` '

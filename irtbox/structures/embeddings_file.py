@@ -1,6 +1,6 @@
 """The embeddings file: one format for every set of embeddings irtbox writes.
 
-``tools/test.py --out results.npz``, ``tools/extract.py`` (``features.npz`` and its shards) and
+A test's results (``results.npz``), an extraction (``features.npz`` and its shards) and
 the search index (``embeddings-<tag>.npz`` in the index folder) all write it with
 :func:`save_embeddings`, and everything that reads embeddings (``browse_results``,
 ``plot_embeddings``, ``analyze_embeddings``, the index) reads it with :func:`load_embeddings`.
@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
+
+from irtbox.utils.errors import ArgumentError
 
 __all__ = ['EmbeddingSet', 'save_embeddings', 'load_embeddings', 'embedding_set_names',
            'EMBEDDINGS_FORMAT']
@@ -163,8 +165,8 @@ class _Reader:
 
     def __init__(self, path: str, mmap: bool):
         if not osp.isfile(path):
-            raise FileNotFoundError(f'{path}: no such embeddings file (written by '
-                                    'tools/test.py --out results.npz or tools/extract.py)')
+            raise FileNotFoundError(f'{path}: no such embeddings file (written by a test or '
+                                    'an extraction)')
         self.path, self.mmap = path, mmap
         try:
             self.npz = np.load(path, allow_pickle=False)
@@ -172,7 +174,7 @@ class _Reader:
                           for i in zipfile.ZipFile(path).infolist()}
         except (OSError, ValueError, zipfile.BadZipFile) as error:
             raise ValueError(f'{path}: not a readable .npz ({error}); expected an embeddings '
-                             'file (tools/test.py --out results.npz, tools/extract.py)') from error
+                             'file (written by a test or an extraction)') from error
         self.keys = set(self.npz.files)
 
     def __contains__(self, key: str) -> bool:
@@ -218,14 +220,12 @@ def load_embeddings(path: str, name: Optional[str] = None, mmap: bool = True,
         names = _set_names(reader.keys)
         if not names:
             raise ValueError(f'{path}: no embeddings array (has {sorted(reader.keys)}); expected '
-                             'an embeddings file (tools/test.py --out results.npz, '
-                             'tools/extract.py)')
+                             'an embeddings file (written by a test or an extraction)')
         if name is None:
             if len(names) > 1:
-                raise ValueError(f'{path} holds {len(names)} sets of embeddings ('
-                                 f'{", ".join(names)}): name one (--set)')
+                raise ArgumentError(f'{path} holds {len(names)} sets of embeddings ('
+                                    f'{", ".join(names)}): name one ({{name}})', 'name')
             name = names[0]
-        name = name.rstrip('/')
         if name not in names:
             shown = ', '.join(repr(n) for n in names)
             raise ValueError(f'{path}: no set {name!r} of embeddings; it has {shown}')
