@@ -24,9 +24,10 @@ import torch
 from mmengine.logging import print_log
 
 from irtbox.structures.embeddings_file import EmbeddingSet, load_embeddings, save_embeddings
+from irtbox.utils.errors import NamesArguments
 from irtbox.utils.fileio import atomic_write_text
 
-__all__ = ['NonFiniteEmbeddingsError', 'list_images', 'extract_features', 'prepare_shards',
+__all__ = ['NonFiniteEmbeddingsError', 'EarlierShardsError', 'MissingShardsError', 'list_images', 'extract_features', 'prepare_shards',
            'extract_to_shards', 'merge_shards', 'extract_sharded', 'extract_folder',
            'FEATURES_FILE']
 
@@ -40,6 +41,15 @@ SHOWN_FAILURES = 5
 class NonFiniteEmbeddingsError(ValueError):
     """The model gave NaN or inf embeddings for some images (a NaN in its weights, or inputs
     that overflow): they would make a features file or an index useless."""
+
+
+class EarlierShardsError(NamesArguments, FileExistsError):
+    """The output folder holds the shards of an earlier extraction, and ``resume`` was not
+    given (the message names it as ``{resume}``)."""
+
+
+class MissingShardsError(NamesArguments, FileNotFoundError):
+    """Shards of an unfinished extraction are missing (the message names ``{resume}``)."""
 
 
 def list_images(folder: str, recursive: bool = True) -> List[str]:
@@ -272,9 +282,9 @@ def prepare_shards(model, out_dir: str, paths: Sequence[str], shard_size: int, r
     wanted = _job_manifest(model, paths, shard_size, identity)
     if osp.isfile(path):
         if not resume:
-            raise FileExistsError(f'{out_dir} holds shards of an earlier extraction; pass '
-                                  '--resume (resume=True) to continue it, or choose another '
-                                  'output folder')
+            raise EarlierShardsError(f'{out_dir} holds shards of an earlier extraction; pass '
+                                     '{resume} to continue it, or choose another output '
+                                     'folder', python=dict(resume='resume=True'))
         with open(path) as f:
             found = json.load(f)
         changed = [k for k in wanted if found.get(k) != wanted[k]]
@@ -342,15 +352,17 @@ def merge_shards(out_dir: str, identity: Optional[dict] = None) -> EmbeddingSet:
     missing = [_shard_path(out_dir, i) for i in range(manifest['shards'])
                if not osp.isfile(_shard_path(out_dir, i))]
     if missing:
-        raise FileNotFoundError(f'{len(missing)} of {manifest["shards"]} shards are missing '
-                                f'({", ".join(missing[:3])}{" ..." if len(missing) > 3 else ""})'
-                                ': the extraction is not finished; run it again with --resume')
+        raise MissingShardsError(
+            f'{len(missing)} of {manifest["shards"]} shards are missing '
+            f'({", ".join(missing[:3])}{" ..." if len(missing) > 3 else ""}): the extraction '
+            'is not finished; run it again with {resume}', python=dict(resume='resume=True'))
     embeddings, ids, failed = [], [], []
     for index in range(manifest['shards']):
         shard = load_embeddings(_shard_path(out_dir, index))
         if shard.ids is None:
             raise ValueError(f'{_shard_path(out_dir, index)}: a shard without ids; expected one '
-                             'written by extract_to_shards (delete it and run with --resume)')
+                             'written by extract_to_shards (delete it and resume the '
+                             'extraction)')
         if len(shard.ids):
             embeddings.append(np.asarray(shard.embeddings))
         ids += list(shard.ids)

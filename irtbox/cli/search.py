@@ -42,7 +42,7 @@ import argparse
 import json
 import os.path as osp
 
-from irtbox.cli import HelpFormatter, checkpoint_argument
+from irtbox.cli import HelpFormatter, checkpoint_argument, worded
 from irtbox.utils.checks import int_argument
 from irtbox.utils.config import DictAction
 
@@ -242,4 +242,4 @@ def main(argv=None):
     try:
         return dict(build=build, query=query, serve=serve)[args.command](args)
     except (OSError, ValueError, MissingExtraError) as err:  # a full disk: the path is named
-        raise SystemExit(f'search {args.command}: {err}')
+        raise SystemExit(f'search {args.command}: {worded(err)}')
