@@ -335,5 +335,5 @@ def get_entry(name: str, index: Union[str, Sequence[str], None] = None) -> ZooEn
         raise UnknownModelError(
             f'no model {name!r} in the zoo ({len(entries)} models from '
             f'{", ".join(index_files(index))}).{hint} See list_models() or '
-            'tools/misc/list_models.py.')
+            '`irtbox list-models`.')
     return entries[name]

@@ -18,7 +18,7 @@ iteration 0. docs/reliability.md, "What resumes, and how".
 import argparse
 import os
 
-from irtbox.cli import HelpFormatter
+from irtbox.cli import HelpFormatter, worded
 from irtbox.cli.launch import add_nproc_argument, relaunch
 from irtbox.utils.config import DictAction
 
@@ -207,4 +207,4 @@ def main(argv=None):
         raise SystemExit(1) from err
     except (WorkDirLocked, ResumeRefused) as err:  # one line: what happened, what to do
         runner.logger.error(str(err))
-        raise SystemExit(f'{args.config}: {err}') from err
+        raise SystemExit(f'{args.config}: {worded(err)}') from err

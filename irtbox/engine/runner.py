@@ -306,7 +306,7 @@ class IrtboxRunner(Runner):
             try:
                 lock = WorkDirLock(self.work_dir, warn=self.logger.warning).acquire()
             except WorkDirLocked as err:
-                refusal = str(err)
+                refusal = err.message  # the template: the command words {work_dir}
         if is_distributed():
             shared = [refusal]
             broadcast_object_list(shared, src=0)

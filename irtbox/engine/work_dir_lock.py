@@ -25,6 +25,8 @@ import os.path as osp
 import socket
 from typing import Callable, Optional
 
+from irtbox.utils.errors import NamesArguments
+
 __all__ = ['LOCK_NAME', 'WorkDirLock', 'WorkDirLocked', 'job_id']
 
 LOCK_NAME = '.irtbox.lock'
@@ -39,8 +41,8 @@ def job_id() -> Optional[str]:
     return os.environ.get('SLURM_JOB_ID') or run or None
 
 
-class WorkDirLocked(RuntimeError):
-    """Another training holds the work dir."""
+class WorkDirLocked(NamesArguments, RuntimeError):
+    """Another training holds the work dir (the message names the argument ``{work_dir}``)."""
 
 
 def _pid_running(pid: int) -> bool:
@@ -141,7 +143,7 @@ class WorkDirLock:
                f'{holder.get("started")}') if holder else 'a process that left no record'
         return (f'{self.work_dir} is in use by another training ({who}); two trainings in one '
                 f'work dir overwrite each other\'s checkpoints. Give this one another '
-                f'--work-dir, or wait for that one to end. (If it is over, delete {self.path}.)')
+                f'{{work_dir}}, or wait for that one to end. (If it is over, delete {self.path}.)')
 
     def release(self) -> None:
         if not self.held:

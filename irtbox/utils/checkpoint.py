@@ -86,7 +86,7 @@ def safe_checkpoint_loaders():
 def safe_torch_load(path: str, map_location='cpu'):
     """``torch.load`` with ``weights_only=True`` and a message naming the file on failure.
 
-    A ``.safetensors`` file (what :func:`~irtbox.apis.publish_model` writes) is read
+    A ``.safetensors`` file (what :func:`~irtbox.apis.publish_checkpoint` writes) is read
     with safetensors instead: a flat state dict, no pickle at all.
     """
     register_safe_globals()

@@ -63,8 +63,8 @@ def init_distributed(launcher: str, backend: str = None, port: int = None,
         raise ValueError(f'unknown launcher {launcher!r}; expected none, pytorch or slurm')
     for key in ('RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT'):
         if key not in os.environ:
-            raise RuntimeError(f'--launcher {launcher}: environment variable {key} is not set; '
-                               'start the job with tools/dist_train.sh (torchrun) or srun.')
+            raise RuntimeError(f'launcher {launcher!r}: environment variable {key} is not set; '
+                               'start the job with torchrun or srun.')
     cuda = torch.cuda.is_available()
     backend = backend or ('nccl' if cuda else 'gloo')
     if cuda:
