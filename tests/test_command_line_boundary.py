@@ -13,6 +13,12 @@ ALLOWED = {
     'irtbox/search/': 'issue 37 item 5, the search objects',
     'irtbox/evaluation/': 'issue 37 item 5, the search objects',
     'irtbox/engine/runner.py': 'issue 37 item 5, the runner',
+    # The datasets' notes on manual downloads: they move into the dataset classes (item 1).
+    'irtbox/datasets/prepare/registry.py': 'issue 37 item 5, with item 1',
+    # These two start irtbox train / test as subprocesses and build their argument lists:
+    # that belongs in irtbox/cli (not done in this round).
+    'irtbox/sweeps/execute.py': 'issue 37 item 5, not done',
+    'irtbox/apis/rehearse.py': 'issue 37 item 5, not done',
 }
 
 
