@@ -64,8 +64,6 @@ _DEFAULT_HOOK_TYPES = dict(
 # Keys MMEngine's Runner.build_dataloader reads itself before the rest goes to DataLoader.
 _DATALOADER_OWN = {'dataset', 'sampler', 'batch_sampler', 'collate_fn', 'worker_init_fn',
                    'num_batch_per_epoch', 'disable_subprocess_warning'}
-# Keys the optimizer wrapper constructor takes out before building the wrapper.
-_OPTIM_WRAPPER_OWN = {'constructor', 'paramwise_cfg', 'optimizer'}
 _WHOLE_NUMBERS = ('max_iters', 'max_epochs', 'val_interval')
 
 
@@ -212,12 +210,9 @@ class _Checker:
     def optim_wrapper(self, wrapper: Any) -> None:
         if not isinstance(wrapper, dict):
             return
+        # The wrapper itself (its constructor takes some keys out first) is built when training
+        # starts, before the first iteration, and that build names a wrong argument.
         where = 'optim_wrapper'
-        constructor = wrapper.get('constructor', 'DefaultOptimWrapperConstructor')
-        if constructor == 'DefaultOptimWrapperConstructor':  # its wrapper keys are known
-            node = {'type': 'OptimWrapper', **wrapper}
-            self.typed(node, where, (OPTIM_WRAPPERS, ),
-                       given=[k for k in wrapper if k not in _OPTIM_WRAPPER_OWN and k != 'type'])
         optimizer = wrapper.get('optimizer')
         if isinstance(optimizer, dict) and 'lr' in optimizer:
             self.check_lr(optimizer['lr'], f'{where}.optimizer.lr')

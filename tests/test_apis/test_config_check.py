@@ -33,7 +33,6 @@ def offline(monkeypatch):
     ('train_dataloader.sampler.mm', 2, 'MPerClassSampler', 'm'),
     ('train_dataloader.batch_sise', 4, 'the dataloader', 'batch_size'),
     ('optim_wrapper.optimizer.lrr', 0.1, 'AdamW', 'lr'),
-    ('optim_wrapper.clip_gard', {}, 'OptimWrapper', 'clip_grad'),
     ('val_evaluator.kss', [1], 'RetrievalMetric', 'ks'),
     ('val_evaluator.search.devic', dict(type='ExactSearcher', devic='cpu'), 'ExactSearcher',
      'device'),
