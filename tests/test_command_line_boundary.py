@@ -15,9 +15,6 @@ ALLOWED = {
     'irtbox/engine/runner.py': 'issue 37 item 5, the runner',
     # The datasets' notes on manual downloads: they move into the dataset classes (item 1).
     'irtbox/datasets/prepare/registry.py': 'issue 37 item 5, with item 1',
-    # Starts irtbox train / test as subprocesses and builds their argument lists: that
-    # belongs in irtbox/cli, as irtbox/cli/sweep_commands.py does for the sweeps (not done).
-    'irtbox/apis/rehearse.py': 'issue 37 item 5, not done',
 }
 
 
