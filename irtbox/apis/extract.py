@@ -27,8 +27,8 @@ from irtbox.structures.embeddings_file import EmbeddingSet, load_embeddings, sav
 from irtbox.utils.errors import NamesArguments
 from irtbox.utils.fileio import atomic_write_text
 
-__all__ = ['NonFiniteEmbeddingsError', 'EarlierShardsError', 'MissingShardsError', 'list_images', 'extract_features', 'prepare_shards',
-           'extract_to_shards', 'merge_shards', 'extract_sharded', 'extract_folder',
+__all__ = ['NonFiniteEmbeddingsError', 'EarlierShardsError', 'MissingShardsError', 'list_images',
+           'extract_features', 'prepare_shards', 'extract_to_shards', 'merge_shards', 'extract_sharded', 'extract_folder',
            'FEATURES_FILE']
 
 IMAGE_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.bmp', '.webp', '.tif', '.tiff', '.gif')

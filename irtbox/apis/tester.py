@@ -49,8 +49,8 @@ def check_output_path(path: str, argument: str, folder: bool = False) -> None:
     while not osp.exists(parent):
         parent = osp.dirname(parent)
     if not osp.isdir(parent):
-        raise EvaluationSetupError(f'{{{argument}}} {path}: {parent} is a file, not a folder; expected '
-                                   'a path in a writable folder')
+        raise EvaluationSetupError(f'{{{argument}}} {path}: {parent} is a file, not a folder; '
+                                   'expected a path in a writable folder')
     try:
         # Really create a file: permission bits say nothing of read-only mounts, ACLs or root.
         with tempfile.TemporaryFile(dir=parent, prefix='.irtbox-write-check-'):

@@ -120,8 +120,8 @@ def attempt(run: Run, commands, keep_embeddings: bool = False, env: Optional[dic
 
 def run_all(todo: List[Run], commands, jobs: int = 1,
             keep_embeddings: bool = False) -> None:
-    """Runs ``todo`` with ``commands`` (see :func:`run_one`), ``jobs`` at a time, and prints one line per
-    finished run to stderr. With ``jobs > 1`` each run gets ``cores // jobs`` CPU threads
+    """Runs ``todo`` with ``commands`` (see :func:`run_one`), ``jobs`` at a time, and prints one
+    line per finished run to stderr. With ``jobs > 1`` each run gets ``cores // jobs`` CPU threads
     (the cores this process may use) and a visible GPU, the GPUs in turn (several runs
     share one when there are more runs than GPUs; a line says so). A
     failed run gets a ``failed`` file and the others go on: some points

@@ -1,8 +1,8 @@
-"""Descriptor analyses of El-Nouby et al. (Figs. 2/3 and 5) of tested models: the cumulative energy of the principal
-components of each model's test embeddings (dimensional collapse) and the densities of the
-cosine similarities of its positive and negative pairs, from the embeddings
-files their tests wrote. The maths is :mod:`irtbox.evaluation.functional.embedding_analysis`; this module reads
-the files, draws the figures and writes ``analysis.json``."""
+"""Descriptor analyses of El-Nouby et al. (Figs. 2/3 and 5) of tested models: the cumulative
+energy of the principal components of each model's test embeddings (dimensional collapse) and
+the densities of the cosine similarities of its positive and negative pairs, from the embeddings
+files their tests wrote. The maths is :mod:`irtbox.evaluation.functional.embedding_analysis`;
+this module reads the files, draws the figures and writes ``analysis.json``."""
 import json
 import os
 import os.path as osp

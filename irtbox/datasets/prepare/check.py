@@ -2,7 +2,8 @@
 builds, then checks that every file the annotation names exists, that images decode (a seeded
 sample, or all), and that the counts per split are the published ones
 (:data:`~.registry.DATASETS`). :func:`dataset_counts` / :func:`count_mismatch` are the cheap
-part (no image is opened), which training and testing run on every dataset they build (``DatasetCountCheckHook``).
+part (no image is opened), which training and testing run on every dataset they build
+(``DatasetCountCheckHook``).
 """
 import glob
 import importlib
