@@ -28,8 +28,8 @@ from irtbox.utils.errors import NamesArguments
 from irtbox.utils.fileio import atomic_write_text
 
 __all__ = ['NonFiniteEmbeddingsError', 'EarlierShardsError', 'MissingShardsError', 'list_images',
-           'extract_features', 'prepare_shards', 'extract_to_shards', 'merge_shards', 'extract_sharded', 'extract_folder',
-           'FEATURES_FILE']
+           'extract_features', 'prepare_shards', 'extract_to_shards', 'merge_shards',
+           'extract_sharded', 'extract_folder', 'FEATURES_FILE']
 
 IMAGE_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.bmp', '.webp', '.tif', '.tiff', '.gif')
 SHARDS_MANIFEST = 'shards.json'
