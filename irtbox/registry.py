@@ -37,7 +37,7 @@ __all__ = ['RUNNERS', 'LOOPS', 'HOOKS', 'LOG_PROCESSORS', 'OPTIMIZERS', 'OPTIM_W
            'TRANSFORMS', 'MODELS', 'MODEL_WRAPPERS', 'METRICS', 'SEARCHERS', 'EVALUATOR',
            'VISUALIZERS', 'VISBACKENDS']
 
-# Runners: IrtboxRunner (tools/train.py and tools/test.py build cfg.runner_type, default it).
+# Runners: IrtboxRunner (build_runner builds cfg.runner_type, default it).
 RUNNERS = Registry('runner', parent=MMENGINE_RUNNERS, locations=['irtbox.engine'])
 # Loops: validation and test over several datasets at once.
 LOOPS = Registry('loop', parent=MMENGINE_LOOPS, locations=['irtbox.engine'])

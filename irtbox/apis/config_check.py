@@ -13,13 +13,15 @@ How a ``dict(type=...)`` is resolved: through the irtbox registry of the section
 ``TRANSFORMS``, ``sampler`` -> ``DATA_SAMPLERS``, ``optimizer`` -> ``OPTIMIZERS``,
 ``param_scheduler`` -> ``PARAM_SCHEDULERS``, ``*_evaluator`` -> ``METRICS``, ``search`` ->
 ``SEARCHERS``, hooks -> ``HOOKS``, ...), which fall back to MMEngine's. The accepted keys are
-the constructor's keyword arguments. A constructor taking ``**kwargs`` is followed where they
-go when that is known: to the next ``__init__`` of the class hierarchy when it passes them to
-``super().__init__(..., **kwargs)``; for MMEngine's ``CheckpointHook`` to
-``Runner.save_checkpoint``; for ``EMAHook`` to its averaged model; for ``TimmBackbone`` to the
-timm model class. Anywhere else the part is not checked rather than guessed at. A type that
-no registry knows is left to the build, which names it. Entries that hold no part
-(``init_cfg``, ``collate_fn``, ``worker_init_fn``, ``paramwise_cfg``) are not checked.
+the constructor's keyword arguments. A constructor taking ``**kwargs`` is followed to the next
+``__init__`` of the class hierarchy when it passes them on with ``super().__init__(...,
+**kwargs)`` (every dataset does), and ``CheckpointHook``'s to ``Runner.save_checkpoint``, where
+a typo would otherwise surface at the first save. Anywhere else (``TimmBackbone``'s timm
+arguments, ``EMAHook``'s averaged model) the part is not checked rather than guessed at: those
+are built before the first iteration, which then names the argument, and a rehearsal builds
+them in miniature. A type that no registry knows is left to the build, which names it. Entries
+that hold no part (``init_cfg``, ``collate_fn``, ``worker_init_fn``, ``paramwise_cfg``) are not
+checked.
 
 Values checked on the way: a learning rate is a number >= 0; ``max_iters`` /
 ``max_epochs`` / ``val_interval`` are whole numbers >= 1 (MMEngine would stop at a bare
@@ -30,14 +32,13 @@ import difflib
 import functools
 import inspect
 import textwrap
-from typing import Any, Callable, Dict, Iterable, Optional, Set, Tuple
+from typing import Any, Callable, Iterable, Optional, Set, Tuple
 
 from mmengine.config import Config
 
-from irtbox.registry import (DATA_SAMPLERS, DATASETS, EVALUATOR, HOOKS, LOG_PROCESSORS,
-                             LOOPS, METRICS, MODEL_WRAPPERS, MODELS, OPTIM_WRAPPERS,
-                             OPTIMIZERS, PARAM_SCHEDULERS, RUNNERS, SEARCHERS, TRANSFORMS,
-                             VISBACKENDS, VISUALIZERS)
+from irtbox.registry import (DATA_SAMPLERS, DATASETS, EVALUATOR, HOOKS, LOOPS, METRICS, MODELS,
+                             OPTIM_WRAPPERS, OPTIMIZERS, PARAM_SCHEDULERS, RUNNERS, SEARCHERS,
+                             TRANSFORMS)
 from irtbox.utils.config import ConfigError
 
 __all__ = ['check_config_keys', 'accepted_keys']
@@ -51,7 +52,6 @@ _CHILD_REGISTRIES = {
     'sampler': (DATA_SAMPLERS, ), 'batch_sampler': (DATA_SAMPLERS, ),
     'search': (SEARCHERS, ), 'searcher': (SEARCHERS, ),
     'optimizer': (OPTIMIZERS, ), 'metrics': (METRICS, ),
-    'vis_backends': (VISBACKENDS, ),
     'init_cfg': _SKIP, 'collate_fn': _SKIP, 'worker_init_fn': _SKIP, 'paramwise_cfg': _SKIP,
     'constructor': _SKIP,
 }
@@ -64,8 +64,6 @@ _DEFAULT_HOOK_TYPES = dict(
 # Keys MMEngine's Runner.build_dataloader reads itself before the rest goes to DataLoader.
 _DATALOADER_OWN = {'dataset', 'sampler', 'batch_sampler', 'collate_fn', 'worker_init_fn',
                    'num_batch_per_epoch', 'disable_subprocess_warning'}
-# Keys the optimizer wrapper constructor takes out before building the wrapper.
-_OPTIM_WRAPPER_OWN = {'constructor', 'paramwise_cfg', 'optimizer'}
 _WHOLE_NUMBERS = ('max_iters', 'max_epochs', 'val_interval')
 
 
@@ -107,13 +105,8 @@ class _Checker:
             self.part(cfg.get(key), key, (METRICS, EVALUATOR))
         self.optim_wrapper(cfg.get('optim_wrapper'))
         self.part(cfg.get('param_scheduler'), 'param_scheduler', (PARAM_SCHEDULERS, ))
-        self.part(cfg.get('visualizer'), 'visualizer', (VISUALIZERS, ))
-        self.part(cfg.get('vis_backends'), 'vis_backends', (VISBACKENDS, ))
-        log_processor = cfg.get('log_processor')
-        if isinstance(log_processor, dict):
-            self.part({'type': 'LogProcessor', **log_processor}, 'log_processor',
-                      (LOG_PROCESSORS, ))
-        self.part(cfg.get('model_wrapper_cfg'), 'model_wrapper_cfg', (MODEL_WRAPPERS, ))
+        # The visualizer, log processor and model wrapper are built with the runner, before
+        # anything runs, and the build names a wrong argument: not checked here.
 
     # -- walking ---------------------------------------------------------------------------
     def part(self, node: Any, where: str, registries) -> None:
@@ -160,7 +153,7 @@ class _Checker:
         cls = _resolve(node['type'], registries)
         if cls is None:
             return  # not registered (yet): the build names it
-        accepted = accepted_keys(cls, node, self.cfg)
+        accepted = accepted_keys(cls, self.cfg)
         if accepted is None:
             return
         accepted |= set(accepted_extra)
@@ -217,12 +210,9 @@ class _Checker:
     def optim_wrapper(self, wrapper: Any) -> None:
         if not isinstance(wrapper, dict):
             return
+        # The wrapper itself (its constructor takes some keys out first) is built when training
+        # starts, before the first iteration, and that build names a wrong argument.
         where = 'optim_wrapper'
-        constructor = wrapper.get('constructor', 'DefaultOptimWrapperConstructor')
-        if constructor == 'DefaultOptimWrapperConstructor':  # its wrapper keys are known
-            node = {'type': 'OptimWrapper', **wrapper}
-            self.typed(node, where, (OPTIM_WRAPPERS, ),
-                       given=[k for k in wrapper if k not in _OPTIM_WRAPPER_OWN and k != 'type'])
         optimizer = wrapper.get('optimizer')
         if isinstance(optimizer, dict) and 'lr' in optimizer:
             self.check_lr(optimizer['lr'], f'{where}.optimizer.lr')
@@ -308,16 +298,14 @@ def _forwards_to_super(fn, var_kw: str) -> Optional[Set[str]]:
     return reads
 
 
-def accepted_keys(cls: Callable, node: Optional[dict] = None,
-                  cfg: Optional[Config] = None) -> Optional[Set[str]]:
+def accepted_keys(cls: Callable, cfg: Optional[Config] = None) -> Optional[Set[str]]:
     """The config keys ``cls`` (a registered class or function) accepts, following its
     ``**kwargs`` where they are known to go; None when that is not known."""
     import torch
-    node = node or {}
     if not inspect.isclass(cls):
         names, var_kw = _params(cls)
         return None if var_kw else names
-    special = _SPECIAL_KWARGS.get(getattr(cls, '__name__', ''))
+    special = cls.__name__ == 'CheckpointHook'
     accepted: Set[str] = set()
     owners = [c for c in cls.__mro__ if '__init__' in vars(c)]
     for owner in owners:
@@ -327,8 +315,8 @@ def accepted_keys(cls: Callable, node: Optional[dict] = None,
         accepted |= names
         if var_kw is None:
             return accepted
-        if special is not None and owner.__name__ == getattr(cls, '__name__', None):
-            extra = special(cls, node, cfg)
+        if special and owner.__name__ == cls.__name__:
+            extra = _save_checkpoint_keys(cfg)
             return None if extra is None else accepted | extra
         reads = _forwards_to_super(owner.__init__, var_kw)
         if reads is None:
@@ -337,9 +325,9 @@ def accepted_keys(cls: Callable, node: Optional[dict] = None,
     return None
 
 
-def _checkpoint_hook_kwargs(cls, node, cfg) -> Optional[Set[str]]:
-    """MMEngine's CheckpointHook passes its unknown keys to ``runner.save_checkpoint``
-    besides the arguments it gives itself."""
+def _save_checkpoint_keys(cfg) -> Optional[Set[str]]:
+    """The keys MMEngine's CheckpointHook passes on to ``runner.save_checkpoint``: its
+    arguments less those the hook gives itself."""
     name = (cfg or {}).get('runner_type') or 'IrtboxRunner'
     runner = _resolve(name, (RUNNERS, ))
     if runner is None:
@@ -350,77 +338,3 @@ def _checkpoint_hook_kwargs(cls, node, cfg) -> Optional[Set[str]]:
     return names - {'out_dir', 'filename', 'file_client_args', 'save_optimizer',
                     'save_param_scheduler', 'meta', 'by_epoch', 'backend_args'}
 
-
-def _ema_hook_kwargs(cls, node, cfg) -> Optional[Set[str]]:
-    """MMEngine's EMAHook builds ``ema_type`` (a model registry entry) with its other keys."""
-    ema = _resolve(node.get('ema_type', 'ExponentialMovingAverage'), (MODELS, ))
-    if ema is None:
-        return None
-    extra = accepted_keys(ema)
-    return None if extra is None else extra - {'model'}
-
-
-def _timm_backbone_kwargs(cls, node, cfg) -> Optional[Set[str]]:
-    """TimmBackbone passes its other keys to ``timm.create_model``, which builds the model
-    class of ``model_name`` with them: its constructor's arguments (found by stopping timm
-    at ``build_model_with_cfg``, before anything is built)."""
-    model_cls, extra = _timm_model_class(node.get('model_name'))
-    if model_cls is None:
-        return None
-    names = accepted_keys(model_cls)
-    return None if names is None else names | extra
-
-
-class _Captured(Exception):
-    pass
-
-
-@functools.lru_cache(maxsize=None)
-def _timm_model_class(model_name) -> Tuple[Optional[type], Set[str]]:
-    """(the class timm builds for ``model_name``, the keys its builder takes itself)."""
-    if not isinstance(model_name, str):
-        return None, set()
-    try:
-        import sys
-
-        import timm
-        from timm.models import _builder
-    except ImportError:
-        return None, set()
-    captured = {}
-
-    def capture(model_cls, variant, pretrained, **kwargs):
-        captured['cls'] = model_cls
-        raise _Captured
-
-    patched = [m for name, m in list(sys.modules.items())
-               if name.startswith('timm.models') and
-               getattr(m, 'build_model_with_cfg', None) is _builder.build_model_with_cfg]
-    original = _builder.build_model_with_cfg
-    for module in patched:
-        module.build_model_with_cfg = capture
-    try:
-        timm.create_model(model_name, pretrained=False)
-    except _Captured:
-        pass
-    except Exception:
-        return None, set()
-    finally:
-        for module in patched:
-            module.build_model_with_cfg = original
-    model_cls = captured.get('cls')
-    if not inspect.isclass(model_cls):
-        return None, set()
-    builder_own, _ = _params(original)
-    create_own, _ = _params(timm.create_model)
-    # Keys timm's create_model / build_model_with_cfg take out (features_only, ...).
-    return model_cls, (builder_own | create_own | {'features_only', 'out_indices',
-                                                   'feature_cls', 'output_stride'}) - {
-        'model_cls', 'variant', 'model_name'}
-
-
-_SPECIAL_KWARGS: Dict[str, Callable] = {
-    'CheckpointHook': _checkpoint_hook_kwargs,
-    'EMAHook': _ema_hook_kwargs,
-    'TimmBackbone': _timm_backbone_kwargs,
-}

@@ -1,6 +1,6 @@
 """Embeddings of your own images: a folder, a list of files or arrays, through the config's test
 pipeline; for big collections in resumable shards, on one process or several
-(:func:`extract_folder`, what ``tools/extract.py`` runs).
+(:func:`extract_folder`, what ``irtbox extract`` runs).
 
 Every result is an :class:`~irtbox.structures.embeddings_file.EmbeddingSet` (embeddings, ids,
 failed images, the model's identity) and every file written (the shards, ``features.npz``) is
@@ -24,11 +24,12 @@ import torch
 from mmengine.logging import print_log
 
 from irtbox.structures.embeddings_file import EmbeddingSet, load_embeddings, save_embeddings
+from irtbox.utils.errors import NamesArguments
 from irtbox.utils.fileio import atomic_write_text
 
-__all__ = ['NonFiniteEmbeddingsError', 'list_images', 'extract_features', 'prepare_shards',
-           'extract_to_shards', 'merge_shards', 'extract_sharded', 'extract_folder',
-           'FEATURES_FILE']
+__all__ = ['NonFiniteEmbeddingsError', 'EarlierShardsError', 'MissingShardsError', 'list_images',
+           'extract_features', 'prepare_shards', 'extract_to_shards', 'merge_shards',
+           'extract_sharded', 'extract_folder', 'FEATURES_FILE']
 
 IMAGE_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.bmp', '.webp', '.tif', '.tiff', '.gif')
 SHARDS_MANIFEST = 'shards.json'
@@ -40,6 +41,15 @@ SHOWN_FAILURES = 5
 class NonFiniteEmbeddingsError(ValueError):
     """The model gave NaN or inf embeddings for some images (a NaN in its weights, or inputs
     that overflow): they would make a features file or an index useless."""
+
+
+class EarlierShardsError(NamesArguments, FileExistsError):
+    """The output folder holds the shards of an earlier extraction, and ``resume`` was not
+    given (the message names it as ``{resume}``)."""
+
+
+class MissingShardsError(NamesArguments, FileNotFoundError):
+    """Shards of an unfinished extraction are missing (the message names ``{resume}``)."""
 
 
 def list_images(folder: str, recursive: bool = True) -> List[str]:
@@ -197,7 +207,7 @@ def extract_features(model, images: Union[str, Sequence], batch_size: int = 32,
                      device: Optional[Union[str, torch.device]] = None,
                      identity: bool = True) -> EmbeddingSet:
     """Embeddings of ``images``, preprocessed by the config's test pipeline exactly as
-    ``tools/test.py`` does (and with the model's multi-scale test and whitening, if any).
+    testing does (and with the model's multi-scale test and whitening, if any).
 
     Args:
         model: a retriever from ``init_model`` / ``get_model`` (it carries ``model.cfg``);
@@ -272,9 +282,9 @@ def prepare_shards(model, out_dir: str, paths: Sequence[str], shard_size: int, r
     wanted = _job_manifest(model, paths, shard_size, identity)
     if osp.isfile(path):
         if not resume:
-            raise FileExistsError(f'{out_dir} holds shards of an earlier extraction; pass '
-                                  '--resume (resume=True) to continue it, or choose another '
-                                  'output folder')
+            raise EarlierShardsError(f'{out_dir} holds shards of an earlier extraction; pass '
+                                     '{resume} to continue it, or choose another output '
+                                     'folder', python=dict(resume='resume=True'))
         with open(path) as f:
             found = json.load(f)
         changed = [k for k in wanted if found.get(k) != wanted[k]]
@@ -342,15 +352,17 @@ def merge_shards(out_dir: str, identity: Optional[dict] = None) -> EmbeddingSet:
     missing = [_shard_path(out_dir, i) for i in range(manifest['shards'])
                if not osp.isfile(_shard_path(out_dir, i))]
     if missing:
-        raise FileNotFoundError(f'{len(missing)} of {manifest["shards"]} shards are missing '
-                                f'({", ".join(missing[:3])}{" ..." if len(missing) > 3 else ""})'
-                                ': the extraction is not finished; run it again with --resume')
+        raise MissingShardsError(
+            f'{len(missing)} of {manifest["shards"]} shards are missing '
+            f'({", ".join(missing[:3])}{" ..." if len(missing) > 3 else ""}): the extraction '
+            'is not finished; run it again with {resume}', python=dict(resume='resume=True'))
     embeddings, ids, failed = [], [], []
     for index in range(manifest['shards']):
         shard = load_embeddings(_shard_path(out_dir, index))
         if shard.ids is None:
             raise ValueError(f'{_shard_path(out_dir, index)}: a shard without ids; expected one '
-                             'written by extract_to_shards (delete it and run with --resume)')
+                             'written by extract_to_shards (delete it and resume the '
+                             'extraction)')
         if len(shard.ids):
             embeddings.append(np.asarray(shard.embeddings))
         ids += list(shard.ids)
@@ -409,7 +421,7 @@ def extract_folder(config, checkpoint: Optional[str], image_dir: str, out_dir: s
     """Embed every image under ``image_dir`` into ``out_dir/features.npz`` (an embeddings
     file: embeddings, ids = the image paths, failed images, the model's identity), in
     resumable shards (``out_dir/shards``), on this process or on every rank of a distributed
-    job (:func:`extract_sharded`). What ``tools/extract.py`` runs.
+    job (:func:`extract_sharded`).
 
     Args:
         config, checkpoint: the model (``init_model``); ``checkpoint`` None:

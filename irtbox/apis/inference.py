@@ -76,7 +76,7 @@ def _not_released(entry: ZooEntry) -> ModelNotReleasedError:
     config = osp.relpath(entry.config) if entry.config.startswith(os.getcwd()) else entry.config
     return ModelNotReleasedError(
         f'{entry.name}: no weights are released for this model yet ("Weights: null" in '
-        f'{entry.metafile}). Train it with `python tools/train.py {config}`, then load your '
+        f'{entry.metafile}). Train it with `irtbox train {config}`, then load your '
         f"checkpoint with get_model({entry.name!r}, pretrained='work_dirs/.../iter_N.pth'); "
         'pretrained=False builds the architecture with random weights.')
 
@@ -108,7 +108,7 @@ def get_model(name: str, pretrained: Union[bool, str] = True,
             a path or URL: those weights; False: the architecture with random weights.
         device: where the model goes.
         index: extra index file(s) (see :func:`list_models`).
-        cfg_options: config overrides, as ``--cfg-options`` takes them.
+        cfg_options: config overrides, ``{'a.b': value}``.
         progress: show a progress bar while downloading.
 
     The returned model carries ``model.cfg`` (its config) and ``model.zoo_entry``.

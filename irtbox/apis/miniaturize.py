@@ -28,6 +28,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 import torch
 from mmengine.config import Config, ConfigDict
 
+from irtbox.utils.errors import ArgumentError
 from irtbox.utils.fileio import atomic_write
 
 __all__ = ['DEFAULT_INPUT_SIZE', 'QUICK_INPUT_SIZE', 'miniaturize', 'point_datasets',
@@ -103,9 +104,9 @@ def point_datasets(cfg: Config, data_dir: str, data_root: Optional[str] = None,
         else:
             kinds = miniature_kinds(dataset)
             if not kinds:
-                raise ValueError(
+                raise ArgumentError(
                     f'{where}: no miniature stands for dataset type {dataset.get("type")!r}; '
-                    'rehearse it on your own data with --data-root DIR.')
+                    'rehearse it on your own data ({data_root}).', 'data_root')
             for kind in kinds:
                 if kind not in written:
                     written[kind] = write_miniature(kind, osp.join(data_dir, kind),
@@ -137,16 +138,16 @@ def config_data_roots(cfg: Config) -> List[str]:
 def _use_own_data(dataset: dict, data_root: str) -> None:
     """Re-point every data folder of ``dataset``, relative or absolute, to the folder of the
     same name under ``data_root`` (``/datasets/sop`` -> ``<data_root>/sop``); one that is not
-    there is refused (FileNotFoundError): the rehearsal would read nothing of the user's."""
+    there is refused (ArgumentError): the rehearsal would read nothing of the user's."""
     for node in _walk(dataset):
         for key in _ROOT_KEYS:
             value = node.get(key)
             if isinstance(value, str):
                 mine = osp.join(data_root, osp.basename(osp.normpath(value)))
                 if not osp.isdir(mine):
-                    raise FileNotFoundError(
-                        f'--data-root {data_root}: the config\'s {key} {value} is looked up '
-                        f'as {mine}, which is not a folder')
+                    raise ArgumentError(
+                        f'{{data_root}} {data_root}: the config\'s {key} {value} is looked up '
+                        f'as {mine}, which is not a folder', 'data_root', data_root)
                 node[key] = mine
 
 
@@ -271,7 +272,7 @@ def stand_in_weights(cfg: Config, weights_dir: str, use_cache: bool = True) -> s
 def shorten_schedule(cfg: Config, units: int) -> Dict[str, str]:
     """Two phases of ``units`` iterations (or of one epoch each), validation and a
     checkpoint at the end of each, loggers and hook intervals 1. Returns the
-    ``--cfg-options`` of the first phase (the config itself holds both phases)."""
+    config options of the first phase (the config itself holds both phases)."""
     train_cfg = cfg.get('train_cfg') or {}
     by_epoch = 'max_epochs' in train_cfg or 'Epoch' in str(train_cfg.get('type', ''))
     if by_epoch:
@@ -371,7 +372,7 @@ def miniaturize(cfg: Config, work_dir: str, input_size: int = DEFAULT_INPUT_SIZE
                 shallow: bool = False) -> Tuple[Config, Dict[str, str], List[str]]:
     """``cfg`` in miniature (see the module doc), its runs under ``<work_dir>/run``;
     ``shallow``: a transformer backbone with few blocks (:func:`shallow_backbone`).
-    Returns the new config, the first phase's ``--cfg-options`` and what was changed."""
+    Returns the new config, the first phase's config options and what was changed."""
     cfg = copy.deepcopy(cfg)
     notes = point_datasets(cfg, osp.join(work_dir, 'data'), data_root, subset)
     if data_root is None:  # miniatures: their counts are not the published ones on purpose

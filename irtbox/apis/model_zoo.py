@@ -6,7 +6,7 @@ method; each model entry has ``Name``, ``Config``, ``Metadata``, ``Results`` and
 ``Weights``). ``Weights`` is one of:
 
 - ``null``: not released; ``get_model(name)`` says so and how to train it;
-- a mapping ``{URL, SHA256, Size, Embedding Dim}`` (what ``tools/misc/publish_model.py``
+- a mapping ``{URL, SHA256, Size, Embedding Dim}`` (what publishing
   prints): downloaded into ``$IRTBOX_HOME`` and verified against the full sha256;
   the URL may be ``http(s)://``, ``file://``, ``hf://owner/repo/file`` or a path
   relative to the metafile;
@@ -335,5 +335,5 @@ def get_entry(name: str, index: Union[str, Sequence[str], None] = None) -> ZooEn
         raise UnknownModelError(
             f'no model {name!r} in the zoo ({len(entries)} models from '
             f'{", ".join(index_files(index))}).{hint} See list_models() or '
-            'tools/misc/list_models.py.')
+            '`irtbox list-models`.')
     return entries[name]

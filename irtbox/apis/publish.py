@@ -25,6 +25,7 @@ from mmengine.logging import print_log
 from irtbox.utils.checkpoint import extract_state_dict, safe_torch_load
 from irtbox.utils.config import load_config
 from irtbox.utils.download import sha256sum
+from irtbox.utils.errors import ArgumentError
 from irtbox.utils.fileio import atomic_write, atomic_write_text, fsync_dir
 
 from .identity import embedding_dim
@@ -44,8 +45,8 @@ def checkpoint_config(checkpoint: dict, config: Optional[str], source: str) -> C
         return load_config(resolve_config(config))
     text = (checkpoint.get('meta') or {}).get('cfg') if isinstance(checkpoint, dict) else None
     if not text:
-        raise ValueError(f'{source} carries no config (meta.cfg); pass the config it was '
-                         'trained with (--config CONFIG)')
+        raise ArgumentError(f'{source} carries no config (meta.cfg); pass the config it was '
+                            'trained with ({config})', 'config')
     cfg = Config.fromstring(text, '.py')
     cfg.setdefault('default_scope', 'irtbox')
     return cfg
@@ -70,7 +71,7 @@ def _update_index(index_path: str, entry: dict) -> None:
     data['Models'] = sorted(models + [entry], key=lambda m: m['Name'])
 
     atomic_write_text(index_path,
-                      '# A local irtbox model zoo, written by tools/misc/publish_model.py.\n'
+                      '# A local irtbox model zoo, written by irtbox.apis.publish_checkpoint.\n'
                       '# Use it with IRTBOX_MODEL_INDEX=<this file> or get_model(..., index=...).\n'
                       + yaml.safe_dump(data, sort_keys=False))
 

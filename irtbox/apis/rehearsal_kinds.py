@@ -11,7 +11,7 @@ hook reads (wrappers included). Two configs of one kind differ only in numbers (
 rates, margins, dimensions, schedules), which the rehearsal replaces by its own anyway.
 
 :func:`rehearsal_set` groups the shipped configs by kind and picks the cheapest of each
-(:func:`rehearsal_cost`); ``irtbox rehearse --all-kinds`` rehearses that set and CI runs it.
+(:func:`rehearsal_cost`); CI rehearses that set.
 """
 import glob
 import os

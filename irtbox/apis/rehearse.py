@@ -2,10 +2,10 @@
 run gets wrong before it has cost days.
 
 A rehearsal runs the config's own model and hooks (:func:`~irtbox.apis.miniaturize.miniaturize`)
-through the launchers users run, on ``nproc`` processes, in three phases, each under a
-time limit: ``train`` (the first half of a two-part schedule, ending in a checkpoint),
-``resume`` (the same command with ``--resume``, to the end) and ``test`` (``irtbox test``
-on the last checkpoint). Every rank records what it saw
+through the commands users run (their command lines are the caller's: ``commands``), on
+``nproc`` processes, in three phases, each under a time limit: ``train`` (the first half of a
+two-part schedule, ending in a checkpoint), ``resume`` (the same training resumed, to the
+end) and ``test`` (on the last checkpoint). Every rank records what it saw
 (:class:`~irtbox.engine.hooks.RehearsalProbeHook`); :func:`check_rehearsal` then checks:
 
 1. every phase ended with status 0 within its time limit (else it hung or failed);
@@ -32,13 +32,19 @@ from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
 from irtbox.utils.dist import EXIT_WITH_PARENT_VAR, free_port
+from irtbox.utils.errors import NamesArguments
 from irtbox.utils.fileio import atomic_write, atomic_write_text
 
-__all__ = ['Check', 'PhaseResult', 'RehearsalReport', 'rehearse', 'check_rehearsal',
-           'prepare_rehearsal']
+__all__ = ['Check', 'PhaseResult', 'RehearsalReport', 'RehearsalDirError', 'rehearse',
+           'check_rehearsal', 'prepare_rehearsal']
 
 PHASES = ('train', 'resume', 'test')
 _MARKER = 'rehearsal.json'
+
+
+class RehearsalDirError(NamesArguments, FileExistsError):
+    """The work dir holds files of something else than a rehearsal (the message names the
+    argument ``{work_dir}``)."""
 
 
 @dataclass
@@ -90,15 +96,15 @@ def prepare_rehearsal(config: str, work_dir: str, cfg_options: Optional[dict] = 
                       **miniature) -> tuple:
     """Write the miniature of ``config`` into a fresh ``work_dir``: the rehearsal's config
     file ``<work_dir>/rehearsal_config.py``, its data and weights. Returns (config path,
-    the first phase's ``--cfg-options``, notes). A non-empty ``work_dir`` is only reused
+    the first phase's config options, notes). A non-empty ``work_dir`` is only reused
     when an earlier rehearsal made it (it is then emptied)."""
     from irtbox.utils.config import load_config
     from .miniaturize import miniaturize
     from .model_zoo import resolve_config
     if osp.isdir(work_dir) and os.listdir(work_dir):
         if not osp.exists(osp.join(work_dir, _MARKER)):
-            raise FileExistsError(f'rehearse: {work_dir} holds files of something else than a '
-                                  'rehearsal; give another --work-dir.')
+            raise RehearsalDirError(f'{work_dir} holds files of something else than '
+                                    'a rehearsal; give another {work_dir}.')
         shutil.rmtree(work_dir)
     os.makedirs(work_dir)
     atomic_write_text(osp.join(work_dir, _MARKER), json.dumps(dict(config=config)))
@@ -109,12 +115,6 @@ def prepare_rehearsal(config: str, work_dir: str, cfg_options: Optional[dict] = 
     path = osp.join(work_dir, 'rehearsal_config.py')
     atomic_write(path, cfg.dump)
     return path, first, notes
-
-
-def _command(command: str, nproc: int, args: List[str]) -> List[str]:
-    """``irtbox COMMAND ARGS`` on ``nproc`` processes, launched as a user launches it."""
-    return [sys.executable, '-m', 'irtbox', command, *args] + (
-        ['--nproc', str(nproc)] if nproc > 1 else [])
 
 
 def _end_session(proc: subprocess.Popen, grace: float = 30) -> None:
@@ -161,11 +161,14 @@ def _last_checkpoint(run_dir: str) -> Optional[str]:
         return f.read().strip() or None
 
 
-def rehearse(config: str, work_dir: str, nproc: int = 2,
+def rehearse(config: str, work_dir: str, commands, nproc: int = 2,
              timeout: float = 600, cfg_options: Optional[dict] = None,
              echo=print, **miniature) -> RehearsalReport:
-    """Rehearse ``config`` in ``work_dir`` (see the module doc) with ``irtbox train`` and
-    ``irtbox test`` on ``nproc`` processes (``--nproc``, as a user launches them), ``timeout`` seconds at most per phase;
+    """Rehearse ``config`` in ``work_dir`` (see the module doc) with the training and test
+    commands on ``nproc`` processes, as a user launches them: ``python -m irtbox`` with the
+    arguments ``commands.train(config, work_dir, options, resume, nproc)`` and
+    ``commands.test(config, checkpoint, work_dir, nproc)`` (``irtbox.cli.rehearse``'s
+    ``RehearsalCommands``); ``timeout`` seconds at most per phase;
     ``miniature``: the arguments of :func:`~irtbox.apis.miniaturize.miniaturize`. Progress
     goes to ``echo``; the report is also written to ``<work_dir>/rehearsal.json``."""
     path, first, notes = prepare_rehearsal(config, work_dir, cfg_options, **miniature)
@@ -174,19 +177,18 @@ def rehearse(config: str, work_dir: str, nproc: int = 2,
         echo(f'[rehearse] {note}')
     run_dir = osp.join(work_dir, 'run')
     os.makedirs(osp.join(work_dir, 'logs'), exist_ok=True)
-    first_options = ['--cfg-options'] + [f'{k}={v}' for k, v in first.items()]
-    plans = [('train', 'train', [path, '--work-dir', run_dir, *first_options]),
-             ('resume', 'train', [path, '--work-dir', run_dir, '--resume']),
-             ('test', 'test', None)]
-    for name, command, args in plans:
+    plans = [('train', commands.train(path, run_dir, first, False, nproc)),
+             ('resume', commands.train(path, run_dir, {}, True, nproc)),
+             ('test', None)]
+    for name, args in plans:
         if args is None:
             checkpoint = _last_checkpoint(run_dir)
             if checkpoint is None:
                 report.checks.append(Check('phase test', False, f'no checkpoint in {run_dir}'))
                 break
-            args = [path, checkpoint, '--work-dir', osp.join(work_dir, 'test')]
+            args = commands.test(path, checkpoint, osp.join(work_dir, 'test'), nproc)
         echo(f'[rehearse] phase {name}: {nproc} process(es) ...')
-        result = _run_phase(name, _command(command, nproc, args),
+        result = _run_phase(name, [sys.executable, '-m', 'irtbox', *args],
                             osp.join(work_dir, 'logs', f'{name}.log'), timeout)
         report.phases.append(result)
         status = 'timed out' if result.returncode is None else f'exit {result.returncode}'

@@ -1,4 +1,4 @@
-"""What ``tools/train.py`` and ``tools/test.py`` share: a config with the work dir and the
+"""What training and testing share: a config with the work dir and the
 launcher set, a checkpoint argument checked, and the runner the config asks for."""
 import os.path as osp
 from typing import Optional

@@ -1,6 +1,6 @@
-"""Testing a model from its config, and what a test leaves: ``tools/test.py`` in one call.
+"""Testing a model from its config, and what a test leaves, in one call.
 
-:func:`run_test` builds the runner, checks that ``--out`` and ``--show-dir`` can be written
+:func:`run_test` builds the runner, checks that ``out`` and ``show_dir`` can be written
 (before the evaluation, not after it), tests, and writes the results. The results of a
 tested runner are :func:`result_sets`: one :class:`~irtbox.structures.EmbeddingSet` per test
 set (and per extra metric of one), written by :func:`write_results` in the one embeddings
@@ -22,40 +22,42 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 
 from irtbox.structures.embeddings_file import EmbeddingSet, save_embeddings
+from irtbox.utils.errors import NamesArguments
 from irtbox.utils.fileio import atomic_write_text
 
 __all__ = ['EvaluationSetupError', 'run_test', 'result_sets', 'write_results',
            'show_result_sets', 'check_output_path', 'dataset_image_ids', 'runner_model_identity']
 
 
-class EvaluationSetupError(Exception):
+class EvaluationSetupError(NamesArguments, Exception):
     """A test that cannot start: a missing checkpoint, a config without a test set, weights
     that cannot be fetched, an output that cannot be written. Raised before any evaluation;
-    ``tools/test.py`` prints it and exits."""
+    its message names :func:`run_test`'s arguments as ``{name}`` fields
+    (:class:`~irtbox.utils.errors.NamesArguments`)."""
 
 
-def check_output_path(path: str, option: str, folder: bool = False) -> None:
-    """Raise :class:`EvaluationSetupError` naming ``option`` and ``path`` unless a file (or
+def check_output_path(path: str, argument: str, folder: bool = False) -> None:
+    """Raise :class:`EvaluationSetupError` naming ``argument`` and ``path`` unless a file (or
     with ``folder``, a folder) can be written at ``path``: its nearest existing parent must
     be a folder in which a file can be created, and ``path`` itself, where it exists, a file
     (a folder). Nothing is left behind."""
     path = osp.abspath(path)
     if osp.exists(path) and osp.isdir(path) != folder:
-        raise EvaluationSetupError(f'{option} {path}: exists and is not a '
+        raise EvaluationSetupError(f'{{{argument}}} {path}: exists and is not a '
                                    f"{'folder' if folder else 'file'}")
     parent = path if folder else osp.dirname(path)
     while not osp.exists(parent):
         parent = osp.dirname(parent)
     if not osp.isdir(parent):
-        raise EvaluationSetupError(f'{option} {path}: {parent} is a file, not a folder; expected '
-                                   'a path in a writable folder')
+        raise EvaluationSetupError(f'{{{argument}}} {path}: {parent} is a file, not a folder; '
+                                   'expected a path in a writable folder')
     try:
         # Really create a file: permission bits say nothing of read-only mounts, ACLs or root.
         with tempfile.TemporaryFile(dir=parent, prefix='.irtbox-write-check-'):
             pass
     except OSError as error:
         reason = error.strerror or error
-        raise EvaluationSetupError(f'{option} {path}: cannot write in {parent} ({reason}); '
+        raise EvaluationSetupError(f'{{{argument}}} {path}: cannot write in {parent} ({reason}); '
                                    'expected a writable folder') from error
 
 
@@ -90,12 +92,12 @@ def run_test(config: str, checkpoint: Optional[str] = None, cfg_options: Optiona
     from .inference import without_pretrained_backbone
     from .run_setup import build_runner, check_checkpoint, load_run_config
     if out is not None and not out.endswith(('.npz', '.json')):
-        raise EvaluationSetupError(f'--out must name a .npz or .json file, got {out}')
+        raise EvaluationSetupError(f'{{out}} must name a .npz or .json file, got {out}')
     if _launch_rank() == 0:
         if out:
-            check_output_path(out, '--out')
+            check_output_path(out, 'out')
         if show_dir:
-            check_output_path(show_dir, '--show-dir', folder=True)
+            check_output_path(show_dir, 'show_dir', folder=True)
     cfg = load_run_config(config, cfg_options, work_dir, launcher)
     if checkpoint is not None:
         try:
@@ -109,7 +111,7 @@ def run_test(config: str, checkpoint: Optional[str] = None, cfg_options: Optiona
         cfg[key] = None
     for key in ('test_dataloader', 'test_evaluator'):
         if cfg.get(key) is None:
-            raise EvaluationSetupError(f'{config} has no {key}; tools/test.py needs one.')
+            raise EvaluationSetupError(f'{config} has no {key}; testing needs one.')
     try:
         runner = build_runner(cfg)
     except PretrainedWeightsUnavailable as error:
@@ -185,8 +187,8 @@ def runner_model_identity(runner) -> Optional[dict]:
     from .identity import model_identity
     model = bare_model(runner)
     if getattr(model, 'input_spec', None) is None:
-        runner.logger.warning('--out: the model has no input spec, so no identity; the results '
-                              'file has none')
+        runner.logger.warning('the model has no input spec, so no identity; the results file '
+                              'has none')
         return None
     return model_identity(model, config=runner.cfg.filename,
                           checkpoint=runner.cfg.get('load_from'))
@@ -224,7 +226,7 @@ def result_sets(runner, metrics: Optional[Dict[str, float]] = None,
 
 
 def write_results(path: str, sets: Dict[str, EmbeddingSet], metrics: Dict[str, float]) -> None:
-    """Write ``tools/test.py --out``: for a ``.npz`` ``path`` the embeddings file of ``sets``
+    """Write a test's results: for a ``.npz`` ``path`` the embeddings file of ``sets``
     (``save_embeddings``; with no set, the metrics alone) and the metrics to the same name
     with ``.json``; for a ``.json`` ``path`` only the metrics (name -> value). Each file whole
     or not at all."""
@@ -251,7 +253,7 @@ def write_results(path: str, sets: Dict[str, EmbeddingSet], metrics: Dict[str, f
 def show_result_sets(runner, sets: Dict[str, EmbeddingSet], out_dir: str, num: int = 50,
                      k: int = 8, seed: int = 0) -> List[str]:
     """Result grids, ``index.html`` and ``failures.csv`` of each test set of a tested runner
-    (``tools/test.py --show-dir``) from its :func:`result_sets`: in ``out_dir``, or
+    from its :func:`result_sets`: in ``out_dir``, or
     ``out_dir/<set name>`` when there are several test sets. A set without labels is drawn
     against its dataset's revisited ground truth (``metainfo['gnd']``, Medium protocol).
     Returns the ``index.html`` paths written."""
@@ -261,8 +263,8 @@ def show_result_sets(runner, sets: Dict[str, EmbeddingSet], out_dir: str, num: i
     for name, dataset, _ in _test_sets(runner):
         data = sets.get(name)
         if data is None or data.ids is None:
-            runner.logger.warning(f'--show-dir: test set {name or 0} kept no embeddings or '
-                                  'image paths; nothing drawn for it')
+            runner.logger.warning(f'test set {name or 0} kept no embeddings or image paths; no '
+                                  'result pictures drawn for it')
             continue
         gnd = getattr(dataset, 'metainfo', {}).get('gnd')
         folder = osp.join(out_dir, name)

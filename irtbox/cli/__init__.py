@@ -8,9 +8,9 @@ import argparse
 import os
 import re
 import sys
-from typing import Callable, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
-__all__ = ['run', 'checkpoint_argument', 'DEBUG_VAR', 'HelpFormatter']
+__all__ = ['run', 'checkpoint_argument', 'worded', 'DEBUG_VAR', 'HelpFormatter']
 
 #: ``IRTBOX_DEBUG=1``: an error ends a command with its traceback rather than one line.
 DEBUG_VAR = 'IRTBOX_DEBUG'
@@ -25,6 +25,24 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
     def _format_text(self, text: str) -> str:
         return super()._format_text(_LITERAL.sub(r'\1', _ROLE.sub(r'\1', text)))
+
+
+def worded(error: BaseException, flags: Optional[Dict[str, str]] = None) -> str:
+    """``error``'s message in the command line's words: the arguments a
+    :class:`~irtbox.utils.errors.NamesArguments` error names read as the command's options
+    (``flags``: {argument: option} where they differ; else ``--`` and the argument's name
+    with dashes, ``input_size`` -> ``--input-size``)."""
+    from irtbox.utils.errors import NamesArguments
+    if not isinstance(error, NamesArguments):
+        return str(error)
+    return error.worded(lambda name: option_of(name, flags))
+
+
+def option_of(argument: str, flags: Optional[Dict[str, str]] = None) -> str:
+    """The command's option for a package function's ``argument``: ``flags[argument]``, else
+    ``--`` and its name with dashes."""
+    return (flags or {}).get(argument, '--' + argument.replace('_', '-'))
+
 
 def checkpoint_argument(text: str) -> Optional[str]:
     """The ``CKPT`` argument of the commands: a checkpoint file or URL, or ``none`` (any case)
@@ -51,7 +69,7 @@ def run(main: Callable, argv: Optional[Sequence[str]] = None):
     except Exception as error:  # noqa: BLE001 (every error: one line, the traceback on demand)
         if os.environ.get(DEBUG_VAR, '').strip().lower() in ('1', 'true', 'yes', 'on'):
             raise
-        message = ' '.join(str(error).split()) or repr(error)
+        message = ' '.join(worded(error).split()) or repr(error)
         print(f'irtbox: {type(error).__name__}: {message} ({DEBUG_VAR}=1 shows the '
               'traceback)', file=sys.stderr, flush=True)
         raise SystemExit(1) from None

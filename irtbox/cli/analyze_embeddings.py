@@ -40,10 +40,13 @@ Example (off-the-shelf vs contrastive vs contrastive + entropy regularisation):
 import argparse
 from typing import Dict, Tuple
 
-from irtbox.cli import HelpFormatter
+from irtbox.cli import HelpFormatter, worded
 from irtbox.utils.checks import int_argument
 
 __all__ = ['parse_args', 'main', 'parse_model']
+
+# The options of the visualization functions' arguments whose names differ.
+FLAGS = dict(name='--set', gnd_file='--gnd')
 
 
 def parse_model(text: str) -> Tuple[str, str]:
@@ -80,9 +83,9 @@ def parse_args(argv=None):
     parser.add_argument('--protocol', choices=['easy', 'medium', 'hard'], default='medium',
                         help='the --gnd protocol whose positives and junk are used '
                              '(default: medium, as in the paper)')
-    parser.add_argument('--set', '--prefix', dest='set', default=None, metavar='NAME',
+    parser.add_argument('--set', default=None, metavar='NAME',
                         help="the test set of a multi-dataset result, e.g. '0' (default: the "
-                        "file's only or main set; --prefix '0/' is the same)")
+                        "file's only or main set)")
     args = parser.parse_args(argv)
     return args
 
@@ -99,7 +102,7 @@ def main(argv=None) -> Dict[str, dict]:
             pairs=args.pairs, bins=args.bins, max_queries=args.max_queries, seed=args.seed,
             chunk_size=args.chunk_size, energy_dims=args.energy_dims, log_x=not args.linear_x)
     except (FileNotFoundError, ValueError) as error:
-        raise SystemExit(str(error)) from error
+        raise SystemExit(worded(error, FLAGS)) from error
     print(format_table(results))
     print(f'written to {args.out_dir}: energy.png, similarities.png, analysis.json')
     return results

@@ -27,10 +27,13 @@ Examples:
 import argparse
 import os.path as osp
 
-from irtbox.cli import HelpFormatter
+from irtbox.cli import HelpFormatter, worded
 from irtbox.utils.checks import int_argument
 
 __all__ = ['parse_args', 'main']
+
+# The options of the visualization functions' arguments whose names differ.
+FLAGS = dict(name='--set', gnd_file='--gnd')
 
 
 def parse_args(argv=None):
@@ -51,9 +54,9 @@ def parse_args(argv=None):
                         help='show the N queries with the lowest AP of the whole test set '
                         'instead of a sample (ranks every query in full, like map@all; '
                         'failures.csv then lists all queries)')
-    parser.add_argument('--set', '--prefix', dest='set', default=None, metavar='NAME',
+    parser.add_argument('--set', default=None, metavar='NAME',
                         help="the test set of a multi-dataset result, e.g. '1' (default: the "
-                        "file's only or main set; --prefix '1/' is the same)")
+                        "file's only or main set)")
     parser.add_argument('--data-root', help='the data root now, if the images moved since the '
                         'test (replaces the stored one)')
     parser.add_argument('--gnd', help='revisited ground truth (gnd_roxford5k.pkl / '
@@ -74,7 +77,7 @@ def main(argv=None):
                                  protocol=args.protocol, num=args.show_num, k=args.topk,
                                  seed=args.seed, worst=args.worst)
     except (FileNotFoundError, ValueError) as error:
-        raise SystemExit(str(error)) from error
+        raise SystemExit(worded(error, FLAGS)) from error
     print(f"{len(records)} queries drawn: open {osp.join(args.out_dir, 'index.html')}; "
           f"worst queries in {osp.join(args.out_dir, 'failures.csv')}")
     return records

@@ -23,7 +23,7 @@ and records the check.
 """
 import argparse
 
-from irtbox.cli import HelpFormatter, checkpoint_argument
+from irtbox.cli import HelpFormatter, checkpoint_argument, worded
 from irtbox.utils.config import DictAction
 
 __all__ = ['parse_args', 'main']
@@ -97,7 +97,7 @@ def main(argv=None):
                               dynamic_size=args.dynamic_size, batch_size=args.batch_size,
                               input_dtype=args.input_dtype, opset=args.opset, dynamo=args.dynamo)
     except (ExportCheckError, OSError, ValueError, ImportError) as err:
-        raise SystemExit(f'export: {err}')
+        raise SystemExit(f'export: {worded(err)}')
     inp = report['input']
     print(f'exported {args.out} ({report["exporter"]}): images {inp["dtype"]} RGB NCHW '
           f'{"B" if inp["batch"] == "dynamic" else inp["batch"]} x 3 x '

@@ -24,7 +24,7 @@ embeddings stops the run with an error. CKPT may be "none" (the config's own wei
 import argparse
 import os
 
-from irtbox.cli import HelpFormatter, checkpoint_argument
+from irtbox.cli import HelpFormatter, checkpoint_argument, worded
 from irtbox.cli.launch import add_nproc_argument, relaunch
 from irtbox.utils.checks import int_argument
 from irtbox.utils.config import DictAction
@@ -67,4 +67,4 @@ def main(argv=None):
                               shard_size=args.shard_size, resume=args.resume,
                               launcher=args.launcher, cfg_options=args.cfg_options)
     except (OSError, ValueError) as err:  # a full disk included: the message names the path
-        raise SystemExit(f'extract: {err}')
+        raise SystemExit(f'extract: {worded(err)}')

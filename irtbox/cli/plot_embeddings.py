@@ -20,10 +20,13 @@ Examples:
 """
 import argparse
 
-from irtbox.cli import HelpFormatter
+from irtbox.cli import HelpFormatter, worded
 from irtbox.utils.checks import int_argument
 
 __all__ = ['parse_args', 'main']
+
+# The options of the visualization functions' arguments whose names differ.
+FLAGS = dict(name='--set', gnd_file='--gnd')
 
 
 def parse_args(argv=None):
@@ -40,9 +43,9 @@ def parse_args(argv=None):
     parser.add_argument('--thumbnails', type=int_argument(0), default=0,
                         help='draw this many sampled images at their points (default 0)')
     parser.add_argument('--seed', type=int, default=0, help='seed of the sampling and t-SNE')
-    parser.add_argument('--set', '--prefix', dest='set', default=None, metavar='NAME',
+    parser.add_argument('--set', default=None, metavar='NAME',
                         help="the test set of a multi-dataset result, e.g. '1' (default: the "
-                        "file's only or main set; --prefix '1/' is the same)")
+                        "file's only or main set)")
     args = parser.parse_args(argv)
     return args
 
@@ -56,6 +59,6 @@ def main(argv=None):
                                   max_points=args.max_points, thumbnails=args.thumbnails,
                                   seed=args.seed)
     except (FileNotFoundError, ValueError, ImportError) as error:
-        raise SystemExit(str(error)) from error
+        raise SystemExit(worded(error, FLAGS)) from error
     print(f'map written to {args.out}')
     return points

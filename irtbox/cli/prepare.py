@@ -9,18 +9,28 @@ Examples:
 """
 import argparse
 
-from irtbox.cli import HelpFormatter
+from irtbox.cli import HelpFormatter, option_of, worded
 from irtbox.datasets import dataset_spec, dataset_specs
 from irtbox.datasets.prepare import PrepareError, prepare_dataset
 from irtbox.utils.checks import int_argument
 from irtbox.utils.download import DownloadError, UnreachableError
+from irtbox.utils.errors import word_fields
 
-__all__ = ['parse_args', 'main', 'listing']
+__all__ = ['parse_args', 'main', 'listing', 'prepare_command']
 
 
 def _size(num_bytes: int) -> str:
     """'2.9 GB', or '6 MB' below a GB (where '0.0 GB' would say nothing)."""
     return f'{num_bytes / 1e9:.1f} GB' if num_bytes >= 1e9 else f'{num_bytes / 1e6:.0f} MB'
+
+
+def prepare_command(name: str, root: str) -> str:
+    """The command that prepares the dataset ``name`` (a prepared dataset, or the quick start's
+    digits: :func:`~irtbox.datasets.prepare.missing.prepared_dataset`) into ``root``."""
+    from irtbox.datasets.prepare.missing import DIGITS
+    if name == DIGITS:
+        return f'irtbox prepare-digits --out {root}'
+    return f'irtbox prepare {name} --root {root}'
 
 
 def listing() -> str:
@@ -70,13 +80,17 @@ def main(argv=None):
         return None
     info = dataset_spec(args.name, preparable=True)
     try:
-        return prepare_dataset(info, args.root or info.default_root, mirror=args.mirror,
-                               from_dir=args.from_dir, keep_archives=args.keep_archives,
-                               check_space=not args.no_space_check,
-                               progress=not args.no_progress, retries=args.retries)
+        root = args.root or info.default_root
+        manifest = prepare_dataset(info, root, mirror=args.mirror, from_dir=args.from_dir,
+                                   keep_archives=args.keep_archives,
+                                   check_space=not args.no_space_check,
+                                   progress=not args.no_progress, retries=args.retries,
+                                   log=lambda line: print(word_fields(line, option_of)))
     except UnreachableError as err:
         raise SystemExit(f'prepare {args.name}: {err}. Without a network: --from-dir DIR (the '
                          'files fetched elsewhere, under their names) or --mirror URL (a server '
                          'you can reach that holds them)') from err
     except (PrepareError, DownloadError, OSError) as err:
-        raise SystemExit(f'prepare {args.name}: {err}') from err
+        raise SystemExit(f'prepare {args.name}: {worded(err)}') from err
+    print(f'check it with: irtbox check {args.name} --root {root}')
+    return manifest

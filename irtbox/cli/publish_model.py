@@ -20,7 +20,7 @@ Examples:
 """
 import argparse
 
-from irtbox.cli import HelpFormatter
+from irtbox.cli import HelpFormatter, worded
 
 __all__ = ['parse_args', 'main']
 
@@ -53,7 +53,7 @@ def main(argv=None):
                                   url_prefix=args.url_prefix,
                                   keep_training_state=args.keep_training_state)
     except (FileNotFoundError, ValueError, RuntimeError) as err:
-        raise SystemExit(f'publish_model: {err}')
+        raise SystemExit(f'publish_model: {worded(err)}')
     print(f'published {info["name"]}: {info["path"]} ({info["size"]:,} bytes, '
           f'{info["embedding_dim"]}-d embeddings)')
     print(f'config {info["config"]}; zoo index {info["index"]}')

@@ -33,11 +33,31 @@ import argparse
 import os.path as osp
 import sys
 
-from irtbox.cli import HelpFormatter
+from irtbox.cli import HelpFormatter, worded
 from irtbox.utils.checks import int_argument
 from irtbox.utils.config import DictAction
 
-__all__ = ['parse_args', 'main']
+__all__ = ['parse_args', 'main', 'RehearsalCommands']
+
+
+class RehearsalCommands:
+    """The arguments of ``python -m irtbox`` for a rehearsal's phases
+    (:func:`irtbox.apis.rehearse`; a class, so that a kind's process pickles it by name)."""
+
+    @staticmethod
+    def train(config: str, work_dir: str, options: dict, resume: bool, nproc: int) -> list:
+        return (['train', config, '--work-dir', work_dir]
+                + (['--cfg-options'] + [f'{k}={v}' for k, v in options.items()]
+                   if options else [])
+                + (['--resume'] if resume else []) + _nproc(nproc))
+
+    @staticmethod
+    def test(config: str, checkpoint: str, work_dir: str, nproc: int) -> list:
+        return ['test', config, checkpoint, '--work-dir', work_dir] + _nproc(nproc)
+
+
+def _nproc(nproc: int) -> list:
+    return ['--nproc', str(nproc)] if nproc > 1 else []
 
 
 
@@ -109,7 +129,8 @@ def main(argv=None):
     if args.subset and not args.data_root:
         raise SystemExit('--subset: only with --data-root (the miniatures are already small)')
     _defaults(args)
-    options = dict(nproc=args.nproc, timeout=args.timeout, cfg_options=args.cfg_options,
+    options = dict(commands=RehearsalCommands, nproc=args.nproc, timeout=args.timeout,
+                   cfg_options=args.cfg_options,
                    input_size=args.input_size, data_root=args.data_root, subset=args.subset,
                    units=args.iters, batch_size=args.batch_size, workers=args.workers,
                    shallow=args.quick)
@@ -121,7 +142,7 @@ def main(argv=None):
     try:
         report = rehearse(args.config, work_dir, **options)
     except (FileExistsError, FileNotFoundError, ValueError) as error:
-        raise SystemExit(f'rehearse: {error}') from error
+        raise SystemExit(f'rehearse: {worded(error)}') from error
     print(report.table())
     failure = report.first_failure
     if failure is not None:

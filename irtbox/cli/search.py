@@ -24,9 +24,8 @@ Examples (after the quick start):
       --max-index-memory 4G
 
 CKPT may be "none": the config's own weights (e.g. timm's pretrained ones for IRT_O).
---factory takes a faiss factory string (--index, its former name, still works): Flat (exact,
-the default), IVF<n>,Flat, IVF<n>,PQ<m>, HNSW32; for an approximate index the recall@10
-against exact search is printed at build time.
+--factory takes a faiss factory string: Flat (exact, the default), IVF<n>,Flat, IVF<n>,PQ<m>,
+HNSW32; for an approximate index the recall@10 against exact search is printed at build time.
 --max-index-memory (from features only) picks Flat when it fits, else IVF over 8-bit scalar
 codes, else IVF-PQ with the largest code that fits (docs/search_and_export.md); the build then
 prints and records in the index's manifest the recall@10 against exact search on 1000 of the
@@ -43,7 +42,7 @@ import argparse
 import json
 import os.path as osp
 
-from irtbox.cli import HelpFormatter, checkpoint_argument
+from irtbox.cli import HelpFormatter, checkpoint_argument, worded
 from irtbox.utils.checks import int_argument
 from irtbox.utils.config import DictAction
 
@@ -75,8 +74,6 @@ def parse_args(argv=None):
                        'extraction')
     build.add_argument('--factory', default=None,
                        help='faiss factory string: Flat (exact, the default), IVF1024,Flat, ...')
-    build.add_argument('--index', dest='factory', default=argparse.SUPPRESS,
-                       help=argparse.SUPPRESS)  # its former name
     build.add_argument('--batch-size', type=int, default=32, help='images per forward pass')
     build.add_argument('--num-workers', type=int, default=2, help='image decoding processes')
     build.add_argument('--shard-size', type=int, default=4096,
@@ -245,4 +242,4 @@ def main(argv=None):
     try:
         return dict(build=build, query=query, serve=serve)[args.command](args)
     except (OSError, ValueError, MissingExtraError) as err:  # a full disk: the path is named
-        raise SystemExit(f'search {args.command}: {err}')
+        raise SystemExit(f'search {args.command}: {worded(err)}')

@@ -32,13 +32,14 @@ import os.path as osp
 import sys
 
 from irtbox.cli import HelpFormatter
+from irtbox.cli.sweep_commands import SweepCommands, emit_command
 from irtbox.sweeps import execute as execute_module
 from irtbox.sweeps import slurm
 from irtbox.sweeps import spec as spec_module
 from irtbox.sweeps import (EMBEDDINGS, FAILED, LOG, PREEMPTED_MARK, RESULTS, SUMMARY_DECIMALS,
                            TRAIN_DONE, SelectionError, collect, format_tables,
-                           emit_command, expand, load_spec, plot_all, run_all, select_runs,
-                           state_of, summarize, write_table)
+                           expand, load_spec, plot_all, run_all, select_runs, state_of,
+                           summarize, write_table)
 from irtbox.utils.checks import int_argument
 from irtbox.utils.extras import MissingExtraError
 
@@ -167,7 +168,8 @@ def main(argv=None):
                 executor = slurm.make_executor(args.work_root, args.partition, args.gpus,
                                                args.max_parallel, args.timeout_min,
                                                args.slurm_params, cluster=SLURM_CLUSTER)
-                jobs = slurm.submit_runs(executor, todo, args.keep_embeddings, args.gpus)
+                jobs = slurm.submit_runs(executor, todo, SweepCommands, args.keep_embeddings,
+                                         args.gpus)
             except (slurm.SubmitError, MissingExtraError) as error:
                 raise SystemExit(f'--launcher slurm: {error}')
             print(f'job array {jobs[0].job_id.split("_")[0]}: {len(todo)} runs (output: '
@@ -186,7 +188,7 @@ def main(argv=None):
               f'{args.jobs} at a time (each run\'s output: <its work dir>/{LOG})',
               file=sys.stderr)
         try:
-            run_all(todo, args.jobs, args.keep_embeddings)
+            run_all(todo, SweepCommands, args.jobs, args.keep_embeddings)
         except KeyboardInterrupt:
             raise SystemExit('interrupted: finished runs are kept, the others run on the next '
                              'call')
@@ -204,7 +206,11 @@ def main(argv=None):
     write_table(summary, osp.join(args.work_root, 'summary.csv'), decimals=SUMMARY_DECIMALS)
     print(format_tables(summary, spec))
     if not args.no_plot:
-        for path in plot_all(summary, spec, args.work_root, band=args.band):
+        try:
+            paths = plot_all(summary, spec, args.work_root, band=args.band)
+        except MissingExtraError as error:
+            raise SystemExit(f'{error} (or run without the figures: --no-plot)') from None
+        for path in paths:
             print(path)
     if failures and not args.collect_only:
         raise SystemExit(f'{len(failures)} run(s) failed (their folders hold a `{FAILED}` '

@@ -18,7 +18,7 @@ test set: ``name='0'``, ``'1'``, ... for a multi-dataset config).
 import argparse
 import os
 
-from irtbox.cli import HelpFormatter
+from irtbox.cli import HelpFormatter, worded
 from irtbox.cli.launch import add_nproc_argument, relaunch
 from irtbox.utils.checks import int_argument
 from irtbox.utils.config import DictAction
@@ -73,4 +73,4 @@ def main(argv=None):
                         show_dir=args.show_dir, show_num=args.show_num,
                         show_topk=args.show_topk, show_seed=args.show_seed)
     except (EvaluationSetupError, CustomImportError) as error:
-        raise SystemExit(str(error)) from error
+        raise SystemExit(worded(error)) from error

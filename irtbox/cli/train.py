@@ -147,6 +147,7 @@ def check_batch_sampler(cfg):
 def refuse_missing_data(cfg, config):
     """Stop in one line, before the runner logs its environment and config, when a dataset
     the config reads is not there: the command that prepares it, or how to point at it."""
+    from irtbox.cli.prepare import prepare_command
     from irtbox.datasets.prepare.missing import missing_data
     # What a training reads: its train split and, when it validates, its val split.
     validates = all(cfg.get(k) is not None for k in ('val_dataloader', 'val_cfg',
@@ -155,7 +156,8 @@ def refuse_missing_data(cfg, config):
     if not missing:
         return
     first = missing[0]
-    how = (f'prepare it with `{first.prepare}`' if first.prepare else
+    how = (f'prepare it with `{prepare_command(first.prepared, first.data_root)}`'
+           if first.prepared else
            'prepare it as docs/datasets.md describes')
     more = (f' (also missing: {", ".join(m.data_root for m in missing[1:])})'
             if len(missing) > 1 else '')

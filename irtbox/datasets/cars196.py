@@ -134,8 +134,8 @@ class Cars196Dataset(BaseRetrievalDataset):
         terms=('Images collected from the web by Krause et al. (3dRR 2013), distributed for '
                'research under the same terms as ImageNet: non-commercial research only.'),
         configs='dml_benchmark',
-        notes=("The authors' site has been unreachable at times: use --mirror or --from-dir "
-               'with the same two files.'),
+        notes=("The authors' site has been unreachable at times: prepare from a mirror or from a "
+               'folder holding the same two files.'),
         miniature=write_cars196), )
 
     FORMATS = ('auto', 'mat', 'csv')

@@ -12,8 +12,8 @@ the 'train' split (its first 5 classes train, the last 2 validate), 7-9 the
 'test' split. A validation part needs several classes, and 5 of the 10 digits
 are too few to leave both a training and a validation part.
 
-The CLI is ``tools/dataset_converters/prepare_digits.py``; the quick start and the
-tests call :func:`prepare_digits`.
+The quick start, its command (``irtbox prepare-digits``) and the tests call
+:func:`prepare_digits`.
 """
 import os
 import os.path as osp

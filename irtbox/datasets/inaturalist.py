@@ -92,7 +92,7 @@ class INaturalist2018Dataset(BaseRetrievalDataset):
                'address pytorch-metric-learning uses); Google Drive may ask for a '
                'confirmation on large files: if the download is an HTML page, fetch the zip '
                'in a browser, save it as Inat_dataset_splits.zip beside '
-               'train_val2018.tar.gz and use --from-dir.'),
+               'train_val2018.tar.gz and prepare from that folder.'),
         miniature=write_inat2018), )
 
     def default_ann_file(self, split):

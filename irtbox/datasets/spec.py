@@ -35,7 +35,7 @@ class RemoteFile:
     """One published file and where its content goes under the dataset root.
 
     Attributes:
-        name: The file name (also its name on a ``--mirror`` and in ``--from-dir``).
+        name: The file name (also its name on a mirror and in a folder of files fetched by hand).
         url: The official address; empty for files behind a form or terms (manual).
         md5 / sha256: The published checksum, if any; ``checksum_source`` says who publishes it.
         md5_url: A published file holding the md5 (its first word), fetched first (GLDv2).
@@ -46,7 +46,7 @@ class RemoteFile:
         prefix: Only archive members under this folder are kept, without it.
         flatten: Keep only the members' file names (ROxford / RParis archives nest folders).
         include: Shell patterns a member's file name must match (all when empty).
-        folder: A folder the user supplies with ``--from-dir`` (images fetched by URL);
+        folder: A folder the user supplies among the files fetched by hand (images fetched by URL);
             linked into place, never copied.
     """
 
@@ -104,7 +104,8 @@ class DatasetSpec:
     ``FolderDataset``); one without ``miniature`` has no miniature.
 
     Attributes:
-        manual: Where to get files behind a form or terms, what to accept.
+        manual: Where to get files behind a form or terms, what to accept; names
+            :func:`~irtbox.datasets.prepare.prepare_dataset`'s arguments as ``{name}`` fields.
         notes, configs: For the reader (docs/datasets.md): remarks, which shipped configs
             read it.
         miniature: ``miniature(root, image_fn, **options)`` writes a tiny copy in the

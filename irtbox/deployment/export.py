@@ -25,6 +25,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from irtbox.models.input_spec import input_spec_of
+from irtbox.utils.errors import ArgumentError, NamesArguments
 from irtbox.utils.fileio import atomic_write, atomic_write_text
 
 __all__ = ['ExportCheckError', 'EmbeddingExport', 'load_check_images', 'export_onnx',
@@ -36,8 +37,9 @@ MAX_ABS_TOL = 1e-4
 MIN_COSINE = 0.99999
 
 
-class ExportCheckError(RuntimeError):
-    """The exported model does not reproduce the PyTorch model's embeddings."""
+class ExportCheckError(NamesArguments, RuntimeError):
+    """The exported model does not reproduce the PyTorch model's embeddings (its message
+    names arguments as ``{name}`` fields: :class:`~irtbox.utils.errors.NamesArguments`)."""
 
 
 class EmbeddingExport(nn.Module):
@@ -223,7 +225,7 @@ def _size_hint(model: nn.Module) -> str:
     if fixed:
         h, w = patch.img_size
         return (f'; its position embedding fixes the input at {h}x{w} (patch size {p[0]}x{p[1]}): '
-                f'give --input-size {h} {w} or leave --input-size out')
+                f'give {{input_size}} {h} {w} or leave {{input_size}} out')
     return f'; use a size that is a multiple of its patch size {p[0]}x{p[1]}'
 
 
@@ -241,21 +243,22 @@ def _check_arguments(fmt: str, size: Sequence, batch_size, input_dtype: str, ops
         raise ValueError(f"input dtype must be 'uint8' or 'float32', got {input_dtype!r}")
     if (len(size) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0
                                   for v in size)):
-        raise ValueError(f'--input-size (input_size) must be a positive height and width, got '
+        raise ValueError(f'input_size must be a positive height and width, got '
                          f'{" x ".join(map(str, size)) if len(size) else "nothing"}')
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ValueError(f'the batch size (--batch-size / --fixed-batch) must be a positive '
+        raise ValueError(f'batch_size must be a positive '
                          f'integer, got {batch_size!r}')
     if dynamic_batch and batch_size < 2:
-        raise ValueError(f'--batch-size {batch_size}: a dynamic batch axis is checked at two '
+        raise ValueError(f'batch_size {batch_size}: a dynamic batch axis is checked at two '
                          'batch sizes (N and N-1), so the check batch needs at least 2 images; '
-                         'export with --fixed-batch 1 for a file that takes exactly one image')
+                         'export with dynamic_batch=False for a file that takes exactly one '
+                         'image')
     if fmt == 'onnx':
         low, high = onnx_opset_range(dynamo)
         if not isinstance(opset, int) or isinstance(opset, bool) or not low <= opset <= high:
-            raise ValueError(f'--opset {opset}: the installed torch {torch.__version__} '
-                             f'{"dynamo" if dynamo else "tracing"} ONNX exporter writes opsets '
-                             f'{low} to {high} (default 17)')
+            raise ArgumentError(f'{{opset}} {opset}: the installed torch {torch.__version__} '
+                                f'{"dynamo" if dynamo else "tracing"} ONNX exporter writes '
+                                f'opsets {low} to {high} (default 17)', 'opset', opset)
 
 
 def _onnx_error(err: Exception, opset: int) -> Optional[ValueError]:
@@ -269,10 +272,11 @@ def _onnx_error(err: Exception, opset: int) -> Optional[ValueError]:
     text = str(err).splitlines()[0]
     op = re.search(r"operator '([^']+)'", text)
     needed = re.search(r'added in version (\d+)', text)
-    return ValueError(f'--opset {opset}: the model uses {op.group(1) if op else "an operator"}, '
-                      f'which ONNX opset {opset} cannot express' +
-                      (f'; it needs opset {needed.group(1)} or higher (the default is 17)'
-                       if needed else f' ({text[:300]})'))
+    return ArgumentError(f'{{opset}} {opset}: the model uses '
+                         f'{op.group(1) if op else "an operator"}, which ONNX opset {opset} '
+                         'cannot express' + (f'; it needs opset {needed.group(1)} or higher (the '
+                                             'default is 17)' if needed else f' ({text[:300]})'),
+                         'opset', opset)
 
 
 class _Held:
@@ -365,8 +369,9 @@ def export_model(model: nn.Module, fmt: str, out: str, input_size: Optional[Sequ
         with torch.no_grad():
             module(cast(images[:1]))
     except Exception as err:  # noqa: BLE001  (timm asserts on the size / patch grid)
-        raise ValueError(f'input size {size[0]}x{size[1]} (--input-size): the PyTorch model '
-                         f'does not accept it ({_first_line(err)}){_size_hint(model)}') from None
+        raise ArgumentError(f'input size {size[0]}x{size[1]} ({{input_size}}): the PyTorch model '
+                            f'does not accept it ({_first_line(err)}){_size_hint(model)}',
+                            'input_size', tuple(size)) from None
     cases = _check_cases(images, dynamic_batch, dynamic_size, size)
     if dynamic_size:
         name, batch = cases[-1]
@@ -374,9 +379,10 @@ def export_model(model: nn.Module, fmt: str, out: str, input_size: Optional[Sequ
             with torch.no_grad():
                 module(cast(batch))
         except Exception as err:  # noqa: BLE001  (timm asserts on a fixed image size)
-            raise ValueError(f'--dynamic-size: the PyTorch model itself does not accept the '
-                             f'check\'s {name} ({_first_line(err)}); it has a fixed '
-                             'input size, so export it without --dynamic-size') from None
+            raise ArgumentError(f'{{dynamic_size}}: the PyTorch model itself does not accept '
+                                f'the check\'s {name} ({_first_line(err)}); it has a fixed '
+                                'input size, so export it without {dynamic_size}',
+                                'dynamic_size', True) from None
     for path in remove_stale_temporaries(out):
         log(f'removed {path}, the temporary file of an earlier export to {out} that did not '
             'finish')
@@ -421,7 +427,7 @@ def export_model(model: nn.Module, fmt: str, out: str, input_size: Optional[Sequ
             if any(c['case'].startswith('size') for c in failed):
                 hint = (' The exported graph does not generalise to other input sizes '
                         '(tracing fixed the size); export at the size you serve, without '
-                        '--dynamic-size' + (', or try --dynamo' if fmt == 'onnx' and not dynamo
+                        '{dynamic_size}' + (', or try {dynamo}' if fmt == 'onnx' and not dynamo
                                             else '') + '.')
             raise ExportCheckError(
                 f'{fmt} export of {getattr(model.cfg, "filename", "the model")} does not match '

@@ -8,7 +8,7 @@ first. A lock left by a process that is gone (same host, PID not running: a kill
 cut) is taken over with a warning; a lock from another host is never taken over (its process
 cannot be checked from here): the message says to delete the file when that run is over.
 
-A job restarted by torchrun's agent (``--max-restarts``) or requeued by Slurm takes over the
+A job restarted by torchrun's agent (its maximum of restarts) or requeued by Slurm takes over the
 lock of its own earlier attempt, on any host: the record holds the job's id
 (``SLURM_JOB_ID``, else torchrun's ``TORCHELASTIC_RUN_ID``), and both restart their whole job
 only after every process of the earlier attempt has ended.
@@ -34,7 +34,7 @@ def job_id() -> Optional[str]:
     """The id shared by every attempt of this job: Slurm's job id (kept by a requeue; an
     array task's own), else the run id torchrun gives the workers of all its restarts."""
     run = os.environ.get('TORCHELASTIC_RUN_ID')
-    if run == 'none':  # torchrun's default when it was given no --rdzv-id: not an id
+    if run == 'none':  # torchrun's default when it was given no rendezvous id: not an id
         run = None
     return os.environ.get('SLURM_JOB_ID') or run or None
 

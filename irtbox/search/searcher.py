@@ -9,9 +9,7 @@ embeddings file ``embeddings-<tag>.npz`` (embeddings, ids, the model's identity:
 checkpoint in the identity) are relative to, the working directory of the save; so an index is
 searched, and its images and checkpoint found, from any folder. The manifest records the sha256 of each of these files (``sha256``:
 {name: digest}); loading checks them, so an index edited or damaged since it was saved (rows
-reordered, a file cut short) is refused, naming the file, rather than searched. Indexes of
-format 1 (ids and identity in the manifest, embeddings in a ``.npy``) and format 2 manifests
-written before the digests are read too, with a warning that nothing can be checked.
+reordered, a file cut short) is refused, naming the file, rather than searched.
 """
 import dataclasses
 import hashlib
@@ -20,7 +18,6 @@ import os
 import os.path as osp
 import re
 import uuid
-import warnings
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple, Union
 
@@ -41,12 +38,11 @@ __all__ = ['IndexMismatchError', 'IndexIntegrityError', 'SearchHit', 'ImageSearc
            'load_index_model']
 
 MANIFEST = 'manifest.json'
-# What save() writes besides the manifest (named by a random tag per save; format 1 wrote the
-# embeddings as .npy), and the temporary files of a save that was killed.
-_DATA_NAMES = r'(index-\w+\.faiss|embeddings-\w+\.npy|embeddings-\w+\.npz|config-\w+\.py)'
+# What save() writes besides the manifest (named by a random tag per save), and the temporary
+# files of a save that was killed.
+_DATA_NAMES = r'(index-\w+\.faiss|embeddings-\w+\.npz|config-\w+\.py)'
 _DATA_FILE = re.compile(rf'^({_DATA_NAMES}|\.({_DATA_NAMES}|manifest\.json)\.\w+\.tmp(\.\w+)?)$')
 FORMAT_VERSION = 2
-READ_VERSIONS = (1, 2)
 
 
 class IndexMismatchError(ValueError):
@@ -114,7 +110,6 @@ class ImageSearcher:
         batch_size, num_workers: for embedding images.
         identity: the model's identity when already computed (e.g. the ``identity`` of the
             :class:`~irtbox.structures.EmbeddingSet` its embeddings came in).
-        index: the former name of ``factory`` (deprecated).
 
     Attributes:
         root: the folder that relative ids (image paths) are relative to: None (the working
@@ -125,11 +120,7 @@ class ImageSearcher:
     def __init__(self, model: Optional[torch.nn.Module] = None, factory: str = 'Flat',
                  device: Optional[str] = None, batch_size: int = 32, num_workers: int = 0,
                  nprobe: Optional[int] = None, gpu_temp_memory: Optional[int] = None,
-                 identity: Optional[dict] = None, index: Optional[str] = None):
-        if index is not None:
-            warnings.warn("ImageSearcher(index=...) is now ImageSearcher(factory=...): the faiss "
-                          'factory string', DeprecationWarning, stacklevel=2)
-            factory = index
+                 identity: Optional[dict] = None):
         self.model = model
         self.faiss_searcher = FaissSearcher(factory=factory, nprobe=nprobe, device=device,
                                             gpu_temp_memory=gpu_temp_memory)
@@ -375,24 +366,21 @@ class ImageSearcher:
     @classmethod
     def load(cls, directory: str, model: Optional[torch.nn.Module] = None,
              device: Optional[str] = None, **kwargs) -> 'ImageSearcher':
-        """The searcher saved in ``directory`` (format 2, or 1), its embeddings memory-mapped
+        """The searcher saved in ``directory``, its embeddings memory-mapped
         (read-only). With ``model``, the model must be the one that built the index (same
         weights, preprocessing, embedding size); otherwise an :class:`IndexMismatchError`
         names what differs. ``kwargs`` go to the constructor (e.g. ``nprobe``, by default
         the one saved; ``gpu_temp_memory``).
 
         Raises :class:`IndexIntegrityError` (a ValueError) naming the file when a file's
-        sha256 is not the one the manifest records, or faiss cannot read the index file; an
-        index without digests (format 1, or saved by an earlier irtbox) is loaded with a
-        warning that it cannot be checked."""
+        sha256 is not the one the manifest records, or faiss cannot read the index file."""
         faiss = import_faiss()
         manifest = _read_manifest(directory)
         _check_files(directory, manifest, ('index', 'embeddings'))
         rows = _read_rows(directory, manifest)
         searcher = cls(model=None, factory=manifest['factory'], device=device, **kwargs)
         searcher.identity = rows.identity
-        # Manifests written before the root was recorded: the working directory, as then.
-        searcher.root = manifest.get('root')
+        searcher.root = manifest['root']
         if model is not None:
             current = model_identity(model)
             if searcher.identity is not None:
@@ -418,8 +406,7 @@ class ImageSearcher:
             raise IndexIntegrityError(f'{path}: not a readable faiss index (faiss: '
                                       f'{_faiss_reason(err)}); it is damaged or cut short: '
                                       'rebuild the index with tools/search.py build') from None
-        # The recorded nprobe unless one is given; an IVF index's only, since manifests
-        # written while nprobe defaulted to 16 record it for every index type.
+        # The recorded nprobe unless one is given (an IVF index's only).
         if searcher.faiss_searcher.nprobe is None and has_ivf(index):
             searcher.faiss_searcher = dataclasses.replace(searcher.faiss_searcher,
                                                           nprobe=manifest.get('nprobe'))
@@ -449,10 +436,10 @@ def load_index_model(directory: str, checkpoint: Optional[str] = None,
                          'query it with embeddings')
     # The config runs as Python: checked first. The rows (read here for the checkpoint's
     # path) are checked when the index is loaded, before any search.
-    _check_files(directory, manifest, ('config',), warn=False)
+    _check_files(directory, manifest, ('config',))
     identity = _read_rows(directory, manifest).identity or {}
     if checkpoint is None and identity.get('checkpoint') is not None:
-        recorded, root = identity['checkpoint'], manifest.get('root')
+        recorded, root = identity['checkpoint'], manifest['root']
         # A relative path is the build's: relative to its working directory (the root).
         checkpoint = recorded if '://' in recorded or not root else osp.join(root, recorded)
         if '://' not in checkpoint and not osp.isfile(checkpoint):
@@ -476,14 +463,12 @@ def _read_manifest(directory: str) -> dict:
             manifest = json.load(f)
     except ValueError as err:
         raise ValueError(f'{path} is not valid JSON: {err}') from err
-    if manifest.get('format_version') not in READ_VERSIONS:
+    if manifest.get('format_version') != FORMAT_VERSION:
         raise ValueError(f'{path}: index format {manifest.get("format_version")!r}, this irtbox '
-                         f'reads formats {", ".join(map(str, READ_VERSIONS))}; rebuild the index '
+                         f'reads format {FORMAT_VERSION}; rebuild the index '
                          'with tools/search.py build')
-    missing = [k for k in ('factory', 'dim', 'files') if k not in manifest]
+    missing = [k for k in ('factory', 'dim', 'files', 'root', 'sha256') if k not in manifest]
     missing += [f'files.{k}' for k in ('index', 'embeddings') if k not in manifest.get('files', {})]
-    if manifest['format_version'] == 1 and 'ids' not in manifest:
-        missing.append('ids')
     if missing:
         raise ValueError(f'{path}: no {", ".join(missing)}; expected a manifest written by '
                          'ImageSearcher.save (tools/search.py build)')
@@ -528,19 +513,10 @@ def _sha256(path: str) -> str:
         return hashlib.file_digest(f, 'sha256').hexdigest()
 
 
-def _check_files(directory: str, manifest: dict, keys: Sequence[str], warn: bool = True) -> None:
+def _check_files(directory: str, manifest: dict, keys: Sequence[str]) -> None:
     """The files ``manifest['files'][key]`` of ``directory`` checked against the sha256 the
-    manifest records: IndexIntegrityError naming the first that is missing or differs. A
-    manifest without digests (format 1, or format 2 saved before them): a warning."""
-    digests = manifest.get('sha256')
-    if digests is None:
-        if warn:
-            warnings.warn(f'index {directory}: its manifest (format {manifest["format_version"]}'
-                          ', written by an earlier irtbox) records no sha256 of its files, so an '
-                          'edited or damaged file cannot be detected; save it again '
-                          '(ImageSearcher.load(...).save(...)) or rebuild it to add them',
-                          stacklevel=3)
-        return
+    manifest records: IndexIntegrityError naming the first that is missing or differs."""
+    digests = manifest['sha256']
     for key in keys:
         name = manifest['files'].get(key)
         if name is None:
@@ -561,13 +537,8 @@ def _check_files(directory: str, manifest: dict, keys: Sequence[str], warn: bool
 
 def _read_rows(directory: str, manifest: dict) -> EmbeddingSet:
     """The rows of the index: embeddings (memory-mapped), ids and the model's identity, from
-    the embeddings file (format 2) or from the manifest and a ``.npy`` (format 1)."""
+    its embeddings file."""
     path = osp.join(directory, manifest['files']['embeddings'])
-    if manifest['format_version'] == 1:
-        if not osp.isfile(path):
-            raise FileNotFoundError(f'index {directory}: {path} is missing; rebuild the index')
-        return EmbeddingSet(np.load(path, mmap_mode='r'), ids=list(manifest['ids']),
-                            identity=manifest.get('identity'))
     rows = load_embeddings(path)
     if rows.ids is None:
         raise ValueError(f'{path}: no ids; expected the embeddings file of an index '

@@ -1,6 +1,6 @@
 """The embeddings file: one format for every set of embeddings irtbox writes.
 
-``tools/test.py --out results.npz``, ``tools/extract.py`` (``features.npz`` and its shards) and
+A test's results (``results.npz``), an extraction (``features.npz`` and its shards) and
 the search index (``embeddings-<tag>.npz`` in the index folder) all write it with
 :func:`save_embeddings`, and everything that reads embeddings (``browse_results``,
 ``plot_embeddings``, ``analyze_embeddings``, the index) reads it with :func:`load_embeddings`.
@@ -22,9 +22,6 @@ under no prefix::
     <s/>failed_ids         str, <s/>failed_reasons  str: images that could not be read
     <s/>identity           0-d str, JSON: the model's identity (``irtbox.apis.model_identity``)
     <s/><other>            any other per-set array (e.g. sample_idx, ap_M), kept as given
-
-Files from earlier irtbox versions are read too: ``tools/test.py --out`` files without
-``format`` (paths under ``img_path``) and ``features.npz`` from extraction.
 """
 import json
 import os.path as osp
@@ -35,6 +32,8 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from irtbox.utils.errors import ArgumentError
+
 __all__ = ['EmbeddingSet', 'save_embeddings', 'load_embeddings', 'embedding_set_names',
            'EMBEDDINGS_FORMAT']
 
@@ -42,7 +41,6 @@ EMBEDDINGS_FORMAT = 'irtbox-embeddings/1'
 # The arrays of a set that EmbeddingSet has fields for; anything else is in ``extra``.
 _FIELDS = ('embeddings', 'ids', 'data_root', 'labels', 'is_query', 'class_names', 'failed_ids',
            'failed_reasons', 'identity')
-_LEGACY_PATHS = 'img_path'  # tools/test.py --out before the embeddings file
 
 
 @dataclass
@@ -167,8 +165,8 @@ class _Reader:
 
     def __init__(self, path: str, mmap: bool):
         if not osp.isfile(path):
-            raise FileNotFoundError(f'{path}: no such embeddings file (written by '
-                                    'tools/test.py --out results.npz or tools/extract.py)')
+            raise FileNotFoundError(f'{path}: no such embeddings file (written by a test or '
+                                    'an extraction)')
         self.path, self.mmap = path, mmap
         try:
             self.npz = np.load(path, allow_pickle=False)
@@ -176,7 +174,7 @@ class _Reader:
                           for i in zipfile.ZipFile(path).infolist()}
         except (OSError, ValueError, zipfile.BadZipFile) as error:
             raise ValueError(f'{path}: not a readable .npz ({error}); expected an embeddings '
-                             'file (tools/test.py --out results.npz, tools/extract.py)') from error
+                             'file (written by a test or an extraction)') from error
         self.keys = set(self.npz.files)
 
     def __contains__(self, key: str) -> bool:
@@ -222,21 +220,17 @@ def load_embeddings(path: str, name: Optional[str] = None, mmap: bool = True,
         names = _set_names(reader.keys)
         if not names:
             raise ValueError(f'{path}: no embeddings array (has {sorted(reader.keys)}); expected '
-                             'an embeddings file (tools/test.py --out results.npz, '
-                             'tools/extract.py)')
+                             'an embeddings file (written by a test or an extraction)')
         if name is None:
             if len(names) > 1:
-                raise ValueError(f'{path} holds {len(names)} sets of embeddings ('
-                                 f'{", ".join(names)}): name one (--set)')
+                raise ArgumentError(f'{path} holds {len(names)} sets of embeddings ('
+                                    f'{", ".join(names)}): name one ({{name}})', 'name')
             name = names[0]
-        name = name.rstrip('/')
         if name not in names:
             shown = ', '.join(repr(n) for n in names)
             raise ValueError(f'{path}: no set {name!r} of embeddings; it has {shown}')
         p = f'{name}/' if name else ''
         ids = reader.get(p + 'ids')
-        if ids is None:
-            ids = reader.get(p + _LEGACY_PATHS)
         stored_root = reader.get(p + 'data_root')
         identity = reader.get(p + 'identity')
         class_names = reader.get(p + 'class_names')
@@ -244,7 +238,7 @@ def load_embeddings(path: str, name: Optional[str] = None, mmap: bool = True,
         embeddings = reader[p + 'embeddings']
         extra = {k[len(p):]: reader[k] for k in sorted(reader.keys)
                  if k.startswith(p) and '/' not in k[len(p):]
-                 and k[len(p):] not in _FIELDS + (_LEGACY_PATHS, 'format')}
+                 and k[len(p):] not in _FIELDS + ('format',)}
         data = EmbeddingSet(
             embeddings=embeddings,
             ids=None if ids is None else ids.tolist(),

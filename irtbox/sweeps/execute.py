@@ -4,11 +4,10 @@ commands for a cluster.
 Runs: factor x value x dataset x loss x seed. Each has the work dir
 WORK_ROOT/<factor>/<value>/<dataset>/<loss>/seed<seed>, where training writes
 its checkpoints ('best.pth' from BestWeightsEarlyStoppingHook when the config
-has it, else the last checkpoint), then `train_done`; tools/test.py then writes
-the test metrics to test_results.json (--out test_results.json; with
---keep-embeddings, --out test_results.npz, which writes the embeddings there and
-the metrics to test_results.json as well). A run whose test_results.json exists
-is finished and skipped (--force re-runs it); one with `train_done` only is
+has it, else the last checkpoint), then `train_done`; its test then writes
+the test metrics to test_results.json (with keep_embeddings, the embeddings to
+test_results.npz and the metrics to test_results.json as well). A run whose
+test_results.json exists is finished and skipped; one with `train_done` only is
 tested again. A run whose training or test fails gets a `failed` file (the
 command and its exit status) and the sweep goes on with the others, since some
 points of the paper's grids cannot be computed (M = 1 or 2 with batch 256 on
@@ -16,7 +15,8 @@ CUB / Cars196, Fig. 8); the tables and figures are still written, the failed
 runs are listed at the end (exit status 1), and the next call retries them.
 A training stopped by a pre-emption signal (exit status 75, its checkpoint saved) is not a
 failure: the run stays unfinished and the next call (or its requeued Slurm task) resumes it.
-With --launcher slurm the runs are the tasks of one submitit job array (irtbox/sweeps/slurm.py).
+On Slurm the runs are the tasks of one submitit job array (irtbox/sweeps/slurm.py). The
+command lines of the steps are the caller's (``commands``: irtbox.cli.sweep_commands).
 """
 import json
 import os
@@ -35,64 +35,19 @@ from irtbox.utils.dist import EXIT_WITH_PARENT_VAR
 from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
 from irtbox.utils.fileio import atomic_write_text
 
-from .spec import OFF_THE_SHELF, Run, value_dir
-from .state import EMBEDDINGS, FAILED, LOG, PREEMPTED_MARK, RESULTS, TRAIN_DONE, checkpoint_of
+from .spec import OFF_THE_SHELF, Run
+from .state import FAILED, LOG, PREEMPTED_MARK, RESULTS, TRAIN_DONE, checkpoint_of
 
-__all__ = ['emit_command', 'run_one', 'run_all', 'attempt']
-
-
-def _train_args(run: Run) -> List[str]:
-    return ['--work-dir', run.work_dir] + (['--cfg-options'] + run.options if run.options else [])
+__all__ = ['run_one', 'run_all', 'attempt']
 
 
-def _test_args(run: Run, keep_embeddings: bool = False) -> List[str]:
-    return ['--work-dir', osp.join(run.work_dir, 'test'),
-            '--out', osp.join(run.work_dir, EMBEDDINGS if keep_embeddings else RESULTS)] + (
-                ['--cfg-options'] + run.options if run.options else [])
-
-
-def emit_command(run: Run, mode: str, gpus: int = 1, partition: str = 'gpu',
-                 keep_embeddings: bool = False) -> str:
-    """One shell line that trains (unless off-the-shelf), tests and marks the run."""
-    q = lambda args: ' '.join(shlex.quote(str(a)) for a in args)  # noqa: E731
-    py = shlex.quote(sys.executable)
-    ckpt = ('"$( [ -f {d}/best.pth ] && echo {d}/best.pth || cat {d}/last_checkpoint )"'
-            .format(d=shlex.quote(run.work_dir)))
-    if run.factor == OFF_THE_SHELF:
-        ckpt = ''
-    job = shlex.quote(f'{run.factor}-{value_dir(run.value)}-{run.dataset}-{run.loss}-{run.seed}')
-    test_args = q(_test_args(run, keep_embeddings))
-    if mode == 'plain':
-        train = f'{py} -m irtbox train {q([run.config] + _train_args(run))}'
-        test = f'{py} -m irtbox test {shlex.quote(run.config)} {ckpt} {test_args}'
-    elif mode == 'dist':
-        train = f'{py} -m irtbox train {q([run.config] + _train_args(run))} --nproc {gpus}'
-        test = f'{py} -m irtbox test {shlex.quote(run.config)} {ckpt} {test_args} --nproc {gpus}'
-    elif mode == 'slurm':
-        # slurm_train.sh submits a batch job; --wait: the line goes on when it has ended.
-        train = (f'SBATCH_ARGS=--wait GPUS={gpus} tools/slurm_train.sh '
-                 f'{shlex.quote(partition)} {job} '
-                 f'{q([run.config] + _train_args(run))}')
-        test = (f'GPUS={gpus} tools/slurm_test.sh {shlex.quote(partition)} {job} '
-                f'{shlex.quote(run.config)} {ckpt} {test_args}')
-    else:
-        raise ValueError(f"emit mode must be 'plain', 'dist' or 'slurm', got {mode!r}")
-    if run.factor == OFF_THE_SHELF:
-        # No checkpoint, which the dist/slurm test scripts require: one process.
-        test = f'{py} -m irtbox test {shlex.quote(run.config)} {test_args}'
-    steps = [f'mkdir -p {shlex.quote(run.work_dir)}']
-    if run.factor != OFF_THE_SHELF:
-        steps += [train, f'touch {shlex.quote(osp.join(run.work_dir, TRAIN_DONE))}']
-    return ' && '.join(steps + [test])
-
-
-
-def run_one(run: Run, keep_embeddings: bool = False, env: Optional[dict] = None,
+def run_one(run: Run, commands, keep_embeddings: bool = False, env: Optional[dict] = None,
             nproc: int = 1) -> None:
-    """Trains (unless already trained) and tests one run with ``irtbox train`` and
-    ``irtbox test`` in subprocesses whose output goes to ``<work_dir>/sweep.log``; a failing step
-    raises ``subprocess.CalledProcessError``. ``env``: extra environment variables; ``nproc``:
-    processes of each step (``--nproc``)."""
+    """Trains (unless already trained) and tests one run in subprocesses (``python -m irtbox``
+    with the arguments ``commands.train(run, resume, nproc)`` and ``commands.test(run,
+    checkpoint, keep_embeddings, nproc)``) whose output goes to ``<work_dir>/sweep.log``; a
+    failing step raises ``subprocess.CalledProcessError``. ``env``: extra environment
+    variables; ``nproc``: processes of each step."""
     os.makedirs(run.work_dir, exist_ok=True)
     failed = osp.join(run.work_dir, FAILED)
     if osp.isfile(failed):
@@ -100,23 +55,22 @@ def run_one(run: Run, keep_embeddings: bool = False, env: Optional[dict] = None,
     # A sweep stopped (SIGTERM, killed) takes its runs along (Ctrl-C reaches them anyway).
     env = dict(os.environ, **(env or {}), **{EXIT_WITH_PARENT_VAR: '1'})
     with open(osp.join(run.work_dir, LOG), 'a') as log:
+        # Off the shelf there is no checkpoint, which a test of several processes needs.
+        steps = 1 if run.factor == OFF_THE_SHELF else nproc
+
         def call(args):
-            if nproc > 1 and run.factor != OFF_THE_SHELF:  # no checkpoint: one process
-                args = args + ['--nproc', str(nproc)]
             subprocess.run([sys.executable, '-m', 'irtbox'] + args, check=True, env=env, stdout=log,
                            stderr=subprocess.STDOUT)
 
         if not osp.isfile(osp.join(run.work_dir, TRAIN_DONE)) and run.factor != OFF_THE_SHELF:
             mark = osp.join(run.work_dir, PREEMPTED_MARK)
             # A training pre-empted in an earlier attempt goes on from its checkpoint.
-            resume = ['--resume'] if osp.isfile(mark) else []
-            call(['train', run.config] + _train_args(run) + resume)
+            call(commands.train(run, resume=osp.isfile(mark), nproc=steps))
             open(osp.join(run.work_dir, TRAIN_DONE), 'w').close()
             if osp.isfile(mark):
                 os.remove(mark)
-        ckpt = [] if run.factor == OFF_THE_SHELF else [checkpoint_of(run.work_dir)]
-        call(['test', run.config] + ckpt
-             + _test_args(run, keep_embeddings))
+        ckpt = None if run.factor == OFF_THE_SHELF else checkpoint_of(run.work_dir)
+        call(commands.test(run, ckpt, keep_embeddings, nproc=steps))
 
 
 def _job_devices(jobs: int) -> List[Optional[str]]:
@@ -141,7 +95,7 @@ def _tail(path: str, lines: int = 5) -> str:
         return ''.join(f.readlines()[-lines:])
 
 
-def attempt(run: Run, keep_embeddings: bool = False, env: Optional[dict] = None,
+def attempt(run: Run, commands, keep_embeddings: bool = False, env: Optional[dict] = None,
             nproc: int = 1) -> Optional[str]:
     """:func:`run_one`, returning None when it finished; ``'pre-empted'`` when its training
     stopped on a pre-emption signal (exit status 75, its checkpoint saved: the run is marked
@@ -149,7 +103,7 @@ def attempt(run: Run, keep_embeddings: bool = False, env: Optional[dict] = None,
     before it could save (a test, a training still starting: it runs again next time); else
     the reason it failed, which is also written to its ``failed`` file."""
     try:
-        run_one(run, keep_embeddings, env, nproc)
+        run_one(run, commands, keep_embeddings, env, nproc)
         return None
     except subprocess.CalledProcessError as error:
         if error.returncode == PREEMPTED_EXIT_STATUS:
@@ -164,10 +118,10 @@ def attempt(run: Run, keep_embeddings: bool = False, env: Optional[dict] = None,
     return reason
 
 
-def run_all(todo: List[Run], jobs: int = 1,
+def run_all(todo: List[Run], commands, jobs: int = 1,
             keep_embeddings: bool = False) -> None:
-    """Runs ``todo`` (see :func:`run_one`), ``jobs`` at a time, and prints one line per
-    finished run to stderr. With ``jobs > 1`` each run gets ``cores // jobs`` CPU threads
+    """Runs ``todo`` with ``commands`` (see :func:`run_one`), ``jobs`` at a time, and prints one
+    line per finished run to stderr. With ``jobs > 1`` each run gets ``cores // jobs`` CPU threads
     (the cores this process may use) and a visible GPU, the GPUs in turn (several runs
     share one when there are more runs than GPUs; a line says so). A
     failed run gets a ``failed`` file and the others go on: some points
@@ -191,7 +145,7 @@ def run_all(todo: List[Run], jobs: int = 1,
             env['CUDA_VISIBLE_DEVICES'] = device
         start = time.time()
         try:
-            return attempt(run, keep_embeddings, env), time.time() - start
+            return attempt(run, commands, keep_embeddings, env), time.time() - start
         finally:
             slots.put(device)
 

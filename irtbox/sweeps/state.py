@@ -7,7 +7,7 @@ __all__ = ['RESULTS', 'EMBEDDINGS', 'TRAIN_DONE', 'FAILED', 'LOG', 'PREEMPTED_MA
            'checkpoint_of']
 
 RESULTS = 'test_results.json'
-# tools/test.py writes a .npz's metrics to the same name with .json: RESULTS.
+# A test writes a .npz's metrics to the same name with .json: RESULTS.
 EMBEDDINGS = osp.splitext(RESULTS)[0] + '.npz'
 TRAIN_DONE = 'train_done'
 FAILED = 'failed'

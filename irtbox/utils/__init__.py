@@ -1,7 +1,7 @@
 """Helpers shared by the layers above. The checkpoint helpers below are imported from
 :mod:`irtbox.utils.checkpoint` on first use, so that importing a light helper module
 (``irtbox.utils.config``, ``.extras``, ``.fileio``) does not import torch: a command that only
-hands over to torchrun (``--nproc``) starts at once."""
+hands over to torchrun starts at once."""
 import importlib
 
 __all__ = ['checkpoint_problem', 'load_state_dict_file', 'register_safe_globals',

@@ -1,4 +1,4 @@
-"""What the benchmark scripts of tools/benchmarks/ share: one contender per process, one report."""
+"""What the benchmark scripts share: one contender per process, one report."""
 import json
 import subprocess
 import sys

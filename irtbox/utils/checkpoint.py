@@ -84,7 +84,7 @@ def safe_checkpoint_loaders():
 def safe_torch_load(path: str, map_location='cpu'):
     """``torch.load`` with ``weights_only=True`` and a message naming the file on failure.
 
-    A ``.safetensors`` file (what ``tools/misc/publish_model.py`` writes) is read
+    A ``.safetensors`` file (what :func:`~irtbox.apis.publish_checkpoint` writes) is read
     with safetensors instead: a flat state dict, no pickle at all.
     """
     register_safe_globals()
@@ -207,7 +207,7 @@ def load_model_weights(model: torch.nn.Module, checkpoint: Union[str, Dict[str, 
 
     Every key and shape must match, except for the training-only parts
     (:data:`TRAINING_ONLY_PREFIXES`), as ``training_parts`` says: ``'optional'`` (default)
-    they may be absent, as in the inference checkpoints ``tools/misc/publish_model.py``
+    they may be absent, as in the inference checkpoints publishing
     writes; ``'required'`` they must match too (resuming training); ``'ignored'`` absent
     or of another shape they are left as built (evaluation, which does not use them).
     """

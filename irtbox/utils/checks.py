@@ -76,8 +76,8 @@ def check_positive_ints(values: Union[int, Iterable[int]], name: str) -> Tuple[i
 
 def int_argument(minimum: int = 1) -> Callable[[str], int]:
     """An argparse ``type``: the option's text as an integer >= ``minimum`` through
-    :func:`check_int`, else argparse's one-line error, e.g. ``argument --jobs: the value
-    must be a positive integer, got 0``."""
+    :func:`check_int`, else argparse's one-line error naming the option, e.g. ``the value must be a
+    positive integer, got 0``."""
     def parse(text: str) -> int:
         try:
             value = int(text)

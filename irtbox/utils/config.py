@@ -2,7 +2,9 @@
 import difflib
 import os.path as osp
 
-from mmengine.config import Config, DictAction  # noqa: F401  (DictAction re-exported for tools)
+from mmengine.config import Config, DictAction  # noqa: F401  (DictAction re-exported for cli)
+
+from .errors import NamesArguments
 
 from .mmengine_compat import wrap_base_path
 
@@ -55,8 +57,9 @@ RUNNER_KEYS = (
     'vis_backends', 'visualizer', 'work_dir')
 
 
-class ConfigError(ValueError):
-    """A config entry or ``--cfg-options`` value the toolbox would otherwise misread."""
+class ConfigError(NamesArguments, ValueError):
+    """A config entry or ``cfg_options`` value the toolbox would otherwise misread (the
+    message names that argument as ``{cfg_options}``: :class:`~.errors.NamesArguments`)."""
 
 
 class CustomImportError(ImportError):
@@ -64,7 +67,7 @@ class CustomImportError(ImportError):
 
 
 def load_config(path: str, cfg_options: dict = None) -> Config:
-    """``Config.fromfile`` plus ``--cfg-options``, with clear errors: an option whose value
+    """``Config.fromfile`` plus ``cfg_options``, with clear errors: an option whose value
     has another type than the config's entry, and a top-level key that looks like a
     misspelled runner key (:func:`check_top_level_keys`), are refused."""
     path = find_config(path)
@@ -149,7 +152,7 @@ def _config_value(cfg, dotted: str):
 
 
 def check_option_paths(cfg: Config, cfg_options: dict, path: str) -> None:
-    """Refuse ``--cfg-options a.b.c=V`` where the config sets ``a`` (or ``a.b``) to None or to
+    """Refuse the option ``a.b.c=V`` where the config sets ``a`` (or ``a.b``) to None or to
     a value that is no dict: ``train_dataloader.dataset.data_root=...`` on a test-only config
     (``train_dataloader = None``) would otherwise end in MMEngine's ``_delete_=True``
     TypeError."""
@@ -166,13 +169,13 @@ def check_option_paths(cfg: Config, cfg_options: dict, path: str) -> None:
             what = ('None: the config has no such part (a test-only config has no training '
                     'parts)' if current is None else f'{current!r}, not a dict')
             raise ConfigError(
-                f'--cfg-options {key}={value!r}: {path} sets {prefix} = {what}; there is no '
+                f'{{cfg_options}} {key}={value!r}: {path} sets {prefix} = {what}; there is no '
                 f'{".".join(parts[:depth + 1])} to change. Give the whole entry '
                 f'({prefix}=...) or use a config that has one.')
 
 
 def check_option_types(cfg: Config, cfg_options: dict) -> None:
-    """Refuse ``--cfg-options KEY=VALUE`` whose value cannot be of the type the config has
+    """Refuse the option ``KEY=VALUE`` whose value cannot be of the type the config has
     at KEY (a number, a bool): ``train_cfg.max_iters=abc`` would otherwise end in an
     unrelated error deep in training, or none."""
     for key, value in cfg_options.items():
@@ -189,6 +192,6 @@ def check_option_types(cfg: Config, cfg_options: dict) -> None:
             continue
         if not ok:
             where = getattr(cfg, 'filename', None) or 'the config'
-            raise ConfigError(f'--cfg-options {key}={value!r}: expected {expected}, as '
+            raise ConfigError(f'{{cfg_options}} {key}={value!r}: expected {expected}, as '
                               f'{key} = {current!r} in {where}')
 

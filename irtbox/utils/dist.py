@@ -63,8 +63,8 @@ def init_distributed(launcher: str, backend: str = None, port: int = None,
         raise ValueError(f'unknown launcher {launcher!r}; expected none, pytorch or slurm')
     for key in ('RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT'):
         if key not in os.environ:
-            raise RuntimeError(f'--launcher {launcher}: environment variable {key} is not set; '
-                               'start the job with tools/dist_train.sh (torchrun) or srun.')
+            raise RuntimeError(f'launcher {launcher!r}: environment variable {key} is not set; '
+                               'start the job with torchrun or srun.')
     cuda = torch.cuda.is_available()
     backend = backend or ('nccl' if cuda else 'gloo')
     if cuda:
@@ -116,7 +116,7 @@ def exit_with_parent_if_asked() -> None:
     environment: this process's own children are not its parent's). Armed in the child
     itself rather than by ``preexec_fn``, which is unsafe in a threaded parent (a sweep
     runs its runs from threads). The signal survives ``exec``: a launcher that replaces the
-    command (``--nproc``) gets it, and forwards it to its ranks."""
+    command (torchrun) gets it, and forwards it to its ranks."""
     if os.environ.pop(EXIT_WITH_PARENT_VAR, '') == '1':
         exit_with_parent()
 

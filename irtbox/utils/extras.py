@@ -13,7 +13,7 @@ class MissingExtraError(ImportError):
 def require_extra(modules: Sequence[str], extra: str, feature: str) -> None:
     """Raise :class:`MissingExtraError` unless every module of ``modules`` can be imported,
     naming the missing ones and ``pip install "irtbox[extra]"``; ``feature`` says what needs
-    them (e.g. ``'tools/search.py serve'``). Nothing is imported."""
+    them (e.g. ``'serving an index'``). Nothing is imported."""
     missing = [name for name in modules if importlib.util.find_spec(name) is None]
     if missing:
         verb = 'is' if len(missing) == 1 else 'are'

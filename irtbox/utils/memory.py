@@ -1,4 +1,4 @@
-"""Peak resident memory of the calling process (the benchmarks of tools/benchmarks/)."""
+"""Peak resident memory of the calling process (the benchmarks)."""
 import resource
 
 __all__ = ['peak_rss_mb', 'reset_peak']

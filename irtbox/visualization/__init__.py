@@ -1,8 +1,7 @@
 """Pictures of retrieval results: result grids, an HTML results browser, embedding maps.
 
-Drawing functions, and the figures made from saved results (a ``tools/test.py --out``
-embeddings file, training work dirs); the CLIs are ``tools/test.py --show-dir`` and
-``tools/analysis_tools/{browse_results,plot_embeddings,analyze_embeddings,plot_gradient_noise}.py``.
+Drawing functions, and the figures made from saved results (the embeddings file a test
+writes, training work dirs).
 """
 from .descriptor_analysis import analyze_embedding_set, analyze_result_files
 from .embedding_map import embed_2d, plot_embedding_map

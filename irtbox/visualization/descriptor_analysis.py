@@ -1,9 +1,8 @@
-"""Descriptor analyses of El-Nouby et al. (Figs. 2/3 and 5) of tested models
-(``tools/analysis_tools/analyze_embeddings.py``): the cumulative energy of the principal
-components of each model's test embeddings (dimensional collapse) and the densities of the
-cosine similarities of its positive and negative pairs, from ``tools/test.py --out`` embeddings
-files. The maths is :mod:`irtbox.evaluation.functional.embedding_analysis`; this module reads
-the files, draws the figures and writes ``analysis.json``."""
+"""Descriptor analyses of El-Nouby et al. (Figs. 2/3 and 5) of tested models: the cumulative
+energy of the principal components of each model's test embeddings (dimensional collapse) and
+the densities of the cosine similarities of its positive and negative pairs, from the embeddings
+files their tests wrote. The maths is :mod:`irtbox.evaluation.functional.embedding_analysis`;
+this module reads the files, draws the figures and writes ``analysis.json``."""
 import json
 import os
 import os.path as osp
@@ -12,6 +11,7 @@ from typing import Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from irtbox.structures.embeddings_file import EmbeddingSet
+from irtbox.utils.errors import ArgumentError
 from irtbox.utils.fileio import atomic_write_text
 
 from .results_file import load_result_set, load_revisited_gnd
@@ -43,8 +43,8 @@ def analyze_embedding_set(data: EmbeddingSet, pairs: str = 'auto', bins: int = 2
         return _result(data, cumulative_energy(emb), hist, 'ground-truth')
     split = is_query is not None and bool(is_query.any()) and not bool(is_query.all())
     if pairs == 'query-gallery' and not split:
-        raise ValueError("pairs='query-gallery' (--pairs) needs an is_query array marking some "
-                         'but not all descriptors as queries')
+        raise ArgumentError("{pairs} 'query-gallery' needs an is_query array marking some "
+                            'but not all descriptors as queries', 'pairs', pairs)
     query_mask = is_query.astype(bool) if pairs == 'query-gallery' or (
         pairs == 'auto' and split) else None
     hist = similarity_histograms(emb, data.labels, bins=bins, max_queries=max_queries,
@@ -159,8 +159,7 @@ def analyze_result_files(models: Sequence[Tuple[str, str]], out_dir: str,
     names = [model for model, _ in models]
     if len(set(names)) != len(names):
         raise ValueError(f'model names must be unique, got {names}')
-    gnd = load_revisited_gnd(gnd_file, protocol, key='--gnd') \
-        if gnd_file else None
+    gnd = load_revisited_gnd(gnd_file, protocol) if gnd_file else None
     need = ('is_query', ) if gnd is not None else ('labels', )
     loaded = [(model, path, load_result_set(path, name, need=need)) for model, path in models]
     results = {}
@@ -172,6 +171,9 @@ def analyze_result_files(models: Sequence[Tuple[str, str]], out_dir: str,
                                                    max_queries=max_queries, seed=seed,
                                                    chunk_size=chunk_size, gnd=gnd,
                                                    progress=progress)
+        except ArgumentError as error:  # the file's name first, the argument still named
+            raise ArgumentError(f'{path}: {error.message}', error.argument,
+                                error.value) from error
         except ValueError as error:
             raise ValueError(f'{path}: {error}') from error
         results[model]['path'] = path

@@ -39,7 +39,7 @@ def embed_2d(embeddings: np.ndarray, method: str = 'tsne', seed: int = 0) -> np.
         perplexity = min(30.0, (len(x) - 1) / 3)
         return TSNE(n_components=2, perplexity=perplexity, init='pca', random_state=seed,
                     metric='cosine').fit_transform(x)
-    require_extra(['umap'], 'umap', '--method umap (or use --method tsne / pca)')
+    require_extra(['umap'], 'umap', "method='umap' (or use 'tsne' / 'pca')")
     import umap
     return umap.UMAP(n_components=2, random_state=seed, metric='cosine').fit_transform(x)
 

@@ -1,5 +1,5 @@
 """IRT Fig. 4 from training runs: gradient noise γ against the margin β, one line per KoLeo
-weight λ (``tools/analysis_tools/plot_gradient_noise.py``).
+weight λ.
 
 Each run is a work dir of a training with the GradientNoiseHook: :func:`read_run` takes γ
 (``gamma_mean`` of ``<work_dir>/gradient_noise.json``), β (the margin of the loss the hook

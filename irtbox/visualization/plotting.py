@@ -7,8 +7,7 @@ __all__ = ['pyplot']
 
 def pyplot():
     """``matplotlib.pyplot`` on the Agg backend (files only, no display needed)."""
-    require_extra(['matplotlib'], 'plots', 'the figures (irtbox sweep runs without them with '
-                  '--no-plot)')
+    require_extra(['matplotlib'], 'plots', 'the figures')
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt

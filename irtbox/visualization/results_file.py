@@ -1,5 +1,5 @@
-"""Pictures from a saved test result, no model needed: a set of a ``tools/test.py --out``
-embeddings file (read with :func:`irtbox.structures.load_embeddings`, the one reader) drawn
+"""Pictures from a saved test result, no model needed: a set of the embeddings file a
+test writes (read with :func:`irtbox.structures.load_embeddings`, the one reader) drawn
 as result grids and a results browser (:func:`browse_results`) or as a 2-D map
 (:func:`plot_results_map`), and the revisited ground truth such a result is ranked against."""
 import os.path as osp
@@ -9,24 +9,25 @@ import numpy as np
 
 from irtbox.structures.embeddings_file import (EmbeddingSet, embedding_set_names,
                                                load_embeddings)
+from irtbox.utils.errors import ArgumentError
 
 __all__ = ['PRODUCE_HINT', 'load_result_set', 'load_revisited_gnd', 'browse_results',
            'plot_results_map']
 
-PRODUCE_HINT = 'write one with tools/test.py CONFIG CKPT --out results.npz'
+PRODUCE_HINT = 'write one by testing the model into a .npz results file (irtbox test)'
 # What a command may need of a set, and where it comes from when it is missing.
 _NEEDS = dict(
-    ids=('image paths (ids)', 'tools/test.py --out stores each sample\'s image path; '
+    ids=('image paths (ids)', 'a test\'s results file stores each sample\'s image path; '
          + PRODUCE_HINT),
     labels=('labels', 'only labelled test sets (RetrievalMetric) keep labels; for revisited '
-            'Oxford / Paris pass the ground truth (--gnd gnd_*.pkl)'),
+            'Oxford / Paris pass the ground truth ({gnd_file} gnd_*.pkl)'),
     is_query=('query flags (is_query)', PRODUCE_HINT))
 
 
 def load_result_set(path: str, name: Optional[str] = None, need: Sequence[str] = (),
                     data_root: Optional[str] = None, mmap: bool = True) -> EmbeddingSet:
-    """The set ``name`` of the embeddings file ``path`` (``load_embeddings``; a trailing '/'
-    as in the array prefixes of earlier files is ignored); without ``name``: the file's only
+    """The set ``name`` of the embeddings file ``path`` (``load_embeddings``); without
+    ``name``: the file's only
     set, or its main set ``''`` when others (a second metric's, ``'no_whitening'``) are
     there too. ``need``: fields the caller cannot do without, among 'ids', 'labels' and
     'is_query'. Raises ``FileNotFoundError`` / ``ValueError`` naming the file, the set and
@@ -36,7 +37,7 @@ def load_result_set(path: str, name: Optional[str] = None, need: Sequence[str] =
         if len(names) > 1 and '' in names:
             name = ''
     data = load_embeddings(path, name, mmap=mmap, data_root=data_root)
-    where = path + (f' (set {name.rstrip("/")!r})' if name and name.rstrip('/') else '')
+    where = path + (f' (set {name!r})' if name else '')
     if len(data) == 0:
         raise ValueError(f'{where}: no embeddings (0 rows); expected a test result with '
                          f'samples ({PRODUCE_HINT})')
@@ -46,24 +47,26 @@ def load_result_set(path: str, name: Optional[str] = None, need: Sequence[str] =
                              f'{sorted(_NEEDS)}')
         if getattr(data, field) is None:
             what, hint = _NEEDS[field]
-            raise ValueError(f'{where}: no {what} ({hint})')
+            raise ArgumentError(f'{where}: no {what} ({hint})', 'path', path)
     return data
 
 
-def load_revisited_gnd(path: str, protocol: str, key: str = 'gnd_file') -> list:
+def load_revisited_gnd(path: str, protocol: str) -> list:
     """Per-query ``ok`` / ``junk`` indices of ``protocol`` ('easy', 'medium', 'hard') from a
-    revisited Oxford / Paris ``gnd_*.pkl``. Raises ``FileNotFoundError`` or ``ValueError``
-    naming the argument ``key`` the path came from and the file."""
+    revisited Oxford / Paris ``gnd_*.pkl``. Raises an ``ArgumentError`` naming the argument
+    ``gnd_file`` and the file: not found, not readable, not a ground truth."""
     from irtbox.datasets.pickle_utils import load_pickle
     from irtbox.evaluation.functional import build_revisited_gnd
-    raw = load_pickle(path, key=key)
-    if not isinstance(raw, dict) or 'gnd' not in raw:
-        raise ValueError(f"{key} {path}: expected a dict with a 'gnd' list (the revisited "
-                         'ground truth file)')
+    if not osp.isfile(path):
+        raise ArgumentError(f'{{gnd_file}} {path}: not found', 'gnd_file', path)
     try:
+        raw = load_pickle(path)
+        if not isinstance(raw, dict) or 'gnd' not in raw:
+            raise ValueError("expected a dict with a 'gnd' list (the revisited ground truth "
+                             'file)')
         return build_revisited_gnd(raw['gnd'], protocol)
-    except (KeyError, TypeError) as error:
-        raise ValueError(f'{key} {path}: {error}') from error
+    except (KeyError, TypeError, ValueError) as error:
+        raise ArgumentError(f'{{gnd_file}} {path}: {error}', 'gnd_file', path) from error
 
 
 def browse_results(path: str, out_dir: str, name: Optional[str] = None,
@@ -71,7 +74,7 @@ def browse_results(path: str, out_dir: str, name: Optional[str] = None,
                    protocol: str = 'medium', num: int = 50, k: int = 8, seed: int = 0,
                    worst: int = 0) -> List[dict]:
     """Result grids, ``index.html`` and ``failures.csv`` in ``out_dir`` from the set ``name``
-    of the results file ``path`` (as ``tools/test.py --show-dir`` draws them; see
+    of the results file ``path`` (as a test draws them; see
     :func:`~irtbox.visualization.show_results` for ``num``, ``k``, ``seed`` and ``worst``).
     ``data_root``: where the images are now, when they moved since the test. ``gnd_file``:
     a revisited ``gnd_*.pkl`` whose ``protocol`` says what is correct and junk, for a set
@@ -84,11 +87,10 @@ def browse_results(path: str, out_dir: str, name: Optional[str] = None,
     checked = paths[:1000]
     missing = [p for p in checked if not osp.isfile(p)]
     if missing and len(missing) == len(checked):
-        raise ValueError(f'{path}: none of the images is where the file says (e.g. '
-                         f'{missing[0]}); pass the folder they are in now as the data root '
-                         '(--data-root)')
-    gnd = load_revisited_gnd(gnd_file, protocol, key='--gnd') \
-        if gnd_file else None
+        raise ArgumentError(f'{path}: none of the images is where the file says (e.g. '
+                            f'{missing[0]}); pass the folder they are in now as the data root '
+                            '({data_root})', 'data_root', data_root)
+    gnd = load_revisited_gnd(gnd_file, protocol) if gnd_file else None
     try:
         return show_results(out_dir, data.embeddings, paths, is_query=data.is_query,
                             labels=None if gnd is not None else data.labels, gnd=gnd,

@@ -103,17 +103,17 @@ def test_write_results_npz_and_json(tmp_path):
 
 
 def test_check_output_path(tmp_path):
-    check_output_path(str(tmp_path / 'new' / 'deeper' / 'r.npz'), '--out')  # created later
+    check_output_path(str(tmp_path / 'new' / 'deeper' / 'r.npz'), 'out')  # created later
     assert not (tmp_path / 'new').exists() and os.listdir(tmp_path) == []  # nothing left
     (tmp_path / 'file.txt').write_text('x')
-    with pytest.raises(EvaluationSetupError, match=r'--out .*file.txt/r.npz: .*file.txt is a '
+    with pytest.raises(EvaluationSetupError, match=r'^out .*file.txt/r.npz: .*file.txt is a '
                                                    'file, not a folder'):
-        check_output_path(str(tmp_path / 'file.txt' / 'r.npz'), '--out')
-    with pytest.raises(EvaluationSetupError, match=r'--show-dir .*file.txt: exists and is not '
+        check_output_path(str(tmp_path / 'file.txt' / 'r.npz'), 'out')
+    with pytest.raises(EvaluationSetupError, match=r'^show_dir .*file.txt: exists and is not '
                                                    'a folder'):
-        check_output_path(str(tmp_path / 'file.txt'), '--show-dir', folder=True)
+        check_output_path(str(tmp_path / 'file.txt'), 'show_dir', folder=True)
     with pytest.raises(EvaluationSetupError, match='exists and is not a file'):
-        check_output_path(str(tmp_path), '--out')
+        check_output_path(str(tmp_path), 'out')
 
 
 @pytest.mark.skipif(not hasattr(os, 'geteuid') or os.geteuid() == 0,
@@ -123,8 +123,8 @@ def test_check_output_path_read_only_folder(tmp_path):
     folder.mkdir()
     folder.chmod(0o555)
     try:
-        with pytest.raises(EvaluationSetupError, match=r'--out .*ro/r.npz: cannot write in'):
-            check_output_path(str(folder / 'r.npz'), '--out')
+        with pytest.raises(EvaluationSetupError, match=r'^out .*ro/r.npz: cannot write in'):
+            check_output_path(str(folder / 'r.npz'), 'out')
     finally:
         folder.chmod(0o755)
 
@@ -138,5 +138,5 @@ def test_unwritable_out_fails_before_the_test(tmp_path, monkeypatch):
     (tmp_path / 'file.txt').write_text('x')
     with pytest.raises(EvaluationSetupError, match='file.txt/r.npz'):
         tester.run_test('any_config.py', out=str(tmp_path / 'file.txt' / 'r.npz'))
-    with pytest.raises(EvaluationSetupError, match='--show-dir .*file.txt'):
+    with pytest.raises(EvaluationSetupError, match='^show_dir .*file.txt'):
         tester.run_test('any_config.py', show_dir=str(tmp_path / 'file.txt'))

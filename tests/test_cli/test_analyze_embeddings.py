@@ -107,12 +107,11 @@ def test_prefixed_multi_dataset_npz(tmp_path):
     with pytest.raises(SystemExit, match=r'multi.npz holds 2 sets of embeddings \(0, 1\): name '
                                          r'one \(--set\)'):
         analyze_embeddings.main([f'M={path}', '--out-dir', str(tmp_path / 'o')])
-    for option in (['--set', '1'], ['--prefix', '1/']):  # --prefix: the earlier spelling
-        results = analyze_embeddings.main([f'M={path}', '--out-dir', str(tmp_path / 'o')]
-                                          + option)
-        assert results['M']['num_descriptors'] == 25
-        assert results['M']['num_positive'] == similarity_histograms(
-            second['embeddings'], second['labels'])['num_positive']
+    results = analyze_embeddings.main([f'M={path}', '--out-dir', str(tmp_path / 'o'),
+                                       '--set', '1'])
+    assert results['M']['num_descriptors'] == 25
+    assert results['M']['num_positive'] == similarity_histograms(
+        second['embeddings'], second['labels'])['num_positive']
     with pytest.raises(SystemExit, match=r"multi.npz: no set '2' of embeddings; it has '0', '1'"):
         analyze_embeddings.main([f'M={path}', '--out-dir', str(tmp_path / 'o'), '--set', '2'])
 
@@ -139,7 +138,7 @@ def test_errors(tmp_path, two_models, capsys):
     not_npz.write_text('hello')
     with pytest.raises(SystemExit, match='not a readable .npz'):
         analyze_embeddings.main([f'A={not_npz}'] + out)
-    with pytest.raises(SystemExit, match=r"a.npz: pairs='query-gallery' \(--pairs\) needs an "
+    with pytest.raises(SystemExit, match=r"a.npz: --pairs 'query-gallery' needs an "
                                          'is_query'):
         analyze_embeddings.main([f'A={path_a}', '--pairs', 'query-gallery'] + out)
     with pytest.raises(SystemExit):
@@ -177,7 +176,7 @@ def test_revisited_ground_truth_pairs(tmp_path):
     no_flags = tmp_path / 'no_flags.npz'
     save_embeddings(str(no_flags), EmbeddingSet(emb))
     with pytest.raises(SystemExit, match=r'no_flags.npz: no query flags \(is_query\).*'
-                                         'tools/test.py CONFIG CKPT --out results.npz'):
+                                         r'irtbox test\)'):
         analyze_embeddings.main([f'IRT_R={no_flags}', '--gnd', str(gnd_path),
                                  '--out-dir', str(tmp_path / 'x')])
     for protocol in ('medium', 'hard'):

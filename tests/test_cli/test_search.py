@@ -158,18 +158,6 @@ def test_approximate_index_prints_its_recall(photos, tmp_path, capsys):
     assert ImageSearcher.load(index).factory == 'IVF4,Flat'
 
 
-def test_the_former_option_index_still_names_the_factory(capsys):
-    """--index, the factory string's former name, is a hidden alias of --factory."""
-    def factory(*options):
-        return search_tool.parse_args(['build', CONFIG, 'none', 'in', 'out', *options]).factory
-    assert factory() == 'Flat'
-    assert factory('--factory', 'HNSW32') == factory('--index', 'HNSW32') == 'HNSW32'
-    with pytest.raises(SystemExit):
-        search_tool.parse_args(['build', '--help'])
-    shown = capsys.readouterr().out
-    assert '--factory FACTORY' in shown and '--index' not in shown
-
-
 @pytest.mark.parametrize('argv, message', [
     (['query', 'nowhere', 'x.png'], 'not an irtbox index'),
     (['build', CONFIG, 'none', 'no_such_folder', 'idx'], 'image folder not found'),

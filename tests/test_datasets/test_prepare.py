@@ -19,6 +19,7 @@ import pytest
 
 from irtbox.cli import check as check_cli
 from irtbox.cli import prepare as prepare_cli
+from irtbox.cli import worded
 from irtbox.datasets import dataset_specs, write_miniature
 from irtbox.datasets.prepare import (PrepareError, check_dataset, count_mismatch,
                                      prepare_dataset, read_manifest, space_needed)
@@ -284,15 +285,18 @@ def test_manual_files_and_disk_space_are_refused_with_the_way_out(served, tmp_pa
         prepare_dataset(SPECS['inshop'], str(tmp_path / 'a'), mirror=None,
                         progress=False, log=lambda line: None)
     assert not (tmp_path / 'a').exists()  # refused before anything is created
-    with pytest.raises(PrepareError, match='list_eval_partition.txt is not in --from-dir'):
+    with pytest.raises(PrepareError, match='list_eval_partition.txt is not in from_dir'):
         prepare_dataset(SPECS['inshop'], str(tmp_path / 'b'), from_dir=str(tmp_path),
                         progress=False, log=lambda line: None)
     import irtbox.datasets.prepare.prepare as prepare_module
     monkeypatch.setattr(prepare_module, '_free_bytes', lambda path: 10**10)
     # 500 archives of 1 GB + a 30 MB csv in place, and one archive at a time being unpacked
-    with pytest.raises(PrepareError, match=r'10\.0 GB free, about 501\.0 GB needed'):
+    with pytest.raises(PrepareError, match=r'10\.0 GB free, about 501\.0 GB needed') as info:
         prepare_dataset(SPECS['gldv2clean'], str(tmp_path / 'c'), mirror=url,
                         progress=False, log=lambda line: None)
+    # The library names its arguments, the command its options.
+    assert str(info.value).endswith('choose another root or pass check_space=False')
+    assert worded(info.value).endswith('choose another --root or pass --no-space-check')
     # unpacked sizes plus the largest archive at a time, or all of them kept
     sop = SPECS['sop'].files[0]
     assert space_needed(SPECS['sop'], {}, False, None) == sop.unpacked + sop.size

@@ -4,14 +4,14 @@ import os
 
 from mmengine.config import Config
 
-from irtbox.datasets.prepare.missing import MissingData, missing_data, prepare_command
+from irtbox.datasets.prepare.missing import DIGITS, MissingData, missing_data, prepared_dataset
 
 
 def loader(dataset):
     return dict(batch_size=2, dataset=dataset)
 
 
-def test_each_missing_root_once_with_its_prepare_command(tmp_path, monkeypatch):
+def test_each_missing_root_once_with_its_prepared_dataset(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     os.makedirs('data/cub')
     cfg = Config(dict(
@@ -27,16 +27,16 @@ def test_each_missing_root_once_with_its_prepare_command(tmp_path, monkeypatch):
         val_cfg=None))
     assert missing_data(cfg) == [
         MissingData('train_dataloader.dataset.datasets.0', 'data/sop',
-                    'irtbox prepare sop --root data/sop'),
+                    'sop'),
         MissingData('val_dataloader.dataset', 'data/rparis6k',
-                    'irtbox prepare rparis6k --root data/rparis6k'),
+                    'rparis6k'),
         MissingData('test_dataloader.0.dataset', 'data/digits',
-                    'irtbox prepare-digits --out data/digits'),
+                    DIGITS),
         MissingData('test_dataloader.1.dataset.dataset', 'data/mine', None)]
 
 
 def test_the_distinguishing_argument_picks_the_dataset():
-    assert prepare_command(dict(type='RevisitedDataset', dataset_name='roxford5k'), 'r') == \
-        'irtbox prepare roxford5k --root r'
-    assert prepare_command(dict(type='CSVDataset'), 'data/mine') is None
+    assert prepared_dataset(dict(type='RevisitedDataset', dataset_name='roxford5k'), 'r') == \
+        'roxford5k'
+    assert prepared_dataset(dict(type='CSVDataset'), 'data/mine') is None
 

@@ -262,10 +262,10 @@ def test_bad_batch_or_size_argument(args, message, tmp_path, capsys):
 
 def test_export_model_checks_its_arguments(tmp_path):
     model = init_model(osp.join(ROOT, QUICKSTART))
-    with pytest.raises(ValueError, match=r'--input-size \(input_size\) must be a positive '
+    with pytest.raises(ValueError, match=r'input_size must be a positive '
                                          'height and width, got 0 x 32'):
         export_model(model, 'onnx', str(tmp_path / 'q.onnx'), input_size=(0, 32))
-    with pytest.raises(ValueError, match='--fixed-batch 1 for a file that takes exactly one'):
+    with pytest.raises(ValueError, match='dynamic_batch=False for a file that takes exactly one'):
         export_model(model, 'onnx', str(tmp_path / 'q.onnx'), batch_size=1)
     assert os.listdir(tmp_path) == []
 

@@ -50,10 +50,10 @@ def test_the_page_runs_as_written(toys10k, tmp_path, monkeypatch, capsys):
 def test_prepare_and_the_rehearsals_find_it(toys10k, tmp_path):
     from irtbox.apis.miniaturize import point_datasets
     from irtbox.cli.prepare import listing
-    from irtbox.datasets.prepare.missing import prepare_command
+    from irtbox.datasets.prepare.missing import prepared_dataset
     assert any(line.split()[:3] == ['toys10k', '400', 'MB'] for line in listing().splitlines())
     cfg = dict(type='Toys10kDataset', split='train')
-    assert prepare_command(cfg, 'data/toys10k') == 'irtbox prepare toys10k --root data/toys10k'
+    assert prepared_dataset(cfg, 'data/toys10k') == 'toys10k'
     run = Config(dict(train_dataloader=dict(dataset=dict(cfg, data_root='data/toys10k'))))
     assert point_datasets(run, str(tmp_path)) == ['train_dataloader: miniature toys10k']
     dataset = DATASETS.build(dict(run.train_dataloader.dataset, serialize_data=False))

@@ -8,6 +8,7 @@ from mmengine.config import Config
 
 from irtbox.apis.miniaturize import point_datasets
 from irtbox.cli.rehearse import unchecked_data_line
+from irtbox.utils.errors import ArgumentError
 from tests.test_reliability.reliability_helpers import ROOT, TINY_CONFIG
 
 
@@ -28,7 +29,7 @@ def test_data_root_repoints_an_absolute_root(tmp_path):
     assert cfg.train_dataloader.dataset.data_root == str(mine / 'sop')
     empty = tmp_path / 'empty'
     empty.mkdir()
-    with pytest.raises(FileNotFoundError, match=f'--data-root {empty}: the config\'s data_root '
+    with pytest.raises(ArgumentError, match=f'^data_root {empty}: the config\'s data_root '
                        f'.*tests/data/sop is looked up as {empty}/sop, which is not a folder'):
         point_datasets(absolute_root_config(osp.join(ROOT, 'tests', 'data', 'sop')),
                        str(tmp_path / 'mini'), data_root=str(empty))

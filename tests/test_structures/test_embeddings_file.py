@@ -61,7 +61,7 @@ def test_several_sets_by_name(tmp_path):
     back = load_embeddings(path, '1')
     np.testing.assert_array_equal(back.embeddings, second.embeddings)
     assert back.metrics == {'a/r@1': 1.0, 'b/r@1': 2.0}
-    with pytest.raises(ValueError, match=r"holds 2 sets .*\(0, 1\).*--set"):
+    with pytest.raises(ValueError, match=r"holds 2 sets .*\(0, 1\): name one \(name\)"):
         load_embeddings(path)
     with pytest.raises(ValueError, match=r"no set '2'.*'0', '1'"):
         load_embeddings(path, '2')
@@ -73,23 +73,6 @@ def test_empty_set_keeps_its_width(tmp_path):
                                        failed=[('a.png', 'not an image')]))
     back = load_embeddings(path)
     assert back.embeddings.shape == (0, 8) and back.failed == [('a.png', 'not an image')]
-
-
-def test_earlier_files_are_read(tmp_path):
-    # tools/test.py --out before the embeddings file: paths under img_path, no format.
-    path = str(tmp_path / 'old.npz')
-    emb = np.eye(3, dtype=np.float32)
-    np.savez(path, embeddings=emb, labels=np.array([0, 0, 1]), img_path=np.array(['a', 'b', 'c']),
-             data_root=np.array('/r'), sample_idx=np.arange(3), **{'metrics/r@1': np.array(50.)})
-    back = load_embeddings(path)
-    assert back.ids == ['a', 'b', 'c'] and back.paths()[0] == '/r/a'
-    assert back.metrics == {'r@1': 50.0} and list(back.extra) == ['sample_idx']
-    # features.npz of an earlier extraction.
-    path = str(tmp_path / 'features.npz')
-    np.savez(path, embeddings=emb, ids=np.array(['x', 'y', 'z']), failed_ids=np.array(['w']),
-             failed_reasons=np.array(['bad']))
-    back = load_embeddings(path)
-    assert back.ids == ['x', 'y', 'z'] and back.failed == [('w', 'bad')]
 
 
 def test_bad_files_name_the_file_and_the_problem(tmp_path):

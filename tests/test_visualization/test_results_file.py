@@ -30,7 +30,7 @@ def test_load_result_set_picks_the_main_set(results_file, tiny_result):
     data = load_result_set(results_file, need=('ids', 'labels'))
     np.testing.assert_array_equal(data.embeddings, tiny_result['embeddings'])
     assert data.paths() == tiny_result['image_paths']
-    raw = load_result_set(results_file, 'no_whitening/')  # an earlier --prefix spelling
+    raw = load_result_set(results_file, 'no_whitening')
     np.testing.assert_array_equal(raw.embeddings, -tiny_result['embeddings'])
     with pytest.raises(ValueError, match=r"results.npz \(set 'no_whitening'\): no labels"):
         load_result_set(results_file, 'no_whitening', need=('labels', ))
@@ -52,7 +52,7 @@ def test_browse_results(results_file, tmp_path):
     with open(out / 'failures.csv') as f:
         assert len(list(csv.DictReader(f))) == 4
     with pytest.raises(ValueError, match=r'results.npz: none of the images is where the file '
-                                         r'says.*\(--data-root\)'):
+                                         r'says.*\(data_root\)'):
         browse_results(results_file, str(tmp_path / 'x'), data_root=str(tmp_path / 'moved'))
 
 

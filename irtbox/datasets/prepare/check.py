@@ -2,8 +2,8 @@
 builds, then checks that every file the annotation names exists, that images decode (a seeded
 sample, or all), and that the counts per split are the published ones (the dataset
 classes' specs, :mod:`irtbox.datasets.spec`). :func:`dataset_counts` / :func:`count_mismatch`
-are the cheap part (no image is opened), which ``tools/train.py`` and ``tools/test.py`` run on every
-dataset they build (``DatasetCountCheckHook``).
+are the cheap part (no image is opened), which training and testing run on every dataset they
+build (``DatasetCountCheckHook``).
 """
 import glob
 import os
@@ -67,7 +67,7 @@ def count_mismatch(dataset) -> Optional[str]:
         return None
     root = getattr(dataset, 'data_root', '') or '.'
     return (f'{name} {view.name} under {root}: {", ".join(wrong)}; the numbers will not be '
-            f'comparable with published ones: run `irtbox check {name} --root {root}`')
+            f'comparable with published ones: check it (`irtbox check {name}`, root {root})')
 
 
 # --- the full check -----------------------------------------------------------------------------
@@ -141,7 +141,7 @@ def check_dataset(info: DatasetSpec, root: str, full: bool = False, sample: int 
     ``where`` and ``fix``.
     """
     report = dict(dataset=info.name, root=root, ok=True, splits={}, problems=[])
-    prepare_fix = f'run `irtbox prepare {info.name} --root {root}` (see docs/datasets.md)'
+    prepare_fix = f'prepare it (`irtbox prepare {info.name}`, root {root}; see docs/datasets.md)'
     if not osp.isdir(root):
         _problem(report, 'error', 'the dataset folder does not exist', root, prepare_fix)
         report['ok'] = False

@@ -1,5 +1,5 @@
-"""Before a run: the datasets a config reads whose folder is not there, each with the command
-that prepares it. A training on data that was never prepared otherwise stops once the runner
+"""Before a run: the datasets a config reads whose folder is not there, each with the prepared
+dataset that fills it. A training on data that was never prepared otherwise stops once the runner
 is built (its environment and config logged) with a dataset class's ``FileNotFoundError``
 that does not say how to get the data."""
 import os.path as osp
@@ -8,8 +8,10 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 
 from ..spec import spec_of_config
 
-__all__ = ['MissingData', 'missing_data', 'prepare_command']
+__all__ = ['MissingData', 'missing_data', 'prepared_dataset', 'DIGITS']
 
+#: What :func:`prepared_dataset` names for the quick start's digits (``prepare_digits``).
+DIGITS = 'digits'
 LOADER_KEYS = ('train_dataloader', 'val_dataloader', 'test_dataloader')
 # Keys whose value is not the dataset itself but a wrapper around one or several.
 _WRAPPED = ('dataset', 'datasets')
@@ -18,21 +20,23 @@ _WRAPPED = ('dataset', 'datasets')
 @dataclass(frozen=True)
 class MissingData:
     """A dataset config (``key``: where it sits in the config, e.g.
-    ``train_dataloader.dataset``) whose ``data_root`` is not a folder; ``prepare``: the
-    command that prepares it there, None when irtbox does not prepare that dataset."""
+    ``train_dataloader.dataset``) whose ``data_root`` is not a folder; ``prepared``: the
+    prepared dataset (:func:`prepared_dataset`) that fills it, None when irtbox does not
+    prepare that dataset."""
     key: str
     data_root: str
-    prepare: Optional[str]
+    prepared: Optional[str]
 
 
-def prepare_command(dataset: dict, data_root: str) -> Optional[str]:
-    """The ``irtbox prepare ...`` command that writes the data a dataset config reads into
-    ``data_root``: the prepared dataset whose splits are built by the same class (with the
-    same distinguishing arguments, e.g. ``dataset_name``), or the quick start's digits."""
-    if osp.basename(osp.normpath(data_root)) == 'digits':
-        return f'irtbox prepare-digits --out {data_root}'
+def prepared_dataset(dataset: dict, data_root: str) -> Optional[str]:
+    """The name of the prepared dataset (a dataset class's spec, :mod:`irtbox.datasets.spec`,
+    or :data:`DIGITS` for the quick start's digits) that writes the data a dataset config reads
+    from ``data_root``: the one whose splits are built by the same class, with the same
+    distinguishing arguments (e.g. ``dataset_name``)."""
+    if osp.basename(osp.normpath(data_root)) == DIGITS:
+        return DIGITS
     spec = spec_of_config(dataset)
-    return f'irtbox prepare {spec.name} --root {data_root}' if spec and spec.files else None
+    return spec.name if spec and spec.files else None
 
 
 def _datasets(node, key: str) -> Iterator[Tuple[str, dict]]:
@@ -66,5 +70,5 @@ def missing_data(cfg, loader_keys: Sequence[str] = LOADER_KEYS) -> List[MissingD
                         root in seen:
                     continue
                 seen.add(root)
-                found.append(MissingData(key, root, prepare_command(dataset, root)))
+                found.append(MissingData(key, root, prepared_dataset(dataset, root)))
     return found

@@ -25,6 +25,7 @@ from typing import Callable, Dict, Iterator, Optional, Tuple
 from tqdm import tqdm
 
 from irtbox.utils.download import ChecksumError, download, recorded_sha256, remove_download
+from irtbox.utils.errors import NamesArguments, word_fields
 from irtbox.utils.fileio import atomic_write, atomic_write_text
 from ..spec import GB, DatasetSpec, RemoteFile
 
@@ -37,8 +38,10 @@ DOWNLOAD_DIR = 'downloads'  # under the root: archives while they are fetched
 _UNPACK_DIR = '.unpacking'  # under the root: an archive's content before it is moved in
 
 
-class PrepareError(RuntimeError):
-    """A dataset cannot be prepared as asked (missing manual file, no space, bad archive)."""
+class PrepareError(NamesArguments, RuntimeError):
+    """A dataset cannot be prepared as asked (missing manual file, no space, bad archive);
+    the message names :func:`prepare_dataset`'s arguments as ``{name}`` fields
+    (:class:`~irtbox.utils.errors.NamesArguments`)."""
 
 
 def read_manifest(root: str) -> dict:
@@ -96,7 +99,7 @@ def _free_bytes(path: str) -> int:
 def prepare_dataset(info: DatasetSpec, root: str, mirror: Optional[str] = None,
                     from_dir: Optional[str] = None, keep_archives: bool = False,
                     check_space: bool = True, progress: bool = True, retries: int = 3,
-                    timeout: float = 60.0, log: Callable[[str], None] = print) -> dict:
+                    timeout: float = 60.0, log: Callable[[str], None] = None) -> dict:
     """Prepare ``info`` under ``root``; returns the manifest (``files``: one record per file).
 
     Args:
@@ -112,7 +115,8 @@ def prepare_dataset(info: DatasetSpec, root: str, mirror: Optional[str] = None,
             the unfinished steps need (:func:`space_needed`).
         progress: Progress bars on stderr.
         retries, timeout: Passed to :func:`irtbox.utils.download.download`.
-        log: Where the lines saying what happens go.
+        log: Where the lines saying what happens go (default: printed); like the errors,
+            they name arguments as ``{name}`` fields (:func:`~irtbox.utils.errors.word_fields`).
 
     Raises:
         PrepareError: a manual file is missing, the disk is too small or an archive is bad.
@@ -121,12 +125,13 @@ def prepare_dataset(info: DatasetSpec, root: str, mirror: Optional[str] = None,
         irtbox.utils.download.DownloadError: a download kept failing (its ``.part`` is kept).
     """
     if from_dir is not None and not osp.isdir(from_dir):
-        raise PrepareError(f'--from-dir {from_dir}: not a folder')
+        raise PrepareError(f'{{from_dir}} {from_dir}: not a folder')
+    log = log or (lambda line: print(word_fields(line)))
     manifest = read_manifest(root)
     if manifest and manifest.get('dataset') not in (None, info.name):
         raise PrepareError(f'{osp.join(root, MANIFEST_NAME)}: this folder holds '
                            f'{manifest.get("dataset")!r}, not {info.name!r}; choose another '
-                           '--root')
+                           '{root}')
     manifest.setdefault('dataset', info.name)
     done = manifest.setdefault('files', {})
     todo = [f for f in info.files if f.name not in done]
@@ -143,7 +148,8 @@ def prepare_dataset(info: DatasetSpec, root: str, mirror: Optional[str] = None,
             raise PrepareError(f'not enough free space for {info.name} under {root}: '
                                f'{free / GB:.1f} GB free, about {need / GB:.1f} GB needed '
                                '(sizes in docs/datasets.md); free some space, choose '
-                               'another --root or pass --no-space-check')
+                               'another {root} or pass {no_space_check}',
+                               python=dict(no_space_check='check_space=False'))
     os.makedirs(root, exist_ok=True)
     for number, f in enumerate(todo, 1):
         log(f'[{number}/{len(todo)}] {f.name}')
@@ -157,7 +163,7 @@ def prepare_dataset(info: DatasetSpec, root: str, mirror: Optional[str] = None,
     downloads = osp.join(root, DOWNLOAD_DIR)
     if osp.isdir(downloads) and not os.listdir(downloads):
         os.rmdir(downloads)
-    log(f'{info.name}: done; check it with: irtbox check {info.name} --root {root}')
+    log(f'{info.name}: done')
     return manifest
 
 
@@ -193,7 +199,7 @@ def _obtain(info: DatasetSpec, f: RemoteFile, root: str, mirror: Optional[str],
     if from_dir is not None:
         path = osp.join(from_dir, f.name)
         if not osp.isfile(path):
-            raise PrepareError(f'{f.name} is not in --from-dir {from_dir}'
+            raise PrepareError(f'{f.name} is not in {{from_dir}} {from_dir}'
                                + (f'. {info.manual}' if info.manual else
                                   f' (its official address: {f.url})'))
         if f.md5_url and md5 is None:
@@ -254,7 +260,7 @@ def _remove_download(path: str) -> None:
 
 def _place(src: str, dst: str, move: bool) -> None:
     """Put a plain file at ``dst``: renamed (a download under the root) or copied beside and
-    renamed (a file of --from-dir), so ``dst`` is never a part."""
+    renamed (a file of ``from_dir``), so ``dst`` is never a part."""
     if move:
         os.makedirs(osp.dirname(dst), exist_ok=True)
         os.replace(src, dst)
@@ -268,11 +274,11 @@ def _link_folder(info: DatasetSpec, f: RemoteFile, root: str, from_dir: Optional
     target = osp.join(root, f.dest, f.name)
     source = osp.join(from_dir, f.name) if from_dir else None
     if source is None or not osp.isdir(source):
-        log(f'  no folder {f.name}/ given (--from-dir); put the images at {target}/ '
+        log(f'  no folder {f.name}/ given (in the folder of files); put the images at {target}/ '
             f'yourself. {info.manual}')
         if f.optional:
             return None
-        raise PrepareError(f'the folder {f.name}/ is needed in --from-dir')
+        raise PrepareError(f'the folder {f.name}/ is needed in {{from_dir}}')
     if osp.lexists(target):
         if osp.realpath(target) == osp.realpath(source):
             return dict(source=osp.abspath(source), linked=True)

@@ -25,7 +25,7 @@ class DatasetCountCheckHook(Hook):
     (:func:`irtbox.datasets.prepare.count_mismatch`:
     images, classes, queries, database; read from the annotation, no image is opened) and
     log one warning per dataset that differs, naming ``irtbox check`` to find out why.
-    Added by ``tools/train.py`` and ``tools/test.py`` (``build_runner``) unless the config
+    Added by :func:`~irtbox.apis.build_runner` (training and testing) unless the config
     sets ``check_dataset_counts = False`` (rehearsals on miniatures do)."""
 
     priority = 'VERY_LOW'

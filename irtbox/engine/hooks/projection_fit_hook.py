@@ -74,7 +74,7 @@ class ProjectionFitHook(Hook):
                 raise RuntimeError(
                     f'{type(self).__name__}: the projection must be refitted before this '
                     'checkpoint on every rank, which needs runner_type=\'IrtboxRunner\' (the '
-                    'default of tools/train.py); this run uses ' f'{type(runner).__name__}.')
+                    'default of build_runner); this run uses ' f'{type(runner).__name__}.')
             self.fit(runner)
         state = checkpoint['state_dict']
         for name, module in self._modules(runner).items():

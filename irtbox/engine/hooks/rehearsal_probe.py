@@ -1,4 +1,4 @@
-"""What a rehearsal (``tools/misc/rehearse.py``) needs to know of a run, written by each rank."""
+"""What a rehearsal (:func:`irtbox.apis.rehearse`) needs to know of a run, written by each rank."""
 import json
 import math
 import os

@@ -1,6 +1,6 @@
 """Search with faiss: exact (``'Flat'``) or approximate (any factory string), CPU or GPU."""
 import warnings
-from dataclasses import InitVar, dataclass
+from dataclasses import dataclass
 from typing import Iterator, Optional, Tuple
 
 import numpy as np
@@ -48,8 +48,6 @@ class FaissSearcher(Searcher):
             the CPU.
         gpu_temp_memory: bytes of scratch memory faiss reserves on the GPU (default:
             faiss's own).
-        index: the former name of ``factory`` (deprecated; not a field: it sets
-            ``factory``).
     """
     factory: str = 'Flat'
     nprobe: Optional[int] = None
@@ -57,13 +55,8 @@ class FaissSearcher(Searcher):
     chunk_size: Optional[int] = None
     device: Device = None
     gpu_temp_memory: Optional[int] = None
-    index: InitVar[Optional[str]] = None
 
-    def __post_init__(self, index=None):
-        if index is not None:
-            warnings.warn("FaissSearcher(index=...) is now FaissSearcher(factory=...): the faiss "
-                          'factory string', DeprecationWarning, stacklevel=3)
-            object.__setattr__(self, 'factory', index)
+    def __post_init__(self):
         if isinstance(self.factory, (list, tuple)):
             object.__setattr__(self, 'factory', ','.join(map(str, self.factory)))
         try:
