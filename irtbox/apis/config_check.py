@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterable, Optional, Set, Tuple
 
 from mmengine.config import Config
 
+from irtbox.engine.runner import DEFAULT_HOOKS
 from irtbox.registry import (DATA_SAMPLERS, DATASETS, EVALUATOR, HOOKS, LOOPS, METRICS, MODELS,
                              OPTIM_WRAPPERS, OPTIMIZERS, PARAM_SCHEDULERS, RUNNERS, SEARCHERS,
                              TRANSFORMS)
@@ -55,12 +56,11 @@ _CHILD_REGISTRIES = {
     'init_cfg': _SKIP, 'collate_fn': _SKIP, 'worker_init_fn': _SKIP, 'paramwise_cfg': _SKIP,
     'constructor': _SKIP,
 }
-# The types MMEngine's Runner (and IrtboxRunner) give default hooks that name none.
+# The types MMEngine's Runner (and IrtboxRunner, DEFAULT_HOOKS) give default hooks that name none.
 _DEFAULT_HOOK_TYPES = dict(
     runtime_info='RuntimeInfoHook', timer='IterTimerHook', sampler_seed='DistSamplerSeedHook',
     logger='LoggerHook', param_scheduler='ParamSchedulerHook', checkpoint='CheckpointHook',
-    non_finite_loss='NonFiniteLossHook', sync_norm_stats='SyncNormStatsHook',
-    preemption='PreemptionHook')
+    **DEFAULT_HOOKS)
 # Keys MMEngine's Runner.build_dataloader reads itself before the rest goes to DataLoader.
 _DATALOADER_OWN = {'dataset', 'sampler', 'batch_sampler', 'collate_fn', 'worker_init_fn',
                    'num_batch_per_epoch', 'disable_subprocess_warning'}
