@@ -24,9 +24,8 @@ Examples (after the quick start):
       --max-index-memory 4G
 
 CKPT may be "none": the config's own weights (e.g. timm's pretrained ones for IRT_O).
---factory takes a faiss factory string (--index, its former name, still works): Flat (exact,
-the default), IVF<n>,Flat, IVF<n>,PQ<m>, HNSW32; for an approximate index the recall@10
-against exact search is printed at build time.
+--factory takes a faiss factory string: Flat (exact, the default), IVF<n>,Flat, IVF<n>,PQ<m>,
+HNSW32; for an approximate index the recall@10 against exact search is printed at build time.
 --max-index-memory (from features only) picks Flat when it fits, else IVF over 8-bit scalar
 codes, else IVF-PQ with the largest code that fits (docs/search_and_export.md); the build then
 prints and records in the index's manifest the recall@10 against exact search on 1000 of the
@@ -47,7 +46,7 @@ from irtbox.cli import HelpFormatter, checkpoint_argument
 from irtbox.utils.checks import int_argument
 from irtbox.utils.config import DictAction
 
-__all__ = ['parse_args', 'main', 'build', 'query', 'serve', 'load_searcher', 'default_device']
+__all__ = ['parse_args', 'main', 'build', 'query', 'serve', 'load_searcher']
 
 
 def parse_args(argv=None):
@@ -75,8 +74,6 @@ def parse_args(argv=None):
                        'extraction')
     build.add_argument('--factory', default=None,
                        help='faiss factory string: Flat (exact, the default), IVF1024,Flat, ...')
-    build.add_argument('--index', dest='factory', default=argparse.SUPPRESS,
-                       help=argparse.SUPPRESS)  # its former name
     build.add_argument('--batch-size', type=int, default=32, help='images per forward pass')
     build.add_argument('--num-workers', type=int, default=2, help='image decoding processes')
     build.add_argument('--shard-size', type=int, default=4096,
@@ -147,12 +144,6 @@ def _build_paths(parser, args):
     args.factory = args.factory or 'Flat'
 
 
-def default_device(device):
-    """``device``, or CUDA when available, else the CPU."""
-    import torch
-    return device or ('cuda' if torch.cuda.is_available() else 'cpu')
-
-
 def build(args):
     """``build``: :func:`irtbox.search.build.build_index`; the searcher."""
     from irtbox.search.build import FAILED_FILE, build_index
@@ -190,6 +181,7 @@ def _build_from_features(args):
 
 def load_searcher(args):
     """The index of ``args.index_dir`` with the model that built it."""
+    from irtbox.evaluation.searchers.faiss_index import default_device
     from irtbox.search import ImageSearcher, load_index_model
     model = load_index_model(args.index_dir, args.checkpoint, default_device(args.device))
     return ImageSearcher.load(args.index_dir, model=model, device=default_device(args.device))
@@ -245,4 +237,22 @@ def main(argv=None):
     try:
         return dict(build=build, query=query, serve=serve)[args.command](args)
     except (OSError, ValueError, MissingExtraError) as err:  # a full disk: the path is named
-        raise SystemExit(f'search {args.command}: {err}')
+        raise SystemExit(f'search {args.command}: {_worded_for_flags(err)}')
+
+
+def _worded_for_flags(err: Exception) -> str:
+    """The library's error ``err`` with its remedy in this command's flags."""
+    from irtbox.evaluation.searchers.faiss_index import GpuTopKError
+    from irtbox.search import CheckpointMovedError, IndexIntegrityError
+    from irtbox.search.build import ShardsKeptError
+    if isinstance(err, GpuTopKError):
+        return (f'faiss on the GPU returns at most {err.limit} hits per query, got --k {err.k}; '
+                'ask for fewer or search on the CPU (--device cpu)')
+    if isinstance(err, CheckpointMovedError):
+        return f'{err}; pass --checkpoint with its new location'
+    if isinstance(err, IndexIntegrityError):
+        return f'{err} with tools/search.py build'
+    if isinstance(err, ShardsKeptError):
+        return (f'{err.reason}. The embedded images are kept in {err.work}: make room and run '
+                'the same command with --resume')
+    return str(err)

@@ -57,20 +57,11 @@ def test_built_from_config_with_errors_that_name_the_new_form():
             FaissSearcher(**bad)
 
 
-def test_the_factory_string_former_name_index_still_works():
-    """factory= was index= (a name it shared with the faiss object, the index folder and
-    model-index.yml): the old keyword and config key are taken, with a DeprecationWarning."""
-    with pytest.warns(DeprecationWarning, match=r'now FaissSearcher\(factory=...\)'):
-        old = FaissSearcher(index='IVF8,Flat', nprobe=2)
-    assert old == FaissSearcher(factory='IVF8,Flat', nprobe=2) and old.factory == 'IVF8,Flat'
-    with pytest.warns(DeprecationWarning, match='is now factory='):
-        built = build_searcher(dict(type='FaissSearcher', index=['IVF8', 'Flat']), 'metric')
-    assert built == FaissSearcher(factory='IVF8,Flat')
-    with pytest.raises(ConfigError, match='metric: FaissSearcher takes .* factory=; index= is '
-                                          'its former name: give one, not both'):
-        build_searcher(dict(type='FaissSearcher', index='Flat', factory='HNSW8'), 'metric')
-    import dataclasses
-    assert dataclasses.replace(old, device='cpu').factory == 'IVF8,Flat'
+def test_index_is_not_a_setting_of_the_faiss_searcher():
+    """The factory string is factory= (index= named it before 0.1.0, never released)."""
+    with pytest.raises(ConfigError, match='metric: FaissSearcher has no setting index; its '
+                                          'settings are factory, nprobe'):
+        build_searcher(dict(type='FaissSearcher', index='IVF8,Flat'), 'metric')
 
 
 def test_only_the_exact_searcher_yields_whole_similarity_rows():

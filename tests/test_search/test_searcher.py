@@ -1,7 +1,8 @@
 """ImageSearcher on embeddings: exact and approximate search, save/load (the rows as one
-embeddings file; format 1 folders still read), crash safety, a full disk, the digests that
+embeddings file), crash safety, a full disk, the digests that
 refuse an edited or damaged index, the model's identity computed lazily."""
 import errno
+import hashlib
 import json
 import os
 import os.path as osp
@@ -131,42 +132,6 @@ def test_the_rows_are_one_embeddings_file_read_memory_mapped(tmp_path):
     assert len(loaded) == 20003 and loaded.search(loaded.embeddings[-1], k=1)[0].id == 'c'
 
 
-def write_format_1(folder, x, ids, identity=None):
-    """An index folder as irtbox wrote it before the embeddings file: the ids (and identity)
-    in the manifest, the embeddings as .npy."""
-    import faiss
-    os.makedirs(folder)
-    index = faiss.IndexFlatIP(x.shape[1])
-    index.add(x)
-    faiss.write_index(index, osp.join(folder, 'index-aaaa.faiss'))
-    np.save(osp.join(folder, 'embeddings-aaaa.npy'), x)
-    with open(osp.join(folder, 'manifest.json'), 'w') as f:
-        json.dump(dict(format_version=1, factory='Flat', dim=x.shape[1], count=len(ids),
-                       nprobe=None, files=dict(index='index-aaaa.faiss',
-                                               embeddings='embeddings-aaaa.npy'),
-                       identity=identity, ids=ids), f)
-
-
-def test_a_format_1_index_is_still_read_and_resaved_as_format_2(tmp_path):
-    x = clustered(50, 8)
-    folder = str(tmp_path / 'old')
-    write_format_1(folder, x, [f'img{i}' for i in range(50)])
-    with pytest.warns(UserWarning, match=r'old: its manifest \(format 1, written by an earlier '
-                                         r'irtbox\) records no sha256 of its files'):
-        old = ImageSearcher.load(folder)
-    assert old.ids == [f'img{i}' for i in range(50)] and old.dim == 8
-    hits = old.search(x[7], k=3)
-    assert hits[0].id == 'img7'
-    assert [(h.position, h.score) for h in hits] == [
-        (h.position, h.score) for h in _flat(x).search(x[7], k=3)]
-    old.save(folder)  # rewritten in the current format; the .npy removed
-    names = sorted(os.listdir(folder))
-    assert len(names) == 3 and not any(n.endswith('.npy') for n in names)
-    with open(osp.join(folder, 'manifest.json')) as f:
-        assert json.load(f)['format_version'] == 2
-    assert ImageSearcher.load(folder).search(x[7], k=3) == hits
-
-
 def test_an_unknown_format_or_a_short_manifest_is_a_clear_error(tmp_path):
     folder = str(tmp_path / 'idx')
     _flat(clustered(10, 8)).save(folder)
@@ -175,7 +140,7 @@ def test_an_unknown_format_or_a_short_manifest_is_a_clear_error(tmp_path):
         manifest = json.load(f)
     with open(path, 'w') as f:
         json.dump(dict(manifest, format_version=3), f)
-    with pytest.raises(ValueError, match=r'index format 3, this irtbox reads formats 1, 2; '
+    with pytest.raises(ValueError, match=r'index format 3, this irtbox reads format 2: '
                                          'rebuild the index'):
         ImageSearcher.load(folder)
     with open(path, 'w') as f:
@@ -275,12 +240,6 @@ def test_constructing_runs_no_forward_and_the_identity_is_computed_once(tmp_path
         searcher.identity
 
 
-def test_the_former_keyword_index_still_gives_the_factory():
-    with pytest.warns(DeprecationWarning, match=r'now ImageSearcher\(factory=...\)'):
-        searcher = ImageSearcher(index='IVF4,Flat')
-    assert searcher.factory == 'IVF4,Flat' and searcher.index is None
-
-
 def test_model_mismatch_is_refused(tmp_path):
     from irtbox.apis import init_model
     tiny = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')
@@ -334,7 +293,7 @@ def test_an_edited_index_is_refused_naming_the_file(tmp_path, edit):
         ImageSearcher.load(folder)
     message = str(info.value)
     assert message.startswith(f'{path}: its sha256 is not the one manifest.json records')
-    assert 'rebuild the index with tools/search.py build' in message and '\n' not in message
+    assert message.endswith('rebuild the index') and '\n' not in message
 
 
 def test_a_truncated_faiss_file_is_one_line_naming_it(tmp_path):
@@ -346,36 +305,33 @@ def test_a_truncated_faiss_file_is_one_line_naming_it(tmp_path):
         f.write(data[:len(data) // 2])
     with pytest.raises(IndexIntegrityError, match=rf'^{path}: its sha256 is not the one'):
         ImageSearcher.load(folder)
-    # Without digests to check (format 1): faiss's own error, as one line naming the file.
-    old = str(tmp_path / 'old')
-    write_format_1(old, x, [f'p/{i}.jpg' for i in range(len(x))])
-    with open(osp.join(old, 'index-aaaa.faiss'), 'r+b') as f:
-        f.truncate(len(data) // 2)
-    with pytest.warns(UserWarning, match='records no sha256'), \
-            pytest.raises(IndexIntegrityError) as info:
-        ImageSearcher.load(old)
+    # Digests that match a file faiss cannot read: faiss's own error, as one line naming it.
+    manifest['sha256'][manifest['files']['index']] = hashlib.sha256(
+        data[:len(data) // 2]).hexdigest()
+    with open(osp.join(folder, 'manifest.json'), 'w') as f:
+        json.dump(manifest, f)
+    with pytest.raises(IndexIntegrityError) as info:
+        ImageSearcher.load(folder)
     message = str(info.value)
-    assert message.startswith(f'{osp.join(old, "index-aaaa.faiss")}: not a readable faiss index '
-                              '(faiss: read error in ')
-    assert message.endswith('damaged or cut short: rebuild the index with tools/search.py build')
+    assert message.startswith(f'{path}: not a readable faiss index (faiss: read error in ')
+    assert message.endswith('damaged or cut short: rebuild the index')
     assert '\n' not in message and '.cpp' not in message
 
 
-def test_a_missing_file_and_a_manifest_without_digests(tmp_path):
+def test_a_missing_file_or_a_manifest_without_digests_is_refused(tmp_path):
     folder, manifest, x = saved(tmp_path)
     index = osp.join(folder, manifest['files']['index'])
     os.rename(index, index + '.moved')
     with pytest.raises(IndexIntegrityError, match=rf'{index} is missing \(manifest.json names '
-                                                  r'it\); rebuild the index'):
+                                                  r'it\): rebuild the index'):
         ImageSearcher.load(folder)
     os.rename(index + '.moved', index)
-    # A format 2 manifest saved before the digests: loaded, with a warning.
+    # A manifest without the digests: nothing could be checked.
     with open(osp.join(folder, 'manifest.json'), 'w') as f:
         json.dump({k: v for k, v in manifest.items() if k != 'sha256'}, f)
-    with pytest.warns(UserWarning, match=r'format 2, written by an earlier irtbox\) records no '
-                                         r'sha256 .* save it again'):
-        loaded = ImageSearcher.load(folder)
-    assert loaded.search(x[3], k=1)[0].id == 'p/3.jpg'
+    with pytest.raises(IndexIntegrityError, match=r'manifest.json: no sha256; expected a '
+                                                  r'manifest written by ImageSearcher.save'):
+        ImageSearcher.load(folder)
 
 
 @pytest.mark.parametrize('failing', ['index', 'embeddings'])

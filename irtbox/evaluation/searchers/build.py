@@ -1,6 +1,5 @@
 """A searcher from a metric's ``search`` setting: an instance, a config dict or ``None``."""
 import dataclasses
-import warnings
 from typing import Union
 
 from irtbox.registry import SEARCHERS
@@ -26,9 +25,8 @@ def build_searcher(search: Union[None, dict, Searcher], name: str = 'search') ->
     Raises:
         ConfigError: anything else: a dict with no registered ``type`` (the keyword form
             ``search=dict(backend=..., index=..., nprobe=...)`` that preceded the searchers
-            included; a FaissSearcher's ``index=``, the former name of ``factory=``, is
-            taken with a DeprecationWarning) or with a key its searcher does not take. The
-            message names the accepted forms.
+            included) or with a key its searcher does not take. The message names the
+            accepted forms.
     """
     if search is None:
         return ExactSearcher()
@@ -44,13 +42,6 @@ def build_searcher(search: Union[None, dict, Searcher], name: str = 'search') ->
         raise ConfigError(f'{name} type {kind!r} is not a registered searcher '
                           f'({", ".join(sorted(SEARCHERS.module_dict))}); expected {_FORMS}.')
     fields = [f.name for f in dataclasses.fields(cls)]
-    if cls.__name__ == 'FaissSearcher' and 'index' in settings:
-        if 'factory' in settings:
-            raise ConfigError(f'{name}: FaissSearcher takes the faiss factory string as '
-                              f'factory=; index= is its former name: give one, not both.')
-        warnings.warn(f"{name}=dict(type='FaissSearcher', index=...) is now "
-                      "factory=... (the faiss factory string)", DeprecationWarning)
-        settings['factory'] = settings.pop('index')
     unknown = sorted(set(settings) - set(fields))
     if unknown:
         raise ConfigError(f'{name}: {cls.__name__} has no setting {", ".join(unknown)}; '

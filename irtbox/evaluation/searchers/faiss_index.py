@@ -1,9 +1,11 @@
-"""faiss indexes for inner-product search: imported with a clear error, built from a factory
-string, trained, given their search parameters, moved to a GPU and back. The one place
-irtbox does this, for :class:`~irtbox.evaluation.searchers.FaissSearcher` (and through it
-``ImageSearcher``)."""
+"""faiss indexes for inner-product search: :class:`FaissIndex`, the one search object that
+holds a faiss index (built from a factory string, trained, added to, searched, saved,
+loaded memory-mapped, moved to a GPU and back), and the helpers it is made of.
+:class:`~irtbox.evaluation.searchers.FaissSearcher` builds one per search of a metric;
+``ImageSearcher`` keeps one."""
+import errno
 import warnings
-from typing import Optional, Union
+from typing import Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -11,7 +13,8 @@ import torch
 from irtbox.utils.checks import check_positive_int
 
 __all__ = [
-    'FAISS_GPU_MAX_K', 'import_faiss', 'min_training_vectors', 'build_index', 'train_index',
+    'FaissIndex', 'GpuTopKError', 'UnreadableIndexError', 'FAISS_GPU_MAX_K', 'DEFAULT_NPROBE',
+    'default_device', 'import_faiss', 'min_training_vectors', 'empty_index', 'train_index',
     'has_ivf', 'faiss_has_gpu', 'gpu_device_id', 'float16_lookup_tables', 'to_gpu', 'on_gpu',
     'to_cpu', 'set_search_parameter'
 ]
@@ -23,6 +26,9 @@ FAISS_GPU_MAX_K = 2048
 # IVF-PQ codes of this many bytes or more make float32 lookup tables larger than a GPU's
 # shared memory; faiss-gpu then needs them in float16.
 _FLOAT16_PQ_BYTES = 56
+# IVF lists visited per query when nprobe is not given (faiss's own default, 1, misses
+# most neighbours of any index with more than a few lists).
+DEFAULT_NPROBE = 16
 
 
 def import_faiss():
@@ -49,7 +55,7 @@ def min_training_vectors(factory: str) -> int:
     return need
 
 
-def build_index(factory: str, dim: int):
+def empty_index(factory: str, dim: int):
     """An empty inner-product CPU index; ``'Flat'`` is exact (``IndexFlatIP``)."""
     faiss = import_faiss()
     try:
@@ -185,3 +191,187 @@ def set_search_parameter(index, name: str, value: int) -> None:
         raise ValueError(f'faiss index {type(faiss.downcast_index(index)).__name__} has no '
                          f'search parameter {name}={value} (nprobe is one of IVF indexes, '
                          'efSearch of HNSW ones).') from err
+
+
+def default_device(device: Device = None) -> str:
+    """``device``, or CUDA when torch sees a GPU, else the CPU: where the search tools put the
+    model and the index when not told."""
+    return str(device) if device is not None else (
+        'cuda' if torch.cuda.is_available() else 'cpu')
+
+
+class GpuTopKError(ValueError):
+    """A search for more neighbours per query than faiss-gpu returns; ``k`` is the number
+    asked for, ``limit`` faiss-gpu's (:data:`FAISS_GPU_MAX_K`)."""
+
+    def __init__(self, k: int):
+        self.k, self.limit = k, FAISS_GPU_MAX_K
+        super().__init__(f'faiss on the GPU returns at most {FAISS_GPU_MAX_K} hits per query, '
+                         f"got k={k}; ask for fewer or search on the CPU (device='cpu')")
+
+
+class UnreadableIndexError(ValueError):
+    """A file that faiss cannot read as an index (damaged, cut short, not an index);
+    ``path`` is the file, ``reason`` what faiss said."""
+
+    def __init__(self, path: str, reason: str):
+        self.path, self.reason = path, reason
+        super().__init__(f'{path}: not a readable faiss index (faiss: {reason}); it is damaged '
+                         'or cut short')
+
+
+class FaissIndex:
+    """A faiss inner-product index that persists: built from a factory string and trained on
+    the first vectors added, searched, saved, loaded (an IVF index's lists memory-mapped on
+    the CPU) and moved to a device. ``'Flat'`` (``IndexFlatIP``) is exact; any other factory
+    string (``'IVF4096,Flat'``, ``'IVF1024,PQ32'``, ``'HNSW32'``, ...) approximate.
+
+    The GPU rule, the same for every caller: on ``device='cuda'`` / ``'cuda:N'`` the index
+    moves to that GPU when faiss has GPU support for its type (else it stays on the CPU with
+    a warning); faiss-gpu returns at most :data:`FAISS_GPU_MAX_K` neighbours per query, and
+    a larger ``k`` is a :class:`GpuTopKError` (never a silent copy of the index to the CPU).
+
+    Args:
+        factory: the faiss factory string (its comma-separated parts as a list are joined).
+        nprobe: IVF lists visited per query (an index with lists: default 16); an index
+            without lists refuses one.
+        ef_search: HNSW's search breadth (default: faiss's); other indexes refuse one.
+        device: ``'cuda'`` (the current CUDA device), ``'cuda:N'``, ``'cpu'``; ``None``: the
+            CPU.
+        gpu_temp_memory: bytes of scratch memory faiss reserves on the GPU (default:
+            faiss's own).
+
+    Attributes:
+        index: the faiss index itself, None until vectors are added (or one is loaded).
+    """
+
+    def __init__(self, factory: str = 'Flat', nprobe: Optional[int] = None,
+                 ef_search: Optional[int] = None, device: Device = None,
+                 gpu_temp_memory: Optional[int] = None):
+        if isinstance(factory, (list, tuple)):  # what --cfg-options makes of 'IVF4096,Flat'
+            factory = ','.join(map(str, factory))
+        if not isinstance(factory, str) or not factory:
+            raise ValueError("factory must be a faiss factory string such as 'Flat' or "
+                             f"'IVF1024,Flat', got {factory!r}.")
+        for name, value in (('nprobe', nprobe), ('ef_search', ef_search),
+                            ('gpu_temp_memory', gpu_temp_memory)):
+            check_positive_int(value, name, allow_none=True)
+        self.factory, self.nprobe, self.ef_search = factory, nprobe, ef_search
+        self.device, self.gpu_temp_memory = device, gpu_temp_memory
+        self.index = None
+        self._mapped = False  # an IVF index whose lists are a read-only memory map (load)
+
+    def __len__(self) -> int:
+        return 0 if self.index is None else self.index.ntotal
+
+    @property
+    def exact(self) -> bool:
+        return self.factory == 'Flat'
+
+    def add(self, vectors: np.ndarray) -> None:
+        """Add the N x D float32 rows ``vectors``; the first ones make the index (trained on
+        them when its type needs it, its search parameters set, on the device)."""
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if self.index is None:
+            index = empty_index(self.factory, vectors.shape[1])
+            train_index(index, vectors, self.factory)
+            self.place(index)
+        self._unmap()
+        self.index.add(vectors)
+
+    def place(self, index) -> 'FaissIndex':
+        """Hold the CPU faiss index ``index``: nprobe / efSearch set on the CPU (where a wrong
+        one gets a clear error; the move to the GPU carries them), then on the device."""
+        nprobe = DEFAULT_NPROBE if self.nprobe is None and has_ivf(index) else self.nprobe
+        for name, value in (('nprobe', nprobe), ('efSearch', self.ef_search)):
+            if value is not None:
+                set_search_parameter(index, name, value)
+        self.index = to_gpu(index, self.device, self.gpu_temp_memory, self.factory)
+        self._mapped = False
+        return self
+
+    def to(self, device: Device) -> 'FaissIndex':
+        """This index on ``device`` (its lists copied into memory first if mapped)."""
+        self._unmap()
+        self.device = device
+        if self.index is not None:
+            self.place(to_cpu(self.index))
+        return self
+
+    def search(self, queries: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:
+        """(nq x k similarities, nq x k positions, -1 past what an approximate index found)
+        of the nq x D float32 ``queries``."""
+        if k > FAISS_GPU_MAX_K and on_gpu(self.index):
+            raise GpuTopKError(k)
+        return self.index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
+
+    def save(self, path: str, dim: int = 1) -> None:
+        """Write the index to the file ``path`` (written beside and renamed into place; an
+        index not made yet is written empty, of ``dim``-d vectors). A failed write (a full
+        disk) is an OSError naming the file."""
+        from irtbox.utils.fileio import atomic_write
+        self._unmap()
+        index = empty_index(self.factory, dim) if self.index is None else to_cpu(self.index)
+        atomic_write(path, lambda tmp: _write_faiss(index, tmp))
+
+    @classmethod
+    def load(cls, path: str, **settings) -> 'FaissIndex':
+        """The index in the faiss file ``path``, with ``settings`` (those of the constructor;
+        nprobe is the file's unless given). On the CPU an IVF index's lists are
+        memory-mapped (faiss's IO_FLAG_MMAP): it opens without reading them, and the OS
+        pages in the lists queries visit; they are copied into memory before anything is
+        added or saved. A GPU index is copied to the device whole anyway.
+
+        Raises:
+            UnreadableIndexError: faiss cannot read ``path``.
+        """
+        faiss = import_faiss()
+        self = cls(**settings)
+        mapped = self.device is None or torch.device(self.device).type == 'cpu'
+        try:
+            index = faiss.read_index(path, faiss.IO_FLAG_MMAP if mapped else 0)
+        except RuntimeError as err:  # faiss's: "Error in <C++ signature> at <source>: ..."
+            raise UnreadableIndexError(path, faiss_reason(err)) from None
+        if self.nprobe is None and has_ivf(index):  # the saved one
+            self.nprobe = faiss.extract_index_ivf(index).nprobe
+        self.place(index)
+        self._mapped = mapped and has_ivf(index) and not on_gpu(self.index)
+        return self
+
+    def _unmap(self) -> None:
+        """Copy memory-mapped IVF lists (:meth:`load`) into memory: faiss aborts the process
+        on adding to them, and would save a reference to the mapped file, not the lists."""
+        if not self._mapped:
+            return
+        faiss = import_faiss()
+        ivf = faiss.extract_index_ivf(self.index)
+        mapped, lists = ivf.invlists, faiss.ArrayInvertedLists(ivf.nlist, ivf.code_size)
+        for i in range(ivf.nlist):
+            size = mapped.list_size(i)
+            if size:
+                lists.add_entries(i, size, mapped.get_ids(i), mapped.get_codes(i))
+        ivf.replace_invlists(lists, True)
+        lists.this.disown()  # the index owns them now
+        self._mapped = False
+
+
+def faiss_reason(error: RuntimeError) -> str:
+    """What went wrong, from a faiss error (whose message starts with the C++ function and
+    source line that raised it)."""
+    text = ' '.join(str(error).split())
+    for marker in ('failed: ', 'Error: '):
+        if marker in text:
+            text = text.split(marker, 1)[1]
+            break
+    return text[:300]
+
+
+def _write_faiss(index, path: str) -> None:
+    """``faiss.write_index``, its failures as the OSError they are (faiss raises a
+    RuntimeError, "... (No space left on device)"), for atomic_write to name the file."""
+    try:
+        import_faiss().write_index(index, path)
+    except RuntimeError as err:
+        full = 'No space left on device' in str(err)
+        raise OSError(errno.ENOSPC if full else errno.EIO,
+                      f'faiss cannot write the index ({faiss_reason(err)})') from None
