@@ -181,7 +181,7 @@ def _build_from_features(args):
 
 def load_searcher(args):
     """The index of ``args.index_dir`` with the model that built it."""
-    from irtbox.evaluation.searchers.faiss_index import default_device
+    from irtbox.evaluation.neighbours.faiss_index import default_device
     from irtbox.search import ImageSearcher, load_index_model
     model = load_index_model(args.index_dir, args.checkpoint, default_device(args.device))
     return ImageSearcher.load(args.index_dir, model=model, device=default_device(args.device))
@@ -242,7 +242,7 @@ def main(argv=None):
 
 def _worded_for_flags(err: Exception) -> str:
     """The library's error ``err`` with its remedy in this command's flags."""
-    from irtbox.evaluation.searchers.faiss_index import GpuTopKError
+    from irtbox.evaluation.neighbours.faiss_index import GpuTopKError
     from irtbox.search import CheckpointMovedError, IndexIntegrityError
     from irtbox.search.build import ShardsKeptError
     if isinstance(err, GpuTopKError):

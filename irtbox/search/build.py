@@ -92,7 +92,7 @@ def build_index(config, checkpoint: Optional[str], image_dir: str, index_dir: st
     """
     from irtbox.apis import init_model
     from irtbox.apis.extract import extract_sharded, list_images
-    from irtbox.evaluation.searchers.faiss_index import default_device
+    from irtbox.evaluation.neighbours.faiss_index import default_device
     started = time.time()
     device = default_device(device)
     model = init_model(config, checkpoint, device=device, cfg_options=cfg_options)
@@ -252,7 +252,7 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
 
     from irtbox.apis.identity import COMPARED
     from irtbox.evaluation.functional.checks import non_finite_rows
-    from irtbox.evaluation.searchers.faiss_index import (empty_index, has_ivf,
+    from irtbox.evaluation.neighbours.faiss_index import (empty_index, has_ivf,
                                                          min_training_vectors, train_index)
     from irtbox.structures.embeddings_file import load_embeddings
     from .budget import CHUNK_ROWS, IndexPlan, format_size, plan_index

@@ -28,7 +28,7 @@ from mmengine.logging import print_log
 from irtbox.apis.identity import model_identity, model_identity_differences
 from irtbox.evaluation.functional.knn import knn
 from irtbox.evaluation.functional.checks import non_finite_rows
-from irtbox.evaluation.searchers.faiss_index import FaissIndex, UnreadableIndexError
+from irtbox.evaluation.neighbours.faiss_index import FaissIndex, UnreadableIndexError
 from irtbox.structures.embeddings_file import EmbeddingSet, load_embeddings, save_embeddings
 from irtbox.utils.fileio import atomic_write, atomic_write_text
 
@@ -101,7 +101,7 @@ def _is_embedding_batch(items) -> bool:
 
 class ImageSearcher:
     """A searchable collection: ids + the embeddings + the model's identity, around one
-    :class:`~irtbox.evaluation.searchers.faiss_index.FaissIndex` (``faiss_index``), which
+    :class:`~irtbox.evaluation.neighbours.faiss_index.FaissIndex` (``faiss_index``), which
     adds, searches, saves, loads and places the faiss index.
 
     Similarity is the cosine: embeddings (and queries) are L2-normalised, the index is an
@@ -268,7 +268,7 @@ class ImageSearcher:
         lists, best first.
 
         An index on the GPU returns at most 2048 hits per query (faiss-gpu's limit): a
-        larger ``k`` is a :class:`~irtbox.evaluation.searchers.faiss_index.GpuTopKError`
+        larger ``k`` is a :class:`~irtbox.evaluation.neighbours.faiss_index.GpuTopKError`
         (a ValueError), rather than a silent move of the whole index to the CPU; search on
         the CPU (``device='cpu'``) for more."""
         if not len(self.ids):
@@ -352,7 +352,7 @@ class ImageSearcher:
              device: Optional[str] = None, **kwargs) -> 'ImageSearcher':
         """The searcher saved in ``directory``, its embeddings memory-mapped (read-only), and
         on the CPU an IVF index's lists too (:meth:`FaissIndex.load
-        <irtbox.evaluation.searchers.faiss_index.FaissIndex.load>`). With ``model``, the
+        <irtbox.evaluation.neighbours.faiss_index.FaissIndex.load>`). With ``model``, the
         model must be the one that built the index (same weights, preprocessing, embedding
         size); otherwise an :class:`IndexMismatchError` names what differs. ``kwargs`` go to
         the constructor (e.g. ``nprobe``, by default the one saved; ``gpu_temp_memory``).

@@ -160,7 +160,7 @@ def test_approximate_index_prints_its_recall(photos, tmp_path, capsys):
 
 def test_the_library_errors_are_worded_for_the_flags():
     """The library names values (k, device='cpu', rebuild the index); the command its flags."""
-    from irtbox.evaluation.searchers.faiss_index import GpuTopKError
+    from irtbox.evaluation.neighbours.faiss_index import GpuTopKError
     from irtbox.search import IndexIntegrityError
     assert search_tool._worded_for_flags(GpuTopKError(2049)) == (
         'faiss on the GPU returns at most 2048 hits per query, got --k 2049; ask for fewer or '

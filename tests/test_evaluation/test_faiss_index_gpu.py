@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from irtbox.evaluation.functional import knn, retrieval_metrics
-from irtbox.evaluation.searchers import FaissSearcher
-from irtbox.evaluation.searchers import faiss_index
-from irtbox.evaluation.searchers.faiss_index import (float16_lookup_tables, on_gpu,
+from irtbox.evaluation.neighbours import FaissSearcher
+from irtbox.evaluation.neighbours import faiss_index
+from irtbox.evaluation.neighbours.faiss_index import (float16_lookup_tables, on_gpu,
                                                      set_search_parameter, to_cpu, to_gpu)
 
 faiss = pytest.importorskip('faiss')

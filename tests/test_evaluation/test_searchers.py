@@ -9,7 +9,7 @@ from irtbox.evaluation import RetrievalMetric
 from irtbox.evaluation.functional import retrieval_metrics
 from irtbox.evaluation.functional.map_at_r import count_relevant, map_at_r_from_relevance
 from irtbox.evaluation.functional.recall import recall_from_relevance
-from irtbox.evaluation.searchers import ExactSearcher, FaissSearcher, build_searcher
+from irtbox.evaluation.neighbours import ExactSearcher, FaissSearcher, build_searcher
 from irtbox.registry import METRICS
 from irtbox.utils.config import ConfigError
 

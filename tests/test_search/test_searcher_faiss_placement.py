@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from irtbox.search import ImageSearcher
-from irtbox.evaluation.searchers import faiss_index
+from irtbox.evaluation.neighbours import faiss_index
 
 faiss = pytest.importorskip('faiss')
 

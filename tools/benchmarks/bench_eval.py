@@ -128,7 +128,7 @@ def run_retrieval(name, folder, ks, args):
             return {}
     elif name in ('irtbox_torch', 'irtbox_faiss', 'irtbox_approx'):
         from irtbox.evaluation.functional import retrieval_metrics
-        from irtbox.evaluation.searchers import ExactSearcher, FaissSearcher
+        from irtbox.evaluation.neighbours import ExactSearcher, FaissSearcher
         searcher = {'irtbox_torch': ExactSearcher(), 'irtbox_faiss': FaissSearcher(),
                     'irtbox_approx': FaissSearcher(factory=args.index, nprobe=args.nprobe)}[name]
 

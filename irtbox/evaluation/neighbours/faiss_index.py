@@ -1,7 +1,7 @@
 """faiss indexes for inner-product search: :class:`FaissIndex`, the one search object that
 holds a faiss index (built from a factory string, trained, added to, searched, saved,
 loaded memory-mapped, moved to a GPU and back), and the helpers it is made of.
-:class:`~irtbox.evaluation.searchers.FaissSearcher` builds one per search of a metric;
+:class:`~irtbox.evaluation.neighbours.FaissSearcher` builds one per search of a metric;
 ``ImageSearcher`` keeps one."""
 import errno
 import warnings

@@ -18,10 +18,10 @@ __all__ = ['FaissSearcher']
 @dataclass(frozen=True)
 class FaissSearcher(Searcher):
     """The top k by inner product from a faiss index built from a factory string
-    (a :class:`~irtbox.evaluation.searchers.faiss_index.FaissIndex` of the gallery).
+    (a :class:`~irtbox.evaluation.neighbours.faiss_index.FaissIndex` of the gallery).
 
     ``factory='Flat'`` (``IndexFlatIP``) is exact and gives the results of
-    :class:`~irtbox.evaluation.searchers.ExactSearcher`: where equal similarities straddle
+    :class:`~irtbox.evaluation.neighbours.ExactSearcher`: where equal similarities straddle
     the k-th place (faiss's choice among them is arbitrary) the row is redone exactly.
     Any other factory string (``'IVF4096,Flat'``, ``'IVF1024,PQ32'``, ``'HNSW32'``,
     ``'PCA128,IVF256,Flat'``, ...) is approximate: the index is trained on the gallery when
@@ -31,12 +31,12 @@ class FaissSearcher(Searcher):
 
     Args:
         factory, nprobe, ef_search, device, gpu_temp_memory: the index's
-            (:class:`~irtbox.evaluation.searchers.faiss_index.FaissIndex`: a list of
+            (:class:`~irtbox.evaluation.neighbours.faiss_index.FaissIndex`: a list of
             factory parts is joined, which is what
             ``--cfg-options test_evaluator.search.factory=IVF4096,Flat`` gives; on a GPU a
             search for more than 2048 neighbours per query is a ``GpuTopKError``).
         chunk_size: queries per faiss call; ``None``: as many as
-            :class:`~irtbox.evaluation.searchers.ExactSearcher` puts in a block.
+            :class:`~irtbox.evaluation.neighbours.ExactSearcher` puts in a block.
     """
     factory: str = 'Flat'
     nprobe: Optional[int] = None
