@@ -1,5 +1,5 @@
-"""Build an index of a folder of images, or of embeddings an extraction wrote: what
-``tools/search.py build`` runs.
+"""Build an index of a folder of images, or of embeddings an extraction wrote: what the
+search command's ``build`` runs.
 
 The images are embedded in resumable shards under ``INDEX_DIR/build``
 (:func:`irtbox.apis.extract.extract_sharded`), merged, indexed with faiss, checked against

@@ -28,7 +28,7 @@ from mmengine.logging import print_log
 from irtbox.apis.identity import model_identity, model_identity_differences
 from irtbox.evaluation.functional.knn import knn
 from irtbox.evaluation.functional.checks import non_finite_rows
-from irtbox.evaluation.neighbours.faiss_index import FaissIndex, UnreadableIndexError
+from irtbox.evaluation.neighbours.faiss_index import FaissIndex, IndexIntegrityError
 from irtbox.structures.embeddings_file import EmbeddingSet, load_embeddings, save_embeddings
 from irtbox.utils.fileio import atomic_write, atomic_write_text
 
@@ -45,16 +45,6 @@ FORMAT_VERSION = 2
 
 class IndexMismatchError(ValueError):
     """An index loaded with a model other than the one that built it."""
-
-
-class IndexIntegrityError(ValueError):
-    """A file of an index folder that is not the one its manifest recorded (edited, damaged,
-    cut short, missing) or that its reader cannot read; ``path`` is the file. Rebuilding the
-    index is the remedy."""
-
-    def __init__(self, path: str, message: str):
-        self.path = path
-        super().__init__(message)
 
 
 class CheckpointMovedError(FileNotFoundError):
@@ -379,14 +369,11 @@ class ImageSearcher:
                 raise IndexMismatchError(f'index {directory} holds {manifest["dim"]}-d embeddings, '
                                          f'the model makes {current["embedding_dim"]}-d ones')
             searcher.model, searcher.identity = model, current
-        path = osp.join(directory, manifest['files']['index'])
         settings = searcher.faiss_index
-        try:
-            searcher.faiss_index = FaissIndex.load(
-                path, factory=settings.factory, nprobe=settings.nprobe, device=settings.device,
-                gpu_temp_memory=settings.gpu_temp_memory)
-        except UnreadableIndexError as err:
-            raise IndexIntegrityError(path, f'{err}: rebuild the index') from None
+        searcher.faiss_index = FaissIndex.load(
+            osp.join(directory, manifest['files']['index']), factory=settings.factory,
+            nprobe=settings.nprobe, device=settings.device,
+            gpu_temp_memory=settings.gpu_temp_memory)
         searcher.build_info = manifest.get('build')
         searcher.embeddings, searcher.ids = rows.embeddings, list(rows.ids)
         counts = dict(ids=len(searcher.ids), embeddings=len(searcher.embeddings),

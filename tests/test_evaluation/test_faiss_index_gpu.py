@@ -179,3 +179,16 @@ def test_approximate_evaluation_refuses_nprobe_of_an_index_without_lists():
     labels = np.arange(60) % 6
     with pytest.raises(ValueError, match='no search parameter nprobe'):
         retrieval_metrics(emb, labels, searcher=FaissSearcher(factory='HNSW8', nprobe=4))
+
+
+def test_a_faiss_index_moves_to_a_device_and_back_keeping_its_rows_and_nprobe(monkeypatch):
+    gpu = FakeGpu(monkeypatch)
+    x = np.random.default_rng(0).standard_normal((400, 8)).astype(np.float32)
+    index = faiss_index.FaissIndex('IVF4,Flat', nprobe=3)
+    index.add(x)
+    expected = index.search(x[:5], 4)
+    index.to('cuda:0')
+    assert gpu.moves == [(0, False)] and index.device == 'cuda:0' and len(index) == 400
+    index.to('cpu')
+    assert gpu.moves == [(0, False)] and faiss.extract_index_ivf(index.index).nprobe == 3
+    np.testing.assert_array_equal(index.search(x[:5], 4)[1], expected[1])

@@ -84,8 +84,8 @@ class RetrievalMetric(BaseMetric):
     After :meth:`evaluate`, ``self.last_outputs`` holds (on rank 0; ``None``
     on other ranks) the gathered, de-duplicated data as numpy arrays ordered
     by sample index: ``embeddings`` (n x D float32), ``labels`` (n),
-    ``sample_idx`` (n int64) and ``is_query`` (n bool), e.g. for
-    ``tools/test.py --out``; with ``map_at_all`` also ``ap_all`` (one AP per
+    ``sample_idx`` (n int64) and ``is_query`` (n bool), e.g. for a test
+    run's saved outputs; with ``map_at_all`` also ``ap_all`` (one AP per
     query, in sample-index order; NaN for a query without positives).
 
     Args:

@@ -13,7 +13,7 @@ import torch
 from irtbox.utils.checks import check_positive_int
 
 __all__ = [
-    'FaissIndex', 'GpuTopKError', 'UnreadableIndexError', 'FAISS_GPU_MAX_K', 'DEFAULT_NPROBE',
+    'FaissIndex', 'GpuTopKError', 'IndexIntegrityError', 'FAISS_GPU_MAX_K', 'DEFAULT_NPROBE',
     'default_device', 'import_faiss', 'min_training_vectors', 'empty_index', 'train_index',
     'has_ivf', 'faiss_has_gpu', 'gpu_device_id', 'float16_lookup_tables', 'to_gpu', 'on_gpu',
     'to_cpu', 'set_search_parameter'
@@ -210,26 +210,24 @@ class GpuTopKError(ValueError):
                          f"got k={k}; ask for fewer or search on the CPU (device='cpu')")
 
 
-class UnreadableIndexError(ValueError):
-    """A file that faiss cannot read as an index (damaged, cut short, not an index);
-    ``path`` is the file, ``reason`` what faiss said."""
+class IndexIntegrityError(ValueError):
+    """A file of an index (the faiss file, or a file of an ``ImageSearcher``'s folder) that is
+    not the one recorded (edited, damaged, cut short, missing) or that its reader cannot
+    read; ``path`` is the file. Rebuilding the index is the remedy."""
 
-    def __init__(self, path: str, reason: str):
-        self.path, self.reason = path, reason
-        super().__init__(f'{path}: not a readable faiss index (faiss: {reason}); it is damaged '
-                         'or cut short')
+    def __init__(self, path: str, message: str):
+        self.path = path
+        super().__init__(message)
 
 
 class FaissIndex:
-    """A faiss inner-product index that persists: built from a factory string and trained on
-    the first vectors added, searched, saved, loaded (an IVF index's lists memory-mapped on
-    the CPU) and moved to a device. ``'Flat'`` (``IndexFlatIP``) is exact; any other factory
-    string (``'IVF4096,Flat'``, ``'IVF1024,PQ32'``, ``'HNSW32'``, ...) approximate.
-
-    The GPU rule, the same for every caller: on ``device='cuda'`` / ``'cuda:N'`` the index
-    moves to that GPU when faiss has GPU support for its type (else it stays on the CPU with
-    a warning); faiss-gpu returns at most :data:`FAISS_GPU_MAX_K` neighbours per query, and
-    a larger ``k`` is a :class:`GpuTopKError` (never a silent copy of the index to the CPU).
+    """A faiss inner-product index that persists: made from a factory string and trained on
+    the first vectors added, searched, saved, loaded and moved to a device. ``'Flat'``
+    (``IndexFlatIP``) is exact; any other factory string (``'IVF4096,Flat'``, ``'HNSW32'``)
+    approximate. The GPU rule of every caller: on ``'cuda'`` / ``'cuda:N'`` the index moves
+    to that GPU when faiss has a GPU version of its type (else it stays on the CPU with a
+    warning), and a search for more than :data:`FAISS_GPU_MAX_K` neighbours per query there
+    is a :class:`GpuTopKError`, never a silent copy of the index to the CPU.
 
     Args:
         factory: the faiss factory string (its comma-separated parts as a list are joined).
@@ -248,7 +246,7 @@ class FaissIndex:
     def __init__(self, factory: str = 'Flat', nprobe: Optional[int] = None,
                  ef_search: Optional[int] = None, device: Device = None,
                  gpu_temp_memory: Optional[int] = None):
-        if isinstance(factory, (list, tuple)):  # what --cfg-options makes of 'IVF4096,Flat'
+        if isinstance(factory, (list, tuple)):  # a config override's 'IVF4096,Flat'
             factory = ','.join(map(str, factory))
         if not isinstance(factory, str) or not factory:
             raise ValueError("factory must be a faiss factory string such as 'Flat' or "
@@ -264,10 +262,6 @@ class FaissIndex:
     def __len__(self) -> int:
         return 0 if self.index is None else self.index.ntotal
 
-    @property
-    def exact(self) -> bool:
-        return self.factory == 'Flat'
-
     def add(self, vectors: np.ndarray) -> None:
         """Add the N x D float32 rows ``vectors``; the first ones make the index (trained on
         them when its type needs it, its search parameters set, on the device)."""
@@ -279,7 +273,7 @@ class FaissIndex:
         self._unmap()
         self.index.add(vectors)
 
-    def place(self, index) -> 'FaissIndex':
+    def place(self, index) -> None:
         """Hold the CPU faiss index ``index``: nprobe / efSearch set on the CPU (where a wrong
         one gets a clear error; the move to the GPU carries them), then on the device."""
         nprobe = DEFAULT_NPROBE if self.nprobe is None and has_ivf(index) else self.nprobe
@@ -288,7 +282,6 @@ class FaissIndex:
                 set_search_parameter(index, name, value)
         self.index = to_gpu(index, self.device, self.gpu_temp_memory, self.factory)
         self._mapped = False
-        return self
 
     def to(self, device: Device) -> 'FaissIndex':
         """This index on ``device`` (its lists copied into memory first if mapped)."""
@@ -323,7 +316,7 @@ class FaissIndex:
         added or saved. A GPU index is copied to the device whole anyway.
 
         Raises:
-            UnreadableIndexError: faiss cannot read ``path``.
+            IndexIntegrityError: faiss cannot read ``path``.
         """
         faiss = import_faiss()
         self = cls(**settings)
@@ -331,7 +324,9 @@ class FaissIndex:
         try:
             index = faiss.read_index(path, faiss.IO_FLAG_MMAP if mapped else 0)
         except RuntimeError as err:  # faiss's: "Error in <C++ signature> at <source>: ..."
-            raise UnreadableIndexError(path, faiss_reason(err)) from None
+            raise IndexIntegrityError(path, f'{path}: not a readable faiss index (faiss: '
+                                      f'{faiss_reason(err)}); it is damaged or cut short: '
+                                      'rebuild the index') from None
         if self.nprobe is None and has_ivf(index):  # the saved one
             self.nprobe = faiss.extract_index_ivf(index).nprobe
         self.place(index)

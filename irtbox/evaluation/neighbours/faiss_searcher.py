@@ -32,8 +32,8 @@ class FaissSearcher(Searcher):
     Args:
         factory, nprobe, ef_search, device, gpu_temp_memory: the index's
             (:class:`~irtbox.evaluation.neighbours.faiss_index.FaissIndex`: a list of
-            factory parts is joined, which is what
-            ``--cfg-options test_evaluator.search.factory=IVF4096,Flat`` gives; on a GPU a
+            factory parts is joined, which is what the config override
+            ``test_evaluator.search.factory=IVF4096,Flat`` gives; on a GPU a
             search for more than 2048 neighbours per query is a ``GpuTopKError``).
         chunk_size: queries per faiss call; ``None``: as many as
             :class:`~irtbox.evaluation.neighbours.ExactSearcher` puts in a block.
