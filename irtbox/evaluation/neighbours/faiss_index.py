@@ -111,21 +111,12 @@ def float16_lookup_tables(index) -> bool:
 
 def to_gpu(index, device: Device, temp_memory: Optional[int] = None,
            name: Optional[str] = None):
-    """The CPU index ``index`` on ``device`` when that is a CUDA device; otherwise ``index``
-    itself.
-
-    Search parameters already set (``nprobe``) move with it. An index faiss cannot put on a
-    GPU (faiss without GPU support; HNSW and plain PQ, which have no GPU version; an nprobe
-    above :data:`FAISS_GPU_MAX_K`) stays on the CPU, with a warning that says why.
-
-    Args:
-        index: a CPU faiss index.
-        device: e.g. ``'cuda'`` (the current CUDA device), ``'cuda:1'``, ``'cpu'``.
-        temp_memory: bytes of scratch memory faiss reserves on the GPU (``None``: faiss's
-            default).
-        name: what the warning calls the index, e.g. its factory string (default: its
-            class).
-    """
+    """The CPU index ``index`` on ``device`` (``'cuda'``: the current CUDA device,
+    ``'cuda:1'``) when that is a CUDA device, else ``index`` itself; search parameters
+    already set move with it, ``temp_memory`` bytes of GPU scratch memory (``None``:
+    faiss's default). An index faiss cannot put on a GPU (faiss without GPU support; HNSW
+    and plain PQ; an nprobe above :data:`FAISS_GPU_MAX_K`) stays on the CPU, with a warning
+    that says why and calls it ``name`` (default: its class)."""
     if device is None or torch.device(device).type != 'cuda':
         return index
     if not faiss_has_gpu():
@@ -168,16 +159,10 @@ def to_cpu(index):
 
 def set_search_parameter(index, name: str, value: int) -> None:
     """Set the search parameter ``name`` (``'nprobe'``, ``'efSearch'``) of ``index``, on the
-    CPU or a GPU, through wrappers such as ``IndexPreTransform``.
-
-    faiss's ``ParameterSpace`` does not reach GPU IVF indexes; ``GpuParameterSpace`` (in a
-    faiss with GPU support) does, and sets everything else as ``ParameterSpace`` does.
-
-    Raises:
-        ValueError: ``value`` is not a positive integer; ``index`` has no such parameter
-            (e.g. nprobe of a Flat or HNSW index); an nprobe above what faiss-gpu probes on
-            a GPU index.
-    """
+    CPU or a GPU (``GpuParameterSpace``: faiss's ``ParameterSpace`` does not reach GPU IVF
+    indexes), through wrappers such as ``IndexPreTransform``. A ValueError when ``value`` is
+    not a positive integer, ``index`` has no such parameter (nprobe of a Flat or HNSW
+    index) or an nprobe is above what faiss-gpu probes on a GPU index."""
     faiss = import_faiss()
     value = check_positive_int(value, name)
     if name == 'nprobe' and value > FAISS_GPU_MAX_K and on_gpu(index):
