@@ -76,7 +76,7 @@ MODEL_WRAPPERS = Registry('model_wrapper', parent=MMENGINE_MODEL_WRAPPERS)
 METRICS = Registry('metric', parent=MMENGINE_METRICS, locations=['irtbox.evaluation'])
 # Searchers: the nearest-neighbour search a metric runs (exact torch, faiss), built from its
 # ``search=dict(type=...)``. MMEngine has no such tree, so this one is a root of its own.
-SEARCHERS = Registry('searcher', scope='irtbox', locations=['irtbox.evaluation.searchers'])
+SEARCHERS = Registry('searcher', scope='irtbox', locations=['irtbox.evaluation.neighbours'])
 # Evaluators: MMEngine's Evaluator (nothing of ours).
 EVALUATOR = Registry('evaluator', parent=MMENGINE_EVALUATOR)
 

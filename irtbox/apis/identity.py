@@ -11,7 +11,7 @@ from irtbox.utils.checkpoint import TRAINING_ONLY_PREFIXES
 from irtbox.utils.download import sha256sum
 
 __all__ = ['COMPARED', 'weights_digest', 'embedding_dim', 'model_identity',
-           'identity_differences']
+           'model_identity_differences']
 
 # The fields that must agree for embeddings to be comparable (the rest are informational).
 COMPARED = ('weights_sha256', 'preprocessing_sha256', 'embedding_dim', 'normalize')
@@ -69,7 +69,7 @@ def model_identity(model: torch.nn.Module, config: Optional[str] = None,
                 normalize=bool(getattr(model, 'normalize', True)))
 
 
-def identity_differences(stored: Dict, current: Dict) -> List[str]:
+def model_identity_differences(stored: Dict, current: Dict) -> List[str]:
     """Human-readable differences in the compared fields; empty when compatible."""
     names = dict(weights_sha256='model weights', preprocessing_sha256='preprocessing (test '
                  'pipeline, mean/std, channel order, scales, whitening)',

@@ -46,7 +46,7 @@ from irtbox.cli import HelpFormatter, checkpoint_argument, worded
 from irtbox.utils.checks import int_argument
 from irtbox.utils.config import DictAction
 
-__all__ = ['parse_args', 'main', 'build', 'query', 'serve', 'load_searcher', 'default_device']
+__all__ = ['parse_args', 'main', 'build', 'query', 'serve', 'load_searcher']
 
 
 def parse_args(argv=None):
@@ -144,12 +144,6 @@ def _build_paths(parser, args):
     args.factory = args.factory or 'Flat'
 
 
-def default_device(device):
-    """``device``, or CUDA when available, else the CPU."""
-    import torch
-    return device or ('cuda' if torch.cuda.is_available() else 'cpu')
-
-
 def build(args):
     """``build``: :func:`irtbox.search.build.build_index`; the searcher."""
     from irtbox.search.build import FAILED_FILE, build_index
@@ -187,6 +181,7 @@ def _build_from_features(args):
 
 def load_searcher(args):
     """The index of ``args.index_dir`` with the model that built it."""
+    from irtbox.evaluation.neighbours.faiss_index import default_device
     from irtbox.search import ImageSearcher, load_index_model
     model = load_index_model(args.index_dir, args.checkpoint, default_device(args.device))
     return ImageSearcher.load(args.index_dir, model=model, device=default_device(args.device))
@@ -242,4 +237,22 @@ def main(argv=None):
     try:
         return dict(build=build, query=query, serve=serve)[args.command](args)
     except (OSError, ValueError, MissingExtraError) as err:  # a full disk: the path is named
-        raise SystemExit(f'search {args.command}: {worded(err)}')
+        raise SystemExit(f'search {args.command}: {_worded_for_flags(err)}')
+
+
+def _worded_for_flags(err: Exception) -> str:
+    """The library's error ``err`` with its remedy in this command's flags."""
+    from irtbox.evaluation.neighbours.faiss_index import GpuTopKError
+    from irtbox.search import CheckpointMovedError, IndexIntegrityError
+    from irtbox.search.build import ShardsKeptError
+    if isinstance(err, GpuTopKError):
+        return (f'faiss on the GPU returns at most {err.limit} hits per query, got --k {err.k}; '
+                'ask for fewer or search on the CPU (--device cpu)')
+    if isinstance(err, CheckpointMovedError):
+        return f'{err}; pass --checkpoint with its new location'
+    if isinstance(err, IndexIntegrityError):
+        return f'{err} with tools/search.py build'
+    if isinstance(err, ShardsKeptError):
+        return (f'{err.reason}. The embedded images are kept in {err.work}: make room and run '
+                'the same command with --resume')
+    return worded(err)

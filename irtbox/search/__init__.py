@@ -2,8 +2,8 @@
 from irtbox.apis.identity import model_identity
 
 from .build import IndexBuild, build_index
-from .searcher import (ImageSearcher, IndexIntegrityError, IndexMismatchError, SearchHit,
-                       load_index_model)
+from .searcher import (CheckpointMovedError, ImageSearcher, IndexIntegrityError,
+                       IndexMismatchError, SearchHit, load_index_model)
 
-__all__ = ['ImageSearcher', 'IndexMismatchError', 'IndexIntegrityError', 'SearchHit',
-           'load_index_model', 'model_identity', 'IndexBuild', 'build_index']
+__all__ = ['ImageSearcher', 'IndexMismatchError', 'IndexIntegrityError', 'CheckpointMovedError',
+           'SearchHit', 'load_index_model', 'model_identity', 'IndexBuild', 'build_index']

@@ -1,5 +1,5 @@
-"""Build an index of a folder of images, or of embeddings an extraction wrote: what
-``tools/search.py build`` runs.
+"""Build an index of a folder of images, or of embeddings an extraction wrote: what the
+search command's ``build`` runs.
 
 The images are embedded in resumable shards under ``INDEX_DIR/build``
 (:func:`irtbox.apis.extract.extract_sharded`), merged, indexed with faiss, checked against
@@ -19,11 +19,21 @@ import numpy as np
 from irtbox.utils.fileio import atomic_write_text
 from .searcher import ImageSearcher
 
-__all__ = ['IndexBuild', 'build_index', 'build_index_from_features', 'read_feature_parts',
+__all__ = ['IndexBuild', 'ShardsKeptError', 'build_index', 'build_index_from_features', 'read_feature_parts',
            'BUILD_DIR', 'FAILED_FILE']
 
 BUILD_DIR = 'build'  # the shards of a build in progress, inside the index folder
 FAILED_FILE = 'failed.json'
+
+
+class ShardsKeptError(OSError):
+    """A build that could not save its index (a full disk): the images it embedded are kept
+    in ``work`` for a resumed build (``resume=True``); ``reason`` is what failed."""
+
+    def __init__(self, error: OSError, work: str):
+        self.reason, self.work = error.strerror or str(error), work
+        super().__init__(error.errno, f'{self.reason}. The embedded images are kept in {work}: '
+                         'make room and resume the build (resume=True)')
 
 
 @dataclass
@@ -80,12 +90,11 @@ def build_index(config, checkpoint: Optional[str], image_dir: str, index_dir: st
         left half-written (a shard, an index file), an earlier index in ``index_dir`` stays
         as it was, and the shards written so far are kept for ``resume``.
     """
-    import torch
-
     from irtbox.apis import init_model
     from irtbox.apis.extract import extract_sharded, list_images
+    from irtbox.evaluation.neighbours.faiss_index import default_device
     started = time.time()
-    device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
+    device = default_device(device)
     model = init_model(config, checkpoint, device=device, cfg_options=cfg_options)
     paths = list_images(image_dir)
     if checkpoint is None:
@@ -99,9 +108,8 @@ def build_index(config, checkpoint: Optional[str], image_dir: str, index_dir: st
     recall = searcher.recall_vs_exact(k=10) if factory != 'Flat' and len(searcher) else None
     try:
         searcher.save(index_dir)
-    except OSError as err:  # a full disk: the embeddings are kept for --resume
-        raise type(err)(err.errno, f'{err.strerror or err}. The embedded images are kept in '
-                        f'{work}: make room and run the same command with --resume') from err
+    except OSError as err:  # a full disk: the embeddings are kept for a resumed build
+        raise ShardsKeptError(err, work) from err
     atomic_write_text(osp.join(index_dir, FAILED_FILE),
                       json.dumps([dict(path=p, reason=r) for p, r in rows.failed], indent=1))
     shutil.rmtree(work)
@@ -244,9 +252,8 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
 
     from irtbox.apis.identity import COMPARED
     from irtbox.evaluation.functional.checks import non_finite_rows
-    from irtbox.evaluation.searchers import FaissSearcher
-    from irtbox.evaluation.searchers.faiss_index import (has_ivf, min_training_vectors,
-                                                         train_index)
+    from irtbox.evaluation.neighbours.faiss_index import (empty_index, has_ivf,
+                                                         min_training_vectors, train_index)
     from irtbox.structures.embeddings_file import load_embeddings
     from .budget import CHUNK_ROWS, IndexPlan, format_size, plan_index
     started = time.time()
@@ -320,8 +327,7 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
         rows = np.load(tmp, mmap_mode='r')
         rng = np.random.default_rng(seed)
         query_rows = np.sort(rng.choice(n, size=min(num_queries, n), replace=False))
-        searcher_cfg = FaissSearcher(factory=plan.factory)
-        index = searcher_cfg.new_index(dim)
+        index = empty_index(plan.factory, dim)
         if not index.is_trained:
             # Training rows drawn apart from the query rows where there are enough.
             pool = np.setdiff1d(np.arange(n), query_rows) if n - len(query_rows) >= \
@@ -354,7 +360,7 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
         p50, p99 = _latency_ms(index, queries[:LATENCY_QUERIES], k)
         searcher = ImageSearcher(factory=plan.factory, nprobe=nprobe, identity=identity,
                                  device='cpu')
-        searcher.index = searcher.faiss_searcher.place(index)
+        searcher.faiss_index.place(index)
         searcher.embeddings, searcher.ids, searcher.config = rows, ids, cfg
         report = dict(source=osp.abspath(source), rows=n, dim=dim, factory=plan.factory,
                       nprobe=nprobe, max_index_memory=max_index_memory,

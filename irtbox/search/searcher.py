@@ -7,11 +7,11 @@ embeddings file ``embeddings-<tag>.npz`` (embeddings, ids, the model's identity:
 :mod:`irtbox.structures.embeddings_file`, read memory-mapped) and the model's config
 ``config-<tag>.py``, and ``root``: the absolute folder that relative paths (image ids, the
 checkpoint in the identity) are relative to, the working directory of the save; so an index is
-searched, and its images and checkpoint found, from any folder. The manifest records the sha256 of each of these files (``sha256``:
-{name: digest}); loading checks them, so an index edited or damaged since it was saved (rows
-reordered, a file cut short) is refused, naming the file, rather than searched.
+searched, and its images and checkpoint found, from any folder. The manifest records the
+sha256 of each of these files (``sha256``: {name: digest}); loading checks them, so an index
+edited or damaged since it was saved (rows reordered, a file cut short) is refused, naming the
+file, rather than searched.
 """
-import dataclasses
 import hashlib
 import json
 import os
@@ -25,21 +25,19 @@ import numpy as np
 import torch
 from mmengine.logging import print_log
 
-from irtbox.apis.identity import identity_differences, model_identity
+from irtbox.apis.identity import model_identity, model_identity_differences
 from irtbox.evaluation.functional.knn import knn
 from irtbox.evaluation.functional.checks import non_finite_rows
-from irtbox.evaluation.searchers import FaissSearcher
-from irtbox.evaluation.searchers.faiss_index import (FAISS_GPU_MAX_K, has_ivf, import_faiss,
-                                                     on_gpu, to_cpu)
+from irtbox.evaluation.neighbours.faiss_index import FaissIndex, IndexIntegrityError
 from irtbox.structures.embeddings_file import EmbeddingSet, load_embeddings, save_embeddings
 from irtbox.utils.fileio import atomic_write, atomic_write_text
 
-__all__ = ['IndexMismatchError', 'IndexIntegrityError', 'SearchHit', 'ImageSearcher',
-           'load_index_model']
+__all__ = ['IndexMismatchError', 'IndexIntegrityError', 'CheckpointMovedError', 'SearchHit',
+           'ImageSearcher', 'load_index_model']
 
 MANIFEST = 'manifest.json'
-# What save() writes besides the manifest (named by a random tag per save), and the temporary
-# files of a save that was killed.
+# What save() writes besides the manifest (named by a random tag per save), and the
+# temporary files of a save that was killed.
 _DATA_NAMES = r'(index-\w+\.faiss|embeddings-\w+\.npz|config-\w+\.py)'
 _DATA_FILE = re.compile(rf'^({_DATA_NAMES}|\.({_DATA_NAMES}|manifest\.json)\.\w+\.tmp(\.\w+)?)$')
 FORMAT_VERSION = 2
@@ -49,9 +47,14 @@ class IndexMismatchError(ValueError):
     """An index loaded with a model other than the one that built it."""
 
 
-class IndexIntegrityError(ValueError):
-    """A file of an index folder that is not the one its manifest recorded (edited, damaged,
-    cut short, missing) or that its reader cannot read."""
+class CheckpointMovedError(FileNotFoundError):
+    """The checkpoint an index was built with is no longer where the index recorded it;
+    ``checkpoint`` is that path."""
+
+    def __init__(self, directory: str, checkpoint: str):
+        self.checkpoint = checkpoint
+        super().__init__(f'index {directory} was built with checkpoint {checkpoint}, which is '
+                         'not there any more (moved or deleted)')
 
 
 @dataclass(frozen=True)
@@ -87,9 +90,9 @@ def _is_embedding_batch(items) -> bool:
 
 
 class ImageSearcher:
-    """A searchable collection: ids + the embeddings + the model's identity + persistence,
-    around a faiss index that a :class:`~irtbox.evaluation.searchers.FaissSearcher` builds,
-    places and tunes (``faiss_searcher``; ``index`` is the faiss index itself).
+    """A searchable collection: ids + the embeddings + the model's identity, around one
+    :class:`~irtbox.evaluation.neighbours.faiss_index.FaissIndex` (``faiss_index``), which
+    adds, searches, saves, loads and places the faiss index.
 
     Similarity is the cosine: embeddings (and queries) are L2-normalised, the index is an
     inner-product one. ``factory='Flat'`` is exact; any faiss factory string
@@ -101,12 +104,12 @@ class ImageSearcher:
             images (embeddings work without one). Constructing does not run it: its identity
             (a hash of its weights and one forward, :attr:`identity`) is computed once, when
             first needed (saving, the dimension of an empty searcher).
-        factory, device, nprobe, gpu_temp_memory: the ``FaissSearcher``'s settings: the
+        factory, device, nprobe, gpu_temp_memory: the ``FaissIndex``'s settings: the
             faiss factory string; ``'cuda'`` (the current CUDA device) or ``'cuda:N'`` for the
             GPU when faiss has GPU support (index types faiss has no GPU version of, HNSW
-            and plain PQ, stay on the CPU with a warning); IVF lists visited per query
-            (default 16 for an IVF index; an index without lists refuses one); bytes of
-            scratch memory faiss reserves on the GPU (default: faiss's own).
+            and plain PQ, stay on the CPU with a warning), ``None`` the CPU; IVF lists
+            visited per query (default 16 for an IVF index; an index without lists refuses
+            one); bytes of scratch memory faiss reserves on the GPU (default: faiss's own).
         batch_size, num_workers: for embedding images.
         identity: the model's identity when already computed (e.g. the ``identity`` of the
             :class:`~irtbox.structures.EmbeddingSet` its embeddings came in).
@@ -122,19 +125,17 @@ class ImageSearcher:
                  nprobe: Optional[int] = None, gpu_temp_memory: Optional[int] = None,
                  identity: Optional[dict] = None):
         self.model = model
-        self.faiss_searcher = FaissSearcher(factory=factory, nprobe=nprobe, device=device,
-                                            gpu_temp_memory=gpu_temp_memory)
+        self.faiss_index = FaissIndex(factory, nprobe=nprobe, device=device,
+                                      gpu_temp_memory=gpu_temp_memory)
         self.batch_size, self.num_workers = batch_size, num_workers
         self._identity = identity
         self.root: Optional[str] = None
         self.ids: List[str] = []
         self.embeddings = np.zeros((0, 0), dtype=np.float32)
-        self.index = None
         # Saved with the index: the model's config where there is no model (an index built
         # from an extraction's embeddings) and what its build measured (manifest 'build').
         self.config = None
         self.build_info: Optional[dict] = None
-        self._mapped = False  # an IVF index whose lists are a read-only memory map (load)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -148,7 +149,12 @@ class ImageSearcher:
     @property
     def factory(self) -> str:
         """The faiss factory string of the index."""
-        return self.faiss_searcher.factory
+        return self.faiss_index.factory
+
+    @property
+    def index(self):
+        """The faiss index itself (None until items are added), to inspect or tune."""
+        return self.faiss_index.index
 
     @property
     def identity(self) -> Optional[dict]:
@@ -222,31 +228,11 @@ class ImageSearcher:
             raise ValueError(f'ImageSearcher.add: ids already in the index or repeated: '
                              f'{repeated[:5]} ({len(repeated)} in all)')
         embeddings = _l2_normalize(embeddings)
-        self._unmap()
-        if self.index is None:
-            self.index = self.faiss_searcher.build(embeddings)
-        else:
-            self.index.add(embeddings)
+        self.faiss_index.add(embeddings)
         self.embeddings = embeddings if not len(self.ids) else np.concatenate(
             [self.embeddings, embeddings])
         self.ids += ids
         return len(ids)
-
-    def _unmap(self) -> None:
-        """Copy memory-mapped IVF lists (:meth:`load`) into memory: faiss aborts the process
-        on adding to them, and would save a reference to the mapped file, not the lists."""
-        if not self._mapped:
-            return
-        faiss = import_faiss()
-        ivf = faiss.extract_index_ivf(self.index)
-        mapped, lists = ivf.invlists, faiss.ArrayInvertedLists(ivf.nlist, ivf.code_size)
-        for i in range(ivf.nlist):
-            size = mapped.list_size(i)
-            if size:
-                lists.add_entries(i, size, mapped.get_ids(i), mapped.get_codes(i))
-        ivf.replace_invlists(lists, True)
-        lists.this.disown()  # the index owns them now
-        self._mapped = False
 
     # Searching.
 
@@ -272,8 +258,9 @@ class ImageSearcher:
         lists, best first.
 
         An index on the GPU returns at most 2048 hits per query (faiss-gpu's limit): a
-        larger ``k`` is a ``ValueError`` that says so, rather than a silent move of the
-        whole index to the CPU; search on the CPU (``device='cpu'``) for more."""
+        larger ``k`` is a :class:`~irtbox.evaluation.neighbours.faiss_index.GpuTopKError`
+        (a ValueError), rather than a silent move of the whole index to the CPU; search on
+        the CPU (``device='cpu'``) for more."""
         if not len(self.ids):
             raise ValueError('ImageSearcher.search: the index is empty; add images first')
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
@@ -282,7 +269,7 @@ class ImageSearcher:
         if embeddings.shape[1] != self.dim:
             raise ValueError(f'ImageSearcher.search: {embeddings.shape[1]}-d queries, the index '
                              f'holds {self.dim}-d embeddings')
-        scores, positions = self._index_search(embeddings, int(min(k, len(self.ids))))
+        scores, positions = self.faiss_index.search(embeddings, int(min(k, len(self.ids))))
         hits = [[SearchHit(rank=r + 1, id=self.ids[p], score=float(s), position=int(p))
                  for r, (s, p) in enumerate((s, p) for s, p in zip(row_s, row_p) if p >= 0)]
                 for row_s, row_p in zip(scores, positions)]
@@ -298,18 +285,8 @@ class ImageSearcher:
         sample = rng.choice(len(self.ids), size=min(num_queries, len(self.ids)), replace=False)
         queries = self.embeddings[np.sort(sample)]
         _, exact = knn(queries, self.embeddings, k, normalize=False)
-        _, approx = self._index_search(queries, k)
+        _, approx = self.faiss_index.search(queries, k)
         return float(np.mean([len(set(a) & set(e)) / k for a, e in zip(approx, exact)]))
-
-    def _index_search(self, queries: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:
-        """The index's (scores, positions) of the top ``k``, refused past faiss-gpu's limit
-        on ``k`` (where faiss would fail deep inside)."""
-        if k > FAISS_GPU_MAX_K and on_gpu(self.index):
-            raise ValueError(f'ImageSearcher.search: faiss on the GPU returns at most '
-                             f'{FAISS_GPU_MAX_K} hits per query, got k={k}; ask for fewer or '
-                             "load the index on the CPU (device='cpu'; tools/search.py: "
-                             '--device cpu).')
-        return self.index.search(queries, k)
 
     # Saving and loading.
 
@@ -346,16 +323,13 @@ class ImageSearcher:
         if 'config' in files:
             cfg = getattr(self.model, 'cfg', None) or self.config
             atomic_write(osp.join(directory, files['config']), cfg.dump)
-        self._unmap()
-        index = to_cpu(self.index) if self.index is not None else \
-            self.faiss_searcher.new_index(self.dim or 1)
-        atomic_write(osp.join(directory, files['index']), lambda tmp: _write_faiss(index, tmp))
+        self.faiss_index.save(osp.join(directory, files['index']), self.dim or 1)
         dim = self.dim
         embeddings = self.embeddings if len(self.ids) else np.zeros((0, dim or 0), np.float32)
         save_embeddings(osp.join(directory, files['embeddings']),
                         EmbeddingSet(embeddings, ids=list(self.ids), identity=self.identity))
         manifest = dict(format_version=FORMAT_VERSION, factory=self.factory, dim=dim,
-                        count=len(self.ids), nprobe=self.faiss_searcher.nprobe, files=files,
+                        count=len(self.ids), nprobe=self.faiss_index.nprobe, files=files,
                         root=osp.abspath(self.root or os.getcwd()),
                         sha256={name: _sha256(osp.join(directory, name))
                                 for name in files.values()})
@@ -366,15 +340,16 @@ class ImageSearcher:
     @classmethod
     def load(cls, directory: str, model: Optional[torch.nn.Module] = None,
              device: Optional[str] = None, **kwargs) -> 'ImageSearcher':
-        """The searcher saved in ``directory``, its embeddings memory-mapped
-        (read-only). With ``model``, the model must be the one that built the index (same
-        weights, preprocessing, embedding size); otherwise an :class:`IndexMismatchError`
-        names what differs. ``kwargs`` go to the constructor (e.g. ``nprobe``, by default
-        the one saved; ``gpu_temp_memory``).
+        """The searcher saved in ``directory``, its embeddings memory-mapped (read-only), and
+        on the CPU an IVF index's lists too (:meth:`FaissIndex.load
+        <irtbox.evaluation.neighbours.faiss_index.FaissIndex.load>`). With ``model``, the
+        model must be the one that built the index (same weights, preprocessing, embedding
+        size); otherwise an :class:`IndexMismatchError` names what differs. ``kwargs`` go to
+        the constructor (e.g. ``nprobe``, by default the one saved; ``gpu_temp_memory``).
 
-        Raises :class:`IndexIntegrityError` (a ValueError) naming the file when a file's
-        sha256 is not the one the manifest records, or faiss cannot read the index file."""
-        faiss = import_faiss()
+        Raises :class:`IndexIntegrityError` (a ValueError) naming the file when the manifest
+        is not one this irtbox reads, a file's sha256 is not the one the manifest records,
+        or faiss cannot read the index file."""
         manifest = _read_manifest(directory)
         _check_files(directory, manifest, ('index', 'embeddings'))
         rows = _read_rows(directory, manifest)
@@ -384,7 +359,7 @@ class ImageSearcher:
         if model is not None:
             current = model_identity(model)
             if searcher.identity is not None:
-                differences = identity_differences(searcher.identity, current)
+                differences = model_identity_differences(searcher.identity, current)
                 if differences:
                     raise IndexMismatchError(
                         f'index {directory} was built by another model ('
@@ -394,32 +369,20 @@ class ImageSearcher:
                 raise IndexMismatchError(f'index {directory} holds {manifest["dim"]}-d embeddings, '
                                          f'the model makes {current["embedding_dim"]}-d ones')
             searcher.model, searcher.identity = model, current
-        path = osp.join(directory, manifest['files']['index'])
-        # On the CPU an IVF index's lists are memory-mapped (faiss's IO_FLAG_MMAP): a server
-        # starts without reading them, and the OS pages in the lists queries visit. A GPU
-        # index is copied to the device whole anyway.
-        device = searcher.faiss_searcher.device
-        mapped = device is None or torch.device(device).type == 'cpu'
-        try:
-            index = faiss.read_index(path, faiss.IO_FLAG_MMAP if mapped else 0)
-        except RuntimeError as err:  # faiss's: "Error in <C++ signature> at <source>: ..."
-            raise IndexIntegrityError(f'{path}: not a readable faiss index (faiss: '
-                                      f'{_faiss_reason(err)}); it is damaged or cut short: '
-                                      'rebuild the index with tools/search.py build') from None
-        # The recorded nprobe unless one is given (an IVF index's only).
-        if searcher.faiss_searcher.nprobe is None and has_ivf(index):
-            searcher.faiss_searcher = dataclasses.replace(searcher.faiss_searcher,
-                                                          nprobe=manifest.get('nprobe'))
-        searcher.index = searcher.faiss_searcher.place(index)
-        searcher._mapped = mapped and has_ivf(index) and not on_gpu(searcher.index)
+        settings = searcher.faiss_index
+        searcher.faiss_index = FaissIndex.load(
+            osp.join(directory, manifest['files']['index']), factory=settings.factory,
+            nprobe=settings.nprobe, device=settings.device,
+            gpu_temp_memory=settings.gpu_temp_memory)
         searcher.build_info = manifest.get('build')
         searcher.embeddings, searcher.ids = rows.embeddings, list(rows.ids)
         counts = dict(ids=len(searcher.ids), embeddings=len(searcher.embeddings),
-                      indexed=searcher.index.ntotal, manifest=manifest.get('count', len(rows)))
+                      indexed=len(searcher.faiss_index), manifest=manifest.get('count', len(rows)))
         if len(set(counts.values())) > 1:
-            raise ValueError(f'index {directory} is inconsistent: '
-                             + ', '.join(f'{v} {k}' for k, v in counts.items())
-                             + ' (expected as many of each); rebuild it')
+            raise IndexIntegrityError(
+                osp.join(directory, MANIFEST), f'index {directory} is inconsistent: '
+                + ', '.join(f'{v} {k}' for k, v in counts.items())
+                + ' (expected as many of each): rebuild the index')
         print_log(f'loaded index {directory}: {len(searcher)} items, {manifest["factory"]}',
                   logger='current')
         return searcher
@@ -428,7 +391,8 @@ class ImageSearcher:
 def load_index_model(directory: str, checkpoint: Optional[str] = None,
                      device: str = 'cpu') -> torch.nn.Module:
     """The model that built the index in ``directory``: its saved config and the checkpoint
-    recorded at build time (or ``checkpoint``), verified against the index when loaded."""
+    recorded at build time (or ``checkpoint``), verified against the index when loaded.
+    A recorded checkpoint that is not there any more is a :class:`CheckpointMovedError`."""
     from irtbox.apis import init_model
     manifest = _read_manifest(directory)
     if 'config' not in manifest['files']:
@@ -443,9 +407,7 @@ def load_index_model(directory: str, checkpoint: Optional[str] = None,
         # A relative path is the build's: relative to its working directory (the root).
         checkpoint = recorded if '://' in recorded or not root else osp.join(root, recorded)
         if '://' not in checkpoint and not osp.isfile(checkpoint):
-            raise FileNotFoundError(
-                f'index {directory} was built with checkpoint {checkpoint}, which is not there '
-                'any more (moved or deleted); pass --checkpoint with its new location')
+            raise CheckpointMovedError(directory, checkpoint)
     elif checkpoint is not None and not osp.isfile(checkpoint) and '://' not in checkpoint:
         raise FileNotFoundError(f'checkpoint {checkpoint} not found')
     return init_model(osp.join(directory, manifest['files']['config']), checkpoint,
@@ -453,50 +415,25 @@ def load_index_model(directory: str, checkpoint: Optional[str] = None,
 
 
 def _read_manifest(directory: str) -> dict:
-    """``directory/manifest.json``, checked to be of a format this irtbox reads."""
+    """``directory/manifest.json``, checked to be of the format this irtbox reads."""
     path = osp.join(directory, MANIFEST)
     if not osp.isfile(path):
-        raise FileNotFoundError(f'{directory} is not an irtbox index (no {MANIFEST}); build one '
-                                'with tools/search.py build')
+        raise FileNotFoundError(f'{directory} is not an irtbox index (no {MANIFEST})')
     try:
         with open(path) as f:
             manifest = json.load(f)
     except ValueError as err:
-        raise ValueError(f'{path} is not valid JSON: {err}') from err
+        raise IndexIntegrityError(path, f'{path} is not valid JSON: {err}') from err
     if manifest.get('format_version') != FORMAT_VERSION:
-        raise ValueError(f'{path}: index format {manifest.get("format_version")!r}, this irtbox '
-                         f'reads format {FORMAT_VERSION}; rebuild the index '
-                         'with tools/search.py build')
+        raise IndexIntegrityError(path, f'{path}: index format '
+                                  f'{manifest.get("format_version")!r}, this irtbox reads format '
+                                  f'{FORMAT_VERSION}: rebuild the index')
     missing = [k for k in ('factory', 'dim', 'files', 'root', 'sha256') if k not in manifest]
     missing += [f'files.{k}' for k in ('index', 'embeddings') if k not in manifest.get('files', {})]
     if missing:
-        raise ValueError(f'{path}: no {", ".join(missing)}; expected a manifest written by '
-                         'ImageSearcher.save (tools/search.py build)')
+        raise IndexIntegrityError(path, f'{path}: no {", ".join(missing)}; expected a manifest '
+                                  'written by ImageSearcher.save: rebuild the index')
     return manifest
-
-
-def _faiss_reason(error: RuntimeError) -> str:
-    """What went wrong, from a faiss error (whose message starts with the C++ function and
-    source line that raised it)."""
-    text = ' '.join(str(error).split())
-    for marker in ('failed: ', 'Error: '):
-        if marker in text:
-            text = text.split(marker, 1)[1]
-            break
-    return text[:300]
-
-
-def _write_faiss(index, path: str) -> None:
-    """``faiss.write_index``, its failures as the OSError they are (faiss raises a
-    RuntimeError, "... (No space left on device)"), for atomic_write to name the file."""
-    import errno
-    faiss = import_faiss()
-    try:
-        faiss.write_index(index, path)
-    except RuntimeError as err:
-        full = 'No space left on device' in str(err)
-        raise OSError(errno.ENOSPC if full else errno.EIO,
-                      f'faiss cannot write the index ({_faiss_reason(err)})') from None
 
 
 def _manifest_names(directory: str, files: dict) -> bool:
@@ -516,31 +453,29 @@ def _sha256(path: str) -> str:
 def _check_files(directory: str, manifest: dict, keys: Sequence[str]) -> None:
     """The files ``manifest['files'][key]`` of ``directory`` checked against the sha256 the
     manifest records: IndexIntegrityError naming the first that is missing or differs."""
-    digests = manifest['sha256']
     for key in keys:
         name = manifest['files'].get(key)
         if name is None:
             continue
         path = osp.join(directory, name)
         if not osp.isfile(path):
-            raise IndexIntegrityError(f'index {directory}: {path} is missing (manifest.json '
-                                      'names it); rebuild the index with tools/search.py build')
-        if name not in digests:
-            raise IndexIntegrityError(f'{osp.join(directory, MANIFEST)}: no sha256 recorded for '
-                                      f'{name}; rebuild the index with tools/search.py build')
-        if _sha256(path) != digests[name]:
+            raise IndexIntegrityError(path, f'index {directory}: {path} is missing '
+                                      '(manifest.json names it): rebuild the index')
+        if name not in manifest['sha256']:
+            raise IndexIntegrityError(path, f'{osp.join(directory, MANIFEST)}: no sha256 '
+                                      f'recorded for {name}: rebuild the index')
+        if _sha256(path) != manifest['sha256'][name]:
             raise IndexIntegrityError(
-                f'{path}: its sha256 is not the one {MANIFEST} records; the file was edited or '
-                'damaged (cut short, overwritten) since the index was saved, and its results '
-                'cannot be trusted: rebuild the index with tools/search.py build')
+                path, f'{path}: its sha256 is not the one {MANIFEST} records; the file was '
+                'edited or damaged (cut short, overwritten) since the index was saved, and its '
+                'results cannot be trusted: rebuild the index')
 
 
 def _read_rows(directory: str, manifest: dict) -> EmbeddingSet:
-    """The rows of the index: embeddings (memory-mapped), ids and the model's identity, from
-    its embeddings file."""
+    """The rows of the index: embeddings (memory-mapped), ids and the model's identity."""
     path = osp.join(directory, manifest['files']['embeddings'])
     rows = load_embeddings(path)
     if rows.ids is None:
-        raise ValueError(f'{path}: no ids; expected the embeddings file of an index '
-                         '(ImageSearcher.save)')
+        raise IndexIntegrityError(path, f'{path}: no ids; expected the embeddings file of an '
+                                  'index (ImageSearcher.save): rebuild the index')
     return rows

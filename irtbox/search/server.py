@@ -45,7 +45,7 @@ def _import_fastapi():
     try:
         import fastapi
     except ImportError as err:
-        raise ImportError('tools/search.py serve needs FastAPI and uvicorn: '
+        raise ImportError('the search server needs FastAPI and uvicorn: '
                           'pip install "irtbox[serve]" (fastapi uvicorn python-multipart)') from err
     return fastapi
 

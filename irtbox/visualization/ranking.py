@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from irtbox.evaluation.functional import average_precision, knn, rank_database
-from irtbox.evaluation.searchers import ExactSearcher
+from irtbox.evaluation.neighbours import ExactSearcher
 
 __all__ = ['label_ground_truth', 'top1_failures', 'select_queries', 'analyze_queries']
 

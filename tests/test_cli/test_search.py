@@ -158,6 +158,18 @@ def test_approximate_index_prints_its_recall(photos, tmp_path, capsys):
     assert ImageSearcher.load(index).factory == 'IVF4,Flat'
 
 
+def test_the_library_errors_are_worded_for_the_flags():
+    """The library names values (k, device='cpu', rebuild the index); the command its flags."""
+    from irtbox.evaluation.neighbours.faiss_index import GpuTopKError
+    from irtbox.search import IndexIntegrityError
+    assert search_tool._worded_for_flags(GpuTopKError(2049)) == (
+        'faiss on the GPU returns at most 2048 hits per query, got --k 2049; ask for fewer or '
+        'search on the CPU (--device cpu)')
+    damaged = IndexIntegrityError('idx/index-a.faiss', 'idx/index-a.faiss: ...: rebuild the index')
+    assert search_tool._worded_for_flags(damaged).endswith(
+        'rebuild the index with tools/search.py build')
+
+
 @pytest.mark.parametrize('argv, message', [
     (['query', 'nowhere', 'x.png'], 'not an irtbox index'),
     (['build', CONFIG, 'none', 'no_such_folder', 'idx'], 'image folder not found'),

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from irtbox.evaluation.functional import knn, retrieval_metrics
-from irtbox.evaluation.searchers import FaissSearcher
-from irtbox.evaluation.searchers import faiss_index
-from irtbox.evaluation.searchers.faiss_index import (float16_lookup_tables, on_gpu,
+from irtbox.evaluation.neighbours import FaissSearcher
+from irtbox.evaluation.neighbours import faiss_index
+from irtbox.evaluation.neighbours.faiss_index import (float16_lookup_tables, on_gpu,
                                                      set_search_parameter, to_cpu, to_gpu)
 
 faiss = pytest.importorskip('faiss')
@@ -64,17 +64,20 @@ def test_faiss_knn_on_a_bare_cuda_device_uses_the_current_one(monkeypatch):
     np.testing.assert_array_equal(idx, knn(emb, emb, 3)[1])
 
 
-def test_an_approximate_index_moves_to_the_gpu_unless_k_is_too_large(monkeypatch):
-    """Any factory string, nprobe set before the move; past faiss-gpu's k the CPU."""
+def test_an_approximate_index_moves_to_the_gpu_and_refuses_k_past_its_limit(monkeypatch):
+    """Any factory string, nprobe set before the move; past faiss-gpu's k the one GPU rule
+    of every faiss search (FaissIndex.search): a GpuTopKError naming k."""
     gpu = FakeGpu(monkeypatch)
     emb = np.random.default_rng(0).standard_normal((2200, 8)).astype(np.float32)
     searcher = FaissSearcher(factory='IVF4,Flat', nprobe=4, device='cuda:0')
     _, idx = knn(emb, emb, 10, exclude_self=True, searcher=searcher)
     assert gpu.moves == [(0, False)]
     np.testing.assert_array_equal(idx, knn(emb, emb, 10, exclude_self=True)[1])
-    with pytest.warns(UserWarning, match='at most 2048 neighbours, 2100 are needed'):
+    monkeypatch.setattr(faiss_index, 'on_gpu', lambda index: True)  # the fake keeps CPU ones
+    with pytest.raises(faiss_index.GpuTopKError, match=r"at most 2048 hits per query, got "
+                                                       r"k=2100; .* \(device='cpu'\)") as info:
         knn(emb, emb, 2100, searcher=searcher)
-    assert gpu.moves == [(0, False)]
+    assert info.value.k == 2100
 
 
 def test_an_index_faiss_gpu_lacks_stays_on_the_cpu_with_one_warning(monkeypatch):
@@ -176,3 +179,16 @@ def test_approximate_evaluation_refuses_nprobe_of_an_index_without_lists():
     labels = np.arange(60) % 6
     with pytest.raises(ValueError, match='no search parameter nprobe'):
         retrieval_metrics(emb, labels, searcher=FaissSearcher(factory='HNSW8', nprobe=4))
+
+
+def test_a_faiss_index_moves_to_a_device_and_back_keeping_its_rows_and_nprobe(monkeypatch):
+    gpu = FakeGpu(monkeypatch)
+    x = np.random.default_rng(0).standard_normal((400, 8)).astype(np.float32)
+    index = faiss_index.FaissIndex('IVF4,Flat', nprobe=3)
+    index.add(x)
+    expected = index.search(x[:5], 4)
+    index.to('cuda:0')
+    assert gpu.moves == [(0, False)] and index.device == 'cuda:0' and len(index) == 400
+    index.to('cpu')
+    assert gpu.moves == [(0, False)] and faiss.extract_index_ivf(index.index).nprobe == 3
+    np.testing.assert_array_equal(index.search(x[:5], 4)[1], expected[1])

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from irtbox.evaluation.functional import knn
-from irtbox.evaluation.searchers import ExactSearcher, FaissSearcher
+from irtbox.evaluation.neighbours import ExactSearcher, FaissSearcher
 
 ranking = importlib.import_module('irtbox.evaluation.functional.ranking')
-exact_module = importlib.import_module('irtbox.evaluation.searchers.exact')
+exact_module = importlib.import_module('irtbox.evaluation.neighbours.exact')
 # The exact searchers, as parameters: torch's products and faiss's IndexFlatIP.
 EXACT = pytest.mark.parametrize('searcher', [ExactSearcher, FaissSearcher],
                                 ids=['torch', 'faiss'])

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from irtbox.evaluation.functional import map_at_r, map_at_r_from_relevance
-from irtbox.evaluation.searchers import ExactSearcher, FaissSearcher
+from irtbox.evaluation.neighbours import ExactSearcher, FaissSearcher
 
 EXACT = pytest.mark.parametrize('searcher', [ExactSearcher, FaissSearcher],
                                 ids=['torch', 'faiss'])

@@ -8,7 +8,7 @@ import torch
 
 from irtbox.evaluation.functional import retrieval_metrics
 from irtbox.evaluation.functional.ranking import rank_of, stable_ranks, stable_topk
-from irtbox.evaluation.searchers import ExactSearcher, FaissSearcher
+from irtbox.evaluation.neighbours import ExactSearcher, FaissSearcher
 
 
 def int_embeddings(n, d=4, seed=0):

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from irtbox.evaluation.functional import recall_at_k, recall_from_relevance, retrieval_metrics
-from irtbox.evaluation.searchers import ExactSearcher, FaissSearcher
+from irtbox.evaluation.neighbours import ExactSearcher, FaissSearcher
 
 EXACT = pytest.mark.parametrize('searcher', [ExactSearcher, FaissSearcher],
                                 ids=['torch', 'faiss'])
@@ -97,7 +97,7 @@ def test_torch_inputs():
 
 
 def test_one_search_feeds_every_metric(monkeypatch):
-    exact = importlib.import_module('irtbox.evaluation.searchers.exact')
+    exact = importlib.import_module('irtbox.evaluation.neighbours.exact')
     searches, selected = [], []
     blocks, topk = exact.similarity_blocks, exact.stable_topk
 

@@ -9,7 +9,7 @@ from irtbox.evaluation import RetrievalMetric
 from irtbox.evaluation.functional import retrieval_metrics
 from irtbox.evaluation.functional.map_at_r import count_relevant, map_at_r_from_relevance
 from irtbox.evaluation.functional.recall import recall_from_relevance
-from irtbox.evaluation.searchers import ExactSearcher, FaissSearcher, build_searcher
+from irtbox.evaluation.neighbours import ExactSearcher, FaissSearcher, build_searcher
 from irtbox.registry import METRICS
 from irtbox.utils.config import ConfigError
 
@@ -55,6 +55,13 @@ def test_built_from_config_with_errors_that_name_the_new_form():
     for bad in (dict(nprobe=0), dict(ef_search=2.5), dict(chunk_size=True), dict(factory='')):
         with pytest.raises(ValueError, match='FaissSearcher: '):
             FaissSearcher(**bad)
+
+
+def test_index_is_not_a_setting_of_the_faiss_searcher():
+    """The factory string is factory= (index= named it before 0.1.0, never released)."""
+    with pytest.raises(ConfigError, match='metric: FaissSearcher has no setting index; its '
+                                          'settings are factory, nprobe'):
+        build_searcher(dict(type='FaissSearcher', index='IVF8,Flat'), 'metric')
 
 
 def test_only_the_exact_searcher_yields_whole_similarity_rows():

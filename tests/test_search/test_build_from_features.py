@@ -130,7 +130,7 @@ def test_a_memory_mapped_index_takes_new_rows_and_saves_them(vectors, tmp_path):
     searcher.add(vectors[:5000])
     searcher.save(str(tmp_path / 'index'))
     loaded = ImageSearcher.load(str(tmp_path / 'index'))
-    assert loaded._mapped
+    assert loaded.faiss_index._mapped
     loaded.add(vectors[5000:])
     loaded.save(str(tmp_path / 'index'))
     again = ImageSearcher.load(str(tmp_path / 'index'))

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from irtbox.evaluation.searchers.faiss_index import on_gpu, set_search_parameter, to_cpu
+from irtbox.evaluation.neighbours.faiss_index import on_gpu, set_search_parameter, to_cpu
 from irtbox.search import ImageSearcher
 
 faiss = pytest.importorskip('faiss')

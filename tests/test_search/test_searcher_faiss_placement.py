@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from irtbox.search import ImageSearcher
-from irtbox.search import searcher as searcher_module
+from irtbox.evaluation.neighbours import faiss_index
 
 faiss = pytest.importorskip('faiss')
 
@@ -87,7 +87,7 @@ def test_k_past_the_gpu_limit_is_a_clear_error(monkeypatch):
     searcher.add(unit_vectors(2100, 4))
     query = unit_vectors(1, 4, seed=1)[0]
     assert len(searcher.search(query, k=2100)) == 2100  # on the CPU any k works
-    monkeypatch.setattr(searcher_module, 'on_gpu', lambda index: True)
+    monkeypatch.setattr(faiss_index, 'on_gpu', lambda index: True)
     assert len(searcher.search(query, k=2048)) == 2048
     with pytest.raises(ValueError, match=r"at most 2048 hits per query, got k=2049.*"
                                          r"device='cpu'"):

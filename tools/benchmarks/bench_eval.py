@@ -30,7 +30,9 @@ reports ``search_recall@10`` against exact search (training the index timed too)
 PyTorch Metric Learning's ``AccuracyCalculator``
 (precision_at_1, r_precision, mean_average_precision_at_r, k = max_bin_count) when it is
 installed. Ratios are to the ``faiss_k1001`` time of the same run; ``exact / time`` is
-``irtbox_torch``'s time over the contender's (the speed-up over exact evaluation).
+``irtbox_torch``'s time over the contender's (the speed-up over exact evaluation). Each
+contender also reports its CPU seconds (all its threads; ``CPU / floor``), which a load from
+other jobs on the machine inflates much less than the wall time.
 
 Contenders (landmarks, ``q`` x ``n`` scores): ``numpy_argsort`` = the score matrix and
 ``numpy.argsort`` of it (the floor); ``rank_database`` = ``rank_database`` + ``revisited_map``
@@ -128,7 +130,7 @@ def run_retrieval(name, folder, ks, args):
             return {}
     elif name in ('irtbox_torch', 'irtbox_faiss', 'irtbox_approx'):
         from irtbox.evaluation.functional import retrieval_metrics
-        from irtbox.evaluation.searchers import ExactSearcher, FaissSearcher
+        from irtbox.evaluation.neighbours import ExactSearcher, FaissSearcher
         searcher = {'irtbox_torch': ExactSearcher(), 'irtbox_faiss': FaissSearcher(),
                     'irtbox_approx': FaissSearcher(factory=args.index, nprobe=args.nprobe)}[name]
 
@@ -177,10 +179,13 @@ def run_landmarks(name, folder):
 
 def measure(call):
     before = reset_peak()
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     metrics = call()
     seconds = time.perf_counter() - started
-    return dict(seconds=seconds, extra_peak_mb=peak_rss_mb() - before, metrics=metrics)
+    # CPU seconds of all the process's threads: on a machine shared with other jobs the wall
+    # time grows with their load, the CPU time much less.
+    return dict(seconds=seconds, cpu_seconds=time.process_time() - cpu_started,
+                extra_peak_mb=peak_rss_mb() - before, metrics=metrics)
 
 
 def child(args):
@@ -260,24 +265,28 @@ def main():
             for name in contenders:
                 result = spawn(args, name, folder)
                 rows.append(dict(contender=name, n=n, dim=dim, **result))
-                print(f'{name} n={n}: {result["seconds"]:.2f} s, '
-                      f'+{result["extra_peak_mb"]:.0f} MB', file=sys.stderr)
+                print(f'{name} n={n}: {result["seconds"]:.2f} s ({result["cpu_seconds"]:.2f} '
+                      f'CPU s), +{result["extra_peak_mb"]:.0f} MB', file=sys.stderr)
     write_report(markdown(rows, 'numpy_argsort' if args.landmarks else 'faiss_k1001'), rows,
                  args.json, args.md, cpus=os.cpu_count(), loadavg=os.getloadavg())
 
 
 def markdown(rows, floor_name):
-    floors = {r['n']: r['seconds'] for r in rows if r['contender'] == floor_name}
+    floors = {r['n']: r for r in rows if r['contender'] == floor_name}
     exact = {r['n']: r['seconds'] for r in rows if r['contender'] == 'irtbox_torch'}
     keys = sorted({k for r in rows for k in r['metrics']})
-    lines = ['| contender | n | time (s) | / ' + floor_name + ' | exact / time | '
-             'extra peak RSS (MB) | ' + ' | '.join(keys) + ' |', '|---' * (6 + len(keys)) + '|']
+    lines = ['| contender | n | time (s) | / ' + floor_name + ' | CPU (s) | CPU / floor | '
+             'exact / time | extra peak RSS (MB) | ' + ' | '.join(keys) + ' |',
+             '|---' * (8 + len(keys)) + '|']
     for r in rows:
-        ratio = f'{r["seconds"] / floors[r["n"]]:.2f}x' if r['n'] in floors else ''
+        floor = floors.get(r['n'])
+        ratio = f'{r["seconds"] / floor["seconds"]:.2f}x' if floor else ''
+        cpu_ratio = f'{r["cpu_seconds"] / floor["cpu_seconds"]:.2f}x' if floor else ''
         speedup = f'{exact[r["n"]] / r["seconds"]:.2f}x' if r['n'] in exact else ''
         values = [f'{r["metrics"][k]:.4f}' if k in r['metrics'] else '' for k in keys]
         lines.append(f'| {r["contender"]} | {r["n"]} | {r["seconds"]:.2f} | {ratio} | '
-                     f'{speedup} | {r["extra_peak_mb"]:.0f} | ' + ' | '.join(values) + ' |')
+                     f'{r["cpu_seconds"]:.2f} | {cpu_ratio} | {speedup} | '
+                     f'{r["extra_peak_mb"]:.0f} | ' + ' | '.join(values) + ' |')
     return '\n'.join(lines)
 
 

@@ -1,6 +1,6 @@
 """k-nearest-neighbour search by inner product (cosine similarity), as arrays.
 
-A thin wrapper of a searcher (:mod:`irtbox.evaluation.searchers`, exact by default): queries
+A thin wrapper of a searcher (:mod:`irtbox.evaluation.neighbours`, exact by default): queries
 are searched in chunks and only the nq x k result is kept.
 """
 from typing import Tuple, Union
@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from irtbox.utils.checks import check_positive_int
-from ..searchers import Searcher, build_searcher
+from ..neighbours import Searcher, build_searcher
 from .checks import ArrayLike
 from .ranking import prepare_pair
 
@@ -44,7 +44,7 @@ def knn(query: ArrayLike,
             (``query`` and ``gallery`` hold the same items, nq == N) and item
             i is left out of query i's neighbours by index, not by dropping
             the first neighbour, which exact duplicates and ties would break.
-        searcher: a :class:`~irtbox.evaluation.searchers.Searcher` or its
+        searcher: a :class:`~irtbox.evaluation.neighbours.Searcher` or its
             config dict, e.g. ``ExactSearcher(chunk_size=256, device='cuda')``
             or ``FaissSearcher()`` (exact too); ``None``: ``ExactSearcher()``
             (chunks of at most 128 MB, on the query's device).

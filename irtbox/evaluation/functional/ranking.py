@@ -1,7 +1,7 @@
 """The exact, tie-stable ranking core of irtbox: similarities by inner product, chunked over
 queries, and the top-k and ranks read from them.
 
-Every exact search (:class:`~irtbox.evaluation.searchers.ExactSearcher`, and through it
+Every exact search (:class:`~irtbox.evaluation.neighbours.ExactSearcher`, and through it
 ``knn``, ``retrieval_metrics``, αQE / αDBA; the revisited Oxford / Paris ranking; average
 precision; tuple mining) goes through this module, so the conventions are decided once:
 

@@ -4,7 +4,7 @@ Radenović, Tolias, Chum, "Fine-tuning CNN Image Retrieval with No Human
 Annotation", TPAMI 2018, Sec. 4.3 (αQE) and the αDBA of the revisited
 Oxford / Paris benchmark (Radenović et al., CVPR 2018). Both take and give
 embeddings; the neighbours come from the exact chunked search
-(:class:`~irtbox.evaluation.searchers.ExactSearcher`: memory O(chunk_size x N),
+(:class:`~irtbox.evaluation.neighbours.ExactSearcher`: memory O(chunk_size x N),
 ties to the lower index, consumed a chunk at a time), never from an N x N matrix.
 
 Every vector is L2-normalised first (written x̂), and with s the inner
@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from irtbox.utils.checks import check_int
-from ..searchers import ExactSearcher
+from ..neighbours import ExactSearcher
 from .checks import ArrayLike, as_float_matrix
 from .ranking import prepare_pair
 
@@ -43,7 +43,7 @@ def alpha_query_expansion(query: ArrayLike,
         k: database neighbours added (clipped to N).
         alpha: the exponent α >= 0 (α = 0: plain average of the query and its
             positively similar neighbours).
-        chunk_size, device: of the search (:class:`~irtbox.evaluation.searchers.ExactSearcher`).
+        chunk_size, device: of the search (:class:`~irtbox.evaluation.neighbours.ExactSearcher`).
 
     Returns:
         n_q x D float32 unit rows, numpy for numpy ``query``, a tensor on its
@@ -68,7 +68,7 @@ def alpha_database_augmentation(database: ArrayLike,
         database: N x D (array or tensor).
         k: neighbours added (clipped to N - 1).
         alpha: the exponent α >= 0.
-        chunk_size, device: of the search (:class:`~irtbox.evaluation.searchers.ExactSearcher`).
+        chunk_size, device: of the search (:class:`~irtbox.evaluation.neighbours.ExactSearcher`).
 
     Returns:
         N x D float32 unit rows, numpy or tensor as ``database``.

@@ -1,6 +1,6 @@
 """Every retrieval metric of a labelled query set from one streamed nearest-neighbour search.
 
-A searcher (:mod:`irtbox.evaluation.searchers`) yields the top k of a chunk of queries at a
+A searcher (:mod:`irtbox.evaluation.neighbours`) yields the top k of a chunk of queries at a
 time; each block is turned into per-query scalars (rank of the first correct item, AP@R,
 R-precision, Precision@1) and dropped, so the extra memory is one block, whatever the number
 of queries.
@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from irtbox.utils.checks import check_positive_ints
-from ..searchers import ExactSearcher, Searcher, build_searcher
+from ..neighbours import ExactSearcher, Searcher, build_searcher
 from .checks import ArrayLike, as_vector
 from .map_at_r import count_relevant, map_at_r_means, map_at_r_per_query
 from .ranking import prepare_pair, rank_of
@@ -59,7 +59,7 @@ def retrieval_metrics(query_emb,
             Given: queries are searched in this gallery only (In-Shop).
         ks: the K of Recall@K.
         map_at_r: also compute MAP@R, R-precision and Precision@1.
-        searcher: a :class:`~irtbox.evaluation.searchers.Searcher` or its
+        searcher: a :class:`~irtbox.evaluation.neighbours.Searcher` or its
             config dict; ``None``: ``ExactSearcher()`` (similarity blocks of
             at most 128 MB, on the query's device). For galleries too large
             for exact search, e.g.

@@ -13,7 +13,7 @@ from mmengine.logging import print_log
 from irtbox.registry import METRICS
 from irtbox.utils.checks import check_positive_ints
 from ..functional import retrieval_metrics, search_average_precision
-from ..searchers import Searcher, build_searcher
+from ..neighbours import Searcher, build_searcher
 from .gather import (check_finite_embeddings, embedding_to_numpy, gather_by_sample_idx,
                      merge_by_sample_idx, pack_results)
 from .resources import rank_threads, search_device
@@ -84,8 +84,8 @@ class RetrievalMetric(BaseMetric):
     After :meth:`evaluate`, ``self.last_outputs`` holds (on rank 0; ``None``
     on other ranks) the gathered, de-duplicated data as numpy arrays ordered
     by sample index: ``embeddings`` (n x D float32), ``labels`` (n),
-    ``sample_idx`` (n int64) and ``is_query`` (n bool), e.g. for
-    ``tools/test.py --out``; with ``map_at_all`` also ``ap_all`` (one AP per
+    ``sample_idx`` (n int64) and ``is_query`` (n bool), e.g. for a test
+    run's saved outputs; with ``map_at_all`` also ``ap_all`` (one AP per
     query, in sample-index order; NaN for a query without positives).
 
     Args:
@@ -94,7 +94,7 @@ class RetrievalMetric(BaseMetric):
             then selects max(R) neighbours per query).
         map_at_all: also compute ``map@all`` (every positive's rank in the
             full gallery ranking is counted for every query).
-        search: the searcher (:mod:`irtbox.evaluation.searchers`), as a
+        search: the searcher (:mod:`irtbox.evaluation.neighbours`), as a
             config dict or an instance; ``None``: ``dict(type='ExactSearcher')``
             (chunked matrix products, similarity blocks of at most 128 MB).
             ``dict(type='FaissSearcher')`` searches exactly with faiss;

@@ -2,7 +2,7 @@
 
 A searcher is a frozen dataclass of its settings, registered in
 :data:`~irtbox.registry.SEARCHERS` and named in a config as ``search=dict(type=..., ...)``
-(:func:`~irtbox.evaluation.searchers.build_searcher`). Its :meth:`Searcher.search` streams
+(:func:`~irtbox.evaluation.neighbours.build_searcher`). Its :meth:`Searcher.search` streams
 the top k of a chunk of queries at a time (:class:`NeighbourBlock`), so that a metric
 consumes each block and drops it.
 """

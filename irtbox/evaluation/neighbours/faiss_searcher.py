@@ -1,5 +1,4 @@
 """Search with faiss: exact (``'Flat'``) or approximate (any factory string), CPU or GPU."""
-import warnings
 from dataclasses import dataclass
 from typing import Iterator, Optional, Tuple
 
@@ -10,23 +9,19 @@ from irtbox.registry import SEARCHERS
 from irtbox.utils.checks import check_positive_int
 from ..functional.ranking import auto_chunk_size, stable_order, stable_topk
 from .base import Device, NeighbourBlock, Searcher
-from .faiss_index import (FAISS_GPU_MAX_K, build_index, has_ivf, set_search_parameter, to_gpu,
-                          train_index)
+from .faiss_index import FaissIndex
 
-__all__ = ['FaissSearcher', 'DEFAULT_NPROBE']
-
-# IVF lists visited per query when nprobe is not given (faiss's own default, 1, misses
-# most neighbours of any index with more than a few lists).
-DEFAULT_NPROBE = 16
+__all__ = ['FaissSearcher']
 
 
 @SEARCHERS.register_module()
 @dataclass(frozen=True)
 class FaissSearcher(Searcher):
-    """The top k by inner product from a faiss index built from a factory string.
+    """The top k by inner product from a faiss index built from a factory string
+    (a :class:`~irtbox.evaluation.neighbours.faiss_index.FaissIndex` of the gallery).
 
     ``factory='Flat'`` (``IndexFlatIP``) is exact and gives the results of
-    :class:`~irtbox.evaluation.searchers.ExactSearcher`: where equal similarities straddle
+    :class:`~irtbox.evaluation.neighbours.ExactSearcher`: where equal similarities straddle
     the k-th place (faiss's choice among them is arbitrary) the row is redone exactly.
     Any other factory string (``'IVF4096,Flat'``, ``'IVF1024,PQ32'``, ``'HNSW32'``,
     ``'PCA128,IVF256,Flat'``, ...) is approximate: the index is trained on the gallery when
@@ -35,19 +30,13 @@ class FaissSearcher(Searcher):
     increasing index.
 
     Args:
-        factory: the faiss factory string (its comma-separated parts as a list are joined:
-            that is what ``--cfg-options test_evaluator.search.factory=IVF4096,Flat`` gives).
-        nprobe: IVF lists visited per query (an index with lists: default 16); an index
-            without lists refuses one.
-        ef_search: HNSW's search breadth (default: faiss's); other indexes refuse one.
+        factory, nprobe, ef_search, device, gpu_temp_memory: the index's
+            (:class:`~irtbox.evaluation.neighbours.faiss_index.FaissIndex`: a list of
+            factory parts is joined, which is what the config override
+            ``test_evaluator.search.factory=IVF4096,Flat`` gives; on a GPU a
+            search for more than 2048 neighbours per query is a ``GpuTopKError``).
         chunk_size: queries per faiss call; ``None``: as many as
-            :class:`~irtbox.evaluation.searchers.ExactSearcher` puts in a block.
-        device: ``'cuda'`` (the current CUDA device) or ``'cuda:N'`` puts the index on that
-            GPU when faiss has GPU support (else it stays on the CPU with a warning, as an
-            index type faiss has no GPU version of, HNSW or plain PQ, does); ``None``:
-            the CPU.
-        gpu_temp_memory: bytes of scratch memory faiss reserves on the GPU (default:
-            faiss's own).
+            :class:`~irtbox.evaluation.neighbours.ExactSearcher` puts in a block.
     """
     factory: str = 'Flat'
     nprobe: Optional[int] = None
@@ -57,51 +46,21 @@ class FaissSearcher(Searcher):
     gpu_temp_memory: Optional[int] = None
 
     def __post_init__(self):
-        if isinstance(self.factory, (list, tuple)):
-            object.__setattr__(self, 'factory', ','.join(map(str, self.factory)))
         try:
-            if not isinstance(self.factory, str) or not self.factory:
-                raise ValueError("factory must be a faiss factory string such as 'Flat' or "
-                                 f"'IVF1024,Flat', got {self.factory!r}.")
-            for name in ('nprobe', 'ef_search', 'chunk_size', 'gpu_temp_memory'):
-                check_positive_int(getattr(self, name), name, allow_none=True)
-        except ValueError as err:  # the class is where a config's search setting fails
+            # The index's own checks, once, where a config's search setting fails.
+            object.__setattr__(self, 'factory', self.new_index().factory)
+            check_positive_int(self.chunk_size, 'chunk_size', allow_none=True)
+        except ValueError as err:
             raise ValueError(f'{type(self).__name__}: {err}') from None
 
     @property
     def exact(self) -> bool:
         return self.factory == 'Flat'
 
-    def new_index(self, dim: int):
-        """An empty CPU index of ``dim``-d vectors (a ValueError names a bad factory)."""
-        return build_index(self.factory, dim)
-
-    def build(self, vectors: np.ndarray, max_k: Optional[int] = None):
-        """An index holding ``vectors`` (N x D float32), trained on them when its type needs
-        it, with the search parameters, on the device (:meth:`place`)."""
-        index = self.new_index(vectors.shape[1])
-        train_index(index, vectors, self.factory)
-        index = self.place(index, max_k)
-        index.add(vectors)
-        return index
-
-    def place(self, index, max_k: Optional[int] = None):
-        """The CPU index ``index`` with nprobe / efSearch set, on the searcher's device.
-
-        The parameters are set on the CPU, where a wrong one gets a clear error; the move
-        to the GPU carries them. ``max_k``: the most neighbours a search will ask for; past
-        what faiss-gpu returns the index stays on the CPU, with a warning.
-        """
-        nprobe = DEFAULT_NPROBE if self.nprobe is None and has_ivf(index) else self.nprobe
-        for name, value in (('nprobe', nprobe), ('efSearch', self.ef_search)):
-            if value is not None:
-                set_search_parameter(index, name, value)
-        if max_k is not None and max_k > FAISS_GPU_MAX_K and self.device is not None \
-                and torch.device(self.device).type == 'cuda':
-            warnings.warn(f'FaissSearcher: faiss-gpu returns at most {FAISS_GPU_MAX_K} '
-                          f'neighbours, {max_k} are needed; searching on the CPU.')
-            return index
-        return to_gpu(index, self.device, self.gpu_temp_memory, self.factory)
+    def new_index(self) -> FaissIndex:
+        """An empty :class:`FaissIndex` of these settings."""
+        return FaissIndex(self.factory, nprobe=self.nprobe, ef_search=self.ef_search,
+                          device=self.device, gpu_temp_memory=self.gpu_temp_memory)
 
     def search(self, query: torch.Tensor, gallery: torch.Tensor, k: int,
                self_ids: Optional[np.ndarray] = None) -> Iterator[NeighbourBlock]:
@@ -111,7 +70,8 @@ class FaissSearcher(Searcher):
         # One more neighbour makes room for the query's own item (dropped); with the exact
         # index one more shows whether equal similarities straddle the cut.
         k_search = min(k + int(self.exact) + int(self_ids is not None), n)
-        index = self.build(gallery_np, k_search)
+        index = self.new_index()
+        index.add(gallery_np)
         chunk_size = auto_chunk_size(self.chunk_size, n)
         for start in range(0, query_np.shape[0], chunk_size):
             stop = min(start + chunk_size, query_np.shape[0])
