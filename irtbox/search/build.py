@@ -331,13 +331,16 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
             log(f'training {plan.factory} on {len(train)} vectors')
             train_index(index, _sample(rows, train), plan.factory)
             del train
+            log(f'trained ({time.time() - started:.0f} s since the start)')
         with tqdm(total=n, desc='adding', unit='vec', disable=not progress) as bar:
             for start in range(0, n, CHUNK_ROWS):
                 index.add(_rows(rows, start, start + CHUNK_ROWS))
                 bar.update(min(CHUNK_ROWS, n - start))
+        log(f'added {n} vectors ({time.time() - started:.0f} s)')
         queries = _sample(rows, query_rows)
         k = min(10, n)
         exact = _exact_top_k(rows, queries, k)
+        log(f'exact top {k} of {len(queries)} queries ({time.time() - started:.0f} s)')
         nprobe = None
         if has_ivf(index):
             import faiss
@@ -352,6 +355,8 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
         else:
             recall = _recall(index, queries, exact, k)
         p50, p99 = _latency_ms(index, queries[:LATENCY_QUERIES], k)
+        log(f'recall@10 {recall:.3f}' + (f' at nprobe {nprobe}' if nprobe else '')
+            + f', one query p50 {p50:.2f} ms, p99 {p99:.2f} ms ({time.time() - started:.0f} s)')
         searcher = ImageSearcher(factory=plan.factory, nprobe=nprobe, identity=identity,
                                  device='cpu')
         searcher.index = searcher.faiss_searcher.place(index)
