@@ -231,7 +231,8 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
     Returns:
         IndexBuild: the saved searcher, the extraction's unreadable images, recall@10,
         seconds and ``report`` (also the manifest's ``build`` entry): source, rows, dim,
-        factory, nprobe, budgets, train rows, recall@10, p50/p99 ms, seconds, index bytes.
+        factory, nprobe, budgets, train rows, recall@10, p50/p99 ms, seconds (also per step:
+        read, train, add, check).
 
     Raises:
         FileNotFoundError, ValueError: the source is missing or not an extraction's (no ids,
@@ -282,7 +283,7 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
     log(f'{n} x {dim} embeddings from {len(parts)} file(s); index {plan.factory}'
         + (f' (~{format_size(plan.index_bytes)} in memory, build ~'
            f'{format_size(plan.build_bytes)}; budget {format_size(max_index_memory)})'
-           if max_index_memory else ''))
+           if max_index_memory and not factory else ''))
     config = config or identity.get('config')
     if config is None or not osp.isfile(config):
         raise FileNotFoundError(f'the model\'s config {config} (recorded by the extraction) is '
@@ -317,6 +318,12 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
                 failed += list(part.failed)
         del seen, sets
         rows.flush()
+        # The seconds of each step, in the report: where a build's time goes.
+        stages, mark = dict(read=round(time.time() - started, 1)), [time.time()]
+
+        def stage(name):
+            stages[name] = round(time.time() - mark[0], 1)
+            mark[0] = time.time()
         rows = np.load(tmp, mmap_mode='r')
         rng = np.random.default_rng(seed)
         query_rows = np.sort(rng.choice(n, size=min(num_queries, n), replace=False))
@@ -332,11 +339,13 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
             train_index(index, _sample(rows, train), plan.factory)
             del train
             log(f'trained ({time.time() - started:.0f} s since the start)')
+        stage('train')
         with tqdm(total=n, desc='adding', unit='vec', disable=not progress) as bar:
             for start in range(0, n, CHUNK_ROWS):
                 index.add(_rows(rows, start, start + CHUNK_ROWS))
                 bar.update(min(CHUNK_ROWS, n - start))
         log(f'added {n} vectors ({time.time() - started:.0f} s)')
+        stage('add')
         queries = _sample(rows, query_rows)
         k = min(10, n)
         exact = _exact_top_k(rows, queries, k)
@@ -357,6 +366,7 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
         p50, p99 = _latency_ms(index, queries[:LATENCY_QUERIES], k)
         log(f'recall@10 {recall:.3f}' + (f' at nprobe {nprobe}' if nprobe else '')
             + f', one query p50 {p50:.2f} ms, p99 {p99:.2f} ms ({time.time() - started:.0f} s)')
+        stage('check')
         searcher = ImageSearcher(factory=plan.factory, nprobe=nprobe, identity=identity,
                                  device='cpu')
         searcher.index = searcher.faiss_searcher.place(index)
@@ -366,7 +376,7 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
                       max_build_memory=max_build_memory, train_rows=plan.train_rows,
                       recall_at_10=round(recall, 4), recall_queries=len(queries),
                       query_p50_ms=round(p50, 3), query_p99_ms=round(p99, 3),
-                      build_seconds=round(time.time() - started, 1))
+                      build_seconds=round(time.time() - started, 1), stage_seconds=stages)
         searcher.build_info = report
         searcher.save(index_dir)
     finally:
