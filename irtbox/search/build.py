@@ -169,17 +169,19 @@ def _sample(rows: np.ndarray, positions: np.ndarray) -> np.ndarray:
 def _exact_top_k(rows: np.ndarray, queries: np.ndarray, k: int,
                  chunk: int = 1 << 15) -> np.ndarray:
     """Positions of the exact top ``k`` inner products of each query among ``rows`` (read
-    ``chunk`` rows at a time: never the whole memory map at once)."""
-    best_s = np.full((len(queries), k), -np.inf, np.float32)
-    best_p = np.zeros((len(queries), k), np.int64)
+    ``chunk`` rows at a time: never the whole memory map at once). faiss's ``knn`` and
+    ``ResultHeap`` keep the best in C++ (a NumPy argpartition of every 1,000 x 32,768 block
+    took longer than the product itself)."""
+    import faiss
+    heap = faiss.ResultHeap(len(queries), k, keep_max=True)
+    queries = np.ascontiguousarray(queries, dtype=np.float32)
     for start in range(0, len(rows), chunk):
-        scores = queries @ _rows(rows, start, start + chunk).T
-        s = np.concatenate([best_s, scores], axis=1)
-        p = np.concatenate([best_p, np.broadcast_to(
-            np.arange(start, start + scores.shape[1]), scores.shape)], axis=1)
-        top = np.argpartition(-s, k - 1, axis=1)[:, :k]
-        best_s, best_p = np.take_along_axis(s, top, 1), np.take_along_axis(p, top, 1)
-    return best_p
+        block = _rows(rows, start, start + chunk)
+        scores, found = faiss.knn(queries, block, min(k, len(block)),
+                                  metric=faiss.METRIC_INNER_PRODUCT)
+        heap.add_result(scores, np.where(found >= 0, found + start, -1))
+    heap.finalize()
+    return heap.I
 
 
 def _recall(index, queries: np.ndarray, exact: np.ndarray, k: int) -> float:
