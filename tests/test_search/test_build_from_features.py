@@ -104,6 +104,10 @@ def test_the_budget_chooses_an_index_that_fits(vectors, tmp_path):
     recall = np.mean([len(set(f) & set(e)) / 10 for f, e in zip(found, exact)])
     assert done.report['recall_at_10'] == pytest.approx(recall, abs=2e-3)
     assert loaded.build_info == done.report
+    # Where the build's time went, step by step (within its whole time).
+    stages = done.report['stage_seconds']
+    assert list(stages) == ['read', 'train', 'add', 'check']
+    assert 0 <= sum(stages.values()) <= done.report['build_seconds'] + 0.2
 
 
 def test_a_budget_too_small_names_the_smallest_that_fits(vectors, tmp_path, capsys):
