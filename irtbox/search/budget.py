@@ -1,5 +1,5 @@
-"""Which faiss index fits a memory budget: what ``tools/search.py build --max-index-memory``
-chooses when no ``--factory`` is given.
+"""Which faiss index fits a memory budget: what a build from features chooses when it is given
+a memory budget and no factory string.
 
 The choice follows faiss's guidelines for picking an index
 (https://github.com/facebookresearch/faiss/wiki/Guidelines-to-choose-an-index): the exact
@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import List, Optional
 
+from irtbox.utils.errors import NamesArguments
+
 __all__ = ['IndexBudgetError', 'IndexPlan', 'parse_size', 'format_size', 'plan_index',
            'index_candidates']
 
@@ -26,8 +28,9 @@ PQ_TRAINING_POINTS = 256 * 39
 CHUNK_ROWS = 65536
 
 
-class IndexBudgetError(ValueError):
-    """No index fits the memory budget given; the message names the smallest that does."""
+class IndexBudgetError(NamesArguments, ValueError):
+    """No index fits the memory budget given; the message names the smallest that does, and
+    the budget's arguments as ``{max_index_memory}`` / ``{max_build_memory}`` fields."""
 
 
 def parse_size(text: str) -> int:
@@ -118,14 +121,14 @@ def plan_index(n: int, dim: int, max_index_memory: int,
     smallest = min(candidates, key=lambda p: p.index_bytes)
     if smallest.index_bytes > max_index_memory:
         raise IndexBudgetError(
-            f'--max-index-memory {format_size(max_index_memory)} is too small for {n} x {dim} '
+            f'{{max_index_memory}} {format_size(max_index_memory)} is too small for {n} x {dim} '
             f'vectors: the smallest index, {smallest.factory}, needs '
             f'{format_size(smallest.index_bytes)}')
     fitting = [_least_training(p, dim) for p in candidates if p.index_bytes <= max_index_memory]
     least = min(fitting, key=lambda p: p.build_bytes)
     raise IndexBudgetError(
-        f'--max-build-memory {format_size(max_build_memory)} is too small for {n} x {dim} '
-        f'vectors: the smallest build that fits --max-index-memory '
+        f'{{max_build_memory}} {format_size(max_build_memory)} is too small for {n} x {dim} '
+        f'vectors: the smallest build that fits {{max_index_memory}} '
         f'{format_size(max_index_memory)}, {least.factory}, needs '
         f'{format_size(least.build_bytes)}')
 

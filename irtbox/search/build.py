@@ -16,14 +16,20 @@ from typing import Callable, List, Optional, Tuple
 
 import numpy as np
 
+from irtbox.utils.errors import NamesArguments
 from irtbox.utils.fileio import atomic_write_text
 from .searcher import ImageSearcher
 
-__all__ = ['IndexBuild', 'ShardsKeptError', 'build_index', 'build_index_from_features', 'read_feature_parts',
-           'BUILD_DIR', 'FAILED_FILE']
+__all__ = ['IndexBuild', 'ShardsKeptError', 'ConfigMovedError', 'build_index',
+           'build_index_from_features', 'read_feature_parts', 'BUILD_DIR', 'FAILED_FILE']
 
 BUILD_DIR = 'build'  # the shards of a build in progress, inside the index folder
 FAILED_FILE = 'failed.json'
+
+
+class ConfigMovedError(NamesArguments, FileNotFoundError):
+    """The model's config an extraction recorded is no longer where it was (the message names
+    the argument that gives its new place, ``{config}``)."""
 
 
 class ShardsKeptError(OSError):
@@ -136,15 +142,17 @@ def read_feature_parts(source: str) -> list:
             return [merged]
         raise FileNotFoundError(f'{source}: neither an embeddings file (features.npz) nor an '
                                 f'extraction folder ({SHARDS_MANIFEST} and shards/, written by '
-                                'tools/extract.py)')
+                                'an extraction)')
     with open(manifest) as f:
         count = json.load(f)['shards']
     parts = [_shard_path(source, i) for i in range(count)]
     missing = [p for p in parts if not osp.isfile(p)]
     if missing:
-        raise FileNotFoundError(f'{len(missing)} of {count} shards of {source} are missing '
-                                f'({", ".join(missing[:3])}{" ..." if len(missing) > 3 else ""})'
-                                ': the extraction is not finished; run it again with --resume')
+        from irtbox.apis.extract import MissingShardsError
+        raise MissingShardsError(f'{len(missing)} of {count} shards of {source} are missing '
+                                 f'({", ".join(missing[:3])}{" ..." if len(missing) > 3 else ""})'
+                                 ': the extraction is not finished; run it again with {resume}',
+                                 python=dict(resume='resume=True'))
     return parts
 
 
@@ -266,12 +274,12 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
     identity = sets[0].identity
     for path, part in zip(parts, sets):
         if part.ids is None:
-            raise ValueError(f'{path}: embeddings without ids; expected an extraction\'s '
-                             '(tools/extract.py), whose ids are the image paths')
+            raise ValueError(f'{path}: embeddings without ids; expected an extraction\'s, '
+                             'whose ids are the image paths')
         if part.identity is None:
             raise ValueError(f'{path}: no model identity recorded, so queries could not be '
-                             'checked against the model that made it; extract with '
-                             'tools/extract.py')
+                             'checked against the model that made it; extract the images '
+                             'with this irtbox')
         differs = [k for k in COMPARED if part.identity.get(k) != identity.get(k)]
         if differs:
             raise ValueError(f'{path}: made by another model than {parts[0]} (differs in '
@@ -296,8 +304,8 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
            if max_index_memory and not factory else ''))
     config = config or identity.get('config')
     if config is None or not osp.isfile(config):
-        raise FileNotFoundError(f'the model\'s config {config} (recorded by the extraction) is '
-                                'not there; pass its location (--config)')
+        raise ConfigMovedError(f'the model\'s config {config} (recorded by the extraction) is '
+                               'not there; pass its location ({config})')
     cfg = Config.fromfile(config)
     os.makedirs(index_dir, exist_ok=True)
     tmp = osp.join(index_dir, _ROWS_TMP)

@@ -187,14 +187,17 @@ def test_a_full_disk_during_build_leaves_no_half_written_file(photos, tmp_path, 
     folder, checkpoint = photos
     index = str(tmp_path / 'index')
     args = ['build', CONFIG, checkpoint, folder, index, '--num-workers', '0', '--shard-size', '40']
-    savez, full = np.savez, {'name': None}
+    from irtbox.structures import embeddings_file
+    atomic_write, full = embeddings_file.atomic_write, {'name': None}
 
-    def savez_on_a_full_disk(file, *arrays, **named):
-        savez(file, *arrays, **named)
-        if full['name'] and full['name'] in osp.basename(file.name):
-            file.truncate(file.tell() // 2)
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    monkeypatch.setattr(np, 'savez', savez_on_a_full_disk)
+    def write_on_a_full_disk(path, write):
+        def half_written(tmp):
+            write(tmp)
+            if full['name'] and full['name'] in osp.basename(path):
+                os.truncate(tmp, os.path.getsize(tmp) // 2)
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return atomic_write(path, half_written)
+    monkeypatch.setattr(embeddings_file, 'atomic_write', write_on_a_full_disk)
 
     def every_file():
         return sorted(osp.relpath(osp.join(d, n), index) for d, _, names in os.walk(index)

@@ -119,7 +119,7 @@ def test_a_budget_too_small_names_the_smallest_that_fits(vectors, tmp_path, caps
     assert '\n' not in message and '--max-index-memory 64K is too small' in message
     smallest = parse_size(re.search(r'needs (\S+)$', message).group(1))
     assert plan_index(len(vectors), 32, smallest).index_bytes <= smallest
-    with pytest.raises(IndexBudgetError, match='--max-build-memory 1M is too small'):
+    with pytest.raises(IndexBudgetError, match='max_build_memory 1M is too small'):
         plan_index(len(vectors), 32, smallest, max_build_memory=2**20)
     with pytest.raises(SystemExit):
         search_tool.parse_args(['build', '--from-features', features, 'x',
