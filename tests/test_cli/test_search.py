@@ -187,8 +187,8 @@ def test_a_full_disk_during_build_leaves_no_half_written_file(photos, tmp_path, 
     folder, checkpoint = photos
     index = str(tmp_path / 'index')
     args = ['build', CONFIG, checkpoint, folder, index, '--num-workers', '0', '--shard-size', '40']
-    from irtbox.structures import embeddings_file
-    atomic_write, full = embeddings_file.atomic_write, {'name': None}
+    from irtbox.utils import fileio
+    atomic_write, full = fileio.atomic_write, {'name': None}
 
     def write_on_a_full_disk(path, write):
         def half_written(tmp):
@@ -197,7 +197,7 @@ def test_a_full_disk_during_build_leaves_no_half_written_file(photos, tmp_path, 
                 os.truncate(tmp, os.path.getsize(tmp) // 2)
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return atomic_write(path, half_written)
-    monkeypatch.setattr(embeddings_file, 'atomic_write', write_on_a_full_disk)
+    monkeypatch.setattr(fileio, 'atomic_write', write_on_a_full_disk)
 
     def every_file():
         return sorted(osp.relpath(osp.join(d, n), index) for d, _, names in os.walk(index)
