@@ -57,6 +57,7 @@ class RehearsalProbeHook(Hook):
     def __init__(self, out_dir: str):
         self.out_dir = out_dir
         self.record = dict(saved=[], val=[], test=[], hooks=defaultdict(list))
+        self._own = defaultdict(set)  # the stages each hook defines
 
     # Every hook's own stages are wrapped so that the rehearsal sees which ran.
     def before_run(self, runner) -> None:
@@ -68,6 +69,7 @@ class RehearsalProbeHook(Hook):
                 method = getattr(type(hook), stage, None)
                 if method is not None and method is not getattr(Hook, stage, None):
                     setattr(hook, stage, self._recording(name, stage, getattr(hook, stage)))
+                    self._own[name].add(stage)
 
     def _recording(self, name, stage, method):
         def recorded(*args, **kwargs):
@@ -106,8 +108,10 @@ class RehearsalProbeHook(Hook):
             name for name, module in bare_model(runner).named_modules()
             if hasattr(module, 'fitted') and not name.startswith('momentum_encoder.')
             and not bool(module.fitted)]
+        # A hook whose whole job is in set-up stages (the work dir's lock) worked when they ran.
         self.record['worked'] = {
             name: any(stage not in _IDLE_STAGES for stage in stages)
+            or not self._own[name] - set(_IDLE_STAGES)
             for name, stages in self.record['hooks'].items()}
         phase = os.environ.get('IRTBOX_REHEARSAL_PHASE', 'run')
         path = osp.join(self.out_dir, f'{phase}_rank{get_rank()}.json')
