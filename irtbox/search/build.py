@@ -182,6 +182,31 @@ def _sample(rows: np.ndarray, positions: np.ndarray) -> np.ndarray:
     return out
 
 
+def _repeated_id(ids: list) -> Optional[int]:
+    """The position of the first id that an earlier position holds too, else None. Sorted
+    64-bit hashes, not a set: a set of 10M ids is ~0.5 GB more at the build's peak."""
+    hashes = np.fromiter(map(hash, ids), np.int64, len(ids))
+    order = np.argsort(hashes, kind='stable')
+    same = np.flatnonzero(hashes[order[1:]] == hashes[order[:-1]])
+    repeats = [order[i + 1] for i in same if ids[order[i + 1]] == ids[order[i]]]
+    return int(min(repeats)) if repeats else None
+
+
+def _give_back_freed_memory() -> None:
+    """Lets the index's lists take freed memory: blocks of 128 KB and more are mapped and
+    unmapped on their own (glibc would otherwise raise that threshold as blocks are freed,
+    keeping the doubling lists' old buffers in the heap), and the heap freed so far is
+    returned to the system. Measured at 1M x 384 IVF1024,SQ8: the lists' resident memory
+    1.29x -> 1.20x their codes. A no-op off glibc."""
+    import ctypes
+    try:
+        libc = ctypes.CDLL('libc.so.6')
+    except OSError:
+        return
+    libc.mallopt(-3, 1 << 17)  # M_MMAP_THRESHOLD
+    libc.malloc_trim(0)
+
+
 def _exact_top_k(rows: np.ndarray, queries: np.ndarray, k: int,
                  chunk: int = 1 << 15) -> np.ndarray:
     """Positions of the exact top ``k`` inner products of each query among ``rows`` (read
@@ -302,6 +327,12 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
         + (f' (~{format_size(plan.index_bytes)} in memory, build ~'
            f'{format_size(plan.build_bytes)}; budget {format_size(max_index_memory)})'
            if max_index_memory and not factory else ''))
+    ids = [i for part in sets for i in part.ids]
+    repeated = _repeated_id(ids)
+    if repeated is not None:
+        path = parts[np.searchsorted(np.cumsum([len(part) for part in sets]), repeated, 'right')]
+        raise ValueError(f'{path}: id {ids[repeated]} is repeated (also in an earlier row); '
+                         'expected each image once')
     config = config or identity.get('config')
     if config is None or not osp.isfile(config):
         raise ConfigMovedError(f'the model\'s config {config} (recorded by the extraction) is '
@@ -313,7 +344,7 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
         # The normalised rows of all parts in one memory-mapped file (what the index folder
         # keeps); the index is then built from it, CHUNK_ROWS at a time.
         rows = np.lib.format.open_memmap(tmp, mode='w+', dtype=np.float32, shape=(n, dim))
-        ids, failed, seen, at = [], [], set(), 0
+        failed, at = [], 0
         with tqdm(total=n, desc='reading', unit='vec', disable=not progress) as bar:
             for path, part in zip(parts, sets):
                 for start in range(0, len(part), CHUNK_ROWS):
@@ -327,14 +358,9 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
                     _rows(rows, 0, 0)  # written back, its pages given back
                     at += len(block)
                     bar.update(len(block))
-                for i in part.ids:
-                    if i in seen:
-                        raise ValueError(f'{path}: id {i} is repeated (also in an earlier '
-                                         'row); expected each image once')
-                    seen.add(i)
-                ids += [str(i) for i in part.ids]
                 failed += list(part.failed)
-        del seen, sets
+        del sets
+        _give_back_freed_memory()
         rows.flush()
         # The seconds of each step, in the report: where a build's time goes.
         stages, mark = dict(read=round(time.time() - started, 1)), [time.time()]

@@ -165,3 +165,29 @@ def test_two_shard_indexes_merged_equal_one_index(vectors):
     merged_scores, merged_ids = halves.search(queries, 10)
     np.testing.assert_array_equal(merged_ids, ids)
     np.testing.assert_allclose(merged_scores, scores, rtol=1e-6)
+
+
+def test_an_id_repeated_across_shards_is_refused_naming_the_later_file(vectors, tmp_path):
+    """Two parts holding one image: the error names the file of the second occurrence and
+    the id (duplicates are found through sorted hashes, not a set of every id)."""
+    first = EmbeddingSet(vectors[:300], ids=[f'v{i}' for i in range(300)],
+                         identity=SYNTHETIC_IDENTITY)
+    second = EmbeddingSet(vectors[300:600], ids=[f'w{i}' for i in range(299)] + ['v7'],
+                          identity=SYNTHETIC_IDENTITY)
+    out = tmp_path / 'out'
+    os.makedirs(out / 'shards')
+    (out / 'shards.json').write_text(json.dumps(dict(images=600, shard_size=300, shards=2)))
+    from irtbox.apis.extract import _shard_path
+    save_embeddings(_shard_path(str(out), 0), first)
+    save_embeddings(_shard_path(str(out), 1), second)
+    with pytest.raises(ValueError, match=re.escape(_shard_path(str(out), 1)) + r': id v7 is '
+                       'repeated'):
+        build_index_from_features(str(out), str(tmp_path / 'index'), progress=False,
+                                  log=lambda line: None)
+    # Within one file too.
+    repeated = EmbeddingSet(vectors[:5], ids=['a', 'b', 'c', 'b', 'a'],
+                            identity=SYNTHETIC_IDENTITY)
+    save_embeddings(str(tmp_path / 'one.npz'), repeated)
+    with pytest.raises(ValueError, match=r'one\.npz: id b is repeated'):
+        build_index_from_features(str(tmp_path / 'one.npz'), str(tmp_path / 'index2'),
+                                  progress=False, log=lambda line: None)
