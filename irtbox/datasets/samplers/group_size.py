@@ -4,14 +4,16 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Optional, Sequence, Tuple
 
 import numpy as np
-from mmengine.dist import all_gather_object, get_dist_info, sync_random_seed
+from mmengine.dist import all_gather_object, get_dist_info
 from mmengine.logging import print_log
 from mmengine.utils import ProgressBar
 from PIL import Image
 
 from irtbox.registry import DATA_SAMPLERS
-from irtbox.utils.checks import check_positive_int
 from .batch_list import BatchListSampler
+
+__all__ = ['DEFAULT_ASPECT_BINS', 'DEFAULT_GROUP_SIZES', 'GroupSizeSampler', 'aspect_group',
+           'check_aspect_bins', 'check_group_sizes', 'get_image_sizes', 'read_image_size']
 
 # Yokoo et al. 2020 (used by DToP): bins of the aspect ratio h / w and one
 # (width, height) per group, widest first.
@@ -202,17 +204,11 @@ class GroupSizeSampler(BatchListSampler):
                  num_threads: int = 8):
         name = type(self).__name__
         try:
-            batch_size = check_positive_int(batch_size, 'batch_size')
             self.aspect_bins = check_aspect_bins(aspect_bins)
         except ValueError as err:
             raise ValueError(f'{name}: {err}') from err
-        self._set_ranks(rank, world_size)
-        self.dataset = dataset
-        self.batch_size = batch_size
-        self.shuffle = shuffle
-        self.infinite = infinite
-        self.seed = sync_random_seed() if seed is None else seed
-        self.epoch = 0
+        super().__init__(dataset, batch_size, shuffle, seed, rank, world_size, infinite)
+        batch_size = self.batch_size
 
         sizes = get_image_sizes(dataset, num_threads)
         #: group of every sample, (N,)
@@ -243,9 +239,3 @@ class GroupSizeSampler(BatchListSampler):
             batches = batches[rng.permutation(len(batches))]
         return batches[:self.batches_per_rank * self.world_size]
 
-
-
-__all__ = [
-    'DEFAULT_ASPECT_BINS', 'DEFAULT_GROUP_SIZES', 'GroupSizeSampler', 'aspect_group',
-    'check_aspect_bins', 'check_group_sizes', 'get_image_sizes', 'read_image_size'
-]
