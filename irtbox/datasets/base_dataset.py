@@ -10,7 +10,7 @@ import numpy as np
 from mmengine.dataset import BaseDataset
 from mmengine.logging import print_log
 
-__all__ = ['BaseRetrievalDataset', 'check_utf8', 'check_one_label_per_image',
+__all__ = ['BaseRetrievalDataset', 'image_prefix', 'read_lines', 'check_utf8', 'check_one_label_per_image',
            'check_unique_images', 'check_int_spellings', 'warn_int_spellings', 'is_int_text',
            'malformed', 'iter_csv_rows', 'parse_int']
 
@@ -73,17 +73,12 @@ class BaseRetrievalDataset(BaseDataset):
             raise ValueError(f'{type(self).__name__}: split must be one of '
                              f'{list(self.SPLITS)}, got {split!r}')
         self.split = split
-        if data_prefix is None:
-            data_prefix = dict(img_path=self.DEFAULT_IMG_PREFIX)
-        elif not isinstance(data_prefix, dict) or 'img_path' not in data_prefix:
-            raise ValueError(f'{type(self).__name__}: data_prefix must be a dict with the key '
-                             f"'img_path' (the image folder), got {data_prefix!r}")
         self._gt_labels: Optional[np.ndarray] = None
         self._query_mask: Optional[np.ndarray] = None
         super().__init__(
             ann_file=ann_file or self.default_ann_file(split),
             data_root=data_root,
-            data_prefix=data_prefix,
+            data_prefix=image_prefix(type(self).__name__, data_prefix, self.DEFAULT_IMG_PREFIX),
             pipeline=list(pipeline),
             test_mode=test_mode,
             lazy_init=lazy_init,
@@ -138,11 +133,9 @@ class BaseRetrievalDataset(BaseDataset):
         infos = [self.get_data_info(i) for i in range(len(self))]
         self._gt_labels = np.array([d['gt_label'] for d in infos], dtype=np.int64)
         self._query_mask = None
-        if any('is_query' in d for d in infos):
-            self._query_mask = np.array([bool(d.get('is_query', False)) for d in infos])
-            self._warn_queries_without_positive()
-
-    def _warn_queries_without_positive(self) -> None:
+        if not any('is_query' in d for d in infos):
+            return
+        self._query_mask = np.array([bool(d.get('is_query', False)) for d in infos])
         queries = self._gt_labels[self._query_mask]
         lonely = int(np.sum(~np.isin(queries, self._gt_labels[~self._query_mask])))
         if lonely:
@@ -153,11 +146,6 @@ class BaseRetrievalDataset(BaseDataset):
                       level=logging.WARNING)
 
     # ----------------------------------------------------------------- access
-    @property
-    def img_prefix(self) -> str:
-        """The folder the annotation's image paths are relative to."""
-        return self.data_prefix['img_path']
-
     @property
     def num_classes(self) -> int:
         """Number of classes of the split (``len(metainfo['classes'])``)."""
@@ -188,20 +176,34 @@ class BaseRetrievalDataset(BaseDataset):
     def _read_lines(self, path: str, key: str) -> Iterable[Tuple[int, str]]:
         """Yield ``(line_number, stripped_line)`` of the non-blank lines of a
         text annotation file, line numbers 1-based (a UTF-8 byte-order mark is dropped)."""
-        self._require_file(path, key)
-        check_utf8(path)
-        with open(path, encoding=TEXT_ENCODING) as f:
-            for lineno, line in enumerate(f, start=1):
-                line = line.strip()
-                if line:
-                    yield lineno, line
+        return read_lines(self._require_file(path, key))
 
     def _join_img(self, rel_path: str) -> str:
-        return osp.join(self.img_prefix, rel_path)
+        return osp.join(self.data_prefix['img_path'], rel_path)
 
     def _join_root(self, path: str) -> str:
         """A secondary annotation file's path, relative to ``data_root``."""
         return path if osp.isabs(path) or not self.data_root else osp.join(self.data_root, path)
+
+
+def image_prefix(owner: str, data_prefix: Optional[dict], default: str) -> dict:
+    """``data_prefix``, or ``dict(img_path=default)`` for None; else an error unless it is a
+    dict with ``img_path``."""
+    if data_prefix is None:
+        return dict(img_path=default)
+    if not isinstance(data_prefix, dict) or 'img_path' not in data_prefix:
+        raise ValueError(f'{owner}: data_prefix must be a dict with the key '
+                         f"'img_path' (the image folder), got {data_prefix!r}")
+    return data_prefix
+
+
+def read_lines(path: str) -> List[Tuple[int, str]]:
+    """``(line_number, stripped_line)`` of the non-blank lines of the UTF-8 text file
+    ``path``, 1-based (a byte-order mark is dropped; other bytes that are not UTF-8 are an
+    error naming the line)."""
+    check_utf8(path)
+    with open(path, encoding=TEXT_ENCODING) as f:
+        return [(n, line.strip()) for n, line in enumerate(f, start=1) if line.strip()]
 
 
 def check_utf8(path: str) -> None:

@@ -10,7 +10,7 @@ from mmengine.dataset import BaseDataset
 
 from irtbox.registry import DATASETS
 from irtbox.utils.checks import check_int
-from .base_dataset import TEXT_ENCODING, check_unique_images, check_utf8
+from .base_dataset import check_unique_images, image_prefix, read_lines
 from .pickle_utils import as_int_array, as_string_list, load_pickle, require_keys
 from .miniature.common import ImageFn, write_image, write_pickle, write_text
 from .spec import FLICKR_TERMS, GB, CountView, DatasetSpec, RemoteFile
@@ -98,9 +98,7 @@ def _read_distractors(path: str, root: str) -> List[str]:
     if not osp.isfile(path):
         raise FileNotFoundError(f'RevisitedDataset: distractors_list {path!r} not '
                                 f'found (distractors_root={root!r})')
-    check_utf8(path)
-    with open(path, encoding=TEXT_ENCODING) as f:
-        lines = [(n, line.strip()) for n, line in enumerate(f, start=1) if line.strip()]
+    lines = read_lines(path)
     check_unique_images((path, n, line, None) for n, line in lines)
     paths = [osp.join(root, line) for _, line in lines]
     if not paths:
@@ -255,11 +253,6 @@ class RevisitedDataset(BaseDataset):
         if kwargs.get('indices') is not None:
             raise ValueError('RevisitedDataset: indices is not supported (the ground truth '
                              'refers to the full query and database lists)')
-        if data_prefix is None:
-            data_prefix = dict(img_path='jpg')
-        elif not isinstance(data_prefix, dict) or 'img_path' not in data_prefix:
-            raise ValueError('RevisitedDataset: data_prefix must be a dict with the key '
-                             f"'img_path' (the image folder), got {data_prefix!r}")
         self.dataset_name = dataset_name
         self.img_suffix = img_suffix
         self.distractors_root = distractors_root
@@ -270,7 +263,7 @@ class RevisitedDataset(BaseDataset):
         super().__init__(
             ann_file=ann_file or f'gnd_{dataset_name}.pkl',
             data_root=data_root,
-            data_prefix=data_prefix,
+            data_prefix=image_prefix('RevisitedDataset', data_prefix, 'jpg'),
             pipeline=list(pipeline),
             test_mode=test_mode,
             lazy_init=lazy_init,

@@ -11,7 +11,7 @@ from mmengine.dataset import BaseDataset
 from irtbox.registry import DATASETS
 from irtbox.structures import DataSample
 from irtbox.utils.checks import check_int, check_positive_int
-from .base_dataset import BaseRetrievalDataset
+from .base_dataset import BaseRetrievalDataset, image_prefix
 from .pickle_utils import as_int_array, as_string_list, load_pickle, require_keys
 from .miniature.common import ImageFn, write_image, write_pickle
 from .spec import FLICKR_TERMS, GB, CountView, DatasetSpec, RemoteFile
@@ -323,14 +323,10 @@ class SfMWhitenDataset(BaseDataset):
         if kwargs.get('indices') is not None:
             raise ValueError('SfMWhitenDataset: indices is not supported (qidxs and pidxs '
                              'index the full list)')
-        if data_prefix is None:
-            data_prefix = dict(img_path='ims')
-        elif not isinstance(data_prefix, dict) or 'img_path' not in data_prefix:
-            raise ValueError('SfMWhitenDataset: data_prefix must be a dict with the key '
-                             f"'img_path' (the image folder), got {data_prefix!r}")
         super().__init__(ann_file=ann_file or 'retrieval-SfM-120k-whiten.pkl',
-                         data_root=data_root, data_prefix=data_prefix, pipeline=list(pipeline),
-                         test_mode=test_mode, **kwargs)
+                         data_root=data_root,
+                         data_prefix=image_prefix('SfMWhitenDataset', data_prefix, 'ims'),
+                         pipeline=list(pipeline), test_mode=test_mode, **kwargs)
 
     def load_data_list(self) -> List[dict]:
         path = self.ann_file
