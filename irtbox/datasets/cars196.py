@@ -133,9 +133,6 @@ class Cars196Dataset(BaseRetrievalDataset):
                CountView('test', dict(type='Cars196Dataset', split='test'), 8_131, 98)),
         terms=('Images collected from the web by Krause et al. (3dRR 2013), distributed for '
                'research under the same terms as ImageNet: non-commercial research only.'),
-        configs='dml_benchmark',
-        notes=("The authors' site has been unreachable at times: prepare from a mirror or from a "
-               'folder holding the same two files.'),
         miniature=write_cars196), )
 
     FORMATS = ('auto', 'mat', 'csv')

@@ -83,7 +83,7 @@ class CUBDataset(BaseRetrievalDataset):
                CountView('test', dict(type='CUBDataset', split='test'), 5_924, 100)),
         terms=('Images from Flickr, copyright their owners; Caltech distributes the dataset '
                'for research. Non-commercial research, cite Wah et al. 2011.'),
-        configs='irt, dml_benchmark', miniature=write_cub), )
+        miniature=write_cub), )
 
     DEFAULT_IMG_PREFIX = 'images'
 

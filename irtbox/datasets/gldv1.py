@@ -102,7 +102,7 @@ class GLDv1NoisyDataset(BaseRetrievalDataset):
                 "challenge's script into a folder train/ (<id>.jpg); put train.csv and "
                 'train/ in one folder and pass it as {from_dir} (train/ is linked, not '
                 'copied). Many URLs are dead: configs read it with skip_missing=True.'),
-        configs='dtop', miniature=write_gldv1noisy), )
+        miniature=write_gldv1noisy), )
 
     SPLITS = ('train', )
     DEFAULT_IMG_PREFIX = 'train'

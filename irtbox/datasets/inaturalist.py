@@ -87,12 +87,6 @@ class INaturalist2018Dataset(BaseRetrievalDataset):
         terms=('Images uploaded to iNaturalist by its users, each under its own (mostly '
                'Creative Commons) licence; the competition data is for research. The split '
                'files are those of Brown et al. (Smooth-AP, ECCV 2020).'),
-        configs='dml_benchmark',
-        notes=('The split files come from the Smooth-AP authors\' Google Drive link (the '
-               'address pytorch-metric-learning uses); Google Drive may ask for a '
-               'confirmation on large files: if the download is an HTML page, fetch the zip '
-               'in a browser, save it as Inat_dataset_splits.zip beside '
-               'train_val2018.tar.gz and prepare from that folder.'),
         miniature=write_inat2018), )
 
     def default_ann_file(self, split):

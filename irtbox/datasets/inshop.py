@@ -91,7 +91,7 @@ class InShopDataset(BaseRetrievalDataset):
                 "agreement, then from the shared folder 'In-shop Clothes Retrieval Benchmark' "
                 'download Img/img.zip and Eval/list_eval_partition.txt into one folder and '
                 'pass it as {from_dir}.'),
-        configs='irt', miniature=write_inshop), )
+        miniature=write_inshop), )
 
     DEFAULT_IMG_PREFIX = 'Img'
 

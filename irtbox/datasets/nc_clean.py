@@ -101,7 +101,7 @@ class NCCleanDataset(BaseRetrievalDataset):
                 'component of each URL), put the lists and images/ in one folder and pass it '
                 'as {from_dir} (images/ is linked, not copied). Many URLs are dead: configs '
                 'read it with skip_missing=True.'),
-        configs='dtop', miniature=write_ncclean), )
+        miniature=write_ncclean), )
 
     SPLITS = ('train', 'val')
     DEFAULT_IMG_PREFIX = 'images'

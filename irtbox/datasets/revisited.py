@@ -137,10 +137,6 @@ def _revisited(name: str, title: str, archives: Tuple[Tuple[str, int], ...], dat
         views=(CountView(name, dict(type='RevisitedDataset', dataset_name=name),
                          queries=70, database=database), ),
         terms=FLICKR_TERMS + ' Revisited annotations: Radenovic et al., CVPR 2018.',
-        notes=('The images archives hold nested folders; their files are flattened into '
-               "jpg/ as the authors' download script does. The revisited ground truth is "
-               'the pickle of the revisitop project.'),
-        configs='irt/landmarks, dtop',
         miniature=partial(write_revisited, dataset_name=name))
 
 
@@ -226,11 +222,6 @@ class RevisitedDataset(BaseDataset):
             views=(CountView('distractors', dict(type=R1MList), images=1_001_001), ),
             terms=('Images from the YFCC100M collection (Flickr, Creative Commons licences of '
                    'their owners), selected by Radenovic et al. (CVPR 2018) for research.'),
-            configs='irt/landmarks, dtop (+R1M)',
-            notes=('revisitop1m.txt lies beside jpg/ and lists paths relative to jpg/: point a '
-                   'RevisitedDataset at it with distractors_root=data/revisitop1m/jpg and '
-                   'distractors_list=../revisitop1m.txt (a relative list is read from '
-                   'distractors_root).'),
             miniature=write_revisitop1m, point=_point_at_r1m, also_read_with='distractors_list'))
 
     DATASET_NAMES = ('roxford5k', 'rparis6k')

@@ -144,7 +144,7 @@ class SfM120kDataset(BaseRetrievalDataset):
                CountView('val', dict(type='SfM120kDataset', split='val'), classes=162),
                CountView('whiten', dict(type='SfMWhitenDataset'))),
         terms=FLICKR_TERMS + ' Radenovic et al., TPAMI 2018.',
-        configs='irt/landmarks, dtop', miniature=write_sfm120k), )
+        miniature=write_sfm120k), )
 
     SPLITS = ('train', 'val')
     DEFAULT_IMG_PREFIX = 'ims'

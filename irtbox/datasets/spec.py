@@ -106,8 +106,6 @@ class DatasetSpec:
     Attributes:
         manual: Where to get files behind a form or terms, what to accept; names
             :func:`~irtbox.datasets.prepare.prepare_dataset`'s arguments as ``{name}`` fields.
-        notes, configs: For the reader (docs/datasets.md): remarks, which shipped configs
-            read it.
         miniature: ``miniature(root, image_fn, **options)`` writes a tiny copy in the
             official layout (:func:`irtbox.datasets.write_miniature`).
         point: ``point(cfg, root)`` sets the keys of a dataset config (the class's, in
@@ -123,8 +121,6 @@ class DatasetSpec:
     views: Tuple[CountView, ...] = ()
     terms: str = ''
     manual: str = ''
-    notes: str = ''
-    configs: str = ''
     miniature: Optional[Callable] = None
     point: Callable[[dict, str], None] = official_layout
     also_read_with: str = ''
