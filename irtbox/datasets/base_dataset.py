@@ -10,7 +10,7 @@ import numpy as np
 from mmengine.dataset import BaseDataset
 from mmengine.logging import print_log
 
-__all__ = ['BaseRetrievalDataset', 'image_prefix', 'read_lines', 'check_utf8', 'check_one_label_per_image',
+__all__ = ['BaseRetrievalDataset', 'image_prefix', 'read_lines', 'check_utf8',
            'check_unique_images', 'check_int_spellings', 'warn_int_spellings', 'is_int_text',
            'malformed', 'iter_csv_rows', 'parse_int']
 
@@ -221,34 +221,23 @@ def check_utf8(path: str) -> None:
                          'save the file as UTF-8') from None
 
 
-def check_one_label_per_image(path: str, entries: Iterable[Tuple[int, str, Hashable]]) -> None:
-    """Raise a ValueError naming both lines when an image path of the annotation file
-    ``path`` is listed twice with different labels; ``entries`` are (line, image path,
-    label). The same image twice with the same label is left to :func:`check_unique_images`
-    (an error within one split; across the splits of one file it is allowed)."""
-    _check_images(((path, n, image, label) for n, image, label in entries), None, True)
-
-
 Location = Union[int, str]
 
 
 def check_unique_images(entries: Iterable[Tuple[str, Location, str, Hashable]],
-                        split: Optional[str] = None) -> None:
+                        split: Optional[str] = None, same_label_ok: bool = False) -> None:
     """Raise a ValueError naming both places when an image is listed twice in one split:
     ``entries`` are (file, line number or a place such as ``'annotations[3]'``, image path,
     label). Paths are compared normalised (``./a.png`` is ``a.png``). A repeated row counts
     its image twice in every metric (a query finds its copy at rank 1), so it is an error,
-    also with the same label.
+    also with the same label. With ``same_label_ok`` (the rows of all the splits of one
+    file) only an image listed with two different labels is an error.
 
     Error (the same file)::
 
         PATH, lines 2 and 5: 'a.png' is listed twice in split 'test' (label 'cat' both
         times); expected each image once: ...
     """
-    _check_images(entries, split, False)
-
-
-def _check_images(entries, split: Optional[str], same_label_ok: bool) -> None:
     first: Dict[str, Tuple[str, Location, Hashable]] = {}
     for path, where, image, label in entries:
         key = osp.normpath(image)

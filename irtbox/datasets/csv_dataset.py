@@ -5,9 +5,8 @@ from typing import Dict, Hashable, Iterable, List, Optional, Sequence, Tuple
 
 from irtbox.registry import DATASETS
 from irtbox.utils.checks import check_int
-from .base_dataset import (TEXT_ENCODING, BaseRetrievalDataset, check_one_label_per_image,
-                           check_unique_images, check_utf8, is_int_text, malformed,
-                           warn_int_spellings)
+from .base_dataset import (TEXT_ENCODING, BaseRetrievalDataset, check_unique_images,
+                           check_utf8, is_int_text, malformed, warn_int_spellings)
 from .miniature.common import ImageFn, class_names, write_image, write_text
 from .spec import DatasetSpec
 
@@ -160,7 +159,8 @@ class CSVDataset(BaseRetrievalDataset):
             entries.append((lineno, row['path'], label))
             if self.split is None or row['split'] == self.split:
                 rows.append((lineno, row, label))
-        check_one_label_per_image(path, entries)
+        check_unique_images(((path, n, image, label) for n, image, label in entries),
+                            same_label_ok=True)
         if not rows:
             raise ValueError(f'CSVDataset: no rows with split {self.split!r} in '
                              f'{path} (splits found: {sorted(splits)})')

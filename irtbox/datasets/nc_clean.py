@@ -16,11 +16,6 @@ from .spec import GB, CountView, DatasetSpec, RemoteFile
 __all__ = ['NCCleanDataset', 'write_ncclean']
 
 
-def _label_key(text: str):
-    # Integer labels sort numerically, others as strings (BaseRetrievalDataset).
-    return int(text) if is_int_text(text) else text
-
-
 def write_ncclean(root: str, image_fn: ImageFn, classes: int = 8, per_class: int = 4,
                   plan: Optional[Dict[str, list]] = None,
                   missing: Collection[Tuple[str, int]] = ()) -> None:
@@ -128,7 +123,9 @@ class NCCleanDataset(BaseRetrievalDataset):
                     raise malformed(path, lineno, 'a URL ending with a file name', line)
                 location = name
             entries.append((path, lineno, location, label))
-            samples.append(dict(img_path=self._join_img(location), gt_label=_label_key(label)))
+            # Integer labels sort numerically, others as strings (BaseRetrievalDataset).
+            key = int(label) if is_int_text(label) else label
+            samples.append(dict(img_path=self._join_img(location), gt_label=key))
         check_unique_images(entries)
         check_int_spellings(((p, n, label) for p, n, _, label in entries), 'label',
                             'one class or two cannot be told')

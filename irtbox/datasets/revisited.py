@@ -250,7 +250,6 @@ class RevisitedDataset(BaseDataset):
         self.distractors_list = distractors_list
         if distractors_list and distractors_root and not osp.isabs(distractors_list):
             self.distractors_list = osp.join(distractors_root, distractors_list)
-        self._query_mask: Optional[np.ndarray] = None
         super().__init__(
             ann_file=ann_file or f'gnd_{dataset_name}.pkl',
             data_root=data_root,
@@ -312,14 +311,7 @@ class RevisitedDataset(BaseDataset):
         out['bbx'] = bbx.tolist()
         return out
 
-    def full_init(self):
-        if self._fully_initialized:
-            return
-        super().full_init()
-        n = self._metainfo['num_queries']
-        self._query_mask = np.arange(len(self)) < n
-
     def get_query_mask(self) -> np.ndarray:
         """Boolean (N,) mask of the query samples (the first ``num_queries``)."""
         self.full_init()
-        return self._query_mask.copy()
+        return np.arange(len(self)) < self._metainfo['num_queries']
