@@ -391,10 +391,6 @@ def _unpack(f: RemoteFile, path: str, root: str, progress: bool, log) -> None:
                            f'(looked for {f.prefix + "/" if f.prefix else ""}'
                            f'{" or ".join(f.include) or "*"}); is it the right file?')
     dest = osp.join(root, f.dest)
-    for folder, _, names in os.walk(tmp):
-        out_dir = osp.join(dest, osp.relpath(folder, tmp))
-        os.makedirs(out_dir, exist_ok=True)
-        for name in names:
-            os.replace(osp.join(folder, name), osp.join(out_dir, name))
+    shutil.copytree(tmp, dest, copy_function=os.replace, dirs_exist_ok=True)  # files moved
     shutil.rmtree(tmp)
     log(f'  unpacked {count} files into {dest}')
