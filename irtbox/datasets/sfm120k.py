@@ -162,13 +162,9 @@ class SfM120kDataset(BaseRetrievalDataset):
         if kwargs.get('indices') is not None:
             raise ValueError('SfM120kDataset: indices is not supported (qidxs and pidxs '
                              'index the full split)')
-        try:
-            qsize, nnum = check_positive_int(qsize, 'qsize'), check_positive_int(nnum, 'nnum')
-        except ValueError as err:
-            raise ValueError(f'{type(self).__name__}: {err}') from err
         self.tuples = bool(tuples)
-        self.qsize = qsize
-        self.nnum = nnum
+        self.qsize = check_positive_int(qsize, f'{type(self).__name__}: qsize')
+        self.nnum = check_positive_int(nnum, f'{type(self).__name__}: nnum')
         self._qidxs = self._pidxs = None
         self._tuples: Optional[np.ndarray] = None  # (num_tuples, 2 + nnum) image indices
         super().__init__(split=split, data_root=data_root, ann_file=ann_file,

@@ -25,10 +25,7 @@ class BatchListSampler(Sampler):
 
     def __init__(self, dataset, batch_size: int, shuffle: bool, seed: Optional[int],
                  rank: Optional[int], world_size: Optional[int], infinite: bool):
-        try:
-            self.batch_size = check_positive_int(batch_size, 'batch_size')
-        except ValueError as err:
-            raise ValueError(f'{type(self).__name__}: {err}') from err
+        self.batch_size = check_positive_int(batch_size, f'{type(self).__name__}: batch_size')
         dist_rank, dist_world_size = get_dist_info()
         self.rank = dist_rank if rank is None else rank
         self.world_size = dist_world_size if world_size is None else world_size

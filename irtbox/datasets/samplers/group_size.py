@@ -25,15 +25,15 @@ _TRANSPOSED_ORIENTATIONS = (5, 6, 7, 8)  # rotated by 90 degrees: width and heig
 _HEADER_CHUNK = 4096
 
 
-def check_aspect_bins(aspect_bins: Sequence[float]) -> Tuple[float, ...]:
-    """``aspect_bins`` as a tuple, or a ValueError unless it is a non-empty,
-    strictly increasing sequence of positive numbers."""
+def check_aspect_bins(aspect_bins: Sequence[float], owner: str) -> Tuple[float, ...]:
+    """``aspect_bins`` as a tuple, or a ValueError (naming ``owner``) unless it is a
+    non-empty, strictly increasing sequence of positive numbers."""
     try:
         bins = tuple(float(b) for b in aspect_bins)
     except (TypeError, ValueError):
         bins = ()
     if not bins or bins[0] <= 0 or any(a >= b for a, b in zip(bins, bins[1:])):
-        raise ValueError(f'aspect_bins must be strictly increasing positive '
+        raise ValueError(f'{owner}: aspect_bins must be strictly increasing positive '
                          f'aspect ratios h / w, got {aspect_bins!r}')
     return bins
 
@@ -203,10 +203,7 @@ class GroupSizeSampler(BatchListSampler):
                  infinite: bool = False,
                  num_threads: int = 8):
         name = type(self).__name__
-        try:
-            self.aspect_bins = check_aspect_bins(aspect_bins)
-        except ValueError as err:
-            raise ValueError(f'{name}: {err}') from err
+        self.aspect_bins = check_aspect_bins(aspect_bins, name)
         super().__init__(dataset, batch_size, shuffle, seed, rank, world_size, infinite)
         batch_size = self.batch_size
 

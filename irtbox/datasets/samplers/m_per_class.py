@@ -117,10 +117,7 @@ class MPerClassSampler(BatchListSampler):
                  world_size: Optional[int] = None,
                  infinite: bool = False):
         name = type(self).__name__
-        try:
-            m = check_positive_int(m, 'm')
-        except ValueError as err:
-            raise ValueError(f'{name}: {err}') from err
+        m = check_positive_int(m, f'{name}: m')
         super().__init__(dataset, batch_size, shuffle, seed, rank, world_size, infinite)
         batch_size = self.batch_size
         if batch_size % m != 0:
