@@ -314,9 +314,7 @@ def _members(path: str, f: RemoteFile) -> Iterator[Tuple[str, object]]:
             raise PrepareError(f'{path}: not a zip archive ({err})') from err
         with archive:
             for member in archive.infolist():
-                if member.is_dir():
-                    continue
-                target = _target(member.filename, f)
+                target = None if member.is_dir() else _target(member.filename, f)
                 if target is not None:
                     with archive.open(member) as fh:
                         yield target, fh
@@ -328,12 +326,10 @@ def _members(path: str, f: RemoteFile) -> Iterator[Tuple[str, object]]:
     with archive:
         try:
             for member in archive:
-                if not member.isfile():
-                    continue  # folders are made as needed; links and devices are not data
-                target = _target(member.name, f)
+                # Folders are made as needed; links and devices are not data.
+                target = _target(member.name, f) if member.isfile() else None
                 if target is not None:
-                    fh = archive.extractfile(member)
-                    yield target, fh
+                    yield target, archive.extractfile(member)
         except (tarfile.TarError, EOFError, OSError) as err:
             raise PrepareError(f'{path}: a damaged archive ({err}); delete it and prepare '
                                'again') from err
