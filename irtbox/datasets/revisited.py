@@ -236,7 +236,6 @@ class RevisitedDataset(BaseDataset):
                  distractors_root: str = '',
                  pipeline: Sequence = (),
                  test_mode: bool = True,
-                 lazy_init: bool = False,
                  **kwargs):
         if dataset_name not in self.DATASET_NAMES:
             raise ValueError(f'RevisitedDataset: dataset_name must be one of '
@@ -256,7 +255,6 @@ class RevisitedDataset(BaseDataset):
             data_prefix=image_prefix('RevisitedDataset', data_prefix, 'jpg'),
             pipeline=list(pipeline),
             test_mode=test_mode,
-            lazy_init=lazy_init,
             **kwargs)
 
     def load_data_list(self) -> List[dict]:

@@ -102,20 +102,19 @@ def get_image_sizes(dataset, num_threads: int = 8) -> np.ndarray:
         raise TypeError(f'{type(dataset).__name__} has no get_data_info(i); the '
                         "image sizes come from its 'width'/'height' or 'img_path'")
     sizes = np.zeros((len(dataset), 2), dtype=np.int64)
-    todo, paths = [], []
+    todo = []  # (sample, image path)
     for i in range(len(dataset)):
         info = dataset.get_data_info(i)
         if info.get('width') is not None and info.get('height') is not None:
             sizes[i] = info['height'], info['width']
         elif info.get('img_path'):
-            todo.append(i)
-            paths.append(info['img_path'])
+            todo.append((i, info['img_path']))
         else:
             raise KeyError(f'sample {i} of {type(dataset).__name__} has neither '
                            f"'width'/'height' nor 'img_path' in its data info: {sorted(info)}")
     if todo:
         rank, world_size = get_dist_info()
-        mine = list(range(rank, len(todo), world_size))
+        mine = todo[rank::world_size]
         print_log(f'reading the sizes of {len(todo)} images from their headers '
                   "(give 'width' and 'height' in the data list to skip this)", logger='current')
         bar = ProgressBar(len(mine)) if rank == 0 else None
@@ -124,14 +123,14 @@ def get_image_sizes(dataset, num_threads: int = 8) -> np.ndarray:
             # in chunks: Executor.map submits all its tasks at once
             for start in range(0, len(mine), _HEADER_CHUNK):
                 chunk = mine[start:start + _HEADER_CHUNK]
-                for k, size in zip(chunk, pool.map(read_image_size, [paths[k] for k in chunk])):
-                    found.append((k, size))
+                for (i, _), size in zip(chunk, pool.map(read_image_size, [p for _, p in chunk])):
+                    found.append((i, size))
                     if bar is not None:
                         bar.update()
         if world_size > 1:
             found = [item for part in all_gather_object(found) for item in part]
-        for k, size in found:
-            sizes[todo[k]] = size
+        for i, size in found:
+            sizes[i] = size
     if (sizes <= 0).any():
         i = int(np.flatnonzero((sizes <= 0).any(1))[0])
         path = dataset.get_data_info(i).get('img_path')
