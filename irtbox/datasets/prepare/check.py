@@ -140,9 +140,8 @@ def check_dataset(info: DatasetSpec, root: str, full: bool = False, sample: int 
                      f'{_missing_annotation_hint(view, root)}', root, prepare_fix)
             continue
         counts = dataset_counts(dataset)
-        want = {k: getattr(view, k) for k in COUNT_KEYS}
-        if expected and view.name in expected:
-            want = {k: expected[view.name].get(k) for k in COUNT_KEYS}
+        source = expected[view.name] if expected and view.name in expected else vars(view)
+        want = {k: source.get(k) for k in COUNT_KEYS}
         split.update(counts=counts, expected={k: v for k, v in want.items() if v is not None})
         wrong = _differences(counts, want)
         if wrong:

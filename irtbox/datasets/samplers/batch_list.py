@@ -20,7 +20,8 @@ class BatchListSampler(Sampler):
     the next one (for iteration-based training, where MMEngine otherwise
     restarts the dataloader at every epoch end with a 2 s pause). A ``seed`` of None
     draws one, synchronised across ranks; ``rank`` / ``world_size`` default to the
-    process group's.
+    process group's. ``batch_size`` is the per-rank batch and must equal the dataloader's
+    (the sampler cannot see the dataloader).
     """
 
     def __init__(self, dataset, batch_size: int, shuffle: bool, seed: Optional[int],

@@ -169,8 +169,7 @@ class GroupSizeSampler(BatchListSampler):
     ``K * batch_size`` on every rank. With ``shuffle=False`` the groups and
     their images keep the dataset order.
 
-    ``batch_size`` is the per-rank batch and must equal the dataloader's
-    ``batch_size`` (the sampler cannot see the dataloader). Use it in the
+    ``batch_size`` must equal the dataloader's (:class:`BatchListSampler`). Use it in the
     ``sampler`` slot of a training dataloader::
 
         sampler=dict(type='GroupSizeSampler', batch_size=64)

@@ -88,10 +88,9 @@ class MPerClassSampler(BatchListSampler):
     each rank gets ``ceil(max(1, N // batch_size) / W)`` complete, distinct
     batches, and ``len(sampler)`` is that times ``batch_size``.
 
-    ``batch_size`` is the per-rank batch and must equal the dataloader's
-    ``batch_size`` (the sampler cannot see the dataloader; with a different
-    dataloader batch size the P x M structure is lost). MMEngine passes
-    ``dataset`` and ``seed`` when it builds the sampler of a dataloader.
+    ``batch_size`` must equal the dataloader's (:class:`BatchListSampler`; else the P x M
+    structure is lost). MMEngine passes ``dataset`` and ``seed`` when it builds the sampler
+    of a dataloader.
 
     Args:
         dataset: An MMEngine dataset with ``get_gt_labels()`` or
