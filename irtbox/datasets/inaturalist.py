@@ -97,10 +97,8 @@ class INaturalist2018Dataset(BaseRetrievalDataset):
         expected = "one path '<...>/<category>/<image>' per line"
         samples, entries = [], []
         for lineno, line in self._read_lines(path, 'ann_file'):
-            if len(line.split()) != 1:
-                raise malformed(path, lineno, expected, line)
             category = posixpath.basename(posixpath.dirname(line.replace('\\', '/')))
-            if not category or line.endswith(('/', '\\')):
+            if len(line.split()) != 1 or not category or line.endswith(('/', '\\')):
                 raise malformed(path, lineno, expected, line)
             key = int(category) if category.isdigit() else category
             entries.append((path, lineno, line, key, category))

@@ -118,10 +118,9 @@ class NCCleanDataset(BaseRetrievalDataset):
                                 line)
             location, label = fields
             if '://' in location:
-                name = osp.basename(unquote(urlsplit(location).path))
-                if not name:
+                location = osp.basename(unquote(urlsplit(location).path))
+                if not location:
                     raise malformed(path, lineno, 'a URL ending with a file name', line)
-                location = name
             entries.append((path, lineno, location, label))
             # Integer labels sort numerically, others as strings (BaseRetrievalDataset).
             key = int(label) if is_int_text(label) else label
