@@ -129,8 +129,9 @@ class BaseRetrievalDataset(BaseDataset):
         return subset
 
     def _cache_labels(self):
-        # Read once from the (possibly serialised) list: samplers and metrics need them.
-        infos = [self.get_data_info(i) for i in range(len(self))]
+        # Read once from the (possibly serialised) list: samplers and metrics need them. Over
+        # the samples (BaseDataset's len(): SfM120kDataset's counts tuples in tuple mode).
+        infos = [self.get_data_info(i) for i in range(BaseDataset.__len__(self))]
         self._gt_labels = np.array([d['gt_label'] for d in infos], dtype=np.int64)
         self._query_mask = None
         if not any('is_query' in d for d in infos):

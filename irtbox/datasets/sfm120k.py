@@ -191,12 +191,6 @@ class SfM120kDataset(BaseRetrievalDataset):
         return [dict(img_path=self._join_img(cid_to_path(cid)), gt_label=int(c))
                 for cid, c in zip(cids, clusters)]
 
-    def _cache_labels(self):
-        # As the base class, over the images: in tuple mode len() counts tuples.
-        infos = [self.get_data_info(i) for i in range(self.num_images)]
-        self._gt_labels = np.array([d['gt_label'] for d in infos], dtype=np.int64)
-        self._query_mask = None
-
     # ---------------------------------------------------------------- access
     @property
     def num_images(self) -> int:

@@ -27,11 +27,8 @@ def dataset_counts(dataset) -> Dict[str, int]:
     meta = getattr(dataset, 'metainfo', {}) or {}
     if 'num_database' in meta:  # RevisitedDataset: distractors are not part of the set
         return dict(queries=int(meta['num_queries']), database=int(meta['num_database']))
-    if hasattr(dataset, 'num_images'):  # SfM120kDataset: len() counts tuples in tuple mode
-        images = int(dataset.num_images)
-    else:
-        images = len(dataset)
-    counts = dict(images=images)
+    # SfM120kDataset's len() counts tuples in tuple mode, its num_images the images.
+    counts = dict(images=int(getattr(dataset, 'num_images', len(dataset))))
     if hasattr(dataset, 'get_gt_labels'):
         counts['classes'] = int(len(set(dataset.get_gt_labels().tolist())))
     mask = dataset.get_query_mask() if hasattr(dataset, 'get_query_mask') else None
