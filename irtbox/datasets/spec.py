@@ -1,8 +1,6 @@
 """What a dataset class declares about the data it reads, beside its code: a
 :class:`DatasetSpec` in its ``specs`` attribute (a tuple: ``RevisitedDataset`` reads three
-published datasets). The spec holds where the files are published, their checksums (where
-one is published, and who publishes it), their sizes, the layout they unpack into, the
-published counts per split, the terms of use and the writer of the dataset's miniature.
+published datasets; :class:`DatasetSpec` and :class:`RemoteFile` say what a spec holds).
 ``irtbox prepare`` / ``irtbox check`` (:mod:`.prepare`), the count check of every run
 (``DatasetCountCheckHook``) and the miniatures of the rehearsals (:mod:`.miniature`) find
 the specs through the classes registered in :data:`irtbox.registry.DATASETS`
