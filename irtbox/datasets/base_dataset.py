@@ -59,6 +59,7 @@ class BaseRetrievalDataset(BaseDataset):
 
     SPLITS: Optional[Tuple[str, ...]] = ('train', 'test')
     DEFAULT_IMG_PREFIX = ''
+    DEFAULT_ANN_FILE = ''
 
     def __init__(self,
                  split: Optional[str] = 'train',
@@ -86,8 +87,9 @@ class BaseRetrievalDataset(BaseDataset):
 
     # ----------------------------------------------------------- subclass API
     def default_ann_file(self, split: Optional[str]) -> str:
-        """The annotation file used when ``ann_file`` is not given."""
-        return ''
+        """The annotation file used when ``ann_file`` is not given: ``DEFAULT_ANN_FILE`` with
+        ``{split}`` replaced by the split."""
+        return self.DEFAULT_ANN_FILE.format(split=split)
 
     def parse_samples(self) -> List[dict]:
         """Read the annotation and return the samples of ``self.split`` with

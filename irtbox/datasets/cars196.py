@@ -136,6 +136,7 @@ class Cars196Dataset(BaseRetrievalDataset):
         miniature=write_cars196), )
 
     FORMATS = ('auto', 'mat', 'csv')
+    DEFAULT_ANN_FILE = 'cars_annos.mat'
 
     def __init__(self,
                  ann_format: str = 'auto',
@@ -154,9 +155,6 @@ class Cars196Dataset(BaseRetrievalDataset):
         self.csv_img_dirs = tuple(csv_img_dirs)
         self.num_train_classes = num_train_classes
         super().__init__(**kwargs)
-
-    def default_ann_file(self, split):
-        return 'cars_annos.mat'
 
     def resolved_format(self) -> str:
         """The annotation format read: ``ann_format`` with ``'auto'`` resolved."""

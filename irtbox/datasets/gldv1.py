@@ -106,13 +106,11 @@ class GLDv1NoisyDataset(BaseRetrievalDataset):
 
     SPLITS = ('train', )
     DEFAULT_IMG_PREFIX = 'train'
+    DEFAULT_ANN_FILE = 'train.csv'
 
     def __init__(self, split: str = 'train', skip_missing: bool = False, **kwargs):
         self.skip_missing = bool(skip_missing)
         super().__init__(split=split, **kwargs)
-
-    def default_ann_file(self, split):
-        return 'train.csv'
 
     def parse_samples(self) -> List[dict]:
         path = self._require_file(self.ann_file, 'ann_file')

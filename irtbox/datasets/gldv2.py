@@ -83,9 +83,7 @@ class GLDv2CleanDataset(BaseRetrievalDataset):
 
     SPLITS = ('train', )
     DEFAULT_IMG_PREFIX = 'train'
-
-    def default_ann_file(self, split):
-        return 'train_clean.csv'
+    DEFAULT_ANN_FILE = 'train_clean.csv'
 
     def parse_samples(self) -> List[dict]:
         path = self._require_file(self.ann_file, 'ann_file')

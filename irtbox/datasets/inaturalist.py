@@ -89,8 +89,7 @@ class INaturalist2018Dataset(BaseRetrievalDataset):
                'files are those of Brown et al. (Smooth-AP, ECCV 2020).'),
         miniature=write_inat2018), )
 
-    def default_ann_file(self, split):
-        return f'Inaturalist_{split}_set1.txt'
+    DEFAULT_ANN_FILE = 'Inaturalist_{split}_set1.txt'
 
     def parse_samples(self) -> List[dict]:
         path = self.ann_file

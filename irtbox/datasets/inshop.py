@@ -94,9 +94,7 @@ class InShopDataset(BaseRetrievalDataset):
         miniature=write_inshop), )
 
     DEFAULT_IMG_PREFIX = 'Img'
-
-    def default_ann_file(self, split):
-        return 'Eval/list_eval_partition.txt'
+    DEFAULT_ANN_FILE = 'Eval/list_eval_partition.txt'
 
     def parse_samples(self) -> List[dict]:
         path = self.ann_file

@@ -100,13 +100,11 @@ class NCCleanDataset(BaseRetrievalDataset):
 
     SPLITS = ('train', 'val')
     DEFAULT_IMG_PREFIX = 'images'
+    DEFAULT_ANN_FILE = 'annotation_clean_{split}.txt'
 
     def __init__(self, split: str = 'train', skip_missing: bool = False, **kwargs):
         self.skip_missing = bool(skip_missing)
         super().__init__(split=split, **kwargs)
-
-    def default_ann_file(self, split):
-        return f'annotation_clean_{split}.txt'
 
     def parse_samples(self) -> List[dict]:
         path = self.ann_file

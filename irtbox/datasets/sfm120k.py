@@ -148,6 +148,7 @@ class SfM120kDataset(BaseRetrievalDataset):
 
     SPLITS = ('train', 'val')
     DEFAULT_IMG_PREFIX = 'ims'
+    DEFAULT_ANN_FILE = 'retrieval-SfM-120k.pkl'
 
     def __init__(self,
                  split: str = 'train',
@@ -169,9 +170,6 @@ class SfM120kDataset(BaseRetrievalDataset):
         self._tuples: Optional[np.ndarray] = None  # (num_tuples, 2 + nnum) image indices
         super().__init__(split=split, data_root=data_root, ann_file=ann_file,
                          data_prefix=data_prefix, pipeline=pipeline, **kwargs)
-
-    def default_ann_file(self, split):
-        return 'retrieval-SfM-120k.pkl'
 
     def parse_samples(self) -> List[dict]:
         path = self.ann_file

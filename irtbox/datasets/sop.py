@@ -82,8 +82,7 @@ class SOPDataset(BaseRetrievalDataset):
                'cite the paper.'),
         miniature=write_sop), )
 
-    def default_ann_file(self, split):
-        return f'Ebay_{split}.txt'
+    DEFAULT_ANN_FILE = 'Ebay_{split}.txt'
 
     def parse_samples(self) -> List[dict]:
         rows = self._read_rows(self.ann_file, 'ann_file', self.split)
