@@ -10,7 +10,7 @@ import numpy as np
 from mmengine.dataset import BaseDataset
 from mmengine.logging import print_log
 
-__all__ = ['BaseRetrievalDataset', 'check_utf8', 'check_one_label_per_image',
+__all__ = ['BaseRetrievalDataset', 'image_prefix', 'read_lines', 'check_utf8',
            'check_unique_images', 'check_int_spellings', 'warn_int_spellings', 'is_int_text',
            'malformed', 'iter_csv_rows', 'parse_int']
 
@@ -59,6 +59,7 @@ class BaseRetrievalDataset(BaseDataset):
 
     SPLITS: Optional[Tuple[str, ...]] = ('train', 'test')
     DEFAULT_IMG_PREFIX = ''
+    DEFAULT_ANN_FILE = ''
 
     def __init__(self,
                  split: Optional[str] = 'train',
@@ -73,17 +74,12 @@ class BaseRetrievalDataset(BaseDataset):
             raise ValueError(f'{type(self).__name__}: split must be one of '
                              f'{list(self.SPLITS)}, got {split!r}')
         self.split = split
-        if data_prefix is None:
-            data_prefix = dict(img_path=self.DEFAULT_IMG_PREFIX)
-        elif not isinstance(data_prefix, dict) or 'img_path' not in data_prefix:
-            raise ValueError(f'{type(self).__name__}: data_prefix must be a dict with the key '
-                             f"'img_path' (the image folder), got {data_prefix!r}")
         self._gt_labels: Optional[np.ndarray] = None
         self._query_mask: Optional[np.ndarray] = None
         super().__init__(
             ann_file=ann_file or self.default_ann_file(split),
             data_root=data_root,
-            data_prefix=data_prefix,
+            data_prefix=image_prefix(type(self).__name__, data_prefix, self.DEFAULT_IMG_PREFIX),
             pipeline=list(pipeline),
             test_mode=test_mode,
             lazy_init=lazy_init,
@@ -91,8 +87,9 @@ class BaseRetrievalDataset(BaseDataset):
 
     # ----------------------------------------------------------- subclass API
     def default_ann_file(self, split: Optional[str]) -> str:
-        """The annotation file used when ``ann_file`` is not given."""
-        return ''
+        """The annotation file used when ``ann_file`` is not given: ``DEFAULT_ANN_FILE`` with
+        ``{split}`` replaced by the split."""
+        return self.DEFAULT_ANN_FILE.format(split=split)
 
     def parse_samples(self) -> List[dict]:
         """Read the annotation and return the samples of ``self.split`` with
@@ -134,15 +131,14 @@ class BaseRetrievalDataset(BaseDataset):
         return subset
 
     def _cache_labels(self):
-        # Read once from the (possibly serialised) list: samplers and metrics need them.
-        infos = [self.get_data_info(i) for i in range(len(self))]
+        # Read once from the (possibly serialised) list: samplers and metrics need them. Over
+        # the samples (BaseDataset's len(): SfM120kDataset's counts tuples in tuple mode).
+        infos = [self.get_data_info(i) for i in range(BaseDataset.__len__(self))]
         self._gt_labels = np.array([d['gt_label'] for d in infos], dtype=np.int64)
         self._query_mask = None
-        if any('is_query' in d for d in infos):
-            self._query_mask = np.array([bool(d.get('is_query', False)) for d in infos])
-            self._warn_queries_without_positive()
-
-    def _warn_queries_without_positive(self) -> None:
+        if not any('is_query' in d for d in infos):
+            return
+        self._query_mask = np.array([bool(d.get('is_query', False)) for d in infos])
         queries = self._gt_labels[self._query_mask]
         lonely = int(np.sum(~np.isin(queries, self._gt_labels[~self._query_mask])))
         if lonely:
@@ -153,11 +149,6 @@ class BaseRetrievalDataset(BaseDataset):
                       level=logging.WARNING)
 
     # ----------------------------------------------------------------- access
-    @property
-    def img_prefix(self) -> str:
-        """The folder the annotation's image paths are relative to."""
-        return self.data_prefix['img_path']
-
     @property
     def num_classes(self) -> int:
         """Number of classes of the split (``len(metainfo['classes'])``)."""
@@ -188,20 +179,34 @@ class BaseRetrievalDataset(BaseDataset):
     def _read_lines(self, path: str, key: str) -> Iterable[Tuple[int, str]]:
         """Yield ``(line_number, stripped_line)`` of the non-blank lines of a
         text annotation file, line numbers 1-based (a UTF-8 byte-order mark is dropped)."""
-        self._require_file(path, key)
-        check_utf8(path)
-        with open(path, encoding=TEXT_ENCODING) as f:
-            for lineno, line in enumerate(f, start=1):
-                line = line.strip()
-                if line:
-                    yield lineno, line
+        return read_lines(self._require_file(path, key))
 
     def _join_img(self, rel_path: str) -> str:
-        return osp.join(self.img_prefix, rel_path)
+        return osp.join(self.data_prefix['img_path'], rel_path)
 
     def _join_root(self, path: str) -> str:
         """A secondary annotation file's path, relative to ``data_root``."""
         return path if osp.isabs(path) or not self.data_root else osp.join(self.data_root, path)
+
+
+def image_prefix(owner: str, data_prefix: Optional[dict], default: str) -> dict:
+    """``data_prefix``, or ``dict(img_path=default)`` for None; else an error unless it is a
+    dict with ``img_path``."""
+    if data_prefix is None:
+        return dict(img_path=default)
+    if not isinstance(data_prefix, dict) or 'img_path' not in data_prefix:
+        raise ValueError(f'{owner}: data_prefix must be a dict with the key '
+                         f"'img_path' (the image folder), got {data_prefix!r}")
+    return data_prefix
+
+
+def read_lines(path: str) -> List[Tuple[int, str]]:
+    """``(line_number, stripped_line)`` of the non-blank lines of the UTF-8 text file
+    ``path``, 1-based (a byte-order mark is dropped; other bytes that are not UTF-8 are an
+    error naming the line)."""
+    check_utf8(path)
+    with open(path, encoding=TEXT_ENCODING) as f:
+        return [(n, line.strip()) for n, line in enumerate(f, start=1) if line.strip()]
 
 
 def check_utf8(path: str) -> None:
@@ -219,34 +224,23 @@ def check_utf8(path: str) -> None:
                          'save the file as UTF-8') from None
 
 
-def check_one_label_per_image(path: str, entries: Iterable[Tuple[int, str, Hashable]]) -> None:
-    """Raise a ValueError naming both lines when an image path of the annotation file
-    ``path`` is listed twice with different labels; ``entries`` are (line, image path,
-    label). The same image twice with the same label is left to :func:`check_unique_images`
-    (an error within one split; across the splits of one file it is allowed)."""
-    _check_images(((path, n, image, label) for n, image, label in entries), None, True)
-
-
 Location = Union[int, str]
 
 
 def check_unique_images(entries: Iterable[Tuple[str, Location, str, Hashable]],
-                        split: Optional[str] = None) -> None:
+                        split: Optional[str] = None, same_label_ok: bool = False) -> None:
     """Raise a ValueError naming both places when an image is listed twice in one split:
     ``entries`` are (file, line number or a place such as ``'annotations[3]'``, image path,
     label). Paths are compared normalised (``./a.png`` is ``a.png``). A repeated row counts
     its image twice in every metric (a query finds its copy at rank 1), so it is an error,
-    also with the same label.
+    also with the same label. With ``same_label_ok`` (the rows of all the splits of one
+    file) only an image listed with two different labels is an error.
 
     Error (the same file)::
 
         PATH, lines 2 and 5: 'a.png' is listed twice in split 'test' (label 'cat' both
         times); expected each image once: ...
     """
-    _check_images(entries, split, False)
-
-
-def _check_images(entries, split: Optional[str], same_label_ok: bool) -> None:
     first: Dict[str, Tuple[str, Location, Hashable]] = {}
     for path, where, image, label in entries:
         key = osp.normpath(image)

@@ -133,12 +133,10 @@ class Cars196Dataset(BaseRetrievalDataset):
                CountView('test', dict(type='Cars196Dataset', split='test'), 8_131, 98)),
         terms=('Images collected from the web by Krause et al. (3dRR 2013), distributed for '
                'research under the same terms as ImageNet: non-commercial research only.'),
-        configs='dml_benchmark',
-        notes=("The authors' site has been unreachable at times: prepare from a mirror or from a "
-               'folder holding the same two files.'),
         miniature=write_cars196), )
 
     FORMATS = ('auto', 'mat', 'csv')
+    DEFAULT_ANN_FILE = 'cars_annos.mat'
 
     def __init__(self,
                  ann_format: str = 'auto',
@@ -157,9 +155,6 @@ class Cars196Dataset(BaseRetrievalDataset):
         self.csv_img_dirs = tuple(csv_img_dirs)
         self.num_train_classes = num_train_classes
         super().__init__(**kwargs)
-
-    def default_ann_file(self, split):
-        return 'cars_annos.mat'
 
     def resolved_format(self) -> str:
         """The annotation format read: ``ann_format`` with ``'auto'`` resolved."""

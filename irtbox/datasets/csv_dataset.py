@@ -5,9 +5,8 @@ from typing import Dict, Hashable, Iterable, List, Optional, Sequence, Tuple
 
 from irtbox.registry import DATASETS
 from irtbox.utils.checks import check_int
-from .base_dataset import (TEXT_ENCODING, BaseRetrievalDataset, check_one_label_per_image,
-                           check_unique_images, check_utf8, is_int_text, malformed,
-                           warn_int_spellings)
+from .base_dataset import (TEXT_ENCODING, BaseRetrievalDataset, check_unique_images,
+                           check_utf8, is_int_text, malformed, warn_int_spellings)
 from .miniature.common import ImageFn, class_names, write_image, write_text
 from .spec import DatasetSpec
 
@@ -146,34 +145,22 @@ class CSVDataset(BaseRetrievalDataset):
 
     def parse_samples(self) -> List[dict]:
         path = self._require_file(self.ann_file, 'ann_file')
-        check_utf8(path)
-        with open(path, newline='', encoding=TEXT_ENCODING) as f:
-            reader = csv.DictReader(f, skipinitialspace=True)
-            columns = [c.strip() for c in reader.fieldnames or []]
-            missing = [c for c in _REQUIRED if c not in columns]
-            if missing:
-                raise malformed(path, 1, 'a header with the columns path,label'
-                                '[,split][,is_query]', ','.join(columns))
-            reader.fieldnames = columns
-            if self.split is not None and 'split' not in columns:
-                raise ValueError(f'CSVDataset: split={self.split!r} was asked for '
-                                 f'but {path} has no split column')
-            rows, splits, entries = [], set(), []  # entries: (line, path, label) of all splits
-            for row in reader:
-                lineno = reader.line_num
-                if None in row or any(row.get(c) is None for c in columns):
-                    raise malformed(path, lineno, f'{len(columns)} fields '
-                                    f'({",".join(columns)})', _raw(row))
-                row = {k: v.strip() for k, v in row.items()}
-                if not row['path'] or not row['label'] or row['label'].lower() == 'nan':
-                    raise malformed(path, lineno, 'a non-empty path and label (not NaN)',
-                                    _raw(row))
-                splits.add(row.get('split'))
-                label = self._label_key(path, lineno, row)
-                entries.append((lineno, row['path'], label))
-                if self.split is None or row['split'] == self.split:
-                    rows.append((lineno, row, label))
-        check_one_label_per_image(path, entries)
+        columns, lines = _read_csv(path, _REQUIRED, 'path,label[,split][,is_query]')
+        if self.split is not None and 'split' not in columns:
+            raise ValueError(f'CSVDataset: split={self.split!r} was asked for '
+                             f'but {path} has no split column')
+        rows, splits, entries = [], set(), []  # entries: (line, path, label) of all splits
+        for lineno, row in lines:
+            row = {k: v.strip() for k, v in row.items()}
+            if not row['path'] or not row['label'] or row['label'].lower() == 'nan':
+                raise malformed(path, lineno, 'a non-empty path and label (not NaN)', _raw(row))
+            splits.add(row.get('split'))
+            label = self._label_key(path, lineno, row)
+            entries.append((lineno, row['path'], label))
+            if self.split is None or row['split'] == self.split:
+                rows.append((lineno, row, label))
+        check_unique_images(((path, n, image, label) for n, image, label in entries),
+                            same_label_ok=True)
         if not rows:
             raise ValueError(f'CSVDataset: no rows with split {self.split!r} in '
                              f'{path} (splits found: {sorted(splits)})')
@@ -209,44 +196,33 @@ class CSVDataset(BaseRetrievalDataset):
                    all_paths: set) -> List[Tuple[str, str]]:
         """The junk file's (query img_path, gallery img_path) pairs within the split."""
         path = self._require_file(self._join_root(self.junk_file), 'junk_file')
-        check_utf8(path)
+        _, lines = _read_csv(path, _JUNK_COLUMNS, ','.join(_JUNK_COLUMNS))
         in_split: Dict[str, List[dict]] = {}
         for (_, row, _), sample in zip(rows, samples):
             in_split.setdefault(osp.normpath(row['path']), []).append(sample)
         pairs = {}
-        with open(path, newline='', encoding=TEXT_ENCODING) as f:
-            reader = csv.DictReader(f, skipinitialspace=True)
-            columns = [c.strip() for c in reader.fieldnames or []]
-            if any(c not in columns for c in _JUNK_COLUMNS):
-                raise malformed(path, 1, 'a header with the columns query_path,gallery_path',
-                                ','.join(columns))
-            reader.fieldnames = columns
-            for row in reader:
-                lineno = reader.line_num
-                if None in row or any(row.get(c) is None for c in columns):
-                    raise malformed(path, lineno, f'{len(columns)} fields '
-                                    f'({",".join(columns)})', _raw(row))
-                pair = []
-                for column, want_query in (('query_path', True), ('gallery_path', False)):
-                    rel = osp.normpath(row[column].strip())
-                    if rel not in all_paths:
-                        raise ValueError(f'{path}, line {lineno}: {column} {row[column]!r} is '
-                                         f'not a path of ann_file {ann_path}')
-                    matches = in_split.get(rel, [])
-                    if len(matches) > 1:
-                        raise ValueError(f'{path}, line {lineno}: {column} {row[column]!r} is '
-                                         f'in {len(matches)} rows of {ann_path} (split '
-                                         f'{self.split!r}); expected one image per path')
-                    is_query = matches[0].get('is_query') if matches else None
-                    if is_query is not None and is_query != want_query:
-                        raise ValueError(
-                            f'{path}, line {lineno}: {column} {row[column]!r} is a '
-                            f'{"gallery" if want_query else "query"} image (is_query='
-                            f'{str(is_query).lower()}) in {ann_path}; expected a '
-                            f'{"query" if want_query else "gallery"} image')
-                    pair.append(matches[0]['img_path'] if matches else None)
-                if None not in pair:
-                    pairs[tuple(pair)] = None
+        for lineno, row in lines:
+            pair = []
+            for column, want_query in (('query_path', True), ('gallery_path', False)):
+                rel = osp.normpath(row[column].strip())
+                if rel not in all_paths:
+                    raise ValueError(f'{path}, line {lineno}: {column} {row[column]!r} is '
+                                     f'not a path of ann_file {ann_path}')
+                matches = in_split.get(rel, [])
+                if len(matches) > 1:
+                    raise ValueError(f'{path}, line {lineno}: {column} {row[column]!r} is '
+                                     f'in {len(matches)} rows of {ann_path} (split '
+                                     f'{self.split!r}); expected one image per path')
+                is_query = matches[0].get('is_query') if matches else None
+                if is_query is not None and is_query != want_query:
+                    raise ValueError(
+                        f'{path}, line {lineno}: {column} {row[column]!r} is a '
+                        f'{"gallery" if want_query else "query"} image (is_query='
+                        f'{str(is_query).lower()}) in {ann_path}; expected a '
+                        f'{"query" if want_query else "gallery"} image')
+                pair.append(matches[0]['img_path'] if matches else None)
+            if None not in pair:
+                pairs[tuple(pair)] = None
         return list(pairs)
 
     def _cache_labels(self):
@@ -273,6 +249,26 @@ class CSVDataset(BaseRetrievalDataset):
                 sample['is_query'] = value in _TRUE
             samples.append(sample)
         return samples
+
+
+def _read_csv(path: str, required: Sequence[str], header: str) -> Tuple[list, list]:
+    """The columns (header names) and the (line number, row dict) of the rows of a CSV file
+    whose header has the columns ``required``; a row without one field per column is an
+    error naming its line."""
+    check_utf8(path)
+    with open(path, newline='', encoding=TEXT_ENCODING) as f:
+        reader = csv.DictReader(f, skipinitialspace=True)
+        columns = [c.strip() for c in reader.fieldnames or []]
+        if any(c not in columns for c in required):
+            raise malformed(path, 1, f'a header with the columns {header}', ','.join(columns))
+        reader.fieldnames = columns
+        rows = []
+        for row in reader:
+            if None in row or any(row.get(c) is None for c in columns):
+                raise malformed(path, reader.line_num, f'{len(columns)} fields '
+                                f'({",".join(columns)})', _raw(row))
+            rows.append((reader.line_num, row))
+    return columns, rows
 
 
 def _raw(row: dict) -> str:

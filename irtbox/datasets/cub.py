@@ -83,9 +83,10 @@ class CUBDataset(BaseRetrievalDataset):
                CountView('test', dict(type='CUBDataset', split='test'), 5_924, 100)),
         terms=('Images from Flickr, copyright their owners; Caltech distributes the dataset '
                'for research. Non-commercial research, cite Wah et al. 2011.'),
-        configs='irt, dml_benchmark', miniature=write_cub), )
+        miniature=write_cub), )
 
     DEFAULT_IMG_PREFIX = 'images'
+    DEFAULT_ANN_FILE = 'images.txt'
 
     def __init__(self,
                  label_file: str = 'image_class_labels.txt',
@@ -99,9 +100,6 @@ class CUBDataset(BaseRetrievalDataset):
         self.num_train_classes = num_train_classes
         self.max_class_id = max_class_id
         super().__init__(**kwargs)
-
-    def default_ann_file(self, split):
-        return 'images.txt'
 
     def _read_id_pairs(self, path: str, key: str, what: str) -> dict:
         pairs = {}

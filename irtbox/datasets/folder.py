@@ -70,12 +70,8 @@ class FolderDataset(BaseRetrievalDataset):
         self.extensions = tuple(e.lower() for e in extensions)
         super().__init__(split=split, **kwargs)
 
-    @property
-    def split_dir(self) -> str:
-        return osp.join(self.data_root, self.split) if self.split else self.data_root
-
     def parse_samples(self) -> List[dict]:
-        root = self.split_dir
+        root = osp.join(self.data_root, self.split) if self.split else self.data_root
         if not osp.isdir(root):
             raise FileNotFoundError(
                 f'{type(self).__name__}: folder {root!r} not found '

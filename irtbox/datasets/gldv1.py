@@ -102,17 +102,15 @@ class GLDv1NoisyDataset(BaseRetrievalDataset):
                 "challenge's script into a folder train/ (<id>.jpg); put train.csv and "
                 'train/ in one folder and pass it as {from_dir} (train/ is linked, not '
                 'copied). Many URLs are dead: configs read it with skip_missing=True.'),
-        configs='dtop', miniature=write_gldv1noisy), )
+        miniature=write_gldv1noisy), )
 
     SPLITS = ('train', )
     DEFAULT_IMG_PREFIX = 'train'
+    DEFAULT_ANN_FILE = 'train.csv'
 
     def __init__(self, split: str = 'train', skip_missing: bool = False, **kwargs):
         self.skip_missing = bool(skip_missing)
         super().__init__(split=split, **kwargs)
-
-    def default_ann_file(self, split):
-        return 'train.csv'
 
     def parse_samples(self) -> List[dict]:
         path = self._require_file(self.ann_file, 'ann_file')

@@ -79,16 +79,11 @@ class GLDv2CleanDataset(BaseRetrievalDataset):
         terms=('Annotations: CC BY 4.0 (Google). Train images: Creative Commons BY licences '
                'of their owners, listed per image in train_attribution.csv; Google makes no '
                'warranty on the licence of each image.'),
-        configs='dtop',
-        notes=('The 500 archives hold the whole GLDv2 train set (4.1M images); the clean '
-               'subset reads 1.58M of them.'),
         miniature=write_gldv2clean), )
 
     SPLITS = ('train', )
     DEFAULT_IMG_PREFIX = 'train'
-
-    def default_ann_file(self, split):
-        return 'train_clean.csv'
+    DEFAULT_ANN_FILE = 'train_clean.csv'
 
     def parse_samples(self) -> List[dict]:
         path = self._require_file(self.ann_file, 'ann_file')

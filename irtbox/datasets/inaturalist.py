@@ -87,26 +87,17 @@ class INaturalist2018Dataset(BaseRetrievalDataset):
         terms=('Images uploaded to iNaturalist by its users, each under its own (mostly '
                'Creative Commons) licence; the competition data is for research. The split '
                'files are those of Brown et al. (Smooth-AP, ECCV 2020).'),
-        configs='dml_benchmark',
-        notes=('The split files come from the Smooth-AP authors\' Google Drive link (the '
-               'address pytorch-metric-learning uses); Google Drive may ask for a '
-               'confirmation on large files: if the download is an HTML page, fetch the zip '
-               'in a browser, save it as Inat_dataset_splits.zip beside '
-               'train_val2018.tar.gz and prepare from that folder.'),
         miniature=write_inat2018), )
 
-    def default_ann_file(self, split):
-        return f'Inaturalist_{split}_set1.txt'
+    DEFAULT_ANN_FILE = 'Inaturalist_{split}_set1.txt'
 
     def parse_samples(self) -> List[dict]:
         path = self.ann_file
         expected = "one path '<...>/<category>/<image>' per line"
         samples, entries = [], []
         for lineno, line in self._read_lines(path, 'ann_file'):
-            if len(line.split()) != 1:
-                raise malformed(path, lineno, expected, line)
             category = posixpath.basename(posixpath.dirname(line.replace('\\', '/')))
-            if not category or line.endswith(('/', '\\')):
+            if len(line.split()) != 1 or not category or line.endswith(('/', '\\')):
                 raise malformed(path, lineno, expected, line)
             key = int(category) if category.isdigit() else category
             entries.append((path, lineno, line, key, category))

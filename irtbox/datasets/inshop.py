@@ -91,17 +91,15 @@ class InShopDataset(BaseRetrievalDataset):
                 "agreement, then from the shared folder 'In-shop Clothes Retrieval Benchmark' "
                 'download Img/img.zip and Eval/list_eval_partition.txt into one folder and '
                 'pass it as {from_dir}.'),
-        configs='irt', miniature=write_inshop), )
+        miniature=write_inshop), )
 
     DEFAULT_IMG_PREFIX = 'Img'
-
-    def default_ann_file(self, split):
-        return 'Eval/list_eval_partition.txt'
+    DEFAULT_ANN_FILE = 'Eval/list_eval_partition.txt'
 
     def parse_samples(self) -> List[dict]:
         path = self.ann_file
         wanted = ('train', ) if self.split == 'train' else ('query', 'gallery')
-        samples, count, num_entries, entries = [], None, 0, []
+        samples, count, entries = [], None, []
         for i, (lineno, line) in enumerate(self._read_lines(path, 'ann_file')):
             if i == 0:
                 count = parse_int(path, lineno, line, 'number of entries', line)
@@ -114,7 +112,6 @@ class InShopDataset(BaseRetrievalDataset):
             if len(fields) != 3 or fields[2] not in _STATUSES:
                 raise malformed(path, lineno,
                                 "'image_name item_id train|query|gallery'", line)
-            num_entries += 1
             name, item_id, status = fields
             entries.append((path, lineno, name, item_id))
             if status in wanted:
@@ -123,7 +120,7 @@ class InShopDataset(BaseRetrievalDataset):
                     sample['is_query'] = status == 'query'
                 samples.append(sample)
         check_unique_images(entries)  # the file lists each image once, in one partition
-        if count is not None and count != num_entries:
+        if count is not None and count != len(entries):
             raise ValueError(f'{path}, line 1: says {count} entries, '
-                             f'but the file lists {num_entries}')
+                             f'but the file lists {len(entries)}')
         return samples

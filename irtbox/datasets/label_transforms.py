@@ -160,10 +160,6 @@ class BenchmarkSplitDataset(BaseRetrievalDataset):
         super().__init__(split=part, **kwargs)
 
     @property
-    def part(self) -> str:
-        return self.split
-
-    @property
     def dataset(self) -> BaseRetrievalDataset:
         """The wrapped dataset (built from its config on first use)."""
         if self._inner is None:
@@ -180,7 +176,7 @@ class BenchmarkSplitDataset(BaseRetrievalDataset):
         keys = inner.metainfo['classes']
         train_classes, val_classes = split_classes(len(keys), self.val_fraction,
                                                    self.split_order, self.seed)
-        if self.part == 'val':
+        if self.split == 'val':  # the part
             indices = np.flatnonzero(np.isin(labels, val_classes))
             new_labels = labels[indices]
         else:

@@ -16,11 +16,6 @@ from .spec import GB, CountView, DatasetSpec, RemoteFile
 __all__ = ['NCCleanDataset', 'write_ncclean']
 
 
-def _label_key(text: str):
-    # Integer labels sort numerically, others as strings (BaseRetrievalDataset).
-    return int(text) if is_int_text(text) else text
-
-
 def write_ncclean(root: str, image_fn: ImageFn, classes: int = 8, per_class: int = 4,
                   plan: Optional[Dict[str, list]] = None,
                   missing: Collection[Tuple[str, int]] = ()) -> None:
@@ -101,17 +96,15 @@ class NCCleanDataset(BaseRetrievalDataset):
                 'component of each URL), put the lists and images/ in one folder and pass it '
                 'as {from_dir} (images/ is linked, not copied). Many URLs are dead: configs '
                 'read it with skip_missing=True.'),
-        configs='dtop', miniature=write_ncclean), )
+        miniature=write_ncclean), )
 
     SPLITS = ('train', 'val')
     DEFAULT_IMG_PREFIX = 'images'
+    DEFAULT_ANN_FILE = 'annotation_clean_{split}.txt'
 
     def __init__(self, split: str = 'train', skip_missing: bool = False, **kwargs):
         self.skip_missing = bool(skip_missing)
         super().__init__(split=split, **kwargs)
-
-    def default_ann_file(self, split):
-        return f'annotation_clean_{split}.txt'
 
     def parse_samples(self) -> List[dict]:
         path = self.ann_file
@@ -123,12 +116,13 @@ class NCCleanDataset(BaseRetrievalDataset):
                                 line)
             location, label = fields
             if '://' in location:
-                name = osp.basename(unquote(urlsplit(location).path))
-                if not name:
+                location = osp.basename(unquote(urlsplit(location).path))
+                if not location:
                     raise malformed(path, lineno, 'a URL ending with a file name', line)
-                location = name
             entries.append((path, lineno, location, label))
-            samples.append(dict(img_path=self._join_img(location), gt_label=_label_key(label)))
+            # Integer labels sort numerically, others as strings (BaseRetrievalDataset).
+            key = int(label) if is_int_text(label) else label
+            samples.append(dict(img_path=self._join_img(location), gt_label=key))
         check_unique_images(entries)
         check_int_spellings(((p, n, label) for p, n, _, label in entries), 'label',
                             'one class or two cannot be told')

@@ -36,22 +36,18 @@ class _RestrictedUnpickler(pickle.Unpickler):
             'strings, numbers and numpy arrays')
 
 
-def load_pickle(path: str, key: str = 'ann_file'):
-    """Load an annotation pickle allowing only plain data (see module doc).
-
-    Args:
-        path: the file.
-        key: the argument ``path`` came from, for the error messages.
-    """
+def load_pickle(path: str):
+    """Load the annotation pickle ``path`` (an ``ann_file``) allowing only plain data (see
+    module doc)."""
     if not osp.isfile(path):
-        raise FileNotFoundError(f'{key} {path!r} not found')
+        raise FileNotFoundError(f'ann_file {path!r} not found')
     try:
         with open(path, 'rb') as f:
             # latin1: numpy arrays pickled by Python 2 (numpy's advice); no effect otherwise.
             return _RestrictedUnpickler(f, encoding='latin1').load()
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError,
             ImportError, IndexError) as e:
-        raise ValueError(f'cannot read {key} {path!r} as an annotation pickle: {e}') \
+        raise ValueError(f'cannot read ann_file {path!r} as an annotation pickle: {e}') \
             from None
 
 

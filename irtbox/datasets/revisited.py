@@ -10,7 +10,7 @@ from mmengine.dataset import BaseDataset
 
 from irtbox.registry import DATASETS
 from irtbox.utils.checks import check_int
-from .base_dataset import TEXT_ENCODING, check_unique_images, check_utf8
+from .base_dataset import check_unique_images, image_prefix, read_lines
 from .pickle_utils import as_int_array, as_string_list, load_pickle, require_keys
 from .miniature.common import ImageFn, write_image, write_pickle, write_text
 from .spec import FLICKR_TERMS, GB, CountView, DatasetSpec, RemoteFile
@@ -98,9 +98,7 @@ def _read_distractors(path: str, root: str) -> List[str]:
     if not osp.isfile(path):
         raise FileNotFoundError(f'RevisitedDataset: distractors_list {path!r} not '
                                 f'found (distractors_root={root!r})')
-    check_utf8(path)
-    with open(path, encoding=TEXT_ENCODING) as f:
-        lines = [(n, line.strip()) for n, line in enumerate(f, start=1) if line.strip()]
+    lines = read_lines(path)
     check_unique_images((path, n, line, None) for n, line in lines)
     paths = [osp.join(root, line) for _, line in lines]
     if not paths:
@@ -139,10 +137,6 @@ def _revisited(name: str, title: str, archives: Tuple[Tuple[str, int], ...], dat
         views=(CountView(name, dict(type='RevisitedDataset', dataset_name=name),
                          queries=70, database=database), ),
         terms=FLICKR_TERMS + ' Revisited annotations: Radenovic et al., CVPR 2018.',
-        notes=('The images archives hold nested folders; their files are flattened into '
-               "jpg/ as the authors' download script does. The revisited ground truth is "
-               'the pickle of the revisitop project.'),
-        configs='irt/landmarks, dtop',
         miniature=partial(write_revisited, dataset_name=name))
 
 
@@ -228,11 +222,6 @@ class RevisitedDataset(BaseDataset):
             views=(CountView('distractors', dict(type=R1MList), images=1_001_001), ),
             terms=('Images from the YFCC100M collection (Flickr, Creative Commons licences of '
                    'their owners), selected by Radenovic et al. (CVPR 2018) for research.'),
-            configs='irt/landmarks, dtop (+R1M)',
-            notes=('revisitop1m.txt lies beside jpg/ and lists paths relative to jpg/: point a '
-                   'RevisitedDataset at it with distractors_root=data/revisitop1m/jpg and '
-                   'distractors_list=../revisitop1m.txt (a relative list is read from '
-                   'distractors_root).'),
             miniature=write_revisitop1m, point=_point_at_r1m, also_read_with='distractors_list'))
 
     DATASET_NAMES = ('roxford5k', 'rparis6k')
@@ -247,7 +236,6 @@ class RevisitedDataset(BaseDataset):
                  distractors_root: str = '',
                  pipeline: Sequence = (),
                  test_mode: bool = True,
-                 lazy_init: bool = False,
                  **kwargs):
         if dataset_name not in self.DATASET_NAMES:
             raise ValueError(f'RevisitedDataset: dataset_name must be one of '
@@ -255,25 +243,18 @@ class RevisitedDataset(BaseDataset):
         if kwargs.get('indices') is not None:
             raise ValueError('RevisitedDataset: indices is not supported (the ground truth '
                              'refers to the full query and database lists)')
-        if data_prefix is None:
-            data_prefix = dict(img_path='jpg')
-        elif not isinstance(data_prefix, dict) or 'img_path' not in data_prefix:
-            raise ValueError('RevisitedDataset: data_prefix must be a dict with the key '
-                             f"'img_path' (the image folder), got {data_prefix!r}")
         self.dataset_name = dataset_name
         self.img_suffix = img_suffix
         self.distractors_root = distractors_root
         self.distractors_list = distractors_list
         if distractors_list and distractors_root and not osp.isabs(distractors_list):
             self.distractors_list = osp.join(distractors_root, distractors_list)
-        self._query_mask: Optional[np.ndarray] = None
         super().__init__(
             ann_file=ann_file or f'gnd_{dataset_name}.pkl',
             data_root=data_root,
-            data_prefix=data_prefix,
+            data_prefix=image_prefix('RevisitedDataset', data_prefix, 'jpg'),
             pipeline=list(pipeline),
             test_mode=test_mode,
-            lazy_init=lazy_init,
             **kwargs)
 
     def load_data_list(self) -> List[dict]:
@@ -328,14 +309,7 @@ class RevisitedDataset(BaseDataset):
         out['bbx'] = bbx.tolist()
         return out
 
-    def full_init(self):
-        if self._fully_initialized:
-            return
-        super().full_init()
-        n = self._metainfo['num_queries']
-        self._query_mask = np.arange(len(self)) < n
-
     def get_query_mask(self) -> np.ndarray:
         """Boolean (N,) mask of the query samples (the first ``num_queries``)."""
         self.full_init()
-        return self._query_mask.copy()
+        return np.arange(len(self)) < self._metainfo['num_queries']

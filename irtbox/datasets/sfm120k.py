@@ -11,7 +11,7 @@ from mmengine.dataset import BaseDataset
 from irtbox.registry import DATASETS
 from irtbox.structures import DataSample
 from irtbox.utils.checks import check_int, check_positive_int
-from .base_dataset import BaseRetrievalDataset
+from .base_dataset import BaseRetrievalDataset, image_prefix
 from .pickle_utils import as_int_array, as_string_list, load_pickle, require_keys
 from .miniature.common import ImageFn, write_image, write_pickle
 from .spec import FLICKR_TERMS, GB, CountView, DatasetSpec, RemoteFile
@@ -144,10 +144,11 @@ class SfM120kDataset(BaseRetrievalDataset):
                CountView('val', dict(type='SfM120kDataset', split='val'), classes=162),
                CountView('whiten', dict(type='SfMWhitenDataset'))),
         terms=FLICKR_TERMS + ' Radenovic et al., TPAMI 2018.',
-        configs='irt/landmarks, dtop', miniature=write_sfm120k), )
+        miniature=write_sfm120k), )
 
     SPLITS = ('train', 'val')
     DEFAULT_IMG_PREFIX = 'ims'
+    DEFAULT_ANN_FILE = 'retrieval-SfM-120k.pkl'
 
     def __init__(self,
                  split: str = 'train',
@@ -162,20 +163,13 @@ class SfM120kDataset(BaseRetrievalDataset):
         if kwargs.get('indices') is not None:
             raise ValueError('SfM120kDataset: indices is not supported (qidxs and pidxs '
                              'index the full split)')
-        try:
-            qsize, nnum = check_positive_int(qsize, 'qsize'), check_positive_int(nnum, 'nnum')
-        except ValueError as err:
-            raise ValueError(f'{type(self).__name__}: {err}') from err
         self.tuples = bool(tuples)
-        self.qsize = qsize
-        self.nnum = nnum
+        self.qsize = check_positive_int(qsize, f'{type(self).__name__}: qsize')
+        self.nnum = check_positive_int(nnum, f'{type(self).__name__}: nnum')
         self._qidxs = self._pidxs = None
         self._tuples: Optional[np.ndarray] = None  # (num_tuples, 2 + nnum) image indices
         super().__init__(split=split, data_root=data_root, ann_file=ann_file,
                          data_prefix=data_prefix, pipeline=pipeline, **kwargs)
-
-    def default_ann_file(self, split):
-        return 'retrieval-SfM-120k.pkl'
 
     def parse_samples(self) -> List[dict]:
         path = self.ann_file
@@ -194,12 +188,6 @@ class SfM120kDataset(BaseRetrievalDataset):
             raise ValueError(f"{where}: tuple mode needs query/positive pairs; 'qidxs' is empty")
         return [dict(img_path=self._join_img(cid_to_path(cid)), gt_label=int(c))
                 for cid, c in zip(cids, clusters)]
-
-    def _cache_labels(self):
-        # As the base class, over the images: in tuple mode len() counts tuples.
-        infos = [self.get_data_info(i) for i in range(self.num_images)]
-        self._gt_labels = np.array([d['gt_label'] for d in infos], dtype=np.int64)
-        self._query_mask = None
 
     # ---------------------------------------------------------------- access
     @property
@@ -323,14 +311,10 @@ class SfMWhitenDataset(BaseDataset):
         if kwargs.get('indices') is not None:
             raise ValueError('SfMWhitenDataset: indices is not supported (qidxs and pidxs '
                              'index the full list)')
-        if data_prefix is None:
-            data_prefix = dict(img_path='ims')
-        elif not isinstance(data_prefix, dict) or 'img_path' not in data_prefix:
-            raise ValueError('SfMWhitenDataset: data_prefix must be a dict with the key '
-                             f"'img_path' (the image folder), got {data_prefix!r}")
         super().__init__(ann_file=ann_file or 'retrieval-SfM-120k-whiten.pkl',
-                         data_root=data_root, data_prefix=data_prefix, pipeline=list(pipeline),
-                         test_mode=test_mode, **kwargs)
+                         data_root=data_root,
+                         data_prefix=image_prefix('SfMWhitenDataset', data_prefix, 'ims'),
+                         pipeline=list(pipeline), test_mode=test_mode, **kwargs)
 
     def load_data_list(self) -> List[dict]:
         path = self.ann_file

@@ -80,10 +80,9 @@ class SOPDataset(BaseRetrievalDataset):
         terms=('Images of eBay product listings collected by Song et al. (CVPR 2016) for '
                'research; no licence file comes with the archive: non-commercial research, '
                'cite the paper.'),
-        configs='irt, dml_benchmark', miniature=write_sop), )
+        miniature=write_sop), )
 
-    def default_ann_file(self, split):
-        return f'Ebay_{split}.txt'
+    DEFAULT_ANN_FILE = 'Ebay_{split}.txt'
 
     def parse_samples(self) -> List[dict]:
         rows = self._read_rows(self.ann_file, 'ann_file', self.split)

@@ -1,8 +1,6 @@
 """What a dataset class declares about the data it reads, beside its code: a
 :class:`DatasetSpec` in its ``specs`` attribute (a tuple: ``RevisitedDataset`` reads three
-published datasets). The spec holds where the files are published, their checksums (where
-one is published, and who publishes it), their sizes, the layout they unpack into, the
-published counts per split, the terms of use and the writer of the dataset's miniature.
+published datasets; :class:`DatasetSpec` and :class:`RemoteFile` say what a spec holds).
 ``irtbox prepare`` / ``irtbox check`` (:mod:`.prepare`), the count check of every run
 (``DatasetCountCheckHook``) and the miniatures of the rehearsals (:mod:`.miniature`) find
 the specs through the classes registered in :data:`irtbox.registry.DATASETS`
@@ -106,8 +104,6 @@ class DatasetSpec:
     Attributes:
         manual: Where to get files behind a form or terms, what to accept; names
             :func:`~irtbox.datasets.prepare.prepare_dataset`'s arguments as ``{name}`` fields.
-        notes, configs: For the reader (docs/datasets.md): remarks, which shipped configs
-            read it.
         miniature: ``miniature(root, image_fn, **options)`` writes a tiny copy in the
             official layout (:func:`irtbox.datasets.write_miniature`).
         point: ``point(cfg, root)`` sets the keys of a dataset config (the class's, in
@@ -123,8 +119,6 @@ class DatasetSpec:
     views: Tuple[CountView, ...] = ()
     terms: str = ''
     manual: str = ''
-    notes: str = ''
-    configs: str = ''
     miniature: Optional[Callable] = None
     point: Callable[[dict, str], None] = official_layout
     also_read_with: str = ''

@@ -10,7 +10,7 @@ import numpy as np
 
 from irtbox.utils.checks import check_int
 
-__all__ = ['DEFAULT_SIZE', 'ImageFn', 'class_image', 'class_names', 'default_image_fn', 'hex_id',
+__all__ = ['DEFAULT_SIZE', 'ImageFn', 'class_image', 'class_names', 'hex_id',
            'interleaved', 'split_by_id', 'write_image', 'write_pickle', 'write_text']
 
 # image_fn(class_index, image_index) -> H x W x 3 uint8 BGR image
@@ -43,12 +43,6 @@ def class_image(class_index: int, image_index: int, size: int = DEFAULT_SIZE) ->
     img = dark + (light - dark) * wave[..., None]
     img = img * jitter.uniform(0.85, 1.15) + jitter.normal(0, 6, img.shape)
     return np.clip(img, 0, 255).astype(np.uint8)
-
-
-def default_image_fn(size: int = DEFAULT_SIZE) -> ImageFn:
-    """``image_fn`` drawing :func:`class_image` at ``size`` x ``size``."""
-    check_int(size, 'size', 8)
-    return lambda class_index, image_index: class_image(class_index, image_index, size)
 
 
 def write_image(path: str, img: np.ndarray) -> None:

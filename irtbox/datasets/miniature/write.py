@@ -1,10 +1,12 @@
 """write_miniature: one entry point for every kind of miniature."""
 import inspect
+from functools import partial
 import os
 from typing import Optional
 
 from ..spec import dataset_specs
-from .common import DEFAULT_SIZE, ImageFn, default_image_fn
+from irtbox.utils.checks import check_int
+from .common import DEFAULT_SIZE, ImageFn, class_image
 
 __all__ = ['write_miniature']
 
@@ -45,7 +47,8 @@ def write_miniature(kind: str, root: str, image_fn: Optional[ImageFn] = None,
         raise TypeError(f'write_miniature({kind!r}): unknown options {unknown}; '
                         f'this kind takes {accepted}')
     if image_fn is None:
-        image_fn = default_image_fn(DEFAULT_SIZE if size is None else size)
+        size = check_int(DEFAULT_SIZE if size is None else size, 'size', 8)
+        image_fn = partial(class_image, size=size)
     elif size is not None:
         raise ValueError('write_miniature: size sets the default images; image_fn draws its own')
     if os.path.isdir(root) and os.listdir(root):

@@ -27,11 +27,8 @@ def dataset_counts(dataset) -> Dict[str, int]:
     meta = getattr(dataset, 'metainfo', {}) or {}
     if 'num_database' in meta:  # RevisitedDataset: distractors are not part of the set
         return dict(queries=int(meta['num_queries']), database=int(meta['num_database']))
-    if hasattr(dataset, 'num_images'):  # SfM120kDataset: len() counts tuples in tuple mode
-        images = int(dataset.num_images)
-    else:
-        images = len(dataset)
-    counts = dict(images=images)
+    # SfM120kDataset's len() counts tuples in tuple mode, its num_images the images.
+    counts = dict(images=int(getattr(dataset, 'num_images', len(dataset))))
     if hasattr(dataset, 'get_gt_labels'):
         counts['classes'] = int(len(set(dataset.get_gt_labels().tolist())))
     mask = dataset.get_query_mask() if hasattr(dataset, 'get_query_mask') else None
@@ -39,12 +36,6 @@ def dataset_counts(dataset) -> Dict[str, int]:
         counts['queries'] = int(mask.sum())
         counts['database'] = int(len(mask) - mask.sum())
     return counts
-
-
-def _matching_view(dataset):
-    """(spec, view) of the split ``dataset`` is, or None."""
-    args = {k: getattr(dataset, k) for k in ('split', 'dataset_name') if hasattr(dataset, k)}
-    return matching_view(type(dataset).__name__, args, ignore=('type', 'skip_missing'))
 
 
 def _differences(counts: Dict[str, int], expected: Dict[str, Optional[int]]) -> List[str]:
@@ -55,10 +46,9 @@ def _differences(counts: Dict[str, int], expected: Dict[str, Optional[int]]) -> 
 def count_mismatch(dataset) -> Optional[str]:
     """One line when ``dataset`` is a split of a published dataset and its counts are not the
     published ones (a subset by ``indices`` is not checked); None otherwise."""
-    match = _matching_view(dataset)
-    if match is None or not match[1].exact:
-        return None
-    if getattr(dataset, '_indices', None) is not None:
+    args = {k: getattr(dataset, k) for k in ('split', 'dataset_name') if hasattr(dataset, k)}
+    match = matching_view(type(dataset).__name__, args, ignore=('type', 'skip_missing'))
+    if match is None or not match[1].exact or getattr(dataset, '_indices', None) is not None:
         return None
     name, view = match[0].name, match[1]
     expected = {k: getattr(view, k) for k in COUNT_KEYS}
@@ -78,35 +68,26 @@ def _problem(report: dict, severity: str, what: str, where: str, fix: str) -> No
 
 def _build(view: CountView, root: str, lazy: bool = False):
     # serialize_data=False: MMEngine's serialisation runs gc.collect(), 0.2 s a build.
-    cfg = dict(view.dataset, data_root=root, serialize_data=False)
-    if lazy:
-        cfg['lazy_init'] = True
-    return DATASETS.build(cfg)
+    return DATASETS.build(dict(view.dataset, data_root=root, serialize_data=False,
+                               lazy_init=lazy))
 
 
-def _image_paths(dataset) -> List[str]:
-    return [dataset.get_data_info(i)['img_path'] for i in range(len(dataset))]
-
-
-def _layout_hint(root: str, ann_file: str) -> str:
-    """Where a missing annotation file is, when the tree has an extra folder level."""
+def _missing_annotation_hint(view: CountView, root: str) -> str:
+    """Where the split's annotation file is when it is not where it is read from, because the
+    tree has an extra folder level."""
+    try:
+        ann_file = _build(view, root, lazy=True).ann_file
+    except Exception:  # the lazy build failed too: the error itself says enough
+        return ''
     name = osp.basename(ann_file)
-    found = sorted(glob.glob(osp.join(glob.escape(root), '*', name))
-                   + glob.glob(osp.join(glob.escape(root), '*', '*', name)))
+    found = [] if osp.isfile(ann_file) else sorted(
+        glob.glob(osp.join(glob.escape(root), '*', name))
+        + glob.glob(osp.join(glob.escape(root), '*', '*', name)))
     if not found:
         return ''
     folder = osp.dirname(osp.relpath(found[0], root))
     return (f'; {name} is in {folder}/: the tree has an extra folder level, move the '
             f'content of {osp.join(root, folder)} up into {root}')
-
-
-def _missing_annotation_hint(view: CountView, root: str) -> str:
-    """:func:`_layout_hint` when the split's annotation file is not where it is read from."""
-    try:
-        ann = _build(view, root, lazy=True).ann_file
-    except Exception:  # the lazy build failed too: the error itself says enough
-        return ''
-    return '' if osp.isfile(ann) else _layout_hint(root, ann)
 
 
 def _decodes(path: str) -> Optional[str]:
@@ -156,9 +137,8 @@ def check_dataset(info: DatasetSpec, root: str, full: bool = False, sample: int 
                      f'{_missing_annotation_hint(view, root)}', root, prepare_fix)
             continue
         counts = dataset_counts(dataset)
-        want = {k: getattr(view, k) for k in COUNT_KEYS}
-        if expected and view.name in expected:
-            want = {k: expected[view.name].get(k) for k in COUNT_KEYS}
+        source = expected[view.name] if expected and view.name in expected else vars(view)
+        want = {k: source.get(k) for k in COUNT_KEYS}
         split.update(counts=counts, expected={k: v for k, v in want.items() if v is not None})
         wrong = _differences(counts, want)
         if wrong:
@@ -168,7 +148,7 @@ def check_dataset(info: DatasetSpec, root: str, full: bool = False, sample: int 
                      getattr(dataset, 'ann_file', root),
                      'a partial or wrong annotation or tree: ' + prepare_fix
                      if view.exact else 'none needed if this is your copy')
-        paths = _image_paths(dataset)
+        paths = [dataset.get_data_info(i)['img_path'] for i in range(len(dataset))]
         missing = [p for p in paths if not osp.isfile(p)]
         split['missing'] = len(missing)
         if missing:

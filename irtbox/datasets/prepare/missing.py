@@ -59,16 +59,11 @@ def missing_data(cfg, loader_keys: Sequence[str] = LOADER_KEYS) -> List[MissingD
     a folder, in that order; a root on a remote storage (``s3://...``) is not checked."""
     found, seen = [], set()
     for loader_key in loader_keys:
-        loaders = cfg.get(loader_key)
-        for i, loader in enumerate(loaders if isinstance(loaders, (list, tuple)) else [loaders]):
-            if not isinstance(loader, dict):
-                continue  # None: the config has no such loop
-            where = loader_key if not isinstance(loaders, (list, tuple)) else f'{loader_key}.{i}'
-            for key, dataset in _datasets(loader.get('dataset'), f'{where}.dataset'):
-                root = dataset['data_root']
-                if not isinstance(root, str) or '://' in root or osp.isdir(root) or \
-                        root in seen:
-                    continue
-                seen.add(root)
-                found.append(MissingData(key, root, prepared_dataset(dataset, root)))
+        # A loader (or a list of them) is a wrapper of its dataset; None: no such loop.
+        for key, dataset in _datasets(cfg.get(loader_key), loader_key):
+            root = dataset['data_root']
+            if not isinstance(root, str) or '://' in root or osp.isdir(root) or root in seen:
+                continue
+            seen.add(root)
+            found.append(MissingData(key, root, prepared_dataset(dataset, root)))
     return found

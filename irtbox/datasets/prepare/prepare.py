@@ -29,8 +29,7 @@ from irtbox.utils.errors import NamesArguments, word_fields
 from irtbox.utils.fileio import atomic_write, atomic_write_text
 from ..spec import GB, DatasetSpec, RemoteFile
 
-__all__ = ['MANIFEST_NAME', 'PrepareError', 'prepare_dataset', 'read_manifest', 'space_needed',
-           'file_url']
+__all__ = ['MANIFEST_NAME', 'PrepareError', 'prepare_dataset', 'read_manifest', 'space_needed']
 
 MANIFEST_NAME = 'irtbox_prepare.json'  # written in the dataset root by prepare
 
@@ -63,17 +62,10 @@ def _write_manifest(root: str, manifest: dict) -> None:
                                                                 sort_keys=True))
 
 
-def file_url(info: DatasetSpec, f: RemoteFile, mirror: Optional[str]) -> str:
-    """Where ``f`` is fetched from: ``<mirror>/<dataset>/<file name>`` with a mirror, else
-    its official address (empty for a file behind a form)."""
-    if mirror:
-        return f'{mirror.rstrip("/")}/{info.name}/{f.name}'
-    return f.url
-
-
-def _md5_file_url(info: DatasetSpec, f: RemoteFile, mirror: Optional[str]) -> str:
-    name = posixpath.basename(f.md5_url)
-    return f'{mirror.rstrip("/")}/{info.name}/{name}' if mirror else f.md5_url
+def _url(info: DatasetSpec, name: str, url: str, mirror: Optional[str]) -> str:
+    """Where the file ``name`` is fetched from: ``<mirror>/<dataset>/<name>`` with a mirror,
+    else its official address ``url`` (empty for a file behind a form)."""
+    return f'{mirror.rstrip("/")}/{info.name}/{name}' if mirror else url
 
 
 def space_needed(info: DatasetSpec, done: Dict[str, dict], keep_archives: bool,
@@ -209,13 +201,14 @@ def _obtain(info: DatasetSpec, f: RemoteFile, root: str, mirror: Optional[str],
         how = _how_checked(f, md5, from_dir=True)
         log(f'  {path}: {how}')
         return path, dict(source=path, size=osp.getsize(path), checksum=how), False
-    url = file_url(info, f, mirror)
+    url = _url(info, f.name, f.url, mirror)
     if not url:
         raise PrepareError(f'{f.name} cannot be downloaded without your '
                            f'consent. {info.manual}')
     cache = osp.join(root, DOWNLOAD_DIR)
     if f.md5_url and md5 is None:
-        md5_path = download(_md5_file_url(info, f, mirror), cache_dir=cache,
+        md5_url = _url(info, posixpath.basename(f.md5_url), f.md5_url, mirror)
+        md5_path = download(md5_url, cache_dir=cache,
                             progress=False, retries=retries, timeout=timeout)
         md5 = _read_md5(md5_path)
         _remove_download(md5_path)
@@ -279,14 +272,13 @@ def _link_folder(info: DatasetSpec, f: RemoteFile, root: str, from_dir: Optional
         if f.optional:
             return None
         raise PrepareError(f'the folder {f.name}/ is needed in {{from_dir}}')
-    if osp.lexists(target):
-        if osp.realpath(target) == osp.realpath(source):
-            return dict(source=osp.abspath(source), linked=True)
+    if not osp.lexists(target):
+        os.makedirs(osp.dirname(target), exist_ok=True)
+        os.symlink(osp.abspath(source), target)
+        log(f'  linked {target} -> {osp.abspath(source)}')
+    elif osp.realpath(target) != osp.realpath(source):
         raise PrepareError(f'{target} exists already; remove it or link it yourself to '
                            f'{source}')
-    os.makedirs(osp.dirname(target), exist_ok=True)
-    os.symlink(osp.abspath(source), target)
-    log(f'  linked {target} -> {osp.abspath(source)}')
     return dict(source=osp.abspath(source), linked=True)
 
 
@@ -322,9 +314,7 @@ def _members(path: str, f: RemoteFile) -> Iterator[Tuple[str, object]]:
             raise PrepareError(f'{path}: not a zip archive ({err})') from err
         with archive:
             for member in archive.infolist():
-                if member.is_dir():
-                    continue
-                target = _target(member.filename, f)
+                target = None if member.is_dir() else _target(member.filename, f)
                 if target is not None:
                     with archive.open(member) as fh:
                         yield target, fh
@@ -336,12 +326,10 @@ def _members(path: str, f: RemoteFile) -> Iterator[Tuple[str, object]]:
     with archive:
         try:
             for member in archive:
-                if not member.isfile():
-                    continue  # folders are made as needed; links and devices are not data
-                target = _target(member.name, f)
+                # Folders are made as needed; links and devices are not data.
+                target = _target(member.name, f) if member.isfile() else None
                 if target is not None:
-                    fh = archive.extractfile(member)
-                    yield target, fh
+                    yield target, archive.extractfile(member)
         except (tarfile.TarError, EOFError, OSError) as err:
             raise PrepareError(f'{path}: a damaged archive ({err}); delete it and prepare '
                                'again') from err
@@ -399,10 +387,6 @@ def _unpack(f: RemoteFile, path: str, root: str, progress: bool, log) -> None:
                            f'(looked for {f.prefix + "/" if f.prefix else ""}'
                            f'{" or ".join(f.include) or "*"}); is it the right file?')
     dest = osp.join(root, f.dest)
-    for folder, _, names in os.walk(tmp):
-        out_dir = osp.join(dest, osp.relpath(folder, tmp))
-        os.makedirs(out_dir, exist_ok=True)
-        for name in names:
-            os.replace(osp.join(folder, name), osp.join(out_dir, name))
+    shutil.copytree(tmp, dest, copy_function=os.replace, dirs_exist_ok=True)  # files moved
     shutil.rmtree(tmp)
     log(f'  unpacked {count} files into {dest}')

@@ -4,14 +4,16 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Optional, Sequence, Tuple
 
 import numpy as np
-from mmengine.dist import all_gather_object, get_dist_info, sync_random_seed
+from mmengine.dist import all_gather_object, get_dist_info
 from mmengine.logging import print_log
 from mmengine.utils import ProgressBar
 from PIL import Image
 
 from irtbox.registry import DATA_SAMPLERS
-from irtbox.utils.checks import check_positive_int
 from .batch_list import BatchListSampler
+
+__all__ = ['DEFAULT_ASPECT_BINS', 'DEFAULT_GROUP_SIZES', 'GroupSizeSampler', 'aspect_group',
+           'check_aspect_bins', 'check_group_sizes', 'get_image_sizes', 'read_image_size']
 
 # Yokoo et al. 2020 (used by DToP): bins of the aspect ratio h / w and one
 # (width, height) per group, widest first.
@@ -23,15 +25,15 @@ _TRANSPOSED_ORIENTATIONS = (5, 6, 7, 8)  # rotated by 90 degrees: width and heig
 _HEADER_CHUNK = 4096
 
 
-def check_aspect_bins(aspect_bins: Sequence[float]) -> Tuple[float, ...]:
-    """``aspect_bins`` as a tuple, or a ValueError unless it is a non-empty,
-    strictly increasing sequence of positive numbers."""
+def check_aspect_bins(aspect_bins: Sequence[float], owner: str) -> Tuple[float, ...]:
+    """``aspect_bins`` as a tuple, or a ValueError (naming ``owner``) unless it is a
+    non-empty, strictly increasing sequence of positive numbers."""
     try:
         bins = tuple(float(b) for b in aspect_bins)
     except (TypeError, ValueError):
         bins = ()
     if not bins or bins[0] <= 0 or any(a >= b for a, b in zip(bins, bins[1:])):
-        raise ValueError(f'aspect_bins must be strictly increasing positive '
+        raise ValueError(f'{owner}: aspect_bins must be strictly increasing positive '
                          f'aspect ratios h / w, got {aspect_bins!r}')
     return bins
 
@@ -100,20 +102,19 @@ def get_image_sizes(dataset, num_threads: int = 8) -> np.ndarray:
         raise TypeError(f'{type(dataset).__name__} has no get_data_info(i); the '
                         "image sizes come from its 'width'/'height' or 'img_path'")
     sizes = np.zeros((len(dataset), 2), dtype=np.int64)
-    todo, paths = [], []
+    todo = []  # (sample, image path)
     for i in range(len(dataset)):
         info = dataset.get_data_info(i)
         if info.get('width') is not None and info.get('height') is not None:
             sizes[i] = info['height'], info['width']
         elif info.get('img_path'):
-            todo.append(i)
-            paths.append(info['img_path'])
+            todo.append((i, info['img_path']))
         else:
             raise KeyError(f'sample {i} of {type(dataset).__name__} has neither '
                            f"'width'/'height' nor 'img_path' in its data info: {sorted(info)}")
     if todo:
         rank, world_size = get_dist_info()
-        mine = list(range(rank, len(todo), world_size))
+        mine = todo[rank::world_size]
         print_log(f'reading the sizes of {len(todo)} images from their headers '
                   "(give 'width' and 'height' in the data list to skip this)", logger='current')
         bar = ProgressBar(len(mine)) if rank == 0 else None
@@ -122,14 +123,14 @@ def get_image_sizes(dataset, num_threads: int = 8) -> np.ndarray:
             # in chunks: Executor.map submits all its tasks at once
             for start in range(0, len(mine), _HEADER_CHUNK):
                 chunk = mine[start:start + _HEADER_CHUNK]
-                for k, size in zip(chunk, pool.map(read_image_size, [paths[k] for k in chunk])):
-                    found.append((k, size))
+                for (i, _), size in zip(chunk, pool.map(read_image_size, [p for _, p in chunk])):
+                    found.append((i, size))
                     if bar is not None:
                         bar.update()
         if world_size > 1:
             found = [item for part in all_gather_object(found) for item in part]
-        for k, size in found:
-            sizes[todo[k]] = size
+        for i, size in found:
+            sizes[i] = size
     if (sizes <= 0).any():
         i = int(np.flatnonzero((sizes <= 0).any(1))[0])
         path = dataset.get_data_info(i).get('img_path')
@@ -168,8 +169,7 @@ class GroupSizeSampler(BatchListSampler):
     ``K * batch_size`` on every rank. With ``shuffle=False`` the groups and
     their images keep the dataset order.
 
-    ``batch_size`` is the per-rank batch and must equal the dataloader's
-    ``batch_size`` (the sampler cannot see the dataloader). Use it in the
+    ``batch_size`` must equal the dataloader's (:class:`BatchListSampler`). Use it in the
     ``sampler`` slot of a training dataloader::
 
         sampler=dict(type='GroupSizeSampler', batch_size=64)
@@ -201,18 +201,9 @@ class GroupSizeSampler(BatchListSampler):
                  infinite: bool = False,
                  num_threads: int = 8):
         name = type(self).__name__
-        try:
-            batch_size = check_positive_int(batch_size, 'batch_size')
-            self.aspect_bins = check_aspect_bins(aspect_bins)
-        except ValueError as err:
-            raise ValueError(f'{name}: {err}') from err
-        self._set_ranks(rank, world_size)
-        self.dataset = dataset
-        self.batch_size = batch_size
-        self.shuffle = shuffle
-        self.infinite = infinite
-        self.seed = sync_random_seed() if seed is None else seed
-        self.epoch = 0
+        self.aspect_bins = check_aspect_bins(aspect_bins, name)
+        super().__init__(dataset, batch_size, shuffle, seed, rank, world_size, infinite)
+        batch_size = self.batch_size
 
         sizes = get_image_sizes(dataset, num_threads)
         #: group of every sample, (N,)
@@ -243,9 +234,3 @@ class GroupSizeSampler(BatchListSampler):
             batches = batches[rng.permutation(len(batches))]
         return batches[:self.batches_per_rank * self.world_size]
 
-
-
-__all__ = [
-    'DEFAULT_ASPECT_BINS', 'DEFAULT_GROUP_SIZES', 'GroupSizeSampler', 'aspect_group',
-    'check_aspect_bins', 'check_group_sizes', 'get_image_sizes', 'read_image_size'
-]

@@ -3,7 +3,6 @@ import math
 from typing import Optional
 
 import numpy as np
-from mmengine.dist import sync_random_seed
 
 from irtbox.registry import DATA_SAMPLERS
 from irtbox.utils.checks import check_positive_int
@@ -48,9 +47,6 @@ class _CyclicStream:
         self.order = self.items
         self.pos = len(self.items)  # the first take() starts a pass
 
-    def _new_pass(self) -> np.ndarray:
-        return self.items if self.rng is None else self.rng.permutation(self.items)
-
     def take(self, k: int) -> np.ndarray:
         n = len(self.items)
         if k > n:
@@ -60,7 +56,7 @@ class _CyclicStream:
             self.pos += k
             return tail
         need = k - len(tail)
-        new = self._new_pass()
+        new = self.items if self.rng is None else self.rng.permutation(self.items)
         head = new[~np.isin(new, tail)][:need]
         self.order = np.concatenate([head, new[~np.isin(new, head)]])
         self.pos = need
@@ -92,10 +88,9 @@ class MPerClassSampler(BatchListSampler):
     each rank gets ``ceil(max(1, N // batch_size) / W)`` complete, distinct
     batches, and ``len(sampler)`` is that times ``batch_size``.
 
-    ``batch_size`` is the per-rank batch and must equal the dataloader's
-    ``batch_size`` (the sampler cannot see the dataloader; with a different
-    dataloader batch size the P x M structure is lost). MMEngine passes
-    ``dataset`` and ``seed`` when it builds the sampler of a dataloader.
+    ``batch_size`` must equal the dataloader's (:class:`BatchListSampler`; else the P x M
+    structure is lost). MMEngine passes ``dataset`` and ``seed`` when it builds the sampler
+    of a dataloader.
 
     Args:
         dataset: An MMEngine dataset with ``get_gt_labels()`` or
@@ -107,10 +102,8 @@ class MPerClassSampler(BatchListSampler):
             ranks. The order of epoch e is a function of ``(seed, e)``.
         rank (int | None), world_size (int | None): Default to
             ``mmengine.dist.get_dist_info()``.
-        infinite (bool): Never stop: after each epoch, go on with the next
-            one (``epoch + 1``, ...). For iteration-based training, where
-            MMEngine otherwise restarts the dataloader at each epoch end with
-            a 2 s pause (noticeable on small datasets). Defaults to False.
+        infinite (bool): Never stop (epoch after epoch), for iteration-based
+            training (:class:`BatchListSampler`).
     """
 
     def __init__(self,
@@ -123,24 +116,15 @@ class MPerClassSampler(BatchListSampler):
                  world_size: Optional[int] = None,
                  infinite: bool = False):
         name = type(self).__name__
-        try:
-            m = check_positive_int(m, 'm')
-            batch_size = check_positive_int(batch_size, 'batch_size')
-        except ValueError as err:
-            raise ValueError(f'{name}: {err}') from err
+        m = check_positive_int(m, f'{name}: m')
+        super().__init__(dataset, batch_size, shuffle, seed, rank, world_size, infinite)
+        batch_size = self.batch_size
         if batch_size % m != 0:
             raise ValueError(f'{name}: batch_size ({batch_size}) must be a multiple of m '
                              f'({m}): each batch holds batch_size // m classes with m images '
                              'each')
-        self._set_ranks(rank, world_size)
-        self.dataset = dataset
-        self.batch_size = batch_size
         self.m = m
         self.classes_per_batch = batch_size // m
-        self.shuffle = shuffle
-        self.infinite = infinite
-        self.seed = sync_random_seed() if seed is None else seed
-        self.epoch = 0
 
         labels = get_dataset_labels(dataset)
         classes, inverse = np.unique(labels, return_inverse=True)

@@ -59,8 +59,8 @@ class GroupResize(BaseTransform):
                  crop_scale: Optional[Sequence[float]] = None,
                  interpolation: str = 'bilinear'):
         name = type(self).__name__
+        self.aspect_bins = check_aspect_bins(aspect_bins, name)
         try:
-            self.aspect_bins = check_aspect_bins(aspect_bins)
             self.sizes = check_group_sizes(sizes, len(self.aspect_bins) + 1)
         except ValueError as err:
             raise ValueError(f'{name}: {err}') from err
