@@ -6,13 +6,9 @@ interrupted download resumes with an HTTP ``Range`` request, within the call (re
 and across calls (the ``.part`` is kept). A verified file gets a small record
 ``<dst>.sha256.json`` (size, mtime_ns, sha256), so a later call re-hashes it only when it
 changed. We do not use pooch because it lacks HTTP Range resume and re-hashes the whole
-file on every call.
-
-Also accepted: ``file:///abs/path`` and plain paths (verified in place, never copied) and
-``hf://owner/repo/path/in/repo[@revision]`` (Hugging Face Hub, its own cache). A file name
-of the torch hub form ``name-<sha256 prefix>.ext`` is checked against that prefix when no
-sha256 is given. Offline (``IRTBOX_OFFLINE`` or ``HF_HUB_OFFLINE``) only verified cached
-files are returned and the network is never used.
+file on every call. Local files and the Hugging Face Hub are accepted too (:func:`download`).
+Offline (``IRTBOX_OFFLINE`` or ``HF_HUB_OFFLINE``) only verified cached files are returned
+and the network is never used.
 """
 import contextlib
 import hashlib
