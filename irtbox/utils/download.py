@@ -397,9 +397,7 @@ def _size_matches_server(dst: str, url: str, online: bool, timeout: float) -> bo
     server does not say, the file is accepted as it is (and not recorded, so it is
     checked again next time).
     """
-    if not online:
-        return True
-    remote = _remote_size(url, timeout)
+    remote = _remote_size(url, timeout) if online else None
     if remote is None:
         return True
     size = osp.getsize(dst)
