@@ -8,7 +8,6 @@ model's input spec, an experiment name of each run's own, and a ``train_finally(
 to every hook when ``train()`` returns or raises. The rest is done by the hooks it adds to
 MMEngine's default hooks (:data:`DEFAULT_HOOKS`).
 """
-import logging
 import os.path as osp
 import re
 from pathlib import Path
@@ -47,11 +46,6 @@ DEFAULT_HOOKS = dict(work_dir_lock='WorkDirLockHook', resume_check='ResumeCheckH
 _UNACTIONABLE = ('"FileClient" will be deprecated in future',
                  '"HardDiskBackend" is the alias of "LocalBackend"',
                  'The prefix is not set in metric class')
-
-
-class _DropUnactionable(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(_UNACTIONABLE)
 
 
 def find_resume_checkpoint(work_dir: str) -> Tuple[Optional[str], List[str]]:
@@ -99,7 +93,7 @@ class IrtboxRunner(Runner):
         self.auto_resume = bool(resume) and load_from is None
         self.resuming_from: Optional[str] = None
         self._load_partial = bool(self.cfg.get('load_partial', False))
-        self.logger.addFilter(_DropUnactionable())
+        self.logger.addFilter(lambda record: not str(record.msg).startswith(_UNACTIONABLE))
 
     def build_model(self, model):
         """MMEngine's model, carrying its :class:`~irtbox.models.input_spec.InputSpec` as

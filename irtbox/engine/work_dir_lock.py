@@ -17,8 +17,8 @@ Rank 0 takes the lock while it trains (:class:`~irtbox.engine.hooks.WorkDirLockH
 released when the training ends, also on error, and at interpreter exit.
 """
 import atexit
+import contextlib
 import datetime
-import errno
 import json
 import os
 import os.path as osp
@@ -60,16 +60,19 @@ class WorkDirLocked(RuntimeError):
                 "work dir overwrite each other's checkpoints")
 
 
-def _pid_running(pid: int) -> bool:
+def _gone(holder: dict) -> bool:
+    """The holder is another process of this host that no longer runs."""
+    pid = holder.get('pid')
+    if holder.get('host') != socket.gethostname() or not isinstance(pid, int) \
+            or pid == os.getpid():
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return False
-    except PermissionError:  # running, under another user
         return True
-    except OSError as err:
-        return err.errno != errno.ESRCH
-    return True
+    except OSError:  # PermissionError: running, under another user
+        pass
+    return False
 
 
 class WorkDirLock:
@@ -104,7 +107,7 @@ class WorkDirLock:
         ``job``; ``{}`` when its record is unreadable), or None when the work dir is free or
         its holder was a process of this host that is gone."""
         holder = self._read()
-        return None if holder is None or self._stale(holder) else holder
+        return None if holder is None or _gone(holder) else holder
 
     def acquire(self) -> 'WorkDirLock':
         os.makedirs(self.work_dir, exist_ok=True)
@@ -119,16 +122,14 @@ class WorkDirLock:
                     self.warn(f'{self.path}: taking over the lock of an earlier attempt of this '
                               f'job ({holder.get("job")}: PID {holder.get("pid")} on '
                               f'{holder.get("host")}, started {holder.get("started")})')
-                elif self._stale(holder):
+                elif _gone(holder):
                     self.warn(f'{self.path}: taking over the lock of a training that is gone '
                               f'(PID {holder.get("pid")} on {holder.get("host")}, started '
                               f'{holder.get("started")}, no longer running)')
                 else:
                     raise WorkDirLocked(self.work_dir, self.path, holder)
-                try:
+                with contextlib.suppress(FileNotFoundError):
                     os.remove(self.path)
-                except FileNotFoundError:
-                    pass
                 continue
             with os.fdopen(fd, 'w') as f:
                 json.dump(self._record(), f)
@@ -143,15 +144,8 @@ class WorkDirLock:
         """The holder is this job's attempt before a restart or requeue (not this process)."""
         if job_id() is None or holder.get('job') != job_id():
             return False
-        if holder.get('host') != socket.gethostname():
-            return True
-        pid = holder.get('pid')  # on this host: only once it has ended
-        return isinstance(pid, int) and pid != os.getpid() and not _pid_running(pid)
-
-    def _stale(self, holder: dict) -> bool:
-        pid = holder.get('pid')
-        return (holder.get('host') == socket.gethostname() and isinstance(pid, int)
-                and pid != os.getpid() and not _pid_running(pid))
+        # On this host: only once it has ended.
+        return holder.get('host') != socket.gethostname() or _gone(holder)
 
     def release(self) -> None:
         if not self.held:
@@ -160,10 +154,8 @@ class WorkDirLock:
         atexit.unregister(self.release)
         holder = self._read()
         if holder and holder.get('pid') == os.getpid():
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.remove(self.path)
-            except FileNotFoundError:
-                pass
 
     def __enter__(self):
         return self.acquire()

@@ -222,9 +222,6 @@ class _Reader:
                              'file (written by a test or an extraction)') from error
         self.keys = set(self.npz.files)
 
-    def __contains__(self, key: str) -> bool:
-        return key in self.keys
-
     def __getitem__(self, key: str) -> np.ndarray:
         if self.mmap and key in self.infos and self.infos[key].file_size > 1 << 20:
             mapped = _memmap_member(self.path, self.infos[key])
@@ -232,8 +229,11 @@ class _Reader:
                 return mapped
         return self.npz[key]
 
-    def get(self, key: str):
-        return self[key] if key in self.keys else None
+    def get(self, key: str, convert=None):
+        """The array ``key`` (through ``convert`` when given), None when the file has none."""
+        if key not in self.keys:
+            return None
+        return self[key] if convert is None else convert(self[key])
 
     def close(self):
         self.npz.close()
@@ -275,28 +275,20 @@ def load_embeddings(path: str, name: Optional[str] = None, mmap: bool = True,
             shown = ', '.join(repr(n) for n in names)
             raise ValueError(f'{path}: no set {name!r} of embeddings; it has {shown}')
         p = f'{name}/' if name else ''
-        ids = reader.get(p + 'ids')
-        stored_root = reader.get(p + 'data_root')
-        identity = reader.get(p + 'identity')
-        class_names = reader.get(p + 'class_names')
-        failed_ids, failed_reasons = reader.get(p + 'failed_ids'), reader.get(p + 'failed_reasons')
-        embeddings = reader[p + 'embeddings']
-        extra = {k[len(p):]: reader[k] for k in sorted(reader.keys)
-                 if k.startswith(p) and '/' not in k[len(p):]
-                 and k[len(p):] not in _FIELDS + ('format',)}
+        failed_ids = reader.get(p + 'failed_ids', np.ndarray.tolist) or []
         data = EmbeddingSet(
-            embeddings=embeddings,
-            ids=None if ids is None else ids.tolist(),
-            data_root=data_root if data_root is not None else (
-                str(stored_root) if stored_root is not None else ''),
+            embeddings=reader[p + 'embeddings'],
+            ids=reader.get(p + 'ids', np.ndarray.tolist),
+            data_root=(reader.get(p + 'data_root', str) or '') if data_root is None else data_root,
             labels=reader.get(p + 'labels'), is_query=reader.get(p + 'is_query'),
-            class_names=None if class_names is None else class_names.tolist(),
-            failed=[] if failed_ids is None else list(zip(failed_ids.tolist(),
-                                                          failed_reasons.tolist())),
+            class_names=reader.get(p + 'class_names', np.ndarray.tolist),
+            failed=list(zip(failed_ids, reader.get(p + 'failed_reasons', np.ndarray.tolist) or [])),
             metrics={k[len('metrics/'):]: float(reader[k]) for k in sorted(reader.keys)
                      if k.startswith('metrics/') and reader[k].ndim == 0},
-            identity=None if identity is None else json.loads(str(identity)),
-            extra=extra)
+            identity=reader.get(p + 'identity', lambda a: json.loads(str(a))),
+            extra={k[len(p):]: reader[k] for k in sorted(reader.keys)
+                   if k.startswith(p) and '/' not in k[len(p):]
+                   and k[len(p):] not in _FIELDS + ('format',)})
     finally:
         reader.close()
     return data.check(f'{path}' + (f' (set {name!r})' if name else ''))

@@ -123,11 +123,10 @@ def run_all(todo: List[Run], commands, jobs: int = 1,
     """Runs ``todo`` with ``commands`` (see :func:`run_one`), ``jobs`` at a time, and prints one
     line per finished run to stderr. With ``jobs > 1`` each run gets ``cores // jobs`` CPU threads
     (the cores this process may use) and a visible GPU, the GPUs in turn (several runs
-    share one when there are more runs than GPUs; a line says so). A
-    failed run gets a ``failed`` file and the others go on: some points
-    cannot be computed (e.g. M = 1 with batch 256 on a dataset of 80 training
-    classes, paper Fig. 8). On ``KeyboardInterrupt`` the running ones finish (they got the
-    signal too), nothing new starts, and the interrupt goes on to the caller."""
+    share one when there are more runs than GPUs; a line says so). A failed run gets a
+    ``failed`` file and the others go on (see the module). On ``KeyboardInterrupt`` the
+    running ones finish (they got the signal too), nothing new starts, and the interrupt
+    goes on to the caller."""
     slots = queue.Queue()
     devices = _job_devices(jobs) if jobs > 1 else [None]
     gpus = sorted(set(d for d in devices if d is not None))

@@ -64,12 +64,9 @@ def plot_factor(summary: List[dict], factor: str, metric: str, out_path: str,
     fig, axes = plt.subplots(1, len(datasets), figsize=(4.2 * len(datasets), 3.6), squeeze=False)
     for ax, dataset in zip(axes[0], datasets):
         for loss in dict.fromkeys(r['loss'] for r in rows if r['dataset'] == dataset):
-            points = []
-            for x, v in zip(positions, values):
-                match = [r for r in rows if r['dataset'] == dataset and r['loss'] == loss
-                         and _same(r['value'], v)]
-                if match:
-                    points.append((x, match[0]))
+            found = [(x, next((r for r in rows if r['dataset'] == dataset and r['loss'] == loss
+                               and _same(r['value'], v)), None)) for x, v in zip(positions, values)]
+            points = [(x, r) for x, r in found if r is not None]
             xs = [x for x, _ in points]
             mean = [float(r['mean']) for _, r in points]
             if band == 'minmax':
@@ -100,10 +97,7 @@ def plot_factor(summary: List[dict], factor: str, metric: str, out_path: str,
                bbox_to_anchor=(1.0, 0.5))
     if title:
         fig.suptitle(title)
-        # Leave the top strip to the suptitle.
-        fig.tight_layout(rect=(0, 0, 1, 0.94))
-    else:
-        fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.94) if title else None)  # the top strip: the suptitle
     atomic_write(out_path, lambda tmp: fig.savefig(tmp, dpi=120, bbox_inches='tight'))
     plt.close(fig)
     return out_path

@@ -17,6 +17,7 @@ finished runs.
 import os
 import os.path as osp
 import signal
+from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from irtbox.utils.extras import require_extra
@@ -138,11 +139,8 @@ def submit_runs(executor, runs: Sequence[Run], commands, keep_embeddings: bool =
 
 
 def _recorded_task(run: Run) -> Optional[Tuple[str, str]]:
-    path = osp.join(run.work_dir, JOB_FILE)
-    if not osp.isfile(path):
-        return None
-    with open(path) as f:
-        fields = f.read().split()
+    path = Path(run.work_dir, JOB_FILE)
+    fields = path.read_text().split() if path.is_file() else []
     return (fields[0], fields[1]) if len(fields) == 2 else None
 
 

@@ -23,9 +23,8 @@ def state_of(run: Run) -> str:
         return 'done'
     if osp.isfile(osp.join(run.work_dir, FAILED)):
         return 'failed'
-    if run.factor == OFF_THE_SHELF:
-        return 'trained'
-    return 'trained' if osp.isfile(osp.join(run.work_dir, TRAIN_DONE)) else 'todo'
+    trained = run.factor == OFF_THE_SHELF or osp.isfile(osp.join(run.work_dir, TRAIN_DONE))
+    return 'trained' if trained else 'todo'
 
 
 def checkpoint_of(work_dir: str) -> str:

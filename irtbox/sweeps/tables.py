@@ -1,9 +1,10 @@
 """The tables of a sweep: runs.csv / runs.json (one row per finished run) and summary.csv
 (mean, std, min, max over seeds), and reading summary.csv back."""
 import csv
+import itertools
 import json
-import math
 import os.path as osp
+import statistics
 from typing import Dict, List, Optional, Sequence
 
 from irtbox.utils.fileio import atomic_write, atomic_write_text
@@ -59,11 +60,10 @@ def summarize(rows: List[dict]) -> List[dict]:
         first = group[0]
         for metric in metric_names(group):
             vals = [r[metric] for r in group if metric in r]
-            mean = sum(vals) / len(vals)
             out.append(dict(factor=first['factor'], value=first['value'],
                             dataset=first['dataset'], loss=first['loss'],
-                            family=first['family'], metric=metric, n=len(vals), mean=mean,
-                            std=math.sqrt(sum((v - mean) ** 2 for v in vals) / len(vals)),
+                            family=first['family'], metric=metric, n=len(vals),
+                            mean=statistics.fmean(vals), std=statistics.pstdev(vals),
                             min=min(vals), max=max(vals)))
     return out
 
@@ -115,34 +115,25 @@ def format_tables(summary: List[dict], spec: dict,
     shelf = {(r['dataset'], r['metric']): r['mean'] for r in summary
              if r['factor'] == OFF_THE_SHELF}
     blocks = []
-    for factor, fspec in spec['factors'].items():
+    for (factor, fspec), dataset, metric in itertools.product(
+            spec['factors'].items(), spec['datasets'], metrics):
+        cells = {(r['loss'], value_dir(r['value'])): r for r in summary
+                 if (r['factor'], r['dataset'], r['metric']) == (factor, dataset, metric)}
+        if not cells:
+            continue
+        values = [v for v in fspec['values'] if any(key[1] == value_dir(v) for key in cells)]
+        losses = [loss for loss in spec['losses'] if any(key[0] == loss for key in cells)]
         label = fspec.get('label', factor)
-        for dataset in spec['datasets']:
-            for metric in metrics:
-                cells = {(r['loss'], value_dir(r['value'])): r for r in summary
-                         if r['factor'] == factor and r['dataset'] == dataset
-                         and r['metric'] == metric}
-                if not cells:
-                    continue
-                values = [v for v in fspec['values'] if any(key[1] == value_dir(v)
-                                                            for key in cells)]
-                losses = [loss for loss in spec['losses'] if any(key[0] == loss
-                                                                 for key in cells)]
-                n = sorted({r['n'] for r in cells.values()})
-                rows = [[label] + [f'{v:g}' if isinstance(v, float) else str(v)
-                                   for v in values]]
-                for loss in losses:
-                    rows.append([loss] + [f'{cells[(loss, value_dir(v))]["mean"]:.1f}'
-                                          if (loss, value_dir(v)) in cells else '-'
-                                          for v in values])
-                if (dataset, metric) in shelf:
-                    rows.append(['off-the-shelf', f'{shelf[(dataset, metric)]:.1f}'])
-                width = [max(len(r[i]) for r in rows if i < len(r))
-                         for i in range(len(rows[0]))]
-                lines = ['  '.join(c.ljust(width[0]) if i == 0 else c.rjust(width[i])
-                                   for i, c in enumerate(r)).rstrip() for r in rows]
-                over = '/'.join(map(str, n))
-                blocks.append(f'{metric} (%) against {label} on {dataset}, mean over {over} '
-                              'seed(s):\n'
-                              + '\n'.join(lines))
+        rows = [[label] + [f'{v:g}' if isinstance(v, float) else str(v) for v in values]]
+        for loss in losses:
+            rows.append([loss] + [f'{cells[(loss, value_dir(v))]["mean"]:.1f}'
+                                  if (loss, value_dir(v)) in cells else '-' for v in values])
+        if (dataset, metric) in shelf:
+            rows.append(['off-the-shelf', f'{shelf[(dataset, metric)]:.1f}'])
+        width = [max(len(r[i]) for r in rows if i < len(r)) for i in range(len(rows[0]))]
+        lines = ['  '.join(c.ljust(width[0]) if i == 0 else c.rjust(width[i])
+                           for i, c in enumerate(r)).rstrip() for r in rows]
+        over = '/'.join(map(str, sorted({r['n'] for r in cells.values()})))
+        blocks.append(f'{metric} (%) against {label} on {dataset}, mean over {over} seed(s):\n'
+                      + '\n'.join(lines))
     return '\n\n'.join(blocks)

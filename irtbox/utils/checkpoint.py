@@ -36,10 +36,9 @@ WRAPPER_PREFIXES = ('module.', 'backbone.model.', 'backbone.', 'model.')
 
 
 def _numpy_safe_globals():
-    globals_ = [np.ndarray, np.dtype, type(np.dtype('float64')), type(np.dtype('int64')),
-                type(np.dtype('float32')), type(np.dtype('int32')), type(np.dtype('bool'))]
-    multiarray = getattr(np, '_core', None) or np.core
-    return globals_ + [multiarray.multiarray._reconstruct, multiarray.multiarray.scalar]
+    multiarray = (getattr(np, '_core', None) or np.core).multiarray
+    return [np.ndarray, np.dtype, multiarray._reconstruct, multiarray.scalar] + [
+        type(np.dtype(name)) for name in ('float64', 'int64', 'float32', 'int32', 'bool')]
 
 
 def _history_buffer_getattr(obj, name):
@@ -186,9 +185,8 @@ def strip_prefixes(state_dict: Dict[str, torch.Tensor],
 
 def load_state_dict_file(path_or_url: str) -> Dict[str, torch.Tensor]:
     """Load a state dict from a local file or an http(s) URL, safely."""
-    if path_or_url.startswith(('http://', 'https://')):
-        return extract_state_dict(_load_url(path_or_url))
-    return extract_state_dict(_load_local(path_or_url))
+    load = _load_url if path_or_url.startswith(('http://', 'https://')) else _load_local
+    return extract_state_dict(load(path_or_url))
 
 
 # Parts of a retriever used only for training (the losses' classifiers and memories, the

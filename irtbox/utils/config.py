@@ -107,11 +107,8 @@ def find_config(name: str, shipped_only: bool = False) -> str:
     (:func:`irtbox.apis.model_zoo.resolve_config`)."""
     if osp.isfile(name) and not shipped_only:
         return name
-    if name.startswith(SHIPPED_PREFIX):
-        name = name[len(SHIPPED_PREFIX):]
-    shipped = osp.normpath(name)
-    if shipped.startswith('configs' + osp.sep):
-        shipped = shipped[len('configs') + 1:]
+    name = name.removeprefix(SHIPPED_PREFIX)
+    shipped = osp.normpath(name).removeprefix('configs' + osp.sep)
     for candidate in (shipped, shipped + '.py'):
         if not osp.isabs(candidate) and osp.isfile(osp.join(CONFIGS_DIR, candidate)):
             return osp.join(CONFIGS_DIR, candidate)

@@ -143,15 +143,12 @@ def finish_distributed() -> bool:
 
 
 def _slurm_env(port: int = None) -> None:
-    proc_id = int(os.environ['SLURM_PROCID'])
-    ntasks = int(os.environ['SLURM_NTASKS'])
-    node_list = os.environ['SLURM_NODELIST']
-    addr = subprocess.getoutput(f'scontrol show hostname {node_list} | head -n1')
-    os.environ.setdefault('MASTER_PORT', str(port or 29500))
-    os.environ.setdefault('MASTER_ADDR', addr)
-    os.environ['WORLD_SIZE'] = str(ntasks)
-    os.environ['LOCAL_RANK'] = os.environ.get('SLURM_LOCALID', '0')
-    os.environ['RANK'] = str(proc_id)
+    env = os.environ
+    rank, world = int(env['SLURM_PROCID']), int(env['SLURM_NTASKS'])
+    addr = subprocess.getoutput(f'scontrol show hostname {env["SLURM_NODELIST"]} | head -n1')
+    env.setdefault('MASTER_PORT', str(port or 29500))
+    env.setdefault('MASTER_ADDR', addr)
+    env.update(WORLD_SIZE=str(world), LOCAL_RANK=env.get('SLURM_LOCALID', '0'), RANK=str(rank))
     # What torchrun sets and Slurm does not: the ranks on this node, which share its cores.
     os.environ.setdefault('LOCAL_WORLD_SIZE', str(local_world_size()))
 

@@ -6,13 +6,9 @@ interrupted download resumes with an HTTP ``Range`` request, within the call (re
 and across calls (the ``.part`` is kept). A verified file gets a small record
 ``<dst>.sha256.json`` (size, mtime_ns, sha256), so a later call re-hashes it only when it
 changed. We do not use pooch because it lacks HTTP Range resume and re-hashes the whole
-file on every call.
-
-Also accepted: ``file:///abs/path`` and plain paths (verified in place, never copied) and
-``hf://owner/repo/path/in/repo[@revision]`` (Hugging Face Hub, its own cache). A file name
-of the torch hub form ``name-<sha256 prefix>.ext`` is checked against that prefix when no
-sha256 is given. Offline (``IRTBOX_OFFLINE`` or ``HF_HUB_OFFLINE``) only verified cached
-files are returned and the network is never used.
+file on every call. Local files and the Hugging Face Hub are accepted too (:func:`download`).
+Offline (``IRTBOX_OFFLINE`` or ``HF_HUB_OFFLINE``) only verified cached files are returned
+and the network is never used.
 """
 import contextlib
 import hashlib
@@ -48,10 +44,11 @@ OFFLINE_VARS = ('IRTBOX_OFFLINE', 'HF_HUB_OFFLINE')
 ACCEPTED_FORMS = ('http(s)://host/path, file:///abs/path, hf://owner/repo/path/in/repo[@revision] '
                   'or a local path')
 _TRUTHY = ('1', 'true', 'yes', 'on')
-_SHA256 = re.compile(r'[0-9a-fA-F]{64}')
 _HASH_IN_NAME = re.compile(r'-([0-9a-fA-F]{8,64})\.')
 _CONTENT_RANGE = re.compile(r'bytes\s+(\d+)-\d+/(\d+|\*)')
 _READ_SIZE = 1 << 16
+# Beside a downloaded file: its verification record and the lock of whoever fetches it.
+_RECORD, _LOCK = '.sha256.json', '.lock'
 # Server answers worth asking again a moment later (the .part is kept and resumed).
 _RETRY_STATUS = (408, 429, 500, 502, 503, 504)
 
@@ -145,8 +142,8 @@ def download(url: str, sha256: Optional[str] = None, *, cache_dir: Optional[str]
         FileNotFoundError: a local file that does not exist.
         ValueError: an unsupported URL or a malformed ``sha256``.
     """
-    expected = _normalize_sha256(sha256)
-    md5 = _normalize_md5(md5)
+    expected = _normalize(sha256, 'sha256', 64)
+    md5 = _normalize(md5, 'md5', 32)
     scheme = url.split('://', 1)[0].lower() if '://' in url else ''
     if scheme in ('http', 'https'):
         name = filename or _url_basename(url)
@@ -163,21 +160,12 @@ def download(url: str, sha256: Optional[str] = None, *, cache_dir: Optional[str]
     raise ValueError(f'unsupported URL {url!r}: expected {ACCEPTED_FORMS}')
 
 
-def _normalize_sha256(sha256: Optional[str]) -> Optional[str]:
+def _normalize(digest: Optional[str], name: str, digits: int) -> Optional[str]:
     """The lower-case digest; a malformed one is an error, not a silently skipped check."""
-    if sha256 is None:
-        return None
-    if not isinstance(sha256, str) or not _SHA256.fullmatch(sha256):
-        raise ValueError(f'sha256 must be 64 hex digits, got {sha256!r}')
-    return sha256.lower()
-
-
-def _normalize_md5(md5: Optional[str]) -> Optional[str]:
-    if md5 is None:
-        return None
-    if not isinstance(md5, str) or not re.fullmatch(r'[0-9a-fA-F]{32}', md5):
-        raise ValueError(f'md5 must be 32 hex digits, got {md5!r}')
-    return md5.lower()
+    if digest is not None and not (isinstance(digest, str)
+                                   and re.fullmatch(f'[0-9a-fA-F]{{{digits}}}', digest)):
+        raise ValueError(f'{name} must be {digits} hex digits, got {digest!r}')
+    return digest and digest.lower()
 
 
 def _check_md5(path: str, md5: str, url: str, what_happened: str) -> None:
@@ -191,11 +179,6 @@ def _hash_in_name(name: str) -> Optional[str]:
     """The sha256 prefix of a torch-hub style name ``name-<hex prefix>.ext``, else None."""
     match = _HASH_IN_NAME.search(osp.basename(name))
     return match.group(1).lower() if match else None
-
-
-def _matches(digest: str, expected: str) -> bool:
-    """Whether ``digest`` is ``expected`` (a full digest, or a prefix taken from a file name)."""
-    return digest.startswith(expected)
 
 
 def _describe(expected: str) -> str:
@@ -229,7 +212,7 @@ def _verify_local(url: str, expected: Optional[str]) -> str:
     expected = expected or _hash_in_name(path)
     if expected:
         digest = sha256sum(path)
-        if not _matches(digest, expected):
+        if not digest.startswith(expected):
             raise ChecksumError(f'sha256 mismatch for {url}: expected {_describe(expected)}, got '
                                 f'{digest}; the file {path} was left as it is')
     return path
@@ -260,12 +243,12 @@ def _download_hf(url: str, expected: Optional[str]) -> str:
     if not expected:
         return path
     digest = sha256sum(path)
-    if not _matches(digest, expected) and not is_offline():
+    if not digest.startswith(expected) and not is_offline():
         print_log(f'{path} (from {url}) has sha256 {digest}, expected {_describe(expected)}; '
                   'fetching it again', logger='current', level=logging.WARNING)
         path = _hf_fetch(url, repo_id, filename, revision, force=True)
         digest = sha256sum(path)
-    if not _matches(digest, expected):
+    if not digest.startswith(expected):
         raise ChecksumError(f'sha256 mismatch for {url}: expected {_describe(expected)}, got '
                             f'{digest}; the file was left in the Hugging Face cache at {path}')
     return path
@@ -301,8 +284,10 @@ def _download_http(url: str, dst: str, expected: Optional[str], progress: bool, 
                            f'the cache at {dst}; unset {reason.split("=")[0]} or put the file '
                            'there')
     os.makedirs(osp.dirname(dst) or '.', exist_ok=True)
-    with _exclusive_lock(_lock_path(dst)):
-        if _record_ok(dst, expected):  # another process fetched it while we waited
+    with _exclusive_lock(dst + _LOCK):
+        # Another process may have fetched it while we waited.
+        record = _read_record(dst) if osp.isfile(dst) else None
+        if _record_is_current(record, dst) and record['sha256'].startswith(expected or ''):
             return dst
         _fetch(url, dst, expected, progress, retries, timeout, md5)
     return dst
@@ -334,14 +319,6 @@ def _exclusive_lock(path: str):
         f.close()
 
 
-def _record_path(path: str) -> str:
-    return path + '.sha256.json'
-
-
-def _lock_path(path: str) -> str:
-    return path + '.lock'
-
-
 def recorded_sha256(path: str) -> str:
     """The sha256 of a file :func:`download` wrote or verified: from its record when the
     file is unchanged since, else computed."""
@@ -352,7 +329,7 @@ def recorded_sha256(path: str) -> str:
 def remove_download(path: str) -> None:
     """Remove a file :func:`download` wrote and what it keeps beside it (its verification
     record and lock file); any of them may be missing already."""
-    for p in (path, _record_path(path), _lock_path(path)):
+    for p in (path, path + _RECORD, path + _LOCK):
         if osp.exists(p):
             os.remove(p)
 
@@ -360,14 +337,12 @@ def remove_download(path: str) -> None:
 def _read_record(path: str) -> Optional[dict]:
     """The verification record of ``path``; None when missing or unreadable."""
     try:
-        with open(_record_path(path)) as f:
+        with open(path + _RECORD) as f:
             record = json.load(f)
-        size, mtime_ns, digest = record['size'], record['mtime_ns'], record['sha256']
+        types = tuple(type(record[key]) for key in ('size', 'mtime_ns', 'sha256'))
     except (OSError, ValueError, TypeError, KeyError):
         return None
-    if not (isinstance(size, int) and isinstance(mtime_ns, int) and isinstance(digest, str)):
-        return None
-    return record
+    return record if types == (int, int, str) else None
 
 
 def _record_is_current(record: Optional[dict], path: str) -> bool:
@@ -382,25 +357,7 @@ def _write_record(path: str, digest: str) -> None:
     """Record ``path``'s size, mtime and sha256, atomically (readers never see half a file)."""
     stat = os.stat(path)
     text = json.dumps(dict(size=stat.st_size, mtime_ns=stat.st_mtime_ns, sha256=digest))
-    atomic_write_text(_record_path(path), text)
-
-
-def _write_record_if_possible(path: str, digest: str) -> None:
-    """Record a cached file verified in place; a read-only shared cache stays usable (the
-    file is then simply verified again next time)."""
-    try:
-        _write_record(path, digest)
-    except OSError:
-        pass
-
-
-def _record_ok(dst: str, expected: Optional[str]) -> bool:
-    """Cheap check: ``dst`` exists, is unchanged since recorded, and the record matches."""
-    if not osp.isfile(dst):
-        return False
-    record = _read_record(dst)
-    return _record_is_current(record, dst) and _matches(record['sha256'],
-                                                        expected or record['sha256'])
+    atomic_write_text(path + _RECORD, text)
 
 
 def _cached_ok(dst: str, url: str, expected: Optional[str], online: bool,
@@ -421,13 +378,15 @@ def _cached_ok(dst: str, url: str, expected: Optional[str], online: bool,
     else:
         digest = sha256sum(dst)
     reference = expected or record['sha256']
-    if not _matches(digest, reference):
+    if not digest.startswith(reference):
         print_log(f'cached file {dst} (from {url}) is damaged or outdated: sha256 {digest}, '
                   f'expected {_describe(reference)}; fetching it again', logger='current',
                   level=logging.WARNING)
         return False
     if not _record_is_current(record, dst):
-        _write_record_if_possible(dst, digest)
+        # A read-only shared cache stays usable: the file is then verified again next time.
+        with contextlib.suppress(OSError):
+            _write_record(dst, digest)
     return True
 
 
@@ -438,9 +397,7 @@ def _size_matches_server(dst: str, url: str, online: bool, timeout: float) -> bo
     server does not say, the file is accepted as it is (and not recorded, so it is
     checked again next time).
     """
-    if not online:
-        return True
-    remote = _remote_size(url, timeout)
+    remote = _remote_size(url, timeout) if online else None
     if remote is None:
         return True
     size = osp.getsize(dst)
@@ -448,7 +405,8 @@ def _size_matches_server(dst: str, url: str, online: bool, timeout: float) -> bo
         print_log(f'cached file {dst} has {size} bytes but {url} has {remote}; fetching it '
                   'again', logger='current', level=logging.WARNING)
         return False
-    _write_record_if_possible(dst, sha256sum(dst))
+    with contextlib.suppress(OSError):  # as in _cached_ok
+        _write_record(dst, sha256sum(dst))
     return True
 
 
@@ -467,34 +425,32 @@ def _fetch(url: str, dst: str, expected: Optional[str], progress: bool, retries:
            timeout: float, md5: Optional[str] = None) -> None:
     """Download into ``<dst>.part``, verify, then rename into place and record the hash."""
     part = dst + '.part'
-    digest = _fetch_with_retries(url, part, progress, retries, timeout,
-                                 need_length=not (expected or md5), dst=dst)
-    if expected and not _matches(digest, expected):
-        os.remove(part)
-        raise ChecksumError(f'sha256 mismatch for {url}: expected {_describe(expected)}, got '
-                            f'{digest}; the download was deleted ({part})')
-    if md5:
-        try:
+    digest = _fetch_with_retries(url, part, progress, retries, timeout, not (expected or md5))
+    try:
+        if expected and not digest.startswith(expected):
+            raise ChecksumError(f'sha256 mismatch for {url}: expected {_describe(expected)}, '
+                                f'got {digest}; the download was deleted ({part})')
+        if md5:
             _check_md5(part, md5, url, f'the download was deleted ({part})')
-        except ChecksumError:
-            os.remove(part)
-            raise
+    except ChecksumError:
+        os.remove(part)
+        raise
     # The old file's record must not vouch for the new file, even for a moment.
     with contextlib.suppress(FileNotFoundError):
-        os.remove(_record_path(dst))
+        os.remove(dst + _RECORD)
     os.replace(part, dst)
     _write_record(dst, digest)
 
 
-def _fetch_with_retries(url: str, part: str, progress: bool, retries: int,
-                        timeout: float, need_length: bool = False, dst: str = '') -> str:
+def _fetch_with_retries(url: str, part: str, progress: bool, retries: int, timeout: float,
+                        need_length: bool) -> str:
     """sha256 of the complete ``part``; interrupted transfers are resumed up to ``retries``.
     ``need_length``: no checksum will vouch for the file, so its end must be known (see
     :func:`_fetch_once`)."""
     attempt = 0
     while True:
         try:
-            return _fetch_once(url, part, progress, timeout, need_length, dst)
+            return _fetch_once(url, part, progress, timeout, need_length)
         except urllib.error.HTTPError as err:  # before URLError: HTTPError is one
             err.close()
             if err.code not in _RETRY_STATUS or attempt >= retries:
@@ -563,8 +519,7 @@ def _total_size(response, offset: int) -> Optional[int]:
     return offset + int(length) if length.isdigit() else None
 
 
-def _fetch_once(url: str, part: str, progress: bool, timeout: float,
-                need_length: bool = False, dst: str = '') -> str:
+def _fetch_once(url: str, part: str, progress: bool, timeout: float, need_length: bool) -> str:
     """One GET into ``part`` (appending on a resume); the sha256 of the complete part.
 
     Raises ``_Interrupted`` when the body ends before the announced size. A body of no
@@ -605,5 +560,5 @@ def _fetch_once(url: str, part: str, progress: bool, timeout: float,
             f'could not download {url}: the server sends no Content-Length and {said}, and no '
             f'checksum is known, so a connection closed early cannot be told from the end of '
             f'the file; the {received} bytes were not kept. Download it by hand to '
-            f'{dst or part[:-len(".part")]}, or give its sha256.')
+            f'{part[:-len(".part")]}, or give its sha256.')
     return digest.hexdigest()

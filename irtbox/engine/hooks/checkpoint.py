@@ -3,10 +3,8 @@
 MMEngine's ``CheckpointHook`` removes the oldest checkpoint (``max_keep_ckpts``) and the
 previous ``best_*.pth`` *before* it writes the new one, so a save that fails (a full disk)
 or is killed leaves fewer intact checkpoints than before, with ``max_keep_ckpts=1`` none,
-and ``last_checkpoint`` naming a file already deleted. Here the order is: write the new
-checkpoint (atomic, :meth:`~irtbox.engine.IrtboxRunner.save_checkpoint`), point ``last_checkpoint`` at it
-(atomic), then delete what it replaces. The pre-emption checkpoint goes through the same
-code (:class:`~.preemption.PreemptionHook` saves through this hook).
+and ``last_checkpoint`` naming a file already deleted. The pre-emption checkpoint goes
+through this hook too (:class:`~.preemption.PreemptionHook`).
 """
 import os
 import os.path as osp
@@ -38,8 +36,9 @@ class CheckpointHook(MMEngineCheckpointHook):
     """MMEngine's ``CheckpointHook`` (same arguments; configs name it ``CheckpointHook`` and
     get this one under irtbox's scope) with a rotation that never has fewer intact
     checkpoints than before: an outdated ``iter_*``/``epoch_*`` file (``max_keep_ckpts``)
-    or the previous ``best_*.pth`` is deleted only after the new file and
-    ``last_checkpoint`` are written. A kill in between leaves one file too many; the
+    or the previous ``best_*.pth`` is deleted only after the new file (atomic,
+    :meth:`~irtbox.engine.IrtboxRunner.save_checkpoint`) and ``last_checkpoint`` are
+    written. A kill in between leaves one file too many; the
     outdated step stays in the ``keep_ckpt_ids`` the new checkpoint records, so the resumed
     run deletes it (MMEngine's ``before_train`` trims that list)."""
 

@@ -95,12 +95,11 @@ class BestWeightsEarlyStoppingHook(Hook):
         if rule not in ('greater', 'less'):
             raise ValueError(f"{type(self).__name__}: rule must be 'greater' or 'less', "
                              f'got {rule!r}')
-        check_int(patience, f'{type(self).__name__}: patience')
         if min_delta < 0:
             raise ValueError(f'{type(self).__name__}: min_delta must be >= 0, got {min_delta}')
         self.monitor = monitor
         self.rule = rule
-        self.patience = patience
+        self.patience = check_int(patience, f'{type(self).__name__}: patience')
         self.min_delta = float(min_delta)
         self.save_best = save_best
         self.best_filename = best_filename

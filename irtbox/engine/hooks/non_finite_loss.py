@@ -1,6 +1,6 @@
 """Stop training at the first non-finite loss instead of training on, and saving, NaNs."""
 import math
-import os.path as osp
+from pathlib import Path
 from typing import Optional
 
 import torch
@@ -55,10 +55,9 @@ class _HostFlag:
 
 
 def _latest_checkpoint(runner) -> str:
-    record = osp.join(runner.work_dir, 'last_checkpoint')
-    if osp.isfile(record):
-        with open(record) as f:
-            return f.read().strip() or 'none'
+    record = Path(runner.work_dir, 'last_checkpoint')
+    if record.is_file():
+        return record.read_text().strip() or 'none'
     return 'none (none was saved yet)'
 
 

@@ -21,13 +21,8 @@ def _optimizer_of(runner) -> Optional[torch.optim.Optimizer]:
 def _state_index(optimizer: torch.optim.Optimizer, param: torch.Tensor) -> Optional[int]:
     """The key of ``param`` in ``optimizer.state_dict()['state']``: its position among the
     parameters of all groups, in order (as ``Optimizer.state_dict`` numbers them)."""
-    index = 0
-    for group in optimizer.param_groups:
-        for p in group['params']:
-            if p is param:
-                return index
-            index += 1
-    return None
+    params = (p for group in optimizer.param_groups for p in group['params'])
+    return next((index for index, p in enumerate(params) if p is param), None)
 
 
 @HOOKS.register_module()

@@ -1,13 +1,5 @@
-"""Pre-emption and time-based checkpoints: a training a cluster stops goes on where it stopped.
-
-On SIGTERM or SIGUSR1 (Slurm's ``--signal=USR1@120``, torchrun's agent forwarding a SIGTERM)
-the handler only notes the signal. At the end of the iteration in progress every rank learns
-whether any rank got one (one all-reduce of two numbers per iteration), they save one
-checkpoint of that iteration together and :class:`Preempted` ends training; the commands exit
-with :data:`PREEMPTED_EXIT_STATUS`. Each checkpoint also carries every rank's random number
-generator states (Python, NumPy, torch, CUDA), restored on resume right before the first
-batch after the skipped ones is drawn, so the resumed run is the uninterrupted one.
-"""
+"""Pre-emption and time-based checkpoints: a training a cluster stops goes on where it stopped
+(:class:`PreemptionHook`)."""
 import os
 import os.path as osp
 import random
@@ -121,7 +113,8 @@ class _RestoreRngBeforeBatch:
 class PreemptionHook(Hook):
     """Checkpoint and stop on a pre-emption signal; checkpoint every ``checkpoint_minutes``.
 
-    - ``signals`` (default SIGTERM and SIGUSR1): their handlers note the signal. After the
+    - ``signals`` (default SIGTERM and SIGUSR1: Slurm's ``--signal=USR1@120``, torchrun's
+      agent forwarding a SIGTERM): their handlers note the signal. After the
       iteration in progress every rank knows (one all-reduce of two numbers per iteration);
       the checkpoint of that iteration (``iter_<n>.pth`` through the config's
       ``CheckpointHook``: ``last_checkpoint`` and ``max_keep_ckpts`` as for the others) is
@@ -182,12 +175,9 @@ class PreemptionHook(Hook):
                 loop.dataloader_iterator, runner.iter, self._resumed_state)
         self._resumed_state = None
 
-    def train_finally(self, runner) -> None:
-        """Called by :class:`~irtbox.engine.IrtboxRunner` when ``train()`` returns or raises."""
-        self.restore_handlers()
-
-    def restore_handlers(self) -> None:
-        """Give the signals their handlers from before training back (idempotent)."""
+    def train_finally(self, runner=None) -> None:
+        """Give the signals their handlers from before training back (idempotent); called by
+        :class:`~irtbox.engine.IrtboxRunner` when ``train()`` returns or raises."""
         for sig, handler in self._previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
         self._previous = {}
@@ -213,7 +203,7 @@ class PreemptionHook(Hook):
         path = self._save(runner)
         if received:
             name = signal.Signals(received).name
-            self.restore_handlers()
+            self.train_finally()
             raise Preempted(f'{name} received: stopped after iteration {runner.iter + 1} and '
                             f'saved {path}; the same command resumes from it', name, path)
         runner.logger.info(f'preemption: checkpoint_minutes={self.checkpoint_minutes:g} '

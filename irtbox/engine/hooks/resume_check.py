@@ -54,11 +54,9 @@ def training_differences(saved: Optional[dict], now: Dict[str, str], limit: int 
     checkpoint that records none)."""
     if not isinstance(saved, dict):
         return []
-    lines = []
-    for key in sorted(set(saved) | set(now)):
-        if saved.get(key) != now.get(key):
-            lines.append(f'{key}: {saved.get(key, "(none)")} in the checkpoint, '
-                         f'{now.get(key, "(none)")} in this config')
+    lines = [f'{key}: {saved.get(key, "(none)")} in the checkpoint, {now.get(key, "(none)")} '
+             'in this config' for key in sorted(set(saved) | set(now))
+             if saved.get(key) != now.get(key)]
     if len(lines) > limit:
         lines = lines[:limit] + [f'... and {len(lines) - limit} more']
     return lines

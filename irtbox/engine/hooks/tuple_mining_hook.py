@@ -156,14 +156,11 @@ class TupleMiningHook(Hook):
         if unknown:
             raise ValueError(f'TupleMiningHook: unknown key(s) {unknown} in dataloader; '
                              f'expected some of {list(self._LOADER_KEYS)}')
-        for key, value in (('poolsize', poolsize), ('chunk_size', chunk_size),
-                           ('batch_size', dataloader.get('batch_size', 32))):
-            check_int(value, f'TupleMiningHook: {key}')
-        self.poolsize = poolsize
-        self.batch_size = dataloader.get('batch_size', 32)
+        self.poolsize = check_int(poolsize, 'TupleMiningHook: poolsize')
+        self.chunk_size = check_int(chunk_size, 'TupleMiningHook: chunk_size')
+        self.batch_size = check_int(dataloader.get('batch_size', 32), 'TupleMiningHook: batch_size')
         self.num_workers = dataloader.get('num_workers', 0)
         self.pipeline_cfg = dataloader.get('pipeline')
-        self.chunk_size = chunk_size
         self.seed = seed
         self._pipeline = None
 
@@ -213,11 +210,8 @@ class TupleMiningHook(Hook):
 
     def _build_pipeline(self, dataset):
         if self._pipeline is None:
-            if self.pipeline_cfg is None:
-                self._pipeline = dataset.pipeline
-            else:
-                self._pipeline = Compose([TRANSFORMS.build(t) if isinstance(t, dict) else t
-                                          for t in self.pipeline_cfg])
+            self._pipeline = dataset.pipeline if self.pipeline_cfg is None else Compose(
+                [TRANSFORMS.build(t) if isinstance(t, dict) else t for t in self.pipeline_cfg])
         return self._pipeline
 
     @torch.no_grad()
@@ -250,20 +244,16 @@ class TupleMiningHook(Hook):
                     # fitted before the first epoch.
                     if isinstance(module, FittedProjection) and not module.train_projected:
                         projections.enter_context(module.passthrough())
-                feats = self._descriptors(model, loader, progress)
+                feats = []
+                extract = getattr(model, 'extract_raw_feat', None)
+                for batch in loader:
+                    data = model.data_preprocessor(batch, False)
+                    feats.append(extract(data['inputs']) if extract else
+                                 model(**data, mode='tensor'))
+                    if progress:
+                        progress.update()
         finally:
             if scales is not None:
                 model.test_scales = scales
             model.train(was_training)
         return gather_round_robin(torch.cat(feats), n)
-
-    @staticmethod
-    def _descriptors(model, loader, progress) -> list:
-        feats = []
-        for batch in loader:
-            data = model.data_preprocessor(batch, False)
-            extract = getattr(model, 'extract_raw_feat', None)
-            feats.append(extract(data['inputs']) if extract else model(**data, mode='tensor'))
-            if progress:
-                progress.update()
-        return feats
