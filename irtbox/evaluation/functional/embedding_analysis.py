@@ -15,6 +15,7 @@ from typing import Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
+from mmengine.utils import track_iter_progress
 
 from irtbox.utils.checks import check_positive_int
 from .checks import ArrayLike, as_float_matrix, as_vector
@@ -270,15 +271,7 @@ def ground_truth_histograms(query: ArrayLike, database: ArrayLike, gnd: Sequence
 def _blocks(n: int, chunk_size: int, progress: bool):
     """The first row of each block of ``chunk_size`` rows, with a progress bar if asked."""
     starts = range(0, n, chunk_size)
-    if not progress:
-        yield from starts
-        return
-    from mmengine.utils import ProgressBar
-    bar = ProgressBar(len(starts))
-    for start in starts:
-        yield start
-        bar.update()
-    bar.file.write('\n')  # ProgressBar leaves the cursor on its line
+    return track_iter_progress(starts) if progress else starts
 
 
 def _check_histogram_args(bins, range, chunk_size) -> Tuple[float, float]:
