@@ -9,19 +9,10 @@ image, and a JSON API. FastAPI + uvicorn (``pip install irtbox[serve]``).
 - ``GET /healthz``: ``{"status": "ok", "items", "dim", "factory"}`` (``factory``: the faiss
   factory string).
 
-Uploads are capped in bytes and pixels (checked from the image header before decoding, per
-request: Pillow's process-wide ``Image.MAX_IMAGE_PIXELS`` is left as it is); an undecodable
-upload gets a 400 that says why.
-
-Memory is bounded across requests, not only per image: uploads are decoded in a small pool of
-threads (``decode_threads``) under a budget of decoded pixels held at once
-(``decode_budget_pixels``, default ``max_pixels``: one image of the largest size allowed, or
-several smaller ones); an upload waits for its share of the budget before a pixel of it is
-decoded, and holds it until its search is done. Where the model's input allows (its test
-pipeline resizes to a known size), an upload is decoded no larger than needed: a JPEG at 1/2,
-1/4 or 1/8 scale (Pillow's ``draft``), any image then reduced by a whole factor
-(``Image.reduce``, a box filter), keeping its short side at least twice the network's input side
-(:func:`query_min_side`).
+Uploads are capped in bytes and pixels (:func:`decode_upload`); an undecodable upload gets a
+400 that says why. Memory is bounded across requests, not only per image: uploads are decoded
+in a small pool of threads under a budget of decoded pixels held at once (:class:`PixelBudget`),
+each no larger than the model needs (:func:`query_min_side`).
 """
 import os
 import os.path as osp
@@ -129,8 +120,10 @@ def create_app(searcher, max_upload_bytes: int = 10 * 2**20, max_pixels: int = 4
     """The FastAPI app serving ``searcher`` (which must have its model).
 
     ``decode_budget_pixels``: decoded pixels held at once over all requests (default
-    ``max_pixels``); ``decode_threads``: the threads uploads are decoded in (see the module's
-    docstring). The app's ``state.decode_budget`` is its :class:`PixelBudget`."""
+    ``max_pixels``: one image of the largest size allowed, or several smaller ones); an upload
+    waits for its share before a pixel of it is decoded and holds it until its search is done.
+    ``decode_threads``: the threads uploads are decoded in. The app's ``state.decode_budget``
+    is its :class:`PixelBudget`."""
     try:
         import fastapi
     except ImportError as err:
