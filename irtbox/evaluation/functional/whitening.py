@@ -166,17 +166,12 @@ def _cholesky(S: np.ndarray) -> np.ndarray:
 def _as_float64(X: ArrayLike, name: str):
     """X as a finite 2-D float64 numpy array, and a function that returns
     results in X's kind (numpy, or a float64 tensor on X's device)."""
-    if isinstance(X, torch.Tensor):
-        device = X.device
-        x = X.detach().cpu().double().numpy()
+    tensor = isinstance(X, torch.Tensor)
+    x = X.detach().cpu().double().numpy() if tensor else np.asarray(X, dtype=np.float64)
 
-        def back(a):
-            return torch.from_numpy(np.ascontiguousarray(a)).to(device)
-    else:
-        x = np.asarray(X, dtype=np.float64)
+    def back(a):
+        return torch.from_numpy(np.ascontiguousarray(a)).to(X.device) if tensor else a
 
-        def back(a):
-            return a
     if x.ndim != 2:
         raise ValueError(f'{name} must be 2-D (N descriptors x D), got shape {x.shape}.')
     if not np.isfinite(x).all():

@@ -89,18 +89,15 @@ def merge_by_sample_idx(parts: Sequence[Optional[dict]],
     return data
 
 
-def gather_arrays(part: Optional[Dict[str, np.ndarray]],
-                  block_bytes: Optional[int] = None) -> Optional[List[Optional[dict]]]:
+def gather_arrays(part: Optional[Dict[str, np.ndarray]]) -> Optional[List[Optional[dict]]]:
     """Every rank's ``part`` (arrays of equal length under the same keys, or None), in rank
     order, on rank 0; None on the other ranks (a collective: every rank calls it).
 
-    Each array is sent as a tensor in blocks of rows of at most ``block_bytes`` per rank,
-    padded to the same length (``all_gather`` needs equal shapes) and cut back: a rank holds
-    one block from each rank at a time on the communication device, whatever the size of
-    the test set (default: 32 MB). The keys, dtypes and row counts go first, as one small
+    Each array is sent as a tensor in blocks of rows of at most 32 MB per rank, padded to the
+    same length (``all_gather`` needs equal shapes) and cut back: a rank holds one block from
+    each rank at a time on the communication device, whatever the size of the test set. The keys, dtypes and row counts go first, as one small
     object.
     """
-    block_bytes = block_bytes or _BLOCK_BYTES
     world = get_world_size()
     if world == 1:
         return [part]
@@ -117,7 +114,7 @@ def gather_arrays(part: Optional[Dict[str, np.ndarray]],
     for key, (dtype, trailing) in layout.items():
         dtype = np.dtype(dtype)
         row_bytes = max(1, dtype.itemsize * int(np.prod(trailing, dtype=np.int64)))
-        block = max(1, block_bytes // row_bytes)
+        block = max(1, _BLOCK_BYTES // row_bytes)
         local = part[key] if part is not None else np.empty((0, ) + tuple(trailing), dtype)
         # bool travels as uint8: not every backend reduces or gathers bool tensors
         local = local.view(np.uint8) if dtype == np.bool_ else local
