@@ -194,8 +194,7 @@ def similarity_histograms(embeddings: ArrayLike, labels: Union[ArrayLike, Sequen
     for start in _blocks(len(rows), chunk_size, progress):
         block = rows[start:start + chunk_size]
         if gallery is not None:
-            cols = gallery
-            keep = None
+            cols, keep = gallery, True
         elif exact:
             # Rows come in increasing order: the partners j > i of this block start after its first row.
             cols = np.arange(block[0] + 1, n)
@@ -205,10 +204,7 @@ def similarity_histograms(embeddings: ArrayLike, labels: Union[ArrayLike, Sequen
             keep = cols[None, :] != block[:, None]
         sims = _similarities(x[block], x[cols], normalize)
         same = labels[block][:, None] == labels[cols][None, :]
-        if keep is None:
-            hist.add(sims, same, ~same)
-        else:
-            hist.add(sims, same & keep, ~same & keep)
+        hist.add(sims, same & keep, ~same & keep)
     return dict(hist.result(), exact=bool(exact), query_rows=rows)
 
 

@@ -156,21 +156,15 @@ class RetrievalMetric(GatheredMetric):
         warn_tied_embeddings(data['embeddings'])
         self.last_outputs = data
         emb, labels, is_query = data['embeddings'], data['labels'], data['is_query']
-        searcher = self._rank_searcher()
+        if is_query.all():
+            raise ValueError('RetrievalMetric: every sample has is_query=True, so the '
+                             'gallery is empty; mark the gallery samples is_query=False.')
         metrics = {}
-        if is_query.any():
-            if is_query.all():
-                raise ValueError('RetrievalMetric: every sample has is_query=True, so the '
-                                 'gallery is empty; mark the gallery samples is_query=False.')
-            gallery = ~is_query
-            if self.ks or self.map_at_r:
-                metrics = retrieval_metrics(emb[is_query], labels[is_query], emb[gallery],
-                                            labels[gallery], ks=self.ks,
-                                            map_at_r=self.map_at_r, searcher=searcher,
-                                            normalize=self.normalize)
-        elif self.ks or self.map_at_r:
-            metrics = retrieval_metrics(emb, labels, ks=self.ks, map_at_r=self.map_at_r,
-                                        searcher=searcher, normalize=self.normalize)
+        if self.ks or self.map_at_r:
+            split = ((emb[is_query], labels[is_query], emb[~is_query], labels[~is_query])
+                     if is_query.any() else (emb, labels))  # else leave-one-out
+            metrics = retrieval_metrics(*split, ks=self.ks, map_at_r=self.map_at_r,
+                                        searcher=self._rank_searcher(), normalize=self.normalize)
         if self.map_at_all:
             aps = self._average_precisions(data)
             data['ap_all'] = 100 * aps
