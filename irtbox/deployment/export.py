@@ -359,7 +359,7 @@ def export_model(model: nn.Module, fmt: str, out: str, input_size: Optional[Sequ
     cast = (lambda x: x) if input_dtype == 'uint8' else (lambda x: x.float())
     try:
         with torch.no_grad():
-            module(cast(images[:1]))
+            dim = int(module(cast(images[:1])).shape[1])
     except Exception as err:  # noqa: BLE001  (timm asserts on the size / patch grid)
         raise ArgumentError(f'input size {size[0]}x{size[1]} ({{input_size}}): the PyTorch model '
                             f'does not accept it ({_first_line(err)}){_size_hint(model)}',
@@ -428,8 +428,6 @@ def export_model(model: nn.Module, fmt: str, out: str, input_size: Optional[Sequ
                 f' (limits: {MAX_ABS_TOL:g}, {MIN_COSINE}).{hint} Nothing was written to {out}.')
 
     atomic_write(out, write)
-    with torch.no_grad():
-        dim = int(module(cast(images[:1])).shape[1])
     report = dict(
         format=fmt, file=osp.basename(out), exporter=('dynamo' if dynamo else 'trace')
         if fmt == 'onnx' else 'torch.jit.trace', opset=opset if fmt == 'onnx' else None,

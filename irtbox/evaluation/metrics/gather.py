@@ -1,9 +1,5 @@
-"""Gathering per-sample metric results from all ranks, ordered by sample index.
-
-Shared by the metrics that need the whole test set at once. Padding (the
-repeated samples MMEngine's DefaultSampler adds in distributed runs) is
-removed by dropping repeated sample indices, not by cutting the gathered
-list at the dataset size, which relies on the sampler's order.
+"""Gathering per-sample metric results from all ranks, ordered by sample index, for the
+metrics that need the whole test set at once (:class:`GatheredMetric`).
 
 The arrays travel as tensors, in blocks of rows (:func:`gather_arrays`), through the
 process group itself (NCCL on GPUs): not through MMEngine's ``collect_results``, which
@@ -168,8 +164,9 @@ def check_finite_embeddings(embeddings: np.ndarray, sample_idx: np.ndarray, metr
 class GatheredMetric(BaseMetric):
     """A metric of the whole test set at once: every rank's per-sample results gathered by
     sample index (:func:`gather_by_sample_idx`), computed on rank 0 by ``_compute`` and
-    broadcast. Unlike BaseMetric, padding is not dropped by cutting the gathered list at
-    ``size`` (which relies on the sampler's order) but by removing repeated sample indices.
+    broadcast. Unlike BaseMetric, padding (the repeated samples MMEngine's DefaultSampler adds
+    in distributed runs) is not dropped by cutting the gathered list at ``size``, which relies
+    on the sampler's order, but by removing repeated sample indices.
 
     Subclasses set ``consistent`` (what a repeated sample index must repeat, as
     :func:`merge_by_sample_idx` takes it), ``field_source`` (who sets each per-sample field,
