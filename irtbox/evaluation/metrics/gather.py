@@ -91,8 +91,8 @@ def gather_arrays(part: Optional[Dict[str, np.ndarray]]) -> Optional[List[Option
 
     Each array is sent as a tensor in blocks of rows of at most 32 MB per rank, padded to the
     same length (``all_gather`` needs equal shapes) and cut back: a rank holds one block from
-    each rank at a time on the communication device, whatever the size of the test set. The keys, dtypes and row counts go first, as one small
-    object.
+    each rank at a time on the communication device, whatever the size of the test set. The
+    keys, dtypes and row counts go first, as one small object.
     """
     world = get_world_size()
     if world == 1:
