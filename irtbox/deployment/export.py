@@ -16,6 +16,7 @@ import os.path as osp
 import re
 import sys
 import tempfile
+import types
 import warnings
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -23,6 +24,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from timm.layers import to_2tuple
 
 from irtbox.models.input_spec import input_spec_of
 from irtbox.utils.errors import ArgumentError, NamesArguments
@@ -67,7 +69,6 @@ class EmbeddingExport(nn.Module):
 def load_check_images(cfg, count: int, size: Tuple[int, int]) -> Tuple[torch.Tensor, str]:
     """(count x 3 x H x W uint8 RGB images, where they come from): the config's test images
     resized to ``size`` when the test dataset can be built, else seeded random pixels."""
-    import cv2
     from mmengine.registry import DefaultScope
 
     from irtbox.registry import DATASETS
@@ -81,9 +82,8 @@ def load_check_images(cfg, count: int, size: Tuple[int, int]) -> Tuple[torch.Ten
             with open(p, 'rb') as f:
                 images.append(decode_image(f.read()))
         if len(images) == count:
-            batch = np.stack([cv2.resize(i, size[::-1]) for i in images])
             source = f'{count} test images of {cfg.test_dataloader.dataset.get("type")}'
-            return torch.from_numpy(np.ascontiguousarray(batch.transpose(0, 3, 1, 2))), source
+            return _resized(images, size), source
     except Exception:  # noqa: BLE001  (no dataset here: random pixels are the fallback)
         pass
     generator = torch.Generator().manual_seed(0)
@@ -134,17 +134,22 @@ def compare(expected: np.ndarray, got: np.ndarray) -> Dict[str, float]:
     return dict(max_abs=float(np.abs(expected - got).max()), min_cosine=float(cos.min()))
 
 
+def _resized(images, size: Tuple[int, int]) -> torch.Tensor:
+    """H x W x 3 images resized to ``size`` (H, W), as one N x 3 x H x W tensor."""
+    import cv2
+    batch = np.stack([cv2.resize(i, size[::-1]) for i in images])
+    return torch.from_numpy(np.ascontiguousarray(batch.transpose(0, 3, 1, 2)))
+
+
 def _check_cases(images: torch.Tensor, dynamic_batch: bool, dynamic_size: bool,
                  size: Tuple[int, int]) -> List[Tuple[str, torch.Tensor]]:
-    import cv2
     cases = [(f'batch {len(images)} at {size[0]}x{size[1]}', images)]
     if dynamic_batch:
         cases.append((f'batch {max(1, len(images) - 1)}', images[:max(1, len(images) - 1)]))
     if dynamic_size:
         other = (size[0] + 32, size[1] + 16)
-        resized = np.stack([cv2.resize(i, other[::-1]) for i in images.permute(0, 2, 3, 1).numpy()])
         cases.append((f'size {other[0]}x{other[1]}',
-                      torch.from_numpy(np.ascontiguousarray(resized.transpose(0, 3, 1, 2)))))
+                      _resized(images.permute(0, 2, 3, 1).numpy(), other)))
     return cases
 
 
@@ -207,22 +212,14 @@ def remove_stale_temporaries(out: str) -> List[str]:
     return removed
 
 
-def _patch_embed(model: nn.Module):
-    """The first timm-style patch embedding in ``model`` (has ``patch_size``), else None."""
-    for module in model.modules():
-        if hasattr(module, 'patch_size') and hasattr(module, 'img_size'):
-            return module
-    return None
-
-
 def _size_hint(model: nn.Module) -> str:
-    patch = _patch_embed(model)
+    """What the first timm-style patch embedding in ``model`` (if any) says of input sizes."""
+    patch = next((m for m in model.modules() if hasattr(m, 'patch_size')
+                  and hasattr(m, 'img_size')), None)
     if patch is None:
         return ''
-    p = tuple(patch.patch_size) if isinstance(patch.patch_size, (tuple, list)) else (
-        patch.patch_size,) * 2
-    fixed = patch.img_size is not None and getattr(patch, 'strict_img_size', False)
-    if fixed:
+    p = to_2tuple(patch.patch_size)
+    if patch.img_size is not None and getattr(patch, 'strict_img_size', False):
         h, w = patch.img_size
         return (f'; its position embedding fixes the input at {h}x{w} (patch size {p[0]}x{p[1]}): '
                 f'give {{input_size}} {h} {w} or leave {{input_size}} out')
@@ -246,8 +243,7 @@ def _check_arguments(fmt: str, size: Sequence, batch_size, input_dtype: str, ops
         raise ValueError(f'input_size must be a positive height and width, got '
                          f'{" x ".join(map(str, size)) if len(size) else "nothing"}')
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ValueError(f'batch_size must be a positive '
-                         f'integer, got {batch_size!r}')
+        raise ValueError(f'batch_size must be a positive integer, got {batch_size!r}')
     if dynamic_batch and batch_size < 2:
         raise ValueError(f'batch_size {batch_size}: a dynamic batch axis is checked at two '
                          'batch sizes (N and N-1), so the check batch needs at least 2 images; '
@@ -279,16 +275,12 @@ def _onnx_error(err: Exception, opset: int) -> Optional[ValueError]:
                          'opset', opset)
 
 
-class _Held:
-    discard = False
-
-
 @contextlib.contextmanager
 def _held_output():
     """Hold what is written to file descriptors 1 and 2 (the TorchScript-based ONNX exporter
     dumps its whole graph to stdout from C++ when an operator fails) and pass it on
     afterwards, unless ``discard`` was set (the failure is then reported in one line)."""
-    held = _Held()
+    held = types.SimpleNamespace(discard=False)
 
     def flush():
         for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
@@ -367,7 +359,7 @@ def export_model(model: nn.Module, fmt: str, out: str, input_size: Optional[Sequ
     cast = (lambda x: x) if input_dtype == 'uint8' else (lambda x: x.float())
     try:
         with torch.no_grad():
-            module(cast(images[:1]))
+            dim = int(module(cast(images[:1])).shape[1])
     except Exception as err:  # noqa: BLE001  (timm asserts on the size / patch grid)
         raise ArgumentError(f'input size {size[0]}x{size[1]} ({{input_size}}): the PyTorch model '
                             f'does not accept it ({_first_line(err)}){_size_hint(model)}',
@@ -436,8 +428,6 @@ def export_model(model: nn.Module, fmt: str, out: str, input_size: Optional[Sequ
                 f' (limits: {MAX_ABS_TOL:g}, {MIN_COSINE}).{hint} Nothing was written to {out}.')
 
     atomic_write(out, write)
-    with torch.no_grad():
-        dim = int(module(cast(images[:1])).shape[1])
     report = dict(
         format=fmt, file=osp.basename(out), exporter=('dynamo' if dynamo else 'trace')
         if fmt == 'onnx' else 'torch.jit.trace', opset=opset if fmt == 'onnx' else None,

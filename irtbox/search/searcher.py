@@ -12,13 +12,13 @@ sha256 of each of these files (``sha256``: {name: digest}); loading checks them,
 edited or damaged since it was saved (rows reordered, a file cut short) is refused, naming the
 file, rather than searched.
 """
+import dataclasses
 import hashlib
 import json
 import os
 import os.path as osp
 import re
 import uuid
-from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -57,7 +57,7 @@ class CheckpointMovedError(FileNotFoundError):
                          'not there any more (moved or deleted)')
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class SearchHit:
     """One result: its rank (1 = best), the item's id (e.g. its path), the cosine similarity
     and its position in the index (what the web page asks thumbnails by)."""
@@ -67,7 +67,7 @@ class SearchHit:
     position: int
 
     def to_dict(self) -> dict:
-        return dict(rank=self.rank, id=self.id, score=self.score, position=self.position)
+        return dataclasses.asdict(self)
 
 
 def _l2_normalize(x: np.ndarray) -> np.ndarray:

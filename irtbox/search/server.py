@@ -9,19 +9,10 @@ image, and a JSON API. FastAPI + uvicorn (``pip install irtbox[serve]``).
 - ``GET /healthz``: ``{"status": "ok", "items", "dim", "factory"}`` (``factory``: the faiss
   factory string).
 
-Uploads are capped in bytes and pixels (checked from the image header before decoding, per
-request: Pillow's process-wide ``Image.MAX_IMAGE_PIXELS`` is left as it is); an undecodable
-upload gets a 400 that says why.
-
-Memory is bounded across requests, not only per image: uploads are decoded in a small pool of
-threads (``decode_threads``) under a budget of decoded pixels held at once
-(``decode_budget_pixels``, default ``max_pixels``: one image of the largest size allowed, or
-several smaller ones); an upload waits for its share of the budget before a pixel of it is
-decoded, and holds it until its search is done. Where the model's input allows (its test
-pipeline resizes to a known size), an upload is decoded no larger than needed: a JPEG at 1/2,
-1/4 or 1/8 scale (Pillow's ``draft``), any image then reduced by a whole factor
-(``Image.reduce``, a box filter), keeping its short side at least twice the network's input side
-(:func:`query_min_side`).
+Uploads are capped in bytes and pixels (:func:`decode_upload`); an undecodable upload gets a
+400 that says why. Memory is bounded across requests, not only per image: uploads are decoded
+in a small pool of threads under a budget of decoded pixels held at once (:class:`PixelBudget`),
+each no larger than the model needs (:func:`query_min_side`).
 """
 import os
 import os.path as osp
@@ -39,15 +30,6 @@ from .results import hit_caption
 __all__ = ['PixelBudget', 'query_min_side', 'decode_upload', 'create_app', 'serve']
 
 STATIC = osp.join(osp.dirname(osp.abspath(__file__)), 'static')
-
-
-def _import_fastapi():
-    try:
-        import fastapi
-    except ImportError as err:
-        raise ImportError('the search server needs FastAPI and uvicorn: '
-                          'pip install "irtbox[serve]" (fastapi uvicorn python-multipart)') from err
-    return fastapi
 
 
 class PixelBudget:
@@ -75,17 +57,6 @@ class PixelBudget:
         finally:
             held.resize(0)
 
-    def _resize(self, held: '_Held', pixels: int) -> None:
-        with self._changed:
-            if pixels > held.pixels:
-                more = pixels - held.pixels
-                self._changed.wait_for(lambda: self.in_use + more <= self.limit or
-                                       self.in_use == held.pixels)
-            self.in_use += pixels - held.pixels
-            held.pixels = pixels
-            self.peak = max(self.peak, self.in_use)
-            self._changed.notify_all()
-
 
 class _Held:
     """One request's share of a :class:`PixelBudget` (see :meth:`PixelBudget.hold`)."""
@@ -94,7 +65,16 @@ class _Held:
         self.budget, self.pixels = budget, 0
 
     def resize(self, pixels: int) -> None:
-        self.budget._resize(self, int(pixels))
+        budget, pixels = self.budget, int(pixels)
+        with budget._changed:
+            if pixels > self.pixels:
+                more = pixels - self.pixels
+                budget._changed.wait_for(lambda: budget.in_use + more <= budget.limit or
+                                         budget.in_use == self.pixels)
+            budget.in_use += pixels - self.pixels
+            self.pixels = pixels
+            budget.peak = max(budget.peak, budget.in_use)
+            budget._changed.notify_all()
 
 
 # A query is decoded with its short side at least this many times the network's input side.
@@ -140,9 +120,15 @@ def create_app(searcher, max_upload_bytes: int = 10 * 2**20, max_pixels: int = 4
     """The FastAPI app serving ``searcher`` (which must have its model).
 
     ``decode_budget_pixels``: decoded pixels held at once over all requests (default
-    ``max_pixels``); ``decode_threads``: the threads uploads are decoded in (see the module's
-    docstring). The app's ``state.decode_budget`` is its :class:`PixelBudget`."""
-    fastapi = _import_fastapi()
+    ``max_pixels``: one image of the largest size allowed, or several smaller ones); an upload
+    waits for its share before a pixel of it is decoded and holds it until its search is done.
+    ``decode_threads``: the threads uploads are decoded in. The app's ``state.decode_budget``
+    is its :class:`PixelBudget`."""
+    try:
+        import fastapi
+    except ImportError as err:
+        raise ImportError('the search server needs FastAPI and uvicorn: pip install '
+                          '"irtbox[serve]" (fastapi uvicorn python-multipart)') from err
     from fastapi import File, Form, HTTPException, UploadFile
     from fastapi.responses import FileResponse, HTMLResponse, Response
 
@@ -178,10 +164,9 @@ def create_app(searcher, max_upload_bytes: int = 10 * 2**20, max_pixels: int = 4
         if image is None:
             raise HTTPException(404, f'item {position} ({path}) is unreadable')
         scale = thumb_size / max(image.shape[:2])
-        if scale < 1:
-            image = cv2.resize(image, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA)
-        else:  # tiny images (e.g. digits) shown at a visible size
-            image = cv2.resize(image, None, fx=scale, fy=scale, interpolation=cv2.INTER_NEAREST)
+        # Tiny images (e.g. digits) are enlarged to a visible size, pixels kept sharp.
+        image = cv2.resize(image, None, fx=scale, fy=scale,
+                           interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_NEAREST)
         return cv2.imencode('.jpg', image, [cv2.IMWRITE_JPEG_QUALITY, 85])[1].tobytes()
 
     @app.get('/', response_class=HTMLResponse)

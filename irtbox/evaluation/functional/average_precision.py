@@ -5,7 +5,7 @@ import numpy as np
 import torch
 
 from .checks import ArrayLike
-from .revisited import _as_indices, _as_ranks, junk_free_positions
+from .revisited import _as_ranks, _checked_gnd, _junk_free_ranks, junk_free_positions
 from .ranking import auto_chunk_size, prepare_pair, similarity_blocks, stable_ranks
 
 __all__ = ['average_precision', 'search_average_precision']
@@ -50,8 +50,7 @@ def average_precision(ranks: ArrayLike, gnd: Sequence[dict]) -> np.ndarray:
     ranks = _as_ranks(ranks)
     aps = np.empty(ranks.shape[1])
     for i, pos, n_ok in junk_free_positions(ranks, gnd, junk_wins=True):
-        # pos is increasing, so the j-th found positive has j + 1 positives up to it.
-        aps[i] = np.sum(np.arange(1, len(pos) + 1) / (pos + 1)) / n_ok if n_ok else np.nan
+        aps[i] = _mean_precision(pos, n_ok)
     return aps
 
 
@@ -87,22 +86,15 @@ def search_average_precision(query_emb: ArrayLike,
     for start, sims in similarity_blocks(query, gallery, chunk_size, device):
         for row, scores in enumerate(sims.cpu().numpy()):
             i = start + row
-            g = gnd[i]
-            ok = _as_indices(g['ok'], f"gnd[{i}]['ok']")
-            junk = np.unique(_as_indices(g.get('junk', ()), f"gnd[{i}]['junk']"))
-            if len(np.unique(ok)) != len(ok):
-                raise ValueError(f"search_average_precision: gnd[{i}]['ok'] repeats a gallery "
-                                 'index; expected each positive once.')
-            if max(ok.max(initial=-1), junk.max(initial=-1)) >= len(scores):
-                raise ValueError(f'search_average_precision: gnd[{i}] names a gallery index '
-                                 f'beyond the {len(scores)} gallery items.')
+            ok, junk = _checked_gnd(gnd[i], f'gnd[{i}]', len(scores))
             ok = ok[~np.isin(ok, junk)]  # an item both ok and junk is junk
-            if len(ok) == 0:
-                aps[i] = np.nan
-                continue
-            items = np.concatenate([ok, junk])
-            ranks = stable_ranks(scores, items)
-            pos, junk_pos = np.sort(ranks[:len(ok)]), np.sort(ranks[len(ok):])
-            pos = pos - np.searchsorted(junk_pos, pos, side='left')
-            aps[i] = np.sum(np.arange(1, len(pos) + 1) / (pos + 1)) / len(ok)
+            items = np.union1d(ok, junk)
+            pos = _junk_free_ranks(stable_ranks(scores, items), items, ok, junk)
+            aps[i] = _mean_precision(pos, len(ok))
     return aps
+
+
+def _mean_precision(pos: np.ndarray, n: int) -> float:
+    """AP from the increasing 0-based positions of the found positives, ``n`` in all (NaN
+    for none): the j-th found positive has j + 1 positives up to it."""
+    return np.sum(np.arange(1, len(pos) + 1) / (pos + 1)) / n if n else np.nan

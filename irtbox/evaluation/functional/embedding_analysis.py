@@ -15,6 +15,7 @@ from typing import Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
+from mmengine.utils import track_iter_progress
 
 from irtbox.utils.checks import check_positive_int
 from .checks import ArrayLike, as_float_matrix, as_vector
@@ -193,8 +194,7 @@ def similarity_histograms(embeddings: ArrayLike, labels: Union[ArrayLike, Sequen
     for start in _blocks(len(rows), chunk_size, progress):
         block = rows[start:start + chunk_size]
         if gallery is not None:
-            cols = gallery
-            keep = None
+            cols, keep = gallery, True
         elif exact:
             # Rows come in increasing order: the partners j > i of this block start after its first row.
             cols = np.arange(block[0] + 1, n)
@@ -204,10 +204,7 @@ def similarity_histograms(embeddings: ArrayLike, labels: Union[ArrayLike, Sequen
             keep = cols[None, :] != block[:, None]
         sims = _similarities(x[block], x[cols], normalize)
         same = labels[block][:, None] == labels[cols][None, :]
-        if keep is None:
-            hist.add(sims, same, ~same)
-        else:
-            hist.add(sims, same & keep, ~same & keep)
+        hist.add(sims, same & keep, ~same & keep)
     return dict(hist.result(), exact=bool(exact), query_rows=rows)
 
 
@@ -270,15 +267,7 @@ def ground_truth_histograms(query: ArrayLike, database: ArrayLike, gnd: Sequence
 def _blocks(n: int, chunk_size: int, progress: bool):
     """The first row of each block of ``chunk_size`` rows, with a progress bar if asked."""
     starts = range(0, n, chunk_size)
-    if not progress:
-        yield from starts
-        return
-    from mmengine.utils import ProgressBar
-    bar = ProgressBar(len(starts))
-    for start in starts:
-        yield start
-        bar.update()
-    bar.file.write('\n')  # ProgressBar leaves the cursor on its line
+    return track_iter_progress(starts) if progress else starts
 
 
 def _check_histogram_args(bins, range, chunk_size) -> Tuple[float, float]:

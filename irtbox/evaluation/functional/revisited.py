@@ -284,15 +284,22 @@ def revisited_metrics(query_emb: ArrayLike,
                 if len(ok) == 0:
                     aps[name][i], prs[name][i] = np.nan, np.nan
                     continue
-                pos = np.sort(item_ranks[np.searchsorted(items, ok)])
-                junk_pos = np.sort(item_ranks[np.searchsorted(items, junk)])
-                pos = pos - np.searchsorted(junk_pos, pos, side='left')
+                pos = _junk_free_ranks(item_ranks, items, ok, junk)
                 aps[name][i], prs[name][i] = _ap_and_precisions(pos, len(ok), kappas)
     out = {}
     for name in checked:
         mean_ap, mpr = revisited_means(aps[name], prs[name])
         out[name] = (mean_ap, aps[name], mpr, prs[name])
     return out
+
+
+def _junk_free_ranks(item_ranks: np.ndarray, items: np.ndarray, ok: np.ndarray,
+                    junk: np.ndarray) -> np.ndarray:
+    """The increasing positions of the ``ok`` items in a ranking with the ``junk`` removed,
+    from the positions ``item_ranks`` of the sorted ``items`` (which hold both)."""
+    pos = np.sort(item_ranks[np.searchsorted(items, ok)])
+    junk_pos = np.sort(item_ranks[np.searchsorted(items, junk)])
+    return pos - np.searchsorted(junk_pos, pos, side='left')
 
 
 def _checked_gnd(g, name: str, n_db: Optional[int]) -> Tuple[np.ndarray, np.ndarray]:

@@ -127,22 +127,15 @@ def apply_whitening(X: ArrayLike, m: ArrayLike, P: ArrayLike,
         N x dim float64, unit rows; numpy for numpy X, a tensor on X's
         device for tensor X.
     """
-    if isinstance(X, torch.Tensor):
-        x = X.detach().double()
-        m_t = torch.as_tensor(m, dtype=torch.float64, device=x.device)
-        P_t = torch.as_tensor(P, dtype=torch.float64, device=x.device)
-        _check_apply(tuple(x.shape), tuple(m_t.shape), tuple(P_t.shape), dim)
-        out = (x - m_t) @ P_t[:dim].T
-        return torch.nn.functional.normalize(out, dim=1, eps=1e-300)
-    x = np.asarray(X, dtype=np.float64)
-    m_a = m.detach().cpu().double().numpy() if isinstance(m, torch.Tensor) else np.asarray(
-        m, dtype=np.float64)
-    P_a = P.detach().cpu().double().numpy() if isinstance(P, torch.Tensor) else np.asarray(
-        P, dtype=np.float64)
-    _check_apply(x.shape, m_a.shape, P_a.shape, dim)
-    out = (x - m_a) @ P_a[:dim].T
-    norm = np.linalg.norm(out, axis=1, keepdims=True)
-    return np.divide(out, norm, out=np.zeros_like(out), where=norm > 0)
+    as_tensor = isinstance(X, torch.Tensor)
+    x = X.detach().double() if as_tensor else torch.from_numpy(
+        np.ascontiguousarray(X, dtype=np.float64))
+    m_t = torch.as_tensor(m, dtype=torch.float64, device=x.device)
+    P_t = torch.as_tensor(P, dtype=torch.float64, device=x.device)
+    _check_apply(tuple(x.shape), tuple(m_t.shape), tuple(P_t.shape), dim)
+    # eps: only an exactly zero row (a descriptor equal to the mean) is left as it is.
+    out = torch.nn.functional.normalize((x - m_t) @ P_t[:dim].T, dim=1, eps=1e-300)
+    return out if as_tensor else out.numpy()
 
 
 def _cholesky(S: np.ndarray) -> np.ndarray:
@@ -173,17 +166,12 @@ def _cholesky(S: np.ndarray) -> np.ndarray:
 def _as_float64(X: ArrayLike, name: str):
     """X as a finite 2-D float64 numpy array, and a function that returns
     results in X's kind (numpy, or a float64 tensor on X's device)."""
-    if isinstance(X, torch.Tensor):
-        device = X.device
-        x = X.detach().cpu().double().numpy()
+    tensor = isinstance(X, torch.Tensor)
+    x = X.detach().cpu().double().numpy() if tensor else np.asarray(X, dtype=np.float64)
 
-        def back(a):
-            return torch.from_numpy(np.ascontiguousarray(a)).to(device)
-    else:
-        x = np.asarray(X, dtype=np.float64)
+    def back(a):
+        return torch.from_numpy(np.ascontiguousarray(a)).to(X.device) if tensor else a
 
-        def back(a):
-            return a
     if x.ndim != 2:
         raise ValueError(f'{name} must be 2-D (N descriptors x D), got shape {x.shape}.')
     if not np.isfinite(x).all():

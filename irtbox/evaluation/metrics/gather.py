@@ -1,9 +1,5 @@
-"""Gathering per-sample metric results from all ranks, ordered by sample index.
-
-Shared by the metrics that need the whole test set at once. Padding (the
-repeated samples MMEngine's DefaultSampler adds in distributed runs) is
-removed by dropping repeated sample indices, not by cutting the gathered
-list at the dataset size, which relies on the sampler's order.
+"""Gathering per-sample metric results from all ranks, ordered by sample index, for the
+metrics that need the whole test set at once (:class:`GatheredMetric`).
 
 The arrays travel as tensors, in blocks of rows (:func:`gather_arrays`), through the
 process group itself (NCCL on GPUs): not through MMEngine's ``collect_results``, which
@@ -16,13 +12,14 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
-from mmengine.dist import all_gather, all_gather_object, get_world_size, is_main_process
+from mmengine.dist import (all_gather, all_gather_object, broadcast_object_list, get_world_size,
+                           is_main_process)
+from mmengine.evaluator import BaseMetric
 from mmengine.logging import print_log
 
 from ..functional.checks import non_finite_rows
 
-__all__ = ['embedding_to_numpy', 'pack_results', 'merge_by_sample_idx', 'gather_by_sample_idx',
-           'gather_arrays', 'check_finite_embeddings']
+__all__ = ['GatheredMetric', 'embedding_to_numpy', 'check_finite_embeddings']
 
 # Rows checked at a time: a bool mask of a whole 1M x 768 test set would take 0.8 GB.
 _FINITE_ROWS = 1 << 16
@@ -88,18 +85,15 @@ def merge_by_sample_idx(parts: Sequence[Optional[dict]],
     return data
 
 
-def gather_arrays(part: Optional[Dict[str, np.ndarray]],
-                  block_bytes: Optional[int] = None) -> Optional[List[Optional[dict]]]:
+def gather_arrays(part: Optional[Dict[str, np.ndarray]]) -> Optional[List[Optional[dict]]]:
     """Every rank's ``part`` (arrays of equal length under the same keys, or None), in rank
     order, on rank 0; None on the other ranks (a collective: every rank calls it).
 
-    Each array is sent as a tensor in blocks of rows of at most ``block_bytes`` per rank,
-    padded to the same length (``all_gather`` needs equal shapes) and cut back: a rank holds
-    one block from each rank at a time on the communication device, whatever the size of
-    the test set (default: 32 MB). The keys, dtypes and row counts go first, as one small
-    object.
+    Each array is sent as a tensor in blocks of rows of at most 32 MB per rank, padded to the
+    same length (``all_gather`` needs equal shapes) and cut back: a rank holds one block from
+    each rank at a time on the communication device, whatever the size of the test set. The
+    keys, dtypes and row counts go first, as one small object.
     """
-    block_bytes = block_bytes or _BLOCK_BYTES
     world = get_world_size()
     if world == 1:
         return [part]
@@ -116,7 +110,7 @@ def gather_arrays(part: Optional[Dict[str, np.ndarray]],
     for key, (dtype, trailing) in layout.items():
         dtype = np.dtype(dtype)
         row_bytes = max(1, dtype.itemsize * int(np.prod(trailing, dtype=np.int64)))
-        block = max(1, block_bytes // row_bytes)
+        block = max(1, _BLOCK_BYTES // row_bytes)
         local = part[key] if part is not None else np.empty((0, ) + tuple(trailing), dtype)
         # bool travels as uint8: not every backend reduces or gathers bool tensors
         local = local.view(np.uint8) if dtype == np.bool_ else local
@@ -165,3 +159,50 @@ def check_finite_embeddings(embeddings: np.ndarray, sample_idx: np.ndarray, metr
                          f'{len(bad)} of {len(embeddings)} test images (sample_idx {shown}'
                          f'{" ..." if len(bad) > 5 else ""}); check the checkpoint for NaN '
                          'weights. Nothing is scored.')
+
+
+class GatheredMetric(BaseMetric):
+    """A metric of the whole test set at once: every rank's per-sample results gathered by
+    sample index (:func:`gather_by_sample_idx`), computed on rank 0 by ``_compute`` and
+    broadcast. Unlike BaseMetric, padding (the repeated samples MMEngine's DefaultSampler adds
+    in distributed runs) is not dropped by cutting the gathered list at ``size``, which relies
+    on the sampler's order, but by removing repeated sample indices.
+
+    Subclasses set ``consistent`` (what a repeated sample index must repeat, as
+    :func:`merge_by_sample_idx` takes it), ``field_source`` (who sets each per-sample field,
+    for the error when one is missing) and ``prefix_names`` (whether :meth:`evaluate` puts
+    ``prefix/`` before the names).
+    """
+    default_prefix: Optional[str] = None
+    consistent: Dict[str, str] = {}
+    field_source: Dict[str, str] = {}
+    prefix_names = True
+    last_outputs: Optional[Dict[str, np.ndarray]] = None
+
+    def compute_metrics(self, results: List[dict]) -> Dict[str, float]:
+        """Metrics of per-sample results as stored by ``process`` (one process)."""
+        return self._compute(merge_by_sample_idx([pack_results(results)], None, self.consistent))
+
+    def evaluate(self, size: int) -> Dict[str, float]:
+        """Gather every rank's results by sample index, compute on rank 0, broadcast."""
+        data = gather_by_sample_idx(self.results, size, self.consistent)
+        self.results.clear()
+        out = [None]
+        if is_main_process():
+            out[0] = self._compute(data)
+            if self.prefix_names and self.prefix:
+                out[0] = {f'{self.prefix}/{k}': v for k, v in out[0].items()}
+        else:
+            self.last_outputs = None
+        broadcast_object_list(out)
+        return out[0]
+
+    def _field(self, sample, key: str):
+        """``sample``'s ``key``, else a KeyError saying who sets it and what the sample has."""
+        value = sample.get(key)
+        if value is None:
+            keys = getattr(sample, 'all_keys', sample.keys)
+            raise KeyError(f'{type(self).__name__}.process: a data sample has no {key!r} '
+                           f'({self.field_source.get(key, "set by the model")}); it has '
+                           f'{sorted(keys())}.')
+        return value

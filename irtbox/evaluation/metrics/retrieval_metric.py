@@ -6,32 +6,20 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 import numpy as np
 import torch
 import torch.nn.functional as F
-from mmengine.dist import broadcast_object_list, is_main_process
-from mmengine.evaluator import BaseMetric
 from mmengine.logging import print_log
 
 from irtbox.registry import METRICS
 from irtbox.utils.checks import check_positive_ints
 from ..functional import retrieval_metrics, search_average_precision
 from ..neighbours import Searcher, build_searcher
-from .gather import (check_finite_embeddings, embedding_to_numpy, gather_by_sample_idx,
-                     merge_by_sample_idx, pack_results)
+from .gather import GatheredMetric, check_finite_embeddings, embedding_to_numpy
 from .resources import rank_threads, search_device
 
 __all__ = ['RetrievalMetric']
 
-# A repeated sample index must repeat these (else two samples share an index).
-_CONSISTENT = {'label': 'labels'}
-# Who sets each per-sample field, for the error when one is missing.
-_FIELD_SOURCE = {
-    'embedding': "set by the retriever in mode='predict'",
-    'gt_label': "set from the dataset's gt_label by the packing transform",
-    'sample_idx': 'set by the dataset (MMEngine BaseDataset adds it to every sample)',
-}
-
 
 @METRICS.register_module()
-class RetrievalMetric(BaseMetric):
+class RetrievalMetric(GatheredMetric):
     """Recall@K, MAP@R, R-precision and Precision@1 from one k-NN search (exact
     by default), and optionally mAP over the full ranking with junk ignored.
 
@@ -111,7 +99,13 @@ class RetrievalMetric(BaseMetric):
         prefix: prepended to the metric names as ``prefix/name``.
     """
 
-    default_prefix: Optional[str] = None
+    # A repeated sample index must repeat these (else two samples share an index).
+    consistent = {'label': 'labels'}
+    field_source = {
+        'embedding': "set by the retriever in mode='predict'",
+        'gt_label': "set from the dataset's gt_label by the packing transform",
+        'sample_idx': 'set by the dataset (MMEngine BaseDataset adds it to every sample)',
+    }
 
     def __init__(self,
                  ks: Sequence[int] = (1, 2, 4, 8),
@@ -133,7 +127,6 @@ class RetrievalMetric(BaseMetric):
         self.ks = ks
         self.map_at_r = bool(map_at_r)
         self.map_at_all = bool(map_at_all)
-        self.last_outputs: Optional[Dict[str, np.ndarray]] = None
 
     def process(self, data_batch: Any, data_samples: Sequence) -> None:
         """Store each sample's embedding, label, index and query flag (CPU numpy).
@@ -142,8 +135,8 @@ class RetrievalMetric(BaseMetric):
         objects or the dicts that MMEngine's Evaluator makes of them.
         """
         for sample in data_samples:
-            embedding = embedding_to_numpy(_field(sample, 'embedding'))
-            label = _field(sample, 'gt_label')
+            embedding = embedding_to_numpy(self._field(sample, 'embedding'))
+            label = self._field(sample, 'gt_label')
             label = np.asarray(label.cpu() if isinstance(label, torch.Tensor) else label)
             if label.size != 1:
                 raise ValueError(f'RetrievalMetric.process: gt_label must hold one label, '
@@ -152,33 +145,8 @@ class RetrievalMetric(BaseMetric):
             self.results.append(
                 dict(embedding=embedding,
                      label=label.reshape(()),
-                     sample_idx=int(_field(sample, 'sample_idx')),
+                     sample_idx=int(self._field(sample, 'sample_idx')),
                      is_query=bool(sample.get('is_query'))))
-
-    def compute_metrics(self, results: List[dict]) -> Dict[str, float]:
-        """Metrics of per-sample results as stored by :meth:`process` (one process)."""
-        return self._compute(
-            merge_by_sample_idx([pack_results(results)], None, _CONSISTENT))
-
-    def evaluate(self, size: int) -> Dict[str, float]:
-        """Gather every rank's results by sample index, compute on rank 0, broadcast.
-
-        Unlike BaseMetric, padding is not dropped by cutting the gathered list
-        at ``size`` (which relies on the sampler's order) but by removing
-        repeated sample indices.
-        """
-        data = gather_by_sample_idx(self.results, size, _CONSISTENT)
-        self.results.clear()
-        if is_main_process():
-            metrics = self._compute(data)
-            if self.prefix:
-                metrics = {f'{self.prefix}/{k}': v for k, v in metrics.items()}
-            out = [metrics]
-        else:
-            self.last_outputs = None
-            out = [None]
-        broadcast_object_list(out)
-        return out[0]
 
     @rank_threads()
     def _compute(self, data: Dict[str, np.ndarray]) -> Dict[str, float]:
@@ -188,21 +156,15 @@ class RetrievalMetric(BaseMetric):
         warn_tied_embeddings(data['embeddings'])
         self.last_outputs = data
         emb, labels, is_query = data['embeddings'], data['labels'], data['is_query']
-        searcher = self._rank_searcher()
+        if is_query.all():
+            raise ValueError('RetrievalMetric: every sample has is_query=True, so the '
+                             'gallery is empty; mark the gallery samples is_query=False.')
         metrics = {}
-        if is_query.any():
-            if is_query.all():
-                raise ValueError('RetrievalMetric: every sample has is_query=True, so the '
-                                 'gallery is empty; mark the gallery samples is_query=False.')
-            gallery = ~is_query
-            if self.ks or self.map_at_r:
-                metrics = retrieval_metrics(emb[is_query], labels[is_query], emb[gallery],
-                                            labels[gallery], ks=self.ks,
-                                            map_at_r=self.map_at_r, searcher=searcher,
-                                            normalize=self.normalize)
-        elif self.ks or self.map_at_r:
-            metrics = retrieval_metrics(emb, labels, ks=self.ks, map_at_r=self.map_at_r,
-                                        searcher=searcher, normalize=self.normalize)
+        if self.ks or self.map_at_r:
+            split = ((emb[is_query], labels[is_query], emb[~is_query], labels[~is_query])
+                     if is_query.any() else (emb, labels))  # else leave-one-out
+            metrics = retrieval_metrics(*split, ks=self.ks, map_at_r=self.map_at_r,
+                                        searcher=self._rank_searcher(), normalize=self.normalize)
         if self.map_at_all:
             aps = self._average_precisions(data)
             data['ap_all'] = 100 * aps
@@ -274,15 +236,6 @@ def warn_tied_embeddings(embeddings: np.ndarray, share: float = TIE_SHARE) -> Op
                'constant outputs?)')
     print_log(message, logger='current', level=logging.WARNING)
     return message
-
-
-def _field(sample, key: str):
-    value = sample.get(key)
-    if value is None:
-        keys = getattr(sample, 'all_keys', sample.keys)
-        raise KeyError(f'RetrievalMetric.process: a data sample has no {key!r} '
-                       f'({_FIELD_SOURCE[key]}); it has {sorted(keys())}.')
-    return value
 
 
 def _junk_columns(dataset_meta: Optional[dict], sample_idx: np.ndarray, query: np.ndarray,

@@ -1,35 +1,24 @@
 """mAP and mP@k of the revisited Oxford / Paris benchmarks, as an MMEngine metric."""
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, Optional, Sequence, Union
 
 import numpy as np
 import torch
-from mmengine.dist import broadcast_object_list, is_main_process
-from mmengine.evaluator import BaseMetric
 
 from irtbox.registry import METRICS
 from irtbox.utils.checks import check_positive_int, check_positive_ints
 from ..functional.reranking import alpha_database_augmentation, alpha_query_expansion
 from ..functional.revisited import PROTOCOLS, build_revisited_gnd, revisited_metrics
-from .gather import (check_finite_embeddings, embedding_to_numpy, gather_by_sample_idx,
-                     merge_by_sample_idx, pack_results)
+from .gather import GatheredMetric, check_finite_embeddings, embedding_to_numpy
 from .resources import rank_threads, search_device
 
 __all__ = ['RevisitedMetric']
 
 _SHORT = {'easy': 'E', 'medium': 'M', 'hard': 'H'}
 _RERANK_KEYS = ('k', 'alpha')
-# A repeated sample index must repeat these (else two samples share an index).
-_CONSISTENT = {'is_query': 'is_query flags'}
-_FIELD_SOURCE = {
-    'embedding': "set by the retriever in mode='predict'",
-    'embedding_raw': "set by the retriever in mode='predict' when it has a whitening",
-    'sample_idx': 'set by the dataset (MMEngine BaseDataset adds it to every sample)',
-    'is_query': 'set by the revisited Oxford / Paris dataset (True for the cropped queries)',
-}
 
 
 @METRICS.register_module()
-class RevisitedMetric(BaseMetric):
+class RevisitedMetric(GatheredMetric):
     """mAP and mP@k under the Easy / Medium / Hard protocols of ROxford5k / RParis6k.
 
     Radenović, Iscen, Tolias, Avrithis, Chum, "Revisiting Oxford and Paris:
@@ -91,7 +80,15 @@ class RevisitedMetric(BaseMetric):
             so two metrics on one dataset do not clash.
     """
 
-    default_prefix: Optional[str] = None
+    # A repeated sample index must repeat these (else two samples share an index).
+    consistent = {'is_query': 'is_query flags'}
+    field_source = {
+        'embedding': "set by the retriever in mode='predict'",
+        'embedding_raw': "set by the retriever in mode='predict' when it has a whitening",
+        'sample_idx': 'set by the dataset (MMEngine BaseDataset adds it to every sample)',
+        'is_query': 'set by the revisited Oxford / Paris dataset (True for the cropped queries)',
+    }
+    prefix_names = False  # the prefix replaces the dataset name (_compute)
 
     def __init__(self,
                  protocols: Sequence[str] = ('easy', 'medium', 'hard'),
@@ -120,7 +117,6 @@ class RevisitedMetric(BaseMetric):
         self.database_augmentation = _rerank_cfg(database_augmentation, 'database_augmentation')
         self.chunk_size = chunk_size
         self.device = device
-        self.last_outputs: Optional[Dict[str, np.ndarray]] = None
 
     def process(self, data_batch: Any, data_samples: Sequence) -> None:
         """Store each sample's embedding, index and query flag (CPU numpy).
@@ -129,28 +125,11 @@ class RevisitedMetric(BaseMetric):
         objects or the dicts that MMEngine's Evaluator makes of them.
         """
         for sample in data_samples:
-            embedding = embedding_to_numpy(_field(sample, self.embedding_key))
+            embedding = embedding_to_numpy(self._field(sample, self.embedding_key))
             self.results.append(
                 dict(embedding=embedding,
-                     sample_idx=int(_field(sample, 'sample_idx')),
-                     is_query=bool(_field(sample, 'is_query'))))
-
-    def compute_metrics(self, results: List[dict]) -> Dict[str, float]:
-        """Metrics of per-sample results as stored by :meth:`process` (one process)."""
-        return self._compute(
-            merge_by_sample_idx([pack_results(results)], None, _CONSISTENT))
-
-    def evaluate(self, size: int) -> Dict[str, float]:
-        """Gather every rank's results by sample index, compute on rank 0, broadcast."""
-        data = gather_by_sample_idx(self.results, size, _CONSISTENT)
-        self.results.clear()
-        if is_main_process():
-            out = [self._compute(data)]
-        else:
-            self.last_outputs = None
-            out = [None]
-        broadcast_object_list(out)
-        return out[0]
+                     sample_idx=int(self._field(sample, 'sample_idx')),
+                     is_query=bool(self._field(sample, 'is_query'))))
 
     @rank_threads()
     def _compute(self, data: Dict[str, np.ndarray]) -> Dict[str, float]:
@@ -226,12 +205,3 @@ def _check_range(gnd_raw: list, n_db: int) -> None:
                                  f'database index {idx.max()}, but only {n_db} database '
                                  'samples (is_query=False) were evaluated.')
 
-
-def _field(sample, key: str):
-    value = sample.get(key)
-    if value is None:
-        keys = getattr(sample, 'all_keys', sample.keys)
-        raise KeyError(f'RevisitedMetric.process: a data sample has no {key!r} '
-                       f'({_FIELD_SOURCE.get(key, "set by the model")}); it has '
-                       f'{sorted(keys())}.')
-    return value

@@ -15,8 +15,7 @@ from irtbox.utils.checks import check_positive_int
 __all__ = [
     'FaissIndex', 'GpuTopKError', 'IndexIntegrityError', 'FAISS_GPU_MAX_K', 'DEFAULT_NPROBE',
     'default_device', 'import_faiss', 'min_training_vectors', 'empty_index', 'train_index',
-    'has_ivf', 'faiss_has_gpu', 'gpu_device_id', 'float16_lookup_tables', 'to_gpu', 'on_gpu',
-    'to_cpu', 'set_search_parameter'
+    'has_ivf', 'float16_lookup_tables', 'to_gpu', 'on_gpu', 'to_cpu', 'set_search_parameter'
 ]
 
 Device = Optional[Union[str, torch.device]]
@@ -84,19 +83,6 @@ def has_ivf(index) -> bool:
     return import_faiss().try_extract_index_ivf(index) is not None
 
 
-def faiss_has_gpu() -> bool:
-    """Whether faiss was built with GPU support and sees a GPU."""
-    faiss = import_faiss()
-    return hasattr(faiss, 'StandardGpuResources') and faiss.get_num_gpus() > 0
-
-
-def gpu_device_id(device: Device) -> int:
-    """The number of CUDA ``device``; for a bare ``'cuda'`` the process's current device
-    (under a distributed launcher, the local rank's), not GPU 0."""
-    device = torch.device(device)
-    return device.index if device.index is not None else torch.cuda.current_device()
-
-
 def float16_lookup_tables(index) -> bool:
     """Whether faiss-gpu needs float16 lookup tables for the CPU index ``index``: an IVF-PQ
     index with codes of 56 bytes or more, whose float32 tables exceed a GPU's shared memory
@@ -119,18 +105,22 @@ def to_gpu(index, device: Device, temp_memory: Optional[int] = None,
     that says why and calls it ``name`` (default: its class)."""
     if device is None or torch.device(device).type != 'cuda':
         return index
-    if not faiss_has_gpu():
+    faiss = import_faiss()
+    if not hasattr(faiss, 'StandardGpuResources') or faiss.get_num_gpus() == 0:
         warnings.warn('faiss has no GPU support here (install faiss-gpu-cu12); searching on '
                       'the CPU.')
         return index
-    faiss = import_faiss()
+    # A bare 'cuda' is the process's current device (under a distributed launcher, the
+    # local rank's), not GPU 0.
+    device = torch.device(device)
+    gpu = device.index if device.index is not None else torch.cuda.current_device()
     resources = faiss.StandardGpuResources()
     if temp_memory is not None:
         resources.setTempMemory(int(temp_memory))
     options = faiss.GpuClonerOptions()
     options.useFloat16 = float16_lookup_tables(index)
     try:
-        return faiss.index_cpu_to_gpu(resources, gpu_device_id(device), index, options)
+        return faiss.index_cpu_to_gpu(resources, gpu, index, options)
     except RuntimeError as err:
         name = name or type(faiss.downcast_index(index)).__name__
         warnings.warn(f'faiss cannot put index {name} on the GPU ({err}); it stays on the '
