@@ -9,7 +9,7 @@ from typing import Dict, List, Optional, Sequence
 
 from irtbox.utils.fileio import atomic_write, atomic_write_text
 
-from .spec import OFF_THE_SHELF, Run, value_dir
+from .spec import OFF_THE_SHELF, Run, factor_values, value_dir
 from .state import RESULTS
 
 __all__ = ['collect', 'metric_names', 'summarize', 'write_table', 'read_summary',
@@ -121,7 +121,8 @@ def format_tables(summary: List[dict], spec: dict,
                  if (r['factor'], r['dataset'], r['metric']) == (factor, dataset, metric)}
         if not cells:
             continue
-        values = [v for v in fspec['values'] if any(key[1] == value_dir(v) for key in cells)]
+        values = [v for v in factor_values(fspec)
+                  if any(key[1] == value_dir(v) for key in cells)]
         losses = [loss for loss in spec['losses'] if any(key[0] == loss for key in cells)]
         label = fspec.get('label', factor)
         rows = [[label] + [f'{v:g}' if isinstance(v, float) else str(v) for v in values]]

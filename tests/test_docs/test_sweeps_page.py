@@ -24,3 +24,16 @@ def test_the_page_shows_the_tools_table():
                         family='', metric='precision@1', n=1,
                         mean=cells['off-the-shelf'][0], std=0.0, min=0.0, max=0.0))
     assert sweeps.format_tables(summary, spec, metrics=['precision@1']) == shown.strip()
+
+
+def test_a_value_with_its_own_options_gets_its_column():
+    """A factor value written ``dict(value=V, options=[...])`` is a column like a plain one."""
+    spec = dict(factors=dict(dim=dict(values=[128, dict(value='raw', options=[])],
+                                      options=['model.neck.out_channels={value}'])),
+                datasets=['digits'], losses=['arcface'])
+    summary = [dict(factor='dim', value=v, dataset='digits', loss='arcface', family='',
+                    metric='precision@1', n=1, mean=mean, std=0.0, min=mean, max=mean)
+               for v, mean in ((128, 80.0), ('raw', 70.5))]
+    table = sweeps.format_tables(summary, spec).splitlines()
+    assert table[-2].split() == ['dim', '128', 'raw']
+    assert table[-1].split() == ['arcface', '80.0', '70.5']
