@@ -22,6 +22,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from mmengine.config import Config
 
 from irtbox.utils.config import CONFIGS_DIR
+from .miniaturize import _timm_kwargs, _timm_model, _type_name, loader_cfgs
 from .rehearse import RehearsalReport, rehearse
 
 __all__ = ['ConfigKind', 'KindRehearsal', 'config_kind', 'shipped_configs', 'group_by_kind',
@@ -55,31 +56,12 @@ def _join(value) -> str:
     return value or '-'
 
 
-def _type_name(node) -> str:
-    value = node.get('type') if isinstance(node, dict) else None
-    if isinstance(value, str):
-        return value.rsplit('.', 1)[-1]
-    return getattr(value, '__name__', '') or ''
-
-
-def _timm_model(backbone: dict):
-    """The timm model a ``TimmBackbone`` config builds, on the meta device (no memory, no
-    weights)."""
-    import timm
-    import torch
-    from .miniaturize import _timm_kwargs
-    with torch.device('meta'):
-        return timm.create_model(backbone['model_name'], pretrained=False, num_classes=0,
-                                 **_timm_kwargs(backbone))
-
-
 _ARCH_CACHE: Dict[str, Tuple[str, int]] = {}
 
 
 def _backbone_arch(backbone: dict) -> Tuple[str, int]:
     """(architecture, parameter count) of a backbone config; the architecture is the timm
     class, with its patch embedding's class when that is not the plain ``PatchEmbed``."""
-    from .miniaturize import _timm_kwargs
     if _type_name(backbone) != 'TimmBackbone':
         return _type_name(backbone), 0
     key = repr((backbone['model_name'], sorted((k, repr(v))
@@ -120,7 +102,6 @@ def _dataset_name(dataset: dict) -> str:
 
 def config_kind(cfg: Config) -> ConfigKind:
     """The kind of ``cfg`` (see the module doc)."""
-    from .miniaturize import loader_cfgs
     model = cfg.get('model') or {}
     backbone = model.get('backbone') or {}
     arch, _ = _backbone_arch(backbone)
@@ -177,7 +158,6 @@ def rehearsal_cost(cfg: Config) -> Tuple[int, int]:
     """What ranks the configs of a kind by the time their rehearsal takes: the backbone's
     parameter count first (the rehearsal scales every input to one size, so the model's size
     decides), then the number of test sets."""
-    from .miniaturize import loader_cfgs
     _, params = _backbone_arch((cfg.get('model') or {}).get('backbone') or {})
     tests = sum(1 for where, _ in loader_cfgs(cfg) if where.startswith('test_dataloader'))
     return params, tests
