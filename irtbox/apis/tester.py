@@ -238,13 +238,10 @@ def write_results(path: str, sets: Dict[str, EmbeddingSet], metrics: Dict[str, f
         else:  # no metric kept embeddings: a file of metrics only, still readable
             from irtbox.structures.embeddings_file import EMBEDDINGS_FORMAT
             from irtbox.utils.fileio import atomic_write
-            arrays = {'format': np.array(EMBEDDINGS_FORMAT)}
-            arrays.update({f'metrics/{k}': np.asarray(v) for k, v in metrics.items()})
-
-            def write(tmp: str) -> None:
-                with open(tmp, 'wb') as f:
-                    np.savez(f, **arrays)
-            atomic_write(path, write)
+            arrays = {f'metrics/{k}': np.asarray(v) for k, v in metrics.items()}
+            # The temporary file ends in .npz: np.savez adds no second one.
+            atomic_write(path, lambda tmp: np.savez(tmp, format=np.array(EMBEDDINGS_FORMAT),
+                                                    **arrays))
     elif not path.endswith('.json'):
         raise ValueError(f'write_results: {path} must end with .npz or .json')
     atomic_write_text(osp.splitext(path)[0] + '.json', json.dumps(metrics, indent=2))
