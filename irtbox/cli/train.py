@@ -19,7 +19,7 @@ import argparse
 import os
 
 from irtbox.cli import HelpFormatter
-from irtbox.cli.launch import add_nproc_argument, relaunch
+from irtbox.cli.launch import add_launch_arguments, relaunch
 from irtbox.utils.config import DictAction
 
 __all__ = ['parse_args', 'main', 'refusal_message']
@@ -47,10 +47,7 @@ def parse_args(argv=None):
     parser.add_argument('--cfg-options', nargs='+', action=DictAction, metavar='KEY=VALUE',
                         help='override config entries, e.g. train_cfg.max_iters=100 '
                         'model.head.loss_weights.koleo=0.5')
-    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm'], default='none',
-                        help='job launcher: none (single process), pytorch (torchrun), slurm (srun)')
-    add_nproc_argument(parser)
-    parser.add_argument('--local_rank', '--local-rank', type=int, default=0, help=argparse.SUPPRESS)
+    add_launch_arguments(parser)
     args = parser.parse_args(argv)
     if args.no_resume and args.resume is not None:
         parser.error('--resume and --no-resume: give one of them')
