@@ -13,6 +13,7 @@ rates, margins, dimensions, schedules), which the rehearsal replaces by its own 
 :func:`rehearsal_set` groups the shipped configs by kind and picks the cheapest of each
 (:func:`rehearsal_cost`); CI rehearses that set.
 """
+import functools
 import glob
 import os
 import os.path as osp
@@ -25,8 +26,8 @@ from irtbox.utils.config import CONFIGS_DIR
 from .miniaturize import _timm_kwargs, _timm_model, _type_name, loader_cfgs
 from .rehearse import RehearsalReport, rehearse
 
-__all__ = ['ConfigKind', 'KindRehearsal', 'config_kind', 'shipped_configs', 'group_by_kind',
-           'rehearsal_cost', 'rehearsal_set', 'rehearse_kinds']
+__all__ = ['ConfigKind', 'KindRehearsal', 'config_kind', 'shipped_configs', 'rehearsal_cost',
+           'rehearsal_set', 'rehearse_kinds']
 
 # The loops train_cfg names through ``max_epochs`` / ``max_iters`` without a ``type``.
 _LOOP_BY_KEY = (('max_epochs', 'EpochBasedTrainLoop'), ('max_iters', 'IterBasedTrainLoop'))
@@ -146,14 +147,6 @@ def shipped_configs(root: str = CONFIGS_DIR) -> Dict[str, Config]:
     return cfgs
 
 
-def group_by_kind(cfgs: Dict[str, Config]) -> Dict[ConfigKind, List[str]]:
-    """{kind: its config paths} over ``cfgs`` ({path: config}), kinds in first-seen order."""
-    groups: Dict[ConfigKind, List[str]] = {}
-    for path, cfg in cfgs.items():
-        groups.setdefault(config_kind(cfg), []).append(path)
-    return groups
-
-
 def rehearsal_cost(cfg: Config) -> Tuple[int, int]:
     """What ranks the configs of a kind by the time their rehearsal takes: the backbone's
     parameter count first (the rehearsal scales every input to one size, so the model's size
@@ -167,8 +160,11 @@ def rehearsal_set(cfgs: Optional[Dict[str, Config]] = None) -> List[Tuple[Config
     """(kind, the cheapest config of that kind) for every kind among ``cfgs`` ({path: config},
     default: :func:`shipped_configs`); ties go to the first path in sorted order."""
     cfgs = shipped_configs() if cfgs is None else cfgs
+    groups: Dict[ConfigKind, List[str]] = {}  # kinds in first-seen order
+    for path, cfg in cfgs.items():
+        groups.setdefault(config_kind(cfg), []).append(path)
     return [(kind, min(sorted(members), key=lambda p: rehearsal_cost(cfgs[p])))
-            for kind, members in group_by_kind(cfgs).items()]
+            for kind, members in groups.items()]
 
 
 @dataclass
@@ -218,10 +214,6 @@ def _rehearse_one(position: str, kind: ConfigKind, config: str, work_dir: str,
     return result
 
 
-def _echo_flushed(line: str) -> None:
-    print(line, flush=True)
-
-
 def rehearse_kinds(work_dir: str, configs: Optional[List[Tuple[ConfigKind, str]]] = None,
                    echo: Callable[[str], None] = print, keep_weights: bool = False,
                    jobs: int = 1, **options) -> List[KindRehearsal]:
@@ -241,5 +233,5 @@ def rehearse_kinds(work_dir: str, configs: Optional[List[Tuple[ConfigKind, str]]
     os.environ.setdefault('OMP_NUM_THREADS', str(max(1, (os.cpu_count() or 1) // jobs)))
     # spawn: a forked copy of this process would carry its torch state into every worker.
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context('spawn')) as pool:
-        futures = [pool.submit(_rehearse_one, *task, echo=_echo_flushed) for task in tasks]
+        futures = [pool.submit(_rehearse_one, *task, echo=functools.partial(print, flush=True)) for task in tasks]
         return [future.result() for future in futures]

@@ -76,7 +76,9 @@ def build_cfg(args):
             raise SystemExit(f'--auto-scale-lr: {args.config} has no auto_scale_lr entry '
                              '(e.g. auto_scale_lr = dict(base_batch_size=64)).')
         cfg.auto_scale_lr.enable = True
-    if args.resume == 'auto' or (args.resume is None and resumes_by_default(args)
+    # Without --resume: resumed however the training is started (one process, a launcher, a
+    # restarted or requeued job), so that "the same command resumes" holds for every way.
+    if args.resume == 'auto' or (args.resume is None and not args.no_resume
                                  and resumes_here(cfg)):
         cfg.resume, cfg.load_from = True, None
     elif args.resume is not None:
@@ -98,14 +100,6 @@ def restarted(env=None) -> str:
     env = os.environ if env is None else env
     return ', '.join(f'restart {env[key]} by {who}' for key, who in _RESTARTS
                      if env.get(key, '0').strip() not in ('', '0'))
-
-
-def resumes_by_default(args) -> bool:
-    """Resume from the work dir's newest checkpoint without ``--resume``: however the
-    training is started (one process, a launcher, a restarted or requeued job), unless
-    ``--no-resume``. One rule, so that what a message says ("the same command resumes")
-    holds for every way of starting."""
-    return not args.no_resume
 
 
 def resumes_here(cfg) -> bool:
