@@ -212,12 +212,11 @@ def result_sets(runner, metrics: Optional[Dict[str, float]] = None,
             if 'sample_idx' in arrays and hasattr(dataset, 'get_data_info'):
                 ids, root = dataset_image_ids(dataset, arrays['sample_idx'])
             classes = getattr(dataset, 'metainfo', {}).get('classes')
+            labels, is_query = arrays.get('labels'), arrays.get('is_query')
             sets[set_name] = EmbeddingSet(
                 embeddings=np.asarray(arrays['embeddings'], dtype=np.float32), ids=ids,
-                data_root=root,
-                labels=None if arrays.get('labels') is None else np.asarray(arrays['labels']),
-                is_query=None if arrays.get('is_query') is None
-                else np.asarray(arrays['is_query'], dtype=bool),
+                data_root=root, labels=None if labels is None else np.asarray(labels),
+                is_query=None if is_query is None else np.asarray(is_query, dtype=bool),
                 class_names=None if classes is None else [str(c) for c in classes],
                 metrics=dict(metrics), identity=model_id,
                 extra={k: np.asarray(v) for k, v in arrays.items()

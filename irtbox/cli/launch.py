@@ -24,6 +24,7 @@ this command.
 """
 import argparse
 import os
+import re
 import signal
 import sys
 import uuid
@@ -39,13 +40,8 @@ _PREEMPTING = (signal.SIGTERM, signal.SIGUSR1)
 
 
 def _nodes(text: str) -> str:
-    parts = text.split(':')
-    try:
-        numbers = [int(p) for p in parts]
-    except ValueError:
-        numbers = []
-    if len(parts) not in (1, 2) or len(numbers) != len(parts) or min(numbers) < 1 \
-            or numbers != sorted(numbers):
+    numbers = [int(n) for n in text.split(':')] if re.fullmatch(r'\d+(:\d+)?', text) else [0]
+    if min(numbers) < 1 or numbers != sorted(numbers):
         raise argparse.ArgumentTypeError(f'expected N or MIN:MAX (1 <= MIN <= MAX), got {text}')
     return text
 
