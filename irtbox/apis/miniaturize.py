@@ -2,24 +2,12 @@
 input size, with every interval short enough that each hook fires within a few iterations.
 
 :func:`miniaturize` is what a rehearsal (:mod:`irtbox.apis.rehearse`) runs; each step is a
-function of its own so that a reader can see exactly what a rehearsal changes:
-
-- data (:func:`point_datasets`): every dataset a loader or a hook reads is written in its
-  official layout under ``<work_dir>/data/<kind>`` (:func:`irtbox.datasets.write_miniature`),
-  or, with ``data_root``, read from the user's own data;
-- input size (:func:`scale_input_size`): every pixel size of the pipelines scaled so that
-  the model's input side is ``input_size``; a ViT with a fixed input size gets that size;
-- depth (:func:`shallow_backbone`, quick rehearsals only): a transformer backbone keeps the
-  fewest blocks its outputs need;
-- weights (:func:`stand_in_weights`): a backbone's pretrained weights that are not in the
-  local cache are replaced by a local checkpoint of known values, so a rehearsal needs no
-  network and can check that training starts from them;
-- schedule (:func:`shorten_schedule`): ``units`` iterations (or one epoch) per phase,
-  validation and checkpoints at every phase's end, every hook interval 1;
-- loaders (:func:`shrink_loaders`): small batches, few workers; a class-balanced sampler's
-  batch sized from the classes its data holds;
-- projections (:func:`shrink_projections`): a PCA keeps no more components than its fit
-  hook's data has images.
+function of its own so that a reader can see exactly what a rehearsal changes: the data
+(:func:`point_datasets`: miniatures in the official layouts, or the user's own data), the
+input size (:func:`scale_input_size`), the depth (:func:`shallow_backbone`, quick rehearsals
+only), the weights (:func:`stand_in_weights`: no network needed, and a start that training
+can be checked against), the schedule (:func:`shorten_schedule`), the loaders
+(:func:`shrink_loaders`) and the projections (:func:`shrink_projections`).
 """
 import copy
 import os.path as osp
