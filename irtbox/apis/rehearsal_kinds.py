@@ -233,5 +233,6 @@ def rehearse_kinds(work_dir: str, configs: Optional[List[Tuple[ConfigKind, str]]
     os.environ.setdefault('OMP_NUM_THREADS', str(max(1, (os.cpu_count() or 1) // jobs)))
     # spawn: a forked copy of this process would carry its torch state into every worker.
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context('spawn')) as pool:
-        futures = [pool.submit(_rehearse_one, *task, echo=functools.partial(print, flush=True)) for task in tasks]
+        echo_flushed = functools.partial(print, flush=True)
+        futures = [pool.submit(_rehearse_one, *task, echo=echo_flushed) for task in tasks]
         return [future.result() for future in futures]
