@@ -1,6 +1,5 @@
 from .extract import (NonFiniteEmbeddingsError, extract_features, extract_folder,
-                      extract_sharded, extract_to_shards, list_images, merge_shards,
-                      prepare_shards)
+                      extract_sharded, list_images, merge_shards, prepare_shards)
 from .inference import (CheckpointMismatchError, get_model, init_model, load_model_weights,
                         without_pretrained_backbone)
 from .model_zoo import ModelNotReleasedError, UnknownModelError, ZooEntry, get_entry, list_models
@@ -15,7 +14,7 @@ __all__ = [
     'CheckpointMismatchError', 'DEFAULT_RUNNER', 'EvaluationSetupError', 'ModelNotReleasedError',
     'NonFiniteEmbeddingsError', 'RehearsalReport', 'UnknownModelError', 'ZooEntry',
     'build_runner', 'check_checkpoint', 'extract_features', 'extract_folder', 'extract_sharded',
-    'extract_to_shards', 'get_entry', 'get_model', 'init_model', 'list_images', 'list_models',
+    'get_entry', 'get_model', 'init_model', 'list_images', 'list_models',
     'load_model_weights', 'load_run_config', 'merge_shards', 'miniaturize', 'prepare_shards',
     'publish_checkpoint', 'register_all_modules', 'rehearse', 'result_sets', 'run_test',
     'without_pretrained_backbone', 'write_results'

@@ -146,10 +146,9 @@ class _Checker:
         self.fail(f'{where}.type', f'{kind!r} is not a registered metric or evaluator'
                   + (f'; did you mean {close[0]!r}?' if close else ''))
 
-    def typed(self, node: dict, where: str, registries, given: Optional[Iterable] = None,
-              accepted_extra: Iterable = ()) -> None:
-        """Check the keys of ``node`` (those in ``given``, default all but ``type``) against
-        the constructor of the class its ``type`` names."""
+    def typed(self, node: dict, where: str, registries, accepted_extra: Iterable = ()) -> None:
+        """Check the keys of ``node`` against the constructor of the class its ``type``
+        names (and ``accepted_extra``)."""
         cls = _resolve(node['type'], registries)
         if cls is None:
             return  # not registered (yet): the build names it
@@ -159,10 +158,9 @@ class _Checker:
         accepted |= set(accepted_extra)
         if PARAM_SCHEDULERS in registries:  # Runner.build_param_scheduler takes it out
             accepted.add('convert_to_iter_based')
-        keys = [k for k in (node if given is None else given) if k not in ('type', '_scope_')]
         name = getattr(cls, '__name__', str(cls))
-        for key in keys:
-            if key not in accepted:
+        for key in node:
+            if key not in accepted and key not in ('type', '_scope_'):
                 self.unknown(where, key, name, accepted)
 
     def unknown(self, where: str, key: str, name: str, accepted: Set[str]):
@@ -192,20 +190,15 @@ class _Checker:
         if not isinstance(loop, dict):
             return
         for key in _WHOLE_NUMBERS:
-            if key in loop:
-                value = loop[key]
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-                        value != int(value) or value < 1:
-                    self.fail(f'{where}.{key}', f'expected a whole number >= 1, got {value!r}')
-        if 'type' in loop:
-            self.typed(loop, where, (LOOPS, ))
-            return
-        if split == 'train':
-            kind = 'EpochBasedTrainLoop' if loop.get('by_epoch') else 'IterBasedTrainLoop'
-            self.typed({'type': kind, **loop}, where, (LOOPS, ), accepted_extra=('by_epoch', ))
-        else:
-            self.typed({'type': 'ValLoop' if split == 'val' else 'TestLoop', **loop}, where,
-                       (LOOPS, ))
+            value = loop.get(key, 1)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                    value != int(value) or value < 1:
+                self.fail(f'{where}.{key}', f'expected a whole number >= 1, got {value!r}')
+        # No type: the loop MMEngine builds, a train loop chosen by ``by_epoch``, which it reads.
+        train = 'EpochBasedTrainLoop' if loop.get('by_epoch') else 'IterBasedTrainLoop'
+        kind = dict(train=train, val='ValLoop', test='TestLoop')[split]
+        extra = ('by_epoch', ) if split == 'train' and 'type' not in loop else ()
+        self.typed({'type': kind, **loop}, where, (LOOPS, ), accepted_extra=extra)
 
     def optim_wrapper(self, wrapper: Any) -> None:
         if not isinstance(wrapper, dict):
@@ -214,15 +207,13 @@ class _Checker:
         # starts, before the first iteration, and that build names a wrong argument.
         where = 'optim_wrapper'
         optimizer = wrapper.get('optimizer')
-        if isinstance(optimizer, dict) and 'lr' in optimizer:
-            self.check_lr(optimizer['lr'], f'{where}.optimizer.lr')
+        lr = optimizer.get('lr', 0) if isinstance(optimizer, dict) else 0
+        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr >= 0:
+            self.fail(f'{where}.optimizer.lr',
+                      f'expected a learning rate: a number >= 0, got {lr!r}')
         for key, value in wrapper.items():
             if key != 'type':
                 self.part(value, f'{where}.{key}', _CHILD_REGISTRIES.get(key, (OPTIM_WRAPPERS, )))
-
-    def check_lr(self, lr: Any, where: str) -> None:
-        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr >= 0:
-            self.fail(where, f'expected a learning rate: a number >= 0, got {lr!r}')
 
 
 def _resolve(kind: Any, registries) -> Optional[Callable]:

@@ -28,8 +28,8 @@ from irtbox.utils.errors import NamesArguments
 from irtbox.utils.fileio import atomic_write_text
 
 __all__ = ['NonFiniteEmbeddingsError', 'EarlierShardsError', 'MissingShardsError', 'list_images',
-           'extract_features', 'prepare_shards', 'extract_to_shards', 'merge_shards',
-           'extract_sharded', 'extract_folder', 'FEATURES_FILE']
+           'extract_features', 'prepare_shards', 'merge_shards', 'extract_sharded',
+           'extract_folder', 'FEATURES_FILE']
 
 IMAGE_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.bmp', '.webp', '.tif', '.tiff', '.gif')
 SHARDS_MANIFEST = 'shards.json'
@@ -182,24 +182,26 @@ def _embed_items(model, items: Sequence, batch_size: int, num_workers: int, prog
     return np.concatenate(embeddings).astype(np.float32, copy=False), ids, failed
 
 
+def _first_few(items: Sequence[str], sep: str = ', ') -> str:
+    more = len(items) - SHOWN_FAILURES
+    return sep.join(items[:SHOWN_FAILURES]) + (f' and {more} more' if more > 0 else '')
+
+
 def _non_finite_message(model, bad: Sequence[str], total: int, desc: str) -> str:
-    shown = ', '.join(bad[:SHOWN_FAILURES]) + (f' and {len(bad) - SHOWN_FAILURES} more'
-                                                if len(bad) > SHOWN_FAILURES else '')
     weights = [name for name, p in model.state_dict().items()
                if p.is_floating_point() and not torch.isfinite(p).all()]
     cause = (f'the model\'s weights hold NaN or inf ({", ".join(weights[:3])}'
              f'{" ..." if len(weights) > 3 else ""}): check the checkpoint' if weights else
              'check the checkpoint and the test pipeline (inputs that overflow?)')
     return (f'{desc}: {len(bad)} of {total} images gave non-finite (NaN or inf) embeddings '
-            f'({shown}); {cause}. Nothing is saved.')
+            f'({_first_few(bad)}); {cause}. Nothing is saved.')
 
 
 def _warn_failed(failed: Sequence[Tuple[str, str]], total: int) -> None:
     if failed:
-        shown = '; '.join(f'{path} ({reason})' for path, reason in failed[:SHOWN_FAILURES])
-        more = f' and {len(failed) - SHOWN_FAILURES} more' if len(failed) > SHOWN_FAILURES else ''
+        shown = _first_few([f'{path} ({reason})' for path, reason in failed], '; ')
         print_log(f'{len(failed)} of {total} images could not be read and were skipped: '
-                  f'{shown}{more}', logger='current', level=logging.WARNING)
+                  f'{shown}', logger='current', level=logging.WARNING)
 
 
 def extract_features(model, images: Union[str, Sequence], batch_size: int = 32,
@@ -299,47 +301,6 @@ def prepare_shards(model, out_dir: str, paths: Sequence[str], shard_size: int, r
         atomic_write_text(path, json.dumps(wanted, indent=1))
 
 
-def extract_to_shards(model, paths: Sequence[str], out_dir: str, shard_size: int = 4096,
-                      rank: int = 0, world_size: int = 1, batch_size: int = 32,
-                      num_workers: int = 0, resume: bool = False, progress: bool = True,
-                      device: Optional[Union[str, torch.device]] = None,
-                      identity: Optional[dict] = None) -> List[int]:
-    """Embed ``paths`` in shards of ``shard_size`` images, each written to
-    ``out_dir/shards/shard_<i:06d>.npz`` (an embeddings file: embeddings, ids, failed images,
-    the model's identity) atomically as soon as it is done; rank ``r`` of ``world_size`` takes
-    the shards ``i % world_size == r``. Shards already there are kept when ``resume`` is set
-    (the job must be the same: see :func:`prepare_shards`), refused otherwise.
-
-    With several processes, rank 0 runs :func:`prepare_shards` (with the user's ``resume``)
-    before the others start (a barrier), and every rank then passes ``resume=True``;
-    :func:`extract_folder` does all of it. ``identity``: the model's, when already computed.
-
-    Returns:
-        list[int]: the shards this call computed.
-    """
-    from .identity import model_identity
-    paths = list(paths)
-    if shard_size < 1:
-        raise ValueError(f'shard_size must be positive, got {shard_size}')
-    if device is not None:
-        model.to(device)
-    identity = identity or model_identity(model)
-    prepare_shards(model, out_dir, paths, shard_size, resume, write=rank == 0, identity=identity)
-    count = -(-len(paths) // shard_size)
-    done = []
-    for index in range(rank, count, world_size):
-        target = _shard_path(out_dir, index)
-        if osp.isfile(target):
-            continue
-        chunk = paths[index * shard_size:(index + 1) * shard_size]
-        embeddings, ids, failed = _embed_items(model, chunk, batch_size, num_workers, progress,
-                                               desc=f'shard {index + 1}/{count}')
-        save_embeddings(target, EmbeddingSet(embeddings, ids=ids, failed=failed,
-                                             identity=identity))
-        done.append(index)
-    return done
-
-
 def merge_shards(out_dir: str, identity: Optional[dict] = None) -> EmbeddingSet:
     """The shards of ``out_dir`` in order, as one set (and a warning listing the unreadable
     images); a missing shard is an error naming it. ``identity``: the model's (default: the
@@ -361,7 +322,7 @@ def merge_shards(out_dir: str, identity: Optional[dict] = None) -> EmbeddingSet:
         shard = load_embeddings(_shard_path(out_dir, index))
         if shard.ids is None:
             raise ValueError(f'{_shard_path(out_dir, index)}: a shard without ids; expected one '
-                             'written by extract_to_shards (delete it and resume the '
+                             'written by extract_sharded (delete it and resume the '
                              'extraction)')
         if len(shard.ids):
             embeddings.append(np.asarray(shard.embeddings))
@@ -381,11 +342,13 @@ def extract_sharded(model, paths: Sequence[str], out_dir: str, shard_size: int =
                     batch_size: int = 32, num_workers: int = 0, resume: bool = False,
                     progress: bool = True, identity: Optional[dict] = None
                     ) -> Tuple[Optional[EmbeddingSet], List[int]]:
-    """The multi-process protocol of a sharded extraction of ``paths`` into ``out_dir``, the
-    same on one process or on every rank of a started ``torch.distributed`` group: rank 0
-    writes (or, with ``resume``, checks) the shards' manifest (:func:`prepare_shards`); a
-    barrier; every rank embeds its shards (:func:`extract_to_shards`); a barrier; rank 0
-    merges them (:func:`merge_shards`).
+    """Embed ``paths`` into ``out_dir`` in shards of ``shard_size`` images, the same on one
+    process or on every rank of a started ``torch.distributed`` group: rank 0 writes (or,
+    with ``resume``, checks) the shards' manifest (:func:`prepare_shards`); a barrier; rank
+    ``r`` of ``world_size`` embeds the shards ``i % world_size == r`` not there yet, each
+    written to ``out_dir/shards/shard_<i:06d>.npz`` (an embeddings file: embeddings, ids,
+    failed images, the model's identity) atomically as soon as it is done; a barrier; rank 0
+    merges them (:func:`merge_shards`). ``identity``: the model's, when already computed.
 
     Returns:
         (the merged set on rank 0, None on the others; the shards this rank computed).
@@ -396,15 +359,31 @@ def extract_sharded(model, paths: Sequence[str], out_dir: str, shard_size: int =
     from .identity import model_identity
     distributed = dist.is_available() and dist.is_initialized()
     rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
+    paths = list(paths)
     try:
+        if shard_size < 1:
+            raise ValueError(f'shard_size must be positive, got {shard_size}')
         identity = identity or model_identity(model)
         if rank == 0:  # the manifest is written (or checked) before the others look at it
             prepare_shards(model, out_dir, paths, shard_size, resume, identity=identity)
         if world > 1:
             dist.barrier()
-        computed = extract_to_shards(model, paths, out_dir, shard_size, rank, world, batch_size,
-                                     num_workers, resume=True, progress=progress and rank == 0,
-                                     identity=identity)
+            if rank > 0:  # every rank's job (its image list, its model) is rank 0's
+                prepare_shards(model, out_dir, paths, shard_size, True, write=False,
+                               identity=identity)
+        count = -(-len(paths) // shard_size)
+        computed = []
+        for index in range(rank, count, world):
+            target = _shard_path(out_dir, index)
+            if osp.isfile(target):
+                continue
+            chunk = paths[index * shard_size:(index + 1) * shard_size]
+            embeddings, ids, failed = _embed_items(model, chunk, batch_size, num_workers,
+                                                   progress and rank == 0,
+                                                   desc=f'shard {index + 1}/{count}')
+            save_embeddings(target, EmbeddingSet(embeddings, ids=ids, failed=failed,
+                                                 identity=identity))
+            computed.append(index)
     except (FileNotFoundError, FileExistsError, ValueError) as err:
         if world == 1:
             raise

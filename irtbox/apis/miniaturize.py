@@ -2,24 +2,12 @@
 input size, with every interval short enough that each hook fires within a few iterations.
 
 :func:`miniaturize` is what a rehearsal (:mod:`irtbox.apis.rehearse`) runs; each step is a
-function of its own so that a reader can see exactly what a rehearsal changes:
-
-- data (:func:`point_datasets`): every dataset a loader or a hook reads is written in its
-  official layout under ``<work_dir>/data/<kind>`` (:func:`irtbox.datasets.write_miniature`),
-  or, with ``data_root``, read from the user's own data;
-- input size (:func:`scale_input_size`): every pixel size of the pipelines scaled so that
-  the model's input side is ``input_size``; a ViT with a fixed input size gets that size;
-- depth (:func:`shallow_backbone`, quick rehearsals only): a transformer backbone keeps the
-  fewest blocks its outputs need;
-- weights (:func:`stand_in_weights`): a backbone's pretrained weights that are not in the
-  local cache are replaced by a local checkpoint of known values, so a rehearsal needs no
-  network and can check that training starts from them;
-- schedule (:func:`shorten_schedule`): ``units`` iterations (or one epoch) per phase,
-  validation and checkpoints at every phase's end, every hook interval 1;
-- loaders (:func:`shrink_loaders`): small batches, few workers; a class-balanced sampler's
-  batch sized from the classes its data holds;
-- projections (:func:`shrink_projections`): a PCA keeps no more components than its fit
-  hook's data has images.
+function of its own so that a reader can see exactly what a rehearsal changes: the data
+(:func:`point_datasets`: miniatures in the official layouts, or the user's own data), the
+input size (:func:`scale_input_size`), the depth (:func:`shallow_backbone`, quick rehearsals
+only), the weights (:func:`stand_in_weights`: no network needed, and a start that training
+can be checked against), the schedule (:func:`shorten_schedule`), the loaders
+(:func:`shrink_loaders`) and the projections (:func:`shrink_projections`).
 """
 import copy
 import os.path as osp
@@ -78,8 +66,9 @@ def _walk(node) -> Iterator[dict]:
             yield from _walk(value)
 
 
-def _type_name(node: dict) -> str:
-    value = node.get('type')
+def _type_name(node) -> str:
+    """The class name a config node's ``type`` gives (a string or a class), '' for none."""
+    value = node.get('type') if isinstance(node, dict) else None
     return value.rsplit('.', 1)[-1] if isinstance(value, str) else getattr(value, '__name__', '')
 
 
@@ -158,14 +147,20 @@ def _timm_kwargs(backbone: dict) -> dict:
     return {k: v for k, v in backbone.items() if k not in own}
 
 
+def _timm_model(backbone: dict, device: str = 'meta'):
+    """The timm model a ``TimmBackbone`` config builds, without pretrained weights; on the
+    meta device by default (no memory, no values: its structure only)."""
+    import timm
+    with torch.device(device):
+        return timm.create_model(backbone['model_name'], pretrained=False, num_classes=0,
+                                 **_timm_kwargs(backbone))
+
+
 def _backbone_input(backbone: dict) -> Tuple[int, int, bool]:
     """(input side, patch size (1 for CNNs), whether the input size is fixed) of a
-    ``TimmBackbone`` config, read off the timm model built on the meta device."""
-    import timm
+    ``TimmBackbone`` config, read off its timm model on the meta device."""
     kwargs = _timm_kwargs(backbone)
-    with torch.device('meta'):
-        model = timm.create_model(backbone['model_name'], pretrained=False, num_classes=0,
-                                  **kwargs)
+    model = _timm_model(backbone)
     side = int(kwargs.get('img_size') or model.pretrained_cfg.get('input_size', (3, 224))[-1])
     embed = getattr(model, 'patch_embed', None)
     patch = int(embed.patch_size[0]) if embed is not None and hasattr(embed, 'patch_size') else 1
@@ -218,11 +213,8 @@ def shallow_backbone(cfg: Config) -> Optional[str]:
     backbone = cfg.model.get('backbone') or {}
     if _type_name(backbone) != 'TimmBackbone':
         return None
-    import timm
     from timm.models.vision_transformer import VisionTransformer
-    with torch.device('meta'):
-        model = timm.create_model(backbone['model_name'], pretrained=False, num_classes=0,
-                                  **_timm_kwargs(backbone))
+    model = _timm_model(backbone)
     if not isinstance(model, VisionTransformer):  # its subclasses too: DeiT, hybrids
         return None
     blocks = model.blocks
@@ -240,7 +232,6 @@ def stand_in_weights(cfg: Config, weights_dir: str, use_cache: bool = True) -> s
     they are in the local cache (and ``use_cache``; a shallow backbone cannot take them),
     else (and for a ``checkpoint`` file that does not exist) a local checkpoint of known
     values, written to ``weights_dir``. Returns a line saying which."""
-    import timm
     from irtbox.models.backbones import (PretrainedWeightsUnavailable, offline_hub,
                                          pretrained_init_cfg)
     from irtbox.registry import MODELS
@@ -261,8 +252,7 @@ def stand_in_weights(cfg: Config, weights_dir: str, use_cache: bool = True) -> s
     elif backbone.get('checkpoint') and osp.exists(str(backbone['checkpoint'])):
         return f'backbone weights: {backbone["checkpoint"]}, as configured'
     torch.manual_seed(_STAND_IN_SEED)
-    model = timm.create_model(backbone['model_name'], pretrained=False, num_classes=0,
-                              **_timm_kwargs(backbone))
+    model = _timm_model(backbone, 'cpu')
     path = osp.join(weights_dir, f'stand_in_{backbone["model_name"]}.pth')
     atomic_write(path, lambda tmp: torch.save(model.state_dict(), tmp))
     backbone.update(pretrained=False, checkpoint=path, init_cfg=None)

@@ -31,6 +31,7 @@ import fnmatch
 import logging
 import os
 import os.path as osp
+import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
@@ -153,8 +154,7 @@ def _parse_weights(value, where: str, metafile: str, index_file: str) -> Optiona
     if '://' not in url:
         url = _resolve(url, metafile, index_file)
     sha256 = value.get('SHA256')
-    if sha256 is not None and (len(str(sha256)) != 64 or
-                               any(c not in '0123456789abcdef' for c in str(sha256).lower())):
+    if sha256 is not None and not re.fullmatch('[0-9a-fA-F]{64}', str(sha256)):
         raise BadZooEntryError(f'{where}: "SHA256" must be the 64 hex digits of the file\'s '
                                f'sha256, got {sha256!r}')
     numbers = {}
@@ -209,7 +209,10 @@ def _parse_models(data: dict, metafile: str, index_file: str,
     return entries
 
 
-def _read_index(index_file: str, broken: Optional[list] = None) -> List[ZooEntry]:
+def read_index(index_file: str, broken: Optional[list] = None) -> List[ZooEntry]:
+    """The entries of one index file: its ``Models`` and those of the files it ``Import``s.
+    Any malformed entry is an error (:class:`BadZooEntryError`) naming the file and entry,
+    or, given ``broken``, is appended there (see :func:`_parse_models`) and left out."""
     index_file = osp.abspath(osp.expanduser(index_file))
     data = _read_yaml(index_file)
     entries = _parse_models(data, index_file, index_file, broken)
@@ -230,12 +233,6 @@ def _read_index(index_file: str, broken: Optional[list] = None) -> List[ZooEntry
             twice.add(entry.name)  # which one was meant is unknown: neither is used
         seen[entry.name] = entry.metafile
     return [e for e in entries if e.name not in twice]
-
-
-def read_index(index_file: str) -> List[ZooEntry]:
-    """The entries of one index file: its ``Models`` and those of the files it ``Import``s.
-    Any malformed entry is an error (:class:`BadZooEntryError`) naming the file and entry."""
-    return _read_index(index_file)
 
 
 def index_files(index: Union[str, Sequence[str], None] = None) -> List[str]:
@@ -259,7 +256,7 @@ def _load(index) -> Tuple[Dict[str, ZooEntry], Dict[str, BadZooEntryError]]:
     bad: Dict[str, BadZooEntryError] = {}
     for path in index_files(index):
         broken = []
-        for entry in _read_index(path, broken):
+        for entry in read_index(path, broken):
             if entry.name in entries and entries[entry.name].metafile != entry.metafile:
                 print_log(f'model zoo: {entry.name!r} from {entry.metafile} replaces the entry '
                           f'of {entries[entry.name].metafile}', logger='current')

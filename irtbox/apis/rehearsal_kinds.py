@@ -13,6 +13,7 @@ rates, margins, dimensions, schedules), which the rehearsal replaces by its own 
 :func:`rehearsal_set` groups the shipped configs by kind and picks the cheapest of each
 (:func:`rehearsal_cost`); CI rehearses that set.
 """
+import functools
 import glob
 import os
 import os.path as osp
@@ -22,10 +23,11 @@ from typing import Callable, Dict, List, Optional, Tuple
 from mmengine.config import Config
 
 from irtbox.utils.config import CONFIGS_DIR
+from .miniaturize import _timm_kwargs, _timm_model, _type_name, loader_cfgs
 from .rehearse import RehearsalReport, rehearse
 
-__all__ = ['ConfigKind', 'KindRehearsal', 'config_kind', 'shipped_configs', 'group_by_kind',
-           'rehearsal_cost', 'rehearsal_set', 'rehearse_kinds']
+__all__ = ['ConfigKind', 'KindRehearsal', 'config_kind', 'shipped_configs', 'rehearsal_cost',
+           'rehearsal_set', 'rehearse_kinds']
 
 # The loops train_cfg names through ``max_epochs`` / ``max_iters`` without a ``type``.
 _LOOP_BY_KEY = (('max_epochs', 'EpochBasedTrainLoop'), ('max_iters', 'IterBasedTrainLoop'))
@@ -55,31 +57,12 @@ def _join(value) -> str:
     return value or '-'
 
 
-def _type_name(node) -> str:
-    value = node.get('type') if isinstance(node, dict) else None
-    if isinstance(value, str):
-        return value.rsplit('.', 1)[-1]
-    return getattr(value, '__name__', '') or ''
-
-
-def _timm_model(backbone: dict):
-    """The timm model a ``TimmBackbone`` config builds, on the meta device (no memory, no
-    weights)."""
-    import timm
-    import torch
-    from .miniaturize import _timm_kwargs
-    with torch.device('meta'):
-        return timm.create_model(backbone['model_name'], pretrained=False, num_classes=0,
-                                 **_timm_kwargs(backbone))
-
-
 _ARCH_CACHE: Dict[str, Tuple[str, int]] = {}
 
 
 def _backbone_arch(backbone: dict) -> Tuple[str, int]:
     """(architecture, parameter count) of a backbone config; the architecture is the timm
     class, with its patch embedding's class when that is not the plain ``PatchEmbed``."""
-    from .miniaturize import _timm_kwargs
     if _type_name(backbone) != 'TimmBackbone':
         return _type_name(backbone), 0
     key = repr((backbone['model_name'], sorted((k, repr(v))
@@ -120,7 +103,6 @@ def _dataset_name(dataset: dict) -> str:
 
 def config_kind(cfg: Config) -> ConfigKind:
     """The kind of ``cfg`` (see the module doc)."""
-    from .miniaturize import loader_cfgs
     model = cfg.get('model') or {}
     backbone = model.get('backbone') or {}
     arch, _ = _backbone_arch(backbone)
@@ -165,19 +147,10 @@ def shipped_configs(root: str = CONFIGS_DIR) -> Dict[str, Config]:
     return cfgs
 
 
-def group_by_kind(cfgs: Dict[str, Config]) -> Dict[ConfigKind, List[str]]:
-    """{kind: its config paths} over ``cfgs`` ({path: config}), kinds in first-seen order."""
-    groups: Dict[ConfigKind, List[str]] = {}
-    for path, cfg in cfgs.items():
-        groups.setdefault(config_kind(cfg), []).append(path)
-    return groups
-
-
 def rehearsal_cost(cfg: Config) -> Tuple[int, int]:
     """What ranks the configs of a kind by the time their rehearsal takes: the backbone's
     parameter count first (the rehearsal scales every input to one size, so the model's size
     decides), then the number of test sets."""
-    from .miniaturize import loader_cfgs
     _, params = _backbone_arch((cfg.get('model') or {}).get('backbone') or {})
     tests = sum(1 for where, _ in loader_cfgs(cfg) if where.startswith('test_dataloader'))
     return params, tests
@@ -187,8 +160,11 @@ def rehearsal_set(cfgs: Optional[Dict[str, Config]] = None) -> List[Tuple[Config
     """(kind, the cheapest config of that kind) for every kind among ``cfgs`` ({path: config},
     default: :func:`shipped_configs`); ties go to the first path in sorted order."""
     cfgs = shipped_configs() if cfgs is None else cfgs
+    groups: Dict[ConfigKind, List[str]] = {}  # kinds in first-seen order
+    for path, cfg in cfgs.items():
+        groups.setdefault(config_kind(cfg), []).append(path)
     return [(kind, min(sorted(members), key=lambda p: rehearsal_cost(cfgs[p])))
-            for kind, members in group_by_kind(cfgs).items()]
+            for kind, members in groups.items()]
 
 
 @dataclass
@@ -238,10 +214,6 @@ def _rehearse_one(position: str, kind: ConfigKind, config: str, work_dir: str,
     return result
 
 
-def _echo_flushed(line: str) -> None:
-    print(line, flush=True)
-
-
 def rehearse_kinds(work_dir: str, configs: Optional[List[Tuple[ConfigKind, str]]] = None,
                    echo: Callable[[str], None] = print, keep_weights: bool = False,
                    jobs: int = 1, **options) -> List[KindRehearsal]:
@@ -261,5 +233,6 @@ def rehearse_kinds(work_dir: str, configs: Optional[List[Tuple[ConfigKind, str]]
     os.environ.setdefault('OMP_NUM_THREADS', str(max(1, (os.cpu_count() or 1) // jobs)))
     # spawn: a forked copy of this process would carry its torch state into every worker.
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context('spawn')) as pool:
-        futures = [pool.submit(_rehearse_one, *task, echo=_echo_flushed) for task in tasks]
+        echo_flushed = functools.partial(print, flush=True)
+        futures = [pool.submit(_rehearse_one, *task, echo=echo_flushed) for task in tasks]
         return [future.result() for future in futures]

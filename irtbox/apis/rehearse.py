@@ -29,6 +29,7 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Dict, List, Optional
 
 from irtbox.utils.dist import EXIT_WITH_PARENT_VAR, free_port
@@ -63,6 +64,10 @@ class PhaseResult:
     returncode: Optional[int]  # None: killed at the time limit
     log: str
 
+    @property
+    def status(self) -> str:
+        return 'timed out' if self.returncode is None else f'exit {self.returncode}'
+
 
 @dataclass
 class RehearsalReport:
@@ -83,9 +88,7 @@ class RehearsalReport:
 
     def table(self) -> str:
         lines = [f'{"phase":<8} {"seconds":>8}  status']
-        for phase in self.phases:
-            status = 'timed out' if phase.returncode is None else f'exit {phase.returncode}'
-            lines.append(f'{phase.name:<8} {phase.seconds:>8.1f}  {status}')
+        lines += [f'{p.name:<8} {p.seconds:>8.1f}  {p.status}' for p in self.phases]
         lines.append('')
         lines += [f'[{"PASS" if c.ok else "FAIL"}] {c.name}' + (f': {c.detail}' if c.detail
                                                               else '') for c in self.checks]
@@ -153,14 +156,6 @@ def _run_phase(name: str, command: List[str], log_path: str, timeout: float) -> 
     return PhaseResult(name, command, time.monotonic() - start, returncode, log_path)
 
 
-def _last_checkpoint(run_dir: str) -> Optional[str]:
-    record = osp.join(run_dir, 'last_checkpoint')
-    if not osp.isfile(record):
-        return None
-    with open(record) as f:
-        return f.read().strip() or None
-
-
 def rehearse(config: str, work_dir: str, commands, nproc: int = 2,
              timeout: float = 600, cfg_options: Optional[dict] = None,
              echo=print, **miniature) -> RehearsalReport:
@@ -182,8 +177,9 @@ def rehearse(config: str, work_dir: str, commands, nproc: int = 2,
              ('test', None)]
     for name, args in plans:
         if args is None:
-            checkpoint = _last_checkpoint(run_dir)
-            if checkpoint is None:
+            record = osp.join(run_dir, 'last_checkpoint')
+            checkpoint = Path(record).read_text().strip() if osp.isfile(record) else None
+            if not checkpoint:
                 report.checks.append(Check('phase test', False, f'no checkpoint in {run_dir}'))
                 break
             args = commands.test(path, checkpoint, osp.join(work_dir, 'test'), nproc)
@@ -191,8 +187,7 @@ def rehearse(config: str, work_dir: str, commands, nproc: int = 2,
         result = _run_phase(name, [sys.executable, '-m', 'irtbox', *args],
                             osp.join(work_dir, 'logs', f'{name}.log'), timeout)
         report.phases.append(result)
-        status = 'timed out' if result.returncode is None else f'exit {result.returncode}'
-        echo(f'[rehearse] phase {name}: {status} after {result.seconds:.1f} s '
+        echo(f'[rehearse] phase {name}: {result.status} after {result.seconds:.1f} s '
              f'(log: {result.log})')
         if result.returncode != 0:
             break
@@ -201,12 +196,16 @@ def rehearse(config: str, work_dir: str, commands, nproc: int = 2,
     return report
 
 
-def _tail(path: str, lines: int = 5) -> str:
+def _log_lines(path: str) -> List[str]:
     try:
         with open(path, errors='replace') as f:
-            return ' | '.join(line.strip() for line in f.readlines()[-lines:])
+            return f.read().splitlines()
     except OSError:
-        return ''
+        return []
+
+
+def _tail(path: str, lines: int = 5) -> str:
+    return ' | '.join(line.strip() for line in _log_lines(path)[-lines:])
 
 
 _ROOT_CAUSE = re.compile(r'Root Cause \(first observed failure\):\s*\[\d+\]:.*?'
@@ -218,11 +217,7 @@ def _failure_cause(path: str) -> Optional[str]:
     the rank, whose lines carry its ``[default<local rank>]:`` prefix; one process: every
     line), e.g. ``KeyError: 'mAP'``; an irtbox command's one-line error when it printed no
     traceback; None when the log has nothing of the rank."""
-    try:
-        with open(path, errors='replace') as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return None
+    lines = _log_lines(path)
     cause = _ROOT_CAUSE.search('\n'.join(lines))
     if cause is not None:
         prefix = f'[default{cause.group(2)}]:'
@@ -274,10 +269,9 @@ def check_rehearsal(report: RehearsalReport, timeout: float) -> List[Check]:
     if missing:
         return checks + [Check('probe records', False, f'missing: {", ".join(missing)}')]
     checks.append(_check_start_weights(report, rec['train']))
-    train0 = rec['train'][0]
-    checks.append(Check('weights changed', train0['start']['backbone'] != train0['end']['backbone'],
-                        'the backbone after the first phase equals the one it started from'
-                        if train0['start']['backbone'] == train0['end']['backbone'] else ''))
+    same = rec['train'][0]['start']['backbone'] == rec['train'][0]['end']['backbone']
+    checks.append(Check('weights changed', not same, 'the backbone after the first phase '
+                        'equals the one it started from' if same else ''))
     checks.append(_check_ranks_agree(rec))
     checks.append(_check_round_trip(report, rec))
     checks.append(_check_hooks(rec))
@@ -350,7 +344,7 @@ def _check_hooks(rec: Dict[str, Dict[int, dict]]) -> Check:
 def _check_metrics(rec: Dict[str, Dict[int, dict]]) -> Check:
     values = {}
     for phase in PHASES:
-        for i, metrics in enumerate(rec[phase][0]['val'] + rec[phase][0]['test']):
+        for metrics in rec[phase][0]['val'] + rec[phase][0]['test']:
             for key, value in metrics.items():
                 values[f'{phase}:{key}'] = value
     bad = sorted(k for k, v in values.items() if not isinstance(v, (int, float)))

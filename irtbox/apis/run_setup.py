@@ -48,8 +48,10 @@ def _default_loader_options(cfg: Config) -> None:
     the workers are not started again for each epoch and each validation. What a config
     sets stays. A train dataloader with a ``TupleMiningHook`` keeps non-persistent
     workers: they must be started again to see each epoch's new tuples."""
+    from .miniaturize import _type_name
+    mines = any(_type_name(hook) == 'TupleMiningHook' for hook in cfg.get('custom_hooks') or [])
     for key in _LOADER_KEYS:
-        persistent = not (key == 'train_dataloader' and _mines_tuples(cfg))
+        persistent = not (key == 'train_dataloader' and mines)
         loaders = cfg.get(key)
         for loader in loaders if isinstance(loaders, (list, tuple)) else [loaders]:
             if not isinstance(loader, dict):
@@ -57,15 +59,6 @@ def _default_loader_options(cfg: Config) -> None:
             loader.setdefault('pin_memory', True)
             if persistent and loader.get('num_workers', 0) > 0:
                 loader.setdefault('persistent_workers', True)
-
-
-def _mines_tuples(cfg: Config) -> bool:
-    """Whether ``cfg.custom_hooks`` holds a ``TupleMiningHook`` (by name or class)."""
-    for hook in cfg.get('custom_hooks') or []:
-        kind = hook.get('type') if isinstance(hook, dict) else None
-        if getattr(kind, '__name__', str(kind)).split('.')[-1] == 'TupleMiningHook':
-            return True
-    return False
 
 
 def check_checkpoint(path: str) -> str:

@@ -212,12 +212,11 @@ def result_sets(runner, metrics: Optional[Dict[str, float]] = None,
             if 'sample_idx' in arrays and hasattr(dataset, 'get_data_info'):
                 ids, root = dataset_image_ids(dataset, arrays['sample_idx'])
             classes = getattr(dataset, 'metainfo', {}).get('classes')
+            labels, is_query = arrays.get('labels'), arrays.get('is_query')
             sets[set_name] = EmbeddingSet(
                 embeddings=np.asarray(arrays['embeddings'], dtype=np.float32), ids=ids,
-                data_root=root,
-                labels=None if arrays.get('labels') is None else np.asarray(arrays['labels']),
-                is_query=None if arrays.get('is_query') is None
-                else np.asarray(arrays['is_query'], dtype=bool),
+                data_root=root, labels=None if labels is None else np.asarray(labels),
+                is_query=None if is_query is None else np.asarray(is_query, dtype=bool),
                 class_names=None if classes is None else [str(c) for c in classes],
                 metrics=dict(metrics), identity=model_id,
                 extra={k: np.asarray(v) for k, v in arrays.items()
@@ -238,13 +237,10 @@ def write_results(path: str, sets: Dict[str, EmbeddingSet], metrics: Dict[str, f
         else:  # no metric kept embeddings: a file of metrics only, still readable
             from irtbox.structures.embeddings_file import EMBEDDINGS_FORMAT
             from irtbox.utils.fileio import atomic_write
-            arrays = {'format': np.array(EMBEDDINGS_FORMAT)}
-            arrays.update({f'metrics/{k}': np.asarray(v) for k, v in metrics.items()})
-
-            def write(tmp: str) -> None:
-                with open(tmp, 'wb') as f:
-                    np.savez(f, **arrays)
-            atomic_write(path, write)
+            arrays = {f'metrics/{k}': np.asarray(v) for k, v in metrics.items()}
+            # The temporary file ends in .npz: np.savez adds no second one.
+            atomic_write(path, lambda tmp: np.savez(tmp, format=np.array(EMBEDDINGS_FORMAT),
+                                                    **arrays))
     elif not path.endswith('.json'):
         raise ValueError(f'write_results: {path} must end with .npz or .json')
     atomic_write_text(osp.splitext(path)[0] + '.json', json.dumps(metrics, indent=2))

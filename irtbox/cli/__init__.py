@@ -10,13 +10,16 @@ import re
 import sys
 from typing import Callable, Dict, Optional, Sequence
 
-__all__ = ['run', 'checkpoint_argument', 'worded', 'DEBUG_VAR', 'HelpFormatter']
+__all__ = ['run', 'checkpoint_argument', 'worded', 'DEBUG_VAR', 'HelpFormatter', 'RESULTS_FLAGS']
 
 #: ``IRTBOX_DEBUG=1``: an error ends a command with its traceback rather than one line.
 DEBUG_VAR = 'IRTBOX_DEBUG'
 # reST roles (:func:`~a.b.f`) and literals (``x``) of the docstrings --help shows.
 _ROLE = re.compile(r':\w+:`~?([^`]+)`')
 _LITERAL = re.compile(r'``([^`]+)``')
+#: The options of the results-file commands for the visualization functions' arguments
+#: whose names differ (for :func:`worded`).
+RESULTS_FLAGS = dict(name='--set', gnd_file='--gnd')
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):

@@ -40,14 +40,10 @@ Example (off-the-shelf vs contrastive vs contrastive + entropy regularisation):
 import argparse
 from typing import Dict, Tuple
 
-from irtbox.cli import HelpFormatter, worded
+from irtbox.cli import RESULTS_FLAGS, HelpFormatter, worded
 from irtbox.utils.checks import int_argument
 
 __all__ = ['parse_args', 'main', 'parse_model']
-
-# The options of the visualization functions' arguments whose names differ.
-FLAGS = dict(name='--set', gnd_file='--gnd')
-
 
 def parse_model(text: str) -> Tuple[str, str]:
     """'NAME=PATH' -> (NAME, PATH), else SystemExit saying what was expected."""
@@ -86,8 +82,7 @@ def parse_args(argv=None):
     parser.add_argument('--set', default=None, metavar='NAME',
                         help="the test set of a multi-dataset result, e.g. '0' (default: the "
                         "file's only or main set)")
-    args = parser.parse_args(argv)
-    return args
+    return parser.parse_args(argv)
 
 
 def main(argv=None) -> Dict[str, dict]:
@@ -102,7 +97,7 @@ def main(argv=None) -> Dict[str, dict]:
             pairs=args.pairs, bins=args.bins, max_queries=args.max_queries, seed=args.seed,
             chunk_size=args.chunk_size, energy_dims=args.energy_dims, log_x=not args.linear_x)
     except (FileNotFoundError, ValueError) as error:
-        raise SystemExit(worded(error, FLAGS)) from error
+        raise SystemExit(worded(error, RESULTS_FLAGS)) from error
     print(format_table(results))
     print(f'written to {args.out_dir}: energy.png, similarities.png, analysis.json')
     return results

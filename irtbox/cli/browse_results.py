@@ -27,14 +27,10 @@ Examples:
 import argparse
 import os.path as osp
 
-from irtbox.cli import HelpFormatter, worded
+from irtbox.cli import RESULTS_FLAGS, HelpFormatter, worded
 from irtbox.utils.checks import int_argument
 
 __all__ = ['parse_args', 'main']
-
-# The options of the visualization functions' arguments whose names differ.
-FLAGS = dict(name='--set', gnd_file='--gnd')
-
 
 def parse_args(argv=None):
     """The command line of ``browse_results.py``."""
@@ -63,8 +59,7 @@ def parse_args(argv=None):
                         'gnd_rparis6k.pkl) for a result without labels')
     parser.add_argument('--protocol', default='medium', choices=['easy', 'medium', 'hard'],
                         help='the --gnd protocol (default medium)')
-    args = parser.parse_args(argv)
-    return args
+    return parser.parse_args(argv)
 
 
 def main(argv=None):
@@ -77,7 +72,7 @@ def main(argv=None):
                                  protocol=args.protocol, num=args.show_num, k=args.topk,
                                  seed=args.seed, worst=args.worst)
     except (FileNotFoundError, ValueError) as error:
-        raise SystemExit(worded(error, FLAGS)) from error
+        raise SystemExit(worded(error, RESULTS_FLAGS)) from error
     print(f"{len(records)} queries drawn: open {osp.join(args.out_dir, 'index.html')}; "
           f"worst queries in {osp.join(args.out_dir, 'failures.csv')}")
     return records

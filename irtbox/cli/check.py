@@ -35,8 +35,7 @@ def parse_args(argv=None):
     parser.add_argument('--counts', metavar='FILE.json', help='expected counts per split '
                         'instead of the published ones, e.g. {"train": {"images": 100}}')
     parser.add_argument('--json', metavar='FILE', help='also write the report as JSON')
-    args = parser.parse_args(argv)
-    return args
+    return parser.parse_args(argv)
 
 
 def _read_counts(path: str) -> dict:

@@ -25,7 +25,7 @@ import argparse
 import os
 
 from irtbox.cli import HelpFormatter, checkpoint_argument, worded
-from irtbox.cli.launch import add_nproc_argument, relaunch
+from irtbox.cli.launch import add_launch_arguments, relaunch
 from irtbox.utils.checks import int_argument
 from irtbox.utils.config import DictAction
 
@@ -46,11 +46,9 @@ def parse_args(argv=None):
     parser.add_argument('--shard-size', type=int_argument(1), default=4096)
     parser.add_argument('--resume', action='store_true',
                         help='keep the shards an interrupted run already wrote')
-    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm'], default='none')
-    add_nproc_argument(parser)
     parser.add_argument('--cfg-options', nargs='+', action=DictAction, metavar='KEY=VALUE',
                         help='override config entries')
-    parser.add_argument('--local_rank', '--local-rank', type=int, default=0, help=argparse.SUPPRESS)
+    add_launch_arguments(parser)
     args = parser.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args

@@ -24,6 +24,7 @@ this command.
 """
 import argparse
 import os
+import re
 import signal
 import sys
 import uuid
@@ -32,25 +33,25 @@ from typing import List, Optional, Sequence
 from irtbox.utils.checks import int_argument
 from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
 
-__all__ = ['add_nproc_argument', 'torchrun_command', 'relaunch', 'agent_main']
+__all__ = ['add_launch_arguments', 'nproc_options', 'torchrun_command', 'relaunch', 'agent_main']
 
 _FORWARDED = 'SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1'
 _PREEMPTING = (signal.SIGTERM, signal.SIGUSR1)
 
 
 def _nodes(text: str) -> str:
-    parts = text.split(':')
-    try:
-        numbers = [int(p) for p in parts]
-    except ValueError:
-        numbers = []
-    if len(parts) not in (1, 2) or len(numbers) != len(parts) or min(numbers) < 1 \
-            or numbers != sorted(numbers):
+    numbers = [int(n) for n in text.split(':')] if re.fullmatch(r'\d+(:\d+)?', text) else [0]
+    if min(numbers) < 1 or numbers != sorted(numbers):
         raise argparse.ArgumentTypeError(f'expected N or MIN:MAX (1 <= MIN <= MAX), got {text}')
     return text
 
 
-def add_nproc_argument(parser: argparse.ArgumentParser) -> None:
+def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--launcher``, the options of several processes and ``--local-rank`` (hidden: what
+    ``torch.distributed.launch`` passes)."""
+    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm'], default='none',
+                        help='job launcher: none (single process), pytorch (torchrun), slurm '
+                        '(srun)')
     parser.add_argument('--nproc', type=int_argument(1), default=1, metavar='N',
                         help='run on N processes of this machine with torchrun (one per GPU, '
                         'or CPU processes with gloo); default 1')
@@ -65,6 +66,12 @@ def add_nproc_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--rdzv-id', default=None, metavar='ID',
                         help='the job id every machine gives (default: RDZV_ID, else '
                         'SLURM_JOB_ID, else a fresh one for one machine)')
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0, help=argparse.SUPPRESS)
+
+
+def nproc_options(nproc: int) -> List[str]:
+    """The ``--nproc`` of a command line that runs on ``nproc`` processes (none for one)."""
+    return ['--nproc', str(nproc)] if nproc > 1 else []
 
 
 def _uses_torchrun(args: argparse.Namespace, env) -> bool:

@@ -20,14 +20,10 @@ Examples:
 """
 import argparse
 
-from irtbox.cli import HelpFormatter, worded
+from irtbox.cli import RESULTS_FLAGS, HelpFormatter, worded
 from irtbox.utils.checks import int_argument
 
 __all__ = ['parse_args', 'main']
-
-# The options of the visualization functions' arguments whose names differ.
-FLAGS = dict(name='--set', gnd_file='--gnd')
-
 
 def parse_args(argv=None):
     """The command line of ``plot_embeddings.py``."""
@@ -46,8 +42,7 @@ def parse_args(argv=None):
     parser.add_argument('--set', default=None, metavar='NAME',
                         help="the test set of a multi-dataset result, e.g. '1' (default: the "
                         "file's only or main set)")
-    args = parser.parse_args(argv)
-    return args
+    return parser.parse_args(argv)
 
 
 def main(argv=None):
@@ -59,6 +54,6 @@ def main(argv=None):
                                   max_points=args.max_points, thumbnails=args.thumbnails,
                                   seed=args.seed)
     except (FileNotFoundError, ValueError, ImportError) as error:
-        raise SystemExit(worded(error, FLAGS)) from error
+        raise SystemExit(worded(error, RESULTS_FLAGS)) from error
     print(f'map written to {args.out}')
     return points

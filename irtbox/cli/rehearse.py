@@ -34,6 +34,7 @@ import os.path as osp
 import sys
 
 from irtbox.cli import HelpFormatter, worded
+from irtbox.cli.launch import nproc_options
 from irtbox.utils.checks import int_argument
 from irtbox.utils.config import DictAction
 
@@ -49,16 +50,11 @@ class RehearsalCommands:
         return (['train', config, '--work-dir', work_dir]
                 + (['--cfg-options'] + [f'{k}={v}' for k, v in options.items()]
                    if options else [])
-                + (['--resume'] if resume else []) + _nproc(nproc))
+                + (['--resume'] if resume else []) + nproc_options(nproc))
 
     @staticmethod
     def test(config: str, checkpoint: str, work_dir: str, nproc: int) -> list:
-        return ['test', config, checkpoint, '--work-dir', work_dir] + _nproc(nproc)
-
-
-def _nproc(nproc: int) -> list:
-    return ['--nproc', str(nproc)] if nproc > 1 else []
-
+        return ['test', config, checkpoint, '--work-dir', work_dir] + nproc_options(nproc)
 
 
 def parse_args(argv=None):

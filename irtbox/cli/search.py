@@ -90,9 +90,6 @@ def parse_args(argv=None):
     query.add_argument('--k', type=int_argument(1), default=10,
                        help='results per query (default 10; at most 2048 on a GPU)')
     query.add_argument('--out', help='results.json or results.html')
-    query.add_argument('--checkpoint', help='where the build checkpoint is now, if it moved')
-    query.add_argument('--device', default=None,
-                       help='cpu or cuda (default: cuda if available)')
 
     serve = commands.add_parser('serve', help='serve a search page and a JSON API')
     serve.add_argument('index_dir', help='a folder written by build')
@@ -105,9 +102,9 @@ def parse_args(argv=None):
                        help='larger images are refused before decoding (default 40)')
     serve.add_argument('--max-k', type=int, default=100,
                        help='the most results a request may ask for (default 100)')
-    serve.add_argument('--checkpoint', help='where the build checkpoint is now, if it moved')
-    serve.add_argument('--device', default=None,
-                       help='cpu or cuda (default: cuda if available)')
+    for command in (query, serve):
+        command.add_argument('--checkpoint', help='where the build checkpoint is now, if it moved')
+        command.add_argument('--device', help='cpu or cuda (default: cuda if available)')
     args = parser.parse_args(argv)
     if args.command == 'build':
         _build_paths(parser, args)

@@ -7,6 +7,7 @@ import shlex
 import sys
 from typing import List, Optional
 
+from irtbox.cli.launch import nproc_options
 from irtbox.sweeps.spec import OFF_THE_SHELF, Run, value_dir
 from irtbox.sweeps.state import EMBEDDINGS, RESULTS, TRAIN_DONE
 
@@ -17,10 +18,6 @@ def _options(run: Run) -> List[str]:
     return ['--cfg-options'] + run.options if run.options else []
 
 
-def _nproc(nproc: int) -> List[str]:
-    return ['--nproc', str(nproc)] if nproc > 1 else []
-
-
 class SweepCommands:
     """The arguments of ``python -m irtbox`` for a run's training and test (a class, so that
     a Slurm task pickles it by name)."""
@@ -28,7 +25,7 @@ class SweepCommands:
     @staticmethod
     def train(run: Run, resume: bool = False, nproc: int = 1) -> List[str]:
         return (['train', run.config, '--work-dir', run.work_dir] + _options(run)
-                + (['--resume'] if resume else []) + _nproc(nproc))
+                + (['--resume'] if resume else []) + nproc_options(nproc))
 
     @staticmethod
     def test(run: Run, checkpoint: Optional[str], keep_embeddings: bool = False,
@@ -36,7 +33,7 @@ class SweepCommands:
         out = osp.join(run.work_dir, EMBEDDINGS if keep_embeddings else RESULTS)
         return (['test', run.config] + ([checkpoint] if checkpoint else [])
                 + ['--work-dir', osp.join(run.work_dir, 'test'), '--out', out] + _options(run)
-                + _nproc(nproc))
+                + nproc_options(nproc))
 
 
 def emit_command(run: Run, mode: str, gpus: int = 1, partition: str = 'gpu',

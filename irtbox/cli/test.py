@@ -19,7 +19,7 @@ import argparse
 import os
 
 from irtbox.cli import HelpFormatter, worded
-from irtbox.cli.launch import add_nproc_argument, relaunch
+from irtbox.cli.launch import add_launch_arguments, relaunch
 from irtbox.utils.checks import int_argument
 from irtbox.utils.config import DictAction
 
@@ -50,10 +50,7 @@ def parse_args(argv=None):
     parser.add_argument('--show-seed', type=int, default=0, help='seed of the query sample')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction, metavar='KEY=VALUE',
                         help='override config entries')
-    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm'], default='none',
-                        help='job launcher')
-    add_nproc_argument(parser)
-    parser.add_argument('--local_rank', '--local-rank', type=int, default=0, help=argparse.SUPPRESS)
+    add_launch_arguments(parser)
     args = parser.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     if args.out and not args.out.endswith(('.npz', '.json')):

@@ -19,7 +19,7 @@ import argparse
 import os
 
 from irtbox.cli import HelpFormatter
-from irtbox.cli.launch import add_nproc_argument, relaunch
+from irtbox.cli.launch import add_launch_arguments, relaunch
 from irtbox.utils.config import DictAction
 
 __all__ = ['parse_args', 'main', 'refusal_message']
@@ -47,10 +47,7 @@ def parse_args(argv=None):
     parser.add_argument('--cfg-options', nargs='+', action=DictAction, metavar='KEY=VALUE',
                         help='override config entries, e.g. train_cfg.max_iters=100 '
                         'model.head.loss_weights.koleo=0.5')
-    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm'], default='none',
-                        help='job launcher: none (single process), pytorch (torchrun), slurm (srun)')
-    add_nproc_argument(parser)
-    parser.add_argument('--local_rank', '--local-rank', type=int, default=0, help=argparse.SUPPRESS)
+    add_launch_arguments(parser)
     args = parser.parse_args(argv)
     if args.no_resume and args.resume is not None:
         parser.error('--resume and --no-resume: give one of them')
@@ -79,7 +76,9 @@ def build_cfg(args):
             raise SystemExit(f'--auto-scale-lr: {args.config} has no auto_scale_lr entry '
                              '(e.g. auto_scale_lr = dict(base_batch_size=64)).')
         cfg.auto_scale_lr.enable = True
-    if args.resume == 'auto' or (args.resume is None and resumes_by_default(args)
+    # Without --resume: resumed however the training is started (one process, a launcher, a
+    # restarted or requeued job), so that "the same command resumes" holds for every way.
+    if args.resume == 'auto' or (args.resume is None and not args.no_resume
                                  and resumes_here(cfg)):
         cfg.resume, cfg.load_from = True, None
     elif args.resume is not None:
@@ -101,14 +100,6 @@ def restarted(env=None) -> str:
     env = os.environ if env is None else env
     return ', '.join(f'restart {env[key]} by {who}' for key, who in _RESTARTS
                      if env.get(key, '0').strip() not in ('', '0'))
-
-
-def resumes_by_default(args) -> bool:
-    """Resume from the work dir's newest checkpoint without ``--resume``: however the
-    training is started (one process, a launcher, a restarted or requeued job), unless
-    ``--no-resume``. One rule, so that what a message says ("the same command resumes")
-    holds for every way of starting."""
-    return not args.no_resume
 
 
 def resumes_here(cfg) -> bool:

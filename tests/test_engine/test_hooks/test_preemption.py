@@ -175,12 +175,14 @@ def test_a_restarted_job_takes_over_its_own_lock_on_another_host(tmp_path, monke
 @pytest.mark.parametrize('argv,expected', [
     # Before: one process resumed only with --resume, so "the same command resumes" was
     # false after a SIGTERM to it; now every way of starting follows one rule.
-    (['c.py'], True),
-    (['c.py', '--launcher', 'pytorch'], True),
-    (['c.py', '--launcher', 'slurm', '--no-resume'], False),
-    (['c.py', '--no-resume'], False)])
-def test_who_resumes_by_default(argv, expected):
-    assert train_tool.resumes_by_default(train_tool.parse_args(argv)) == expected
+    ([], True),
+    (['--launcher', 'pytorch'], True),
+    (['--launcher', 'slurm', '--no-resume'], False),
+    (['--no-resume'], False)])
+def test_who_resumes_by_default(argv, expected, tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    args = train_tool.parse_args([TINY_CONFIG, '--work-dir', str(tmp_path), *argv])
+    assert bool(train_tool.build_cfg(args).get('resume')) == expected
 
 
 def test_resuming_by_default_keeps_load_from_until_there_are_checkpoints(tmp_path, monkeypatch):
