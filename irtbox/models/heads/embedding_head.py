@@ -70,10 +70,7 @@ class EmbeddingHead(nn.Module):
             if name not in built:
                 raise KeyError(f'EmbeddingHead: loss_weights has key {name!r} which is not a '
                                f'loss; known losses: {sorted(built)}')
-            try:
-                check_number(weight, f'loss_weights[{name!r}]')
-            except ValueError as err:
-                raise ValueError(f'{type(self).__name__}: {err}') from err
+            check_number(weight, f'{type(self).__name__}: loss_weights[{name!r}]')
         self.loss_weights = {name: float(loss_weights.get(name, 1.0)) for name in built}
 
     def loss(self, embeddings: Tensor, labels: Tensor,

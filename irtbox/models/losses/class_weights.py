@@ -37,12 +37,8 @@ class ClassWeightLoss(nn.Module, ABC):
     def __init__(self, num_classes: int, embed_dim: int, partial_fc: Optional[dict] = None) -> None:
         super().__init__()
         name = type(self).__name__
-        try:
-            num_classes = check_positive_int(num_classes, 'num_classes')
-            embed_dim = check_positive_int(embed_dim, 'embed_dim')
-        except ValueError as err:
-            raise ValueError(f'{name}: {err}') from err
-        self.num_classes, self.embed_dim = num_classes, embed_dim
+        self.num_classes = num_classes = check_positive_int(num_classes, f'{name}: num_classes')
+        self.embed_dim = embed_dim = check_positive_int(embed_dim, f'{name}: embed_dim')
         self.partial_fc = pfc.check_partial_fc(partial_fc, name)
         if self.partial_fc is None:
             bound = 1 / math.sqrt(embed_dim)

@@ -57,11 +57,10 @@ class CrossBatchMemory(nn.Module):
 
     def __init__(self, size: int, embed_dim: int, start_iter: int = 0) -> None:
         super().__init__()
-        try:
-            size, embed_dim = check_int(size, 'size'), check_int(embed_dim, 'embed_dim')
-            start_iter = check_int(start_iter, 'start_iter', minimum=0)
-        except ValueError as err:
-            raise ValueError(f'{type(self).__name__}: {err}') from err
+        name = type(self).__name__
+        size = check_int(size, f'{name}: size')
+        embed_dim = check_int(embed_dim, f'{name}: embed_dim')
+        start_iter = check_int(start_iter, f'{name}: start_iter', minimum=0)
         self.size = size
         self.start_iter = start_iter
         self.register_buffer('embeddings', torch.zeros(size, embed_dim))

@@ -71,10 +71,7 @@ class LayerAggregation(nn.Module):
             if num_layers is None:
                 raise ValueError("LayerAggregation: mode='softmax' learns one weight per layer; "
                                  'give num_layers (the number of backbone out_indices).')
-            try:
-                num_layers = check_positive_int(num_layers, 'num_layers')
-            except ValueError as err:
-                raise ValueError(f'LayerAggregation: {err}') from err
+            num_layers = check_positive_int(num_layers, 'LayerAggregation: num_layers')
             self.logits = nn.Parameter(torch.zeros(num_layers))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
