@@ -4,6 +4,7 @@ from abc import ABC, abstractmethod
 from typing import Optional
 
 import torch
+from mmengine import dist as mmdist
 from torch import Tensor, nn
 
 from irtbox.utils.checks import check_positive_int
@@ -45,7 +46,7 @@ class ClassWeightLoss(nn.Module, ABC):
             self.class_weights = nn.Parameter(
                 nn.init.uniform_(torch.empty(num_classes, embed_dim), -bound, bound))
             return
-        world, rank = pfc.world_and_rank()
+        rank, world = mmdist.get_dist_info()
         if num_classes < world:
             raise ValueError(f'{name}: partial_fc shards the {num_classes} classes over '
                              f'{world} ranks; it needs num_classes >= the number of ranks')
