@@ -9,12 +9,11 @@ import math
 from typing import Optional
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from irtbox.registry import MODELS
 from .class_weights import ClassWeightLoss
-from .cosine import cosine_to_classes
+from .cosine import margin_softmax_loss
 
 __all__ = ['ArcFaceLoss', 'arcface_loss', 'arcface_target_logit']
 
@@ -62,11 +61,8 @@ def arcface_loss(embeddings: Tensor, labels: Tensor, class_weights: Tensor, marg
     Returns:
         Tensor: scalar.
     """
-    cos = cosine_to_classes(embeddings, class_weights)
-    target = labels[:, None]
-    phi = arcface_target_logit(cos.gather(1, target), margin, easy_margin)
-    logits = cos.scatter(1, target, phi).mul_(scale)
-    return F.cross_entropy(logits, labels)
+    return margin_softmax_loss(embeddings, labels, class_weights,
+                               lambda cos: arcface_target_logit(cos, margin, easy_margin), scale)
 
 
 @MODELS.register_module()
@@ -119,10 +115,6 @@ class ArcFaceLoss(ClassWeightLoss):
         self.margin = float(margin)
         self.scale = float(scale)
         self.easy_margin = bool(easy_margin)
-
-    def replicated_loss(self, embeddings: Tensor, labels: Tensor) -> Tensor:
-        return arcface_loss(embeddings, labels, self.class_weights, self.margin, self.scale,
-                            self.easy_margin)
 
     @property
     def logit_scale(self) -> float:

@@ -9,6 +9,7 @@ from torch import Tensor, nn
 
 from irtbox.utils.checks import check_positive_int
 from . import partial_fc as pfc
+from .cosine import margin_softmax_loss
 from .utils import check_label_range, loss_forward
 
 __all__ = ['ClassWeightLoss']
@@ -85,11 +86,6 @@ class ClassWeightLoss(nn.Module, ABC):
     def target_logit(self, cos: Tensor) -> Tensor:
         """The target classes' logits before the scale, from their cosines."""
 
-    @abstractmethod
-    def replicated_loss(self, embeddings: Tensor, labels: Tensor) -> Tensor:
-        """The loss with the whole ``class_weights`` on this process (the subclass's pure
-        function)."""
-
     @loss_forward()
     def forward(self, embeddings: Tensor, labels: Tensor) -> Tensor:
         """Embeddings B x D and labels B in [0, C) -> the scalar loss: the replicated one,
@@ -97,7 +93,8 @@ class ClassWeightLoss(nn.Module, ABC):
         self.check_inputs(embeddings, labels)
         if self.partial_fc is not None:
             return self.partial_fc_loss(embeddings, labels)
-        return self.replicated_loss(embeddings, labels)
+        return margin_softmax_loss(embeddings, labels, self.class_weights, self.target_logit,
+                                   self.logit_scale)
 
     def partial_fc_loss(self, embeddings: Tensor, labels: Tensor) -> Tensor:
         """The loss with the sharded, sampled centres (:func:`.partial_fc.partial_fc_loss`):

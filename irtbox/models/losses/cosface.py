@@ -3,13 +3,12 @@ target class. The one CosFace formula of irtbox, :func:`cosface_loss`, equal to 
 Metric Learning's ``CosFaceLoss`` on the same weights (tested)."""
 from typing import Optional
 
-import torch.nn.functional as F
 from torch import Tensor
 
 from irtbox.registry import MODELS
 from irtbox.utils.checks import check_number
 from .class_weights import ClassWeightLoss
-from .cosine import cosine_to_classes
+from .cosine import margin_softmax_loss
 
 __all__ = ['CosFaceLoss', 'cosface_loss']
 
@@ -31,10 +30,7 @@ def cosface_loss(embeddings: Tensor, labels: Tensor, class_weights: Tensor, marg
     Returns:
         Tensor: scalar.
     """
-    cos = cosine_to_classes(embeddings, class_weights)
-    target = labels[:, None]
-    logits = cos.scatter(1, target, cos.gather(1, target) - margin).mul_(scale)
-    return F.cross_entropy(logits, labels)
+    return margin_softmax_loss(embeddings, labels, class_weights, lambda cos: cos - margin, scale)
 
 
 @MODELS.register_module()
@@ -65,9 +61,6 @@ class CosFaceLoss(ClassWeightLoss):
         super().__init__(num_classes, embed_dim, partial_fc)
         self.margin = check_number(margin, 'CosFaceLoss: margin')
         self.scale = check_number(scale, 'CosFaceLoss: scale', strict=True)
-
-    def replicated_loss(self, embeddings: Tensor, labels: Tensor) -> Tensor:
-        return cosface_loss(embeddings, labels, self.class_weights, self.margin, self.scale)
 
     @property
     def logit_scale(self) -> float:

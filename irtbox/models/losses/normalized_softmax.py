@@ -66,10 +66,6 @@ class NormalizedSoftmaxLoss(ClassWeightLoss):
                              f'got {temperature!r}')
         self.temperature = float(temperature)
 
-    def replicated_loss(self, embeddings: Tensor, labels: Tensor) -> Tensor:
-        return normalized_softmax_loss(embeddings, labels, self.class_weights,
-                                       self.temperature)
-
     @property
     def logit_scale(self) -> float:
         return 1.0 / self.temperature
