@@ -86,9 +86,8 @@ def _density(counts, edges) -> np.ndarray:
 def plot_energy(results: Dict[str, dict], out_path: str, max_dims: Optional[int] = None,
                 log_x: bool = True) -> str:
     """Cumulative energy against the component index, one line per model."""
-    from .plotting import pyplot
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(5.5, 4))
+    from .plotting import pyplot, save_figure
+    fig, ax = pyplot().subplots(figsize=(5.5, 4))
     for name, r in results.items():
         energy = np.asarray(r['energy'])[:max_dims]
         ax.plot(np.arange(1, len(energy) + 1), energy,
@@ -100,18 +99,14 @@ def plot_energy(results: Dict[str, dict], out_path: str, max_dims: Optional[int]
     ax.set_ylim(0, 1.02)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out_path, dpi=120)
-    plt.close(fig)
-    return out_path
+    return save_figure(fig, out_path)
 
 
 def plot_similarities(results: Dict[str, dict], out_path: str) -> str:
     """One panel per model: the densities of positive and negative pair similarities."""
-    from .plotting import pyplot
-    plt = pyplot()
+    from .plotting import pyplot, save_figure
     # Each panel its own density scale: an untrained model's peak would flatten the others.
-    fig, axes = plt.subplots(1, len(results), figsize=(4 * len(results), 3.4), squeeze=False)
+    fig, axes = pyplot().subplots(1, len(results), figsize=(4 * len(results), 3.4), squeeze=False)
     for ax, (name, r) in zip(axes[0], results.items()):
         for kind, colour in (('positive', 'tab:green'), ('negative', 'tab:red')):
             ax.stairs(_density(r[kind], r['edges']), r['edges'], fill=True, alpha=0.45,
@@ -121,10 +116,7 @@ def plot_similarities(results: Dict[str, dict], out_path: str) -> str:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
         ax.set_ylabel('density')
-    fig.tight_layout()
-    fig.savefig(out_path, dpi=120)
-    plt.close(fig)
-    return out_path
+    return save_figure(fig, out_path)
 
 
 def format_table(results: Dict[str, dict]) -> str:
