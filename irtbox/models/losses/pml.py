@@ -137,10 +137,7 @@ class PMLLoss(nn.Module):
             raise type(err)(f'{type(self).__name__}: {err}') from err
         self.name = name
         has_weights = any(True for _ in self.pml_loss.parameters())
-        if isinstance(miner, str):
-            if miner != 'auto':
-                raise ValueError(f"PMLLoss: miner must be a config dict, a module, None or "
-                                 f"'auto', got {miner!r}")
+        if isinstance(miner, str) and miner == 'auto':
             miner = None if has_weights else dict(DEFAULT_MINER)
         if isinstance(miner, dict):
             miner = MODELS.build(miner)
