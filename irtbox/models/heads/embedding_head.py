@@ -76,7 +76,9 @@ class EmbeddingHead(nn.Module):
     def loss(self, embeddings: Tensor, labels: Tensor,
              memory_embeddings: Optional[Tensor] = None) -> Dict[str, Tensor]:
         """Weighted loss terms ``{'loss_<name>': Tensor}`` (weight-0 losses left out)."""
-        with_memory = [name for name, loss in self.losses.items() if _uses_memory(loss)]
+        # A loss declares that it takes memory_embeddings (default: no).
+        with_memory = [name for name, loss in self.losses.items()
+                       if getattr(loss, 'uses_memory', False) is True]
         if memory_embeddings is not None and not with_memory:
             raise ValueError('EmbeddingHead.loss: memory_embeddings were given (a momentum '
                              'encoder) but no loss uses a memory (uses_memory = True); losses: '
@@ -86,17 +88,9 @@ class EmbeddingHead(nn.Module):
             weight = self.loss_weights[name]
             if weight == 0:
                 continue
-            if name in with_memory:
-                value = loss(embeddings, labels, memory_embeddings=memory_embeddings)
-            else:
-                value = loss(embeddings, labels)
-            terms[f'loss_{name}'] = weight * value
+            memory = dict(memory_embeddings=memory_embeddings) if name in with_memory else {}
+            terms[f'loss_{name}'] = weight * loss(embeddings, labels, **memory)
         return terms
 
     def extra_repr(self) -> str:
         return f'loss_weights={self.loss_weights}'
-
-
-def _uses_memory(loss: nn.Module) -> bool:
-    """The loss's declaration that it takes ``memory_embeddings`` (default: no)."""
-    return getattr(loss, 'uses_memory', False) is True
