@@ -1,5 +1,4 @@
 """A wrapper that turns any timm model into an irtbox backbone."""
-import math
 from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -36,17 +35,11 @@ def resize_grid_pos_embed(grid_pos_embed: torch.Tensor, size: Tuple[int, int],
 
 
 def pad_same(x: torch.Tensor, patch_size: Tuple[int, int]) -> torch.Tensor:
-    """Zero-pad B x C x H x W to multiples of ``patch_size`` the TF-"same" way.
-
-    For a conv with kernel = stride = p, TF "same" padding gives ceil(H / p)
-    outputs and splits the padding floor-half before, the rest after, so the
-    token grid stays centred on the image.
-    """
-    pads = []
-    for size, p in zip(reversed(x.shape[-2:]), reversed(tuple(patch_size))):
-        total = math.ceil(size / p) * p - size
-        pads += [total // 2, total - total // 2]
-    return F.pad(x, pads) if any(pads) else x
+    """Zero-pad B x C x H x W to multiples of ``patch_size`` the TF-"same" way (timm's
+    ``pad_same`` for a conv with kernel = stride = p): ceil(H / p) outputs, the padding split
+    floor-half before, the rest after, so the token grid stays centred on the image."""
+    from timm.layers import pad_same as timm_pad_same
+    return timm_pad_same(x, tuple(patch_size), tuple(patch_size))
 
 
 # timm arguments that count something (blocks, heads, channels): a float or 0 is a mistake.
@@ -208,21 +201,19 @@ class TimmBackbone(BaseModule):
         model = self.model
         where = (f"TimmBackbone: pos_embed={self.pos_embed_mode!r} with model_name="
                  f"{self.model_name!r} ({type(model).__name__})")
-        if isinstance(model, VisionTransformer):
-            if not isinstance(model.patch_embed, (PatchEmbed, HybridEmbed)):
-                raise ValueError(f'{where}: unsupported patch embedding '
-                                 f'{type(model.patch_embed).__name__}; use pos_embed=\'timm\'.')
-            if not isinstance(model.patch_drop, nn.Identity):
-                raise ValueError(f'{where}: patch dropout removes tokens from the grid; '
-                                 'set patch_drop_rate=0.')
-            path = 'vit'
-        elif isinstance(model, PoolingVisionTransformer):
-            path = 'pit'
-        else:
+        if isinstance(model, PoolingVisionTransformer):
+            return 'pit'
+        if not isinstance(model, VisionTransformer):
             raise ValueError(
                 f"{where}: only timm VisionTransformer models (ViT, hybrid R50+ViT, DeiT, "
                 f"DeiT-3, ...) and PiT are supported; use pos_embed='timm' for this model.")
-        return path
+        if not isinstance(model.patch_embed, (PatchEmbed, HybridEmbed)):
+            raise ValueError(f'{where}: unsupported patch embedding '
+                             f'{type(model.patch_embed).__name__}; use pos_embed=\'timm\'.')
+        if not isinstance(model.patch_drop, nn.Identity):
+            raise ValueError(f'{where}: patch dropout removes tokens from the grid; '
+                             'set patch_drop_rate=0.')
+        return 'vit'
 
     def _resolve(self, index: int) -> int:
         resolved = index + self.num_layers if index < 0 else index
