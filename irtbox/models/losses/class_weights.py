@@ -90,7 +90,11 @@ class ClassWeightLoss(nn.Module, ABC):
     def forward(self, embeddings: Tensor, labels: Tensor) -> Tensor:
         """Embeddings B x D and labels B in [0, C) -> the scalar loss: the replicated one,
         or with ``partial_fc`` the sharded one of the batch gathered from every rank."""
-        self.check_inputs(embeddings, labels)
+        name = type(self).__name__
+        if embeddings.shape[1] != self.embed_dim:
+            raise ValueError(f'{name}: embed_dim={self.embed_dim} but the embeddings have '
+                             f'dimension {embeddings.shape[1]}')
+        check_label_range(self, labels, self.num_classes, name)
         if self.partial_fc is not None:
             return self.partial_fc_loss(embeddings, labels)
         return margin_softmax_loss(embeddings, labels, self.class_weights, self.target_logit,
@@ -111,14 +115,6 @@ class ClassWeightLoss(nn.Module, ABC):
         return pfc.partial_fc_loss(embeddings, labels, self.class_weights, self.shard_start,
                                    self.num_classes, self.target_logit, self.logit_scale,
                                    self.partial_fc['sample_rate'], generator)
-
-    def check_inputs(self, embeddings: Tensor, labels: Tensor) -> None:
-        name = type(self).__name__
-        num_classes, embed_dim = self.num_classes, self.embed_dim
-        if embeddings.shape[1] != embed_dim:
-            raise ValueError(f'{name}: embed_dim={embed_dim} but the embeddings have '
-                             f'dimension {embeddings.shape[1]}')
-        check_label_range(self, labels, num_classes, name)
 
     def class_weights_repr(self) -> str:
         """The start of ``extra_repr``: C, D and the sharding."""
