@@ -96,12 +96,9 @@ class ArcFaceLoss(ClassWeightLoss):
             the value of the closest prior work, Yokoo et al. 2020).
         easy_margin (bool): Apply the margin only to targets with cos θ > 0
             instead of the θ + m > π fallback. Defaults to False.
-        partial_fc (dict, optional): ``dict(sample_rate=r)`` (and optionally
-            ``seed``) shards the class centres across the ranks and uses every
-            class of the gathered batch plus a fraction r of all classes per
-            step (Partial FC, An et al. ICCVW 2021; see
-            :mod:`.partial_fc`); r = 1.0 is this loss exactly, without the
-            replicated matrix. None (default): the replicated layer.
+        partial_fc (dict, optional): ``dict(sample_rate=r, seed=None)`` shards the
+            class centres across the ranks (Partial FC, An et al. ICCVW 2021; see
+            :class:`.class_weights.ClassWeightLoss`). None (default): the replicated layer.
     """
 
     def __init__(self, num_classes: int, embed_dim: int, margin: float = 0.15,

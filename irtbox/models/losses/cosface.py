@@ -49,11 +49,9 @@ class CosFaceLoss(ClassWeightLoss):
         embed_dim (int): D.
         margin (float): m >= 0, a cosine margin. Defaults to 0.35.
         scale (float): s > 0. Defaults to 64.
-        partial_fc (dict, optional): ``dict(sample_rate=r)`` (and optionally ``seed``)
-            shards the class centres across the ranks and uses every class of the
-            gathered batch plus a fraction r of all classes per step (Partial FC, see
-            :mod:`.partial_fc`); r = 1.0 is this loss exactly. None (default): the
-            replicated layer.
+        partial_fc (dict, optional): ``dict(sample_rate=r, seed=None)`` shards the class
+            centres across the ranks (Partial FC, see :class:`.class_weights.ClassWeightLoss`).
+            None (default): the replicated layer.
     """
 
     def __init__(self, num_classes: int, embed_dim: int, margin: float = 0.35,

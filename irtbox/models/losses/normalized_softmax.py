@@ -51,10 +51,8 @@ class NormalizedSoftmaxLoss(ClassWeightLoss):
         num_classes (int): C, number of training classes.
         embed_dim (int): D.
         temperature (float): τ. Defaults to 0.05 (Zhai & Wu).
-        partial_fc (dict, optional): ``dict(sample_rate=r)`` (and optionally
-            ``seed``) shards the proxies across the ranks and uses every class
-            of the gathered batch plus a fraction r of all classes per step
-            (Partial FC, see :mod:`.partial_fc`); r = 1.0 is this loss exactly.
+        partial_fc (dict, optional): ``dict(sample_rate=r, seed=None)`` shards the
+            proxies across the ranks (Partial FC, see :class:`.class_weights.ClassWeightLoss`).
             None (default): the replicated layer.
     """
 

@@ -29,18 +29,11 @@ How one step goes, on each of the W ranks (W = 1 works too, unsharded):
    implementation). The centres themselves are kept out of DDP (the runner lists them in
    ``_ddp_params_and_buffers_to_ignore``): nothing of size C x D is communicated per step.
 
-When to use it, and what ``sample_rate`` trades: the sharding alone divides the layer's
-memory (centres, gradient, optimizer state) by W and removes its all-reduce, at the cost of
-gathering the batch's embeddings (N x D) and labels and two small all-reduces per step (and
-one N x D all-reduce in the backward); it pays off once the centres are a large part of the
-model (tens of thousands of classes at D = 1536) and is the only way once they do not fit on
-one device. ``sample_rate`` r < 1 cuts the logits and
-their gradient to a fraction r (plus the batch's own classes): the loss becomes a sampled
-softmax, whose unsampled negatives are not pushed away that step (the Partial FC papers find
-no loss of accuracy at r = 0.1 with millions of face identities). The optimizer step still
-touches every row (momentum and weight decay move them all), so the step's time falls less
-than r. With 1.0 the loss is the replicated one exactly (tested to 1e-10 in float64).
-Timings: docs/benchmarks.md, "Partial FC".
+The sharding divides the layer's memory (centres, gradient, optimizer state) by W and
+removes its all-reduce, for gathering the batch (N x D) and two small all-reduces per step.
+``sample_rate`` r < 1 makes the loss a sampled softmax whose logits and their gradient cost
+a fraction r; 1.0 is the replicated loss exactly (tested to 1e-10 in float64). When to use
+which: docs/methods/dtop.md, "Many classes: Partial FC"; timings: docs/benchmarks.md.
 
 Checkpoints hold the whole C x D matrix under the same key as the replicated layer
 (``...class_weights``), and the optimizer state of the centres (momentum, Adam moments)
