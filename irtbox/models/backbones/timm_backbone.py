@@ -348,8 +348,9 @@ class TimmBackbone(BaseModule):
             for block in blocks:
                 tokens = grad_checkpoint(block, tokens, use_reentrant=False) \
                     if use_checkpoint else block(tokens)
-                if index == 0 and self.cpe is not None:
-                    tokens = self._conditional_pos_embed(tokens, p, h, w)
+                if index == 0 and self.cpe is not None:  # t <- t + DWConv3x3(t), patch tokens
+                    front, patches = ViTFeatures.from_tokens(tokens, p, h, w)
+                    tokens = ViTFeatures(front, patches + self.cpe(patches)).tokens()
                 if index in indices:
                     outs.append(ViTFeatures.from_tokens(
                         self.model.norm(tokens) if norm else tokens, p, h, w))
@@ -358,7 +359,3 @@ class TimmBackbone(BaseModule):
                 index += 1
             prefix, grid = ViTFeatures.from_tokens(tokens, p, h, w)
         return outs
-
-    def _conditional_pos_embed(self, tokens, p, h, w):
-        prefix, grid = ViTFeatures.from_tokens(tokens, p, h, w)
-        return ViTFeatures(prefix, grid + self.cpe(grid)).tokens()
