@@ -146,9 +146,9 @@ def analyze_queries(query_emb: np.ndarray, gallery_emb: np.ndarray, rows: Sequen
 
 
 def _describe(row, column, gt, ap, query, gallery, k, gallery_labels, max_confusions) -> dict:
-    ok = np.setdiff1d(np.asarray(gt['ok'], dtype=np.int64),
-                      np.asarray(gt.get('junk', ()), dtype=np.int64))
-    is_junk = np.isin(column, np.asarray(gt.get('junk', ()), dtype=np.int64))
+    junk = np.asarray(gt.get('junk', ()), dtype=np.int64)
+    ok = np.setdiff1d(np.asarray(gt['ok'], dtype=np.int64), junk)
+    is_junk = np.isin(column, junk)
     is_ok = np.isin(column, ok) & ~is_junk
     correct_at = np.flatnonzero(is_ok)
     first = int(correct_at[0]) if len(correct_at) else None

@@ -21,13 +21,10 @@ class EmbeddingHead(nn.Module):
     - Weights default to 1. A loss with weight 0 is not computed at all (no
       time spent, no log entry, and a loss with a memory does not fill it),
       so e.g. λ = 0 in an ablation is exactly the loss without the term.
-    - The losses with a cross-batch memory declare it with the class
-      attribute ``uses_memory = True`` (see :mod:`irtbox.models.losses.xbm`);
-      they are called ``loss(embeddings, labels, memory_embeddings=...)``,
-      the others ``loss(embeddings, labels)``. ``memory_embeddings`` are the
-      momentum encoder's embeddings of the same batch (the retriever's
-      ``momentum``), which those losses enqueue instead of the batch's; given
-      while no loss uses a memory, they are an error.
+    - The losses with a cross-batch memory (``uses_memory = True``, see
+      :class:`~irtbox.models.losses.xbm.MemoryPairLoss`) also get
+      ``memory_embeddings``, the momentum encoder's embeddings of the same batch
+      (the retriever's ``momentum``); given while no loss uses a memory, they are an error.
 
     Shapes: ``embeddings`` B x D (L2-normalised), ``labels`` B,
     ``memory_embeddings`` B x D or None -> dict of scalars.
