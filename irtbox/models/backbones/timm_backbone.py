@@ -270,13 +270,11 @@ class TimmBackbone(BaseModule):
         else:
             feats = self._token_intermediates(x, indices, norm=self.norm == 'all')
         if self.norm == 'last' and indices[-1] == self.num_layers - 1:
-            feats[-1] = self._final_norm(feats[-1])
+            # The model's final norm on the last block: timm's forward_features output.
+            last = feats[-1]
+            feats[-1] = ViTFeatures.from_tokens(self.model.norm(last.tokens()),
+                                                last.prefix.shape[1], *last.grid.shape[-2:])
         return tuple(feats)
-
-    def _final_norm(self, feats: ViTFeatures) -> ViTFeatures:
-        """The model's final norm on one layer's tokens (timm's ``forward_features`` output)."""
-        tokens = self.model.norm(feats.tokens())
-        return ViTFeatures.from_tokens(tokens, feats.prefix.shape[1], *feats.grid.shape[-2:])
 
     # Own token path (pos_embed other than 'timm').
 
