@@ -128,13 +128,6 @@ def _output_size(transforms: list, shape: Tuple[int, int], where: str) -> Tuple[
     return tuple(int(s) for s in results['img'].shape[:2])
 
 
-def _measured_size(transforms: list, where: str) -> Tuple[Tuple[int, int], str]:
-    """(size, size_varies) of the transforms after the file loader, on the probe images."""
-    square, larger, wide = (_output_size(transforms, shape, where) for shape in _PROBES)
-    return square, ('never' if square == larger == wide else 'aspect' if square == larger
-                    else 'image')
-
-
 def _stats(preprocessor, name: str) -> Tuple[float, ...]:
     # The buffers' own (float32) values: what the network is normalised with.
     values = getattr(preprocessor, name, None)
@@ -166,7 +159,10 @@ def resolve_input_spec(model: torch.nn.Module, cfg) -> InputSpec:
     pipeline = tuple(ConfigDict(t).to_dict() for t in config_test_pipeline(cfg))
     built = _build(pipeline)
     loaders = [t for t in built if _is_file_loader(t)]
-    size, varies = _measured_size([t for t in built if not _is_file_loader(t)], where)
+    # The sizes the transforms after the file loader give the probe images.
+    size, larger, wide = (_output_size([t for t in built if not _is_file_loader(t)], shape,
+                                       where) for shape in _PROBES)
+    varies = 'never' if size == larger == wide else 'aspect' if size == larger else 'image'
     # mmcv 2's loaders always decode BGR (it has no channel option); a loader that decodes
     # otherwise says so in a channel_order attribute, as mmcv 1's did.
     pixel_order = getattr(loaders[0], 'channel_order', 'bgr') if loaders else 'bgr'

@@ -9,23 +9,18 @@ PML is an optional dependency: nothing is imported until one of these is called.
 import importlib
 import inspect
 
-__all__ = ['import_pml', 'pml_class', 'build_pml', 'init_takes']
-
-
-def import_pml() -> None:
-    """Raise an ImportError naming the package to install unless
-    ``pytorch_metric_learning`` is importable."""
-    try:
-        import pytorch_metric_learning  # noqa: F401
-    except ImportError as error:
-        raise ImportError('PyTorch Metric Learning is not installed: '
-                          'pip install pytorch-metric-learning==2.9.0') from error
+__all__ = ['pml_class', 'build_pml', 'init_takes']
 
 
 def pml_class(module: str, name: str, base: str) -> type:
     """The class ``name`` of ``pytorch_metric_learning.<module>``, checked to
-    derive from its ``base``; a ValueError listing the valid names otherwise."""
-    import_pml()
+    derive from its ``base``; a ValueError listing the valid names otherwise, an
+    ImportError naming the package to install when PML is missing."""
+    try:
+        importlib.import_module('pytorch_metric_learning')
+    except ImportError as error:
+        raise ImportError('PyTorch Metric Learning is not installed: '
+                          'pip install pytorch-metric-learning==2.9.0') from error
     package = importlib.import_module(f'pytorch_metric_learning.{module}')
     base_cls = getattr(package, base)
     valid = sorted(n for n, c in vars(package).items()

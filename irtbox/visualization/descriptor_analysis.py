@@ -33,30 +33,25 @@ def analyze_embedding_set(data: EmbeddingSet, pairs: str = 'auto', bins: int = 2
     from ``max_queries`` sampled query rows (``seed``) when given; with ``gnd`` (per-query
     ``ok`` / ``junk`` database indices) those of the (query, database) pairs of that ground
     truth. ``data.metrics`` are copied in. ``ValueError`` when ``pairs`` cannot be formed."""
-    from irtbox.evaluation.functional import (cumulative_energy, ground_truth_histograms,
-                                              similarity_histograms)
+    from irtbox.evaluation.functional import (cumulative_energy, effective_dimension,
+                                              ground_truth_histograms, similarity_histograms)
     emb, is_query = np.asarray(data.embeddings), data.is_query
     if gnd is not None:
-        is_query = is_query.astype(bool)
+        is_query, pairs = is_query.astype(bool), 'ground-truth'
         hist = ground_truth_histograms(emb[is_query], emb[~is_query], gnd, bins=bins,
                                        chunk_size=chunk_size, progress=progress)
-        return _result(data, cumulative_energy(emb), hist, 'ground-truth')
-    split = is_query is not None and bool(is_query.any()) and not bool(is_query.all())
-    if pairs == 'query-gallery' and not split:
-        raise ArgumentError("{pairs} 'query-gallery' needs an is_query array marking some "
-                            'but not all descriptors as queries', 'pairs', pairs)
-    query_mask = is_query.astype(bool) if pairs == 'query-gallery' or (
-        pairs == 'auto' and split) else None
-    hist = similarity_histograms(emb, data.labels, bins=bins, max_queries=max_queries,
-                                 seed=seed, chunk_size=chunk_size, query_mask=query_mask,
-                                 progress=progress)
-    return _result(data, cumulative_energy(emb), hist,
-                   'query-gallery' if query_mask is not None else 'all')
-
-
-def _result(data: EmbeddingSet, energy: np.ndarray, hist: dict, pairs: str) -> dict:
-    from irtbox.evaluation.functional import effective_dimension
-    emb = data.embeddings
+    else:
+        split = is_query is not None and bool(is_query.any()) and not bool(is_query.all())
+        if pairs == 'query-gallery' and not split:
+            raise ArgumentError("{pairs} 'query-gallery' needs an is_query array marking some "
+                                'but not all descriptors as queries', 'pairs', pairs)
+        query_mask = is_query.astype(bool) if pairs == 'query-gallery' or (
+            pairs == 'auto' and split) else None
+        hist = similarity_histograms(emb, data.labels, bins=bins, max_queries=max_queries,
+                                     seed=seed, chunk_size=chunk_size, query_mask=query_mask,
+                                     progress=progress)
+        pairs = 'all' if query_mask is None else 'query-gallery'
+    energy = cumulative_energy(emb)
     return dict(
         num_descriptors=int(emb.shape[0]), dim=int(emb.shape[1]),
         effective_dims={str(f): effective_dimension(energy, f) for f in ENERGY_FRACTIONS},
@@ -86,9 +81,8 @@ def _density(counts, edges) -> np.ndarray:
 def plot_energy(results: Dict[str, dict], out_path: str, max_dims: Optional[int] = None,
                 log_x: bool = True) -> str:
     """Cumulative energy against the component index, one line per model."""
-    from .plotting import pyplot
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(5.5, 4))
+    from .plotting import pyplot, save_figure
+    fig, ax = pyplot().subplots(figsize=(5.5, 4))
     for name, r in results.items():
         energy = np.asarray(r['energy'])[:max_dims]
         ax.plot(np.arange(1, len(energy) + 1), energy,
@@ -100,18 +94,14 @@ def plot_energy(results: Dict[str, dict], out_path: str, max_dims: Optional[int]
     ax.set_ylim(0, 1.02)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out_path, dpi=120)
-    plt.close(fig)
-    return out_path
+    return save_figure(fig, out_path)
 
 
 def plot_similarities(results: Dict[str, dict], out_path: str) -> str:
     """One panel per model: the densities of positive and negative pair similarities."""
-    from .plotting import pyplot
-    plt = pyplot()
+    from .plotting import pyplot, save_figure
     # Each panel its own density scale: an untrained model's peak would flatten the others.
-    fig, axes = plt.subplots(1, len(results), figsize=(4 * len(results), 3.4), squeeze=False)
+    fig, axes = pyplot().subplots(1, len(results), figsize=(4 * len(results), 3.4), squeeze=False)
     for ax, (name, r) in zip(axes[0], results.items()):
         for kind, colour in (('positive', 'tab:green'), ('negative', 'tab:red')):
             ax.stairs(_density(r[kind], r['edges']), r['edges'], fill=True, alpha=0.45,
@@ -121,10 +111,7 @@ def plot_similarities(results: Dict[str, dict], out_path: str) -> str:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
         ax.set_ylabel('density')
-    fig.tight_layout()
-    fig.savefig(out_path, dpi=120)
-    plt.close(fig)
-    return out_path
+    return save_figure(fig, out_path)
 
 
 def format_table(results: Dict[str, dict]) -> str:

@@ -10,9 +10,10 @@ a CSV beside the PNG.
 import csv
 import glob
 import json
-import os
 import os.path as osp
 from typing import List, Optional, Tuple
+
+from irtbox.utils.fileio import atomic_write
 
 __all__ = ['RESULT_FILE', 'AXES', 'CSV_FIELDS', 'dumped_config', 'read_run', 'check_unique',
            'plot_gradient_noise']
@@ -86,7 +87,7 @@ def plot_gradient_noise(rows: List[dict], out_path: str, x: str = 'beta', series
 
     Returns (png path, csv path); the CSV is ``out_path`` with the ``.csv`` extension.
     """
-    from .plotting import pyplot
+    from .plotting import pyplot, save_figure
     plt = pyplot()
     if x not in AXES or series not in AXES or x == series:
         raise ValueError(f'x and series must be {sorted(AXES)}, one each; got x={x!r}, '
@@ -109,14 +110,13 @@ def plot_gradient_noise(rows: List[dict], out_path: str, x: str = 'beta', series
     ax.legend(fontsize=8)
     if title:
         ax.set_title(title)
-    fig.tight_layout()
-    os.makedirs(osp.dirname(osp.abspath(out_path)), exist_ok=True)
-    fig.savefig(out_path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, out_path)
     csv_path = osp.splitext(out_path)[0] + '.csv'
-    with open(csv_path, 'w', newline='') as f:
-        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: row[k] for k in CSV_FIELDS})
+
+    def write(tmp: str) -> None:
+        with open(tmp, 'w', newline='') as f:
+            writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+            writer.writeheader()
+            writer.writerows({k: row[k] for k in CSV_FIELDS} for row in rows)
+    atomic_write(csv_path, write)
     return out_path, csv_path

@@ -5,7 +5,7 @@ from PIL import Image, ImageDraw, ImageFont, ImageOps
 
 from irtbox.utils.fileio import atomic_write
 
-__all__ = ['COLORS', 'load_tile', 'tile_origin', 'draw_result_grid', 'save_image']
+__all__ = ['COLORS', 'load_tile', 'draw_result_grid', 'save_image']
 
 # Frame colours (RGB): green = correct, red = wrong, grey = junk (ignored by the
 # metric, e.g. the revisited protocol's junk), blue = the query.
@@ -37,12 +37,6 @@ def load_tile(path: Optional[str], size: int) -> Image.Image:
         return tile
     tile.paste(img, ((size - img.width) // 2, (size - img.height) // 2))
     return tile
-
-
-def tile_origin(j: int, tile: int, border: int) -> tuple:
-    """(x, y) of the outer top-left corner of the frame of tile ``j`` (0 = the query,
-    j = result rank j): tiles are ``tile + 2 * border`` wide, ``PAD`` apart."""
-    return PAD + j * (tile + 2 * border + PAD), HEADER + PAD
 
 
 def draw_result_grid(query_image: Image.Image, result_images: Sequence[Image.Image],
@@ -90,7 +84,7 @@ def draw_result_grid(query_image: Image.Image, result_images: Sequence[Image.Ima
         if img.size != (size, size):
             raise ValueError(f'draw_result_grid: tile {j} is {img.size}, expected '
                              f'{(size, size)} like the query (use load_tile).')
-        x, y = tile_origin(j, size, border)
+        x, y = PAD + j * (framed + PAD), HEADER + PAD  # the frame's outer top-left corner
         draw.rectangle((x, y, x + framed - 1, y + framed - 1), fill=COLORS[kind])
         grid.paste(img, (x + border, y + border))
         draw.text((x, y + framed + 2), caption, fill=(0, 0, 0), font=font)

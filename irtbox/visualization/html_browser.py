@@ -16,19 +16,7 @@ from irtbox.utils.fileio import atomic_write_text
 
 from .grid import COLORS, load_tile, save_image
 
-__all__ = ['write_thumbnails', 'write_results_browser', 'worst_queries', 'label_name']
-
-
-def write_thumbnails(out_dir: str, samples: Sequence[int], image_paths: Sequence[str],
-                     size: int = 96, progress: bool = True) -> None:
-    """Writes ``out_dir/thumbs/<i>.jpg`` (``size`` x ``size``) for each distinct sample i, so
-    a gallery image shown for many queries is written once. Existing files are rewritten: an
-    earlier report in the same folder may have had other images under the same numbers."""
-    from tqdm import tqdm
-    todo = sorted(set(int(i) for i in samples))
-    for i in tqdm(todo, desc='thumbnails', unit='img', disable=not progress or not todo):
-        save_image(load_tile(image_paths[i], size), osp.join(out_dir, 'thumbs', f'{i}.jpg'),
-                   quality=85)
+__all__ = ['write_results_browser', 'worst_queries', 'label_name']
 
 
 def worst_queries(records: Sequence[dict], num: Optional[int] = None) -> List[dict]:
@@ -113,8 +101,14 @@ def write_results_browser(out_dir: str, records: Sequence[dict], image_paths: Se
         thumb_size: maximum side of the thumbnails in pixels.
         progress: show a progress bar for the thumbnails.
     """
-    samples = [r['query'] for r in records] + [int(i) for r in records for i in r['results']]
-    write_thumbnails(out_dir, samples, image_paths, size=thumb_size, progress=progress)
+    from tqdm import tqdm
+    # One thumbnail per distinct sample (a gallery image shown for many queries is written
+    # once); existing ones are rewritten: an earlier report in the same folder may have had
+    # other images under the same numbers.
+    todo = sorted({int(i) for r in records for i in [r['query'], *r['results']]})
+    for i in tqdm(todo, desc='thumbnails', unit='img', disable=not progress or not todo):
+        save_image(load_tile(image_paths[i], thumb_size),
+                   osp.join(out_dir, 'thumbs', f'{i}.jpg'), quality=85)
     rows = [_row_html(r, out_dir, image_paths, labels, class_names, (grid_files or {}).get(
         r['query'])) for r in records]
     summary = ' · '.join(f'{html.escape(k)} {v:.4g}' for k, v in (metrics or {}).items())

@@ -7,7 +7,7 @@ Only the queries that are shown are ranked in full (``chunk_size`` at a time, wi
 larger than the sample. Nothing builds a queries x gallery matrix, and the cost grows
 with the number of queries shown, not with the test set.
 """
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
 import torch
@@ -22,15 +22,13 @@ CORRECT, WRONG, JUNK = 'correct', 'wrong', 'junk'
 
 
 def label_ground_truth(query_labels: np.ndarray, gallery_labels: np.ndarray,
-                       rows: Sequence[int], junk: Optional[Dict[int, Sequence[int]]] = None,
-                       exclude_self: bool = False) -> List[dict]:
+                       rows: Sequence[int], exclude_self: bool = False) -> List[dict]:
     """``{'ok', 'junk'}`` gallery indices of the queries ``rows`` from class labels.
 
     Args:
         query_labels: (n_q,) labels of all queries.
         gallery_labels: (n_g,) labels of the gallery.
         rows: the queries wanted (indices into ``query_labels``).
-        junk: optional {query row: [gallery index, ...]} ignored in the ranking.
         exclude_self: leave-one-out (query i is gallery item i): i is junk of query i.
 
     Returns:
@@ -42,10 +40,8 @@ def label_ground_truth(query_labels: np.ndarray, gallery_labels: np.ndarray,
     for row in rows:
         lo, hi = np.searchsorted(sorted_labels, query_labels[row], side='left'), \
             np.searchsorted(sorted_labels, query_labels[row], side='right')
-        ignored = list((junk or {}).get(int(row), ()))
-        if exclude_self:
-            ignored.append(int(row))
-        out.append(dict(ok=np.sort(order[lo:hi]), junk=np.asarray(ignored, dtype=np.int64)))
+        junk = [int(row)] if exclude_self else []
+        out.append(dict(ok=np.sort(order[lo:hi]), junk=np.asarray(junk, dtype=np.int64)))
     return out
 
 
@@ -150,9 +146,9 @@ def analyze_queries(query_emb: np.ndarray, gallery_emb: np.ndarray, rows: Sequen
 
 
 def _describe(row, column, gt, ap, query, gallery, k, gallery_labels, max_confusions) -> dict:
-    ok = np.setdiff1d(np.asarray(gt['ok'], dtype=np.int64),
-                      np.asarray(gt.get('junk', ()), dtype=np.int64))
-    is_junk = np.isin(column, np.asarray(gt.get('junk', ()), dtype=np.int64))
+    junk = np.asarray(gt.get('junk', ()), dtype=np.int64)
+    ok = np.setdiff1d(np.asarray(gt['ok'], dtype=np.int64), junk)
+    is_junk = np.isin(column, junk)
     is_ok = np.isin(column, ok) & ~is_junk
     correct_at = np.flatnonzero(is_ok)
     first = int(correct_at[0]) if len(correct_at) else None

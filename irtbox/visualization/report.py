@@ -94,36 +94,28 @@ def show_results(out_dir: str, embeddings: np.ndarray, image_paths: Sequence[str
     gallery_labels = None if labels is None else labels[g_ids]
     if worst > 0:
         rows = np.arange(len(q_ids))
-        analyzed = []
-        for start in tqdm(range(0, len(rows), 1024), desc='ranking all queries', unit='chunk',
-                          disable=not progress):
-            chunk = rows[start:start + 1024]
-            analyzed += analyze_queries(q_emb, g_emb, chunk, gnd_of(chunk), k=k,
-                                        gallery_labels=gallery_labels,
-                                        exclude_self=leave_one_out)
-        _to_samples(analyzed, q_ids, g_ids)
-        records = sorted(worst_queries(analyzed, worst), key=lambda r: r['query'])
     else:
         # Failures are screened in a random pool (POOL_FACTOR x num queries), not in all
         # queries: the cost follows what is drawn (a 10k-query test set costs no more).
         pool = select_queries(len(q_ids), max(POOL_FACTOR * num, MIN_POOL), seed=seed)
         failures = top1_failures(q_emb, g_emb, pool, gnd_of, exclude_self=leave_one_out)
         rows = pool[select_queries(len(pool), num, failures, seed)]
-        records = analyze_queries(q_emb, g_emb, rows, gnd_of(rows), k=k,
-                                  gallery_labels=gallery_labels, exclude_self=leave_one_out)
-        _to_samples(records, q_ids, g_ids)
-        analyzed = records
+    analyzed = []
+    for start in tqdm(range(0, len(rows), 1024), desc='ranking all queries', unit='chunk',
+                      disable=not progress or worst <= 0):
+        chunk = rows[start:start + 1024]
+        analyzed += analyze_queries(q_emb, g_emb, chunk, gnd_of(chunk), k=k,
+                                    gallery_labels=gallery_labels, exclude_self=leave_one_out)
+    for rec in analyzed:  # query rows and gallery positions -> sample indices
+        rec['query'] = int(q_ids[rec['query']])
+        rec['results'] = g_ids[rec['results']]
+    records = analyzed
+    if worst > 0:
+        records = sorted(worst_queries(analyzed, worst), key=lambda r: r['query'])
     _draw(out_dir, records, image_paths, labels, class_names, metrics, tile, progress)
     write_failures_csv(osp.join(out_dir, 'failures.csv'), analyzed, image_paths, labels,
                        class_names)
     return records
-
-
-def _to_samples(records: List[dict], q_ids: np.ndarray, g_ids: np.ndarray) -> None:
-    """Query rows and gallery positions -> sample indices, in place."""
-    for rec in records:
-        rec['query'] = int(q_ids[rec['query']])
-        rec['results'] = g_ids[rec['results']]
 
 
 def _draw(out_dir, records, image_paths, labels, class_names, metrics, tile, progress) -> None:

@@ -1,5 +1,4 @@
 """A wrapper that turns any timm model into an irtbox backbone."""
-import math
 from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -36,17 +35,11 @@ def resize_grid_pos_embed(grid_pos_embed: torch.Tensor, size: Tuple[int, int],
 
 
 def pad_same(x: torch.Tensor, patch_size: Tuple[int, int]) -> torch.Tensor:
-    """Zero-pad B x C x H x W to multiples of ``patch_size`` the TF-"same" way.
-
-    For a conv with kernel = stride = p, TF "same" padding gives ceil(H / p)
-    outputs and splits the padding floor-half before, the rest after, so the
-    token grid stays centred on the image.
-    """
-    pads = []
-    for size, p in zip(reversed(x.shape[-2:]), reversed(tuple(patch_size))):
-        total = math.ceil(size / p) * p - size
-        pads += [total // 2, total - total // 2]
-    return F.pad(x, pads) if any(pads) else x
+    """Zero-pad B x C x H x W to multiples of ``patch_size`` the TF-"same" way (timm's
+    ``pad_same`` for a conv with kernel = stride = p): ceil(H / p) outputs, the padding split
+    floor-half before, the rest after, so the token grid stays centred on the image."""
+    from timm.layers import pad_same as timm_pad_same
+    return timm_pad_same(x, tuple(patch_size), tuple(patch_size))
 
 
 # timm arguments that count something (blocks, heads, channels): a float or 0 is a mistake.
@@ -208,21 +201,19 @@ class TimmBackbone(BaseModule):
         model = self.model
         where = (f"TimmBackbone: pos_embed={self.pos_embed_mode!r} with model_name="
                  f"{self.model_name!r} ({type(model).__name__})")
-        if isinstance(model, VisionTransformer):
-            if not isinstance(model.patch_embed, (PatchEmbed, HybridEmbed)):
-                raise ValueError(f'{where}: unsupported patch embedding '
-                                 f'{type(model.patch_embed).__name__}; use pos_embed=\'timm\'.')
-            if not isinstance(model.patch_drop, nn.Identity):
-                raise ValueError(f'{where}: patch dropout removes tokens from the grid; '
-                                 'set patch_drop_rate=0.')
-            path = 'vit'
-        elif isinstance(model, PoolingVisionTransformer):
-            path = 'pit'
-        else:
+        if isinstance(model, PoolingVisionTransformer):
+            return 'pit'
+        if not isinstance(model, VisionTransformer):
             raise ValueError(
                 f"{where}: only timm VisionTransformer models (ViT, hybrid R50+ViT, DeiT, "
                 f"DeiT-3, ...) and PiT are supported; use pos_embed='timm' for this model.")
-        return path
+        if not isinstance(model.patch_embed, (PatchEmbed, HybridEmbed)):
+            raise ValueError(f'{where}: unsupported patch embedding '
+                             f'{type(model.patch_embed).__name__}; use pos_embed=\'timm\'.')
+        if not isinstance(model.patch_drop, nn.Identity):
+            raise ValueError(f'{where}: patch dropout removes tokens from the grid; '
+                             'set patch_drop_rate=0.')
+        return 'vit'
 
     def _resolve(self, index: int) -> int:
         resolved = index + self.num_layers if index < 0 else index
@@ -279,13 +270,11 @@ class TimmBackbone(BaseModule):
         else:
             feats = self._token_intermediates(x, indices, norm=self.norm == 'all')
         if self.norm == 'last' and indices[-1] == self.num_layers - 1:
-            feats[-1] = self._final_norm(feats[-1])
+            # The model's final norm on the last block: timm's forward_features output.
+            last = feats[-1]
+            feats[-1] = ViTFeatures.from_tokens(self.model.norm(last.tokens()),
+                                                last.prefix.shape[1], *last.grid.shape[-2:])
         return tuple(feats)
-
-    def _final_norm(self, feats: ViTFeatures) -> ViTFeatures:
-        """The model's final norm on one layer's tokens (timm's ``forward_features`` output)."""
-        tokens = self.model.norm(feats.tokens())
-        return ViTFeatures.from_tokens(tokens, feats.prefix.shape[1], *feats.grid.shape[-2:])
 
     # Own token path (pos_embed other than 'timm').
 
@@ -357,8 +346,9 @@ class TimmBackbone(BaseModule):
             for block in blocks:
                 tokens = grad_checkpoint(block, tokens, use_reentrant=False) \
                     if use_checkpoint else block(tokens)
-                if index == 0 and self.cpe is not None:
-                    tokens = self._conditional_pos_embed(tokens, p, h, w)
+                if index == 0 and self.cpe is not None:  # t <- t + DWConv3x3(t), patch tokens
+                    front, patches = ViTFeatures.from_tokens(tokens, p, h, w)
+                    tokens = ViTFeatures(front, patches + self.cpe(patches)).tokens()
                 if index in indices:
                     outs.append(ViTFeatures.from_tokens(
                         self.model.norm(tokens) if norm else tokens, p, h, w))
@@ -367,7 +357,3 @@ class TimmBackbone(BaseModule):
                 index += 1
             prefix, grid = ViTFeatures.from_tokens(tokens, p, h, w)
         return outs
-
-    def _conditional_pos_embed(self, tokens, p, h, w):
-        prefix, grid = ViTFeatures.from_tokens(tokens, p, h, w)
-        return ViTFeatures(prefix, grid + self.cpe(grid)).tokens()

@@ -21,13 +21,10 @@ class EmbeddingHead(nn.Module):
     - Weights default to 1. A loss with weight 0 is not computed at all (no
       time spent, no log entry, and a loss with a memory does not fill it),
       so e.g. λ = 0 in an ablation is exactly the loss without the term.
-    - The losses with a cross-batch memory declare it with the class
-      attribute ``uses_memory = True`` (see :mod:`irtbox.models.losses.xbm`);
-      they are called ``loss(embeddings, labels, memory_embeddings=...)``,
-      the others ``loss(embeddings, labels)``. ``memory_embeddings`` are the
-      momentum encoder's embeddings of the same batch (the retriever's
-      ``momentum``), which those losses enqueue instead of the batch's; given
-      while no loss uses a memory, they are an error.
+    - The losses with a cross-batch memory (``uses_memory = True``, see
+      :class:`~irtbox.models.losses.xbm.MemoryPairLoss`) also get
+      ``memory_embeddings``, the momentum encoder's embeddings of the same batch
+      (the retriever's ``momentum``); given while no loss uses a memory, they are an error.
 
     Shapes: ``embeddings`` B x D (L2-normalised), ``labels`` B,
     ``memory_embeddings`` B x D or None -> dict of scalars.
@@ -70,16 +67,15 @@ class EmbeddingHead(nn.Module):
             if name not in built:
                 raise KeyError(f'EmbeddingHead: loss_weights has key {name!r} which is not a '
                                f'loss; known losses: {sorted(built)}')
-            try:
-                check_number(weight, f'loss_weights[{name!r}]')
-            except ValueError as err:
-                raise ValueError(f'{type(self).__name__}: {err}') from err
+            check_number(weight, f'{type(self).__name__}: loss_weights[{name!r}]')
         self.loss_weights = {name: float(loss_weights.get(name, 1.0)) for name in built}
 
     def loss(self, embeddings: Tensor, labels: Tensor,
              memory_embeddings: Optional[Tensor] = None) -> Dict[str, Tensor]:
         """Weighted loss terms ``{'loss_<name>': Tensor}`` (weight-0 losses left out)."""
-        with_memory = [name for name, loss in self.losses.items() if _uses_memory(loss)]
+        # A loss declares that it takes memory_embeddings (default: no).
+        with_memory = [name for name, loss in self.losses.items()
+                       if getattr(loss, 'uses_memory', False) is True]
         if memory_embeddings is not None and not with_memory:
             raise ValueError('EmbeddingHead.loss: memory_embeddings were given (a momentum '
                              'encoder) but no loss uses a memory (uses_memory = True); losses: '
@@ -89,17 +85,9 @@ class EmbeddingHead(nn.Module):
             weight = self.loss_weights[name]
             if weight == 0:
                 continue
-            if name in with_memory:
-                value = loss(embeddings, labels, memory_embeddings=memory_embeddings)
-            else:
-                value = loss(embeddings, labels)
-            terms[f'loss_{name}'] = weight * value
+            memory = dict(memory_embeddings=memory_embeddings) if name in with_memory else {}
+            terms[f'loss_{name}'] = weight * loss(embeddings, labels, **memory)
         return terms
 
     def extra_repr(self) -> str:
         return f'loss_weights={self.loss_weights}'
-
-
-def _uses_memory(loss: nn.Module) -> bool:
-    """The loss's declaration that it takes ``memory_embeddings`` (default: no)."""
-    return getattr(loss, 'uses_memory', False) is True

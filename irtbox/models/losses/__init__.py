@@ -1,10 +1,8 @@
 """Losses: modules called ``loss(embeddings, labels) -> scalar``, pure functions beside them.
 
 The modules check their inputs and compute in float32 with autocast off
-(see :func:`.utils.loss_forward`); losses with a cross-batch memory hold a
-:class:`.xbm.CrossBatchMemory` as their sub-module ``memory``, run their pair
-loss through :func:`.xbm.pair_loss_with_memory` and declare
-``uses_memory = True`` (see :mod:`.xbm`). The losses with one centre per class
+(see :func:`.utils.loss_forward`); losses with a cross-batch memory derive from
+:class:`.xbm.MemoryPairLoss`. The losses with one centre per class
 (ArcFace, CosFace, normalised softmax) shard their centres across ranks with
 ``partial_fc=dict(sample_rate=...)`` (see :mod:`.partial_fc`).
 """

@@ -9,12 +9,11 @@ import math
 from typing import Optional
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from irtbox.registry import MODELS
 from .class_weights import ClassWeightLoss
-from .cosine import cosine_to_classes
+from .cosine import margin_softmax_loss
 
 __all__ = ['ArcFaceLoss', 'arcface_loss', 'arcface_target_logit']
 
@@ -62,11 +61,8 @@ def arcface_loss(embeddings: Tensor, labels: Tensor, class_weights: Tensor, marg
     Returns:
         Tensor: scalar.
     """
-    cos = cosine_to_classes(embeddings, class_weights)
-    target = labels[:, None]
-    phi = arcface_target_logit(cos.gather(1, target), margin, easy_margin)
-    logits = cos.scatter(1, target, phi).mul_(scale)
-    return F.cross_entropy(logits, labels)
+    return margin_softmax_loss(embeddings, labels, class_weights,
+                               lambda cos: arcface_target_logit(cos, margin, easy_margin), scale)
 
 
 @MODELS.register_module()
@@ -100,12 +96,9 @@ class ArcFaceLoss(ClassWeightLoss):
             the value of the closest prior work, Yokoo et al. 2020).
         easy_margin (bool): Apply the margin only to targets with cos θ > 0
             instead of the θ + m > π fallback. Defaults to False.
-        partial_fc (dict, optional): ``dict(sample_rate=r)`` (and optionally
-            ``seed``) shards the class centres across the ranks and uses every
-            class of the gathered batch plus a fraction r of all classes per
-            step (Partial FC, An et al. ICCVW 2021; see
-            :mod:`.partial_fc`); r = 1.0 is this loss exactly, without the
-            replicated matrix. None (default): the replicated layer.
+        partial_fc (dict, optional): ``dict(sample_rate=r, seed=None)`` shards the
+            class centres across the ranks (Partial FC, An et al. ICCVW 2021; see
+            :class:`.class_weights.ClassWeightLoss`). None (default): the replicated layer.
     """
 
     def __init__(self, num_classes: int, embed_dim: int, margin: float = 0.15,
@@ -119,10 +112,6 @@ class ArcFaceLoss(ClassWeightLoss):
         self.margin = float(margin)
         self.scale = float(scale)
         self.easy_margin = bool(easy_margin)
-
-    def replicated_loss(self, embeddings: Tensor, labels: Tensor) -> Tensor:
-        return arcface_loss(embeddings, labels, self.class_weights, self.margin, self.scale,
-                            self.easy_margin)
 
     @property
     def logit_scale(self) -> float:

@@ -4,10 +4,12 @@ from abc import ABC, abstractmethod
 from typing import Optional
 
 import torch
+from mmengine import dist as mmdist
 from torch import Tensor, nn
 
 from irtbox.utils.checks import check_positive_int
 from . import partial_fc as pfc
+from .cosine import margin_softmax_loss
 from .utils import check_label_range, loss_forward
 
 __all__ = ['ClassWeightLoss']
@@ -37,19 +39,15 @@ class ClassWeightLoss(nn.Module, ABC):
     def __init__(self, num_classes: int, embed_dim: int, partial_fc: Optional[dict] = None) -> None:
         super().__init__()
         name = type(self).__name__
-        try:
-            num_classes = check_positive_int(num_classes, 'num_classes')
-            embed_dim = check_positive_int(embed_dim, 'embed_dim')
-        except ValueError as err:
-            raise ValueError(f'{name}: {err}') from err
-        self.num_classes, self.embed_dim = num_classes, embed_dim
+        self.num_classes = num_classes = check_positive_int(num_classes, f'{name}: num_classes')
+        self.embed_dim = embed_dim = check_positive_int(embed_dim, f'{name}: embed_dim')
         self.partial_fc = pfc.check_partial_fc(partial_fc, name)
         if self.partial_fc is None:
             bound = 1 / math.sqrt(embed_dim)
             self.class_weights = nn.Parameter(
                 nn.init.uniform_(torch.empty(num_classes, embed_dim), -bound, bound))
             return
-        world, rank = pfc.world_and_rank()
+        rank, world = mmdist.get_dist_info()
         if num_classes < world:
             raise ValueError(f'{name}: partial_fc shards the {num_classes} classes over '
                              f'{world} ranks; it needs num_classes >= the number of ranks')
@@ -88,19 +86,19 @@ class ClassWeightLoss(nn.Module, ABC):
     def target_logit(self, cos: Tensor) -> Tensor:
         """The target classes' logits before the scale, from their cosines."""
 
-    @abstractmethod
-    def replicated_loss(self, embeddings: Tensor, labels: Tensor) -> Tensor:
-        """The loss with the whole ``class_weights`` on this process (the subclass's pure
-        function)."""
-
     @loss_forward()
     def forward(self, embeddings: Tensor, labels: Tensor) -> Tensor:
         """Embeddings B x D and labels B in [0, C) -> the scalar loss: the replicated one,
         or with ``partial_fc`` the sharded one of the batch gathered from every rank."""
-        self.check_inputs(embeddings, labels)
+        name = type(self).__name__
+        if embeddings.shape[1] != self.embed_dim:
+            raise ValueError(f'{name}: embed_dim={self.embed_dim} but the embeddings have '
+                             f'dimension {embeddings.shape[1]}')
+        check_label_range(self, labels, self.num_classes, name)
         if self.partial_fc is not None:
             return self.partial_fc_loss(embeddings, labels)
-        return self.replicated_loss(embeddings, labels)
+        return margin_softmax_loss(embeddings, labels, self.class_weights, self.target_logit,
+                                   self.logit_scale)
 
     def partial_fc_loss(self, embeddings: Tensor, labels: Tensor) -> Tensor:
         """The loss with the sharded, sampled centres (:func:`.partial_fc.partial_fc_loss`):
@@ -117,14 +115,6 @@ class ClassWeightLoss(nn.Module, ABC):
         return pfc.partial_fc_loss(embeddings, labels, self.class_weights, self.shard_start,
                                    self.num_classes, self.target_logit, self.logit_scale,
                                    self.partial_fc['sample_rate'], generator)
-
-    def check_inputs(self, embeddings: Tensor, labels: Tensor) -> None:
-        name = type(self).__name__
-        num_classes, embed_dim = self.num_classes, self.embed_dim
-        if embeddings.shape[1] != embed_dim:
-            raise ValueError(f'{name}: embed_dim={embed_dim} but the embeddings have '
-                             f'dimension {embeddings.shape[1]}')
-        check_label_range(self, labels, num_classes, name)
 
     def class_weights_repr(self) -> str:
         """The start of ``extra_repr``: C, D and the sharding."""

@@ -1,14 +1,12 @@
 """Contrastive loss with a margin on negatives (IRT Eq. 1), optionally with XBM."""
-import functools
 from typing import Optional
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from irtbox.registry import MODELS
-from .utils import loss_forward
-from .xbm import build_memory, pair_loss_with_memory
+from .xbm import MemoryPairLoss
 
 __all__ = ['ContrastiveLoss', 'contrastive_loss']
 
@@ -56,7 +54,7 @@ def _pair_terms(sim: Tensor, same: Tensor, margin: float,
 
 
 @MODELS.register_module()
-class ContrastiveLoss(nn.Module):
+class ContrastiveLoss(MemoryPairLoss):
     """Contrastive loss of IRT (El-Nouby et al. 2021, Eq. 1) with cross-batch memory.
 
     Positive pairs are pulled to similarity 1; negative pairs are pushed only
@@ -69,13 +67,9 @@ class ContrastiveLoss(nn.Module):
     This is the same as XBM's loss(batch, batch) + loss(batch, memory)
     (both are divided by N there too). The current batch is compared with the
     memory *before* it is enqueued, so it is never its own positive. The
-    memory (detached; gathered across ranks) is described in
-    :class:`~irtbox.models.losses.xbm.CrossBatchMemory`; it is filled only in
-    training mode. The loss holds it as its sub-module ``memory`` (None
-    without one) and runs :func:`~irtbox.models.losses.xbm.pair_loss_with_memory`
-    with :func:`contrastive_loss`; ``uses_memory = True`` tells
-    :class:`~irtbox.models.heads.EmbeddingHead` to pass it the momentum-encoder
-    embeddings.
+    memory (detached; gathered across ranks; filled only in training mode) is
+    described in :class:`~irtbox.models.losses.xbm.CrossBatchMemory`, how the
+    loss holds it in :class:`~irtbox.models.losses.xbm.MemoryPairLoss`.
 
     Shapes: ``embeddings`` B x D (L2-normalised), ``labels`` B (integer),
     ``memory_embeddings`` B x D or None -> scalar.
@@ -90,27 +84,14 @@ class ContrastiveLoss(nn.Module):
             Defaults to 0.
     """
 
-    uses_memory = True
-
     def __init__(self, margin: float = 0.5, memory_size: int = 0,
                  embed_dim: Optional[int] = None, memory_start_iter: int = 0) -> None:
-        super().__init__()
-        try:
-            self.memory = build_memory(memory_size, embed_dim, memory_start_iter)
-        except ValueError as err:
-            raise ValueError(f'{type(self).__name__}: {err}') from err
+        super().__init__(memory_size, embed_dim, memory_start_iter)
         self.margin = float(margin)
 
-    @loss_forward()
-    def forward(self, embeddings: Tensor, labels: Tensor,
-                memory_embeddings: Optional[Tensor] = None) -> Tensor:
-        """Loss of the batch; then enqueue ``memory_embeddings`` (momentum-encoder
-        keys in the order of ``labels``) if given, else the detached embeddings."""
-        try:
-            return pair_loss_with_memory(functools.partial(contrastive_loss, margin=self.margin),
-                                         self.memory, embeddings, labels, memory_embeddings)
-        except ValueError as err:  # memory_embeddings / embed_dim disagree with the batch
-            raise ValueError(f'{type(self).__name__}: {err}') from err
+    def pair_loss(self, embeddings: Tensor, labels: Tensor, ref_embeddings=None,
+                  ref_labels=None) -> Tensor:
+        return contrastive_loss(embeddings, labels, self.margin, ref_embeddings, ref_labels)
 
     def extra_repr(self) -> str:
         return f'margin={self.margin}'

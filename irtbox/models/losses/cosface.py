@@ -3,13 +3,12 @@ target class. The one CosFace formula of irtbox, :func:`cosface_loss`, equal to 
 Metric Learning's ``CosFaceLoss`` on the same weights (tested)."""
 from typing import Optional
 
-import torch.nn.functional as F
 from torch import Tensor
 
 from irtbox.registry import MODELS
 from irtbox.utils.checks import check_number
 from .class_weights import ClassWeightLoss
-from .cosine import cosine_to_classes
+from .cosine import margin_softmax_loss
 
 __all__ = ['CosFaceLoss', 'cosface_loss']
 
@@ -31,10 +30,7 @@ def cosface_loss(embeddings: Tensor, labels: Tensor, class_weights: Tensor, marg
     Returns:
         Tensor: scalar.
     """
-    cos = cosine_to_classes(embeddings, class_weights)
-    target = labels[:, None]
-    logits = cos.scatter(1, target, cos.gather(1, target) - margin).mul_(scale)
-    return F.cross_entropy(logits, labels)
+    return margin_softmax_loss(embeddings, labels, class_weights, lambda cos: cos - margin, scale)
 
 
 @MODELS.register_module()
@@ -53,11 +49,9 @@ class CosFaceLoss(ClassWeightLoss):
         embed_dim (int): D.
         margin (float): m >= 0, a cosine margin. Defaults to 0.35.
         scale (float): s > 0. Defaults to 64.
-        partial_fc (dict, optional): ``dict(sample_rate=r)`` (and optionally ``seed``)
-            shards the class centres across the ranks and uses every class of the
-            gathered batch plus a fraction r of all classes per step (Partial FC, see
-            :mod:`.partial_fc`); r = 1.0 is this loss exactly. None (default): the
-            replicated layer.
+        partial_fc (dict, optional): ``dict(sample_rate=r, seed=None)`` shards the class
+            centres across the ranks (Partial FC, see :class:`.class_weights.ClassWeightLoss`).
+            None (default): the replicated layer.
     """
 
     def __init__(self, num_classes: int, embed_dim: int, margin: float = 0.35,
@@ -65,9 +59,6 @@ class CosFaceLoss(ClassWeightLoss):
         super().__init__(num_classes, embed_dim, partial_fc)
         self.margin = check_number(margin, 'CosFaceLoss: margin')
         self.scale = check_number(scale, 'CosFaceLoss: scale', strict=True)
-
-    def replicated_loss(self, embeddings: Tensor, labels: Tensor) -> Tensor:
-        return cosface_loss(embeddings, labels, self.class_weights, self.margin, self.scale)
 
     @property
     def logit_scale(self) -> float:

@@ -1,11 +1,13 @@
 """Cosines between embeddings and class centres without copying the C x D centres: the
 one computation of every loss with one centre per class (ArcFace, CosFace, normalised
 softmax, replicated or sharded by Partial FC)."""
+from typing import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-__all__ = ['cosine_to_classes']
+__all__ = ['cosine_to_classes', 'margin_softmax_loss']
 
 # Lower bound of the class-weight norms (as F.normalize).
 _NORM_EPS = 1e-12
@@ -54,3 +56,15 @@ def cosine_to_classes(embeddings: Tensor, class_weights: Tensor) -> Tensor:
         Tensor: B x C cosines.
     """
     return _CosineToClasses.apply(F.normalize(embeddings, dim=1), class_weights)
+
+
+def margin_softmax_loss(embeddings: Tensor, labels: Tensor, class_weights: Tensor,
+                        target_logit: Callable[[Tensor], Tensor], scale: float) -> Tensor:
+    """Cross-entropy of the logits s·cos θ_ij for j ≠ y_i and s·target_logit(cos θ_iy) for
+    the target (cosines of :func:`cosine_to_classes`), mean over the batch: the form of
+    ArcFace, CosFace and the normalised softmax. Only the B target entries go through
+    ``target_logit``."""
+    cos = cosine_to_classes(embeddings, class_weights)
+    target = labels[:, None]
+    logits = cos.scatter(1, target, target_logit(cos.gather(1, target))).mul_(scale)
+    return F.cross_entropy(logits, labels)

@@ -51,10 +51,8 @@ class NormalizedSoftmaxLoss(ClassWeightLoss):
         num_classes (int): C, number of training classes.
         embed_dim (int): D.
         temperature (float): τ. Defaults to 0.05 (Zhai & Wu).
-        partial_fc (dict, optional): ``dict(sample_rate=r)`` (and optionally
-            ``seed``) shards the proxies across the ranks and uses every class
-            of the gathered batch plus a fraction r of all classes per step
-            (Partial FC, see :mod:`.partial_fc`); r = 1.0 is this loss exactly.
+        partial_fc (dict, optional): ``dict(sample_rate=r, seed=None)`` shards the
+            proxies across the ranks (Partial FC, see :class:`.class_weights.ClassWeightLoss`).
             None (default): the replicated layer.
     """
 
@@ -65,10 +63,6 @@ class NormalizedSoftmaxLoss(ClassWeightLoss):
             raise ValueError(f'NormalizedSoftmaxLoss: temperature must be > 0, '
                              f'got {temperature!r}')
         self.temperature = float(temperature)
-
-    def replicated_loss(self, embeddings: Tensor, labels: Tensor) -> Tensor:
-        return normalized_softmax_loss(embeddings, labels, self.class_weights,
-                                       self.temperature)
 
     @property
     def logit_scale(self) -> float:

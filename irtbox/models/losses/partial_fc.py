@@ -10,7 +10,7 @@ How one step goes, on each of the W ranks (W = 1 works too, unsharded):
 
 1. Rank r holds the rows ``[start_r, stop_r)`` of the C x D centres (:func:`shard_range`:
    ``torch.tensor_split`` of C into W contiguous parts).
-2. The embeddings (with their gradient, :func:`all_gather_with_grad`) and labels of every
+2. The embeddings (with their gradient, :class:`_AllGatherWithGrad`) and labels of every
    rank are gathered: N = sum of the ranks' batch sizes.
 3. :func:`sample_classes` draws the centres the step uses, in the *global* class space
    and from a generator seeded by ``(seed, step)`` alone, so every rank draws the same
@@ -29,18 +29,11 @@ How one step goes, on each of the W ranks (W = 1 works too, unsharded):
    implementation). The centres themselves are kept out of DDP (the runner lists them in
    ``_ddp_params_and_buffers_to_ignore``): nothing of size C x D is communicated per step.
 
-When to use it, and what ``sample_rate`` trades: the sharding alone divides the layer's
-memory (centres, gradient, optimizer state) by W and removes its all-reduce, at the cost of
-gathering the batch's embeddings (N x D) and labels and two small all-reduces per step (and
-one N x D all-reduce in the backward); it pays off once the centres are a large part of the
-model (tens of thousands of classes at D = 1536) and is the only way once they do not fit on
-one device. ``sample_rate`` r < 1 cuts the logits and
-their gradient to a fraction r (plus the batch's own classes): the loss becomes a sampled
-softmax, whose unsampled negatives are not pushed away that step (the Partial FC papers find
-no loss of accuracy at r = 0.1 with millions of face identities). The optimizer step still
-touches every row (momentum and weight decay move them all), so the step's time falls less
-than r. With 1.0 the loss is the replicated one exactly (tested to 1e-10 in float64).
-Timings: docs/benchmarks.md, "Partial FC".
+The sharding divides the layer's memory (centres, gradient, optimizer state) by W and
+removes its all-reduce, for gathering the batch (N x D) and two small all-reduces per step.
+``sample_rate`` r < 1 makes the loss a sampled softmax whose logits and their gradient cost
+a fraction r; 1.0 is the replicated loss exactly (tested to 1e-10 in float64). When to use
+which: docs/methods/dtop.md, "Many classes: Partial FC"; timings: docs/benchmarks.md.
 
 Checkpoints hold the whole C x D matrix under the same key as the replicated layer
 (``...class_weights``), and the optimizer state of the centres (momentum, Adam moments)
@@ -52,14 +45,16 @@ from typing import Callable, List, Optional, Tuple
 
 import torch
 import torch.distributed as dist
+from mmengine import dist as mmdist
 from torch import Tensor
 
 from irtbox.utils.checks import check_int
+from irtbox.utils.dist import all_gather_cat
 from .cosine import cosine_to_classes
 
-__all__ = ['check_partial_fc', 'shard_range', 'shard_sizes', 'init_shard', 'world_and_rank', 'step_generator',
-           'sample_classes', 'all_gather_with_grad', 'partial_fc_loss', 'gather_rows',
-           'sharded_layers', 'whole_state_dict']
+__all__ = ['check_partial_fc', 'shard_range', 'shard_sizes', 'init_shard', 'step_generator',
+           'sample_classes', 'partial_fc_loss', 'gather_rows', 'sharded_layers',
+           'whole_state_dict']
 
 # Rows drawn per generator in init_shard: each block of rows has its own seed, so a rank
 # draws only the blocks it holds and the matrix is the same for every world size.
@@ -85,13 +80,6 @@ def check_partial_fc(cfg, owner: str) -> Optional[dict]:
                          f'(the fraction of the class centres each step uses), got {rate!r}')
     seed = check_int(cfg.get('seed'), f'{owner}: partial_fc.seed', 0, allow_none=True)
     return dict(sample_rate=float(rate), seed=seed)
-
-
-def world_and_rank() -> Tuple[int, int]:
-    """(world size, rank) of the default process group; (1, 0) without one."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_world_size(), dist.get_rank()
-    return 1, 0
 
 
 def shard_range(num_classes: int, world_size: int, rank: int) -> Tuple[int, int]:
@@ -162,49 +150,24 @@ def sample_classes(labels: Tensor, num_classes: int, sample_rate: float,
     return torch.topk(scores, k, sorted=False).indices.sort().values
 
 
-def _gathered_sizes(n: int, device) -> List[int]:
-    """Every rank's row count, in rank order."""
-    world = world_and_rank()[0]
-    size = torch.tensor([n], device=device)
-    sizes = [torch.empty_like(size) for _ in range(world)]
-    dist.all_gather(sizes, size)
-    return [int(s) for s in sizes]
-
-
-def _all_gather_rows(x: Tensor, sizes: List[int]) -> Tensor:
-    """Every rank's rows (``sizes[r]`` on rank r) concatenated in rank order: all_gather
-    needs equal shapes, so each is padded to the largest and cut back."""
-    padded = x.new_zeros((max(sizes), ) + tuple(x.shape[1:]))
-    padded[:len(x)] = x
-    parts = [torch.empty_like(padded) for _ in sizes]
-    dist.all_gather(parts, padded)
-    return torch.cat([p[:n] for p, n in zip(parts, sizes)])
-
-
 class _AllGatherWithGrad(torch.autograd.Function):
-    """Every rank's rows, concatenated in rank order; backward sums the gradient over the
-    ranks and returns this rank's rows times the world size (see the module docstring)."""
+    """Every rank's embeddings and labels, concatenated in rank order; backward sums the
+    embeddings' gradient over the ranks and returns this rank's rows times the world size
+    (see the module docstring)."""
 
     @staticmethod
-    def forward(ctx, x: Tensor, sizes: List[int]) -> Tensor:
-        ctx.sizes, ctx.rank, ctx.world = sizes, world_and_rank()[1], len(sizes)
-        return _all_gather_rows(x.detach(), sizes)
+    def forward(ctx, x: Tensor, labels: Tensor) -> Tuple[Tensor, Tensor]:
+        rank = mmdist.get_rank()
+        x, labels, owner = all_gather_cat(x.detach(), labels, torch.full_like(labels, rank))
+        ctx.mine, ctx.world = owner == rank, mmdist.get_world_size()
+        ctx.mark_non_differentiable(labels)
+        return x, labels
 
     @staticmethod
-    def backward(ctx, grad: Tensor):
+    def backward(ctx, grad: Tensor, _):
         grad = grad.contiguous().clone()
         dist.all_reduce(grad)
-        start = sum(ctx.sizes[:ctx.rank])
-        return grad[start:start + ctx.sizes[ctx.rank]] * ctx.world, None
-
-
-def all_gather_with_grad(x: Tensor, sizes: Optional[List[int]] = None) -> Tensor:
-    """``x`` (n_r x ...) of every rank concatenated in rank order, differentiable (see
-    :class:`_AllGatherWithGrad`); ``x`` itself on one process. ``sizes``: every rank's
-    n_r, gathered here when not given."""
-    if world_and_rank()[0] == 1:
-        return x
-    return _AllGatherWithGrad.apply(x, sizes or _gathered_sizes(len(x), x.device))
+        return grad[ctx.mine] * ctx.world, None
 
 
 class _ShardedCrossEntropy(torch.autograd.Function):
@@ -219,7 +182,7 @@ class _ShardedCrossEntropy(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, logits: Tensor, target: Tensor) -> Tensor:
-        world = world_and_rank()[0]
+        world = mmdist.get_world_size()
         n = len(logits)
         if logits.shape[1]:
             row_max = logits.detach().max(dim=1).values
@@ -277,12 +240,9 @@ def partial_fc_loss(embeddings: Tensor, labels: Tensor, shard: Tensor, shard_sta
     Returns:
         Tensor: scalar, the same on every rank: the loss of the gathered batch.
     """
-    if world_and_rank()[0] > 1:
-        sizes = _gathered_sizes(len(embeddings), embeddings.device)
-        x = all_gather_with_grad(embeddings, sizes)
-        y = _all_gather_rows(labels, sizes)
-    else:
-        x, y = embeddings, labels
+    x, y = embeddings, labels
+    if mmdist.get_world_size() > 1:
+        x, y = _AllGatherWithGrad.apply(embeddings, labels)
     stop = shard_start + len(shard)
     local = None
     if sample_rate < 1.0:
@@ -316,7 +276,7 @@ def gather_rows(local: Tensor, sizes: List[int]) -> Optional[Tensor]:
     holds one shard on its device at a time (never the whole matrix), and without the
     point-to-point ``send`` / ``recv`` for which NCCL would build a communicator for each
     pair of ranks at the first checkpoint."""
-    world, rank = world_and_rank()
+    rank, world = mmdist.get_dist_info()
     local = local.detach().contiguous()
     if world == 1:
         return local.cpu().clone()
@@ -352,6 +312,5 @@ def whole_state_dict(model: torch.nn.Module) -> dict:
         key = f'{name}.class_weights'
         if key not in state or layer.world_size == 1:
             continue
-        state[key] = _all_gather_rows(layer.class_weights.detach(),
-                                      shard_sizes(layer.num_classes, layer.world_size))
+        state[key] = all_gather_cat(layer.class_weights.detach())[0]
     return state

@@ -12,13 +12,8 @@ when a :class:`PMLLoss` or :class:`~irtbox.models.miners.PMLMiner` is built
 (an ``ImportError`` names the package otherwise, see
 :mod:`irtbox.models.pml_adapter`); nothing else in irtbox needs it.
 
-The exception, ArcFace and the normalised softmax: irtbox has its own
-implementation of both (:class:`~irtbox.models.losses.ArcFaceLoss`,
-:class:`~irtbox.models.losses.NormalizedSoftmaxLoss`, for the IRT and DToP
-recipes), so ``name='ArcFaceLoss'`` / ``'NormalizedSoftmaxLoss'`` run that
-formula in PML's form (PML's arguments, defaults, ``W`` parameter and
-initialisation; :mod:`.pml_equivalents`) rather than keep a second one; the
-tests show that value and gradients equal PML's.
+The exception: ``name='ArcFaceLoss'`` / ``'NormalizedSoftmaxLoss'`` run irtbox's own
+formula in PML's form (:mod:`.pml_equivalents`).
 
 Classification ("stateful") losses keep their weights as ``nn.Parameter`` s of
 the wrapped PML module, which is the sub-module ``pml_loss``; their names are
@@ -137,10 +132,7 @@ class PMLLoss(nn.Module):
             raise type(err)(f'{type(self).__name__}: {err}') from err
         self.name = name
         has_weights = any(True for _ in self.pml_loss.parameters())
-        if isinstance(miner, str):
-            if miner != 'auto':
-                raise ValueError(f"PMLLoss: miner must be a config dict, a module, None or "
-                                 f"'auto', got {miner!r}")
+        if isinstance(miner, str) and miner == 'auto':
             miner = None if has_weights else dict(DEFAULT_MINER)
         if isinstance(miner, dict):
             miner = MODELS.build(miner)

@@ -1,13 +1,11 @@
 """Scalable neighbourhood component analysis (Wu, Efros & Yu, ECCV 2018) with a FIFO memory."""
-import functools
 from typing import Optional
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from irtbox.registry import MODELS
-from .utils import loss_forward
-from .xbm import build_memory, pair_loss_with_memory
+from .xbm import MemoryPairLoss
 
 __all__ = ['ScalableNCALoss', 'scalable_nca_loss']
 
@@ -54,7 +52,7 @@ def scalable_nca_loss(embeddings: Tensor, labels: Tensor, temperature: float = 0
 
 
 @MODELS.register_module()
-class ScalableNCALoss(nn.Module):
+class ScalableNCALoss(MemoryPairLoss):
     """Scalable NCA (Wu, Efros & Yu, "Improving Generalization via Scalable
     Neighborhood Component Analysis", ECCV 2018); IRT Table 4 "SNCA".
 
@@ -71,9 +69,7 @@ class ScalableNCALoss(nn.Module):
     :class:`ContrastiveLoss` (a queue the size of the training set holds each
     sample about once, its most recent embedding instead of a running mean).
     The batch is compared with the memory before it is enqueued; the memory
-    is only filled in training mode (composition as in
-    :class:`~irtbox.models.losses.ContrastiveLoss`: the sub-module ``memory``
-    and :func:`~irtbox.models.losses.xbm.pair_loss_with_memory`).
+    is only filled in training mode (:class:`~irtbox.models.losses.xbm.MemoryPairLoss`).
 
     Shapes: ``embeddings`` B x D (L2-normalised), ``labels`` B (integer),
     ``memory_embeddings`` B x D or None -> scalar.
@@ -86,30 +82,17 @@ class ScalableNCALoss(nn.Module):
             Defaults to 0.
     """
 
-    uses_memory = True
-
     def __init__(self, temperature: float = 0.05, memory_size: int = 0,
                  embed_dim: Optional[int] = None, memory_start_iter: int = 0) -> None:
-        super().__init__()
-        try:
-            self.memory = build_memory(memory_size, embed_dim, memory_start_iter)
-        except ValueError as err:
-            raise ValueError(f'{type(self).__name__}: {err}') from err
+        super().__init__(memory_size, embed_dim, memory_start_iter)
         if not temperature > 0:
             raise ValueError(f'ScalableNCALoss: temperature must be > 0, got {temperature!r}')
         self.temperature = float(temperature)
 
-    @loss_forward()
-    def forward(self, embeddings: Tensor, labels: Tensor,
-                memory_embeddings: Optional[Tensor] = None) -> Tensor:
-        """Loss of the batch; then enqueue ``memory_embeddings`` if given, else
-        the detached embeddings."""
-        try:
-            return pair_loss_with_memory(
-                functools.partial(scalable_nca_loss, temperature=self.temperature),
-                self.memory, embeddings, labels, memory_embeddings)
-        except ValueError as err:  # memory_embeddings / embed_dim disagree with the batch
-            raise ValueError(f'{type(self).__name__}: {err}') from err
+    def pair_loss(self, embeddings: Tensor, labels: Tensor, ref_embeddings=None,
+                  ref_labels=None) -> Tensor:
+        return scalable_nca_loss(embeddings, labels, self.temperature, ref_embeddings,
+                                 ref_labels)
 
     def extra_repr(self) -> str:
         return f'temperature={self.temperature}'

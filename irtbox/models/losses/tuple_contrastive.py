@@ -55,10 +55,7 @@ class TupleContrastiveLoss(nn.Module):
 
     def __init__(self, margin: float = 0.85, num_negatives: int = 5, eps: float = 1e-6) -> None:
         super().__init__()
-        try:
-            num_negatives = check_positive_int(num_negatives, 'num_negatives')
-        except ValueError as err:
-            raise ValueError(f'{type(self).__name__}: {err}') from err
+        num_negatives = check_positive_int(num_negatives, f'{type(self).__name__}: num_negatives')
         self.margin, self.num_negatives, self.eps = float(margin), num_negatives, float(eps)
 
     @loss_forward(min_batch=2)

@@ -1,19 +1,11 @@
-"""Cross-batch memory (XBM): a FIFO queue of past embeddings and labels, and
-the step that composes it with any pair-based loss.
+"""Cross-batch memory (XBM): a FIFO queue of past embeddings and labels, the step
+that composes it with any pair-based loss, and the base of the losses that offer it.
 
 Wang et al., "Cross-Batch Memory for Embedding Learning", CVPR 2020. Pair-based
 losses (contrastive, scalable NCA) compare the current batch with the memory as
 well as with itself, which gives them many more (hard) negatives per step.
-
-Composition, not inheritance: a loss that offers a memory holds a
-:class:`CrossBatchMemory` (or None) as its sub-module ``memory`` (built from its
-config keys by :func:`build_memory`) and computes its forward with
-:func:`pair_loss_with_memory`, handing over its pair loss, a function
-``pair_loss(embeddings, labels, ref_embeddings=None, ref_labels=None)``. Such a
-loss sets the class attribute ``uses_memory = True``, the contract with
-:class:`~irtbox.models.heads.EmbeddingHead`, which then passes it the
-momentum-encoder embeddings (``memory_embeddings``) of the batch.
 """
+from abc import ABC, abstractmethod
 from typing import Callable, Optional, Tuple
 
 import torch
@@ -21,8 +13,10 @@ from torch import Tensor, nn
 
 from irtbox.utils.checks import check_int
 from irtbox.utils.dist import all_gather_cat
+from .utils import loss_forward
 
-__all__ = ['CrossBatchMemory', 'PairLoss', 'build_memory', 'pair_loss_with_memory']
+__all__ = ['CrossBatchMemory', 'MemoryPairLoss', 'PairLoss', 'build_memory',
+           'pair_loss_with_memory']
 
 #: ``pair_loss(embeddings B x D, labels B, ref_embeddings=M x D | None,
 #: ref_labels=M | None) -> scalar``: a loss over the pairs of the batch with
@@ -57,11 +51,10 @@ class CrossBatchMemory(nn.Module):
 
     def __init__(self, size: int, embed_dim: int, start_iter: int = 0) -> None:
         super().__init__()
-        try:
-            size, embed_dim = check_int(size, 'size'), check_int(embed_dim, 'embed_dim')
-            start_iter = check_int(start_iter, 'start_iter', minimum=0)
-        except ValueError as err:
-            raise ValueError(f'{type(self).__name__}: {err}') from err
+        name = type(self).__name__
+        size = check_int(size, f'{name}: size')
+        embed_dim = check_int(embed_dim, f'{name}: embed_dim')
+        start_iter = check_int(start_iter, f'{name}: start_iter', minimum=0)
         self.size = size
         self.start_iter = start_iter
         self.register_buffer('embeddings', torch.zeros(size, embed_dim))
@@ -205,3 +198,42 @@ def pair_loss_with_memory(pair_loss: PairLoss, memory: Optional[CrossBatchMemory
     if memory.training:
         memory.step(embeddings if memory_embeddings is None else memory_embeddings, labels)
     return loss
+
+
+class MemoryPairLoss(nn.Module, ABC):
+    """Base of the pair-based losses with an optional cross-batch memory.
+
+    It holds a :class:`CrossBatchMemory` (or None) as its sub-module ``memory``, built
+    from the config keys ``memory_size``, ``embed_dim`` and ``memory_start_iter`` by
+    :func:`build_memory`, and computes the forward with :func:`pair_loss_with_memory`
+    on the subclass's :meth:`pair_loss`. The class attribute ``uses_memory = True`` is
+    the contract with :class:`~irtbox.models.heads.EmbeddingHead`, which then passes
+    the momentum-encoder embeddings (``memory_embeddings``) of the batch.
+    """
+
+    uses_memory = True
+
+    def __init__(self, memory_size: int = 0, embed_dim: Optional[int] = None,
+                 memory_start_iter: int = 0) -> None:
+        super().__init__()
+        try:
+            self.memory = build_memory(memory_size, embed_dim, memory_start_iter)
+        except ValueError as err:
+            raise ValueError(f'{type(self).__name__}: {err}') from err
+
+    @abstractmethod
+    def pair_loss(self, embeddings: Tensor, labels: Tensor,
+                  ref_embeddings: Optional[Tensor] = None,
+                  ref_labels: Optional[Tensor] = None) -> Tensor:
+        """The loss's :data:`PairLoss`, with its hyper-parameters."""
+
+    @loss_forward()
+    def forward(self, embeddings: Tensor, labels: Tensor,
+                memory_embeddings: Optional[Tensor] = None) -> Tensor:
+        """Loss of the batch; then enqueue ``memory_embeddings`` (momentum-encoder
+        keys in the order of ``labels``) if given, else the detached embeddings."""
+        try:
+            return pair_loss_with_memory(self.pair_loss, self.memory, embeddings, labels,
+                                         memory_embeddings)
+        except ValueError as err:  # memory_embeddings / embed_dim disagree with the batch
+            raise ValueError(f'{type(self).__name__}: {err}') from err

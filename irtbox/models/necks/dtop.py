@@ -71,10 +71,7 @@ class LayerAggregation(nn.Module):
             if num_layers is None:
                 raise ValueError("LayerAggregation: mode='softmax' learns one weight per layer; "
                                  'give num_layers (the number of backbone out_indices).')
-            try:
-                num_layers = check_positive_int(num_layers, 'num_layers')
-            except ValueError as err:
-                raise ValueError(f'LayerAggregation: {err}') from err
+            num_layers = check_positive_int(num_layers, 'LayerAggregation: num_layers')
             self.logits = nn.Parameter(torch.zeros(num_layers))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -180,8 +177,18 @@ class DToPNeck(nn.Module):
             self.layer_agg = LayerAggregation(aggregation, num_layers)
 
         if branches != 'global':
-            self.fusion = self._build_fusion(fusion)
-            self.elm = self._build_elm(elm, in_channels, getattr(self.fusion, 'mode', None))
+            self.fusion = self._built('fusion', fusion, dim=1)
+            if not callable(getattr(self.fusion, 'out_channels', None)):
+                raise ValueError(f'DToPNeck: fusion {type(self.fusion).__name__} has no '
+                                 'out_channels(D); use FeatureFusion or a module with that method.')
+            # Mode 'y' ignores U: an ELM there would hold unused parameters (which stall DDP).
+            mode = getattr(self.fusion, 'mode', None)
+            if mode == 'y' and elm is not None:
+                raise ValueError("DToPNeck: fusion mode 'y' ignores the ELM output; set elm=None.")
+            if mode != 'y' and elm is None:
+                raise ValueError(f'DToPNeck: fusion mode {mode!r} fuses Y with U = ELM(Y); '
+                                 "give elm=dict(type='EnhancedLocalityModule', ...).")
+            self.elm = None if mode == 'y' else self._built('elm', elm, in_channels=in_channels)
             self.pool = GeMPool(p=gem_p, learnable=gem_learnable) if pool == 'gem' else AvgPool()
             fused = self.fusion.out_channels(in_channels)
             self.fold = nn.Linear(fused, in_channels) if (
@@ -213,25 +220,6 @@ class DToPNeck(nn.Module):
             return MODELS.build(cfg)
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f'DToPNeck: could not build {name}={cfg!r}: {err}') from err
-
-    def _build_fusion(self, cfg) -> nn.Module:
-        fusion = self._built('fusion', cfg, dim=1)
-        if not callable(getattr(fusion, 'out_channels', None)):
-            raise ValueError(f'DToPNeck: fusion {type(fusion).__name__} has no out_channels(D); '
-                             'use FeatureFusion or a module with that method.')
-        return fusion
-
-    def _build_elm(self, cfg, in_channels: int, fusion_mode: Optional[str]
-                   ) -> Optional[nn.Module]:
-        # Mode 'y' ignores U: an ELM there would hold unused parameters (which stall DDP).
-        if fusion_mode == 'y':
-            if cfg is not None:
-                raise ValueError("DToPNeck: fusion mode 'y' ignores the ELM output; set elm=None.")
-            return None
-        if cfg is None:
-            raise ValueError(f'DToPNeck: fusion mode {fusion_mode!r} fuses Y with U = ELM(Y); '
-                             "give elm=dict(type='EnhancedLocalityModule', ...).")
-        return self._built('elm', cfg, in_channels=in_channels)
 
     @property
     def gem_power(self) -> Optional[torch.Tensor]:

@@ -34,13 +34,9 @@ class LinearProjection(nn.Module):
 
     def __init__(self, in_dim: int, out_dim: Optional[int], bias: bool = True):
         super().__init__()
-        try:
-            in_dim = check_positive_int(in_dim, 'in_dim')
-            out_dim = check_positive_int(out_dim, 'out_dim', allow_none=True)
-        except ValueError as err:
-            raise ValueError(f'{type(self).__name__}: {err}') from err
-        self.in_dim, self.out_dim = in_dim, out_dim
-        self.fc = None if out_dim is None else nn.Linear(in_dim, out_dim, bias=bias)
+        self.in_dim = check_positive_int(in_dim, 'LinearProjection: in_dim')
+        self.out_dim = check_positive_int(out_dim, 'LinearProjection: out_dim', allow_none=True)
+        self.fc = None if self.out_dim is None else nn.Linear(self.in_dim, self.out_dim, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() != 2 or x.shape[1] != self.in_dim:

@@ -39,9 +39,7 @@ def rmac_regions(height: int, width: int, levels: int = 3,
 
 
 def _starts(extent: int, side: int, count: int) -> List[int]:
-    if count == 1:
-        return [0]
-    step = (extent - side) / (count - 1)
+    step = (extent - side) / max(count - 1, 1)
     return [math.floor(i * step) for i in range(count)]
 
 

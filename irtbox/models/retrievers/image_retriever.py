@@ -16,13 +16,6 @@ from ..input_spec import InputSpec
 __all__ = ['ImageRetriever']
 
 
-def _build_necks(neck) -> nn.Sequential:
-    if neck is None:
-        return nn.Sequential()
-    cfgs = neck if isinstance(neck, (list, tuple)) else [neck]
-    return nn.Sequential(*[MODELS.build(cfg) for cfg in cfgs])
-
-
 @MODELS.register_module()
 class ImageRetriever(BaseModel):
     """Maps images to L2-normalised global descriptors and trains them with a head.
@@ -81,7 +74,8 @@ class ImageRetriever(BaseModel):
         data_preprocessor = with_backbone_model_name(data_preprocessor, backbone)
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         self.backbone = MODELS.build(backbone)
-        self.neck = _build_necks(neck)
+        necks = [] if neck is None else neck if isinstance(neck, (list, tuple)) else [neck]
+        self.neck = nn.Sequential(*[MODELS.build(cfg) for cfg in necks])
         self.head = MODELS.build(head) if head is not None else None
         self.whitening = MODELS.build(whitening) if whitening is not None else None
         self.normalize = normalize
