@@ -169,29 +169,16 @@ def onnx_opset_range(dynamo: bool = False) -> Tuple[int, int]:
 
 def _stale_patterns(base: str) -> List[re.Pattern]:
     """Names of temporaries an export to ``base`` may leave when killed: atomic_write's
-    ``.<base>.<8 random>.tmp<ext>`` for the file and its ``.json``, and the
-    ``<base>.<pid>.tmp`` of irtbox versions before it."""
+    ``.<base>.<8 random>.tmp<ext>`` for the file and its ``.json``."""
     ext = osp.splitext(base)[1]
     random = r'[a-z0-9_]{8}'
     return [re.compile(re.escape(f'.{base}.') + random + re.escape(f'.tmp{ext}') + '$'),
-            re.compile(re.escape(f'.{base}.json.') + random + re.escape('.tmp.json') + '$'),
-            re.compile(re.escape(f'{base}.') + r'(\d+)' + re.escape('.tmp') + '$')]
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True
-    return pid != os.getpid()
+            re.compile(re.escape(f'.{base}.json.') + random + re.escape('.tmp.json') + '$')]
 
 
 def remove_stale_temporaries(out: str) -> List[str]:
     """Remove the temporaries a killed export to ``out`` left beside it (see
-    :func:`_stale_patterns`; an old ``<out>.<pid>.tmp`` only when that process is gone);
-    returns the paths removed."""
+    :func:`_stale_patterns`); returns the paths removed."""
     folder, base = osp.split(osp.abspath(out))
     try:
         names = os.listdir(folder)
@@ -200,8 +187,7 @@ def remove_stale_temporaries(out: str) -> List[str]:
     patterns = _stale_patterns(base)
     removed = []
     for name in names:
-        match = next((m for m in (p.match(name) for p in patterns) if m), None)
-        if match is None or (match.groups() and _pid_alive(int(match.group(1)))):
+        if not any(p.match(name) for p in patterns):
             continue
         path = osp.join(folder, name)
         try:
