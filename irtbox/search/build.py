@@ -230,6 +230,36 @@ def _recall(index, queries: np.ndarray, exact: np.ndarray, k: int) -> float:
     return float(np.mean([len(set(a) & set(e)) / k for a, e in zip(found, exact)]))
 
 
+SATURATED = 0.005  # recall@10 gained by doubling nprobe below which the codes limit it
+
+
+def _choose_nprobe(index, queries: np.ndarray, exact: np.ndarray, k: int, target: float,
+                   log: Callable[[str], None]) -> Tuple[int, float, list]:
+    """nprobe doubled from 16 until recall@k reaches ``target``, all lists are visited, or a
+    doubling gains less than SATURATED: then the quantised codes, not the lists visited,
+    limit the recall, and the smaller nprobe is kept (each doubling doubles a query's time;
+    at 10M x 384 with SQ8 codes the full scan of the last doublings took hours). Returns
+    (nprobe, its recall, [[nprobe, recall], ...] as measured)."""
+    import faiss
+    ivf = faiss.extract_index_ivf(index)
+    curve = []
+    nprobe = min(16, ivf.nlist)
+    while True:
+        ivf.nprobe = nprobe
+        curve.append([nprobe, round(_recall(index, queries, exact, k), 4)])
+        log(f'nprobe {nprobe}: recall@{k} {curve[-1][1]:.3f}')
+        if len(curve) > 1 and curve[-1][1] - curve[-2][1] < SATURATED:
+            nprobe = curve[-2][0]
+            ivf.nprobe = nprobe
+            log(f'recall@{k} saturates at {curve[-2][1]:.3f} (target {target}): the codes '
+                'limit it, not nprobe; longer codes (a larger budget, another factory) '
+                'raise it')
+            return nprobe, curve[-2][1], curve
+        if curve[-1][1] >= target or nprobe >= ivf.nlist:
+            return nprobe, curve[-1][1], curve
+        nprobe = min(2 * nprobe, ivf.nlist)
+
+
 def _latency_ms(index, queries: np.ndarray, k: int) -> Tuple[float, float]:
     """p50 and p99 of one query per call on one thread (as a web request searches)."""
     import faiss
@@ -266,7 +296,8 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
         config: the model's config file, saved with the index for ``search query`` /
             ``serve``; default the one the extraction recorded (its identity).
         target_recall: an IVF index's nprobe is doubled (from 16) until recall@10 on the
-            query sample reaches it, or all lists are visited.
+            query sample reaches it, all lists are visited, or a doubling gains less than
+            0.005 (the codes limit the recall: the smaller nprobe is kept).
         num_queries: embeddings sampled (seeded by ``seed``) as queries for recall@10
             against exact search (the first LATENCY_QUERIES of them timed one by one); the
             training sample is drawn apart.
@@ -275,7 +306,8 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
     Returns:
         IndexBuild: the saved searcher, the extraction's unreadable images, recall@10,
         seconds and ``report`` (also the manifest's ``build`` entry): source, rows, dim,
-        factory, nprobe, budgets, train rows, recall@10, p50/p99 ms, seconds (also per step:
+        factory, nprobe, budgets, train rows, recall@10 (and by nprobe, ``recall_by_nprobe``),
+        p50/p99 ms, seconds (also per step:
         read, train, add, check).
 
     Raises:
@@ -393,17 +425,10 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
         k = min(10, n)
         exact = _exact_top_k(rows, queries, k)
         log(f'exact top {k} of {len(queries)} queries ({time.time() - started:.0f} s)')
-        nprobe = None
+        nprobe, curve = None, []
         if has_ivf(index):
-            import faiss
-            ivf = faiss.extract_index_ivf(index)
-            nprobe = min(16, ivf.nlist)
-            while True:
-                ivf.nprobe = nprobe
-                recall = _recall(index, queries, exact, k)
-                if recall >= target_recall or nprobe >= ivf.nlist:
-                    break
-                nprobe = min(2 * nprobe, ivf.nlist)
+            nprobe, recall, curve = _choose_nprobe(index, queries, exact, k, target_recall,
+                                                   log)
         else:
             recall = _recall(index, queries, exact, k)
         p50, p99 = _latency_ms(index, queries[:LATENCY_QUERIES], k)
@@ -418,6 +443,7 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
                       nprobe=nprobe, max_index_memory=max_index_memory,
                       max_build_memory=max_build_memory, train_rows=plan.train_rows,
                       recall_at_10=round(recall, 4), recall_queries=len(queries),
+                      recall_by_nprobe=curve,
                       query_p50_ms=round(p50, 3), query_p99_ms=round(p99, 3),
                       build_seconds=round(time.time() - started, 1), stage_seconds=stages)
         searcher.build_info = report
