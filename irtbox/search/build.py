@@ -197,7 +197,8 @@ def _give_back_freed_memory() -> None:
     unmapped on their own (glibc would otherwise raise that threshold as blocks are freed,
     keeping the doubling lists' old buffers in the heap), and the heap freed so far is
     returned to the system. Measured at 1M x 384 IVF1024,SQ8: the lists' resident memory
-    1.29x -> 1.20x their codes. A no-op off glibc."""
+    1.29x -> 1.20x their codes. The threshold holds for the rest of the process (a build is
+    its command's whole job). A no-op off glibc."""
     import ctypes
     try:
         libc = ctypes.CDLL('libc.so.6')
