@@ -106,7 +106,7 @@ def test_the_budget_chooses_an_index_that_fits(vectors, tmp_path):
     assert loaded.build_info == done.report
     # Where the build's time went, step by step (within its whole time).
     stages = done.report['stage_seconds']
-    assert list(stages) == ['read', 'train', 'add', 'check']
+    assert list(stages) == ['read', 'exact', 'train', 'add', 'check']
     assert 0 <= sum(stages.values()) <= done.report['build_seconds'] + 0.2
 
 
