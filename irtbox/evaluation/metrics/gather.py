@@ -170,12 +170,15 @@ class GatheredMetric(BaseMetric):
 
     Subclasses set ``consistent`` (what a repeated sample index must repeat, as
     :func:`merge_by_sample_idx` takes it), ``field_source`` (who sets each per-sample field,
-    for the error when one is missing) and ``prefix_names`` (whether :meth:`evaluate` puts
-    ``prefix/`` before the names).
+    for the error when one is missing; the embedding's and the sample index's are set here)
+    and ``prefix_names`` (whether :meth:`evaluate` puts ``prefix/`` before the names).
     """
     default_prefix: Optional[str] = None
     consistent: Dict[str, str] = {}
-    field_source: Dict[str, str] = {}
+    field_source: Dict[str, str] = {
+        'embedding': "set by the retriever in mode='predict'",
+        'sample_idx': 'set by the dataset (MMEngine BaseDataset adds it to every sample)',
+    }
     prefix_names = True
     last_outputs: Optional[Dict[str, np.ndarray]] = None
 

@@ -101,11 +101,8 @@ class RetrievalMetric(GatheredMetric):
 
     # A repeated sample index must repeat these (else two samples share an index).
     consistent = {'label': 'labels'}
-    field_source = {
-        'embedding': "set by the retriever in mode='predict'",
-        'gt_label': "set from the dataset's gt_label by the packing transform",
-        'sample_idx': 'set by the dataset (MMEngine BaseDataset adds it to every sample)',
-    }
+    field_source = dict(GatheredMetric.field_source,
+                        gt_label="set from the dataset's gt_label by the packing transform")
 
     def __init__(self,
                  ks: Sequence[int] = (1, 2, 4, 8),

@@ -82,12 +82,10 @@ class RevisitedMetric(GatheredMetric):
 
     # A repeated sample index must repeat these (else two samples share an index).
     consistent = {'is_query': 'is_query flags'}
-    field_source = {
-        'embedding': "set by the retriever in mode='predict'",
-        'embedding_raw': "set by the retriever in mode='predict' when it has a whitening",
-        'sample_idx': 'set by the dataset (MMEngine BaseDataset adds it to every sample)',
-        'is_query': 'set by the revisited Oxford / Paris dataset (True for the cropped queries)',
-    }
+    field_source = dict(
+        GatheredMetric.field_source,
+        embedding_raw="set by the retriever in mode='predict' when it has a whitening",
+        is_query='set by the revisited Oxford / Paris dataset (True for the cropped queries)')
     prefix_names = False  # the prefix replaces the dataset name (_compute)
 
     def __init__(self,
