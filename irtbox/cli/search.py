@@ -162,6 +162,8 @@ def build(args):
 
 def _build_from_features(args):
     from irtbox.search.build import build_index_from_features
+    from irtbox.utils.memory import map_large_blocks
+    map_large_blocks()  # this process's job is the build: its lists' freed buffers go back
     done = build_index_from_features(args.from_features, args.index_dir, factory=args.factory,
                                      max_index_memory=args.max_index_memory,
                                      max_build_memory=args.max_build_memory,

@@ -18,6 +18,7 @@ import numpy as np
 
 from irtbox.utils.errors import NamesArguments
 from irtbox.utils.fileio import atomic_write_text
+from irtbox.utils.memory import give_back_freed_heap
 from .searcher import ImageSearcher
 
 __all__ = ['IndexBuild', 'ShardsKeptError', 'ConfigMovedError', 'build_index',
@@ -190,22 +191,6 @@ def _repeated_id(ids: list) -> Optional[int]:
     same = np.flatnonzero(hashes[order[1:]] == hashes[order[:-1]])
     repeats = [order[i + 1] for i in same if ids[order[i + 1]] == ids[order[i]]]
     return int(min(repeats)) if repeats else None
-
-
-def _give_back_freed_memory() -> None:
-    """Lets the index's lists take freed memory: blocks of 128 KB and more are mapped and
-    unmapped on their own (glibc would otherwise raise that threshold as blocks are freed,
-    keeping the doubling lists' old buffers in the heap), and the heap freed so far is
-    returned to the system. Measured at 1M x 384 IVF1024,SQ8: the lists' resident memory
-    1.29x -> 1.20x their codes. The threshold holds for the rest of the process (a build is
-    its command's whole job). A no-op off glibc."""
-    import ctypes
-    try:
-        libc = ctypes.CDLL('libc.so.6')
-    except OSError:
-        return
-    libc.mallopt(-3, 1 << 17)  # M_MMAP_THRESHOLD
-    libc.malloc_trim(0)
 
 
 def _exact_top_k(rows: np.ndarray, queries: np.ndarray, k: int,
@@ -392,7 +377,7 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
                     bar.update(len(block))
                 failed += list(part.failed)
         del sets
-        _give_back_freed_memory()
+        give_back_freed_heap()  # the ids' lists of every part, before the index grows
         rows.flush()
         # The seconds of each step, in the report: where a build's time goes.
         stages, mark = dict(read=round(time.time() - started, 1)), [time.time()]

@@ -1,7 +1,8 @@
-"""Peak resident memory of the calling process (the benchmarks)."""
+"""Peak resident memory of the calling process (the benchmarks), and the allocator settings
+of a process whose job is one big build."""
 import resource
 
-__all__ = ['peak_rss_mb', 'reset_peak']
+__all__ = ['peak_rss_mb', 'reset_peak', 'map_large_blocks', 'give_back_freed_heap']
 
 
 def _status_mb(field: str):
@@ -42,3 +43,30 @@ def reset_peak() -> float:
         return _status_mb('VmRSS')
     except OSError:
         return peak_rss_mb()
+
+
+def _libc():
+    import ctypes
+    try:
+        return ctypes.CDLL('libc.so.6')
+    except OSError:  # not glibc: its defaults stay
+        return None
+
+
+def map_large_blocks() -> None:
+    """Blocks of 128 KB and more mapped and unmapped on their own for the rest of the process:
+    glibc otherwise raises that threshold as such blocks are freed, and a faiss index's lists,
+    which grow by doubling, leave their old buffers in the heap. Measured at 1M x 384
+    IVF1024,SQ8: the lists' resident memory 1.29x -> 1.20x their codes. Process-wide, so a
+    command whose job is the build sets it (``irtbox search build --from-features``), not the
+    library. A no-op off glibc."""
+    libc = _libc()
+    if libc is not None:
+        libc.mallopt(-3, 1 << 17)  # M_MMAP_THRESHOLD
+
+
+def give_back_freed_heap() -> None:
+    """Return the heap freed so far to the system (glibc ``malloc_trim``); a no-op elsewhere."""
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)

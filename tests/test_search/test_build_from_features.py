@@ -51,6 +51,15 @@ def vectors():
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
+@pytest.fixture(autouse=True)
+def large_blocks_mapped(monkeypatch):
+    """The calls of the allocator setting the build command makes for its process, recorded
+    instead of made: a test worker's allocator is left as it is."""
+    calls = []
+    monkeypatch.setattr('irtbox.utils.memory.map_large_blocks', lambda: calls.append(1))
+    return calls
+
+
 def _features(path, x):
     save_embeddings(str(path), EmbeddingSet(x, ids=[f'v{i}' for i in range(len(x))],
                                             identity=SYNTHETIC_IDENTITY))
@@ -206,3 +215,20 @@ def test_nprobe_stops_doubling_where_the_codes_limit_the_recall(vectors, tmp_pat
     assert done.report['nprobe'] == 16 and done.recall_at_10 == curve[0][1] < 0.9
     assert any('saturates' in line for line in lines)
     assert ImageSearcher.load(str(tmp_path / 'index')).faiss_index.nprobe == 16
+
+
+def test_the_build_command_not_the_library_sets_the_allocator(vectors, tmp_path,
+                                                            large_blocks_mapped):
+    """The process-wide allocator setting is the command's (its process's job is the build);
+    the library leaves a caller's process as it is. The setting itself runs on this libc."""
+    import subprocess
+    import sys
+    features = _features(tmp_path / 'f.npz', vectors)
+    build_index_from_features(features, str(tmp_path / 'lib'), progress=False,
+                              log=lambda line: None)
+    assert large_blocks_mapped == []
+    search_tool.main(['build', '--from-features', features, str(tmp_path / 'cli')])
+    assert large_blocks_mapped == [1]
+    subprocess.run([sys.executable, '-c', 'from irtbox.utils.memory import map_large_blocks, '
+                    'give_back_freed_heap; map_large_blocks(); give_back_freed_heap()'],
+                   check=True, cwd=ROOT)

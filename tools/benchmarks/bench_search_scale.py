@@ -110,7 +110,8 @@ def measure(search, args):
 def run_irtbox_build(args):
     from irtbox.search.budget import parse_size
     from irtbox.search.build import build_index_from_features
-    from irtbox.utils.memory import peak_rss_mb
+    from irtbox.utils.memory import map_large_blocks, peak_rss_mb
+    map_large_blocks()  # as the search command does before a build
     started = time.perf_counter()
     factory = args.one[2] if len(args.one) > 2 and args.one[2] else None
     done = build_index_from_features(osp.join(args.data_dir, 'extract'), args.index_dir,
