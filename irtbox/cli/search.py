@@ -27,7 +27,9 @@ CKPT may be "none": the config's own weights (e.g. timm's pretrained ones for IR
 --factory takes a faiss factory string: Flat (exact, the default), IVF<n>,Flat, IVF<n>,PQ<m>,
 HNSW32; for an approximate index the recall@10 against exact search is printed at build time.
 --max-index-memory (from features only) picks Flat when it fits, else IVF over 8-bit scalar
-codes, else IVF-PQ with the largest code that fits (docs/search_and_export.md); the build then
+codes, else IVF-PQ with the largest code that fits (docs/search_and_export.md); an approximate
+index built from features re-ranks --k-factor x k candidates (default 4) exactly against the
+embeddings its folder keeps, read from disk at query time (1: no re-ranking); the build then
 prints and records in the index's manifest the recall@10 against exact search on 1000 of the
 embeddings and the single-query latency; a budget too small for any index is refused, naming
 the smallest that fits. --factory overrides the choice.
@@ -69,6 +71,10 @@ def parse_args(argv=None):
     build.add_argument('--max-build-memory', type=_size_argument, metavar='SIZE',
                        help='with --from-features: the memory the build may take at its peak '
                        '(besides the ids)')
+    build.add_argument('--k-factor', type=int_argument(1), default=None, metavar='N',
+                       help='with --from-features: an approximate index\'s N x k candidates '
+                       'are scored again exactly against the stored embeddings, the best k '
+                       'kept (default 4; 1: the index\'s own order)')
     build.add_argument('--config', dest='model_config', metavar='CONFIG',
                        help='with --from-features: the model\'s config, if it moved since the '
                        'extraction')
@@ -132,7 +138,7 @@ def _build_paths(parser, args):
     if len(args.paths) != 4:
         parser.error('build takes CONFIG CKPT IMAGE_DIR INDEX_DIR (or --from-features FEATURES '
                      f'INDEX_DIR), got {len(args.paths)} path(s): {args.paths}')
-    for option in ('max_index_memory', 'max_build_memory', 'model_config'):
+    for option in ('max_index_memory', 'max_build_memory', 'k_factor', 'model_config'):
         if getattr(args, option) is not None:
             parser.error(f'--{option.replace("_", "-").replace("model-", "")} goes with '
                          '--from-features; for a folder of images give --factory')
@@ -167,9 +173,12 @@ def _build_from_features(args):
     done = build_index_from_features(args.from_features, args.index_dir, factory=args.factory,
                                      max_index_memory=args.max_index_memory,
                                      max_build_memory=args.max_build_memory,
-                                     config=args.model_config)
+                                     config=args.model_config,
+                                     **({} if args.k_factor is None else
+                                        dict(k_factor=args.k_factor)))
     r = done.report
     print(f'{r["factory"]}' + (f' (nprobe {r["nprobe"]})' if r['nprobe'] else '') +
+          (f', re-ranking {r["k_factor"]} x k exactly' if r['k_factor'] > 1 else '') +
           f': recall@10 vs exact search = {r["recall_at_10"]:.3f} ({r["recall_queries"]} of '
           f'the embeddings as queries); one query on one thread: p50 {r["query_p50_ms"]:.2f} '
           f'ms, p99 {r["query_p99_ms"]:.2f} ms')

@@ -6,7 +6,13 @@ The choice follows faiss's guidelines for picking an index
 ``Flat`` index when N x D x 4 bytes fit; else an inverted file (``IVF<nlist>``, nlist a power
 of two near 4 sqrt(N)) over 8-bit scalar-quantised vectors (``SQ8``, D bytes each, close to
 exact); else over product-quantised codes (``PQ<m>``, m bytes each, the largest m dividing D
-that fits). Every IVF entry also stores its 8-byte id. autofaiss, the library clip-retrieval
+that fits). Every IVF entry also stores its 8-byte id. From HNSW_LISTS lists on, the
+guidelines' ``IVF<nlist>_HNSW32``: a query finds its lists through an HNSW graph of the
+centroids rather than scanning all of them (16,384 x 384 centroids are ~2 ms a query on one
+core, and the same again for every vector added). A build from features re-ranks the
+quantised candidates exactly against the rows the index folder keeps
+(:attr:`~irtbox.search.ImageSearcher.k_factor`), so the codes order a shortlist and need not
+be exact. autofaiss, the library clip-retrieval
 uses for this, is not used: its releases pin ``numpy<2`` (irtbox runs on NumPy 2) and bring
 pandas, pyarrow and fsspec for reading embedding files irtbox already reads.
 """
@@ -26,6 +32,10 @@ POINTS_PER_LIST = 39
 PQ_TRAINING_POINTS = 256 * 39
 # The vectors read and added at a time (bounded memory whatever N is).
 CHUNK_ROWS = 65536
+# Lists from which the centroids are searched through HNSW32 (per centroid: its links, about
+# 300 bytes, besides its D floats).
+HNSW_LISTS = 4096
+HNSW_BYTES = 300
 
 
 class IndexBudgetError(NamesArguments, ValueError):
@@ -78,13 +88,14 @@ def index_candidates(n: int, dim: int) -> List[IndexPlan]:
     nlist = _nlist(n)
     if nlist < 2:  # too few vectors for an inverted file: Flat is all there is
         return plans
-    centroids = nlist * dim * 4
+    ivf = f'IVF{nlist}' + ('_HNSW32' if nlist >= HNSW_LISTS else '')
+    centroids = nlist * (dim * 4 + (HNSW_BYTES if nlist >= HNSW_LISTS else 0))
     train = min(n, max(POINTS_PER_LIST * nlist, PQ_TRAINING_POINTS))
 
     def plan(factory, index_bytes):
         return IndexPlan(factory, int(index_bytes), train,
                          int(index_bytes + train * dim * 4 + chunk))
-    plans.append(plan(f'IVF{nlist},SQ8', n * (dim + 8) + centroids + 2 * dim * 4))
+    plans.append(plan(f'{ivf},SQ8', n * (dim + 8) + centroids + 2 * dim * 4))
     # PQ needs 256 x 39 training points.
     if n >= PQ_TRAINING_POINTS:
         # No precomputed distance tables: faiss makes none for inner-product lists.
@@ -92,7 +103,7 @@ def index_candidates(n: int, dim: int) -> List[IndexPlan]:
         for m in sorted((m for m in range(max(1, -(-dim // 64)), dim // 2 + 1)
                          if dim % m == 0), reverse=True):
             # 'np': no polysemous training (it only serves Hamming filtering, not used here).
-            plans.append(plan(f'IVF{nlist},PQ{m}np',
+            plans.append(plan(f'{ivf},PQ{m}np',
                               n * (m + 8) + centroids + 256 * dim * 4))
     return plans
 

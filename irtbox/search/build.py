@@ -211,54 +211,58 @@ def _exact_top_k(rows: np.ndarray, queries: np.ndarray, k: int,
     return heap.I
 
 
-def _recall(index, queries: np.ndarray, exact: np.ndarray, k: int) -> float:
-    _, found = index.search(queries, k)
+def _recall(search: Callable, queries: np.ndarray, exact: np.ndarray, k: int) -> float:
+    found = search(queries)
     return float(np.mean([len(set(a) & set(e)) / k for a, e in zip(found, exact)]))
 
 
 SATURATED = 0.005  # recall@10 gained by doubling nprobe below which the codes limit it
+RERANK = 4  # default k_factor of a quantised index built from features (x k candidates)
 
 
-def _choose_nprobe(index, queries: np.ndarray, exact: np.ndarray, k: int, target: float,
-                   log: Callable[[str], None]) -> Tuple[int, float, list]:
-    """nprobe doubled from 16 until recall@k reaches ``target``, all lists are visited, or a
-    doubling gains less than SATURATED: then the quantised codes, not the lists visited,
-    limit the recall, and the smaller nprobe is kept (each doubling doubles a query's time;
-    at 10M x 384 with SQ8 codes the full scan of the last doublings took hours). Returns
-    (nprobe, its recall, [[nprobe, recall], ...] as measured)."""
+def _choose_nprobe(index, search: Callable, queries: np.ndarray, exact: np.ndarray, k: int,
+                   target: float, log: Callable[[str], None]) -> Tuple[int, float, list]:
+    """nprobe doubled from 16 until recall@k of ``search`` reaches ``target``, all lists are
+    visited, or a doubling gains less than SATURATED: then the quantised codes, not the
+    lists visited, limit the recall, and the smaller nprobe is kept (each doubling doubles a
+    query's time; at 10M x 384 with SQ8 codes the full scan of the last doublings took
+    hours). Returns (nprobe, its recall, [[nprobe, recall], ...] as measured)."""
     import faiss
     ivf = faiss.extract_index_ivf(index)
     curve = []
     nprobe = min(16, ivf.nlist)
     while True:
         ivf.nprobe = nprobe
-        curve.append([nprobe, round(_recall(index, queries, exact, k), 4)])
+        curve.append([nprobe, round(_recall(search, queries, exact, k), 4)])
         log(f'nprobe {nprobe}: recall@{k} {curve[-1][1]:.3f}')
         if len(curve) > 1 and curve[-1][1] - curve[-2][1] < SATURATED:
             nprobe = curve[-2][0]
             ivf.nprobe = nprobe
             log(f'recall@{k} saturates at {curve[-2][1]:.3f} (target {target}): the codes '
-                'limit it, not nprobe; longer codes (a larger budget, another factory) '
-                'raise it')
+                'limit it, not nprobe; re-ranking (k_factor), longer codes (a larger budget, '
+                'another factory) raise it')
             return nprobe, curve[-2][1], curve
         if curve[-1][1] >= target or nprobe >= ivf.nlist:
             return nprobe, curve[-1][1], curve
         nprobe = min(2 * nprobe, ivf.nlist)
 
 
-def _latency_ms(index, queries: np.ndarray, k: int) -> Tuple[float, float]:
-    """p50 and p99 of one query per call on one thread (as a web request searches)."""
+def _latency_ms(search: Callable, queries: np.ndarray,
+                after: Callable[[], None] = lambda: None) -> Tuple[float, float]:
+    """p50 and p99 of one query per call on one thread (as a web request searches);
+    ``after`` runs after each, untimed."""
     import faiss
     threads = faiss.omp_get_max_threads()
     faiss.omp_set_num_threads(1)
     try:
         for q in queries[:10]:  # warm-up
-            index.search(q[None], k)
+            search(q[None])
         times = []
         for q in queries:
             started = time.perf_counter()
-            index.search(q[None], k)
+            search(q[None])
             times.append(time.perf_counter() - started)
+            after()
     finally:
         faiss.omp_set_num_threads(threads)
     return 1000 * float(np.percentile(times, 50)), 1000 * float(np.percentile(times, 99))
@@ -268,7 +272,7 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
                               max_index_memory: Optional[int] = None,
                               max_build_memory: Optional[int] = None,
                               config: Optional[str] = None, target_recall: float = 0.9,
-                              num_queries: int = 1000, seed: int = 0, progress: bool = True,
+                              k_factor: int = RERANK, num_queries: int = 1000, seed: int = 0, progress: bool = True,
                               log: Callable[[str], None] = print) -> IndexBuild:
     """Index the embeddings an extraction wrote, without decoding an image.
 
@@ -284,6 +288,10 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
         target_recall: an IVF index's nprobe is doubled (from 16) until recall@10 on the
             query sample reaches it, all lists are visited, or a doubling gains less than
             0.005 (the codes limit the recall: the smaller nprobe is kept).
+        k_factor: an approximate index's answers are re-ranked: ``k_factor`` x k candidates
+            scored exactly against the rows the index folder keeps (memory-mapped), the best
+            k kept (:attr:`ImageSearcher.k_factor`, saved with the index); 1: none. The
+            exact ``Flat`` index is never re-ranked.
         num_queries: embeddings sampled (seeded by ``seed``) as queries for recall@10
             against exact search (the first LATENCY_QUERIES of them timed one by one); the
             training sample is drawn apart.
@@ -292,7 +300,7 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
     Returns:
         IndexBuild: the saved searcher, the extraction's unreadable images, recall@10,
         seconds and ``report`` (also the manifest's ``build`` entry): source, rows, dim,
-        factory, nprobe, budgets, train rows, recall@10 (and by nprobe, ``recall_by_nprobe``),
+        factory, nprobe, k_factor, budgets, train rows, recall@10 (and by nprobe, ``recall_by_nprobe``),
         p50/p99 ms, seconds (also per step: read, exact, train, add, check).
 
     Raises:
@@ -413,22 +421,34 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
                 bar.update(min(CHUNK_ROWS, n - start))
         log(f'added {n} vectors ({time.time() - started:.0f} s)')
         stage('add')
+        searcher = ImageSearcher(factory=plan.factory, identity=identity, device='cpu',
+                                 k_factor=k_factor if plan.factory != 'Flat' else 1)
+        searcher.embeddings, searcher.ids, searcher.config = rows, ids, cfg
+        searcher.faiss_index.place(index)
+
+        def search(batch):
+            # The rows read to re-rank leave the build's memory after each batch (they stay
+            # in the page cache): the check must not raise the build's peak.
+            found = []
+            for lo in range(0, len(batch), 256):
+                found.append(searcher.search_positions(batch[lo:lo + 256], k)[1])
+                _rows(rows, 0, 0)
+            return np.concatenate(found)
         nprobe, curve = None, []
         if has_ivf(index):
-            nprobe, recall, curve = _choose_nprobe(index, queries, exact, k, target_recall,
-                                                   log)
+            nprobe, recall, curve = _choose_nprobe(index, search, queries, exact, k,
+                                                   target_recall, log)
+            searcher.faiss_index.nprobe = nprobe
         else:
-            recall = _recall(index, queries, exact, k)
-        p50, p99 = _latency_ms(index, queries[:LATENCY_QUERIES], k)
+            recall = _recall(search, queries, exact, k)
+        p50, p99 = _latency_ms(search, queries[:LATENCY_QUERIES], after=lambda: _rows(rows, 0, 0))
         log(f'recall@10 {recall:.3f}' + (f' at nprobe {nprobe}' if nprobe else '')
+            + (f', re-ranking {searcher.k_factor} x {k}' if searcher.k_factor > 1 else '')
             + f', one query p50 {p50:.2f} ms, p99 {p99:.2f} ms ({time.time() - started:.0f} s)')
         stage('check')
-        searcher = ImageSearcher(factory=plan.factory, nprobe=nprobe, identity=identity,
-                                 device='cpu')
-        searcher.faiss_index.place(index)
-        searcher.embeddings, searcher.ids, searcher.config = rows, ids, cfg
         report = dict(source=osp.abspath(source), rows=n, dim=dim, factory=plan.factory,
-                      nprobe=nprobe, max_index_memory=max_index_memory,
+                      nprobe=nprobe, k_factor=searcher.k_factor,
+                      max_index_memory=max_index_memory,
                       max_build_memory=max_build_memory, train_rows=plan.train_rows,
                       recall_at_10=round(recall, 4), recall_queries=len(queries),
                       recall_by_nprobe=curve,

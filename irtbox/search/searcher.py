@@ -1,8 +1,8 @@
 """``ImageSearcher``: embed a collection with a retrieval model, index it with faiss, search it,
 save it and load it back.
 
-An index folder (format 2) holds ``manifest.json`` (format_version, factory, nprobe, dim, count
-and the names of the files below), the faiss index ``index-<tag>.faiss``, the rows as one
+An index folder (format 2) holds ``manifest.json`` (format_version, factory, nprobe, k_factor,
+dim, count and the names of the files below), the faiss index ``index-<tag>.faiss``, the rows as one
 embeddings file ``embeddings-<tag>.npz`` (embeddings, ids, the model's identity:
 :mod:`irtbox.structures.embeddings_file`, read memory-mapped) and the model's config
 ``config-<tag>.py``, and ``root``: the absolute folder that relative paths (image ids, the
@@ -33,7 +33,7 @@ from irtbox.structures.embeddings_file import EmbeddingSet, load_embeddings, sav
 from irtbox.utils.fileio import atomic_write, atomic_write_text
 
 __all__ = ['IndexMismatchError', 'IndexIntegrityError', 'CheckpointMovedError', 'SearchHit',
-           'ImageSearcher', 'load_index_model']
+           'ImageSearcher', 'load_index_model', 'rerank_exactly']
 
 MANIFEST = 'manifest.json'
 # What save() writes besides the manifest (named by a random tag per save), and the
@@ -110,6 +110,12 @@ class ImageSearcher:
             and plain PQ, stay on the CPU with a warning), ``None`` the CPU; IVF lists
             visited per query (default 16 for an IVF index; an index without lists refuses
             one); bytes of scratch memory faiss reserves on the GPU (default: faiss's own).
+        k_factor: re-rank: an approximate index returns ``k_factor`` x k candidates, which
+            are scored again exactly against the stored embeddings (read from the memory-mapped
+            file of a loaded index: k_factor x k rows a query) and the best k kept
+            (:func:`rerank_exactly`); 1: the index's own scores and order. Quantised codes
+            (``SQ8``, ``PQ``) misorder near-ties; re-ranking puts the true neighbours the
+            lists hold back in their places.
         batch_size, num_workers: for embedding images.
         identity: the model's identity when already computed (e.g. the ``identity`` of the
             :class:`~irtbox.structures.EmbeddingSet` its embeddings came in).
@@ -123,8 +129,13 @@ class ImageSearcher:
     def __init__(self, model: Optional[torch.nn.Module] = None, factory: str = 'Flat',
                  device: Optional[str] = None, batch_size: int = 32, num_workers: int = 0,
                  nprobe: Optional[int] = None, gpu_temp_memory: Optional[int] = None,
-                 identity: Optional[dict] = None):
+                 identity: Optional[dict] = None, k_factor: int = 1):
+        if isinstance(k_factor, bool) or not isinstance(k_factor, (int, np.integer)) \
+                or k_factor < 1:
+            raise ValueError(f'ImageSearcher: k_factor must be a positive integer, got '
+                             f'{k_factor!r}')
         self.model = model
+        self.k_factor = int(k_factor)
         self.faiss_index = FaissIndex(factory, nprobe=nprobe, device=device,
                                       gpu_temp_memory=gpu_temp_memory)
         self.batch_size, self.num_workers = batch_size, num_workers
@@ -269,11 +280,19 @@ class ImageSearcher:
         if embeddings.shape[1] != self.dim:
             raise ValueError(f'ImageSearcher.search: {embeddings.shape[1]}-d queries, the index '
                              f'holds {self.dim}-d embeddings')
-        scores, positions = self.faiss_index.search(embeddings, int(min(k, len(self.ids))))
+        scores, positions = self.search_positions(embeddings, int(min(k, len(self.ids))))
         hits = [[SearchHit(rank=r + 1, id=self.ids[p], score=float(s), position=int(p))
                  for r, (s, p) in enumerate((s, p) for s, p in zip(row_s, row_p) if p >= 0)]
                 for row_s, row_p in zip(scores, positions)]
         return hits[0] if single else hits
+
+    def search_positions(self, queries: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:
+        """(nq x k similarities, nq x k positions, -1 where fewer were found) of the nq x D
+        normalised float32 ``queries``: the index's, re-ranked exactly when ``k_factor`` > 1."""
+        if self.k_factor == 1:
+            return self.faiss_index.search(queries, k)
+        _, candidates = self.faiss_index.search(queries, min(k * self.k_factor, len(self.ids)))
+        return rerank_exactly(self.embeddings, queries, candidates, k)
 
     def recall_vs_exact(self, k: int = 10, num_queries: int = 1000, seed: int = 0) -> float:
         """Mean fraction of the exact top-``k`` that the index returns, for a seeded sample of
@@ -285,7 +304,7 @@ class ImageSearcher:
         sample = rng.choice(len(self.ids), size=min(num_queries, len(self.ids)), replace=False)
         queries = self.embeddings[np.sort(sample)]
         _, exact = knn(queries, self.embeddings, k, normalize=False)
-        _, approx = self.faiss_index.search(queries, k)
+        _, approx = self.search_positions(queries, k)
         return float(np.mean([len(set(a) & set(e)) / k for a, e in zip(approx, exact)]))
 
     # Saving and loading.
@@ -329,7 +348,8 @@ class ImageSearcher:
         save_embeddings(osp.join(directory, files['embeddings']),
                         EmbeddingSet(embeddings, ids=list(self.ids), identity=self.identity))
         manifest = dict(format_version=FORMAT_VERSION, factory=self.factory, dim=dim,
-                        count=len(self.ids), nprobe=self.faiss_index.nprobe, files=files,
+                        count=len(self.ids), nprobe=self.faiss_index.nprobe,
+                        k_factor=self.k_factor, files=files,
                         root=osp.abspath(self.root or os.getcwd()),
                         sha256={name: _sha256(osp.join(directory, name))
                                 for name in files.values()})
@@ -345,7 +365,8 @@ class ImageSearcher:
         <irtbox.evaluation.neighbours.faiss_index.FaissIndex.load>`). With ``model``, the
         model must be the one that built the index (same weights, preprocessing, embedding
         size); otherwise an :class:`IndexMismatchError` names what differs. ``kwargs`` go to
-        the constructor (e.g. ``nprobe``, by default the one saved; ``gpu_temp_memory``).
+        the constructor (e.g. ``nprobe``, by default the one saved; ``k_factor``, by default
+        the one saved, else 1; ``gpu_temp_memory``).
 
         Raises :class:`IndexIntegrityError` (a ValueError) naming the file when the manifest
         is not one this irtbox reads, a file's sha256 is not the one the manifest records,
@@ -353,6 +374,7 @@ class ImageSearcher:
         manifest = _read_manifest(directory)
         _check_files(directory, manifest, ('index', 'embeddings'))
         rows = _read_rows(directory, manifest)
+        kwargs.setdefault('k_factor', manifest.get('k_factor', 1))
         searcher = cls(model=None, factory=manifest['factory'], device=device, **kwargs)
         searcher.identity = rows.identity
         searcher.root = manifest['root']
@@ -386,6 +408,31 @@ class ImageSearcher:
         print_log(f'loaded index {directory}: {len(searcher)} items, {manifest["factory"]}',
                   logger='current')
         return searcher
+
+
+def rerank_exactly(rows: np.ndarray, queries: np.ndarray, candidates: np.ndarray,
+                   k: int) -> Tuple[np.ndarray, np.ndarray]:
+    """The best ``k`` of each query's ``candidates`` by exact inner product.
+
+    Args:
+        rows: N x D stored embeddings (a memory map is read at the candidates' rows only, in
+            increasing order, each row once).
+        queries: nq x D; candidates: nq x c positions into ``rows`` (-1: none), c >= k.
+
+    Returns:
+        (nq x k inner products, nq x k positions), best first; -inf and -1 where a query has
+        fewer than k candidates. Equal scores keep the candidates' order.
+    """
+    wanted = np.unique(candidates[candidates >= 0])
+    block = np.asarray(rows[wanted], dtype=np.float32)
+    where = np.searchsorted(wanted, np.maximum(candidates, 0))
+    scores = np.einsum('qcd,qd->qc', block[where], queries, dtype=np.float32) \
+        if len(wanted) else np.zeros(candidates.shape, np.float32)
+    scores[candidates < 0] = -np.inf
+    best = np.argsort(-scores, axis=1, kind='stable')[:, :k]
+    scores, positions = np.take_along_axis(scores, best, 1), np.take_along_axis(candidates, best, 1)
+    positions[scores == -np.inf] = -1
+    return scores, positions
 
 
 def load_index_model(directory: str, checkpoint: Optional[str] = None,

@@ -203,18 +203,46 @@ def test_an_id_repeated_across_shards_is_refused_naming_the_later_file(vectors, 
 
 
 def test_nprobe_stops_doubling_where_the_codes_limit_the_recall(vectors, tmp_path):
-    """4-bit codes cap recall@10 of these rows well below the 0.9 target: nprobe stops at
-    the first doubling that gains nothing instead of scanning every list (what took hours at
-    10M rows), keeps the smaller nprobe and records the curve it measured."""
+    """4-bit codes in their own order (k_factor 1) cap recall@10 of these rows well below the
+    0.9 target: nprobe stops at the first doubling that gains nothing instead of scanning
+    every list (what took hours at 10M rows), keeps the smaller nprobe and records the curve
+    it measured. Re-ranked exactly (the default), the same codes reach the target."""
     lines = []
     done = build_index_from_features(_features(tmp_path / 'f.npz', vectors),
-                                     str(tmp_path / 'index'), factory='IVF256,SQ4',
+                                     str(tmp_path / 'index'), factory='IVF256,SQ4', k_factor=1,
                                      progress=False, log=lines.append)
     curve = done.report['recall_by_nprobe']
     assert [n for n, _ in curve] == [16, 32] and curve[1][1] - curve[0][1] < 0.005
     assert done.report['nprobe'] == 16 and done.recall_at_10 == curve[0][1] < 0.9
     assert any('saturates' in line for line in lines)
     assert ImageSearcher.load(str(tmp_path / 'index')).faiss_index.nprobe == 16
+    reranked = build_index_from_features(_features(tmp_path / 'f.npz', vectors),
+                                         str(tmp_path / 'index2'), factory='IVF256,SQ4',
+                                         progress=False, log=lambda line: None)
+    assert reranked.report['k_factor'] == 4
+    assert reranked.report['recall_by_nprobe'][0][0] == 16
+    assert reranked.recall_at_10 >= 0.9 > done.recall_at_10
+
+
+def test_the_saved_k_factor_reranks_a_loaded_index_exactly(vectors, tmp_path):
+    """A loaded index re-ranks with the k_factor its build saved: each query's hits are the
+    exact best k of the index's k_factor x k candidates (scored here by brute force), with
+    their exact inner products as scores."""
+    done = build_index_from_features(_features(tmp_path / 'f.npz', vectors),
+                                     str(tmp_path / 'index'), factory='IVF64,SQ4', k_factor=3,
+                                     progress=False, log=lambda line: None)
+    loaded = ImageSearcher.load(str(tmp_path / 'index'))
+    assert loaded.k_factor == 3 == done.report['k_factor']
+    queries = vectors[::301]
+    _, candidates = loaded.faiss_index.search(queries, 15)
+    for query, own, hits in zip(queries, candidates, loaded.search(queries, k=5)):
+        scores = vectors[own] @ query
+        best = own[np.argsort(-scores, kind='stable')[:5]]
+        assert [h.position for h in hits] == list(best)
+        np.testing.assert_allclose([h.score for h in hits], vectors[best] @ query, rtol=1e-5)
+    plain = ImageSearcher.load(str(tmp_path / 'index'), k_factor=1)
+    _, own_order = plain.search_positions(queries, 5)
+    np.testing.assert_array_equal(own_order, loaded.faiss_index.search(queries, 5)[1])
 
 
 def test_the_build_command_not_the_library_sets_the_allocator(vectors, tmp_path,

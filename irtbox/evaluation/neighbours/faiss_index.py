@@ -4,6 +4,7 @@ loaded memory-mapped, moved to a GPU and back), and the helpers it is made of.
 :class:`~irtbox.evaluation.neighbours.FaissSearcher` builds one per search of a metric;
 ``ImageSearcher`` keeps one."""
 import errno
+import re
 import warnings
 from typing import Optional, Tuple, Union
 
@@ -46,9 +47,9 @@ def min_training_vectors(factory: str) -> int:
     need = 0
     for part in factory.replace(' ', '').split(','):
         upper = part.upper()
-        if upper.startswith('IVF'):
-            digits = ''.join(c for c in upper[3:] if c.isdigit())
-            need = max(need, int(digits) if digits else 0)
+        if upper.startswith('IVF'):  # IVF4096, IVF4096_HNSW32: the lists' count
+            lists = re.match(r'IVF(\d*)', upper).group(1)
+            need = max(need, int(lists) if lists else 0)
         elif upper.startswith('PQ') or upper.startswith('SQ'):
             need = max(need, 256 if upper.startswith('PQ') else 1)
     return need

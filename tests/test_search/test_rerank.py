@@ -1,0 +1,39 @@
+"""rerank_exactly: the best k of each query's candidates by exact inner product."""
+import numpy as np
+import pytest
+
+from irtbox.search import ImageSearcher
+from irtbox.search.searcher import rerank_exactly
+
+
+def test_a_hand_computed_case():
+    rows = np.array([[1, 0], [0, 1], [0.6, 0.8], [0.8, 0.6]], np.float32)
+    queries = np.array([[1, 0], [0, 1]], np.float32)
+    # Query 0 scores rows 1, 2, 3 as 0, 0.6, 0.8; query 1 has two candidates and a -1.
+    candidates = np.array([[1, 2, 3], [0, -1, 2]])
+    scores, positions = rerank_exactly(rows, queries, candidates, 2)
+    np.testing.assert_array_equal(positions, [[3, 2], [2, 0]])
+    np.testing.assert_allclose(scores, [[0.8, 0.6], [0.8, 0.0]], atol=1e-7)
+    scores, positions = rerank_exactly(rows, queries, candidates, 3)
+    assert positions[1].tolist() == [2, 0, -1] and scores[1, 2] == -np.inf
+
+
+def test_a_memory_map_gives_what_an_array_gives(tmp_path):
+    rng = np.random.default_rng(0)
+    rows = rng.standard_normal((500, 8)).astype(np.float32)
+    np.save(tmp_path / 'rows.npy', rows)
+    mapped = np.load(tmp_path / 'rows.npy', mmap_mode='r')
+    queries = rng.standard_normal((7, 8)).astype(np.float32)
+    candidates = rng.integers(0, 500, (7, 20))
+    a, b = rerank_exactly(rows, queries, candidates, 5), rerank_exactly(mapped, queries,
+                                                                       candidates, 5)
+    np.testing.assert_array_equal(a[1], b[1])
+    expected = [c[np.argsort(-(rows[c] @ q), kind='stable')[:5]]
+                for q, c in zip(queries, candidates)]
+    np.testing.assert_array_equal(a[1], expected)
+
+
+def test_k_factor_must_be_a_positive_integer():
+    for bad in (0, -2, 1.5, True):
+        with pytest.raises(ValueError, match='k_factor must be a positive integer'):
+            ImageSearcher(k_factor=bad)
