@@ -272,7 +272,8 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
                               max_index_memory: Optional[int] = None,
                               max_build_memory: Optional[int] = None,
                               config: Optional[str] = None, target_recall: float = 0.9,
-                              k_factor: int = RERANK, num_queries: int = 1000, seed: int = 0, progress: bool = True,
+                              k_factor: int = RERANK, num_queries: int = 1000, seed: int = 0,
+                              progress: bool = True,
                               log: Callable[[str], None] = print) -> IndexBuild:
     """Index the embeddings an extraction wrote, without decoding an image.
 
@@ -300,8 +301,8 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
     Returns:
         IndexBuild: the saved searcher, the extraction's unreadable images, recall@10,
         seconds and ``report`` (also the manifest's ``build`` entry): source, rows, dim,
-        factory, nprobe, k_factor, budgets, train rows, recall@10 (and by nprobe, ``recall_by_nprobe``),
-        p50/p99 ms, seconds (also per step: read, exact, train, add, check).
+        factory, nprobe, k_factor, budgets, train rows, recall@10 (and by nprobe,
+        ``recall_by_nprobe``), p50/p99 ms, seconds (also per step: read, exact, train, add, check).
 
     Raises:
         FileNotFoundError, ValueError: the source is missing or not an extraction's (no ids,
@@ -441,7 +442,8 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
             searcher.faiss_index.nprobe = nprobe
         else:
             recall = _recall(search, queries, exact, k)
-        p50, p99 = _latency_ms(search, queries[:LATENCY_QUERIES], after=lambda: _rows(rows, 0, 0))
+        p50, p99 = _latency_ms(lambda q: searcher.search_positions(q, k),
+                               queries[:LATENCY_QUERIES], after=lambda: _rows(rows, 0, 0))
         log(f'recall@10 {recall:.3f}' + (f' at nprobe {nprobe}' if nprobe else '')
             + (f', re-ranking {searcher.k_factor} x {k}' if searcher.k_factor > 1 else '')
             + f', one query p50 {p50:.2f} ms, p99 {p99:.2f} ms ({time.time() - started:.0f} s)')

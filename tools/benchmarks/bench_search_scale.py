@@ -130,7 +130,8 @@ def run_irtbox_build(args):
     stages = dict(done.report['stage_seconds'], save=round(seconds - sum(
         done.report['stage_seconds'].values()), 1))
     return dict(build_s=seconds, peak_mb=peak_rss_mb(), factory=done.report['factory'],
-                nprobe=done.report['nprobe'], k_factor=done.report['k_factor'], index_mb=osp.getsize(index_file) / 2**20,
+                nprobe=done.report['nprobe'], k_factor=done.report['k_factor'],
+                index_mb=osp.getsize(index_file) / 2**20,
                 train_rows=done.report['train_rows'], stages=stages,
                 train_add_s=stages.get('train', 0) + stages['add'])
 
