@@ -260,3 +260,21 @@ def test_the_build_command_not_the_library_sets_the_allocator(vectors, tmp_path,
     subprocess.run([sys.executable, '-c', 'from irtbox.utils.memory import map_large_blocks, '
                     'give_back_freed_heap; map_large_blocks(); give_back_freed_heap()'],
                    check=True, cwd=ROOT)
+
+
+def test_lists_found_through_hnsw_from_4096_lists(vectors, tmp_path):
+    """From 4,096 lists (about 1M rows) the budget's IVF finds its lists through an HNSW
+    graph of the centroids, whose links it counts; such an index builds, loads mapped and
+    answers as it did in the build."""
+    big = plan_index(1_000_000, 384, parse_size('1G'))
+    small = plan_index(200_000, 384, parse_size('128M'))
+    assert big.factory == 'IVF4096_HNSW32,SQ8' and small.factory == 'IVF2048,SQ8'
+    assert big.index_bytes == 1_000_000 * (384 + 8) + 4096 * (384 * 4 + 300) + 2 * 384 * 4
+    done = build_index_from_features(_features(tmp_path / 'f.npz', vectors),
+                                     str(tmp_path / 'index'), factory='IVF64_HNSW32,SQ8',
+                                     progress=False, log=lambda line: None)
+    loaded = ImageSearcher.load(str(tmp_path / 'index'))
+    assert loaded.faiss_index._mapped
+    queries = vectors[::211]
+    assert [[h.id for h in r] for r in loaded.search(queries, k=5)] == \
+        [[h.id for h in r] for r in done.searcher.search(queries, k=5)]
