@@ -19,7 +19,7 @@ import numpy as np
 from irtbox.utils.errors import NamesArguments
 from irtbox.utils.fileio import atomic_write_text
 from irtbox.utils.memory import give_back_freed_heap
-from .searcher import ImageSearcher
+from .searcher import ImageSearcher, _read_manifest
 
 __all__ = ['IndexBuild', 'ShardsKeptError', 'ConfigMovedError', 'build_index',
            'build_index_from_features', 'read_feature_parts', 'BUILD_DIR', 'FAILED_FILE']
@@ -247,10 +247,8 @@ def _choose_nprobe(index, search: Callable, queries: np.ndarray, exact: np.ndarr
         nprobe = min(2 * nprobe, ivf.nlist)
 
 
-def _latency_ms(search: Callable, queries: np.ndarray,
-                after: Callable[[], None] = lambda: None) -> Tuple[float, float]:
-    """p50 and p99 of one query per call on one thread (as a web request searches);
-    ``after`` runs after each, untimed."""
+def _latency_ms(search: Callable, queries: np.ndarray) -> Tuple[float, float]:
+    """p50 and p99 of one query per call on one thread (as a web request searches)."""
     import faiss
     threads = faiss.omp_get_max_threads()
     faiss.omp_set_num_threads(1)
@@ -262,7 +260,6 @@ def _latency_ms(search: Callable, queries: np.ndarray,
             started = time.perf_counter()
             search(q[None])
             times.append(time.perf_counter() - started)
-            after()
     finally:
         faiss.omp_set_num_threads(threads)
     return 1000 * float(np.percentile(times, 50)), 1000 * float(np.percentile(times, 99))
@@ -428,13 +425,7 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
         searcher.faiss_index.place(index)
 
         def search(batch):
-            # The rows read to re-rank leave the build's memory after each batch (they stay
-            # in the page cache): the check must not raise the build's peak.
-            found = []
-            for lo in range(0, len(batch), 256):
-                found.append(searcher.search_positions(batch[lo:lo + 256], k)[1])
-                _rows(rows, 0, 0)
-            return np.concatenate(found)
+            return searcher.search_positions(batch, k)[1]
         nprobe, curve = None, []
         if has_ivf(index):
             nprobe, recall, curve = _choose_nprobe(index, search, queries, exact, k,
@@ -442,8 +433,7 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
             searcher.faiss_index.nprobe = nprobe
         else:
             recall = _recall(search, queries, exact, k)
-        p50, p99 = _latency_ms(lambda q: searcher.search_positions(q, k),
-                               queries[:LATENCY_QUERIES], after=lambda: _rows(rows, 0, 0))
+        p50, p99 = _latency_ms(search, queries[:LATENCY_QUERIES])
         log(f'recall@10 {recall:.3f}' + (f' at nprobe {nprobe}' if nprobe else '')
             + (f', re-ranking {searcher.k_factor} x {k}' if searcher.k_factor > 1 else '')
             + f', one query p50 {p50:.2f} ms, p99 {p99:.2f} ms ({time.time() - started:.0f} s)')
@@ -458,6 +448,9 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
                       build_seconds=round(time.time() - started, 1), stage_seconds=stages)
         searcher.build_info = report
         searcher.save(index_dir)
+        # The saved rows, not the temporary file (removed below), are what it re-ranks from.
+        searcher.embeddings = load_embeddings(osp.join(
+            index_dir, _read_manifest(index_dir)['files']['embeddings'])).embeddings
     finally:
         if osp.exists(tmp):
             os.remove(tmp)

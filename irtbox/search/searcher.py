@@ -33,7 +33,7 @@ from irtbox.structures.embeddings_file import EmbeddingSet, load_embeddings, sav
 from irtbox.utils.fileio import atomic_write, atomic_write_text
 
 __all__ = ['IndexMismatchError', 'IndexIntegrityError', 'CheckpointMovedError', 'SearchHit',
-           'ImageSearcher', 'load_index_model', 'rerank_exactly']
+           'ImageSearcher', 'load_index_model', 'rerank_exactly', 'read_rows']
 
 MANIFEST = 'manifest.json'
 # What save() writes besides the manifest (named by a random tag per save), and the
@@ -415,8 +415,8 @@ def rerank_exactly(rows: np.ndarray, queries: np.ndarray, candidates: np.ndarray
     """The best ``k`` of each query's ``candidates`` by exact inner product.
 
     Args:
-        rows: N x D stored embeddings (a memory map is read at the candidates' rows only, in
-            increasing order, each row once).
+        rows: N x D stored embeddings (of a memory map, the candidates' rows only are read,
+            each once: :func:`read_rows`).
         queries: nq x D; candidates: nq x c positions into ``rows`` (-1: none), c >= k.
 
     Returns:
@@ -424,7 +424,7 @@ def rerank_exactly(rows: np.ndarray, queries: np.ndarray, candidates: np.ndarray
         fewer than k candidates. Equal scores keep the candidates' order.
     """
     wanted = np.unique(candidates[candidates >= 0])
-    block = np.asarray(rows[wanted], dtype=np.float32)
+    block = read_rows(rows, wanted).astype(np.float32, copy=False)
     where = np.searchsorted(wanted, np.maximum(candidates, 0))
     scores = np.einsum('qcd,qd->qc', block[where], queries, dtype=np.float32) \
         if len(wanted) else np.zeros(candidates.shape, np.float32)
@@ -433,6 +433,31 @@ def rerank_exactly(rows: np.ndarray, queries: np.ndarray, candidates: np.ndarray
     scores, positions = np.take_along_axis(scores, best, 1), np.take_along_axis(candidates, best, 1)
     positions[scores == -np.inf] = -1
     return scores, positions
+
+
+def read_rows(rows: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """``rows[positions]`` (sorted positions). Of a memory-mapped file's rows (an
+    ``np.memmap`` of a whole file's array, as an index folder's embeddings are loaded), read
+    with ``os.preadv`` and no read-ahead (``POSIX_FADV_RANDOM``), not through the map: a
+    page fault maps 16 pages and more around the one asked for, reads ahead up to the disk's
+    read-ahead (8 MB on some virtual disks), and every page it maps counts in the process's
+    resident memory. 1,000 queries re-ranked over 1M rows mapped the whole 1.5 GB file."""
+    import mmap
+    whole = isinstance(rows, np.memmap) and isinstance(rows.base, mmap.mmap) \
+        and rows.flags.c_contiguous and rows.ndim == 2 and getattr(rows, 'filename', None)
+    if not whole or not osp.isfile(rows.filename):  # gone since mapped: the map still reads it
+        return np.asarray(rows[positions])
+    out = np.empty((len(positions), rows.shape[1]), rows.dtype)
+    size = rows.strides[0]
+    views = memoryview(out.reshape(len(positions), -1).view(np.uint8)).cast('B')
+    with open(rows.filename, 'rb', buffering=0) as f:
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_RANDOM)
+        for i, position in enumerate(positions.tolist()):
+            at = rows.offset + position * size
+            if os.preadv(f.fileno(), [views[i * size:(i + 1) * size]], at) != size:
+                raise OSError(f'{rows.filename}: row {position} (byte {at}) is past the end '
+                              'of the file: it was cut short since it was opened')
+    return out
 
 
 def load_index_model(directory: str, checkpoint: Optional[str] = None,

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from irtbox.search import ImageSearcher
-from irtbox.search.searcher import rerank_exactly
+from irtbox.search.searcher import read_rows, rerank_exactly
 
 
 def test_a_hand_computed_case():
@@ -37,3 +37,21 @@ def test_k_factor_must_be_a_positive_integer():
     for bad in (0, -2, 1.5, True):
         with pytest.raises(ValueError, match='k_factor must be a positive integer'):
             ImageSearcher(k_factor=bad)
+
+
+def test_rows_of_a_mapped_file_are_read_not_mapped(tmp_path):
+    """Re-ranking reads a memory-mapped file's rows with pread: the pages a map would fault
+    in around each row (the whole file, for rows spread over it) do not join the process's
+    resident memory (RssFile, Linux)."""
+    rng = np.random.default_rng(0)
+    rows = rng.standard_normal((100_000, 128)).astype(np.float32)  # 51 MB
+    np.save(tmp_path / 'rows.npy', rows)
+    mapped = np.load(tmp_path / 'rows.npy', mmap_mode='r')
+    positions = np.unique(rng.integers(0, len(rows), 4000))
+
+    def file_pages_mb():
+        with open('/proc/self/status') as f:
+            return int(f.read().split('RssFile:')[1].split()[0]) / 1024
+    before = file_pages_mb()
+    np.testing.assert_array_equal(read_rows(mapped, positions), rows[positions])
+    assert file_pages_mb() - before < 5

@@ -155,7 +155,9 @@ def run_irtbox_query(args):
             os.close(fd)
     out = measure(lambda q: [[h.position for h in hits] for hits in searcher.search(q, k=K)],
                   args, warm_up=not cold)
-    return dict(out, query_peak_mb=peak_rss_mb(), load_s=loaded)
+    from irtbox.utils.memory import _status_mb
+    return dict(out, query_peak_mb=peak_rss_mb(), load_s=loaded,
+                query_anon_mb=_status_mb('RssAnon'), query_file_mb=_status_mb('RssFile'))
 
 
 def run_faiss(args):
