@@ -126,6 +126,7 @@ def build_index(config, checkpoint: Optional[str], image_dir: str, index_dir: st
 # From the embeddings of an extraction.
 
 _ROWS_TMP = '.rows-from-features.npy.tmp'  # the normalised rows while the index is built
+_INDEX_TMP = '.index-from-features.faiss.tmp'  # the filled index while it is checked
 LATENCY_QUERIES = 200  # timed one by one (a Flat index of 10M rows takes ~1 s a query)
 
 
@@ -312,9 +313,9 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
 
     from irtbox.apis.identity import COMPARED
     from irtbox.evaluation.functional.checks import non_finite_rows
-    from irtbox.evaluation.neighbours.faiss_index import (empty_index, has_ivf,
+    from irtbox.evaluation.neighbours.faiss_index import (FaissIndex, empty_index, has_ivf,
                                                          min_training_vectors, train_index)
-    from irtbox.structures.embeddings_file import load_embeddings
+    from irtbox.structures.embeddings_file import load_embeddings, map_embeddings
     from .budget import CHUNK_ROWS, IndexPlan, format_size, plan_index
     started = time.time()
     parts = read_feature_parts(source)
@@ -362,7 +363,7 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
                                'not there; pass its location ({config})')
     cfg = Config.fromfile(config)
     os.makedirs(index_dir, exist_ok=True)
-    tmp = osp.join(index_dir, _ROWS_TMP)
+    tmp, index_tmp = osp.join(index_dir, _ROWS_TMP), osp.join(index_dir, _INDEX_TMP)
     try:
         # The normalised rows of all parts in one memory-mapped file (what the index folder
         # keeps); the index is then built from it, CHUNK_ROWS at a time.
@@ -423,6 +424,16 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
                                  k_factor=k_factor if plan.factory != 'Flat' else 1)
         searcher.embeddings, searcher.ids, searcher.config = rows, ids, cfg
         searcher.faiss_index.place(index)
+        if has_ivf(index):
+            # Written out and mapped back in place: the slack of the lists (vectors grown by
+            # doubling, ~1.2x their codes) leaves the build's memory before the check and the
+            # save, which read the file; the build's peak is the end of adding.
+            searcher.faiss_index.save(index_tmp)
+            del index
+            searcher.faiss_index = FaissIndex.load(index_tmp, factory=plan.factory,
+                                                   device='cpu')
+            give_back_freed_heap()
+            index = searcher.faiss_index.index
 
         def search(batch):
             return searcher.search_positions(batch, k)[1]
@@ -448,12 +459,18 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
                       build_seconds=round(time.time() - started, 1), stage_seconds=stages)
         searcher.build_info = report
         searcher.save(index_dir)
-        # The saved rows, not the temporary file (removed below), are what it re-ranks from.
-        searcher.embeddings = load_embeddings(osp.join(
-            index_dir, _read_manifest(index_dir)['files']['embeddings'])).embeddings
+        # The saved files, not the temporary ones (removed below), are what it searches.
+        saved = _read_manifest(index_dir)['files']
+        searcher.embeddings = map_embeddings(osp.join(index_dir, saved['embeddings']))
+        if has_ivf(index):
+            del index
+            searcher.faiss_index = FaissIndex.load(osp.join(index_dir, saved['index']),
+                                                   factory=plan.factory, nprobe=nprobe,
+                                                   device='cpu')
     finally:
-        if osp.exists(tmp):
-            os.remove(tmp)
+        for path in (tmp, index_tmp):
+            if osp.exists(path):
+                os.remove(path)
     atomic_write_text(osp.join(index_dir, FAILED_FILE),
                       json.dumps([dict(path=p, reason=r) for p, r in failed], indent=1))
     return IndexBuild(searcher, failed, recall, time.time() - started, report)

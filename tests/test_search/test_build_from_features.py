@@ -143,7 +143,9 @@ def test_a_memory_mapped_index_takes_new_rows_and_saves_them(vectors, tmp_path):
     searcher.add(vectors[:5000])
     searcher.save(str(tmp_path / 'index'))
     loaded = ImageSearcher.load(str(tmp_path / 'index'))
-    assert loaded.faiss_index._mapped
+    assert loaded.faiss_index._mapped == done.searcher.faiss_index._mapped == 'in place'
+    # The filled index was checked mapped from a temporary file, gone with the rows' one.
+    assert not [name for name in os.listdir(tmp_path / 'index') if name.endswith('.tmp')]
     loaded.add(vectors[5000:])
     loaded.save(str(tmp_path / 'index'))
     again = ImageSearcher.load(str(tmp_path / 'index'))
@@ -274,7 +276,9 @@ def test_lists_found_through_hnsw_from_4096_lists(vectors, tmp_path):
                                      str(tmp_path / 'index'), factory='IVF64_HNSW32,SQ8',
                                      progress=False, log=lambda line: None)
     loaded = ImageSearcher.load(str(tmp_path / 'index'))
-    assert loaded.faiss_index._mapped
+    assert loaded.faiss_index._mapped == done.searcher.faiss_index._mapped == 'in place'
+    # The filled index was checked mapped from a temporary file, gone with the rows' one.
+    assert not [name for name in os.listdir(tmp_path / 'index') if name.endswith('.tmp')]
     queries = vectors[::211]
     assert [[h.id for h in r] for r in loaded.search(queries, k=5)] == \
         [[h.id for h in r] for r in done.searcher.search(queries, k=5)]

@@ -134,3 +134,18 @@ def test_a_memory_mapped_set_is_written_in_chunks_as_np_savez_writes_it(tmp_path
     np.testing.assert_array_equal(back.embeddings[-1], mapped[-1])
     # 48 MB read through the map; np.savez would keep all of it resident.
     assert grown < 24, f'the writer grew by {grown:.0f} MB'
+
+
+@pytest.mark.parametrize('ids', [['a', 'bcd', 'ééé'], [], [1, 22], ['x' * 5] * 70000])
+def test_ids_are_written_in_chunks_as_numpy_would_write_them(tmp_path, ids):
+    """The ids member is np.array(ids, dtype=str) (dtype and values), though written 65,536
+    at a time; map_embeddings maps the rows alone."""
+    from irtbox.structures.embeddings_file import map_embeddings
+    rows = np.arange(2 * len(ids), dtype=np.float32).reshape(len(ids), 2)
+    save_embeddings(str(tmp_path / 'f.npz'), EmbeddingSet(rows, ids=ids))
+    with np.load(tmp_path / 'f.npz') as stored:
+        expected = np.array([str(i) for i in ids], dtype=str) if ids else np.array([], dtype=str)
+        assert stored['ids'].dtype == expected.dtype
+        np.testing.assert_array_equal(stored['ids'], expected)
+    assert load_embeddings(str(tmp_path / 'f.npz')).ids == [str(i) for i in ids]
+    np.testing.assert_array_equal(map_embeddings(str(tmp_path / 'f.npz')), rows)

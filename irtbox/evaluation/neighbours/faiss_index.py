@@ -233,7 +233,9 @@ class FaissIndex:
         self.factory, self.nprobe, self.ef_search = factory, nprobe, ef_search
         self.device, self.gpu_temp_memory = device, gpu_temp_memory
         self.index = None
-        self._mapped = False  # an IVF index whose lists are a read-only memory map (load)
+        # An IVF index whose lists are a read-only memory map (load): 'in place' (faiss's
+        # IO_FLAG_MMAP_IFC: written out as it is) or 'on disk' (IO_FLAG_MMAP: copied first).
+        self._mapped: Optional[str] = None
 
     def __len__(self) -> int:
         return 0 if self.index is None else self.index.ntotal
@@ -257,7 +259,7 @@ class FaissIndex:
             if value is not None:
                 set_search_parameter(index, name, value)
         self.index = to_gpu(index, self.device, self.gpu_temp_memory, self.factory)
-        self._mapped = False
+        self._mapped = None
 
     def to(self, device: Device) -> 'FaissIndex':
         """This index on ``device`` (its lists copied into memory first if mapped)."""
@@ -279,7 +281,8 @@ class FaissIndex:
         index not made yet is written empty, of ``dim``-d vectors). A failed write (a full
         disk) is an OSError naming the file."""
         from irtbox.utils.fileio import atomic_write
-        self._unmap()
+        if self._mapped != 'in place':  # faiss writes lists mapped in place as they are
+            self._unmap()
         index = empty_index(self.factory, dim) if self.index is None else to_cpu(self.index)
         atomic_write(path, lambda tmp: _write_faiss(index, tmp))
 
@@ -311,7 +314,8 @@ class FaissIndex:
         if self.nprobe is None and has_ivf(index):  # the saved one
             self.nprobe = faiss.extract_index_ivf(index).nprobe
         self.place(index)
-        self._mapped = mapped and has_ivf(index) and not on_gpu(self.index)
+        if mapped and has_ivf(index) and not on_gpu(self.index):
+            self._mapped = 'in place' if hasattr(faiss, 'IO_FLAG_MMAP_IFC') else 'on disk'
         return self
 
     def _unmap(self) -> None:
@@ -328,7 +332,7 @@ class FaissIndex:
                 lists.add_entries(i, size, mapped.get_ids(i), mapped.get_codes(i))
         ivf.replace_invlists(lists, True)
         lists.this.disown()  # the index owns them now
-        self._mapped = False
+        self._mapped = None
 
 
 def faiss_reason(error: RuntimeError) -> str:
