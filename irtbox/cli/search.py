@@ -180,8 +180,8 @@ def _build_from_features(args):
     print(f'{r["factory"]}' + (f' (nprobe {r["nprobe"]})' if r['nprobe'] else '') +
           (f', re-ranking {r["k_factor"]} x k exactly' if r['k_factor'] > 1 else '') +
           f': recall@10 vs exact search = {r["recall_at_10"]:.3f} ({r["recall_queries"]} of '
-          f'the embeddings as queries); one query on one thread: p50 {r["query_p50_ms"]:.2f} '
-          f'ms, p99 {r["query_p99_ms"]:.2f} ms')
+          f'the embeddings as queries, each without itself); one query on one thread: p50 '
+          f'{r["query_p50_ms"]:.2f} ms, p99 {r["query_p99_ms"]:.2f} ms')
     print(f'indexed {len(done.searcher)} embeddings of {args.from_features} into '
           f'{args.index_dir} in {done.seconds:.1f} s (recorded in its manifest.json, "build")')
     return done.searcher
