@@ -28,7 +28,8 @@ from mmengine.logging import print_log
 from irtbox.apis.identity import model_identity, model_identity_differences
 from irtbox.evaluation.functional.knn import knn
 from irtbox.evaluation.functional.checks import non_finite_rows
-from irtbox.evaluation.neighbours.faiss_index import FaissIndex, IndexIntegrityError
+from irtbox.evaluation.neighbours.faiss_index import (FAISS_GPU_MAX_K, FaissIndex,
+                                                     IndexIntegrityError, on_gpu)
 from irtbox.structures.embeddings_file import EmbeddingSet, load_embeddings, save_embeddings
 from irtbox.utils.fileio import atomic_write, atomic_write_text
 
@@ -291,7 +292,10 @@ class ImageSearcher:
         normalised float32 ``queries``: the index's, re-ranked exactly when ``k_factor`` > 1."""
         if self.k_factor == 1:
             return self.faiss_index.search(queries, k)
-        _, candidates = self.faiss_index.search(queries, min(k * self.k_factor, len(self.ids)))
+        wanted = min(k * self.k_factor, len(self.ids))
+        if on_gpu(self.faiss_index.index):  # faiss-gpu selects at most 2048: fewer candidates
+            wanted = max(k, min(wanted, FAISS_GPU_MAX_K))
+        _, candidates = self.faiss_index.search(queries, wanted)
         return rerank_exactly(self.embeddings, queries, candidates, k)
 
     def recall_vs_exact(self, k: int = 10, num_queries: int = 1000, seed: int = 0) -> float:

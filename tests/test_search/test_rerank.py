@@ -55,3 +55,21 @@ def test_rows_of_a_mapped_file_are_read_not_mapped(tmp_path):
     before = file_pages_mb()
     np.testing.assert_array_equal(read_rows(mapped, positions), rows[positions])
     assert file_pages_mb() - before < 5
+
+
+def test_an_index_on_a_gpu_is_asked_for_at_most_what_faiss_gpu_selects(monkeypatch):
+    """faiss-gpu selects at most 2048 neighbours: k x k_factor candidates are cut to that
+    (never below k, which the index itself refuses past 2048), simulated on the CPU."""
+    from irtbox.evaluation.neighbours.faiss_index import FAISS_GPU_MAX_K
+    rng = np.random.default_rng(0)
+    rows = rng.standard_normal((3000, 8)).astype(np.float32)
+    searcher = ImageSearcher(factory='Flat', k_factor=4, identity=dict(embedding_dim=8))
+    searcher.add(rows, ids=[str(i) for i in range(3000)], progress=False)
+    asked = []
+    search = searcher.faiss_index.search
+    monkeypatch.setattr(searcher.faiss_index, 'search',
+                        lambda q, k: asked.append(k) or search(q, k))
+    monkeypatch.setattr('irtbox.search.searcher.on_gpu', lambda index: True)
+    searcher.search_positions(rows[:2], 600)
+    searcher.search_positions(rows[:2], 10)
+    assert asked == [FAISS_GPU_MAX_K, 40]
