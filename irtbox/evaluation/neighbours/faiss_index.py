@@ -302,7 +302,7 @@ class FaissIndex:
         self = cls(**settings)
         mapped = self.device is None or torch.device(self.device).type == 'cpu'
         try:
-            # faiss before 1.11 has no in-place map: its on-disk lists then.
+            # An older faiss has no in-place map: its on-disk lists then.
             in_place = getattr(faiss, 'IO_FLAG_MMAP_IFC', faiss.IO_FLAG_MMAP)
             index = faiss.read_index(path, in_place if mapped else 0)
             if mapped and not has_ivf(index):  # its vectors would be a read-only view
