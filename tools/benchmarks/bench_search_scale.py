@@ -103,20 +103,20 @@ def measure(search, args, warm_up=True):
     faiss.omp_set_num_threads(1)
     for q in queries[-5:] if warm_up else []:
         search(q[None])
-    times = []
-    for q in queries[:LATENCY_QUERIES]:
-        started = time.perf_counter()
-        search(q[None])
-        times.append(time.perf_counter() - started)
+
+    def each():
+        times = []
+        for q in queries[:LATENCY_QUERIES]:
+            started = time.perf_counter()
+            search(q[None])
+            times.append(time.perf_counter() - started)
+        return times
+    times = each()
     faiss.omp_set_num_threads(threads)
     found = search(queries)
     recall = float(np.mean([len(set(f) & set(e)) / K for f, e in zip(found, exact)]))
     faiss.omp_set_num_threads(1)
-    again = []  # the same queries once more: what they touch is in memory now
-    for q in queries[:LATENCY_QUERIES]:
-        started = time.perf_counter()
-        search(q[None])
-        again.append(time.perf_counter() - started)
+    again = each()  # the same queries once more: what they touch is in memory now
     faiss.omp_set_num_threads(threads)
     return dict(recall=recall, p50_ms=1000 * float(np.percentile(times, 50)),
                 p99_ms=1000 * float(np.percentile(times, 99)),
@@ -150,19 +150,19 @@ def run_irtbox_query(args):
     from irtbox.search import ImageSearcher
     from irtbox.utils.memory import peak_rss_mb
     cold = args.one[-1] == 'cold'
-    if cold:  # the index folder's pages out of the page cache (the sha256 check reads them)
+
+    def evict():  # the index folder's pages out of the page cache
         for path in glob.glob(osp.join(args.index_dir, '*')):
             fd = os.open(path, os.O_RDONLY)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             os.close(fd)
+    if cold:
+        evict()
     started = time.perf_counter()
     searcher = ImageSearcher.load(args.index_dir, device='cpu')
     loaded = time.perf_counter() - started
-    if cold:
-        for path in glob.glob(osp.join(args.index_dir, '*')):
-            fd = os.open(path, os.O_RDONLY)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            os.close(fd)
+    if cold:  # again: the sha256 check of load read them all
+        evict()
     out = measure(lambda q: [[h.position for h in hits] for hits in searcher.search(q, k=K)],
                   args, warm_up=not cold)
     from irtbox.utils.memory import _status_mb
