@@ -24,11 +24,24 @@ from mmengine import dist as mmdist
 
 from .cpus import local_world_size
 
-__all__ = ['free_port', 'init_distributed', 'exit_with_parent', 'EXIT_WITH_PARENT_VAR',
+__all__ = ['resolve_device', 'free_port', 'init_distributed', 'exit_with_parent', 'EXIT_WITH_PARENT_VAR',
            'exit_with_parent_if_asked', 'finish_distributed', 'adapt_cfg_to_device',
            'ddp_wrapper_cfg', 'all_gather_cat', 'gather_round_robin']
 
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
+def resolve_device(device: Union[str, torch.device, None] = None) -> torch.device:
+    """The one device rule, for the model, the search and the evaluation: ``device`` as
+    given, else this rank's GPU when torch sees one, else the CPU. A GPU without an index
+    (``'cuda'``) is this rank's (``torch.cuda.current_device()``, which the distributed set-up
+    made the rank's): left without one, torch and faiss take GPU 0, another rank's."""
+    if device is None:
+        device = 'cuda' if torch.cuda.is_available() else 'cpu'
+    device = torch.device(device)
+    if device.type == 'cuda' and device.index is None:
+        return torch.device('cuda', torch.cuda.current_device())
+    return device
 
 
 def init_distributed(launcher: str, backend: str = None, port: int = None,

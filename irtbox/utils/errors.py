@@ -8,7 +8,16 @@ dashes) by ``irtbox.cli``, which words every error of a command with :meth:`~Nam
 import re
 from typing import Callable, Dict, Optional
 
-__all__ = ['NamesArguments', 'ArgumentError', 'word_fields']
+__all__ = ['IrtboxError', 'NamesArguments', 'ArgumentError', 'word_fields']
+
+
+class IrtboxError(Exception):
+    """The base of every exception irtbox defines; each also derives from the built-in it
+    stands for (``ValueError``, ``FileNotFoundError``, ...), so ``except ValueError`` still
+    catches it. ``argument``: the name of the function argument the error concerns, or
+    None; ``irtbox.cli`` words it as the command's option. The message is plain text."""
+
+    argument = None
 
 
 class NamesArguments:
@@ -33,7 +42,7 @@ def word_fields(text: str, name_of: Optional[Callable[[str], str]] = None) -> st
     return re.sub(r'\{([a-z_][a-z0-9_]*)\}', lambda m: name_of(m.group(1)), text)
 
 
-class ArgumentError(NamesArguments, ValueError):
+class ArgumentError(NamesArguments, IrtboxError, ValueError):
     """A value given for the argument ``argument`` that cannot be used; ``value`` is that
     value, and ``message`` says why, naming arguments (this one or others, e.g. in a hint)
     as ``{name}`` fields."""
