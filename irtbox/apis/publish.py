@@ -26,7 +26,7 @@ from irtbox.utils.checkpoint import extract_state_dict, safe_torch_load
 from irtbox.utils.config import load_config
 from irtbox.utils.download import sha256sum
 from irtbox.utils.errors import ArgumentError
-from irtbox.utils.fileio import atomic_write, atomic_write_text, fsync_dir
+from irtbox.utils.fileio import atomic_write, atomic_write_text, rename_into_place
 
 from .identity import embedding_dim
 from .model_zoo import resolve_config
@@ -128,8 +128,7 @@ def publish_checkpoint(checkpoint: str, out_dir: str, name: Optional[str] = None
     digest = sha256sum(staging)
     filename = f'{name}-{digest[:8]}.{fmt}'
     path = osp.join(out_dir, filename)
-    os.replace(staging, path)
-    fsync_dir(out_dir)
+    rename_into_place(staging, path)
     size = osp.getsize(path)
 
     config_file = osp.join(out_dir, f'{name}.py')

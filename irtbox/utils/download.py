@@ -29,7 +29,7 @@ from urllib.parse import unquote, urlparse
 from mmengine.logging import print_log
 from tqdm import tqdm
 
-from .fileio import atomic_write_text
+from .fileio import atomic_write_text, rename_into_place
 
 __all__ = ['OFFLINE_VARS', 'DownloadError', 'ChecksumError', 'OfflineError', 'UnreachableError',
            'irtbox_home', 'is_offline', 'sha256sum', 'download', 'recorded_sha256', 'remove_download']
@@ -438,7 +438,7 @@ def _fetch(url: str, dst: str, expected: Optional[str], progress: bool, retries:
     # The old file's record must not vouch for the new file, even for a moment.
     with contextlib.suppress(FileNotFoundError):
         os.remove(dst + _RECORD)
-    os.replace(part, dst)
+    rename_into_place(part, dst)
     _write_record(dst, digest)
 
 

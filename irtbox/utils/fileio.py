@@ -4,7 +4,7 @@ import os.path as osp
 import tempfile
 from typing import Callable
 
-__all__ = ['atomic_write', 'atomic_write_text', 'fsync_dir']
+__all__ = ['atomic_write', 'atomic_write_text', 'rename_into_place', 'fsync_dir']
 
 
 def atomic_write(path: str, write: Callable[[str], None]) -> None:
@@ -32,7 +32,7 @@ def atomic_write(path: str, write: Callable[[str], None]) -> None:
         write(tmp)
         with open(tmp, 'rb+') as f:
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        rename_into_place(tmp, path, sync=False)
     except OSError as error:
         raise _naming(error, path) from error
     finally:
@@ -63,6 +63,16 @@ def _naming(error: OSError, path: str) -> OSError:
         return error
     return type(error)(error.errno, f'{error.strerror}: cannot write {path} (nothing was '
                        'written; any earlier file there is unchanged)')
+
+
+def rename_into_place(src: str, dst: str, sync: bool = True) -> None:
+    """Rename the finished file ``src`` (written beside ``dst``, on the same file system) onto
+    ``dst``, then fsync ``dst``'s folder (``sync``): the one way irtbox puts a file it wrote
+    in place, whether :func:`atomic_write` wrote it or a writer that must name its own
+    temporary file (a resumable ``.part`` download, weights named by their digest)."""
+    os.replace(src, dst)
+    if sync:
+        fsync_dir(osp.dirname(osp.abspath(dst)))
 
 
 def fsync_dir(folder: str) -> None:

@@ -52,3 +52,17 @@ def test_written_files_get_the_usual_mode(tmp_path):
     finally:
         os.umask(previous)
     assert (tmp_path / 'model-index.yml').stat().st_mode & 0o777 == 0o644
+
+
+def test_rename_into_place_syncs_the_folder(tmp_path, monkeypatch):
+    """The finished file replaces the old one, and the folder holding the rename is synced
+    (without it, a power loss can undo the rename)."""
+    import irtbox.utils.fileio as fileio
+    synced = []
+    monkeypatch.setattr(fileio, 'fsync_dir', synced.append)
+    (tmp_path / 'weights.part').write_text('new')
+    (tmp_path / 'weights').write_text('old')
+    fileio.rename_into_place(str(tmp_path / 'weights.part'), str(tmp_path / 'weights'))
+    assert (tmp_path / 'weights').read_text() == 'new'
+    assert not (tmp_path / 'weights.part').exists()
+    assert synced == [str(tmp_path)]
