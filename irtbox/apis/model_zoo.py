@@ -93,7 +93,7 @@ class ZooEntry:
 
 
 # Parsed index files by (path, mtime, size): every get_model / list_models reads the whole
-# zoo, and parsing its metafiles took ~1.7 s a call with PyYAML's pure-Python loader.
+# zoo, and parsing its metafiles is slow (docs/benchmarks.md, "Model zoo index").
 _PARSED: Dict[Tuple[str, int, int], dict] = {}
 
 
@@ -107,7 +107,7 @@ def _read_yaml(path: str) -> dict:
         raise FileNotFoundError(f'model index file not found: {path}') from None
     key = (osp.abspath(path), stat.st_mtime_ns, stat.st_size)
     if key not in _PARSED:
-        # libyaml's loader where PyYAML was built with it: the same result, ~10x faster.
+        # libyaml's loader where PyYAML was built with it: the same result, faster.
         loader = getattr(yaml, 'CSafeLoader', yaml.SafeLoader)
         try:
             with open(path) as f:

@@ -185,7 +185,7 @@ def _write_npy_member(member, array: np.ndarray) -> None:
 
 def _write_strings(member, strings: list) -> None:
     """``strings`` as the ``.npy`` of ``np.array(strings, dtype=str)``, converted a chunk at
-    a time: 10M ids as one fixed-width array were 400 MB more at the peak of a build."""
+    a time: one fixed-width array of all the ids would add to the peak of a build."""
     width = max((len(s) if isinstance(s, str) else len(str(s)) for s in strings), default=1)
     dtype = np.dtype(f'<U{max(1, width)}')
     header = dict(descr=np.lib.format.dtype_to_descr(dtype), fortran_order=False,

@@ -4,8 +4,8 @@ metrics that need the whole test set at once (:class:`GatheredMetric`).
 The arrays travel as tensors, in blocks of rows (:func:`gather_arrays`), through the
 process group itself (NCCL on GPUs): not through MMEngine's ``collect_results``, which
 pickles every rank's results into files of a folder all ranks must share (a shared
-filesystem across nodes; protocol 2, 1.5x the raw size and about 10x slower than a
-tensor), or, on the GPU, unpickles every rank's results on every rank.
+filesystem across nodes; larger and slower than a tensor: docs/benchmarks.md,
+"Evaluation"), or, on the GPU, unpickles every rank's results on every rank.
 """
 import logging
 from typing import Dict, List, Optional, Sequence
