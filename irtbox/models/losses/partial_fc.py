@@ -23,22 +23,16 @@ How one step goes, on each of the W ranks (W = 1 works too, unsharded):
    the cross-entropy of the whole N x k softmax, the value one process computes on the
    whole batch with the whole sample.
 5. Backward: rank r's centres get their exact gradient (zero for unsampled rows); the
-   gradient of the gathered embeddings is summed across ranks and each rank keeps its own
-   rows, **multiplied by W**: DDP averages the backbone's gradients over the W ranks, so
-   the backbone gets the gradient of the one loss of the global batch (as in InsightFace's
-   implementation). The centres themselves are kept out of DDP (the runner lists them in
-   ``_ddp_params_and_buffers_to_ignore``): nothing of size C x D is communicated per step.
+   gathered embeddings' gradient is summed across ranks and each rank keeps its rows,
+   **multiplied by W**, since DDP averages the backbone's gradients over the W ranks. The
+   centres are kept out of DDP: nothing of size C x D is communicated per step.
 
-The sharding divides the layer's memory (centres, gradient, optimizer state) by W and
-removes its all-reduce, for gathering the batch (N x D) and two small all-reduces per step.
-``sample_rate`` r < 1 makes the loss a sampled softmax whose logits and their gradient cost
-a fraction r; 1.0 is the replicated loss exactly (tested to 1e-10 in float64). When to use
-which: docs/methods/dtop.md, "Many classes: Partial FC"; timings: docs/benchmarks.md.
+The sharding divides the layer's memory (centres, gradient, optimizer state) by W.
+``sample_rate`` r < 1 makes the loss a sampled softmax costing a fraction r; 1.0 is the
+replicated loss exactly. When to use it: docs/methods/dtop.md, "Many classes: Partial FC".
 
-Checkpoints hold the whole C x D matrix under the same key as the replicated layer
-(``...class_weights``), and the optimizer state of the centres (momentum, Adam moments)
-whole too; see :class:`irtbox.engine.hooks.partial_fc.PartialFCHook`, which gathers them on
-saving and cuts a rank's rows out on loading, for any world size.
+Checkpoints hold the whole C x D matrix and its optimizer state under the replicated layer's
+key (:class:`irtbox.engine.hooks.partial_fc.PartialFCHook` gathers and cuts them).
 """
 import math
 from typing import Callable, List, Optional, Tuple

@@ -1,16 +1,10 @@
 """Adapters to PyTorch Metric Learning (PML) losses: the 12 losses of the
 training-recipe benchmark (Berton, Musgrave & Masone), with PML's defaults.
 
-Design call: wrap, not re-implement. The benchmark's requirement is that each
-loss gives *the same* value and gradients as PML 2.9 on the same inputs and
-weights; the study itself ran PML with its default hyper-parameters, so PML's
-code is the definition of these losses. Re-implementing twelve losses plus
-PML's reducers (e.g. the mean over non-zero terms of ``AvgNonZeroReducer``),
-its pair/triplet bookkeeping and the miner would duplicate that definition
-with room for drift. PML is therefore an optional dependency, imported lazily
-when a :class:`PMLLoss` or :class:`~irtbox.models.miners.PMLMiner` is built
-(an ``ImportError`` names the package otherwise, see
-:mod:`irtbox.models.pml_adapter`); nothing else in irtbox needs it.
+Wrapped, not re-implemented: the study ran PML 2.9 with its defaults, so PML's code (its
+reducers, pair bookkeeping and miner included) is the definition of these losses. PML is an
+optional dependency, imported when a :class:`PMLLoss` or :class:`~irtbox.models.miners.PMLMiner`
+is built (:mod:`irtbox.models.pml_adapter`).
 
 The exception: ``name='ArcFaceLoss'`` / ``'NormalizedSoftmaxLoss'`` run irtbox's own
 formula in PML's form (:mod:`.pml_equivalents`).
@@ -27,10 +21,9 @@ ProxyAnchorLoss            ``pml_loss.proxies``  C x D
 SoftTripleLoss             ``pml_loss.fc``       D x (C * centres)
 =========================  ====================  ===================
 
-so one optimizer parameter group covers all of them with no code special to
-a loss: ``paramwise_cfg=dict(custom_keys={'pml_loss': dict(lr=1.0)})`` (MMEngine
-copies the key's ``lr`` into the group, independent of the model's lr)
-(the contrastive losses have no parameters, so the key matches nothing there).
+so one optimizer parameter group covers all of them:
+``paramwise_cfg=dict(custom_keys={'pml_loss': dict(lr=1.0)})`` (it matches nothing for the
+contrastive losses, which have no parameters).
 """
 import inspect
 from typing import Union

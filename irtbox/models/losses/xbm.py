@@ -33,20 +33,16 @@ class CrossBatchMemory(nn.Module):
     resume. Their shapes are fixed at construction, hence ``embed_dim`` is
     required: a lazily allocated queue could not be loaded into a fresh model.
 
-    In distributed training :meth:`enqueue` first gathers the entries of all
-    ranks (rank order), so every rank holds the same memory. Re-sending it
-    from rank 0 at every forward (DDP's ``broadcast_buffers=True``) would be
-    harmless but costly for a large queue: MMEngine's default wrapper sets
-    ``broadcast_buffers=False``; a custom ``model_wrapper_cfg`` should too.
+    In distributed training :meth:`enqueue` gathers the entries of all ranks, so every rank
+    holds the same memory (a custom ``model_wrapper_cfg`` should keep
+    ``broadcast_buffers=False``: re-sending a large queue every forward is costly).
 
     Args:
         size (int): number of entries (XBM / IRT: the training-set size).
         embed_dim (int): embedding dimension D.
-        start_iter (int): warm-up. The first ``start_iter`` calls of
-            :meth:`step` neither read nor fill the memory (:meth:`get` is then
-            empty), because embeddings of a model that still changes fast are
-            stale at once. From call ``start_iter`` on, each step reads the
-            memory (empty at first) and then fills it. Defaults to 0.
+        start_iter (int): warm-up: the first ``start_iter`` calls of :meth:`step` neither
+            read nor fill the memory (a fast-changing model's embeddings are stale at once).
+            Defaults to 0.
     """
 
     def __init__(self, size: int, embed_dim: int, start_iter: int = 0) -> None:
