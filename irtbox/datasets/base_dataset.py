@@ -28,13 +28,10 @@ class BaseRetrievalDataset(BaseDataset):
     optional ``is_query`` / ``bbox``. This class then
 
     - checks that the split is not empty (``ValueError`` otherwise),
-    - maps the class keys of the split, sorted (:meth:`sort_classes`: ints
-      numerically, before strings; strings as strings), to contiguous labels
-      ``0 .. num_classes - 1`` (so ``gt_label`` is always 0-based and
-      contiguous within the split; the original keys, in label order, are
-      ``metainfo['classes']``). A key is never converted: ``'05'`` and ``'5'``
-      are two classes unless the dataset's format says its labels are
-      integers (then the dataset parses them to ints before),
+    - maps the class keys of the split, sorted (:meth:`sort_classes`: ints numerically,
+      before strings), to contiguous labels ``0 .. num_classes - 1``; the keys, in label
+      order, are ``metainfo['classes']``. A key is never converted (``'05'`` and ``'5'``
+      are two classes unless the format says labels are integers),
     - caches the labels so that samplers and metrics read them without
       decoding any image (:meth:`get_gt_labels`, :meth:`get_query_mask`).
 
