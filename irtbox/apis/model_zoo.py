@@ -18,12 +18,9 @@ method; each model entry has ``Name``, ``Config``, ``Metadata``, ``Results`` and
 Extra indexes (a lab's or a user's own zoo) are index files in the same format, named by
 ``IRTBOX_MODEL_INDEX`` (several separated by ``os.pathsep``) or by the ``index`` argument;
 their entries take precedence over the built-in ones of the same name. A malformed entry
-makes only itself unusable: it is reported once in a warning naming its file, the other
-models list and load as usual, and asking for it by name raises its error
-(:class:`BadZooEntryError`). ``get_model`` checks a released file's ``Size`` (like its
-sha256) and the built model's embedding size against ``Embedding Dim``. Relative
-``Config`` and weight paths are resolved from the metafile's folder first, then from the
-index file's folder, then from the irtbox repository root.
+makes only itself unusable (a warning; asking for it raises :class:`BadZooEntryError`).
+Relative ``Config`` and weight paths are resolved from the metafile's folder, then the index
+file's, then the irtbox repository root.
 """
 import copy
 import difflib

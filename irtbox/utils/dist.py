@@ -179,16 +179,11 @@ def ddp_wrapper_cfg(model_wrapper_cfg=None, find_unused_parameters: bool = False
     (None: MMEngine's ``MMDistributedDataParallel``). What the config sets stays; the
     defaults it leaves are filled in:
 
-    - ``device_ids``: the device this process uses, ``[torch.cuda.current_device()]`` (the
-      distributed set-up made it the rank's), or None on the CPU. MMEngine's own default,
-      ``[LOCAL_RANK]``, names a device that does not exist where each task sees only its
-      own GPU (``srun --gpus-per-task=1``, ``--gpu-bind``).
-    - buffers not re-sent from rank 0 at every step, on every device (MMEngine's default
-      wrapper does the same; DDP's own default sends them): a cross-batch memory is
-      identical on every rank already, and BatchNorm statistics are averaged by the
-      runner's ``sync_norm_stats`` hook. torch >= 2.13 deprecates ``broadcast_buffers``
-      (a FutureWarning on every run) for ``forward_sync_buffers``, which is used where it
-      exists.
+    - ``device_ids``: ``[torch.cuda.current_device()]``, or None on the CPU (MMEngine's
+      ``[LOCAL_RANK]`` names a missing device where each task sees only its own GPU).
+    - buffers not re-sent from rank 0 at every step: a cross-batch memory is identical on
+      every rank already, and BatchNorm statistics are averaged by ``sync_norm_stats``
+      (``forward_sync_buffers`` where torch has it, else ``broadcast_buffers``).
     - ``find_unused_parameters``: the config's top-level key, as MMEngine reads it.
     """
     wrapper = dict(model_wrapper_cfg or dict(type='MMDistributedDataParallel'))

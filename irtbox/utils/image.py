@@ -102,13 +102,11 @@ def decode_image(data: bytes, max_pixels: Optional[int] = None, channel_order: s
       and mmcv do);
     - an animated GIF, PNG or WebP gives its first frame.
 
-    The size is checked against ``max_pixels`` (default :func:`default_max_pixels`) from the
-    header first (:func:`check_image_bytes`: ValueError, :class:`ImageTooLargeError`); a file
-    that cannot be decoded raises ValueError saying why (the caller names the file).
-    ``min_side``: the short side the caller needs; a larger image is decoded smaller (a JPEG
-    by ``draft``) and reduced by the largest whole factor that keeps its short side at least
-    ``min_side`` (the search server's queries). ``reserve(pixels)`` is called with the pixels
-    about to be decoded, and again with the returned image's (a memory budget).
+    The size is checked against ``max_pixels`` from the header first
+    (:func:`check_image_bytes`); an undecodable file raises ValueError saying why.
+    ``min_side``: the short side the caller needs; a larger image is decoded smaller, by the
+    largest whole factor that keeps it (the search server's queries). ``reserve(pixels)`` is
+    called with the pixels about to be decoded, and again with the result's (a memory budget).
     """
     from PIL import Image, ImageOps
     if channel_order not in ('rgb', 'bgr'):
