@@ -228,10 +228,8 @@ def check_unique_images(entries: Iterable[Tuple[str, Location, str, Hashable]],
                         split: Optional[str] = None, same_label_ok: bool = False) -> None:
     """Raise a ValueError naming both places when an image is listed twice in one split:
     ``entries`` are (file, line number or a place such as ``'annotations[3]'``, image path,
-    label). Paths are compared normalised (``./a.png`` is ``a.png``). A repeated row counts
-    its image twice in every metric (a query finds its copy at rank 1), so it is an error,
-    also with the same label. With ``same_label_ok`` (the rows of all the splits of one
-    file) only an image listed with two different labels is an error.
+    label), paths compared normalised. A repeated row would count its image twice in every
+    metric. With ``same_label_ok`` (all the splits of one file) only two labels are an error.
 
     Error (the same file)::
 

@@ -91,12 +91,9 @@ def read_image_size(path: str) -> Tuple[int, int]:
 def get_image_sizes(dataset, num_threads: int = 8) -> np.ndarray:
     """(N, 2) int array of the (height, width) of every sample of ``dataset``.
 
-    From ``width`` / ``height`` in ``dataset.get_data_info(i)`` when both are
-    there (no file access), else from the header of ``img_path``
-    (:func:`read_image_size`) with ``num_threads`` threads and a progress
-    bar. Under ``torch.distributed`` each process reads a 1 / world share of
-    the headers and the results are gathered, so every process ends up with
-    all sizes.
+    From ``width`` / ``height`` in the data info when there, else from the image headers
+    (:func:`read_image_size`, ``num_threads`` threads); under ``torch.distributed`` each
+    process reads a share and the sizes are gathered.
     """
     if not hasattr(dataset, 'get_data_info'):
         raise TypeError(f'{type(dataset).__name__} has no get_data_info(i); the '
