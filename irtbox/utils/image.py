@@ -1,12 +1,9 @@
 """One image decoder for the whole toolbox, and one pixel cap checked before it decodes.
 
-A 20000 x 20000 PNG is a few kilobytes on disk and 1.2 GB once decoded; the image size is
-read from the header (Pillow reads only the header on ``Image.open``) and refused above the
-cap before any pixel is decoded. :func:`decode_image` is the only place an image file
-becomes pixels: the ``LoadImageFromFile`` transform of the pipelines (training, test,
-extraction, index building, ``search query``) and the search server's uploads call it, so
-a file gives the same pixels everywhere (EXIF orientation, 16-bit, CMYK, palette, the first
-frame of an animation).
+A 20000 x 20000 PNG is a few kilobytes on disk and 1.2 GB once decoded, so the size is read
+from the header and refused above the cap before any pixel is decoded. :func:`decode_image`
+is the only place an image file becomes pixels (the pipelines' ``LoadImageFromFile`` and the
+search server's uploads), so a file gives the same pixels everywhere.
 """
 import io
 import os
