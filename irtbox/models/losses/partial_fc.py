@@ -128,11 +128,9 @@ def sample_classes(labels: Tensor, num_classes: int, sample_rate: float,
     * C))`` in all (P the number of distinct labels), as sorted indices on the labels'
     device. None when that is every class.
 
-    The draw is the top k of C uniform scores from ``generator`` (a CPU generator: the same
-    scores on every device) with the positives' scores set above 1, so it depends on the
-    generator and the set of labels only. The scores are float64 (float32 scores of a
-    million classes hold tens of thousands of ties) and ranked on the labels' device (a
-    GPU ranks a million in a fraction of the CPU's time).
+    The draw is the top k of C uniform float64 scores from ``generator`` (a CPU generator:
+    the same on every device; float32 scores of a million classes would tie) with the
+    positives' set above 1, so it depends on the generator and the labels only.
     """
     positives = torch.unique(labels)
     k = min(num_classes, max(len(positives), math.ceil(sample_rate * num_classes)))
@@ -266,10 +264,8 @@ def gather_rows(local: Tensor, sizes: List[int]) -> Optional[Tensor]:
     """On rank 0: every rank's rows (rank r holds ``sizes[r]``) concatenated on the CPU;
     None on the other ranks (a collective: every rank calls it).
 
-    One broadcast per rank over the main process group, so that beyond the result a rank
-    holds one shard on its device at a time (never the whole matrix), and without the
-    point-to-point ``send`` / ``recv`` for which NCCL would build a communicator for each
-    pair of ranks at the first checkpoint."""
+    One broadcast per rank, so a rank holds one shard on its device at a time, and no
+    point-to-point ``send`` / ``recv`` (NCCL would build a communicator per pair of ranks)."""
     rank, world = mmdist.get_dist_info()
     local = local.detach().contiguous()
     if world == 1:
