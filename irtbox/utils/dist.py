@@ -139,11 +139,9 @@ def finish_distributed() -> bool:
     the group is destroyed, and logs and output are flushed. Returns whether there was a
     group (False, a no-op, on one process). Call it last.
 
-    The model wrapper (DDP) still holds the gloo group after ``destroy_process_group``,
-    and tearing its threads down at interpreter exit aborts a finished rank now and then
-    ("terminate called without an active exception"), failing a successful job: a script
-    should then end its process at once (``os._exit(0)``), which is the script's decision,
-    not the library's (the tools do it).
+    DDP still holds the gloo group after ``destroy_process_group``, and tearing its threads
+    down at interpreter exit sometimes aborts a finished rank, so a script should then end
+    its process at once (``os._exit(0)``, as the tools do).
     """
     if not (dist.is_available() and dist.is_initialized()):
         return False
@@ -235,9 +233,8 @@ def all_gather_cat(*tensors: torch.Tensor) -> tuple:
 def gather_round_robin(local: torch.Tensor, n: int) -> torch.Tensor:
     """The ``n`` rows of a set sharded round robin, in set order, on every rank.
 
-    Rank r holds rows r, r + world, r + 2 world, ... of the set (MMEngine's
-    ``DefaultSampler`` without shuffling, or ``indices[rank::world]``), possibly
-    followed by padding rows past ``n`` (the sampler's round-up), which are dropped.
+    Rank r holds rows r, r + world, ... (``DefaultSampler`` without shuffling), possibly
+    followed by padding rows past ``n``, which are dropped.
     """
     world = mmdist.get_world_size()
     if world == 1:

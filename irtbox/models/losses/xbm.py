@@ -85,11 +85,9 @@ class CrossBatchMemory(nn.Module):
     def get(self, dtype: Optional[torch.dtype] = None) -> Tuple[Tensor, Tensor]:
         """Return copies of the valid entries: (M x D embeddings, M labels).
 
-        M = number of filled slots, 0 during warm-up. Entries come in slot
-        order, not age order (the losses do not depend on order). Copies,
-        because the memory is written in place right after the loss is
-        computed, while autograd still holds these tensors for the backward.
-        ``dtype`` (default: the buffer's) is applied in the same copy.
+        M = filled slots, 0 during warm-up; slot order, not age order. Copies, because the
+        memory is written in place while autograd still holds them for the backward.
+        ``dtype``: of the copies (default: the buffer's).
         """
         n = self._filled if self.active else 0
         return (self.embeddings[:n].to(dtype or self.embeddings.dtype, copy=True),
@@ -199,12 +197,10 @@ def pair_loss_with_memory(pair_loss: PairLoss, memory: Optional[CrossBatchMemory
 class MemoryPairLoss(nn.Module, ABC):
     """Base of the pair-based losses with an optional cross-batch memory.
 
-    It holds a :class:`CrossBatchMemory` (or None) as its sub-module ``memory``, built
-    from the config keys ``memory_size``, ``embed_dim`` and ``memory_start_iter`` by
-    :func:`build_memory`, and computes the forward with :func:`pair_loss_with_memory`
-    on the subclass's :meth:`pair_loss`. The class attribute ``uses_memory = True`` is
-    the contract with :class:`~irtbox.models.heads.EmbeddingHead`, which then passes
-    the momentum-encoder embeddings (``memory_embeddings``) of the batch.
+    Holds a :class:`CrossBatchMemory` (or None) as ``memory`` (:func:`build_memory`) and
+    computes the forward with :func:`pair_loss_with_memory` on the subclass's
+    :meth:`pair_loss`. ``uses_memory = True`` tells :class:`~irtbox.models.heads.EmbeddingHead`
+    to pass the momentum-encoder embeddings (``memory_embeddings``).
     """
 
     uses_memory = True
