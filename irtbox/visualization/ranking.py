@@ -112,15 +112,12 @@ def analyze_queries(query_emb: np.ndarray, gallery_emb: np.ndarray, rows: Sequen
         max_confusions: how many wrong classes to report per query.
 
     Returns:
-        One dict per row: ``query`` (the row), ``results`` (gallery indices, top-k),
-        ``scores`` (their cosine similarities), ``status`` ('correct' / 'wrong' /
-        'junk' each), ``ap`` (non-interpolated AP over the whole ranking, junk
-        removed; NaN when no correct item exists), ``n_relevant`` (R, the number of
-        correct gallery items), ``first_correct`` (1-based rank of the first correct
-        result in the shown ranking, None if there is none), ``failure`` (a wrong
-        result comes before the first correct one, junk skipped) and ``confusions``
-        (``[(label, count), ...]``: the labels of the wrong results ranked before the
-        first correct one, or in the top-k when there is none, most frequent first).
+        One dict per row: ``query``, ``results`` (top-k gallery indices), ``scores``,
+        ``status`` ('correct' / 'wrong' / 'junk' each), ``ap`` (over the whole ranking, junk
+        removed; NaN without a correct item), ``n_relevant``, ``first_correct`` (1-based
+        rank, or None), ``failure`` (a wrong result before the first correct one) and
+        ``confusions`` (``[(label, count), ...]`` of the wrong results before it, most
+        frequent first).
     """
     rows = np.asarray(rows, dtype=np.int64)
     if len(rows) != len(gnd):
