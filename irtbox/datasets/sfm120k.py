@@ -282,9 +282,8 @@ class SfMWhitenDataset(BaseDataset):
     names, files under ``ims/`` as in :class:`SfM120kDataset`) and the aligned
     matching pairs ``qidxs``, ``pidxs`` (indices into ``cids``).
 
-    Samples: every image in ``cids`` order (``sample_idx`` = index in
-    ``cids``), no label. ``metainfo``: ``qidxs`` and ``pidxs`` (int lists),
-    read by the whitening fitting.
+    Samples: every image in ``cids`` order, no label; ``metainfo`` holds ``qidxs`` and
+    ``pidxs`` for the whitening fitting.
 
     Args:
         data_root (str): Folder of the pickle and of ``ims/``.
