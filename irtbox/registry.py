@@ -6,11 +6,9 @@ registries (e.g. ``ImgDataPreprocessor``, ``AdamW``). Register your own parts in
 (``@MODELS.register_module()``) and name them in a config, with ``custom_imports`` when
 they live outside irtbox.
 
-A registry that holds parts of ours names, in ``locations``, the package that registers
-them, so that building a config entry imports it on demand. The registries with nothing
-of ours in them are kept on purpose: the ``Runner`` builds from each of these trees under
-scope 'irtbox', and MMEngine warns on every run ("Failed to search registry with scope
-irtbox") when the scope has no node there.
+``locations`` names the package that registers a registry's parts (imported on demand).
+The registries with nothing of ours are kept: without an 'irtbox' node in a tree MMEngine
+warns on every run ("Failed to search registry with scope irtbox").
 """
 from mmengine.registry import DATA_SAMPLERS as MMENGINE_DATA_SAMPLERS
 from mmengine.registry import DATASETS as MMENGINE_DATASETS

@@ -9,9 +9,6 @@ import torch
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
 
-SLOW_TESTS = osp.join(osp.dirname(osp.abspath(__file__)), 'slow_tests.txt')
-
-
 def _without_process_size_costs():
     """Two MMEngine costs that grow with the test process, not with the code under test:
     serialising a dataset's sample list ends in ``gc.collect()``, a full collection whose time
@@ -43,23 +40,12 @@ def pytest_configure(config):
     _without_process_size_costs()
     _share_the_cores_between_workers()
     config.addinivalue_line('markers', 'gpu: needs a CUDA device (skipped without one)')
-    config.addinivalue_line('markers', 'slow: over ~0.3 s (tests/slow_tests.txt); the fast subset '
-                            'is -m "not slow"')
-
-
-def _slow_tests():
-    with open(SLOW_TESTS) as f:
-        return {line.strip() for line in f if line.strip() and not line.startswith('#')}
+    config.addinivalue_line('markers', 'slow: a test over ~0.3 s on 2 cores gets this mark; the '
+                            'fast subset is -m "not slow"')
 
 
 def pytest_collection_modifyitems(config, items):
-    """Mark ``slow`` the test functions listed in tests/slow_tests.txt; skip the tests marked
-    ``gpu`` on a machine without CUDA."""
-    slow = _slow_tests()
-    for item in items:
-        path = osp.relpath(str(item.path), ROOT).replace(os.sep, '/')
-        if f'{path}::{item.originalname}' in slow:
-            item.add_marker(pytest.mark.slow)
+    """Skip the tests marked ``gpu`` on a machine without CUDA."""
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason='needs a CUDA device')

@@ -70,6 +70,7 @@ def test_every_subpackage_has_a_layer():
     assert names | {'registry'} == set(LAYER)
 
 
+@pytest.mark.slow
 def test_no_layer_imports_a_higher_one():
     upward = {f'{s} -> {t}': files for (s, t), files in edges().items()
               if LAYER[t] < LAYER[s]}
@@ -81,6 +82,7 @@ def test_registry_imports_no_subpackage():
     assert not [m for m in imported(path, ['irtbox']) if subpackage(m)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('layer', LAYERS)
 def test_no_circle_within_a_layer(layer):
     graph = {}

@@ -6,10 +6,9 @@ Every result is an :class:`~irtbox.structures.embeddings_file.EmbeddingSet` (emb
 failed images, the model's identity) and every file written (the shards, ``features.npz``) is
 an embeddings file (:func:`~irtbox.structures.embeddings_file.save_embeddings`).
 
-Unreadable files (corrupt, truncated, empty, not images) are skipped, counted and listed (in the
-result, a warning and ``features.npz``): never a crash an hour in, never a silent drop. A model
-that gives non-finite embeddings (NaN or inf weights) is an error
-(:class:`NonFiniteEmbeddingsError`), never a useless features file.
+Unreadable files are skipped, counted and listed (in the result, a warning and
+``features.npz``): never a crash an hour in, never a silent drop. Non-finite embeddings are an
+error (:class:`NonFiniteEmbeddingsError`), never a useless features file.
 """
 import hashlib
 import json
@@ -342,13 +341,12 @@ def extract_sharded(model, paths: Sequence[str], out_dir: str, shard_size: int =
                     batch_size: int = 32, num_workers: int = 0, resume: bool = False,
                     progress: bool = True, identity: Optional[dict] = None
                     ) -> Tuple[Optional[EmbeddingSet], List[int]]:
-    """Embed ``paths`` into ``out_dir`` in shards of ``shard_size`` images, the same on one
-    process or on every rank of a started ``torch.distributed`` group: rank 0 writes (or,
-    with ``resume``, checks) the shards' manifest (:func:`prepare_shards`); a barrier; rank
-    ``r`` of ``world_size`` embeds the shards ``i % world_size == r`` not there yet, each
-    written to ``out_dir/shards/shard_<i:06d>.npz`` (an embeddings file: embeddings, ids,
-    failed images, the model's identity) atomically as soon as it is done; a barrier; rank 0
-    merges them (:func:`merge_shards`). ``identity``: the model's, when already computed.
+    """Embed ``paths`` into ``out_dir`` in shards of ``shard_size`` images, on one process or
+    on every rank of a started ``torch.distributed`` group: rank 0 writes (or, with
+    ``resume``, checks) the manifest (:func:`prepare_shards`); rank ``r`` embeds the missing
+    shards ``i % world_size == r``, each written atomically to
+    ``out_dir/shards/shard_<i:06d>.npz`` when done; rank 0 merges them (:func:`merge_shards`).
+    ``identity``: the model's, when already computed.
 
     Returns:
         (the merged set on rank 0, None on the others; the shards this rank computed).

@@ -18,12 +18,9 @@ method; each model entry has ``Name``, ``Config``, ``Metadata``, ``Results`` and
 Extra indexes (a lab's or a user's own zoo) are index files in the same format, named by
 ``IRTBOX_MODEL_INDEX`` (several separated by ``os.pathsep``) or by the ``index`` argument;
 their entries take precedence over the built-in ones of the same name. A malformed entry
-makes only itself unusable: it is reported once in a warning naming its file, the other
-models list and load as usual, and asking for it by name raises its error
-(:class:`BadZooEntryError`). ``get_model`` checks a released file's ``Size`` (like its
-sha256) and the built model's embedding size against ``Embedding Dim``. Relative
-``Config`` and weight paths are resolved from the metafile's folder first, then from the
-index file's folder, then from the irtbox repository root.
+makes only itself unusable (a warning; asking for it raises :class:`BadZooEntryError`).
+Relative ``Config`` and weight paths are resolved from the metafile's folder, then the index
+file's, then the irtbox repository root.
 """
 import copy
 import difflib
@@ -93,7 +90,7 @@ class ZooEntry:
 
 
 # Parsed index files by (path, mtime, size): every get_model / list_models reads the whole
-# zoo, and parsing its metafiles took ~1.7 s a call with PyYAML's pure-Python loader.
+# zoo, and parsing its metafiles is slow (docs/benchmarks.md, "Model zoo index").
 _PARSED: Dict[Tuple[str, int, int], dict] = {}
 
 
@@ -107,7 +104,7 @@ def _read_yaml(path: str) -> dict:
         raise FileNotFoundError(f'model index file not found: {path}') from None
     key = (osp.abspath(path), stat.st_mtime_ns, stat.st_size)
     if key not in _PARSED:
-        # libyaml's loader where PyYAML was built with it: the same result, ~10x faster.
+        # libyaml's loader where PyYAML was built with it: the same result, faster.
         loader = getattr(yaml, 'CSafeLoader', yaml.SafeLoader)
         try:
             with open(path) as f:

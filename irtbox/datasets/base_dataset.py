@@ -28,13 +28,10 @@ class BaseRetrievalDataset(BaseDataset):
     optional ``is_query`` / ``bbox``. This class then
 
     - checks that the split is not empty (``ValueError`` otherwise),
-    - maps the class keys of the split, sorted (:meth:`sort_classes`: ints
-      numerically, before strings; strings as strings), to contiguous labels
-      ``0 .. num_classes - 1`` (so ``gt_label`` is always 0-based and
-      contiguous within the split; the original keys, in label order, are
-      ``metainfo['classes']``). A key is never converted: ``'05'`` and ``'5'``
-      are two classes unless the dataset's format says its labels are
-      integers (then the dataset parses them to ints before),
+    - maps the class keys of the split, sorted (:meth:`sort_classes`: ints numerically,
+      before strings), to contiguous labels ``0 .. num_classes - 1``; the keys, in label
+      order, are ``metainfo['classes']``. A key is never converted (``'05'`` and ``'5'``
+      are two classes unless the format says labels are integers),
     - caches the labels so that samplers and metrics read them without
       decoding any image (:meth:`get_gt_labels`, :meth:`get_query_mask`).
 
@@ -231,10 +228,8 @@ def check_unique_images(entries: Iterable[Tuple[str, Location, str, Hashable]],
                         split: Optional[str] = None, same_label_ok: bool = False) -> None:
     """Raise a ValueError naming both places when an image is listed twice in one split:
     ``entries`` are (file, line number or a place such as ``'annotations[3]'``, image path,
-    label). Paths are compared normalised (``./a.png`` is ``a.png``). A repeated row counts
-    its image twice in every metric (a query finds its copy at rank 1), so it is an error,
-    also with the same label. With ``same_label_ok`` (the rows of all the splits of one
-    file) only an image listed with two different labels is an error.
+    label), paths compared normalised. A repeated row would count its image twice in every
+    metric. With ``same_label_ok`` (all the splits of one file) only two labels are an error.
 
     Error (the same file)::
 

@@ -97,14 +97,10 @@ class Cars196Dataset(BaseRetrievalDataset):
 
       Both files are read; the retrieval split is by class as above.
 
-    Every sample has ``bbox`` = the annotated box converted from the
-    devkit's 1-based inclusive pixels to ``[x1 - 1, y1 - 1, x2, y2]`` (0-based,
-    right/bottom exclusive, what ``CropBBox`` takes). The recipe benchmark
-    does not crop; add ``CropBBox`` to the pipeline to do so. Labels are the
-    class ids of the split mapped in increasing order to ``0 .. C-1``; the
-    test split is evaluated leave-one-out. Class ids are integers by format
-    (``05`` is ``5``). An image listed twice (two entries of the ``.mat``, or
-    two lines of the csv files with one image path) is an error naming both.
+    Every sample has ``bbox`` = the annotated box as ``[x1 - 1, y1 - 1, x2, y2]`` (0-based,
+    right/bottom exclusive, what ``CropBBox`` takes; the recipe benchmark does not crop).
+    Labels are the split's class ids mapped in increasing order to ``0 .. C-1``; the test
+    split is evaluated leave-one-out. An image listed twice is an error.
 
     Args:
         ann_format (str): ``'mat'``, ``'csv'`` or ``'auto'``: ``'mat'`` when

@@ -73,15 +73,10 @@ class CSVDataset(BaseRetrievalDataset):
 
     - ``path``: relative to ``data_prefix['img_path']`` (default
       ``data_root``), or absolute.
-    - ``label``: with ``label_type='str'`` (default) any string, and a label
-      is its text: ``05`` and ``5`` are two classes (a warning names the first
-      two lines when one integer is written two ways). With
-      ``label_type='int'`` every label must be an integer (else an error
-      naming the line) and ``05`` and ``5`` are the class 5. The labels of the
-      selected rows are sorted (numerically when every label is an integer,
-      ``'05'`` before ``'5'``; else as strings) and mapped to ``0 .. C-1``;
-      ``metainfo['classes']`` holds them in order (strings, or ints with
-      ``label_type='int'``).
+    - ``label``: with ``label_type='str'`` (default) a label is its text (``05`` and ``5``
+      are two classes, with a warning); with ``label_type='int'`` every label is an integer
+      (``05`` is ``5``). The selected rows' labels are sorted (numerically when all are
+      integers) and mapped to ``0 .. C-1``; ``metainfo['classes']`` holds them in order.
     - ``split``: with ``split='x'`` only the rows whose split is ``x`` are
       kept; ``split=None`` keeps every row.
     - ``is_query``: ``1/true/yes`` or ``0/false/no`` (case-insensitive), or
@@ -89,11 +84,8 @@ class CSVDataset(BaseRetrievalDataset):
       one and the split is a query/gallery split; when all are blank (e.g.
       training rows) no ``is_query`` is set (leave-one-out evaluation).
 
-    Each image (``path``, compared normalised) is listed once per split: a
-    repeated row is an error naming both lines, since it would count the
-    image twice in every metric. One image in rows of two splits must have
-    one label. The file may start with a UTF-8 byte-order mark (Excel's
-    "CSV UTF-8").
+    Each image is listed once per split (a repeat would count it twice in every metric), with
+    one label across splits. A UTF-8 byte-order mark is accepted.
 
     Optional junk list (``junk_file``): gallery images to ignore for a query
     (e.g. other views of the query's object that are too hard or ambiguous to
@@ -102,15 +94,11 @@ class CSVDataset(BaseRetrievalDataset):
         query_path,gallery_path
         images/b.jpg,images/c.jpg
 
-    Paths are written as in the ``path`` column of ``ann_file``. A line whose
-    two paths are in ``ann_file`` but not both in the selected split is
-    skipped (one junk file can serve several splits); a path that is not in
-    ``ann_file`` at all, a ``query_path`` that is a gallery row or a
-    ``gallery_path`` that is a query row is an error naming the junk file
-    and line. The list ends up in ``metainfo['junk']`` as
-    ``{query sample index: [gallery sample index, ...]}`` (indices of this
-    dataset, recomputed for a subset), which
-    :class:`~irtbox.evaluation.RetrievalMetric` reads for ``map@all``.
+    Paths are written as in ``ann_file``. A line whose paths are not both in the selected
+    split is skipped (one junk file serves several splits); a path not in ``ann_file``, or a
+    query/gallery role swapped, is an error. The list ends up in ``metainfo['junk']`` as
+    ``{query sample index: [gallery sample index, ...]}``, read by
+    :class:`~irtbox.evaluation.RetrievalMetric` for ``map@all``.
 
     Args:
         ann_file (str): The CSV file (required), relative to ``data_root``.

@@ -53,11 +53,8 @@ class CUBDataset(BaseRetrievalDataset):
             image_class_labels.txt   # "image_id class_id", class_id 1..200
             images/001.Black_footed_Albatross/Black_Footed_Albatross_0046_18.jpg
 
-    Labels are the class ids of the split mapped in increasing order to
-    ``0 .. C-1``; the test split is evaluated leave-one-out. Class ids are
-    integers by format (``05`` is ``5``). An image path listed twice in
-    ``images.txt`` is an error naming both lines (the official file lists
-    each of its 11,788 images once).
+    The label is the integer class id; the test split is evaluated leave-one-out. A repeated
+    image is an error.
 
     Args:
         label_file (str): The image-to-class file, relative to ``data_root``.

@@ -8,12 +8,8 @@ PNG files in the generic folder format::
 
 plus OUT/benchmark_split.csv, the same images split for the training-recipe
 benchmark's examples (CSVDataset format ``path,label,split``): digits 0-6 are
-the 'train' split (its first 5 classes train, the last 2 validate), 7-9 the
-'test' split. A validation part needs several classes, and 5 of the 10 digits
-are too few to leave both a training and a validation part.
-
-The quick start, its command (``irtbox prepare-digits``) and the tests call
-:func:`prepare_digits`.
+the 'train' split (its first 5 classes train, the last 2 validate: 5 digits are too few
+for both), 7-9 the 'test' split.
 """
 import os
 import os.path as osp

@@ -44,12 +44,9 @@ class FolderDataset(BaseRetrievalDataset):
         data_root/<split>/<class_name>/**/<image>.jpg   (split given)
         data_root/<class_name>/**/<image>.jpg           (split=None)
 
-    Every class folder (searched recursively, files sorted by path) must hold
-    at least one image (``extensions``, case-insensitive); other files are
-    ignored. Labels are the class-folder names in sorted order mapped to
-    ``0 .. C-1``; ``metainfo['classes']`` holds the names. A class is its
-    folder name, a string: folders ``05`` and ``5`` are two classes (with a
-    warning naming both). Leave-one-out evaluation (no ``is_query``).
+    Every class folder (searched recursively) must hold at least one image (``extensions``,
+    case-insensitive); other files are ignored. A class is its folder name, a string
+    (``05`` and ``5`` are two classes, with a warning). Leave-one-out evaluation.
 
     Args:
         split (str | None): Sub-folder of ``data_root`` to read (any name),

@@ -68,13 +68,9 @@ class GLDv1NoisyDataset(BaseRetrievalDataset):
                                      # quoted), then "<16-hex id>,<url>,<int>"
             train/<id>.jpg
 
-    One sample per row, in file order, ``gt_label`` = ``landmark_id`` mapped
-    in increasing order to ``0 .. C-1`` (``landmark_id`` is an integer by
-    format). An image id listed twice is an error naming both lines (the
-    ``id`` column is the images' key). Source of the format: the dataset
-    card of the Kaggle challenge and the GLDv2 repository
-    (https://github.com/cvdfoundation/google-landmark), whose ``train.csv``
-    keeps the v1 columns ``id,url,landmark_id``.
+    One sample per row, in file order, labelled by ``landmark_id`` (an integer); a repeated
+    ``id`` is an error. The format: the Kaggle challenge's dataset card and the GLDv2
+    repository (https://github.com/cvdfoundation/google-landmark), which keeps these columns.
 
     Args:
         split (str): ``'train'`` (the only split).

@@ -53,11 +53,8 @@ class GLDv2CleanDataset(BaseRetrievalDataset):
                                      # landmark: "1,id1 id2 ..." (space-separated ids)
             train/0/0/0/000a1b2c3d4e5f60.jpg   # train/<id[0]>/<id[1]>/<id[2]>/<id>.jpg
 
-    One sample per listed image id, in file order, ``gt_label`` = its
-    ``landmark_id`` mapped in increasing order to ``0 .. C-1``
-    (``metainfo['classes']`` keeps the ids). An image id listed twice is an
-    error naming both lines. Image paths are relative to
-    ``data_prefix['img_path']`` (default ``train``).
+    One sample per listed image id, in file order, labelled by its ``landmark_id``; a
+    repeated id is an error.
 
     Args:
         split (str): ``'train'`` (the only split).

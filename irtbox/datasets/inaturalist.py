@@ -55,15 +55,9 @@ class INaturalist2018Dataset(BaseRetrievalDataset):
             Inaturalist_test_set1.txt
             train_val2018/Plantae/7477/3b60c9486db1d2ee875f11a669fbde4a.jpg
 
-    The class of an image is its category folder, the parent folder in the
-    path (``7477`` above; an int when it is all digits, so ids sort
-    numerically: the category ids are integers by format, and two folders
-    spelling one id two ways, ``05`` and ``5``, are an error naming both
-    lines). An image listed twice in a file is an error naming both lines.
-    Labels are the categories of the split mapped in
-    increasing order to ``0 .. C-1``; the test split is evaluated
-    leave-one-out. Image paths are relative to ``data_prefix['img_path']``
-    (default ``data_root``).
+    The class of an image is its category folder (``7477`` above, an integer; one id spelt
+    two ways, ``05`` and ``5``, is an error). The test split is evaluated leave-one-out. A
+    repeated image is an error.
     """
 
     specs = (DatasetSpec(

@@ -66,13 +66,9 @@ class InShopDataset(BaseRetrievalDataset):
     ``data_prefix=dict(img_path='')`` for copies that put ``img/`` directly
     under ``data_root``.
 
-    ``split='train'``: the training images. ``split='test'``: queries and
-    gallery together, in file order, each with ``is_query``; the labels are
-    the item ids of the test images mapped in increasing order to
-    ``0 .. C-1`` (shared by queries and gallery). Item ids are strings
-    (``id_00000002``). An image listed twice in the file (in one partition
-    or in two, e.g. as a query and as a gallery image) is an error naming
-    both lines: the official file lists each of its 52,712 images once.
+    ``split='train'``: the training images. ``split='test'``: queries and gallery together,
+    in file order, each with ``is_query``, labelled by item id (a string, shared by queries
+    and gallery). An image listed twice, in any partitions, is an error.
     """
 
     specs = (DatasetSpec(

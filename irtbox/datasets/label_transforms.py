@@ -106,17 +106,12 @@ class BenchmarkSplitDataset(BaseRetrievalDataset):
     """One part of a dataset's training split under the recipe benchmark's
     data-side factors.
 
-    The classes of ``dataset`` (its labels ``0 .. C-1``, i.e. its class ids
-    sorted) are split class-disjointly by :func:`split_classes`:
-    ``part='val'`` is the validation classes, untouched by the other
-    factors; ``part='train'`` is the training classes, of which
-    :func:`keep_class_fraction` keeps ``class_fraction``, then
-    :func:`add_label_noise` replaces ``label_noise`` of the kept samples'
-    labels by another kept class. Labels are contiguous ``0 .. C-1`` within
-    the part (``metainfo['classes']`` holds the original class keys), and
-    :meth:`get_gt_labels` returns the noisy labels, so samplers group by
-    them. This wrapper applies ``pipeline`` itself: ``dataset`` should have
-    none.
+    The classes of ``dataset`` are split class-disjointly (:func:`split_classes`):
+    ``part='val'`` is the validation classes, untouched; ``part='train'`` the training
+    classes, of which :func:`keep_class_fraction` keeps ``class_fraction``, then
+    :func:`add_label_noise` replaces ``label_noise`` of the labels. Labels are contiguous
+    within the part and :meth:`get_gt_labels` returns the noisy ones, so samplers group by
+    them. This wrapper applies ``pipeline`` itself: ``dataset`` should have none.
 
     Args:
         dataset (dict | BaseRetrievalDataset): The training split, or its config.

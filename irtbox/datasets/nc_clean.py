@@ -57,16 +57,10 @@ class NCCleanDataset(BaseRetrievalDataset):
             annotation_clean_val.txt
             images/<file name of the url>
 
-    Each line has exactly two space-separated fields. The first is the
-    image's URL or its path: for a URL (``scheme://...``) the image file is
-    the last component of the URL's path (the name the downloaders save it
-    under), otherwise the path itself, relative to ``data_prefix['img_path']``
-    (default ``images``). The second is the landmark label, an integer or a
-    name; labels are sorted (integers numerically, before names) and mapped
-    to ``0 .. C-1``. One integer written two ways (``05`` and ``5``) is an
-    error naming both lines (one class or two cannot be told). An image
-    listed twice (also two URLs with one file name) is an error naming both
-    lines.
+    Each line has two space-separated fields: the image's URL (the file is the last component
+    of its path, as the downloaders save it) or path, and the landmark label, an integer or a
+    name (one integer spelt two ways, ``05`` and ``5``, is an error). An image listed twice
+    (also two URLs with one file name) is an error.
 
     Args:
         split (str): ``'train'`` or ``'val'``.

@@ -174,15 +174,9 @@ class RevisitedDataset(BaseDataset):
     - then, with ``distractors_list``, the R1M distractors, ``is_query=False``;
       they are never positives.
 
-    A name listed twice in ``imlist``, or a path twice in ``distractors_list``,
-    is an error naming both places (the official files list each image
-    once; a copy would be retrieved twice).
-
-    No sample has a ``gt_label`` (relevance is per query, from ``gnd``), so
-    the data samples carry none. ``metainfo`` (the metric's
-    ``dataset_meta``): ``dataset_name``, ``gnd`` (the list of dicts, indices
-    as int lists, ``bbx`` as 4 floats), ``num_queries``, ``num_database``,
-    ``num_distractors``.
+    A name listed twice (``imlist``, ``distractors_list``) is an error. No sample has a
+    ``gt_label`` (relevance is per query, from ``gnd``). ``metainfo``: ``dataset_name``,
+    ``gnd``, ``num_queries``, ``num_database``, ``num_distractors``.
 
     Args:
         data_root (str): Folder of the ``gnd`` pickle and of ``jpg/``.
@@ -198,8 +192,7 @@ class RevisitedDataset(BaseDataset):
             ``distractors_root``.
         distractors_root (str): Folder the distractor paths are relative to.
         pipeline (Sequence[dict | Callable]): Transforms of a sample.
-        test_mode (bool): MMEngine's flag; True by default (an evaluation set:
-            a failing transform is an error, not a reason to draw another image).
+        test_mode (bool): MMEngine's flag; True by default (an evaluation set).
         **kwargs: Passed to ``mmengine.dataset.BaseDataset`` (``indices`` is
             refused: sample indices must stay aligned with ``gnd``).
     """

@@ -103,18 +103,12 @@ class SfM120kDataset(BaseRetrievalDataset):
       with ``gt_label`` = its cluster id mapped in increasing order to
       ``0 .. C-1`` (``metainfo['classes']`` keeps the original ids). Used as a
       class-labelled training set and to read images by index.
-    - tuples (``tuples=True``): ``len(self)`` = the number of tuples of an
-      epoch, ``min(qsize, number of pairs)``; item ``i`` is the list of the
-      ``2 + nnum`` packed images of tuple ``i`` — query, positive, ``nnum``
-      negatives — each ``{'inputs', 'data_samples'}`` as the pipeline's
-      ``PackRetrievalInputs`` made it, the data sample also carrying meta
-      fields ``tuple_target`` (-1 query, 1 positive, 0 negative, as Radenovic
-      et al.) and ``tuple_idx`` = ``i``; ``gt_label`` is the cluster label and
-      ``sample_idx`` the image index. The tuples are set every epoch by
-      ``TupleMiningHook`` through :meth:`set_tuples`; batch them with
-      ``collate_fn=dict(type='tuple_collate')`` (a batch of B tuples becomes
-      B x (2 + nnum) images in tuple order) and ``persistent_workers=False``
-      (workers must see the new tuples).
+    - tuples (``tuples=True``): ``len(self)`` = ``min(qsize, number of pairs)``; item ``i``
+      is the list of the ``2 + nnum`` packed images of tuple ``i`` (query, positive, ``nnum``
+      negatives), each data sample carrying ``tuple_target`` (-1 query, 1 positive,
+      0 negative) and ``tuple_idx`` = ``i``. ``TupleMiningHook`` sets the tuples every epoch
+      (:meth:`set_tuples`); batch them with ``collate_fn=dict(type='tuple_collate')`` (B x
+      (2 + nnum) images) and ``persistent_workers=False`` (workers must see new tuples).
 
     Args:
         split (str): ``'train'`` or ``'val'``.
@@ -288,9 +282,8 @@ class SfMWhitenDataset(BaseDataset):
     names, files under ``ims/`` as in :class:`SfM120kDataset`) and the aligned
     matching pairs ``qidxs``, ``pidxs`` (indices into ``cids``).
 
-    Samples: every image in ``cids`` order (``sample_idx`` = index in
-    ``cids``), no label. ``metainfo``: ``qidxs`` and ``pidxs`` (int lists),
-    read by the whitening fitting.
+    Samples: every image in ``cids`` order, no label; ``metainfo`` holds ``qidxs`` and
+    ``pidxs`` for the whitening fitting.
 
     Args:
         data_root (str): Folder of the pickle and of ``ims/``.

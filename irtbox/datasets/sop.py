@@ -59,12 +59,8 @@ class SOPDataset(BaseRetrievalDataset):
 
     ``split='train'`` reads ``Ebay_train.txt`` (59,551 images, 11,318
     classes), ``split='test'`` reads ``Ebay_test.txt`` (60,502 images, 11,316
-    classes); the two class sets are disjoint. An image path listed twice in a
-    file is an error naming both lines (the official files list each image
-    once). ``class_id`` is an integer by format (``05`` is ``5``). Labels are the ``class_id``
-    values of the split mapped, in increasing order, to ``0 .. C-1``; the
-    test split is evaluated leave-one-out (no ``is_query``). Image paths are
-    relative to ``data_prefix['img_path']`` (default: ``data_root``).
+    classes); the two class sets are disjoint. The label is ``class_id`` (an integer); the
+    test split is evaluated leave-one-out. A repeated image is an error.
     """
 
     specs = (DatasetSpec(

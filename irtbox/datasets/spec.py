@@ -1,14 +1,9 @@
 """What a dataset class declares about the data it reads, beside its code: a
 :class:`DatasetSpec` in its ``specs`` attribute (a tuple: ``RevisitedDataset`` reads three
 published datasets; :class:`DatasetSpec` and :class:`RemoteFile` say what a spec holds).
-``irtbox prepare`` / ``irtbox check`` (:mod:`.prepare`), the count check of every run
-(``DatasetCountCheckHook``) and the miniatures of the rehearsals (:mod:`.miniature`) find
-the specs through the classes registered in :data:`irtbox.registry.DATASETS`
-(:func:`dataset_specs`): adding a dataset is one module.
-
-Sizes marked ``approx=True`` are not published; they are estimates for the disk-space check
-and the download-time column of docs/datasets.md. Every file without a published checksum is
-recorded (size and sha256) at its first download in ``<root>/irtbox_prepare.json``.
+Preparing, checking, the count check of every run and the miniatures find the specs
+through the registered classes (:func:`dataset_specs`): adding a dataset is one module.
+Sizes marked ``approx=True`` are estimates (not published).
 """
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, Optional, Tuple

@@ -327,10 +327,8 @@ def export_model(model: nn.Module, fmt: str, out: str, input_size: Optional[Sequ
     a square image (of ``REFERENCE_SIDE`` pixels where the size follows the image's); the
     report's ``input_spec`` says how images of other shapes are resized.
 
-    The file is written by :func:`irtbox.utils.fileio.atomic_write` (a hidden temporary
-    beside ``out``, renamed once checked); the temporaries a killed export left for ``out``
-    are removed first. Bad arguments (a non-positive size, one the model does not accept,
-    an opset the exporter lacks) are ``ValueError``s naming the argument."""
+    The file is written by :func:`irtbox.utils.fileio.atomic_write`; bad arguments are
+    ``ValueError``s naming the argument."""
     spec = input_spec_of(model, 'export')
     size = tuple(input_size) if input_size else tuple(spec.size)
     _check_arguments(fmt, size, batch_size, input_dtype, opset, dynamo, dynamic_batch)

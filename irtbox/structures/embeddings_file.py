@@ -47,12 +47,10 @@ _FIELDS = ('embeddings', 'ids', 'data_root', 'labels', 'is_query', 'class_names'
 class EmbeddingSet:
     """One set of embeddings and what its rows are.
 
-    ``embeddings`` is n x D float32 (a read-only memory map when loaded from a file);
-    ``ids`` n strings: image paths relative to ``data_root`` (``''``: paths as they are, or any
-    ids), None where the rows have none (a test set without image paths); ``labels`` (n int) and ``is_query`` (n bool) where known; ``failed`` the (id, reason)
-    of the images that could not be read; ``metrics`` {name: value} of the run; ``identity``
-    the model's identity (``irtbox.apis.model_identity``); ``extra`` any other per-row or
-    per-query arrays (``sample_idx``, per-query APs, ...).
+    ``embeddings`` n x D float32 (a read-only memory map when loaded); ``ids`` n strings,
+    image paths relative to ``data_root`` (``''``: as they are), or None; ``labels`` (n int)
+    and ``is_query`` (n bool) where known; ``failed`` the (id, reason) of unreadable images;
+    ``metrics`` {name: value}; ``identity`` the model's; ``extra`` any other arrays.
     """
     embeddings: np.ndarray
     ids: Optional[Sequence[str]] = None
@@ -185,7 +183,7 @@ def _write_npy_member(member, array: np.ndarray) -> None:
 
 def _write_strings(member, strings: list) -> None:
     """``strings`` as the ``.npy`` of ``np.array(strings, dtype=str)``, converted a chunk at
-    a time: 10M ids as one fixed-width array were 400 MB more at the peak of a build."""
+    a time: one fixed-width array of all the ids would add to the peak of a build."""
     width = max((len(s) if isinstance(s, str) else len(str(s)) for s in strings), default=1)
     dtype = np.dtype(f'<U{max(1, width)}')
     header = dict(descr=np.lib.format.dtype_to_descr(dtype), fortran_order=False,

@@ -9,10 +9,8 @@ __all__ = ['ViTFeatures']
 class ViTFeatures(NamedTuple):
     """One transformer layer's tokens: the prefix tokens and the patch tokens as a map.
 
-    ``TimmBackbone`` returns one per requested layer for a vision transformer
-    (a CNN gives plain B x C x h x w maps instead); poolers and the DToP neck
-    read the fields by name. A named tuple, so ``prefix, grid = features``
-    still unpacks.
+    ``TimmBackbone`` returns one per requested layer of a vision transformer; a named tuple,
+    so ``prefix, grid = features`` unpacks.
 
     Fields:
         prefix: B x P x D, the tokens before the patches in timm's order: CLS

@@ -139,11 +139,9 @@ def finish_distributed() -> bool:
     the group is destroyed, and logs and output are flushed. Returns whether there was a
     group (False, a no-op, on one process). Call it last.
 
-    The model wrapper (DDP) still holds the gloo group after ``destroy_process_group``,
-    and tearing its threads down at interpreter exit aborts a finished rank now and then
-    ("terminate called without an active exception"), failing a successful job: a script
-    should then end its process at once (``os._exit(0)``), which is the script's decision,
-    not the library's (the tools do it).
+    DDP still holds the gloo group after ``destroy_process_group``, and tearing its threads
+    down at interpreter exit sometimes aborts a finished rank, so a script should then end
+    its process at once (``os._exit(0)``, as the tools do).
     """
     if not (dist.is_available() and dist.is_initialized()):
         return False
@@ -179,16 +177,11 @@ def ddp_wrapper_cfg(model_wrapper_cfg=None, find_unused_parameters: bool = False
     (None: MMEngine's ``MMDistributedDataParallel``). What the config sets stays; the
     defaults it leaves are filled in:
 
-    - ``device_ids``: the device this process uses, ``[torch.cuda.current_device()]`` (the
-      distributed set-up made it the rank's), or None on the CPU. MMEngine's own default,
-      ``[LOCAL_RANK]``, names a device that does not exist where each task sees only its
-      own GPU (``srun --gpus-per-task=1``, ``--gpu-bind``).
-    - buffers not re-sent from rank 0 at every step, on every device (MMEngine's default
-      wrapper does the same; DDP's own default sends them): a cross-batch memory is
-      identical on every rank already, and BatchNorm statistics are averaged by the
-      runner's ``sync_norm_stats`` hook. torch >= 2.13 deprecates ``broadcast_buffers``
-      (a FutureWarning on every run) for ``forward_sync_buffers``, which is used where it
-      exists.
+    - ``device_ids``: ``[torch.cuda.current_device()]``, or None on the CPU (MMEngine's
+      ``[LOCAL_RANK]`` names a missing device where each task sees only its own GPU).
+    - buffers not re-sent from rank 0 at every step: a cross-batch memory is identical on
+      every rank already, and BatchNorm statistics are averaged by ``sync_norm_stats``
+      (``forward_sync_buffers`` where torch has it, else ``broadcast_buffers``).
     - ``find_unused_parameters``: the config's top-level key, as MMEngine reads it.
     """
     wrapper = dict(model_wrapper_cfg or dict(type='MMDistributedDataParallel'))
@@ -240,9 +233,8 @@ def all_gather_cat(*tensors: torch.Tensor) -> tuple:
 def gather_round_robin(local: torch.Tensor, n: int) -> torch.Tensor:
     """The ``n`` rows of a set sharded round robin, in set order, on every rank.
 
-    Rank r holds rows r, r + world, r + 2 world, ... of the set (MMEngine's
-    ``DefaultSampler`` without shuffling, or ``indices[rank::world]``), possibly
-    followed by padding rows past ``n`` (the sampler's round-up), which are dropped.
+    Rank r holds rows r, r + world, ... (``DefaultSampler`` without shuffling), possibly
+    followed by padding rows past ``n``, which are dropped.
     """
     world = mmdist.get_world_size()
     if world == 1:

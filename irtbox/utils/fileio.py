@@ -12,11 +12,9 @@ def atomic_write(path: str, write: Callable[[str], None]) -> None:
     ``path`` and fsync the folder: a reader (or a crash, a power loss included) sees the old
     file or the new one, never a part.
 
-    The temporary name ends with ``path``'s extension, so writers that pick their format by
-    it (``np.savez``, ``Image.save``, ``savefig``, ``Config.dump``) write the right one. The
-    folder is created if needed; on any error the temporary file is removed, and an
-    ``OSError`` (a full disk, a read-only folder) names ``path``. The file gets the mode any
-    new file gets (the umask's), not the temporary file's private one.
+    The temporary name ends with ``path``'s extension, for writers that pick their format by
+    it (``np.savez``, ``savefig``). On any error the temporary is removed and an ``OSError``
+    names ``path``. The file gets the umask's mode, not the temporary's private one.
     """
     folder = osp.dirname(osp.abspath(path))
     try:

@@ -1,12 +1,9 @@
 """One image decoder for the whole toolbox, and one pixel cap checked before it decodes.
 
-A 20000 x 20000 PNG is a few kilobytes on disk and 1.2 GB once decoded; the image size is
-read from the header (Pillow reads only the header on ``Image.open``) and refused above the
-cap before any pixel is decoded. :func:`decode_image` is the only place an image file
-becomes pixels: the ``LoadImageFromFile`` transform of the pipelines (training, test,
-extraction, index building, ``search query``) and the search server's uploads call it, so
-a file gives the same pixels everywhere (EXIF orientation, 16-bit, CMYK, palette, the first
-frame of an animation).
+A 20000 x 20000 PNG is a few kilobytes on disk and 1.2 GB once decoded, so the size is read
+from the header and refused above the cap before any pixel is decoded. :func:`decode_image`
+is the only place an image file becomes pixels (the pipelines' ``LoadImageFromFile`` and the
+search server's uploads), so a file gives the same pixels everywhere.
 """
 import io
 import os
@@ -102,13 +99,11 @@ def decode_image(data: bytes, max_pixels: Optional[int] = None, channel_order: s
       and mmcv do);
     - an animated GIF, PNG or WebP gives its first frame.
 
-    The size is checked against ``max_pixels`` (default :func:`default_max_pixels`) from the
-    header first (:func:`check_image_bytes`: ValueError, :class:`ImageTooLargeError`); a file
-    that cannot be decoded raises ValueError saying why (the caller names the file).
-    ``min_side``: the short side the caller needs; a larger image is decoded smaller (a JPEG
-    by ``draft``) and reduced by the largest whole factor that keeps its short side at least
-    ``min_side`` (the search server's queries). ``reserve(pixels)`` is called with the pixels
-    about to be decoded, and again with the returned image's (a memory budget).
+    The size is checked against ``max_pixels`` from the header first
+    (:func:`check_image_bytes`); an undecodable file raises ValueError saying why.
+    ``min_side``: the short side the caller needs; a larger image is decoded smaller, by the
+    largest whole factor that keeps it (the search server's queries). ``reserve(pixels)`` is
+    called with the pixels about to be decoded, and again with the result's (a memory budget).
     """
     from PIL import Image, ImageOps
     if channel_order not in ('rgb', 'bgr'):

@@ -56,8 +56,8 @@ def _libc():
 def map_large_blocks() -> None:
     """Blocks of 128 KB and more mapped and unmapped on their own for the rest of the process:
     glibc otherwise raises that threshold as such blocks are freed, and a faiss index's lists,
-    which grow by doubling, leave their old buffers in the heap. Measured at 1M x 384
-    IVF1024,SQ8: the lists' resident memory 1.29x -> 1.20x their codes. Process-wide, so the
+    which grow by doubling, leave their old buffers in the heap (docs/benchmarks.md, "Big
+    collections"). Process-wide, so the
     command whose process's whole job is the build sets it (the search command's build from
     an extraction's embeddings), not the library. A no-op off glibc."""
     libc = _libc()

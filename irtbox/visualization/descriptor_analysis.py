@@ -141,8 +141,7 @@ def analyze_result_files(models: Sequence[Tuple[str, str]], out_dir: str,
     ``analysis.json`` (the results, by model). ``gnd_file``: a revisited ``gnd_*.pkl``
     whose ``protocol`` gives the pairs (the files then need query flags, not labels); the
     other arguments as in :func:`analyze_embedding_set`. Every file is read before anything
-    is computed or written; ``ValueError`` / ``FileNotFoundError`` name the file at fault.
-    Returns {model name: analysis}, each with its ``path``."""
+    is written. Returns {model name: analysis}, each with its ``path``."""
     names = [model for model, _ in models]
     if len(set(names)) != len(names):
         raise ValueError(f'model names must be unique, got {names}')

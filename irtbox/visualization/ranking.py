@@ -1,11 +1,9 @@
 """What each shown query retrieved: its top-k, which results are right, wrong or junk, its AP,
 the rank of its first correct result and the classes that come before it.
 
-Only the queries that are shown are ranked in full (``chunk_size`` at a time, with
-:func:`~irtbox.evaluation.functional.rank_database`); choosing them needs only the top-1
-(:func:`~irtbox.evaluation.functional.knn`) of a random pool of queries a few times
-larger than the sample. Nothing builds a queries x gallery matrix, and the cost grows
-with the number of queries shown, not with the test set.
+Only the shown queries are ranked in full; choosing them needs only the top-1 of a random
+pool a few times larger than the sample, so the cost grows with the queries shown, not with
+the test set.
 """
 from typing import List, Optional, Sequence
 
@@ -55,9 +53,8 @@ def top1_failures(query_emb: np.ndarray, gallery_emb: np.ndarray, rows: Sequence
     wrong (neither ok nor junk).
 
     ``gnd_of(rows)`` returns the ``{'ok', 'junk'}`` dicts of those query rows (e.g.
-    :func:`label_ground_truth` bound to the labels). A cheap screen used to include
-    failures in the sample: one exact top-1 (top-2 in leave-one-out mode, where query i is
-    gallery item i and is dropped) search per row, chunked.
+    :func:`label_ground_truth` bound to the labels): a cheap screen, one exact top-1 search
+    per row (top-2 in leave-one-out mode).
     """
     rows = np.asarray(rows, dtype=np.int64)
     k = min(2 if exclude_self else 1, len(gallery_emb))
@@ -115,15 +112,12 @@ def analyze_queries(query_emb: np.ndarray, gallery_emb: np.ndarray, rows: Sequen
         max_confusions: how many wrong classes to report per query.
 
     Returns:
-        One dict per row: ``query`` (the row), ``results`` (gallery indices, top-k),
-        ``scores`` (their cosine similarities), ``status`` ('correct' / 'wrong' /
-        'junk' each), ``ap`` (non-interpolated AP over the whole ranking, junk
-        removed; NaN when no correct item exists), ``n_relevant`` (R, the number of
-        correct gallery items), ``first_correct`` (1-based rank of the first correct
-        result in the shown ranking, None if there is none), ``failure`` (a wrong
-        result comes before the first correct one, junk skipped) and ``confusions``
-        (``[(label, count), ...]``: the labels of the wrong results ranked before the
-        first correct one, or in the top-k when there is none, most frequent first).
+        One dict per row: ``query``, ``results`` (top-k gallery indices), ``scores``,
+        ``status`` ('correct' / 'wrong' / 'junk' each), ``ap`` (over the whole ranking, junk
+        removed; NaN without a correct item), ``n_relevant``, ``first_correct`` (1-based
+        rank, or None), ``failure`` (a wrong result before the first correct one) and
+        ``confusions`` (``[(label, count), ...]`` of the wrong results before it, most
+        frequent first).
     """
     rows = np.asarray(rows, dtype=np.int64)
     if len(rows) != len(gnd):

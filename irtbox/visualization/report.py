@@ -35,10 +35,8 @@ def show_results(out_dir: str, embeddings: np.ndarray, image_paths: Sequence[str
     top-1 failures, then up to half of the sample are failures of the pool
     (:func:`~irtbox.visualization.ranking.select_queries`).
 
-    With ``worst`` > 0, every query is ranked in full instead (the cost of ``map@all``:
-    O(queries x gallery log gallery) time, still O(64 x gallery) memory), the ``worst``
-    queries with the lowest AP are shown (``num`` and ``seed`` unused) and
-    ``failures.csv`` lists all queries.
+    With ``worst`` > 0, every query is ranked in full instead (the cost of ``map@all``) and
+    the ``worst`` queries by AP are shown; ``failures.csv`` then lists all queries.
 
     Args:
         out_dir: output folder.

@@ -21,6 +21,7 @@ def offline(monkeypatch):
     monkeypatch.setenv('HF_HUB_OFFLINE', '1')
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('key, value, cls, meant', [
     ('default_hooks.checkpoint.intervall', 1, 'CheckpointHook', 'interval'),
     ('default_hooks.logger.intrval', 1, 'LoggerHook', 'interval'),
@@ -54,6 +55,7 @@ def test_misspelled_key_anywhere(key, value, cls, meant):
     assert f"takes no argument {typo!r}; did you mean '{meant}'?" in str(err.value)
 
 
+@pytest.mark.slow
 def test_hook_typo_refused_before_training(tmp_path):
     work_dir = tmp_path / 'w'
     with pytest.raises(ConfigError, match=r"default_hooks\.checkpoint\.intervall: CheckpointHook "
@@ -118,6 +120,7 @@ def one_per_folder(paths):
     return sorted(seen.values())
 
 
+@pytest.mark.slow
 def test_shipped_configs_pass():
     chosen = one_per_folder(SHIPPED) + TEST_CONFIGS
     assert len(chosen) > 10

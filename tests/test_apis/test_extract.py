@@ -51,6 +51,7 @@ def warnings_logged(monkeypatch):
     return logged
 
 
+@pytest.mark.slow
 def test_equals_the_test_dataloader(model, photos):
     """The config's test dataloader (as tools/test.py builds it) over a FolderDataset."""
     loader_cfg = copy.deepcopy(model.cfg.test_dataloader)
@@ -92,6 +93,7 @@ def test_bad_arrays_are_refused(model):
         extract_features(model, [image, image.astype(np.float32)], progress=False)
 
 
+@pytest.mark.slow
 def test_unreadable_files_are_listed(model, tmp_path, warnings_logged):
     folder = tmp_path / 'photos'
     folder.mkdir()
@@ -130,6 +132,7 @@ def test_crop_bbox_is_a_no_op_without_a_box(model):
                                   extract_features(model, paths, progress=False).embeddings)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('resize, varies', [
     (dict(type='Resize', scale=(1000, 24), keep_ratio=True), 'aspect'),  # short edge 24
     (dict(type='Resize', scale_factor=0.5), 'image'),

@@ -10,6 +10,7 @@ from irtbox.utils.config import load_config
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('config, preprocessing_sha256, dim', [
     ('configs/quickstart/irt-r_vit-tiny_1xb64-500_digits.py',
      '5a83f48e1f919d5d4a761860fd7167cadee4cd5c109e439947d9c26bdd38ca2b', 192),
@@ -23,6 +24,7 @@ def test_preprocessing_digest_is_the_one_indexes_hold(config, preprocessing_sha2
         preprocessing_sha256, dim)
 
 
+@pytest.mark.slow
 def test_weights_digest_of_a_model_with_0d_buffers():
     """BatchNorm's num_batches_tracked is a 0-d tensor: hashed like the others."""
     cfg = load_config(osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py'))

@@ -62,6 +62,7 @@ def test_mismatch_is_refused(change, message, trained):
         init_model(TINY, path)
 
 
+@pytest.mark.slow
 def test_checkpoint_means_no_backbone_download(tmp_path, monkeypatch):
     """The SOP config builds DeiT-S with timm's pretrained weights; with a checkpoint
     nothing is downloaded (the checkpoint has the weights), so this works offline."""

@@ -1,6 +1,7 @@
 """What a rehearsal changes in a config, and only that."""
 import os.path as osp
 
+import pytest
 import torch
 from mmengine.config import Config
 
@@ -26,6 +27,7 @@ def sizes(pipeline):
             for t in pipeline if t['type'] not in ('LoadImageFromFile', 'PackRetrievalInputs')]
 
 
+@pytest.mark.slow
 def test_fixed_size_vit_gets_the_small_input_and_the_pipelines_follow():
     cfg = Config.fromfile(IRT_SOP)
     scale_input_size(cfg, 64)
@@ -37,6 +39,7 @@ def test_fixed_size_vit_gets_the_small_input_and_the_pipelines_follow():
                                                            ('CenterCrop', 64)]
 
 
+@pytest.mark.slow
 def test_patch_14_rounds_to_a_multiple_of_the_patch():
     cfg = Config.fromfile(DML)
     scale_input_size(cfg, 64)
@@ -44,6 +47,7 @@ def test_patch_14_rounds_to_a_multiple_of_the_patch():
     assert sizes(cfg.val_dataloader.dataset.pipeline) == [('Resize', (70, 70))]
 
 
+@pytest.mark.slow
 def test_dynamic_position_embedding_keeps_its_grid_and_group_sizes_scale():
     cfg = Config.fromfile(DTOP)
     scale_input_size(cfg, 64)
@@ -111,6 +115,7 @@ def test_a_loader_two_entries_share_is_scaled_once_and_pca_fits_its_data(tmp_pat
     assert cfg.model.neck[-1].out_dim == images
 
 
+@pytest.mark.slow
 def test_uncached_pretrained_weights_get_a_stand_in_of_known_values(tmp_path, monkeypatch):
     from huggingface_hub import constants
     monkeypatch.setattr(constants, 'HF_HUB_CACHE', str(tmp_path / 'empty'))
@@ -136,6 +141,7 @@ def test_cached_pretrained_weights_are_used(tmp_path, monkeypatch):
     assert cfg.model.backbone.pretrained is True
 
 
+@pytest.mark.slow
 def test_miniaturize_writes_data_and_runs_under_the_work_dir(tmp_path):
     cfg, first, notes = miniaturize(Config.fromfile(IRT_SOP), str(tmp_path))
     assert cfg.work_dir == str(tmp_path / 'run')

@@ -50,6 +50,7 @@ def test_every_metafile_is_indexed():
     assert found == imports
 
 
+@pytest.mark.slow
 def test_list_models_filters():
     assert list_models() == sorted(RAW)
     released = sorted(n for n, m in RAW.items() if m.get('Weights') is not None)
@@ -84,6 +85,7 @@ def test_every_entry_names_a_config_that_the_config_tests_build():
     assert {collection[name] for name in FAMILY_ENTRIES} == set(collection.values())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('name', FAMILY_ENTRIES)
 def test_an_entry_of_each_family_builds(name, timm_cache):
     """get_model(pretrained=False) builds it (timm_cache refuses a pretrained download, so
@@ -93,6 +95,7 @@ def test_an_entry_of_each_family_builds(name, timm_cache):
     assert osp.realpath(model.cfg.filename) == osp.realpath(osp.join(ROOT, RAW[name]['Config']))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('name', [n for n, m in RAW.items()
                                   if (m.get('Weights') or {}).get('Source') == 'timm'])
 def test_timm_entries_match_their_config(name):
@@ -142,6 +145,7 @@ def embed(model):
         return model(torch.randn(3, 3, 32, 32), mode='tensor')
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('form', ['relative', 'absolute', 'file'])
 def test_extra_index_local_weights(form, released, tmp_path, monkeypatch):
     model, path = released
@@ -152,6 +156,7 @@ def test_extra_index_local_weights(form, released, tmp_path, monkeypatch):
     assert torch.equal(embed(get_model('my-model')), embed(model))
 
 
+@pytest.mark.slow
 def test_extra_index_argument_and_wrong_hash(released, tmp_path):
     model, path = released
     index = write_zoo(str(tmp_path), {'URL': path, 'SHA256': '0' * 64})
@@ -160,6 +165,7 @@ def test_extra_index_argument_and_wrong_hash(released, tmp_path):
     assert torch.equal(embed(get_model('my-model', pretrained=path, index=index)), embed(model))
 
 
+@pytest.mark.slow
 def test_extra_index_overrides_builtin(released, tmp_path):
     model, path = released
     index = write_zoo(str(tmp_path), {'URL': path, 'SHA256': sha256sum(path)},
@@ -168,6 +174,7 @@ def test_extra_index_overrides_builtin(released, tmp_path):
     assert torch.equal(embed(get_model('irt-r_deit-s_1xb64-35k_sop', index=index)), embed(model))
 
 
+@pytest.mark.slow
 def test_wrong_checkpoint_is_refused(tmp_path):
     other = init_model(TINY, cfg_options={'model.backbone.embed_dim': 16})
     path = str(tmp_path / 'other.pth')
@@ -208,6 +215,7 @@ def run_isolated(code, env):
                           env=dict(os.environ, **env), capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_timm_weights_through_timm_offline(tmp_path):
     """IRT_O loads timm's public DeiT-S weights through timm's own hub mechanism: here from
     a Hugging Face cache prepared in the official layout, with no network (the hub's address
@@ -249,6 +257,7 @@ def test_timm_weights_through_timm_offline(tmp_path):
     assert result.stdout.split() == ['missing-ok', 'loaded-ok', 'timm']
 
 
+@pytest.mark.slow
 def test_size_and_embedding_dim_are_checked(released, tmp_path):
     """The entry's Size is the file's (refused as a sha256 mismatch is) and its Embedding Dim
     the built model's (refused naming both numbers); right ones load."""
@@ -271,6 +280,7 @@ def test_size_and_embedding_dim_are_checked(released, tmp_path):
     assert torch.equal(embed(get_model('my-model', index=index)), embed(model))
 
 
+@pytest.mark.slow
 def test_a_bad_entry_blocks_only_itself(released, tmp_path, monkeypatch, capsys):
     """One malformed entry of an extra index (IRTBOX_MODEL_INDEX): the built-in models and
     the index's good entries list and load, the bad ones are reported once each, naming the

@@ -39,6 +39,7 @@ def embed(model):
         return model(torch.randn(3, 3, 32, 32), mode='tensor')
 
 
+@pytest.mark.slow
 def test_safetensors_release(checkpoint, tmp_path):
     from safetensors import safe_open
     zoo = str(tmp_path / 'zoo')
@@ -65,6 +66,7 @@ def test_safetensors_release(checkpoint, tmp_path):
     assert torch.equal(embed(released), embed(init_model(TINY, checkpoint)))
 
 
+@pytest.mark.slow
 def test_pth_release_keeping_training_state(checkpoint, tmp_path):
     info = publish_checkpoint(checkpoint, str(tmp_path), name='tiny', config=TINY, fmt='pth',
                               keep_training_state=True)
@@ -74,6 +76,7 @@ def test_pth_release_keeping_training_state(checkpoint, tmp_path):
     assert set(saved['state_dict']) == set(safe_torch_load(checkpoint)['state_dict'])
 
 
+@pytest.mark.slow
 def test_config_from_checkpoint_meta_and_republish(checkpoint, tmp_path):
     first = publish_checkpoint(checkpoint, str(tmp_path), name='tiny')
     second = publish_checkpoint(checkpoint, str(tmp_path), name='tiny', url_prefix='http://h/z/')
@@ -86,6 +89,7 @@ def test_config_from_checkpoint_meta_and_republish(checkpoint, tmp_path):
                        embed(init_model(TINY, checkpoint)))
 
 
+@pytest.mark.slow
 def test_cli_prints_the_weights_block(checkpoint, tmp_path, capsys):
     publish_model.main([checkpoint, str(tmp_path), '--config', TINY, '--name', 'tiny-cli'])
     out = capsys.readouterr().out
@@ -105,6 +109,7 @@ def test_cli_bad_input(argv, message, checkpoint, tmp_path):
         publish_model.main([checkpoint, str(tmp_path)] + argv)
 
 
+@pytest.mark.slow
 def test_wrong_config_is_refused(checkpoint, tmp_path):
     other = osp.join(ROOT, 'configs', 'quickstart', 'irt-r_vit-tiny_1xb64-500_digits.py')
     with pytest.raises(SystemExit, match='does not match'):
@@ -125,6 +130,7 @@ def test_failed_write_leaves_nothing(checkpoint, tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_tools_test_accepts_the_release(checkpoint, tmp_path, monkeypatch):
     """tools/test.py evaluates a published .safetensors file as it does the training checkpoint."""
     from irtbox.cli import test as test_tool

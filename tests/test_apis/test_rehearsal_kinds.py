@@ -22,6 +22,7 @@ def variant(change, tiny=Config.fromfile(TINY)):
     return config_kind(cfg)
 
 
+@pytest.mark.slow
 def test_a_kind_changes_with_each_part_and_not_with_numbers():
     base = variant(lambda cfg: None)
     assert base.backbone == 'VisionTransformer(pos_embed=timm)'
@@ -56,6 +57,7 @@ def test_a_kind_changes_with_each_part_and_not_with_numbers():
     assert variant(parts['sampler']).sampler == 'MPerClassSampler(m=1)'
 
 
+@pytest.mark.slow
 def test_every_kind_of_the_shipped_configs_is_rehearsed_in_ci():
     """CI runs ``--all-kinds --quick``, which rehearses the cheapest config of each kind; this
     fails when a shipped config brings a kind that set leaves out, or one that no rehearsal

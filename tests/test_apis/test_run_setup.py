@@ -15,6 +15,7 @@ ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIG = osp.join(ROOT, 'configs', 'quickstart', 'irt-r_vit-tiny_1xb64-500_digits.py')
 
 
+@pytest.mark.slow
 def test_work_dir_launcher_and_options():
     cfg = load_run_config(CONFIG, {'train_cfg.max_iters': 3})
     assert cfg.work_dir == osp.join('./work_dirs', 'irt-r_vit-tiny_1xb64-500_digits')

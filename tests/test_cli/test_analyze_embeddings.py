@@ -52,6 +52,7 @@ def two_models(tmp_path):
             b, write_npz(tmp_path / 'b.npz', b))
 
 
+@pytest.mark.slow
 def test_analysis_matches_the_pure_functions(tmp_path, two_models, capsys):
     a, path_a, b, path_b = two_models
     out = tmp_path / 'figs'
@@ -87,6 +88,7 @@ def test_analysis_matches_the_pure_functions(tmp_path, two_models, capsys):
     assert 'IRT_L' in printed and 'IRT_R' in printed and 'd@0.9' in printed
 
 
+@pytest.mark.slow
 def test_sampled_all_pairs_and_linear_axis(tmp_path, two_models):
     a, path_a, b, path_b = two_models
     results = analyze_embeddings.main([f'A={path_a}', f'B={path_b}', '--out-dir',
@@ -101,6 +103,7 @@ def test_sampled_all_pairs_and_linear_axis(tmp_path, two_models):
     assert (tmp_path / 'o' / 'energy.png').is_file()
 
 
+@pytest.mark.slow
 def test_prefixed_multi_dataset_npz(tmp_path):
     first, second = fake_outputs(2, 20, 4, 3), fake_outputs(3, 25, 4, 3)
     path = write_npz(tmp_path / 'multi.npz', {'0': first, '1': second})
@@ -154,6 +157,7 @@ def test_help_has_an_example(capsys):
     assert 'IRT_O=' in text and 'IRT_R=' in text and '--max-queries' in text
 
 
+@pytest.mark.slow
 def test_revisited_ground_truth_pairs(tmp_path):
     """A revisited .npz (no labels, queries first) with its gnd_*.pkl: Fig. 5's setting."""
     import pickle

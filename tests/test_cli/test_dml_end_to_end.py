@@ -79,6 +79,7 @@ def trained(request, tmp_path_factory):
     return loss, work_dir
 
 
+@pytest.mark.slow
 def test_early_stopping_keeps_the_best(trained):
     """One validation class: every query's neighbours share its label, so Precision@1 is 1 at
     every validation. The second one is no improvement (a tie), so with patience 1 training
@@ -106,6 +107,7 @@ def test_early_stopping_keeps_the_best(trained):
     assert [r['precision@1'] for r in validations] == [100.0, 100.0]  # percent
 
 
+@pytest.mark.slow
 def test_learning_rates_in_the_optimizer(trained):
     """Adam's groups as trained: the model at 1e-6, the classifier (ArcFace's D x C weight,
     the only parameter of that shape) alone at 1.0, no weight decay."""
@@ -146,6 +148,7 @@ def brute_force(embeddings, labels):
     return dict(map_at_r=np.mean(aps), precision_at_1=np.mean(firsts))
 
 
+@pytest.mark.slow
 def test_best_weights_tested(trained, tmp_path, in_root):
     loss, work_dir = trained
     args = [CONFIGS[loss], osp.join(work_dir, 'best.pth'), '--work-dir', str(tmp_path)]

@@ -1,6 +1,7 @@
 """A small DToP end to end on CPU: 2 training iterations, then the revisited test."""
 import os.path as osp
 
+import pytest
 
 from irtbox.cli import test as test_tool
 from irtbox.cli import train as train_tool
@@ -10,6 +11,7 @@ ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIG = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_dtop.py')
 
 
+@pytest.mark.slow
 def test_two_iterations_then_test(tmp_path, in_root):
     work_dir = str(tmp_path)
     train_tool.main([CONFIG, '--work-dir', work_dir])

@@ -39,6 +39,7 @@ def load(path):
     return load_embeddings(path, mmap=False)
 
 
+@pytest.mark.slow
 def test_one_process_equals_extract_features(collection, tmp_path, monkeypatch):
     folder, checkpoint = collection
     out = str(tmp_path / 'out')
@@ -65,6 +66,7 @@ def test_one_process_equals_extract_features(collection, tmp_path, monkeypatch):
         assert plain['ids'].tolist() == saved.ids
 
 
+@pytest.mark.slow
 def test_resume(collection, tmp_path, request):
     folder, checkpoint = collection
     out = str(tmp_path / 'out')
@@ -89,6 +91,7 @@ def test_resume(collection, tmp_path, request):
     np.testing.assert_array_equal(after.embeddings, before.embeddings)
 
 
+@pytest.mark.slow
 def test_resume_of_another_job_is_refused(collection, tmp_path):
     folder, checkpoint = collection
     out = str(tmp_path / 'out')
@@ -108,6 +111,7 @@ def test_resume_of_another_job_is_refused(collection, tmp_path):
         extract_tool.main([CONFIG, other, folder, out, '--shard-size', '100', '--resume'])
 
 
+@pytest.mark.slow
 def test_two_cpu_processes_equal_one(collection, tmp_path):
     folder, checkpoint = collection
     single = str(tmp_path / 'single')
@@ -127,6 +131,7 @@ def test_two_cpu_processes_equal_one(collection, tmp_path):
     assert b.failed == a.failed and b.identity == a.identity
 
 
+@pytest.mark.slow
 def test_a_checkpoint_holding_nan_stops_before_any_features_file(collection, tmp_path):
     folder, checkpoint = collection
     state = torch.load(checkpoint)

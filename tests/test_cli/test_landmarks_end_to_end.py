@@ -3,6 +3,7 @@ ROxford5k (+distractors) with multi-scale descriptors and learned whitening."""
 import os.path as osp
 
 import numpy as np
+import pytest
 
 from irtbox.cli import test as test_tool
 from irtbox.cli import train as train_tool
@@ -12,6 +13,7 @@ ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIG = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_landmarks.py')
 
 
+@pytest.mark.slow
 def test_train_one_epoch_then_test(tmp_path, in_root):
     work_dir = str(tmp_path)
     train_tool.main([CONFIG, '--work-dir', work_dir])

@@ -37,6 +37,7 @@ def test_help_is_plain_text_without_rest_markup(argv, capsys):
     assert not re.search(r':\w+:`', out), out
 
 
+@pytest.mark.slow
 def test_a_command_gets_its_arguments_and_names_itself(capsys, tmp_path):
     counts = main(['prepare-digits', '--out', str(tmp_path / 'digits'), '--size', '8'])
     assert counts['train'] > 0 and (tmp_path / 'digits' / 'train').is_dir()
@@ -53,6 +54,7 @@ def test_unknown_command_is_refused(capsys):
     assert exit_info.value.code == 2 and "invalid choice: 'trian'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_python_m_irtbox_lists_the_zoo():
     """The console entry point (as `irtbox` and `python -m irtbox` run it) exits 0 and
     prints only the command's output (not its return value)."""

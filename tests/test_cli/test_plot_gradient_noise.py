@@ -42,6 +42,7 @@ def test_beta_lambda_from_the_dumped_config(tmp_path):
         (0.3, 0.0, 0.4), (0.7, 0.5, 0.2), (0.1, 1.0, 0.3)]  # no KoLeo: 0; unlisted weight: 1
 
 
+@pytest.mark.slow
 def test_real_table5_configs(tmp_path):
     """β and λ of configs MMEngine dumped from the shipped β x λ grid."""
     for beta, lam in (('0.3', '0.0'), ('0.9', '0.7')):
@@ -54,6 +55,7 @@ def test_real_table5_configs(tmp_path):
         assert (row['beta'], row['lambda']) == (float(beta), float(lam))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('x,series', [('beta', 'lambda'), ('lambda', 'beta')])
 def test_main_writes_png_and_csv(tmp_path, x, series):
     grid = {(b, lam): round(0.1 + b + lam / 10, 6) for b in (0.1, 0.5, 0.9) for lam in (0.0, 0.7)}

@@ -17,6 +17,7 @@ def digits_dir(tmp_path_factory):
     return out, counts
 
 
+@pytest.mark.slow
 def test_folder_splits(digits_dir):
     out, counts = digits_dir
     target = sklearn.load_digits().target
@@ -26,6 +27,7 @@ def test_folder_splits(digits_dir):
         assert len(labels) == counts[split] and len(np.unique(labels)) == len(digits)
 
 
+@pytest.mark.slow
 def test_benchmark_split_csv(digits_dir):
     out, _ = digits_dir
     target = sklearn.load_digits().target

@@ -49,6 +49,7 @@ def renamed_onto(monkeypatch):
     return targets
 
 
+@pytest.mark.slow
 def test_build_then_query(photos, tmp_path, capsys, monkeypatch, renamed_onto):
     folder, checkpoint = photos
     index = str(tmp_path / 'index')
@@ -108,6 +109,7 @@ def test_build_then_query(photos, tmp_path, capsys, monkeypatch, renamed_onto):
         shutil.move(str(tmp_path / 'moved.png'), hits[1]['path'])
 
 
+@pytest.mark.slow
 def test_resume_continues_from_the_shards(photos, tmp_path, monkeypatch, request):
     folder, checkpoint = photos
     index = str(tmp_path / 'index')
@@ -129,6 +131,7 @@ def test_resume_continues_from_the_shards(photos, tmp_path, monkeypatch, request
     assert len(searcher) == 100 and ImageSearcher.load(index).ids == searcher.ids
 
 
+@pytest.mark.slow
 def test_query_with_another_model_is_refused(photos, tmp_path):
     folder, checkpoint = photos
     index = str(tmp_path / 'index')
@@ -148,6 +151,7 @@ def test_query_with_another_model_is_refused(photos, tmp_path):
         shutil.move(moved, checkpoint)
 
 
+@pytest.mark.slow
 def test_approximate_index_prints_its_recall(photos, tmp_path, capsys):
     folder, checkpoint = photos
     index = str(tmp_path / 'index')
@@ -170,6 +174,7 @@ def test_the_library_errors_are_worded_for_the_flags():
         'rebuild the index with tools/search.py build')
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('argv, message', [
     (['query', 'nowhere', 'x.png'], 'not an irtbox index'),
     (['build', CONFIG, 'none', 'no_such_folder', 'idx'], 'image folder not found'),
@@ -180,6 +185,7 @@ def test_bad_input(argv, message, tmp_path, monkeypatch):
         search_tool.main(argv)
 
 
+@pytest.mark.slow
 def test_a_full_disk_during_build_leaves_no_half_written_file(photos, tmp_path, monkeypatch):
     """ENOSPC half-way through writing a shard, then the index's embeddings file: each time
     an OSError naming the file, no part or orphan left; the shards written so far are kept,
@@ -224,6 +230,7 @@ def test_a_full_disk_during_build_leaves_no_half_written_file(photos, tmp_path, 
     assert not osp.exists(osp.join(index, 'build'))
 
 
+@pytest.mark.slow
 def test_build_without_a_checkpoint_of_random_weights_is_refused(photos, tmp_path):
     # Before: the whole index was built, then every query refused ("index ... built by another
     # model"): random weights are another model at every start.

@@ -40,6 +40,7 @@ def read_csv(path):
         return list(csv.DictReader(f))
 
 
+@pytest.mark.slow
 def test_out_stores_paths_relative_to_the_root(tested):
     _, out, _ = tested
     results = load_embeddings(out)
@@ -59,6 +60,7 @@ def test_out_stores_paths_relative_to_the_root(tested):
         assert results.metrics == pytest.approx(json.load(f))
 
 
+@pytest.mark.slow
 def test_out_stores_the_model_identity(tested):
     """The identity of the tested model is the one init_model gives the same config (the
     index compares it): same preprocessing, size and normalisation; the weights' digest
@@ -89,6 +91,7 @@ def test_show_dir_grids_browser_and_csv(tested):
         int((labels == labels[int(r['query'])]).sum()) - 1 for r in rows]
 
 
+@pytest.mark.slow
 def test_browse_results_rebuilds_the_same_from_the_npz(tested):
     tmp, out, show = tested
     again = str(tmp / 'again')
@@ -98,6 +101,7 @@ def test_browse_results_rebuilds_the_same_from_the_npz(tested):
         sorted(osp.basename(p) for p in glob.glob(osp.join(show, 'grids', '*.png')))
 
 
+@pytest.mark.slow
 def test_browse_results_worst(tested):
     tmp, out, _ = tested
     worst = str(tmp / 'worst')
@@ -124,6 +128,7 @@ def test_browse_results_clear_errors(tested, tmp_path):
         browse_results.main([str(tmp_path / 'none.npz'), '--out-dir', str(tmp_path / 's')])
 
 
+@pytest.mark.slow
 def test_query_gallery_set_shows_only_queries(tmp_path, in_root):
     out, show = str(tmp_path / 'r.npz'), str(tmp_path / 'show')
     test_tool.main([TINY_CONFIG, '--work-dir', str(tmp_path / 'w'), '--out', out,
@@ -133,6 +138,7 @@ def test_query_gallery_set_shows_only_queries(tmp_path, in_root):
     assert shown == np.flatnonzero(is_query).tolist()  # fewer queries than --show-num
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('method', ['pca', 'tsne'])
 def test_plot_embeddings_writes_a_png(tested, tmp_path, method):
     from PIL import Image
@@ -152,6 +158,7 @@ def test_plot_embeddings_umap_missing(tested, tmp_path, monkeypatch):
         plot_embeddings.main([out, '--method', 'umap', '--out', str(tmp_path / 'u.png')])
 
 
+@pytest.mark.slow
 def test_run_log_has_no_registry_scope_warning(tmp_path, in_root):
     work_dir = tmp_path / 'work'
     test_tool.main([TINY_CONFIG, '--work-dir', str(work_dir)])
@@ -162,6 +169,7 @@ def test_run_log_has_no_registry_scope_warning(tmp_path, in_root):
     assert 'Failed to search registry' not in text
 
 
+@pytest.mark.slow
 def test_revisited_junk_is_grey(tmp_path, in_root):
     """ROxford fixture, Hard protocol: positives = 'hard', junk = 'junk' + 'easy' (grey).
 

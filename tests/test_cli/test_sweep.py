@@ -129,6 +129,7 @@ def fake_sweep(tmp_path, monkeypatch):
     return spec_path, root, runs, done, trained, calls
 
 
+@pytest.mark.slow
 def test_resume_skips_finished_runs(fake_sweep):
     spec_path, root, runs, done, trained, calls = fake_sweep
     sweep.main([spec_path, '--work-root', root, '--no-plot'])
@@ -152,6 +153,7 @@ def test_resume_skips_finished_runs(fake_sweep):
     assert calls == []
 
 
+@pytest.mark.slow
 def test_failed_runs_do_not_stop_the_sweep_and_are_retried(fake_sweep, monkeypatch, capsys):
     spec_path, root, runs, done, trained, calls = fake_sweep
     todo = [r for r in runs if sweeps.state_of(r) == 'todo']
@@ -351,6 +353,7 @@ def test_emit_only_unfinished(fake_sweep):
     assert all(ln.count('--out ') == 1 and 'test_results.npz' in ln for ln in lines)
 
 
+@pytest.mark.slow
 def test_keep_embeddings_then_force(fake_sweep):
     spec_path, root, runs, done, trained, calls = fake_sweep
     sweep.main([spec_path, '--work-root', root, '--no-plot', '--keep-embeddings'])
@@ -393,6 +396,7 @@ def test_bad_only_and_empty_collect(tmp_path):
         sweep.main([spec_path, '--work-root', str(tmp_path / 'W'), '--collect-only'])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('band', ['minmax', 'std'])
 def test_figure_from_fake_table(fake_sweep, band):
     import matplotlib.image
@@ -410,6 +414,7 @@ def test_figure_from_fake_table(fake_sweep, band):
         assert width > height > 100   # two dataset panels side by side
 
 
+@pytest.mark.slow
 def test_figure_with_categorical_values(tmp_path):
     summary = [dict(factor='dim', value=v, dataset='cub', loss=loss, family=fam, metric='p',
                     n=1, mean=m, std=0.0, min=m, max=m)
@@ -502,6 +507,7 @@ def saved_figures(monkeypatch):
     return saved
 
 
+@pytest.mark.slow
 def test_figure_number_label_and_plain_values(tmp_path, monkeypatch, saved_figures):
     spec = small_spec(dim={**DIM, 'figure': 7, 'label': 'feature dimension'},
                       m=dict(values=['a', 'b'], options=['sampler.m={value}']))

@@ -44,6 +44,7 @@ def grid(tmp_path, monkeypatch):
     return str(tmp_path / 'spec.json'), str(tmp_path / 'W'), tmp_path
 
 
+@pytest.mark.slow
 def test_sweep_as_a_job_array_through_submitit(grid, monkeypatch, capsys):
     spec, root, tmp_path = grid
     monkeypatch.setattr(sweep, 'SLURM_CLUSTER', 'local')  # submitit runs the tasks here

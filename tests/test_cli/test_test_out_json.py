@@ -9,6 +9,7 @@ from irtbox.cli import test as test_tool
 TINY_CONFIG = 'tests/data/configs/tiny_irt.py'
 
 
+@pytest.mark.slow
 def test_out_json_writes_metrics_only(tmp_path, in_root):
     out_dir = tmp_path / 'results'
     metrics = test_tool.main([TINY_CONFIG, '--work-dir', str(tmp_path / 'work'),

@@ -9,6 +9,7 @@ import pytest
 from irtbox.cli import train as train_tool
 
 
+@pytest.mark.slow
 def test_a_missing_dataset_is_one_line_naming_the_prepare_command(tmp_path, monkeypatch, capsys):
     """From a fresh folder: the first (and only) line names the command, before any dump."""
     monkeypatch.chdir(tmp_path)
@@ -25,6 +26,7 @@ def test_a_missing_dataset_is_one_line_naming_the_prepare_command(tmp_path, monk
     assert not os.path.exists(tmp_path / 'work_dirs')
 
 
+@pytest.mark.slow
 def test_pretrained_weights_without_a_network_fail_at_once(tmp_path, monkeypatch, digits_root):
     """The hub's address a closed port of 127.0.0.1, an empty cache: the training stops within
     seconds (huggingface_hub alone retries ~50 s) with the one-line message."""

@@ -35,6 +35,7 @@ def dataset_options(fmt):
     return opts
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('fmt', sorted(FORMATS))
 def test_train_then_test(fmt, tmp_path, in_root):
     work_dir = str(tmp_path / 'work')
@@ -56,6 +57,7 @@ def test_train_then_test(fmt, tmp_path, in_root):
         assert results['is_query'].any() and not results['is_query'].all()
 
 
+@pytest.mark.slow
 def test_resume_continues_where_it_stopped(tmp_path, in_root):
     """4 iterations straight == 2 iterations, then resume from iter_2 for 2 more."""
     straight, resumed = str(tmp_path / 'straight'), str(tmp_path / 'resumed')
@@ -71,6 +73,7 @@ def test_resume_continues_where_it_stopped(tmp_path, in_root):
     assert memory, 'the cross-batch memory should be in the checkpoint'
 
 
+@pytest.mark.slow
 def test_resume_latest_in_work_dir(tmp_path, in_root):
     work_dir = str(tmp_path / 'w')
     train_tool.main([TINY_CONFIG, '--work-dir', work_dir, '--cfg-options', 'train_cfg.max_iters=2'])
@@ -78,11 +81,13 @@ def test_resume_latest_in_work_dir(tmp_path, in_root):
     assert osp.isfile(osp.join(work_dir, 'iter_4.pth'))
 
 
+@pytest.mark.slow
 def test_test_without_checkpoint(tmp_path, in_root):
     metrics = test_tool.main([TINY_CONFIG, '--work-dir', str(tmp_path)])
     assert 0.0 <= metrics['recall@1'] <= 100.0  # percent
 
 
+@pytest.mark.slow
 def test_approximate_evaluation_from_the_command_line(tmp_path, in_root):
     """--cfg-options test_evaluator.search.* switches test.py to a faiss inverted file; with
     every list probed it reports the exact numbers plus search_recall@10."""
@@ -106,6 +111,7 @@ def test_clear_errors(tmp_path, in_root):
         train_tool.main([TINY_CONFIG, '--cfg-options', 'train_dataloader.batch_size=8'])
 
 
+@pytest.mark.slow
 def test_unavailable_pretrained_weights_are_one_line_and_a_checkpoint_needs_none(
         tmp_path, in_root, monkeypatch):
     """Offline with an empty cache: training a pretrained=True config stops with one line

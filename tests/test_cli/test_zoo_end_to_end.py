@@ -53,6 +53,7 @@ def digit_embeddings(model, data_root):
         return model(batch['inputs'], mode='tensor')
 
 
+@pytest.mark.slow
 def test_quickstart_model_through_a_served_zoo(zoo_server, tmp_path, monkeypatch):
     folder, url = zoo_server
     data_root = str(tmp_path / 'digits')

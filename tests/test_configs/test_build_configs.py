@@ -228,6 +228,7 @@ def pooled_dim(model, model_cfg):
     return features.shape[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('rel_path', CONFIGS)
 def test_model_builds(rel_path, timm_cache):
     """The model builds, and the descriptor has the dimension the PCA neck and the losses
@@ -375,6 +376,7 @@ def test_table4_losses(rel_path):
 # ---------------------------------------------------------------- model zoo entries
 
 
+@pytest.mark.slow
 def test_metafile_lists_every_irt_config():
     import yaml
     with open(osp.join(ROOT, 'model-index.yml')) as f:

@@ -114,6 +114,7 @@ def test_grid_shipped():
     assert trained == {name(loss, dataset) for loss, dataset in GRID} | {D128}
 
 
+@pytest.mark.slow
 def test_off_the_shelf_line_of_the_paper_grid():
     """The figures' horizontal line: a baseline config tested without training, i.e. the
     pretrained DINOv2 on the baseline's test set."""
@@ -125,6 +126,7 @@ def test_off_the_shelf_line_of_the_paper_grid():
         assert load(osp.basename(path)).model.backbone.pretrained is True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('loss,dataset', GRID)
 def test_loss(loss, dataset):
     """PML 2.9's defaults: only the class name plus the classifier's size (which the
@@ -151,6 +153,7 @@ def test_loss(loss, dataset):
         assert any(True for _ in built.pml_loss.parameters())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('dataset', sorted(DATASET_FACTS))
 def test_one_key_switches_the_loss(dataset):
     """From any baseline config, model.head.losses.metric.name=<PML class> builds that loss
@@ -277,6 +280,7 @@ def classifier_params(settings):
     return {n for n in settings if n.startswith('head.losses.metric.pml_loss.')}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('options,model_lr,classifier_lr', [
     ({}, MODEL_LR, CLASSIFIER_LR),
     ({'optim_wrapper.optimizer.lr': 1e-5}, 1e-5, CLASSIFIER_LR),
@@ -296,6 +300,7 @@ def test_optimizer_groups(options, model_lr, classifier_lr):
     assert any(p.startswith('backbone.model.blocks.0.') for p in settings)
 
 
+@pytest.mark.slow
 def test_optimizer_contrastive_has_no_classifier():
     cfg, model = small_model(name('multisimilarity', 'cub'))
     settings = group_settings(cfg, model)
@@ -316,6 +321,7 @@ def test_output_dimension_config():
     assert cfg.model == load(name('multisimilarity', 'cub'), keys).model
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('loss', ['arcface', 'multisimilarity'])
 def test_output_dimension_factor(loss):
     dim = 64

@@ -288,11 +288,13 @@ def expected_changes(rel_path):
     raise AssertionError(f'configs/dtop/{rel_path}: no table for this folder')
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('rel_path', ABLATIONS)
 def test_ablation_changes_one_factor(rel_path):
     assert_changes(rel_path, expected_changes(rel_path))
 
 
+@pytest.mark.slow
 def test_a11_scales():
     """The query / database scales are the table's rows (default: multi / multi)."""
     rows = {}
@@ -324,6 +326,7 @@ def test_training_set_changes(rel_path):
 # ---------------------------------------------------------------- model zoo
 
 
+@pytest.mark.slow
 def test_metafile():
     import yaml
     with open(osp.join(ROOT, 'model-index.yml')) as f:
@@ -373,6 +376,7 @@ def _a9_ranks(rank, world, port, modes):
         torch.distributed.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_a9_variants_train_two_iterations_on_two_processes():
     """Each Table A9 position embedding on the tiny DToP model, under DDP on 2 CPU processes:
     a parameter a variant leaves unused (the learned embedding that 'none' and 'cpe' do not

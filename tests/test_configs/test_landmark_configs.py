@@ -54,6 +54,7 @@ def test_table6_lambdas(name, lam):
         assert weights['koleo'] == lam
 
 
+@pytest.mark.slow
 def test_metafile_lists_every_landmark_config():
     import yaml
     with open(osp.join(ROOT, 'model-index.yml')) as f:
@@ -66,6 +67,7 @@ def test_metafile_lists_every_landmark_config():
         assert osp.isfile(osp.join(ROOT, m['Config'])) and m['Weights'] is None
 
 
+@pytest.mark.slow
 def test_a_pca128_config_trains_its_first_epoch(tmp_path, monkeypatch):
     """IRT ▷128 mines its first tuples before anything has fitted the PCA (it is learned after
     training): the config's first epoch on the landmark miniature, then the PCA fitted for the

@@ -42,6 +42,7 @@ def test_specs_found():
     assert osp.join('configs', 'dml_benchmark', 'sweeps', 'berton2023_figs4-10.py') in SPECS
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('spec_path', SPECS)
 def test_spec_runs_name_real_configs_and_keys(spec_path):
     spec = sweeps.load_spec(osp.join(ROOT, spec_path))
@@ -66,6 +67,7 @@ def test_spec_runs_name_real_configs_and_keys(spec_path):
                                 f'{run.config} does not have')
 
 
+@pytest.mark.slow
 def test_paper_grid_covers_figures_4_to_10():
     spec = sweeps.load_spec(osp.join(ROOT, 'configs', 'dml_benchmark', 'sweeps',
                                     'berton2023_figs4-10.py'))

@@ -42,6 +42,7 @@ def csv_copy(tmp_path, data_dir, extra=''):
     return path
 
 
+@pytest.mark.slow
 def test_csv_row_appended_again_is_an_error(tmp_path, data_dir):
     # The report: images/puma_0.png (a test query, line 14) appended once more; Recall@1
     # went from 33.3 to 42.1 (the query found its own copy), with no warning.
@@ -63,6 +64,7 @@ def test_csv_same_image_spelled_two_ways(tmp_path):
         CSVDataset(data_root=str(tmp_path), ann_file='a.csv')
 
 
+@pytest.mark.slow
 def test_csv_same_image_in_two_splits(tmp_path):
     # One image in two splits with one label: each split lists it once (allowed); read as
     # one set (split=None) it is there twice.
@@ -73,6 +75,7 @@ def test_csv_same_image_in_two_splits(tmp_path):
         CSVDataset(data_root=str(tmp_path), ann_file='a.csv')
 
 
+@pytest.mark.slow
 def test_csv_labels_stay_strings(tmp_path, warnings_logged):
     (tmp_path / 'a.csv').write_text('path,label\na.png,05\nb.png,5\nc.png,5\nd.png,10\n')
     ds = CSVDataset(data_root=str(tmp_path), ann_file='a.csv')
@@ -100,6 +103,7 @@ def test_csv_label_type_int_needs_integers(tmp_path):
         CSVDataset(data_root=str(tmp_path), ann_file='a.csv', label_type='float')
 
 
+@pytest.mark.slow
 def test_csv_with_byte_order_mark(tmp_path, data_dir):
     # Excel's "CSV UTF-8" starts with a BOM. Before: "line 1: expected a header with the
     # columns path,label[,split][,is_query], got '\ufeffpath,label,split,is_query'".
@@ -115,6 +119,7 @@ def test_csv_with_byte_order_mark(tmp_path, data_dir):
 
 
 # ------------------------------------------------------------------------- folder
+@pytest.mark.slow
 def test_folder_05_and_5_are_two_classes(tmp_path, warnings_logged):
     for name in ('05', '5'):
         (tmp_path / name).mkdir()
@@ -137,6 +142,7 @@ def test_sop_path_twice(tmp_path):
         SOPDataset(data_root=str(tmp_path))
 
 
+@pytest.mark.slow
 def test_sop_byte_order_mark(tmp_path, data_dir):
     for name in ('Ebay_train.txt', 'Ebay_test.txt'):
         with open(osp.join(data_dir, 'sop', name), encoding='utf-8') as f:
@@ -196,6 +202,7 @@ def test_inaturalist_line_twice_and_two_spellings(tmp_path):
         INaturalist2018Dataset(data_root=str(tmp_path))
 
 
+@pytest.mark.slow
 def test_gldv1_id_twice_and_byte_order_mark(tmp_path):
     path = tmp_path / 'train.csv'
     path.write_text(BOM + 'id,url,landmark_id\nab12,http://x/1.jpg,3\ncd34,http://x/2.jpg,3\n'
@@ -218,6 +225,7 @@ def test_nc_clean_two_urls_one_file_and_two_spellings(tmp_path):
 
 
 # ------------------------------------------------------------------- revisited (+R1M)
+@pytest.mark.slow
 def test_revisited_distractor_twice_and_byte_order_mark(tmp_path, data_dir):
     root = osp.join(data_dir, 'landmarks', 'roxford5k')
     r1m = osp.join(data_dir, 'landmarks', 'revisitop1m')

@@ -11,6 +11,7 @@ from irtbox.registry import DATASETS
 from irtbox.structures import DataSample
 
 
+@pytest.mark.slow
 def test_build_from_registry(data_dir):
     ds = DATASETS.build(dict(type='SOPDataset', data_root=osp.join(data_dir, 'sop'), split='test'))
     assert isinstance(ds, SOPDataset) and len(ds) == len(ds.get_gt_labels())
@@ -22,6 +23,7 @@ def test_lazy_init_reads_nothing_until_used(tmp_path):
         len(ds)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('serialize_data', [True, False])
 def test_indices_and_serialization(data_dir, serialize_data):
     root = osp.join(data_dir, 'cub')
@@ -33,6 +35,7 @@ def test_indices_and_serialization(data_dir, serialize_data):
     assert sub.num_classes == full.num_classes  # the class list is that of the split
 
 
+@pytest.mark.slow
 def test_get_subset_updates_labels(data_dir):
     full = InShopDataset(data_root=osp.join(data_dir, 'inshop'), split='test')
     sub = full.get_subset([5, 0, 2])
@@ -44,6 +47,7 @@ def test_get_subset_updates_labels(data_dir):
     assert len(full) == 2
 
 
+@pytest.mark.slow
 def test_get_gt_labels_returns_a_copy(data_dir):
     ds = InShopDataset(data_root=osp.join(data_dir, 'inshop'), split='test')
     ds.get_gt_labels()[:] = -1
@@ -51,6 +55,7 @@ def test_get_gt_labels_returns_a_copy(data_dir):
     assert ds.get_gt_labels().min() == 0 and ds.get_query_mask().any()
 
 
+@pytest.mark.slow
 def test_pipeline_end_to_end(data_dir):
     pipeline = [
         dict(type='LoadImageFromFile'),

@@ -26,6 +26,7 @@ def csv_rows(root):
     return rows
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('split', ['train', 'test'])
 @pytest.mark.parametrize('ann_format', ['mat', 'csv'])
 def test_cars_parses_fixture(data_dir, split, ann_format):
@@ -44,6 +45,7 @@ def test_cars_parses_fixture(data_dir, split, ann_format):
     assert ds.num_classes == 5 and all(osp.isfile(d['img_path']) for d in infos)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('split', ['train', 'test'])
 def test_cars_formats_agree(data_dir, split):
     root = osp.join(data_dir, 'cars196')
@@ -59,6 +61,7 @@ def test_cars_formats_agree(data_dir, split):
     assert content(a) == content(b)
 
 
+@pytest.mark.slow
 def test_cars_auto_format(data_dir, tmp_path):
     root = osp.join(data_dir, 'cars196')
     assert Cars196Dataset(data_root=root).resolved_format() == 'mat'

@@ -12,6 +12,7 @@ def csv_rows(root):
         return list(csv.DictReader(f))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('split', ['train', 'test'])
 def test_csv_parses_fixture(data_dir, split):
     root = osp.join(data_dir, 'csv')
@@ -29,6 +30,7 @@ def test_csv_parses_fixture(data_dir, split):
         np.testing.assert_array_equal(ds.get_query_mask(), [r['is_query'] == 'true' for r in rows])
 
 
+@pytest.mark.slow
 def test_csv_all_rows_and_numeric_labels(tmp_path):
     (tmp_path / 'a.csv').write_text('label,path\n10,x/1.png\n9,x/2.png\n10,x/3.png\n100,x/4.png\n')
     ds = CSVDataset(data_root=str(tmp_path), ann_file='a.csv')
@@ -41,6 +43,7 @@ def test_csv_all_rows_and_numeric_labels(tmp_path):
     assert ds.get_data_info(1)['img_path'] == osp.join(str(tmp_path), 'x/2.png')
 
 
+@pytest.mark.slow
 def test_csv_string_labels_sorted(tmp_path):
     (tmp_path / 'a.csv').write_text('path,label\n1.png,b\n2.png,10\n3.png,a\n4.png,9\n')
     ds = CSVDataset(data_root=str(tmp_path), ann_file='a.csv')

@@ -22,6 +22,7 @@ def expected_junk(ds, root, split_paths):
     return junk
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('split', ['train', 'test'])
 def test_junk_fixture(data_dir, split):
     root = osp.join(data_dir, 'csv')
@@ -35,6 +36,7 @@ def test_junk_fixture(data_dir, split):
         assert all(mask[q] and not any(mask[g] for g in gs) for q, gs in junk.items())
 
 
+@pytest.mark.slow
 def test_no_junk_file_no_junk_key(data_dir):
     ds = CSVDataset(data_root=osp.join(data_dir, 'csv'), ann_file='annotations.csv', split='test')
     assert 'junk' not in ds.metainfo
@@ -50,6 +52,7 @@ def write(tmp_path, junk_text):
     (tmp_path / 'junk.csv').write_text(junk_text)
 
 
+@pytest.mark.slow
 def test_junk_indices_and_normalised_paths(tmp_path):
     write(tmp_path, 'gallery_path,query_path\n'
           'g2.png,q1.png\n'
@@ -63,6 +66,7 @@ def test_junk_indices_and_normalised_paths(tmp_path):
     assert sub.metainfo['junk'] == {0: [1]}
 
 
+@pytest.mark.slow
 def test_junk_in_leave_one_out_split(tmp_path):
     (tmp_path / 'a.csv').write_text('path,label\na.png,1\nb.png,1\nc.png,2\n')
     (tmp_path / 'junk.csv').write_text('query_path,gallery_path\nc.png,a.png\na.png,b.png\n')

@@ -25,6 +25,7 @@ def expected(root, split, num_train_classes=100):
     return [osp.join(root, 'images', paths[k]) for k in keep], labels, {classes[k] for k in keep}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('split', ['train', 'test'])
 def test_cub_parses_fixture(data_dir, split):
     root = osp.join(data_dir, 'cub')
@@ -39,6 +40,7 @@ def test_cub_parses_fixture(data_dir, split):
     assert all((c <= 100) == (split == 'train') for c in class_ids)
 
 
+@pytest.mark.slow
 def test_cub_num_train_classes(data_dir):
     root = osp.join(data_dir, 'cub')
     ds = CUBDataset(data_root=root, split='train', num_train_classes=3)

@@ -8,6 +8,7 @@ import pytest
 from irtbox.datasets import FolderDataset
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('split', ['train', 'test'])
 def test_folder_parses_fixture(data_dir, split):
     root = osp.join(data_dir, 'folder')
@@ -28,6 +29,7 @@ def touch(path):
     open(path, 'wb').close()
 
 
+@pytest.mark.slow
 def test_folder_without_split(tmp_path):
     for rel in ['b/1.JPG', 'b/sub/2.png', 'a/3.jpeg', 'a/notes.txt', 'c/4.webp']:
         touch(str(tmp_path / rel))

@@ -17,6 +17,7 @@ def rows(root):
         return list(csv.DictReader(f))
 
 
+@pytest.mark.slow
 def test_parses_fixture(data_dir):
     root = osp.join(data_dir, 'gld', 'gldv1')
     ds = GLDv1NoisyDataset(data_root=root)
@@ -28,6 +29,7 @@ def test_parses_fixture(data_dir):
     assert ds.metainfo['classes'] == (3, 7, 12)
 
 
+@pytest.mark.slow
 def test_skip_missing(data_dir):
     root = osp.join(data_dir, 'gld', 'gldv1')
     ds = GLDv1NoisyDataset(data_root=root, skip_missing=True)
@@ -38,6 +40,7 @@ def test_skip_missing(data_dir):
     assert all(osp.isfile(ds.get_data_info(i)['img_path']) for i in range(len(ds)))
 
 
+@pytest.mark.slow
 def test_unquoted_file(tmp_path):
     write_file(tmp_path / 'train.csv', 'id,url,landmark_id\n'
                '6e158a47eb2ca3f6,https://example.org/a.jpg,142820\n'

@@ -12,6 +12,7 @@ def write_file(path, text):
     return str(path)
 
 
+@pytest.mark.slow
 def test_parses_fixture(data_dir):
     root = osp.join(data_dir, 'gld', 'gldv2')
     ds = GLDv2CleanDataset(data_root=root)
@@ -30,6 +31,7 @@ def test_parses_fixture(data_dir):
     assert len(ds) == 14 and ds.get_query_mask() is None
 
 
+@pytest.mark.slow
 def test_labels_follow_landmark_order_and_prefix(tmp_path):
     write_file(tmp_path / 'train_clean.csv',
                'landmark_id,images\n9,abc1 abc2\n2,def3\n')

@@ -11,6 +11,7 @@ def read_lines(path):
         return [line.strip() for line in f if line.strip()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('split', ['train', 'test'])
 def test_inat_parses_fixture(data_dir, split):
     root = osp.join(data_dir, 'inat2018')
@@ -25,12 +26,14 @@ def test_inat_parses_fixture(data_dir, split):
     assert all(osp.isfile(ds.get_data_info(i)['img_path']) for i in range(len(ds)))
 
 
+@pytest.mark.slow
 def test_inat_splits_are_class_disjoint(data_dir):
     root = osp.join(data_dir, 'inat2018')
     train, test = (INaturalist2018Dataset(data_root=root, split=s) for s in ('train', 'test'))
     assert not set(train.metainfo['classes']) & set(test.metainfo['classes'])
 
 
+@pytest.mark.slow
 def test_inat_numeric_ids_sort_numerically(tmp_path):
     (tmp_path / 'Inaturalist_train_set1.txt').write_text(
         'train_val2018/Aves/100/a.jpg\ntrain_val2018/Aves/20/b.jpg\ntrain_val2018/Aves/100/c.jpg\n')

@@ -23,6 +23,7 @@ def rows(root):
             read_lines(osp.join(root, 'Eval', 'list_eval_partition.txt'))[2:]]
 
 
+@pytest.mark.slow
 def test_inshop_train(data_dir):
     root = osp.join(data_dir, 'inshop')
     ds = InShopDataset(data_root=root, split='train')
@@ -35,6 +36,7 @@ def test_inshop_train(data_dir):
     assert ds.num_classes >= 4
 
 
+@pytest.mark.slow
 def test_inshop_query_gallery(data_dir):
     root = osp.join(data_dir, 'inshop')
     ds = InShopDataset(data_root=root, split='test')
@@ -58,6 +60,7 @@ def test_inshop_query_gallery(data_dir):
     assert not set(train.metainfo['classes']) & set(ds.metainfo['classes'])
 
 
+@pytest.mark.slow
 def test_inshop_image_prefix(tmp_path):
     write_file(tmp_path / 'list.txt', f'2\n{HEADER}\nimg/A/id_1/1.jpg id_1 query\n'
                'img/A/id_1/2.jpg id_1 gallery\n')

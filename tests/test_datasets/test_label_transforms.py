@@ -117,6 +117,7 @@ def class_of_path(ds):
                      for i in range(len(ds))])
 
 
+@pytest.mark.slow
 def test_benchmark_split_val_is_untouched(csv_cfg):
     val = BenchmarkSplitDataset(dataset=csv_cfg, part='val')
     assert val.metainfo['classes'] == tuple(range(25, 31))  # the last 20% of the sorted ids
@@ -127,6 +128,7 @@ def test_benchmark_split_val_is_untouched(csv_cfg):
             [val.get_data_info(i) for i in range(len(val))]
 
 
+@pytest.mark.slow
 def test_benchmark_split_keeps_the_inner_class_order(csv_cfg):
     # String labels '1'..'30' (CSVDataset's default): the wrapper keeps the wrapped dataset's
     # numeric order instead of sorting them again as strings ('1', '10', '11', ...).
@@ -139,6 +141,7 @@ def test_benchmark_split_keeps_the_inner_class_order(csv_cfg):
     np.testing.assert_array_equal(train.get_gt_labels(), class_of_path(train) - 1)
 
 
+@pytest.mark.slow
 def test_benchmark_split_train_clean(csv_cfg):
     train = BenchmarkSplitDataset(dataset=csv_cfg)
     val = BenchmarkSplitDataset(dataset=csv_cfg, part='val')
@@ -153,6 +156,7 @@ def test_benchmark_split_train_clean(csv_cfg):
         BenchmarkSplitDataset(dataset=csv_cfg, part='val', val_fraction=0.0)
 
 
+@pytest.mark.slow
 def test_benchmark_split_random_order(csv_cfg):
     train = BenchmarkSplitDataset(dataset=csv_cfg, split_order='random', seed=2)
     val = BenchmarkSplitDataset(dataset=csv_cfg, part='val', split_order='random', seed=2)
@@ -161,6 +165,7 @@ def test_benchmark_split_random_order(csv_cfg):
     assert not set(train.metainfo['classes']) & set(val.metainfo['classes'])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('class_fraction', [0.25, 0.5, 1.0])
 def test_benchmark_split_class_fraction(csv_cfg, class_fraction):
     train = BenchmarkSplitDataset(dataset=csv_cfg, class_fraction=class_fraction, seed=4)
@@ -178,6 +183,7 @@ def test_benchmark_split_class_fraction(csv_cfg, class_fraction):
     assert set(class_of_path(noisy)) == set(kept)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('label_noise', [0.1, 0.32, 0.5])
 def test_benchmark_split_label_noise(csv_cfg, label_noise):
     train = BenchmarkSplitDataset(dataset=csv_cfg, label_noise=label_noise, class_fraction=0.5,
@@ -204,6 +210,7 @@ def test_benchmark_split_label_noise(csv_cfg, label_noise):
         assert counts.tolist() == [2, 2, 2, 2]
 
 
+@pytest.mark.slow
 def test_benchmark_split_pipeline_packs_noisy_label(data_dir):
     pipeline = [dict(type='LoadImageFromFile'), dict(type='PackRetrievalInputs')]
     with DefaultScope.overwrite_default_scope('irtbox'):
@@ -222,6 +229,7 @@ def test_benchmark_split_pipeline_packs_noisy_label(data_dir):
         assert isinstance(out['inputs'], torch.Tensor)
 
 
+@pytest.mark.slow
 def test_benchmark_split_errors(csv_cfg):
     with pytest.raises(ValueError, match=r"split must be one of \['train', 'val'\]"):
         BenchmarkSplitDataset(dataset=csv_cfg, part='test')

@@ -50,6 +50,7 @@ def assert_query_and_gallery_per_class(ds):
     assert set(labels[is_query]) == set(labels[~is_query]) == set(range(ds.num_classes))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('dataset_type', ['SOPDataset', 'CUBDataset', 'Cars196Dataset',
                                           'INaturalist2018Dataset', 'FolderDataset'])
 def test_leave_one_out_splits(roots, dataset_type):
@@ -166,6 +167,7 @@ def shipped_dataset_cfgs():
             yield osp.relpath(path, ROOT), cfg
 
 
+@pytest.mark.slow
 def test_every_shipped_dataset_config_runs_on_a_miniature(roots):
     types = set()
     for path, cfg in shipped_dataset_cfgs():
@@ -226,6 +228,7 @@ def test_image_fn_counts_and_plan(tmp_path):
     assert cv2.imread(paths(ds)[0]).shape == (12, 12, 3)
 
 
+@pytest.mark.slow
 def test_same_arguments_same_files(tmp_path):
     first = write_miniature('inshop', str(tmp_path / 'a'))
     second = write_miniature('inshop', str(tmp_path / 'b'))

@@ -16,6 +16,7 @@ def lines(root, split):
         return [line.split() for line in f if line.strip()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('split', ['train', 'val'])
 def test_parses_fixture(data_dir, split):
     root = osp.join(data_dir, 'gld', 'nc_clean')
@@ -28,6 +29,7 @@ def test_parses_fixture(data_dir, split):
     assert ds.metainfo['classes'] == tuple(names)
 
 
+@pytest.mark.slow
 def test_skip_missing(data_dir):
     root = osp.join(data_dir, 'gld', 'nc_clean')
     full = NCCleanDataset(data_root=root)
@@ -38,6 +40,7 @@ def test_skip_missing(data_dir):
     assert [ds.get_data_info(i)['img_path'] for i in range(len(ds))] == kept
 
 
+@pytest.mark.slow
 def test_paths_integer_labels_and_escaped_urls(tmp_path):
     write_file(tmp_path / 'annotation_clean_train.txt',
                'http://a.org/x/p%20q.jpg?size=2 10\n'

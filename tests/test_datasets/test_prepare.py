@@ -219,6 +219,7 @@ def prepared(served, tmp_path_factory):
     return str(data)
 
 
+@pytest.mark.slow
 def test_every_dataset_prepares_into_the_layout_its_class_reads(prepared, served):
     for name in SPECS:
         report = check_dataset(_miniature_info(name, osp.join(served[1], name)),
@@ -243,6 +244,7 @@ def test_every_dataset_prepares_into_the_layout_its_class_reads(prepared, served
         'train_val2018']
 
 
+@pytest.mark.slow
 def test_a_cut_connection_is_resumed_and_the_record_says_how_files_were_checked(prepared,
                                                                               served):
     requests = served[2]['requests']
@@ -257,6 +259,7 @@ def test_a_cut_connection_is_resumed_and_the_record_says_how_files_were_checked(
     assert gld['checksum'].startswith('md5 matches the published one')
 
 
+@pytest.mark.slow
 def test_a_rerun_skips_finished_steps(prepared, served):
     url, srv, state = served
     before = len(state['requests'])
@@ -266,6 +269,7 @@ def test_a_rerun_skips_finished_steps(prepared, served):
     assert len(state['requests']) == before and 'every step is done' in lines[0]
 
 
+@pytest.mark.slow
 def test_a_wrong_checksum_is_refused_and_nothing_is_unpacked(served, tmp_path):
     url, srv, _ = served
     info = _miniature_info('cub', osp.join(srv, 'cub'))
@@ -278,6 +282,7 @@ def test_a_wrong_checksum_is_refused_and_nothing_is_unpacked(served, tmp_path):
     assert left == [], left  # no images/, no .part, no record of a finished step
 
 
+@pytest.mark.slow
 def test_manual_files_and_disk_space_are_refused_with_the_way_out(served, tmp_path,
                                                                  monkeypatch):
     url, srv, _ = served
@@ -348,6 +353,7 @@ def _first_image(root, split='test'):
     return root / lines[1].split()[3], lines
 
 
+@pytest.mark.slow
 def test_check_names_a_missing_file(sop_copy, capsys):
     image, _ = _first_image(sop_copy)
     image.unlink()
@@ -357,6 +363,7 @@ def test_check_names_a_missing_file(sop_copy, capsys):
     assert 'ERROR: test: 1 of 32 listed images are missing' in out and str(image) in out
 
 
+@pytest.mark.slow
 def test_check_names_a_damaged_image(sop_copy, capsys):
     image, _ = _first_image(sop_copy, 'train')
     image.write_bytes(image.read_bytes()[:40])
@@ -365,6 +372,7 @@ def test_check_names_a_damaged_image(sop_copy, capsys):
     assert 'damaged' in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_check_names_a_miscounted_split(sop_copy, capsys):
     image, lines = _first_image(sop_copy)
     (sop_copy / 'Ebay_test.txt').write_text('\n'.join(lines[:1] + lines[2:]) + '\n')
@@ -373,6 +381,7 @@ def test_check_names_a_miscounted_split(sop_copy, capsys):
     assert 'test: 31 images (published: 32)' in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_check_names_a_wrong_layout(sop_copy, capsys):
     nested = sop_copy / 'Stanford_Online_Products'
     nested.mkdir()
@@ -384,6 +393,7 @@ def test_check_names_a_wrong_layout(sop_copy, capsys):
     assert code == 1 and 'extra folder level' in out and 'Stanford_Online_Products/' in out
 
 
+@pytest.mark.slow
 def test_check_passes_a_good_tree_and_the_count_warning_fires_on_the_published_counts(
         prepared):
     code, report = _check_path(osp.join(prepared, 'sop'))
@@ -434,6 +444,7 @@ def test_an_archive_escaping_its_folder_is_refused(tmp_path):
     assert not (tmp_path / 'evil.txt').exists()
 
 
+@pytest.mark.slow
 def test_tools_test_on_a_shipped_config_evaluates_on_the_prepared_tree(prepared, tmp_path):
     """IRT's SOP config as shipped (224 px DeiT-S, random weights: nothing is downloaded) on
     the prepared tree: it evaluates, and warns that the counts are not the published ones."""
@@ -450,6 +461,7 @@ def test_tools_test_on_a_shipped_config_evaluates_on_the_prepared_tree(prepared,
     assert 'WARNING - sop test under' in log and '32 images (published: 60,502)' in log
 
 
+@pytest.mark.slow
 def test_count_hook_warns_once_per_dataset_and_only_for_a_published_split(prepared):
     from types import SimpleNamespace
     from irtbox.engine.hooks.dataset_counts import DatasetCountCheckHook
@@ -467,6 +479,7 @@ def test_count_hook_warns_once_per_dataset_and_only_for_a_published_split(prepar
     assert len(warnings) == 1 and warnings[0].startswith('sop test under')
 
 
+@pytest.mark.slow
 def test_the_shipped_dataset_configs_read_the_roots_prepare_writes():
     """Every dataset of configs/_base_/datasets/ and DToP's training sets that a dataset
     spec describes reads that spec's default root (data/<name>), where `irtbox prepare
@@ -504,6 +517,7 @@ def test_the_shipped_dataset_configs_read_the_roots_prepare_writes():
                     'NCCleanDataset'}, seen
 
 
+@pytest.mark.slow
 def test_a_downloaded_page_that_is_no_archive_is_deleted_for_the_next_run(served, tmp_path):
     """Google Drive answers some files with a page: no checksum is published for the split
     files, so the unpacking finds out, and the next run must not reuse the page."""
@@ -526,6 +540,7 @@ def test_a_downloaded_page_that_is_no_archive_is_deleted_for_the_next_run(served
     assert (tmp_path / 'inat' / 'Inaturalist_train_set1.txt').is_file()
 
 
+@pytest.mark.slow
 def test_keep_archives_keeps_the_verified_download(served, tmp_path):
     url, srv, _ = served
     root = tmp_path / 'cub'
@@ -553,6 +568,7 @@ def _one_archive(served, tmp_path, members):
     return info, path
 
 
+@pytest.mark.slow
 def test_a_truncated_archive_is_one_line_and_deleted(served, tmp_path):
     # Before: a raw tarfile.ReadError, and the cut .tgz stayed in downloads/, so every rerun,
     # even against a good mirror, failed the same way.
@@ -572,6 +588,7 @@ def test_a_truncated_archive_is_one_line_and_deleted(served, tmp_path):
     assert (root / 'a.txt').stat().st_size == 300_000
 
 
+@pytest.mark.slow
 def test_an_archive_unpacking_far_beyond_its_size_is_stopped(served, tmp_path, monkeypatch):
     # Before: a 1 MB archive unpacking to a 1 GiB file was unpacked in full ("done"). The
     # floor is lowered so that a 4 MB file of zeros (a 4 KB archive) shows it in a moment.

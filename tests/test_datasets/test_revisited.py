@@ -43,6 +43,7 @@ def copy_with(tmp_path, root, name='roxford5k', **changes):
     return str(dst)
 
 
+@pytest.mark.slow
 def test_queries_first_then_database(root, gnd_file):
     ds = RevisitedDataset(data_root=root)
     nq, nd = len(gnd_file['qimlist']), len(gnd_file['imlist'])
@@ -58,6 +59,7 @@ def test_queries_first_then_database(root, gnd_file):
     assert ds.get_query_mask().tolist() == [True] * nq + [False] * nd
 
 
+@pytest.mark.slow
 def test_metainfo_carries_ground_truth(root, gnd_file):
     meta = RevisitedDataset(data_root=root).metainfo
     assert meta['dataset_name'] == 'roxford5k'
@@ -70,6 +72,7 @@ def test_metainfo_carries_ground_truth(root, gnd_file):
         assert got['bbx'] == pytest.approx(raw['bbx'])
 
 
+@pytest.mark.slow
 def test_distractors_are_appended(root, data_dir, gnd_file):
     # R1M's layout: revisitop1m.txt beside jpg/, listing paths relative to jpg/.
     r1m = osp.join(data_dir, 'landmarks', 'revisitop1m')
@@ -90,6 +93,7 @@ def test_distractors_are_appended(root, data_dir, gnd_file):
         assert ds.metainfo['num_database'] == nd
 
 
+@pytest.mark.slow
 def test_query_is_cropped_to_its_box_before_resizing(root, gnd_file):
     pipeline = [dict(type='LoadImageFromFile'), dict(type='CropBBox'),
                 dict(type='PackRetrievalInputs')]
@@ -109,6 +113,7 @@ def test_query_is_cropped_to_its_box_before_resizing(root, gnd_file):
     assert 'gt_label' not in db['data_samples']
 
 
+@pytest.mark.slow
 def test_rparis6k_reads_its_own_pickle(tmp_path, root):
     data_root = copy_with(tmp_path, root, name='rparis6k')
     ds = RevisitedDataset(data_root=data_root, dataset_name='rparis6k')

@@ -43,6 +43,7 @@ def rewrite(tmp_path, root, edit, name='retrieval-SfM-120k.pkl'):
     return str(dst)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('split', ['train', 'val'])
 def test_plain_listing(root, db, split):
     ds = SfM120kDataset(data_root=root, split=split)
@@ -106,6 +107,7 @@ def random_tuples(ds, rng):
     return q, p, n
 
 
+@pytest.mark.slow
 def test_tuple_mode_items(root, db):
     ds = SfM120kDataset(data_root=root, tuples=True, qsize=5, nnum=3, pipeline=PIPELINE)
     assert len(ds) == 5 and ds.num_images == len(db['train']['cids']) and ds.tuple_size == 5
@@ -131,6 +133,7 @@ def test_tuple_mode_items(root, db):
         ds[5]
 
 
+@pytest.mark.slow
 def test_set_tuples_checks(root):
     ds = SfM120kDataset(data_root=root, tuples=True, qsize=4, nnum=2)
     q, p, n = random_tuples(ds, np.random.default_rng(1))
@@ -147,6 +150,7 @@ def test_set_tuples_checks(root):
         SfM120kDataset(data_root=root).set_tuples(q, p, n)
 
 
+@pytest.mark.slow
 def test_tuple_collate_flattens_in_tuple_order(root):
     assert FUNCTIONS.get('tuple_collate') is tuple_collate
     ds = SfM120kDataset(data_root=root, tuples=True, qsize=6, nnum=5, pipeline=PIPELINE)
@@ -168,6 +172,7 @@ def test_tuple_collate_flattens_in_tuple_order(root):
         tuple_collate([dict(inputs=None)])
 
 
+@pytest.mark.slow
 def test_whiten_dataset(root):
     with open(osp.join(root, 'retrieval-SfM-120k-whiten.pkl'), 'rb') as f:
         raw = pickle.load(f)
@@ -181,6 +186,7 @@ def test_whiten_dataset(root):
     assert 'gt_label' not in ds[0]['data_samples']
 
 
+@pytest.mark.slow
 def test_whiten_dataset_errors(tmp_path, root):
     name = 'retrieval-SfM-120k-whiten.pkl'
     data_root = rewrite(tmp_path, root, lambda d: d.pop('pidxs'), name)

@@ -24,6 +24,7 @@ def expected(data_root, split):
     return [osp.join(data_root, r[3]) for r in rows], labels
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('split', ['train', 'test'])
 def test_sop_parses_fixture(data_dir, split):
     root = osp.join(data_dir, 'sop')
@@ -39,6 +40,7 @@ def test_sop_parses_fixture(data_dir, split):
     assert all('is_query' not in d for d in infos)
 
 
+@pytest.mark.slow
 def test_sop_splits_disjoint(data_dir):
     root = osp.join(data_dir, 'sop')
     train = SOPDataset(data_root=root, split='train')
@@ -49,6 +51,7 @@ def test_sop_splits_disjoint(data_dir):
     assert not train_paths & test_paths
 
 
+@pytest.mark.slow
 def test_sop_labels_follow_class_id_order(tmp_path):
     write_file(tmp_path / 'Ebay_test.txt', 'image_id class_id super_class_id path\n'
                '1 11320 1 a/1.JPG\n2 11318 1 a/2.JPG\n3 11320 1 a/3.JPG\n4 11319 2 b/4.JPG\n')

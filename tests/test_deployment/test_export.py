@@ -62,6 +62,7 @@ def checkpoint_of(config, opts, path):
     return model, cfg_options
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('fmt', ['onnx', 'torchscript'])
 @pytest.mark.parametrize('family', sorted(FAMILIES))
 def test_families_export_and_match(family, fmt, tmp_path):
@@ -98,6 +99,7 @@ def test_families_export_and_match(family, fmt, tmp_path):
         np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_the_graph_normalises_like_the_pipeline(tmp_path):
     """RGB uint8 in: the same embedding as the test pipeline's BGR image through the model's
     own data preprocessor, for a BGR-trained and an RGB-trained model."""
@@ -115,6 +117,7 @@ def test_the_graph_normalises_like_the_pipeline(tmp_path):
                                        model(inputs, mode='tensor').numpy(), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_dynamo_exporter(tmp_path):
     """The torch.export-based ONNX exporter, dynamic batch, on the quick-start ViT."""
     pytest.importorskip('onnxscript', reason='the dynamo exporter needs onnxscript')
@@ -136,6 +139,7 @@ def test_fixed_size_model_with_dynamic_size_fails_clearly(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_wrong_export_is_caught(tmp_path, monkeypatch):
     """An exported graph that differs from PyTorch (simulated) fails the export."""
     import irtbox.deployment.export as export_module
@@ -149,6 +153,7 @@ def test_wrong_export_is_caught(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_default_input_size_and_float_input(tmp_path):
     model = init_model(osp.join(ROOT, QUICKSTART))
     report = export_model(model, 'onnx', str(tmp_path / 'q.onnx'), input_dtype='float32',
@@ -158,6 +163,7 @@ def test_default_input_size_and_float_input(tmp_path):
     assert load_config(osp.join(ROOT, QUICKSTART)).model.backbone.img_size == 32
 
 
+@pytest.mark.slow
 def test_readme_onnxruntime_recipe_equals_extract_features(tmp_path):
     """tools/deployment/README.md's serving snippet (OpenCV resize, BGR -> RGB, uint8 NCHW,
     onnxruntime) gives the embeddings extract_features gives through the test pipeline."""
@@ -184,6 +190,7 @@ def test_readme_onnxruntime_recipe_equals_extract_features(tmp_path):
                                expected[:1], atol=1e-4)
 
 
+@pytest.mark.slow
 def test_short_edge_pipeline(tmp_path):
     """A test pipeline that resizes by the short edge (a CNN): exported at the size it gives a
     square image, the report says how other shapes are resized, and the file embeds such a
@@ -224,6 +231,7 @@ def quickstart_export(tmp_path, *args):
                              str(tmp_path / 'q.onnx'), *args])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('args, message', [
     (['--input-size', '33', '33'], r'^export: input size 33x33 \(--input-size\): the PyTorch '
      r"model does not accept it \(AssertionError: Input height \(33\) doesn't match model "
@@ -270,6 +278,7 @@ def test_export_model_checks_its_arguments(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_default_export_takes_any_batch_and_says_so(tmp_path):
     """The default file takes any batch size (one image included) and its .json says
     "batch": "dynamic"; --fixed-batch N pins N and the .json says N; --dynamic-batch is
@@ -288,6 +297,7 @@ def test_default_export_takes_any_batch_and_says_so(tmp_path):
     assert [c['case'] for c in report['checks']] == ['batch 2 at 32x32']
 
 
+@pytest.mark.slow
 def test_killed_export_leaves_a_recognisable_temporary_that_the_next_removes(tmp_path):
     """SIGKILL during the check: no file under --out, only atomic_write's hidden temporary
     (.q.onnx.<random>.tmp.onnx); the next export to that path removes it, not another
@@ -344,6 +354,7 @@ def test_a_gpu_model_is_exported_from_the_cpu(tmp_path):
     assert all(isinstance(p, DeviceTensor) for p in model.parameters())
 
 
+@pytest.mark.slow
 def test_an_unfitted_projection_is_named_not_the_input_size(tmp_path):
     # Before: "input size 32x32 (--input-size): the PyTorch model does not accept it".
     from irtbox.apis import init_model

@@ -3,6 +3,8 @@ import os.path as osp
 import subprocess
 import sys
 
+import pytest
+
 from tests.doc_pages import code_blocks
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -19,6 +21,7 @@ def test_every_adding_section_has_an_example():
         assert any(registered in b for b in blocks), registered
 
 
+@pytest.mark.slow
 def test_examples_run(tmp_path):
     script = '\n\n'.join(f'exec(compile({block!r}, "docs/architecture.md block {i}", "exec"), {{}})'
                          for i, block in enumerate(python_blocks()))

@@ -35,6 +35,7 @@ def write_project(folder):
     return commands[0]
 
 
+@pytest.mark.slow
 def test_the_page_runs_as_written(tmp_path, digits_root):
     commands = write_project(str(tmp_path))
     # The quick start's data, its test split cut to 20 images a class to keep the test short.
@@ -64,6 +65,7 @@ def test_the_page_runs_as_written(tmp_path, digits_root):
     assert 'recall@1' in done.stdout + done.stderr  # the evaluation after the 2 iterations
 
 
+@pytest.mark.slow
 def test_without_pythonpath_a_missing_module_is_one_line(tmp_path, monkeypatch, capsys):
     write_project(str(tmp_path))
     monkeypatch.chdir(tmp_path)

@@ -202,6 +202,7 @@ def text_files():
     return [f for f in FILES if f.endswith(TEXT_SUFFIXES) and f != THIS]
 
 
+@pytest.mark.slow
 def test_no_file_points_outside_the_repository():
     problems = []
     for path in text_files():
@@ -233,6 +234,7 @@ def lines_to_scan(path):
             yield lineno, LINK.sub('', line)
 
 
+@pytest.mark.slow
 def test_pages_are_named_with_their_folder():
     problems = []
     for path in text_files():

@@ -6,6 +6,7 @@ import json
 import os.path as osp
 import subprocess
 
+import pytest
 import torch
 from mmengine.config import Config
 
@@ -19,6 +20,7 @@ TINY_DTOP = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_dtop.py')
 
 
 
+@pytest.mark.slow
 def test_two_processes_start_from_the_checkpoint_save_mid_run_and_agree(tmp_path):
     import timm
     cfg = Config.fromfile(TINY_DTOP)

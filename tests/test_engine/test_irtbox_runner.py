@@ -3,6 +3,7 @@ import glob
 import os.path as osp
 
 import mmengine.runner.runner as mmengine_runner
+import pytest
 from mmengine.config import Config
 
 from irtbox.engine import IrtboxRunner
@@ -11,6 +12,7 @@ ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TINY = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')
 
 
+@pytest.mark.slow
 def test_runs_started_in_the_same_second_keep_their_own_logs(tmp_path, monkeypatch):
     """MMEngine names a run's logger <config>_<timestamp> and reuses an instance of that name;
     a second run in the same second must still log into its own folder."""
@@ -30,6 +32,7 @@ def test_runs_started_in_the_same_second_keep_their_own_logs(tmp_path, monkeypat
             assert f'hello from {name}' in f.read()
 
 
+@pytest.mark.slow
 def test_best_checkpoint_records_the_iterations_done(tmp_path):
     """A checkpoint saved after validation (save_best) records the iterations done: MMEngine
     counted one more (``iter + 1`` is right only inside after_train_iter)."""
@@ -46,6 +49,7 @@ def test_best_checkpoint_records_the_iterations_done(tmp_path):
     assert safe_torch_load(str(tmp_path / 'iter_2.pth'))['meta']['iter'] == 2
 
 
+@pytest.mark.slow
 def test_checkpoints_are_prepared_on_every_rank(tmp_path, monkeypatch):
     """prepare_checkpoint (collectives: the projection fits) runs on every rank; only rank 0
     writes the file."""
@@ -67,6 +71,7 @@ def test_checkpoints_are_prepared_on_every_rank(tmp_path, monkeypatch):
     assert prepared == [runner] and not osp.exists(tmp_path / 'iter_1.pth')
 
 
+@pytest.mark.slow
 def test_irtbox_default_hooks_come_with_every_config_and_can_be_dropped(tmp_path):
     from irtbox.engine.runner import DEFAULT_HOOKS
     cfg = Config.fromfile(TINY)  # names none of them; only the arguments of one
@@ -80,6 +85,7 @@ def test_irtbox_default_hooks_come_with_every_config_and_can_be_dropped(tmp_path
     assert not set(DEFAULT_HOOKS.values()) & set(names)
 
 
+@pytest.mark.slow
 def test_the_model_carries_the_input_spec_init_model_gives_it(tmp_path):
     """The runner's model has the input spec of the same config built by init_model, so a
     results file identifies the model as an index built from it would; a config without a test

@@ -11,6 +11,7 @@ CONFIG = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt_two_tests.py')
 SINGLE = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')
 
 
+@pytest.mark.slow
 def test_two_test_sets_in_one_run(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
     out = str(tmp_path / 'r.npz')
@@ -22,6 +23,7 @@ def test_two_test_sets_in_one_run(tmp_path, monkeypatch):
     assert '0/embeddings' in saved and '1/embeddings' in saved
 
 
+@pytest.mark.slow
 def test_mismatched_lists_are_refused(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
     with pytest.raises(ValueError, match='lists of the same length'):

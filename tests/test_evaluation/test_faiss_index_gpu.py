@@ -64,6 +64,7 @@ def test_faiss_knn_on_a_bare_cuda_device_uses_the_current_one(monkeypatch):
     np.testing.assert_array_equal(idx, knn(emb, emb, 3)[1])
 
 
+@pytest.mark.slow
 def test_an_approximate_index_moves_to_the_gpu_and_refuses_k_past_its_limit(monkeypatch):
     """Any factory string, nprobe set before the move; past faiss-gpu's k the one GPU rule
     of every faiss search (FaissIndex.search): a GpuTopKError naming k."""

@@ -17,6 +17,7 @@ def reference_gamma(grads):
     return np.linalg.svd(cov, compute_uv=False).sum()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('shape,seed', [((64, 384), 0), ((5, 2048), 1), ((300, 8), 2),
                                          ((7, 1), 3)])
 def test_matches_numpy_nuclear_norm(shape, seed):

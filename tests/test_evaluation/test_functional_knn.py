@@ -31,6 +31,7 @@ def int_embeddings(n, d=4, seed=0):
     return np.random.default_rng(seed).integers(-1, 2, size=(n, d)).astype(np.float32)
 
 
+@pytest.mark.slow
 @EXACT
 @pytest.mark.parametrize('chunk_size', [1, 7, 64, 1000])
 @pytest.mark.parametrize('exclude_self', [False, True])

@@ -47,6 +47,7 @@ def brute_force_metrics(q, q_labels, g, g_labels, ks, leave_one_out):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('searcher', [ExactSearcher, FaissSearcher], ids=['torch', 'faiss'])
 @pytest.mark.parametrize('chunk_size', [1, 13, None])
 @pytest.mark.parametrize('leave_one_out', [True, False])
@@ -96,6 +97,7 @@ def test_rank_of_counts_ties_by_index():
     assert rank_of(sims, value, torch.tensor([0, 0, 2])).tolist() == [1, 0, 2]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('dtype', [torch.float32, torch.float64])
 @pytest.mark.parametrize('levels', [0, 2, 40, 1000])
 def test_stable_topk_equals_a_stable_sort(dtype, levels):

@@ -89,6 +89,7 @@ def random_case(rng, n_db, n_q, full=True):
     return ranks, gnd_raw
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('full', [True, False])
 def test_against_slow_reference_on_random_rankings(official_map, full):
     rng = np.random.default_rng(0)

@@ -165,6 +165,7 @@ def _gather_worker(rank, tmp):
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_two_process_gather_by_sample_index(tmp_path):
     emb, labels = make_data(n=23, seed=4)  # odd: the sampler pads one rank
     np.savez(tmp_path / 'data.npz', emb=emb, labels=labels)

@@ -125,6 +125,7 @@ def test_off_by_default():
     assert 'ap_all' not in metric.last_outputs
 
 
+@pytest.mark.slow
 def test_csv_junk_file_end_to_end():
     ds = CSVDataset(data_root=osp.join(DATA_DIR, 'csv'), ann_file='annotations.csv',
                     split='test', junk_file='junk.csv')

@@ -94,6 +94,7 @@ def faiss_ivf_metrics(query, q_labels, gallery, g_labels, nlist, nprobe, leave_o
     return metrics
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('leave_one_out', [True, False])
 @pytest.mark.parametrize('nprobe', [1, 3])
 def test_same_metrics_as_faiss_ivf_itself(leave_one_out, nprobe):
@@ -109,6 +110,7 @@ def test_same_metrics_as_faiss_ivf_itself(leave_one_out, nprobe):
         assert 0 < search_recall < 1  # one list of 16: some true neighbours are missed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('leave_one_out', [True, False])
 @pytest.mark.parametrize('factory', ['IVF8,Flat', 'HNSW16'])
 def test_approximate_search_finding_everything_is_exact(leave_one_out, factory):
@@ -122,6 +124,7 @@ def test_approximate_search_finding_everything_is_exact(leave_one_out, factory):
     assert got == pytest.approx(exact)
 
 
+@pytest.mark.slow
 def test_approximate_search_defaults_to_16_lists_and_reports_its_recall():
     emb, labels = clustered(seed=1)
     one = retrieval_metrics(emb, labels, ks=(1, ),

@@ -154,6 +154,7 @@ def snapshot():
         return {k: data[k] for k in data.files}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('case', sorted(model_cases()))
 def test_outputs_unchanged(case, snapshot):
     stored = {k.split('::', 1)[1]: v for k, v in snapshot.items() if k.split('::', 1)[0] == case}

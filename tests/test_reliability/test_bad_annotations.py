@@ -51,6 +51,7 @@ def test_sop_duplicate_image_id(tmp_path):
         sop(tmp_path, '1 1 1 a/1.jpg\n2 1 1 a/2.jpg\n2 2 1 a/3.jpg\n')
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('split', ['train', 'test'])
 def test_sop_class_in_train_and_test(split, tmp_path):
     # Before: accepted; the "unseen classes" test would have seen class 7 in training.
@@ -71,6 +72,7 @@ def test_cub_class_id_out_of_range(class_id, tmp_path):
         len(CUBDataset(data_root=str(tmp_path), split='train'))
 
 
+@pytest.mark.slow
 def test_inshop_query_without_positive_is_counted(tmp_path, monkeypatch):
     from irtbox.datasets import base_dataset
     logged = []

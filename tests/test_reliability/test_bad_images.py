@@ -65,6 +65,7 @@ def test_bad_image_names_the_file(damage, message, tmp_path):
     assert str(err.value).startswith(f'{path}: ') and ' object at 0x' not in str(err.value)
 
 
+@pytest.mark.slow
 def test_decompression_bomb_refused_before_decoding(tmp_path):
     path = tmp_path / 'bomb.png'
     path.write_bytes(png_header(20000, 20000))  # 400 megapixels; ~400 KB on disk
@@ -95,6 +96,7 @@ def test_ignore_empty_still_skips(tmp_path):
     assert load(path, ignore_empty=True) is None
 
 
+@pytest.mark.slow
 def test_one_cap_for_pipelines_and_the_search_server():
     from irtbox.search.server import decode_upload
     assert DEFAULT_MAX_PIXELS == 89_478_485

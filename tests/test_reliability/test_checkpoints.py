@@ -69,6 +69,7 @@ def assert_names_mismatch(err, path):
     assert 'backbone.model.blocks.0.mlp.fc1.weight' in message  # shape
 
 
+@pytest.mark.slow
 def test_test_tool_refuses_another_architecture(other_architecture, tmp_path, in_root):
     # Before: the matching keys were loaded (none), the rest left random, exit 0.
     with pytest.raises(CheckpointMismatchError) as err:
@@ -76,6 +77,7 @@ def test_test_tool_refuses_another_architecture(other_architecture, tmp_path, in
     assert_names_mismatch(err, other_architecture)
 
 
+@pytest.mark.slow
 def test_load_from_refused_unless_partial_load_asked(other_architecture, tmp_path, in_root):
     load = f'load_from={other_architecture}'
     with pytest.raises(CheckpointMismatchError) as err:
@@ -85,12 +87,14 @@ def test_load_from_refused_unless_partial_load_asked(other_architecture, tmp_pat
     assert (tmp_path / 'partial' / 'iter_1.pth').is_file()
 
 
+@pytest.mark.slow
 def test_resume_refuses_another_architecture(other_architecture, tmp_path, in_root):
     with pytest.raises(CheckpointMismatchError) as err:
         train(tmp_path / 'w', '--resume', other_architecture)
     assert_names_mismatch(err, other_architecture)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('content', ['random', 'empty', 'truncated'])
 def test_not_a_checkpoint_names_the_file(content, tmp_path, in_root):
     path = str(tmp_path / 'model.pth')
@@ -107,6 +111,7 @@ def test_not_a_checkpoint_names_the_file(content, tmp_path, in_root):
     assert path in str(err.value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('record', ['missing', 'empty'])
 def test_resume_without_last_checkpoint_uses_newest(record, four_iterations, tmp_path, in_root):
     work_dir = copy_run(four_iterations, tmp_path)
@@ -123,12 +128,14 @@ def test_resume_without_last_checkpoint_uses_newest(record, four_iterations, tmp
     assert f'last_checkpoint is {record}' in log and f'resume: from {work_dir}/iter_4.pth' in log
 
 
+@pytest.mark.slow
 def test_resume_with_no_checkpoint_says_so(tmp_path, in_root):
     work_dir = tmp_path / 'w'
     train(work_dir, '--resume', iters=2)
     assert f'no checkpoint in {work_dir}: starting from iteration 0' in run_log(str(work_dir))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('damage', ['truncated', 'zero_bytes', 'missing_target'])
 def test_resume_skips_a_damaged_newest_checkpoint(damage, four_iterations, tmp_path, in_root):
     work_dir = copy_run(four_iterations, tmp_path)
@@ -148,6 +155,7 @@ def test_resume_skips_a_damaged_newest_checkpoint(damage, four_iterations, tmp_p
     assert ckpt_iter(str(work_dir / 'iter_6.pth')) == 6
 
 
+@pytest.mark.slow
 def test_same_command_resumes_in_one_process(four_iterations, tmp_path, in_root):
     # Before: one process resumed only with --resume: after a SIGTERM ("the same command
     # resumes from it") the same command started from iteration 0 and its rotation deleted
@@ -158,6 +166,7 @@ def test_same_command_resumes_in_one_process(four_iterations, tmp_path, in_root)
     assert ckpt_iter(str(work_dir / 'iter_6.pth')) == 6
 
 
+@pytest.mark.slow
 def test_fresh_run_warns_before_overwriting(four_iterations, tmp_path, in_root):
     work_dir = copy_run(four_iterations, tmp_path)
     train(work_dir, '--no-resume', iters=2)
@@ -184,6 +193,7 @@ KILL_DURING_SAVE = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow
 def test_kill_during_checkpoint_save_then_resume(tmp_path, in_root):
     work_dir = tmp_path / 'w'
     # max_keep_ckpts=1: before, MMEngine deleted iter_2.pth before writing iter_4.pth, so
@@ -207,6 +217,7 @@ def test_kill_during_checkpoint_save_then_resume(tmp_path, in_root):
     assert not (work_dir / 'iter_2.pth').exists()  # rotated once its successor was complete
 
 
+@pytest.mark.slow
 def test_failed_save_keeps_the_only_checkpoint(tmp_path, in_root, monkeypatch):
     # A full disk while iter_4.pth is written, with max_keep_ckpts=1 (the quick-start
     # configs'). Before: iter_2.pth was deleted first, then the save failed: no checkpoint,
@@ -230,6 +241,7 @@ def test_failed_save_keeps_the_only_checkpoint(tmp_path, in_root, monkeypatch):
     assert [n for n in os.listdir(work_dir) if n.endswith('.pth')] == ['iter_2.pth']  # no part
 
 
+@pytest.mark.slow
 def test_a_kill_between_the_save_and_the_deletion_is_tidied_by_the_resumed_run(
         tmp_path, in_root, monkeypatch):
     from irtbox.engine.hooks import CheckpointHook
@@ -296,6 +308,7 @@ def test_best_checkpoint_replaced_only_after_the_new_one_is_written(tmp_path):
     assert os.listdir(tmp_path) == ['best_recall@1_iter_4.pth']
 
 
+@pytest.mark.slow
 def test_clean_run_logs_no_unactionable_warning(tmp_path, in_root):
     work_dir = tmp_path / 'w'
     train(work_dir, iters=2)
@@ -306,6 +319,7 @@ def test_clean_run_logs_no_unactionable_warning(tmp_path, in_root):
     assert warnings == []
 
 
+@pytest.mark.slow
 def test_training_only_parts_checked_by_purpose(tmp_path, in_root):
     """The head (classifier, memory) is not used to evaluate: a checkpoint without it, or with
     a classifier of another size, still tests; resuming needs it whole; load_from may lack it."""

@@ -104,6 +104,7 @@ def worker_pids(pid):
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not osp.isdir('/proc'), reason='reads the process tree from /proc (Linux)')
 def test_sigterm_saves_that_iteration_and_the_same_command_finishes(config, reference, tmp_path):
     k = random.randint(2, ITERS - 4)  # the iteration logged when the signal is sent
@@ -130,6 +131,7 @@ def test_sigterm_saves_that_iteration_and_the_same_command_finishes(config, refe
     assert_same_weights(osp.join(work_dir, f'iter_{ITERS}.pth'), reference)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not osp.isdir('/proc'), reason='reads the process tree from /proc (Linux)')
 def test_a_killed_worker_is_restarted_and_the_run_resumes(config, reference, tmp_path):
     work_dir, log = str(tmp_path / 'w'), str(tmp_path / 'log')
@@ -148,6 +150,7 @@ def test_a_killed_worker_is_restarted_and_the_run_resumes(config, reference, tmp
     assert_same_weights(osp.join(work_dir, f'iter_{ITERS}.pth'), reference)
 
 
+@pytest.mark.slow
 def test_another_trainings_work_dir_is_refused(tmp_path, in_root):
     work_dir = str(tmp_path / 'w')
     train_tool.main([TINY_CONFIG, '--work-dir', work_dir, '--cfg-options',

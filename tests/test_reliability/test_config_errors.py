@@ -43,6 +43,7 @@ def test_cfg_option_of_a_compatible_type():
     assert cfg.optim_wrapper.optimizer.lr == 1 and cfg.train_cfg.max_iters == 8
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('key', ['val_evaluator', 'test_evaluator'])
 def test_an_evaluator_typo_says_what_was_meant(key, tmp_path):
     # Before: the registry's KeyError without a hint for val_evaluator; a typo in
@@ -62,6 +63,7 @@ def test_a_count_that_is_no_whole_number_names_it(tmp_path):
                          'model.backbone.depth=1.5'])
 
 
+@pytest.mark.slow
 def test_tools_print_an_error_in_one_line_and_the_traceback_on_demand(tmp_path, capsys,
                                                                      monkeypatch):
     # Before: weight_decay=-1 (or partial_fc.sample_rate=0, a duplicated CSV row) printed a

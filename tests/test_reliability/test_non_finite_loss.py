@@ -25,6 +25,7 @@ def train(work_dir, *options):
     return stop.value.code
 
 
+@pytest.mark.slow
 def test_nan_loss_stops_with_non_zero_exit(tmp_path, in_root):
     work_dir = tmp_path / 'w'
     # Before: trained to the end, exit 0, iter_6.pth all NaN.
@@ -39,6 +40,7 @@ def test_nan_loss_stops_with_non_zero_exit(tmp_path, in_root):
     assert all(torch.isfinite(v).all() for v in state.values() if v.is_floating_point())
 
 
+@pytest.mark.slow
 def test_allowed_skips_then_stop(tmp_path, in_root):
     work_dir = tmp_path / 'w'
     assert train(work_dir, 'default_hooks.non_finite_loss.max_skipped=2') == 1

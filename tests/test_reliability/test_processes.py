@@ -20,6 +20,7 @@ def running(pid):
         return False
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir('/proc'), reason='reads the process tree from /proc (Linux)')
 def test_killed_launcher_leaves_no_orphans(tmp_path):
     log = open(tmp_path / 'out.log', 'w')
@@ -86,6 +87,7 @@ _run_phase('train', [sys.executable, '-c', PHASE], sys.argv[1], 600)
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir('/proc'), reason='reads the process tree from /proc (Linux)')
 @pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGINT])
 def test_a_stopped_rehearsal_ends_its_phase(sig, tmp_path):

@@ -53,6 +53,7 @@ time.sleep(2)  # rank 0 is ended by the launcher
 '''
 
 
+@pytest.mark.slow
 def test_a_failed_phase_quotes_the_failing_ranks_exception(tmp_path):
     # Before: the summary quoted torchrun's boilerplate ("error_file: <N/A> | traceback : To
     # enable traceback see ..."); the real KeyError was hundreds of lines up in the log.

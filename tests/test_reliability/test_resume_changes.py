@@ -33,6 +33,7 @@ def run_copy(two_iterations, tmp_path):
     return work_dir
 
 
+@pytest.mark.slow
 def test_resume_with_a_new_learning_rate_uses_it(run_copy, in_root):
     train(run_copy, 'train_cfg.max_iters=4', 'optim_wrapper.optimizer.lr=0.01', resume=True)
     # Before: trained on at the checkpoint's 1e-3, no word about it.
@@ -42,12 +43,14 @@ def test_resume_with_a_new_learning_rate_uses_it(run_copy, in_root):
     assert all(group['lr'] == pytest.approx(0.01) for group in groups)
 
 
+@pytest.mark.slow
 def test_resume_with_the_same_learning_rate_says_nothing(run_copy, in_root):
     train(run_copy, 'train_cfg.max_iters=4', resume=True)
     assert 'resume: the learning rate' not in run_log(run_copy)
     assert 'resume: the config changes optimizer settings' not in run_log(run_copy)
 
 
+@pytest.mark.slow
 def test_resume_with_new_optimizer_settings_uses_them(run_copy, in_root):
     # Before: the checkpoint's weight decay (5e-4), betas and eps were kept, no word said.
     train(run_copy, 'train_cfg.max_iters=4', 'optim_wrapper.optimizer.weight_decay=0.3',
@@ -62,6 +65,7 @@ def test_resume_with_new_optimizer_settings_uses_them(run_copy, in_root):
                for g in groups)
 
 
+@pytest.mark.slow
 def test_resume_with_a_setting_the_state_cannot_follow_is_refused(run_copy, in_root):
     # AMSGrad keeps a running maximum that an AdamW state without it does not have.
     with pytest.raises(SystemExit) as err:
@@ -72,6 +76,7 @@ def test_resume_with_a_setting_the_state_cannot_follow_is_refused(run_copy, in_r
     assert not (run_copy / 'iter_4.pth').exists()
 
 
+@pytest.mark.slow
 def test_resume_into_another_optimizer_type_is_refused(run_copy, in_root):
     checkpoint = run_copy / 'iter_2.pth'
     # Before: "resumed", then KeyError: 'momentum' deep in torch's SGD.

@@ -33,6 +33,7 @@ class StartSecondTrainingHook(Hook):
             timeout=300, env={**os.environ, 'HF_HUB_OFFLINE': '1'})
 
 
+@pytest.mark.slow
 def test_second_training_in_the_same_work_dir_is_refused(tmp_path, in_root):
     config = tmp_path / 'with_second.py'
     config.write_text(f"_base_ = ['{TINY_CONFIG}']\n"
@@ -59,6 +60,7 @@ def dead_pid():
     return int(proc.stdout)
 
 
+@pytest.mark.slow
 def test_stale_lock_is_taken_over(tmp_path, in_root):
     work_dir = tmp_path / 'w'
     work_dir.mkdir()
@@ -72,6 +74,7 @@ def test_stale_lock_is_taken_over(tmp_path, in_root):
     assert (work_dir / 'iter_1.pth').exists() and not (work_dir / LOCK_NAME).exists()
 
 
+@pytest.mark.slow
 def test_lock_of_another_host_is_not_taken_over(tmp_path):
     (tmp_path / LOCK_NAME).write_text(json.dumps(
         dict(pid=dead_pid(), host='elsewhere', started='2024-01-01T00:00:00')))
@@ -79,6 +82,7 @@ def test_lock_of_another_host_is_not_taken_over(tmp_path):
         WorkDirLock(str(tmp_path)).acquire()
 
 
+@pytest.mark.slow
 def test_lock_released_when_training_fails(tmp_path, in_root):
     work_dir = tmp_path / 'w'
     with pytest.raises(SystemExit):  # the non-finite-loss stop

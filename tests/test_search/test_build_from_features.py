@@ -66,6 +66,7 @@ def _features(path, x):
     return str(path)
 
 
+@pytest.mark.slow
 def test_shards_and_merged_file_give_the_same_index_then_query(extraction, tmp_path, capsys):
     out, paths = extraction
     from_shards, from_file = str(tmp_path / 'a'), str(tmp_path / 'b')
@@ -96,6 +97,7 @@ def test_a_missing_shard_is_named(vectors, tmp_path):
         search_tool.main(['build', '--from-features', str(out), str(tmp_path / 'index')])
 
 
+@pytest.mark.slow
 def test_the_budget_chooses_an_index_that_fits(vectors, tmp_path):
     budget = 400 * 1024  # under Flat's 750 KB: an IVF index with quantised codes
     done = build_index_from_features(_features(tmp_path / 'f.npz', vectors),
@@ -140,6 +142,7 @@ def test_a_budget_too_small_names_the_smallest_that_fits(vectors, tmp_path, caps
     assert "memory size '4Q': expected a positive number" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_memory_mapped_index_takes_new_rows_and_saves_them(vectors, tmp_path):
     """load() maps IVF lists read-only; adding or saving copies them into memory first (faiss
     would abort the process, or save a reference to the mapped file)."""
@@ -157,6 +160,7 @@ def test_a_memory_mapped_index_takes_new_rows_and_saves_them(vectors, tmp_path):
         [[h.id for h in r] for r in searcher.search(queries, k=5)]
 
 
+@pytest.mark.slow
 def test_two_shard_indexes_merged_equal_one_index(vectors):
     """Beyond one machine (docs/search_and_export.md): one index per shard of the rows, each
     a copy of one trained index, searched together by faiss's IndexShards (which merges the

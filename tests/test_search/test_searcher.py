@@ -94,6 +94,7 @@ def test_bad_adds_and_queries():
     assert len(searcher.search(np.ones(8, np.float32), k=50)) == 10  # k bounded by the size
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('factory', ['Flat', 'IVF16,Flat', 'HNSW16', 'IVF8,PQ4'])
 def test_save_load_same_results(factory, tmp_path):
     x = clustered(1500, 16)
@@ -106,6 +107,7 @@ def test_save_load_same_results(factory, tmp_path):
     assert loaded.factory == factory and loaded.dim == 16
 
 
+@pytest.mark.slow
 def test_the_rows_are_one_embeddings_file_read_memory_mapped(tmp_path):
     """manifest.json (format 2) names embeddings-<tag>.npz: embeddings, ids, identity; the
     embeddings come back as a read-only memory map, and search as before."""
@@ -177,6 +179,7 @@ def test_resave_replaces_files_and_refuses_other_folders(tmp_path):
         ImageSearcher.load(str(tmp_path))
 
 
+@pytest.mark.slow
 def test_killed_save_leaves_the_old_index(tmp_path):
     """kill -9 at the worst moment (new data files written, manifest about to be replaced):
     the old index still loads and gives the old results."""
@@ -215,6 +218,7 @@ class _Forbidden(torch.nn.Module):
         raise AssertionError('the model ran')
 
 
+@pytest.mark.slow
 def test_constructing_runs_no_forward_and_the_identity_is_computed_once(tmp_path, monkeypatch):
     """ImageSearcher(model) neither runs the model nor hashes its weights: its identity is
     computed the first time it is needed (the dimension of an empty searcher, save), once."""
@@ -244,6 +248,7 @@ def test_constructing_runs_no_forward_and_the_identity_is_computed_once(tmp_path
         searcher.identity
 
 
+@pytest.mark.slow
 def test_model_mismatch_is_refused(tmp_path):
     from irtbox.apis import init_model
     tiny = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')

@@ -15,6 +15,7 @@ ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TINY = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('resize', [
     dict(type='Resize', scale=(1000, 24), keep_ratio=True),  # the short edge to 24
     dict(type='Resize', scale_factor=0.5),

@@ -115,6 +115,7 @@ def huge_png_header(width, height):
     return b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', header) + chunk(b'IEND', b'')
 
 
+@pytest.mark.slow
 def test_search_by_upload_finds_the_image_itself(server):
     url, searcher = server
     path = searcher.ids[17]
@@ -211,6 +212,7 @@ def test_bad_requests(server, fields, message):
     assert status == 422 and message in str(body['detail'])
 
 
+@pytest.mark.slow
 def test_bounded_load(server):
     """200 searches, 20 at a time, on loopback: every one answered correctly."""
     url, searcher = server
@@ -234,6 +236,7 @@ def test_bounded_load(server):
           f'p99 {np.percentile(latency, 99):.1f} ms')
 
 
+@pytest.mark.slow
 def test_page_in_a_real_browser(server, tmp_path, chromium):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -271,6 +274,7 @@ def test_page_in_a_real_browser(server, tmp_path, chromium):
 
 
 
+@pytest.mark.slow
 def test_a_file_gone_since_the_build_is_a_404_naming_it(tmp_path, monkeypatch):
     """An index built with relative paths and served from another folder finds its files;
     /image/N and /thumb/N of a file moved or deleted after the build: a 404 with a JSON
@@ -302,6 +306,7 @@ def test_a_file_gone_since_the_build_is_a_404_naming_it(tmp_path, monkeypatch):
         assert urllib.request.urlopen(url + '/thumb/0').read()[:2] == b'\xff\xd8'
 
 
+@pytest.mark.slow
 def test_the_pixel_budget_waits_for_room_and_lets_an_oversized_share_run_alone():
     budget, seen = PixelBudget(100), []
 
@@ -331,6 +336,7 @@ def encoded(array, format, **options):
     return buffer.getvalue()
 
 
+@pytest.mark.slow
 def test_uploads_are_decoded_no_larger_than_the_model_needs():
     """A JPEG is decoded at 1/8 scale (draft) and any image reduced by a whole factor, keeping
     its short side at least min_side; the budget holds the pixels actually decoded."""
@@ -392,6 +398,7 @@ def memory(pid):
     return values['VmRSS'], values['VmHWM']
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith('linux'), reason='reads /proc')
 def test_concurrent_large_uploads_stay_within_the_decode_budget(tmp_path, digits_root):
     gallery = tmp_path / 'gallery'

@@ -19,6 +19,7 @@ def run(tmp_path, *args):
     return json.loads(out.read_text()), md.read_text()
 
 
+@pytest.mark.slow
 def test_retrieval_contenders_agree(tmp_path):
     pytest.importorskip('faiss')
     result, table = run(tmp_path, '--n', '400', '--dim', '16', '--ks', '1', '10',
@@ -40,6 +41,7 @@ def test_retrieval_contenders_agree(tmp_path):
     assert '| irtbox_approx | 400 |' in table
 
 
+@pytest.mark.slow
 def test_landmark_contenders_agree(tmp_path):
     result, table = run(tmp_path, '--landmarks', '--n', '3000', '--queries', '4', '--dim', '8')
     rows = {r['contender']: r for r in result['rows']}
@@ -48,6 +50,7 @@ def test_landmark_contenders_agree(tmp_path):
     assert '| revisited_metrics | 3000 |' in table
 
 
+@pytest.mark.slow
 def test_train_input_benchmark_runs(tmp_path):
     pytest.importorskip('cv2')
     out = tmp_path / 'train_input.json'
@@ -59,6 +62,7 @@ def test_train_input_benchmark_runs(tmp_path):
     assert all(r['images'] == 20 and r['seconds'] > 0 for r in rows.values())
 
 
+@pytest.mark.slow
 def test_train_loop_benchmark_runs(tmp_path):
     out = tmp_path / 'train_loop.json'
     subprocess.run([sys.executable, osp.join(ROOT, 'tools', 'benchmarks', 'bench_train_loop.py'),

@@ -4,6 +4,8 @@ import os
 import os.path as osp
 import subprocess
 
+import pytest
+
 from irtbox.utils import safe_torch_load
 from irtbox.utils.dist import free_port
 
@@ -18,6 +20,7 @@ def run(cmd):
     return proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_dist_train_and_test_two_cpu_processes(tiny_ddp_run, tmp_path):
     train_dir, log = tiny_ddp_run
     assert 'Distributed launcher: pytorch' in log or 'distributed: True' in log

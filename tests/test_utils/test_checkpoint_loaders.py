@@ -32,6 +32,7 @@ def test_loaders_are_replaced_within_the_scope_only():
     assert list(CheckpointLoader._schemes) == list(before)  # the order decides the match
 
 
+@pytest.mark.slow
 def test_runner_refuses_a_pickle_that_runs_code(tmp_path, capsys):
     path = str(tmp_path / 'evil.pth')
     torch.save({'state_dict': {}, 'meta': Payload()}, path)

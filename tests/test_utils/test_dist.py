@@ -31,6 +31,7 @@ def _worker(rank, world_size, init_file, out_dir):
         torch_dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_two_ranks(tmp_path):
     mp.start_processes(_worker, args=(2, str(tmp_path / 'init'), str(tmp_path)), nprocs=2,
                        start_method='fork')

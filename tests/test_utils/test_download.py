@@ -181,6 +181,7 @@ def test_published_md5_is_checked_before_the_rename(server, home, tmp_path):
         download(url, md5='abc')
 
 
+@pytest.mark.slow
 def test_cut_connection_resumes_within_the_call(server, home):
     server.cut_requests = 1
     path = download(server.base + 'w.bin', SHA, progress=False)
@@ -204,6 +205,7 @@ def test_cut_connection_resumes_across_calls(server, home):
     assert not osp.exists(part)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('head_says', [False, True])
 def test_a_body_of_unknown_length_is_done_only_when_its_size_is_known(server, home, head_says):
     # Before: a server sending no Content-Length that closed half way left a file of half the
@@ -224,6 +226,7 @@ def test_a_body_of_unknown_length_is_done_only_when_its_size_is_known(server, ho
     assert read(download(url, SHA, progress=False)) == DATA
 
 
+@pytest.mark.slow
 def test_retries_exhausted_keeps_the_part(server, home):
     server.cut_requests = 2
     with pytest.raises(DownloadError, match='next call resumes'):
@@ -259,6 +262,7 @@ def test_a_name_that_does_not_resolve_is_no_network_at_once(home, monkeypatch):
     assert os.listdir(osp.dirname(cached(home))) == []
 
 
+@pytest.mark.slow
 def test_server_without_range_restarts_from_zero(server, home):
     server.range_support = False
     server.cut_requests = 1
@@ -446,6 +450,7 @@ def test_bad_arguments(url, sha, message):
         download(url, sha)
 
 
+@pytest.mark.slow
 def test_concurrent_downloads_fetch_once(server, home):
     server.delay = 0.02  # ~0.2 s per download: the two calls overlap
     url, results, errors = server.base + 'w.bin', [], []

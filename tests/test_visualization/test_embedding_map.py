@@ -12,6 +12,7 @@ def normalized(x):
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
+@pytest.mark.slow
 def test_pca_matches_scikit_learn(tiny_result):
     from sklearn.decomposition import PCA
     emb = tiny_result['embeddings']
@@ -21,6 +22,7 @@ def test_pca_matches_scikit_learn(tiny_result):
     np.testing.assert_allclose(np.abs(got), np.abs(want), atol=1e-6)
 
 
+@pytest.mark.slow
 def test_tsne_is_reproducible(tiny_result):
     a = embed_2d(tiny_result['embeddings'], 'tsne', seed=1)
     assert a.shape == (16, 2) and np.isfinite(a).all()
@@ -40,6 +42,7 @@ def test_bad_input():
         embed_2d(np.ones((2, 4)), 'pca')
 
 
+@pytest.mark.slow
 def test_map_png_with_legend_and_thumbnails(tiny_result, tmp_path):
     points = embed_2d(tiny_result['embeddings'], 'pca')
     out = tmp_path / 'map.png'
@@ -53,6 +56,7 @@ def test_map_png_with_legend_and_thumbnails(tiny_result, tmp_path):
     assert [t.get_text() for t in legend.get_texts()] == ['ant', 'bee', 'cat', 'dog']
 
 
+@pytest.mark.slow
 def test_no_legend_for_many_classes(tmp_path):
     rng = np.random.default_rng(0)
     fig = plot_embedding_map(rng.normal(size=(60, 2)), np.arange(60) % 30,

@@ -53,6 +53,7 @@ def test_load_tile_fits_and_marks_missing_files(tmp_path):
     assert tuple(np.asarray(load_tile(str(tmp_path / 'nope.png'), 8))[4, 4]) == (235, 235, 235)
 
 
+@pytest.mark.slow
 def test_show_results_grids_match_the_labels(tiny_result, tmp_path):
     out = tmp_path / 'show'
     records = show_results(str(out), tiny_result['embeddings'], tiny_result['image_paths'],
@@ -86,6 +87,7 @@ def brute_force_ap(emb, labels, q):
     return np.mean(np.arange(1, len(ranks) + 1) / ranks)
 
 
+@pytest.mark.slow
 def test_worst_queries_of_the_whole_test_set(tiny_result, tmp_path):
     emb, labels = tiny_result['embeddings'], tiny_result['labels']
     out = tmp_path / 'worst'

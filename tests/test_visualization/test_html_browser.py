@@ -3,10 +3,12 @@ import os
 import shutil
 
 import numpy as np
+import pytest
 
 from irtbox.visualization import show_results
 
 
+@pytest.mark.slow
 def test_browser_rows_sorting_filter_and_thumbnails(tiny_result, tmp_path, chromium):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select, WebDriverWait

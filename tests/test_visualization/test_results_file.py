@@ -45,6 +45,7 @@ def test_load_result_set_refuses_an_empty_set(tmp_path):
         load_result_set(path)
 
 
+@pytest.mark.slow
 def test_browse_results(results_file, tmp_path):
     out = tmp_path / 'show'
     records = browse_results(results_file, str(out), num=4, k=3)
@@ -56,6 +57,7 @@ def test_browse_results(results_file, tmp_path):
         browse_results(results_file, str(tmp_path / 'x'), data_root=str(tmp_path / 'moved'))
 
 
+@pytest.mark.slow
 def test_plot_results_map(results_file, tmp_path):
     png = tmp_path / 'map.png'
     points = plot_results_map(results_file, str(png), method='pca', thumbnails=2,
@@ -67,6 +69,7 @@ def test_plot_results_map(results_file, tmp_path):
         plot_results_map(few, str(tmp_path / 'few.png'), method='pca')
 
 
+@pytest.mark.slow
 def test_descriptor_analysis_of_a_set(results_file, tiny_result, tmp_path):
     from irtbox.evaluation.functional import cumulative_energy, similarity_histograms
     data = load_result_set(results_file)

@@ -16,12 +16,10 @@ class BatchListSampler(Sampler):
     Subclasses build, from ``(seed, epoch)`` alone, the same global array of
     batches (K·W x batch_size) on every rank, in ``_global_batches(epoch)``;
     rank r takes batches r, r + W, ... They set ``batches_per_rank``.
-    With ``infinite`` the sampler never stops: after each epoch it goes on with
-    the next one (for iteration-based training, where MMEngine otherwise
-    restarts the dataloader at every epoch end with a 2 s pause). A ``seed`` of None
-    draws one, synchronised across ranks; ``rank`` / ``world_size`` default to the
-    process group's. ``batch_size`` is the per-rank batch and must equal the dataloader's
-    (the sampler cannot see the dataloader).
+    With ``infinite`` the sampler goes on epoch after epoch (iteration-based training,
+    where MMEngine otherwise restarts the dataloader at every epoch end). A ``seed`` of None
+    draws one, synchronised across ranks. ``batch_size`` is the per-rank batch and must
+    equal the dataloader's.
     """
 
     def __init__(self, dataset, batch_size: int, shuffle: bool, seed: Optional[int],

@@ -91,12 +91,9 @@ def read_image_size(path: str) -> Tuple[int, int]:
 def get_image_sizes(dataset, num_threads: int = 8) -> np.ndarray:
     """(N, 2) int array of the (height, width) of every sample of ``dataset``.
 
-    From ``width`` / ``height`` in ``dataset.get_data_info(i)`` when both are
-    there (no file access), else from the header of ``img_path``
-    (:func:`read_image_size`) with ``num_threads`` threads and a progress
-    bar. Under ``torch.distributed`` each process reads a 1 / world share of
-    the headers and the results are gathered, so every process ends up with
-    all sizes.
+    From ``width`` / ``height`` in the data info when there, else from the image headers
+    (:func:`read_image_size`, ``num_threads`` threads); under ``torch.distributed`` each
+    process reads a share and the sizes are gathered.
     """
     if not hasattr(dataset, 'get_data_info'):
         raise TypeError(f'{type(dataset).__name__} has no get_data_info(i); the '
@@ -146,28 +143,18 @@ class GroupSizeSampler(BatchListSampler):
     A12): yields indices whose consecutive chunks of ``batch_size`` are
     batches of one aspect-ratio group each.
 
-    Every image falls into a group by its aspect ratio r = h / w
-    (:func:`aspect_group`; default bins 0.67, 0.77, 1.33, 1.5 -> 5 groups).
-    :class:`~irtbox.datasets.transforms.GroupResize`, with the same bins,
-    resizes every image to the size of its group; since a batch holds one
-    group, the whole batch gets that size. The group is a function of the
-    image alone, so no information has to travel from the sampler to the
-    transform (which runs per sample in the dataloader workers).
+    Every image falls into a group by its aspect ratio r = h / w (:func:`aspect_group`;
+    default bins 0.67, 0.77, 1.33, 1.5 -> 5 groups), and
+    :class:`~irtbox.datasets.transforms.GroupResize`, with the same bins, resizes it to its
+    group's size: the group is a function of the image alone, so nothing travels from the
+    sampler to the transform. Image sizes come from the data list's ``width`` / ``height``,
+    else from the image headers, read once (:func:`get_image_sizes`).
 
-    Image sizes: ``width`` / ``height`` of the data list when present, else
-    read once at construction from the image headers (EXIF-rotated as
-    decoded; threads, progress bar, shared across ranks), see
-    :func:`get_image_sizes`.
-
-    Epoch ``e``: with ``rng = default_rng([seed, e])``, every group is
-    shuffled and cut into complete batches (the incomplete remainder of each
-    group is dropped, a different one every epoch); the batches of all
-    groups are shuffled together; the first ``K * W`` of them are dealt out,
-    rank r taking batches r, r + W, ... (W = world size, ``K = total
-    complete batches // W``). So batches are formed before sharding, every
-    rank gets K distinct complete batches, and ``len(sampler)`` is
-    ``K * batch_size`` on every rank. With ``shuffle=False`` the groups and
-    their images keep the dataset order.
+    Epoch ``e``: with ``rng = default_rng([seed, e])``, every group is shuffled and cut into
+    complete batches (the remainder dropped); all batches are shuffled together and the first
+    ``K * W`` dealt out, rank r taking batches r, r + W, ... (``K = complete batches // W``),
+    so every rank gets K distinct complete batches. With ``shuffle=False`` the dataset order
+    is kept.
 
     ``batch_size`` must equal the dataloader's (:class:`BatchListSampler`). Use it in the
     ``sampler`` slot of a training dataloader::

@@ -70,27 +70,15 @@ class MPerClassSampler(BatchListSampler):
     (the sampling behind batch-based metric-learning losses, e.g. the
     contrastive loss with positives in the batch, IRT Eq. 1).
 
-    Classes are visited in passes over a random permutation of all classes
-    (every class once per pass, P distinct classes per batch even across two
-    passes). The images of a class are drawn the same way from a per-class
-    permutation, so the ``m`` images of a batch are distinct and all images
-    of a class come up before any repeats. A class with fewer than ``m``
-    images contributes all of them plus random repeats (sampling with
-    replacement only for the missing ones). With ``shuffle=False`` the
-    permutations are the identity (deterministic, for debugging).
-    ``m = 1`` gives batches of ``batch_size`` distinct classes, one image
-    each (the "M = 1" of the training-recipe benchmark, Berton et al. Fig. 8),
-    so it needs at least ``batch_size`` classes.
+    Classes are visited in passes over a random permutation (P distinct classes per batch,
+    even across two passes); a class's images likewise, so all of them come up before any
+    repeat. A class with fewer than ``m`` images is completed with random repeats. With
+    ``shuffle=False`` the permutations are the identity. ``m = 1`` gives ``batch_size``
+    distinct classes, one image each (Berton et al. Fig. 8).
 
-    Epoch: ``max(1, len(dataset) // batch_size)`` batches, rounded up to a
-    multiple of the world size W. Every rank builds the same global list of
-    batches from ``(seed, epoch)``; rank r takes batches r, r + W, ... So
-    each rank gets ``ceil(max(1, N // batch_size) / W)`` complete, distinct
-    batches, and ``len(sampler)`` is that times ``batch_size``.
-
-    ``batch_size`` must equal the dataloader's (:class:`BatchListSampler`; else the P x M
-    structure is lost). MMEngine passes ``dataset`` and ``seed`` when it builds the sampler
-    of a dataloader.
+    Epoch: ``max(1, len(dataset) // batch_size)`` batches, rounded up to a multiple of the
+    world size W, built alike on every rank from ``(seed, epoch)``; rank r takes batches
+    r, r + W, ... ``batch_size`` must equal the dataloader's (:class:`BatchListSampler`).
 
     Args:
         dataset: An MMEngine dataset with ``get_gt_labels()`` or

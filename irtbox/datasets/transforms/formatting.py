@@ -15,12 +15,9 @@ __all__ = ['PackRetrievalInputs']
 class PackRetrievalInputs(BaseTransform):
     """Pack ``results`` into ``{'inputs': Tensor, 'data_samples': DataSample}``.
 
-    - ``inputs``: ``results['img']`` (H x W x C numpy, as decoded: BGR for
-      OpenCV) as a contiguous C x H x W tensor of the same dtype (uint8 stays
-      uint8). Channel order and scaling are left to the model's
-      ``ImgDataPreprocessor`` (``bgr_to_rgb``, mean/std). A 2-D (grayscale)
-      image becomes 1 x H x W; ``LoadImageFromFile`` with the default
-      ``color_type='color'`` always gives 3 channels.
+    - ``inputs``: ``results['img']`` (H x W x C, as decoded) as a contiguous C x H x W tensor
+      of the same dtype; channel order and scaling are left to the data preprocessor. A 2-D
+      image becomes 1 x H x W.
     - ``data_samples``: a :class:`DataSample` with ``gt_label`` when
       ``results`` has one, and each key of ``meta_keys`` found in
       ``results`` as a meta field (missing keys are skipped).

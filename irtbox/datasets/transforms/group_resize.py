@@ -21,21 +21,13 @@ class GroupResize(BaseTransform):
     aspect-ratio group: the transform half of group-size sampling (Yokoo et
     al., CVPRW 2020; DToP Table A12).
 
-    The group is :func:`~irtbox.datasets.samplers.group_size.aspect_group`
-    of the *original* image size, the one :class:`GroupSizeSampler` groups
-    by: ``results['width']`` / ``results['height']`` when the data list has
-    them, else ``results['ori_shape']`` (the decoded size, set by
-    ``LoadImageFromFile``). Transforms before this one (e.g. ``CropBBox``)
-    therefore do not change the group. With the sampler and the same
-    ``aspect_bins``, every image of a batch is in the batch's group, so the
-    whole batch comes out at one size and stacks without padding. (Decode
-    with EXIF orientation applied, mmcv's default ``color_type='color'``,
-    as the sampler assumes when it reads image headers.)
+    The group is :func:`~irtbox.datasets.samplers.group_size.aspect_group` of the
+    *original* image size, as :class:`GroupSizeSampler` groups (``results['width']`` /
+    ``['height']``, else ``ori_shape``), so earlier transforms (``CropBBox``) do not change
+    it, and with the sampler a whole batch comes out at one size.
 
-    ``crop_scale=(a, b)`` first crops a random window of the current image
-    with its aspect ratio and a fraction s ~ U(a, b) of its area (side
-    factor √s) at a uniform random position: crop and scale augmentation
-    whose output size is still the group's.
+    ``crop_scale=(a, b)`` first crops a random window of the image's aspect ratio and a
+    fraction s ~ U(a, b) of its area: crop and scale augmentation at the group's size.
 
     Reads ``img`` (H x W [x C]) and the size keys above; writes ``img``
     (h x w [x C] with (w, h) the group's size), ``img_shape`` = (h, w) and

@@ -23,11 +23,9 @@ class LoadImageFromFile(MMCVLoadImageFromFile):
     irtbox reads (the search server's uploads too): EXIF orientation applied, 16-bit kept
     in range, CMYK and palette as RGB, an animation's first frame.
 
-    Under ``default_scope='irtbox'`` this replaces mmcv's transform of the same name in
-    every pipeline. The image size is read from the header and refused above ``max_pixels``
-    before decoding (a decompression bomb never allocates its pixels); an empty, truncated
-    or undecodable file raises :class:`ImageLoadError` naming it and saying why, where mmcv
-    asserts or (for some truncated files) decodes what it can.
+    Under ``default_scope='irtbox'`` it replaces mmcv's transform of the same name. An image
+    over ``max_pixels`` is refused from its header, before decoding; an empty, truncated or
+    undecodable file raises :class:`ImageLoadError` naming it.
 
     Args:
         max_pixels (int, optional): the pixel cap. Default: ``$IRTBOX_MAX_IMAGE_PIXELS``,

@@ -66,14 +66,10 @@ class CropBBox(BaseTransform):
     (Radenovic et al., "Revisiting Oxford and Paris", CVPR 2018) does with the
     query images before any resizing.
 
-    Coordinates are rounded half-to-even (Python ``round``, as PIL's
-    ``Image.crop`` used by the reference code), right/bottom exclusive, then
-    clipped to the image: the output is ``img[y1:y2, x1:x2]``. A box that is
-    empty after clipping is an error. Samples without the key (or with None)
-    pass unchanged, so one pipeline serves queries (boxed) and database images.
-
-    Writes ``img`` (a copy) and ``img_shape``; ``ori_shape`` keeps the size of
-    the loaded image.
+    Coordinates are rounded half-to-even (as PIL's ``Image.crop`` in the reference code),
+    right/bottom exclusive, clipped to the image: ``img[y1:y2, x1:x2]``; an empty box is an
+    error. Samples without a box pass unchanged, so one pipeline serves queries and database.
+    Writes ``img`` (a copy) and ``img_shape``; ``ori_shape`` keeps the loaded size.
 
     Args:
         bbox_key (str): The results key holding the box.

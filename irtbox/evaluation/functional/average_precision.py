@@ -27,20 +27,14 @@ def average_precision(ranks: ArrayLike, gnd: Sequence[dict]) -> np.ndarray:
        the mean over the positives of the precision at each one's rank.
        Positives at 0 and 2 give (1 + 2/3) / 2 = 0.8333.
 
-    This is *not* the trapezoid AP of the official Oxford / revisited code
-    (:func:`~irtbox.evaluation.functional.revisited_map`, 0.7917 in that
-    example); use that one to reproduce published ROxford5k / RParis6k
-    numbers.
-
-    ``ranks`` may be truncated (its top rows only); positives below the cut
-    still count in n and contribute precision 0. A query without positives
-    gets NaN: leave it out of the mean (``np.nanmean``).
+    Not the trapezoid AP of the official revisited code
+    (:func:`~irtbox.evaluation.functional.revisited_map`, 0.7917 in that example), which
+    published ROxford5k / RParis6k numbers use. ``ranks`` may be truncated (positives below
+    the cut count in n); a query without positives gets NaN.
 
     Args:
-        ranks: n_db x n_q integer array or tensor; column i = database indices
-            in order of decreasing similarity to query i (as returned by
-            :func:`~irtbox.evaluation.functional.rank_database`, which ranks
-            a chunk of queries at a time).
+        ranks: n_db x n_q integer array or tensor; column i = database indices in order of
+            decreasing similarity to query i (:func:`~irtbox.evaluation.functional.rank_database`).
         gnd: n_q dicts with ``ok`` and optionally ``junk`` (database indices).
 
     Returns:

@@ -49,17 +49,9 @@ def cumulative_energy(embeddings: ArrayLike) -> np.ndarray:
 
         energy[k-1] = (λ_1 + ... + λ_k) / (λ_1 + ... + λ_D),
 
-    so that energy[-1] == 1.0. A curve that reaches 1 after a few
-    components means the descriptors have collapsed onto a few dimensions.
-
-    The descriptors are taken as given: the retriever has already
-    L2-normalised them, and they are not re-normalised here, so the curve is
-    that of the space the retrieval searches. They are centred (PCA): the
-    mean direction that normalised descriptors share is not a principal
-    component of their spread.
-
-    Memory is O(N·D + D²): the D x D scatter matrix is accumulated over
-    blocks of rows in float64.
+    so that energy[-1] == 1.0; a curve that reaches 1 after a few components means
+    collapse. The descriptors are taken as given (not re-normalised: the space the retrieval
+    searches), and centred. Memory O(N·D + D²).
 
     Args:
         embeddings: N x D descriptors (N >= 2, finite).
@@ -127,25 +119,14 @@ def similarity_histograms(embeddings: ArrayLike, labels: Union[ArrayLike, Sequen
       with ``query_mask[i]``, gallery j without (e.g. In-Shop's split); pairs
       inside the queries or inside the gallery are left out.
 
-    ``max_queries`` makes an estimate for large sets: that many rows (among
-    the queries when ``query_mask`` is given) are drawn without replacement
-    with ``seed`` and paired with every other descriptor (j != i; with
-    ``query_mask``, every gallery descriptor). Each ordered pair is then
-    equally likely to be counted, so the histograms estimate the distributions
-    over all pairs; the counts are those of the pairs actually seen. With
-    ``max_queries >=`` the number of candidate rows the result is exact.
+    ``max_queries`` estimates for large sets: that many rows (queries, with ``query_mask``)
+    are drawn with ``seed`` and paired with every other descriptor, so each ordered pair is
+    equally likely; the counts are those of the pairs seen.
 
-    The similarity is the dot product of the L2-normalised descriptors (the
-    cosine) when ``normalize``, else the raw dot product; it is computed in
-    float64 and, when ``normalize``, clipped to [-1, 1] so that rounding
-    cannot push a pair of identical (or opposite) descriptors out of range.
-    Bins are those of ``np.histogram(values, bins, range)``: ``bins`` equal
-    bins, each closed on the left, the last also on the right (1.0 falls in
-    the last bin); values outside ``range`` are in no bin but are counted in
-    ``num_*`` and ``mean_*``.
-
-    Rows are processed ``chunk_size`` at a time: peak memory is a few
-    ``chunk_size x N`` float64 matrices, never N x N.
+    The similarity is the cosine when ``normalize`` (float64, clipped to [-1, 1]), else the
+    raw dot product. Bins are ``np.histogram(values, bins, range)``'s; values outside
+    ``range`` count in ``num_*`` and ``mean_*`` only. Memory: a few ``chunk_size x N``
+    float64 blocks.
 
     Args:
         embeddings: N x D descriptors (N >= 2, finite; no zero rows when
@@ -216,12 +197,9 @@ def ground_truth_histograms(query: ArrayLike, database: ArrayLike, gnd: Sequence
     given per query, e.g. the revisited Oxford / Paris protocols (IRT Fig. 5 uses
     RParis, Medium).
 
-    For query q, the positive pairs are (q, d) for d in ``gnd[q]['ok']``, the
-    junk ``gnd[q]['junk']`` is left out, and every other database item is a
-    negative. Similarities, bins and the returned dict are as in
-    :func:`similarity_histograms` (``exact`` is True and ``query_rows`` all
-    queries). Queries are processed ``chunk_size`` at a time (memory
-    O(chunk_size x n_db)).
+    For query q, the positives are ``gnd[q]['ok']``, the junk is left out, every other
+    database item is a negative. Similarities, bins and the returned dict are as in
+    :func:`similarity_histograms`.
 
     Args:
         query: n_q x D query descriptors.

@@ -20,14 +20,10 @@ def gradient_direction_spread(grads: ArrayLike) -> float:
       covariance (``np.cov``'s default; the paper does not say which);
     - γ = ||C||_*, the sum of the singular values of C.
 
-    C is symmetric positive semi-definite, so ||C||_* = trace(C) =
-    n / (n − 1) · (1 − ||d̄||²) for unit d_i: γ is 0 when all directions
-    agree and at most n / (n − 1) (when they cancel out, d̄ = 0). It is
-    computed as that trace, in float64, without forming the D x D matrix C
-    (D = 2048 for ResNet-50, measured at every step; an SVD would cost
-    more than the rest of the measurement): with X the n x D centred
-    directions, C = XᵀX / (n − 1) and trace(C) = ||X||_F² / (n − 1). The
-    tests check it against the sum of singular values of C.
+    C is symmetric positive semi-definite, so ||C||_* = trace(C) = n / (n − 1) · (1 − ||d̄||²)
+    for unit d_i: 0 when all directions agree, at most n / (n − 1). It is computed as
+    ||X||_F² / (n − 1) with X the n x D centred directions, in float64, without forming the
+    D x D matrix C (an SVD at every step would cost more than the step).
 
     Args:
         grads: B x D gradients (array or tensor), one row per sample.

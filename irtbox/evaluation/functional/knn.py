@@ -24,15 +24,9 @@ def knn(query: ArrayLike,
         normalize: bool = True) -> Tuple[ArrayLike, ArrayLike]:
     """The ``k`` most similar gallery items of each query.
 
-    Similarity is the inner product of float32 embeddings; with
-    ``normalize=True`` (default) rows are L2-normalised first, so it is the
-    cosine similarity (for already normalised embeddings this changes nothing
-    but rounding).
-
-    With an exact searcher (the default) ties are broken deterministically:
-    among equal similarities the lower gallery index comes first, both in the
-    order of the result and in the choice of which tied items make the top
-    ``k``.
+    Similarity is the inner product of float32 embeddings (the cosine with ``normalize``).
+    With an exact searcher (the default) the lower gallery index wins a tie, in the order
+    and in the choice of the top ``k``.
 
     Args:
         query: nq x D array or tensor.
@@ -40,10 +34,8 @@ def knn(query: ArrayLike,
         k: neighbours per query. Clipped to the number of gallery items a
             query can have (N, or N - 1 with ``exclude_self``), so the result
             may have fewer than ``k`` columns.
-        exclude_self: leave-one-out search. Query i IS gallery item i
-            (``query`` and ``gallery`` hold the same items, nq == N) and item
-            i is left out of query i's neighbours by index, not by dropping
-            the first neighbour, which exact duplicates and ties would break.
+        exclude_self: leave-one-out search (nq == N): item i is left out of query i's
+            neighbours by index, not by dropping the first neighbour (duplicates, ties).
         searcher: a :class:`~irtbox.evaluation.neighbours.Searcher` or its
             config dict, e.g. ``ExactSearcher(chunk_size=256, device='cuda')``
             or ``FaissSearcher()`` (exact too); ``None``: ``ExactSearcher()``

@@ -40,15 +40,11 @@ def retrieval_metrics(query_emb,
                       normalize: bool = True) -> Dict[str, float]:
     """Recall@K and MAP@R / R-precision / Precision@1 from ONE search.
 
-    Recall@K for every K needs only the rank of each query's first correct
-    item, and MAP@R only the top R_i (R_i = number of gallery items with
-    query i's label). An exhaustive searcher (``ExactSearcher``, the
-    default) selects each chunk's top max(R_i) and, for the queries whose
-    first correct item is not in it, counts that item's rank in the
-    similarity block (no sort beyond max R). Any other searcher is asked for
-    the top max(max(ks), max R_i) (and at least 10 when approximate). Exact
-    searchers put ties at the lower gallery index, so they give the results
-    of a full stable sort.
+    Recall@K needs only the rank of each query's first correct item, MAP@R only the top R_i
+    (R_i = gallery items with query i's label). An exhaustive searcher (``ExactSearcher``,
+    the default) selects each chunk's top max(R_i) and counts the rank of a first correct
+    item beyond it in the similarity block; any other searcher is asked for the top
+    max(max(ks), max R_i). Ties go to the lower gallery index, as in a full stable sort.
 
     Args:
         query_emb: nq x D embeddings (numpy array or torch tensor).
@@ -59,12 +55,9 @@ def retrieval_metrics(query_emb,
             Given: queries are searched in this gallery only (In-Shop).
         ks: the K of Recall@K.
         map_at_r: also compute MAP@R, R-precision and Precision@1.
-        searcher: a :class:`~irtbox.evaluation.neighbours.Searcher` or its
-            config dict; ``None``: ``ExactSearcher()`` (similarity blocks of
-            at most 128 MB, on the query's device). For galleries too large
-            for exact search, e.g.
-            ``dict(type='FaissSearcher', factory='IVF4096,Flat', nprobe=32)``
-            (any faiss factory string; ``'HNSW32'`` with ``ef_search``).
+        searcher: a :class:`~irtbox.evaluation.neighbours.Searcher` or its config dict;
+            ``None``: ``ExactSearcher()``. For galleries too large for exact search, e.g.
+            ``dict(type='FaissSearcher', factory='IVF4096,Flat', nprobe=32)``.
         normalize: L2-normalise the embeddings first (cosine similarity).
 
     Returns:

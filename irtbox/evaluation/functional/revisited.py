@@ -1,11 +1,8 @@
 """The revisited Oxford / Paris evaluation (Radenović et al., CVPR 2018).
 
-mAP with the official trapezoid AP, junk removal and the mP@k of the
-official evaluation code, quirks included (docs/protocols.md, "Revisited Oxford
-and Paris"), plus the Easy / Medium / Hard ground truth, a chunked full
-ranking of the database (the revisitop interface) and
-:func:`revisited_metrics`, the same numbers without any ranking: only the
-positions of each query's positives and junk are counted.
+The official code's trapezoid AP, junk removal and mP@k, quirks included (docs/protocols.md,
+"Revisited Oxford and Paris"), the Easy / Medium / Hard ground truth, a chunked full ranking
+(the revisitop interface) and :func:`revisited_metrics`, the same numbers without a ranking.
 """
 from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -36,10 +33,8 @@ PROTOCOLS: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]] = {
 def build_revisited_gnd(gnd_raw: Sequence[dict], protocol: str) -> List[Dict[str, np.ndarray]]:
     """Per-query ``{'ok', 'junk'}`` index arrays of one protocol.
 
-    Easy: ok = easy, junk = junk ∪ hard. Medium: ok = easy ∪ hard,
-    junk = junk. Hard: ok = hard, junk = junk ∪ easy. The unions are
-    concatenations in this order, as in the official code (easy and hard are
-    disjoint, which is checked).
+    Easy: ok = easy, junk = junk ∪ hard. Medium: ok = easy ∪ hard, junk = junk. Hard:
+    ok = hard, junk = junk ∪ easy (concatenations in this order, as the official code).
 
     Args:
         gnd_raw: one dict per query with ``easy``, ``hard`` and ``junk``
@@ -133,10 +128,6 @@ def junk_free_positions(ranks: np.ndarray,
                         junk_wins: bool = False) -> Iterator[Tuple[int, np.ndarray, int]]:
     """Per query, the 0-based positions of its positives in the ranking with the junk removed.
 
-    For query i, p = the positions of its ``ok`` items in column i of
-    ``ranks``, increasing, each lowered by the number of ``junk`` items ranked
-    strictly before it (as if the junk were deleted from the ranking).
-
     Args:
         ranks: n_db x n_q integer array (checked by the caller with
             ``_as_ranks``); column i = database indices for query i.
@@ -199,10 +190,8 @@ def rank_database(query_emb: ArrayLike,
                   device: Optional[Union[str, torch.device]] = None) -> ArrayLike:
     """The full ranking of the database for every query, by decreasing inner product.
 
-    Equal similarities keep the lower database index first (a stable sort).
-    Queries are ranked ``chunk_size`` at a time, so the temporaries are
-    O(chunk_size x n_db); the result itself is n_db x n_q. Inner products are
-    taken as given (float64 input stays float64, anything else is float32).
+    Ties keep the lower database index first; ``chunk_size`` queries at a time. Inner
+    products as given (float64 stays float64, anything else is float32).
 
     Args:
         query_emb: n_q x D array or tensor.
@@ -238,12 +227,10 @@ def revisited_metrics(query_emb: ArrayLike,
                       ) -> Dict[str, Tuple[float, np.ndarray, np.ndarray, np.ndarray]]:
     """:func:`revisited_map` of the full ranking by inner product, without ranking.
 
-    Equals ``revisited_map(rank_database(query_emb, db_emb), gnd, kappas)`` for
-    each ground truth, but no n_db x n_q ranks exist: per query, only the
-    positions of its ``ok`` and ``junk`` items in the stable order (ties to
-    the lower index) are counted from its similarities
-    (:func:`~irtbox.evaluation.functional.ranking.stable_ranks`), once for
-    every ground truth. Memory: one chunk_size x n_db similarity block.
+    Equals ``revisited_map(rank_database(query_emb, db_emb), gnd, kappas)`` for each ground
+    truth, but per query only the positions of its ``ok`` and ``junk`` items are counted
+    (:func:`~irtbox.evaluation.functional.ranking.stable_ranks`). Memory: one
+    chunk_size x n_db similarity block.
 
     Args:
         query_emb: n_q x D; db_emb: n_db x D (arrays or tensors; inner products

@@ -1,8 +1,8 @@
 """Descriptor whitening: supervised "Lw" from matching pairs, and PCA-whitening.
 
-Descriptors are ROWS here: X is N x D (the official code writes the same maths
-with D x N columns; docs/protocols.md, "Learned whitening (Lw)", as sums). All computations are in float64; numpy input gives
-numpy output, tensor input gives float64 tensors on the input's device.
+Descriptors are ROWS here: X is N x D (the official code uses D x N columns; docs/protocols.md,
+"Learned whitening (Lw)"). Computations are in float64; numpy in, numpy out; tensor in, float64
+tensor on the input's device out.
 """
 import warnings
 from typing import Optional, Sequence, Tuple

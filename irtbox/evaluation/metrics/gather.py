@@ -4,8 +4,8 @@ metrics that need the whole test set at once (:class:`GatheredMetric`).
 The arrays travel as tensors, in blocks of rows (:func:`gather_arrays`), through the
 process group itself (NCCL on GPUs): not through MMEngine's ``collect_results``, which
 pickles every rank's results into files of a folder all ranks must share (a shared
-filesystem across nodes; protocol 2, 1.5x the raw size and about 10x slower than a
-tensor), or, on the GPU, unpickles every rank's results on every rank.
+filesystem across nodes; larger and slower than a tensor: docs/benchmarks.md,
+"Evaluation"), or, on the GPU, unpickles every rank's results on every rank.
 """
 import logging
 from typing import Dict, List, Optional, Sequence
@@ -89,10 +89,8 @@ def gather_arrays(part: Optional[Dict[str, np.ndarray]]) -> Optional[List[Option
     """Every rank's ``part`` (arrays of equal length under the same keys, or None), in rank
     order, on rank 0; None on the other ranks (a collective: every rank calls it).
 
-    Each array is sent as a tensor in blocks of rows of at most 32 MB per rank, padded to the
-    same length (``all_gather`` needs equal shapes) and cut back: a rank holds one block from
-    each rank at a time on the communication device, whatever the size of the test set. The
-    keys, dtypes and row counts go first, as one small object.
+    Each array is sent as a tensor in padded blocks of rows of at most 32 MB per rank, so a
+    rank holds one block from each rank at a time, whatever the size of the test set.
     """
     world = get_world_size()
     if world == 1:
@@ -164,9 +162,8 @@ def check_finite_embeddings(embeddings: np.ndarray, sample_idx: np.ndarray, metr
 class GatheredMetric(BaseMetric):
     """A metric of the whole test set at once: every rank's per-sample results gathered by
     sample index (:func:`gather_by_sample_idx`), computed on rank 0 by ``_compute`` and
-    broadcast. Unlike BaseMetric, padding (the repeated samples MMEngine's DefaultSampler adds
-    in distributed runs) is not dropped by cutting the gathered list at ``size``, which relies
-    on the sampler's order, but by removing repeated sample indices.
+    broadcast. The DefaultSampler's padding is dropped by removing repeated sample indices
+    (not, as BaseMetric does, by relying on the sampler's order).
 
     Subclasses set ``consistent`` (what a repeated sample index must repeat, as
     :func:`merge_by_sample_idx` takes it), ``field_source`` (who sets each per-sample field,

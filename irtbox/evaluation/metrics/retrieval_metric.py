@@ -23,12 +23,10 @@ class RetrievalMetric(GatheredMetric):
     """Recall@K, MAP@R, R-precision and Precision@1 from one k-NN search (exact
     by default), and optionally mAP over the full ranking with junk ignored.
 
-    Each data sample carries ``embedding`` (D), ``gt_label`` (a 0-d or
-    1-element label), meta ``sample_idx`` and optionally ``is_query``.
-    Embeddings from all ranks are gathered and ordered by ``sample_idx``;
-    repeats of a ``sample_idx`` (the padding that MMEngine's DefaultSampler
-    adds in distributed runs) are dropped. Rank 0 computes, with cosine
-    similarity (:func:`~irtbox.evaluation.functional.retrieval_metrics`):
+    Each data sample carries ``embedding`` (D), ``gt_label``, meta ``sample_idx`` and
+    optionally ``is_query``. Embeddings from all ranks are gathered and ordered by
+    ``sample_idx``; repeats (the DefaultSampler's padding) are dropped. Rank 0 computes
+    (:func:`~irtbox.evaluation.functional.retrieval_metrics`):
 
     - leave-one-out when no sample has ``is_query=True``: every sample queries
       all the others, itself excluded by index (SOP, CUB-200, Cars196);
@@ -45,36 +43,20 @@ class RetrievalMetric(GatheredMetric):
     queries with R = 0 are dropped from these three).
 
     With ``map_at_all=True`` also ``map@all``: the mean over queries of the
-    standard non-interpolated AP over the *whole* gallery ranking
-    (:func:`~irtbox.evaluation.functional.average_precision`: the mean of
-    the precision at each positive's rank), positives = the gallery items
-    with the query's label, junk items removed from the ranking first.
-    Queries with no positive left are dropped from the mean; NaN if none is
-    left. The junk is ``dataset_meta['junk']`` if present (MMEngine copies
-    the test dataset's ``metainfo`` there; :class:`~irtbox.datasets.CSVDataset`
-    fills it from ``junk_file``): a dict ``{query sample_idx: [gallery
-    sample_idx, ...]}``. In leave-one-out mode the query itself is junk too.
-    The junk affects ``map@all`` only, not Recall@K or MAP@R. No ranking is
-    sorted: each positive's and junk item's rank is counted in the
-    similarities of a chunk of queries at a time
-    (:func:`~irtbox.evaluation.functional.search_average_precision`, with
-    the searcher's ``chunk_size`` and ``device``, cosine similarity unless
-    ``normalize=False``, exact whatever the searcher), so memory is
-    O(chunk_size x gallery).
+    non-interpolated AP over the whole gallery ranking
+    (:func:`~irtbox.evaluation.functional.search_average_precision`, exact whatever the
+    searcher, memory O(chunk_size x gallery)), positives = the gallery items with the query's
+    label, junk removed first; queries with no positive are dropped (NaN if none is left).
+    The junk is ``dataset_meta['junk']``, ``{query sample_idx: [gallery sample_idx, ...]}``
+    (:class:`~irtbox.datasets.CSVDataset` fills it from ``junk_file``); in leave-one-out mode
+    the query itself is junk too. Junk affects ``map@all`` only.
 
-    Names get ``prefix/`` in front when ``prefix`` is set.
+    Rank 0 computes with torch's threads set to its share of the node's cores (torchrun
+    leaves each rank one: :func:`~irtbox.evaluation.metrics.resources.rank_threads`).
 
-    Rank 0 computes with torch's threads set to its share of the node's cores
-    (:func:`~irtbox.evaluation.metrics.resources.rank_threads`; torchrun leaves
-    each rank one) while the other ranks wait; the thread count is restored
-    afterwards.
-
-    After :meth:`evaluate`, ``self.last_outputs`` holds (on rank 0; ``None``
-    on other ranks) the gathered, de-duplicated data as numpy arrays ordered
-    by sample index: ``embeddings`` (n x D float32), ``labels`` (n),
-    ``sample_idx`` (n int64) and ``is_query`` (n bool), e.g. for a test
-    run's saved outputs; with ``map_at_all`` also ``ap_all`` (one AP per
-    query, in sample-index order; NaN for a query without positives).
+    After :meth:`evaluate`, ``self.last_outputs`` holds on rank 0 (``None`` elsewhere) the
+    gathered data ordered by sample index: ``embeddings`` (n x D float32), ``labels`` (n),
+    ``sample_idx`` (n int64), ``is_query`` (n bool) and, with ``map_at_all``, ``ap_all``.
 
     Args:
         ks: the K of Recall@K.

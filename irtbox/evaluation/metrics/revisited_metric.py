@@ -25,25 +25,16 @@ class RevisitedMetric(GatheredMetric):
     Large-Scale Image Retrieval Benchmarking", CVPR 2018 (docs/protocols.md,
     "Revisited Oxford and Paris").
 
-    Each data sample carries ``embedding`` (D), meta ``sample_idx`` and
-    ``is_query``. Embeddings are gathered from all ranks and ordered by
-    ``sample_idx`` (repeats, i.e. distributed padding, dropped). The queries
-    are the samples with ``is_query=True`` in ``sample_idx`` order, which
-    must be the order of ``qimlist``; the database is the other samples in
-    ``sample_idx`` order: ``imlist`` first, then any R1M distractors (which
-    the ground truth never names, so they are always negatives).
+    Each data sample carries ``embedding`` (D), meta ``sample_idx`` and ``is_query``;
+    embeddings are gathered from all ranks and ordered by ``sample_idx`` (padding repeats
+    dropped). The queries (``is_query=True``) are in ``qimlist`` order; the database is
+    ``imlist``, then any R1M distractors (never named by the ground truth: negatives).
 
-    The ground truth is ``dataset_meta['gnd']`` (MMEngine copies the test
-    dataset's ``metainfo`` into ``dataset_meta``): one dict per query with
-    ``easy``, ``hard``, ``junk`` (indices into the database). Per protocol
-    (:func:`~irtbox.evaluation.functional.build_revisited_gnd`) the full
-    ranking by inner product (ties to the lower index) is scored by the
-    official evaluation (:func:`~irtbox.evaluation.functional.revisited_metrics`,
-    equal to :func:`~irtbox.evaluation.functional.revisited_map` of
-    :func:`~irtbox.evaluation.functional.rank_database` without building the
-    ranking: trapezoid AP, junk
-    removed, mP@k with kq = min(max position, k), queries without positives
-    left out).
+    The ground truth is ``dataset_meta['gnd']``: one dict per query with ``easy``, ``hard``,
+    ``junk`` (database indices). Per protocol the ranking by inner product (ties to the lower
+    index) is scored as the official code does
+    (:func:`~irtbox.evaluation.functional.revisited_metrics`: trapezoid AP, junk removed,
+    mP@k with kq = min(max position, k), queries without positives left out).
 
     Optional post-processing, before the ranking: αDBA on the database, then
     αQE of the queries against the (augmented) database
@@ -68,10 +59,7 @@ class RevisitedMetric(GatheredMetric):
         chunk_size: queries per similarity block (memory O(chunk_size x n_db);
             ``None``: a block of at most 512 MB), also the chunk of the αQE / αDBA
             searches (``None``: at most 128 MB).
-        device: where similarities are computed (default: this rank's own GPU
-            when CUDA is available, else the CPU, with torch's threads set to
-            this rank's share of the node's cores for the computation; a bare
-            ``'cuda'`` is this rank's GPU too; see
+        device: where similarities are computed (default: this rank's own GPU, else the CPU;
             :mod:`irtbox.evaluation.metrics.resources`).
         prefix: replaces the dataset name in the metric names.
         embedding_key: the data-sample field evaluated; ``'embedding_raw'`` is

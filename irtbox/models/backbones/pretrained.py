@@ -101,15 +101,11 @@ def create_timm_model(model_name: str, pretrained: bool, create: Optional[Callab
     """``timm.create_model(model_name, pretrained=pretrained, **kwargs)``, with the
     download of pretrained weights made once per node.
 
-    In a distributed job each node's local rank 0 (``LOCAL_RANK``) downloads, or reads its
-    cache, while the other ranks wait; every rank then learns whether every download
-    succeeded (one small all-gather), and the others read the cache their node's rank 0
-    filled, offline. A node's cache need not be shared with the other nodes'; where it is
-    (one filesystem), the hub's file locks keep the nodes' downloads apart. Without a
-    network (:func:`hub_unreachable`) the cache is read at once, offline. A download that
-    cannot happen raises :class:`PretrainedWeightsUnavailable` on every rank, naming the
-    weights, the cache and the ways out, instead of each rank retrying the hub on its own
-    and printing its traceback.
+    In a distributed job each node's local rank 0 downloads (or reads its cache) while the
+    other ranks wait, then read that cache offline; nodes need not share a cache (where they
+    do, the hub's file locks keep them apart). Without a network (:func:`hub_unreachable`)
+    the cache is read at once. A download that cannot happen raises
+    :class:`PretrainedWeightsUnavailable` on every rank, naming the weights and the cache.
     """
     if create is None:
         import timm

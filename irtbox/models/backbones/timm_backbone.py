@@ -69,22 +69,15 @@ class TimmBackbone(BaseModule):
       grid this equals ``'timm'`` exactly.
     - ``'none'``: no position embedding at all (the model's learned one is removed, also
       from the state dict: a parameter no forward uses would stop DDP training).
-    - ``'cpe'``: conditional position encoding (Chu et al. 2021, CPVT, "PEG"):
-      no absolute embedding; after the first block the patch tokens, as a
-      D x h x w map, get a residual 3x3 depthwise conv (zero padding, with bias):
-      t <- t + DWConv3x3(t); prefix tokens untouched. The conv (new parameters,
-      ``self.cpe``) is zero-initialised so that a pretrained backbone starts
-      from the ``'none'`` network rather than from random noise. The learned absolute
-      embedding is removed, as for ``'none'``.
+    - ``'cpe'``: conditional position encoding (Chu et al. 2021, CPVT, "PEG"): no absolute
+      embedding; after the first block the patch tokens get a residual 3x3 depthwise conv,
+      t <- t + DWConv3x3(t), zero-initialised so that a pretrained backbone starts from the
+      ``'none'`` network.
 
-    The non-``'timm'`` modes run their own token path over the timm modules and
-    support timm's ``VisionTransformer`` family (plain ViT, hybrid R50+ViT such
-    as ``vit_base_r50_s16_384`` with its TF-"same" ResNet stem, DeiT with a
-    distillation token, DeiT-3, register tokens) and PiT (whose layers are the
-    blocks of all its stages, widths changing between stages). An input whose
-    size is not a multiple of the patch size is zero-padded TF-"same"
-    (:func:`pad_same`): token grid ceil(H / p) x ceil(W / p). PiT's overlapping
-    patch conv is applied as is (grid floor((H - 16) / 8) + 1).
+    The non-``'timm'`` modes run their own token path over the timm modules, for timm's
+    ``VisionTransformer`` family (ViT, hybrid R50+ViT, DeiT with a distillation token,
+    DeiT-3, register tokens) and PiT (its layers are the blocks of all its stages). An input
+    whose size is not a multiple of the patch size is zero-padded TF-"same" (:func:`pad_same`).
 
     Final norm (``norm``): ``'last'`` applies the model's final norm to the last
     block only, so its CLS token is timm's ``forward_features`` one (the IRT
@@ -92,13 +85,9 @@ class TimmBackbone(BaseModule):
     (raw block outputs). ``False`` / ``True`` mean ``'last'`` / ``'all'``.
 
     Pretrained weights (``pretrained``, ``checkpoint``, or an ``init_cfg`` of type
-    ``'Pretrained'``, one of the three) are in the model as soon as it is built (testing
-    and extraction need no further step), and they survive ``init_weights()``, which
-    MMEngine's runner calls before training: timm's own initialisation and any other
-    ``init_cfg`` run first, then the loaded weights are put back. The runner's log names
-    the weights training starts from (``weights_source``) with the sha256 of this module's
-    state dict
-    (:func:`~irtbox.utils.checkpoint.state_digest`).
+    ``'Pretrained'``, one of the three) are in the model as soon as it is built, and survive
+    ``init_weights()`` (put back after it). The runner's log names them (``weights_source``)
+    with the sha256 of this module's state dict.
 
     Args:
         model_name: any name ``timm.list_models()`` knows.

@@ -33,10 +33,8 @@ def timm_mean_std(model_name: str) -> Tuple[Tuple[float, ...], Tuple[float, ...]
 class TimmDataPreprocessor(ImgDataPreprocessor):
     """``ImgDataPreprocessor`` whose mean/std come from a timm model's pretrained config.
 
-    Stacks the B images (3 x H x W, 0-255) into B x 3 x H x W and computes
-    (x - mean) / std per channel, with mean/std from :func:`timm_mean_std`
-    (DToP: mean = std = 0.5 for the hybrid R50+ViT checkpoints, ImageNet
-    statistics for the others), so a config names the backbone once and cannot
+    Stacks the B images (3 x H x W, 0-255) into B x 3 x H x W and computes (x - mean) / std
+    per channel with :func:`timm_mean_std`, so a config names the backbone once and cannot
     mismatch its normalisation. Give both ``mean`` and ``std`` (0-255) to override.
 
     Args:

@@ -18,13 +18,10 @@ class EmbeddingHead(nn.Module):
     loss, so MMEngine logs each term and sums them (IRT_R: L = L_contr +
     λ L_KoLeo, λ = 0.7).
 
-    - Weights default to 1. A loss with weight 0 is not computed at all (no
-      time spent, no log entry, and a loss with a memory does not fill it),
-      so e.g. λ = 0 in an ablation is exactly the loss without the term.
-    - The losses with a cross-batch memory (``uses_memory = True``, see
-      :class:`~irtbox.models.losses.xbm.MemoryPairLoss`) also get
-      ``memory_embeddings``, the momentum encoder's embeddings of the same batch
-      (the retriever's ``momentum``); given while no loss uses a memory, they are an error.
+    - Weights default to 1; a loss of weight 0 is not computed (nor logged, nor does it fill
+      a memory), so λ = 0 in an ablation is exactly the loss without the term.
+    - The losses with a cross-batch memory (``uses_memory = True``) also get
+      ``memory_embeddings``, the momentum encoder's embeddings of the batch.
 
     Shapes: ``embeddings`` B x D (L2-normalised), ``labels`` B,
     ``memory_embeddings`` B x D or None -> dict of scalars.

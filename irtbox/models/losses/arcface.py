@@ -71,20 +71,12 @@ class ArcFaceLoss(ClassWeightLoss):
     Angular Margin Loss for Deep Face Recognition", CVPR 2019, Eq. 3); the
     training loss of DToP (margin 0.15) and of Yokoo et al. 2020.
 
-    One weight vector per training class, the parameter ``class_weights``
-    (C x D), so an optimizer parameter group can give it its own learning
-    rate (``paramwise_cfg=dict(custom_keys={'class_weights': ...})``);
-    initialised like ``nn.Linear`` weights (uniform ±1/√D). Logits
-    s·cos θ_j for the other classes and s·cos(θ_y + m) for the target, then
-    softmax cross-entropy. With m = 0 this is the normalised softmax with
-    temperature 1/s.
-
-    Memory: the class matrix can be large (GLDv2-clean: 81,313 x 1536 =
-    0.5 GB in float32), so it is never copied: the cosines are the dot
-    products with the raw weights divided by the C row norms, and the
-    backward pass writes the weight gradient in place (see
-    :class:`.cosine._CosineToClasses`). Besides the parameter and its gradient, only
-    B x C tensors (cosines, logits, softmax) and B-sized ones are created.
+    One weight vector per training class, the parameter ``class_weights`` (C x D,
+    initialised like ``nn.Linear``; its own lr through
+    ``paramwise_cfg=dict(custom_keys={'class_weights': ...})``). Logits s·cos θ_j for the
+    other classes and s·cos(θ_y + m) for the target, then softmax cross-entropy; m = 0 is the
+    normalised softmax with temperature 1/s. The class matrix is never copied
+    (:class:`.cosine._CosineToClasses`): besides it and its gradient, only B x C tensors.
 
     Shapes: ``embeddings`` B x D, ``labels`` B in [0, num_classes) -> scalar.
 

@@ -20,20 +20,13 @@ class ClassWeightLoss(nn.Module, ABC):
     parameter group can target it, e.g. ``paramwise_cfg.custom_keys``), drawn
     uniformly in ±1/√D, and checks embeddings and labels against it.
 
-    With ``partial_fc=dict(sample_rate=r, seed=None)`` the centres are sharded
-    across the ranks of the process group (Partial FC, see :mod:`.partial_fc`):
-    ``class_weights`` holds this rank's rows ``[shard_start, shard_start + C_r)``
-    only (all C on one process), drawn by :func:`.partial_fc.init_shard` (the
-    same matrix for every world size), and each step uses every class of the
-    gathered batch plus a ``sample_rate`` fraction of the classes in all.
-    ``seed`` (the sampling and initial draws) is drawn from torch's generator when
-    not given, and rank 0's is used by every rank from the first step on. A
-    subclass gives its formula as :meth:`target_logit` and :attr:`logit_scale`.
-
-    The state dict of a sharded layer on several ranks holds its rows only; a
-    checkpoint written by the runner holds the whole matrix (gathered by
-    :class:`irtbox.engine.hooks.partial_fc.PartialFCHook`), so does a layer loaded with
-    the whole matrix: :meth:`load_state_dict` keeps this rank's rows of it.
+    With ``partial_fc=dict(sample_rate=r, seed=None)`` the centres are sharded across the
+    ranks (:mod:`.partial_fc`): ``class_weights`` holds this rank's rows
+    ``[shard_start, shard_start + C_r)`` (the same matrix for every world size), and each
+    step uses the gathered batch's classes plus sampled others, ``sample_rate`` of C in all;
+    ``seed`` left out, rank 0's draw is used by every rank. A subclass gives its formula as
+    :meth:`target_logit` and :attr:`logit_scale`. A sharded layer's state dict holds its rows
+    only; :meth:`load_state_dict` of the whole matrix keeps this rank's rows.
     """
 
     def __init__(self, num_classes: int, embed_dim: int, partial_fc: Optional[dict] = None) -> None:

@@ -57,19 +57,13 @@ def _pair_terms(sim: Tensor, same: Tensor, margin: float,
 class ContrastiveLoss(MemoryPairLoss):
     """Contrastive loss of IRT (El-Nouby et al. 2021, Eq. 1) with cross-batch memory.
 
-    Positive pairs are pulled to similarity 1; negative pairs are pushed only
-    while their cosine similarity exceeds the margin β. See
-    :func:`contrastive_loss` for the formula.
+    Positive pairs are pulled to similarity 1; negative pairs are pushed while their cosine
+    exceeds the margin β (:func:`contrastive_loss`).
 
-    Cross-batch memory (Wang et al. 2020, "XBM"; used by IRT with a queue the
-    size of the training set): with ``memory_size > 0`` the j range of Eq. 1
-    covers batch ∪ memory, as a single sum normalised by the batch size N.
-    This is the same as XBM's loss(batch, batch) + loss(batch, memory)
-    (both are divided by N there too). The current batch is compared with the
-    memory *before* it is enqueued, so it is never its own positive. The
-    memory (detached; gathered across ranks; filled only in training mode) is
-    described in :class:`~irtbox.models.losses.xbm.CrossBatchMemory`, how the
-    loss holds it in :class:`~irtbox.models.losses.xbm.MemoryPairLoss`.
+    Cross-batch memory (Wang et al. 2020, "XBM"; IRT uses a queue the size of the training
+    set): with ``memory_size > 0`` the j range of Eq. 1 covers batch ∪ memory, one sum
+    normalised by N, i.e. XBM's loss(batch, batch) + loss(batch, memory)
+    (:class:`~irtbox.models.losses.xbm.CrossBatchMemory`).
 
     Shapes: ``embeddings`` B x D (L2-normalised), ``labels`` B (integer),
     ``memory_embeddings`` B x D or None -> scalar.

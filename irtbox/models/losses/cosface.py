@@ -37,10 +37,8 @@ def cosface_loss(embeddings: Tensor, labels: Tensor, class_weights: Tensor, marg
 class CosFaceLoss(ClassWeightLoss):
     """CosFace, large margin cosine loss (Wang et al., "CosFace: Large Margin Cosine Loss
     for Deep Face Recognition", CVPR 2018, Eq. 4): logits s·cos θ_j for the other classes
-    and s·(cos θ_y − m) for the target, then softmax cross-entropy. The same loss as PyTorch
-    Metric Learning's ``CosFaceLoss`` (whose defaults, m = 0.35 and s = 64, are the
-    paper's), with the class weights stored C x D as irtbox's other classification losses
-    (``class_weights``, uniform ±1/√D; PML's ``W`` is D x C drawn from N(0, 1)).
+    and s·(cos θ_y − m) for the target, then softmax cross-entropy. PML's ``CosFaceLoss``
+    (same defaults), with the class weights stored C x D as ``class_weights``.
 
     Shapes: ``embeddings`` B x D, ``labels`` B in [0, num_classes) -> scalar.
 

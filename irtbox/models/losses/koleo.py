@@ -36,11 +36,9 @@ def koleo_loss(embeddings: Tensor, eps: float = 1e-8) -> Tensor:
 class KoLeoLoss(nn.Module):
     """KoLeo loss (Sablayrolles et al. 2019; IRT Eq. 5), weighted by λ in IRT_R.
 
-    Kozachenko–Leonenko differential-entropy estimator up to constants: it
-    grows the distance from each embedding to its nearest neighbour in the
-    batch, spreading the embeddings over the sphere (against dimensional
-    collapse). Computed over the local batch of each rank. Labels are unused
-    (accepted for the common loss API).
+    Kozachenko–Leonenko entropy estimator up to constants: it grows the distance from each
+    embedding to its nearest neighbour in the rank's batch, against dimensional collapse.
+    Labels are unused.
 
     L = −(1/B) Σ_i log(ρ_i + eps),  ρ_i = min_{j≠i} ‖z_i − z_j‖ (see :func:`koleo_loss`).
 

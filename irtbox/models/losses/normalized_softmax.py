@@ -37,13 +37,8 @@ class NormalizedSoftmaxLoss(ClassWeightLoss):
     """Normalized softmax loss (Zhai & Wu, "Classification is a Strong Baseline
     for Deep Metric Learning", BMVC 2019 / arXiv 2018); IRT Table 4 "NSoftmax".
 
-    One proxy per training class. Softmax cross-entropy over the cosine
-    similarities between the L2-normalised embedding and the L2-normalised
-    proxies, divided by the temperature τ:
-    L = −(1/B) Σ_i log( exp(cos(z_i, w_{y_i}) / τ) / Σ_c exp(cos(z_i, w_c) / τ) ). The proxies are the parameter
-    ``class_weights`` (C x D), so an optimizer parameter group can give them
-    their own learning rate (``paramwise_cfg=dict(custom_keys={'class_weights':
-    ...})``); initialised like ``nn.Linear`` weights (uniform ±1/√D).
+    One proxy per training class (the parameter ``class_weights``, C x D):
+    L = −(1/B) Σ_i log( exp(cos(z_i, w_{y_i}) / τ) / Σ_c exp(cos(z_i, w_c) / τ) ).
 
     Shapes: ``embeddings`` B x D, ``labels`` B in [0, num_classes) -> scalar.
 

@@ -23,22 +23,16 @@ How one step goes, on each of the W ranks (W = 1 works too, unsharded):
    the cross-entropy of the whole N x k softmax, the value one process computes on the
    whole batch with the whole sample.
 5. Backward: rank r's centres get their exact gradient (zero for unsampled rows); the
-   gradient of the gathered embeddings is summed across ranks and each rank keeps its own
-   rows, **multiplied by W**: DDP averages the backbone's gradients over the W ranks, so
-   the backbone gets the gradient of the one loss of the global batch (as in InsightFace's
-   implementation). The centres themselves are kept out of DDP (the runner lists them in
-   ``_ddp_params_and_buffers_to_ignore``): nothing of size C x D is communicated per step.
+   gathered embeddings' gradient is summed across ranks and each rank keeps its rows,
+   **multiplied by W**, since DDP averages the backbone's gradients over the W ranks. The
+   centres are kept out of DDP: nothing of size C x D is communicated per step.
 
-The sharding divides the layer's memory (centres, gradient, optimizer state) by W and
-removes its all-reduce, for gathering the batch (N x D) and two small all-reduces per step.
-``sample_rate`` r < 1 makes the loss a sampled softmax whose logits and their gradient cost
-a fraction r; 1.0 is the replicated loss exactly (tested to 1e-10 in float64). When to use
-which: docs/methods/dtop.md, "Many classes: Partial FC"; timings: docs/benchmarks.md.
+The sharding divides the layer's memory (centres, gradient, optimizer state) by W.
+``sample_rate`` r < 1 makes the loss a sampled softmax costing a fraction r; 1.0 is the
+replicated loss exactly. When to use it: docs/methods/dtop.md, "Many classes: Partial FC".
 
-Checkpoints hold the whole C x D matrix under the same key as the replicated layer
-(``...class_weights``), and the optimizer state of the centres (momentum, Adam moments)
-whole too; see :class:`irtbox.engine.hooks.partial_fc.PartialFCHook`, which gathers them on
-saving and cuts a rank's rows out on loading, for any world size.
+Checkpoints hold the whole C x D matrix and its optimizer state under the replicated layer's
+key (:class:`irtbox.engine.hooks.partial_fc.PartialFCHook` gathers and cuts them).
 """
 import math
 from typing import Callable, List, Optional, Tuple
@@ -134,11 +128,9 @@ def sample_classes(labels: Tensor, num_classes: int, sample_rate: float,
     * C))`` in all (P the number of distinct labels), as sorted indices on the labels'
     device. None when that is every class.
 
-    The draw is the top k of C uniform scores from ``generator`` (a CPU generator: the same
-    scores on every device) with the positives' scores set above 1, so it depends on the
-    generator and the set of labels only. The scores are float64 (float32 scores of a
-    million classes hold tens of thousands of ties) and ranked on the labels' device (a
-    GPU ranks a million in a fraction of the CPU's time).
+    The draw is the top k of C uniform float64 scores from ``generator`` (a CPU generator:
+    the same on every device; float32 scores of a million classes would tie) with the
+    positives' set above 1, so it depends on the generator and the labels only.
     """
     positives = torch.unique(labels)
     k = min(num_classes, max(len(positives), math.ceil(sample_rate * num_classes)))
@@ -272,10 +264,8 @@ def gather_rows(local: Tensor, sizes: List[int]) -> Optional[Tensor]:
     """On rank 0: every rank's rows (rank r holds ``sizes[r]``) concatenated on the CPU;
     None on the other ranks (a collective: every rank calls it).
 
-    One broadcast per rank over the main process group, so that beyond the result a rank
-    holds one shard on its device at a time (never the whole matrix), and without the
-    point-to-point ``send`` / ``recv`` for which NCCL would build a communicator for each
-    pair of ranks at the first checkpoint."""
+    One broadcast per rank, so a rank holds one shard on its device at a time, and no
+    point-to-point ``send`` / ``recv`` (NCCL would build a communicator per pair of ranks)."""
     rank, world = mmdist.get_dist_info()
     local = local.detach().contiguous()
     if world == 1:

@@ -1,16 +1,10 @@
 """Adapters to PyTorch Metric Learning (PML) losses: the 12 losses of the
 training-recipe benchmark (Berton, Musgrave & Masone), with PML's defaults.
 
-Design call: wrap, not re-implement. The benchmark's requirement is that each
-loss gives *the same* value and gradients as PML 2.9 on the same inputs and
-weights; the study itself ran PML with its default hyper-parameters, so PML's
-code is the definition of these losses. Re-implementing twelve losses plus
-PML's reducers (e.g. the mean over non-zero terms of ``AvgNonZeroReducer``),
-its pair/triplet bookkeeping and the miner would duplicate that definition
-with room for drift. PML is therefore an optional dependency, imported lazily
-when a :class:`PMLLoss` or :class:`~irtbox.models.miners.PMLMiner` is built
-(an ``ImportError`` names the package otherwise, see
-:mod:`irtbox.models.pml_adapter`); nothing else in irtbox needs it.
+Wrapped, not re-implemented: the study ran PML 2.9 with its defaults, so PML's code (its
+reducers, pair bookkeeping and miner included) is the definition of these losses. PML is an
+optional dependency, imported when a :class:`PMLLoss` or :class:`~irtbox.models.miners.PMLMiner`
+is built (:mod:`irtbox.models.pml_adapter`).
 
 The exception: ``name='ArcFaceLoss'`` / ``'NormalizedSoftmaxLoss'`` run irtbox's own
 formula in PML's form (:mod:`.pml_equivalents`).
@@ -27,10 +21,9 @@ ProxyAnchorLoss            ``pml_loss.proxies``  C x D
 SoftTripleLoss             ``pml_loss.fc``       D x (C * centres)
 =========================  ====================  ===================
 
-so one optimizer parameter group covers all of them with no code special to
-a loss: ``paramwise_cfg=dict(custom_keys={'pml_loss': dict(lr=1.0)})`` (MMEngine
-copies the key's ``lr`` into the group, independent of the model's lr)
-(the contrastive losses have no parameters, so the key matches nothing there).
+so one optimizer parameter group covers all of them:
+``paramwise_cfg=dict(custom_keys={'pml_loss': dict(lr=1.0)})`` (it matches nothing for the
+contrastive losses, which have no parameters).
 """
 import inspect
 from typing import Union
@@ -66,11 +59,9 @@ class PMLLoss(nn.Module):
     """A PyTorch Metric Learning loss (optionally with an online miner) as an
     irtbox loss ``loss(embeddings, labels) -> scalar``.
 
-    Computes ``pml_loss(embeddings, labels, miner(embeddings, labels))`` with
-    the PML class ``name`` built from ``**kwargs`` (PML's own argument names;
-    omitted ones keep PML 2.9's defaults, as in the benchmark). Inputs are
-    checked and the loss runs in float32 with autocast off (bf16 embeddings
-    are upcast, see :func:`.utils.loss_forward`).
+    Computes ``pml_loss(embeddings, labels, miner(embeddings, labels))`` with the PML class
+    ``name`` built from ``**kwargs`` (PML's argument names and 2.9 defaults), in float32 with
+    autocast off (:func:`.utils.loss_forward`).
 
     The 12 losses of the benchmark (Berton, Musgrave & Masone, Sec. 3; the
     equations are those of the papers cited by PML for each class):
@@ -98,22 +89,14 @@ class PMLLoss(nn.Module):
 
     Args:
         name (str): PML loss class name, e.g. ``'MultiSimilarityLoss'``.
-        miner (dict | nn.Module | str | None): online miner whose indices
-            tuple is passed to the loss: a config (built with
-            ``MODELS.build``, e.g. ``dict(type='PMLMiner',
-            name='MultiSimilarityMiner')``), a module, ``None`` for no miner
-            (all pairs/triplets), or ``'auto'`` (default): the
-            multi-similarity miner (ε = 0.1) for losses without weights (the
-            contrastive ones, as in the benchmark) and none for losses with
-            weights (classification).
-        **kwargs: PML constructor arguments, e.g. ``num_classes`` and
-            ``embedding_size`` for the classification losses. These two are
-            accepted by every loss: passed on to the PML classes that take
-            them (those with weights) and, for all, checked at each call
-            (labels in ``[0, num_classes)``, embeddings of dimension
-            ``embedding_size``). So a config that sets both switches to any of
-            the 12 losses with one key, ``model.head.losses.metric.name``, and
-            the output-dimension factor is ``embedding_size`` whatever the loss.
+        miner (dict | nn.Module | str | None): online miner whose indices tuple is passed
+            to the loss: a config (e.g. ``dict(type='PMLMiner', name='MultiSimilarityMiner')``),
+            a module, ``None`` (all pairs/triplets), or ``'auto'`` (default): the
+            multi-similarity miner (ε = 0.1) for the contrastive losses, none for the
+            classification ones, as in the benchmark.
+        **kwargs: PML constructor arguments. ``num_classes`` and ``embedding_size`` are
+            accepted by every loss (passed to the classes with weights, checked at each call
+            for all), so one key, ``model.head.losses.metric.name``, switches the loss.
     """
 
     def __init__(self, name: str, miner: Union[dict, nn.Module, str, None] = 'auto',

@@ -1,10 +1,9 @@
 """irtbox's ArcFace and normalised softmax in the form of PyTorch Metric Learning 2.9.
 
-:class:`~irtbox.models.losses.PMLLoss` builds these for ``name='ArcFaceLoss'``
-and ``name='NormalizedSoftmaxLoss'`` instead of PML's classes, so that each of
-the two formulas has one implementation in irtbox, :func:`.arcface.arcface_loss`
-and :func:`.normalized_softmax.normalized_softmax_loss`, whichever config
-uses it. What the benchmark configs rely on is PML's, unchanged:
+:class:`~irtbox.models.losses.PMLLoss` builds these for ``name='ArcFaceLoss'`` and
+``'NormalizedSoftmaxLoss'``, so that each formula has one implementation
+(:func:`.arcface.arcface_loss`, :func:`.normalized_softmax.normalized_softmax_loss`). PML's
+interface is kept:
 
 - the constructor arguments and defaults (ArcFace: ``margin`` in *degrees*,
   28.6, stored in radians as PML does; ``scale`` 64; normalised softmax:
@@ -14,10 +13,8 @@ uses it. What the benchmark configs rely on is PML's, unchanged:
   (``torch.nn.init.normal_``), so a seeded run starts from the same weights;
 - the mean over the batch (PML's default ``MeanReducer`` on per-sample losses).
 
-PML's further options (reducers, distances, weight or embedding regularisers,
-miner weights) are not offered for these two losses; the benchmark uses none.
-``tests/test_models/test_losses/test_pml_loss.py`` checks that value and
-gradients equal PML's on the same inputs and weights.
+PML's further options (reducers, distances, regularisers, miner weights) are not offered;
+the benchmark uses none. Value and gradients equal PML's (tests/test_models/test_losses).
 
 The one numerical difference: PML takes ``acos`` of the target cosine clamped
 to [-1, 1], whose gradient is infinite at ±1; :func:`.arcface.arcface_target_logit`

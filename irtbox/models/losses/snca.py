@@ -56,20 +56,13 @@ class ScalableNCALoss(MemoryPairLoss):
     """Scalable NCA (Wu, Efros & Yu, "Improving Generalization via Scalable
     Neighborhood Component Analysis", ECCV 2018); IRT Table 4 "SNCA".
 
-    Soft nearest-neighbour classification: the probability that item i picks
-    a same-label neighbour, with the softmax over cosine similarities / τ
-    (τ weights hard negatives implicitly; the batch and the memory are the
-    neighbours): p_i = Σ_{j≠i, y_j = y_i} exp(z_iᵀz_j / τ) / Σ_{k≠i} exp(z_iᵀz_k / τ),
-    L = −mean_i log p_i over the items with a positive. See :func:`scalable_nca_loss`.
+    Soft nearest-neighbour classification: L = −mean_i log p_i, p_i the softmax probability
+    (cosine / τ) that item i picks a same-label neighbour among the batch and the memory
+    (:func:`scalable_nca_loss`).
 
-    Deviation from the paper: SNCA keeps one memory slot per training sample,
-    updated with momentum by sample index. Our loss API has no sample indices
-    (``loss(embeddings, labels)``), so the neighbours are the batch plus a
-    FIFO queue of past embeddings and labels, the same cross-batch memory as
-    :class:`ContrastiveLoss` (a queue the size of the training set holds each
-    sample about once, its most recent embedding instead of a running mean).
-    The batch is compared with the memory before it is enqueued; the memory
-    is only filled in training mode (:class:`~irtbox.models.losses.xbm.MemoryPairLoss`).
+    Deviation from the paper: SNCA keeps one memory slot per training sample, updated with
+    momentum by sample index; the loss API has no sample indices, so the memory is the FIFO
+    queue of :class:`ContrastiveLoss` (:class:`~irtbox.models.losses.xbm.MemoryPairLoss`).
 
     Shapes: ``embeddings`` B x D (L2-normalised), ``labels`` B (integer),
     ``memory_embeddings`` B x D or None -> scalar.

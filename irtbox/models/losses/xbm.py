@@ -33,20 +33,16 @@ class CrossBatchMemory(nn.Module):
     resume. Their shapes are fixed at construction, hence ``embed_dim`` is
     required: a lazily allocated queue could not be loaded into a fresh model.
 
-    In distributed training :meth:`enqueue` first gathers the entries of all
-    ranks (rank order), so every rank holds the same memory. Re-sending it
-    from rank 0 at every forward (DDP's ``broadcast_buffers=True``) would be
-    harmless but costly for a large queue: MMEngine's default wrapper sets
-    ``broadcast_buffers=False``; a custom ``model_wrapper_cfg`` should too.
+    In distributed training :meth:`enqueue` gathers the entries of all ranks, so every rank
+    holds the same memory (a custom ``model_wrapper_cfg`` should keep
+    ``broadcast_buffers=False``: re-sending a large queue every forward is costly).
 
     Args:
         size (int): number of entries (XBM / IRT: the training-set size).
         embed_dim (int): embedding dimension D.
-        start_iter (int): warm-up. The first ``start_iter`` calls of
-            :meth:`step` neither read nor fill the memory (:meth:`get` is then
-            empty), because embeddings of a model that still changes fast are
-            stale at once. From call ``start_iter`` on, each step reads the
-            memory (empty at first) and then fills it. Defaults to 0.
+        start_iter (int): warm-up: the first ``start_iter`` calls of :meth:`step` neither
+            read nor fill the memory (a fast-changing model's embeddings are stale at once).
+            Defaults to 0.
     """
 
     def __init__(self, size: int, embed_dim: int, start_iter: int = 0) -> None:
@@ -89,11 +85,9 @@ class CrossBatchMemory(nn.Module):
     def get(self, dtype: Optional[torch.dtype] = None) -> Tuple[Tensor, Tensor]:
         """Return copies of the valid entries: (M x D embeddings, M labels).
 
-        M = number of filled slots, 0 during warm-up. Entries come in slot
-        order, not age order (the losses do not depend on order). Copies,
-        because the memory is written in place right after the loss is
-        computed, while autograd still holds these tensors for the backward.
-        ``dtype`` (default: the buffer's) is applied in the same copy.
+        M = filled slots, 0 during warm-up; slot order, not age order. Copies, because the
+        memory is written in place while autograd still holds them for the backward.
+        ``dtype``: of the copies (default: the buffer's).
         """
         n = self._filled if self.active else 0
         return (self.embeddings[:n].to(dtype or self.embeddings.dtype, copy=True),
@@ -203,12 +197,10 @@ def pair_loss_with_memory(pair_loss: PairLoss, memory: Optional[CrossBatchMemory
 class MemoryPairLoss(nn.Module, ABC):
     """Base of the pair-based losses with an optional cross-batch memory.
 
-    It holds a :class:`CrossBatchMemory` (or None) as its sub-module ``memory``, built
-    from the config keys ``memory_size``, ``embed_dim`` and ``memory_start_iter`` by
-    :func:`build_memory`, and computes the forward with :func:`pair_loss_with_memory`
-    on the subclass's :meth:`pair_loss`. The class attribute ``uses_memory = True`` is
-    the contract with :class:`~irtbox.models.heads.EmbeddingHead`, which then passes
-    the momentum-encoder embeddings (``memory_embeddings``) of the batch.
+    Holds a :class:`CrossBatchMemory` (or None) as ``memory`` (:func:`build_memory`) and
+    computes the forward with :func:`pair_loss_with_memory` on the subclass's
+    :meth:`pair_loss`. ``uses_memory = True`` tells :class:`~irtbox.models.heads.EmbeddingHead`
+    to pass the momentum-encoder embeddings (``memory_embeddings``).
     """
 
     uses_memory = True

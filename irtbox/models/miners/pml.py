@@ -22,10 +22,8 @@ class PMLMiner(nn.Module):
     S_ij + ε > min over the positives of i, and a positive pair if
     S_ij - ε < max over the negatives of i; ε = 0.1.
 
-    Shapes: ``embeddings`` B x D, ``labels`` B -> the PML indices tuple: for a
-    pair miner four long tensors (anchor, positive, anchor, negative), for a
-    triplet miner three (anchor, positive, negative). No gradient flows
-    through mining.
+    Shapes: ``embeddings`` B x D, ``labels`` B -> the PML indices tuple (pair miner: anchor,
+    positive, anchor, negative; triplet miner: anchor, positive, negative); no gradient.
 
     Args:
         name (str): PML miner class name. Defaults to ``'MultiSimilarityMiner'``.

@@ -94,16 +94,11 @@ class DToPNeck(nn.Module):
     through the final LayerNorm; ``norm='last'`` only the last); any k >= 1 and
     any grid size. Output: B x N, not normalised.
 
-    Pipeline (see the module docstring): global tokens u_l and maps Y_l per layer;
-    order ``'R2'`` aggregates the layers first (u, Y), then ELM -> fusion h(Y, U)
-    (Eq. A13) -> pooling -> fold to D -> global-local fusion with u; order
-    ``'R1'`` runs the same per layer and aggregates the k outputs. The sizes flow
-    as follows: the local fusion gives D or 2D channels (``'concat'``,
-    ``'orthogonal'``); after pooling, a 2D vector [a; b] is folded to D
-    (``local_fold``: ``'sum'`` a + b, parameter-free, or ``'linear'``, a learned
-    2D -> D layer of ~1.2M parameters); the global-local fusion gives 2D; a final
-    linear layer maps to ``out_dim`` when asked. Defaults give 2D = 1536 with
-    ~0.29M parameters at D = 768.
+    Pipeline (the module docstring): order ``'R2'`` aggregates the layers first (u, Y), then
+    ELM -> fusion h(Y, U) -> pooling -> fold to D (``local_fold``: ``'sum'`` a + b or
+    ``'linear'``, a learned 2D -> D layer) -> global-local fusion with u (2D); order ``'R1'``
+    runs the same per layer and aggregates the k outputs. A final linear layer maps to
+    ``out_dim`` when asked.
 
     Args:
         in_channels: D, the token width (768 for ViT-B and R50+ViT-B).

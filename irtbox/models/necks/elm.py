@@ -1,10 +1,9 @@
 """DToP's enhanced locality module (ELM): IRB + ASPP + WaveBlock on a token map.
 
 Song et al., "Boosting vision transformers for image retrieval", WACV 2023: U = ELM(Y)
-(Eq. 11, ablated in supp. Table A10). The paper names the three parts; their
-sizes are reconstructed (no code was released): the ELM works in a reduced
-channel space C (64) so that the whole DToP neck stays at the paper's ~0.3M
-parameters, see ``configs/dtop/README.md``.
+(Eq. 11, Table A10). The paper names the three parts; their sizes are reconstructed: a
+reduced channel space C (64) keeps the DToP neck at the paper's ~0.3M parameters
+(``configs/dtop/README.md``).
 """
 from typing import Sequence
 
@@ -61,9 +60,8 @@ class ASPP(nn.Module):
     h x w); concatenated ((2 + len(rates)) C channels) and projected by a 1x1
     conv to C. Conv branches are conv + BN + ReLU6. -> B x C x h x w.
 
-    The image-pooling branch has a bias and no BatchNorm: BN over a B x C x 1 x 1
-    tensor fails for a training batch of one and is noisy for small ones.
-    DeepLab's dropout after the projection is left out (DToP does not mention it).
+    The image-pooling branch has a bias and no BatchNorm (BN over B x C x 1 x 1 fails for a
+    batch of one); DeepLab's dropout is left out (DToP does not mention it).
 
     Args:
         channels: C.

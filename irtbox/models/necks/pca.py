@@ -36,13 +36,10 @@ def fit_pca(x: torch.Tensor, out_dim: int) -> Tuple[torch.Tensor, torch.Tensor, 
 class PCAReduction(FittedProjection):
     """Project B x in_dim descriptors onto their first ``out_dim`` principal components.
 
-    ``y = P (x − m)`` (optionally whitened, ``y_k /= sqrt(λ_k + eps)``), B x out_dim.
-    ``m``, ``P`` and the eigenvalues are buffers, so they are stored in and
-    restored from checkpoints; they are learned by ``PCAFitHook`` from the
-    descriptors of a training set (IRT: PCA before L2 normalisation).
-
-    During training the neck passes descriptors through unchanged (IRT trains at
-    full dimension and reduces afterwards) unless ``train_reduced=True``.
+    ``y = P (x − m)`` (optionally whitened, ``y_k /= sqrt(λ_k + eps)``), B x out_dim. ``m``,
+    ``P`` and the eigenvalues are buffers (in checkpoints), learned by ``PCAFitHook`` from a
+    training set's descriptors (IRT: PCA before L2 normalisation). In training the neck is the
+    identity (IRT trains at full dimension) unless ``train_reduced=True``.
 
     Args:
         in_dim: input descriptor dimension.

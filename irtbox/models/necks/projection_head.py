@@ -14,16 +14,10 @@ __all__ = ['LinearProjection']
 class LinearProjection(nn.Module):
     """``y = W x + b``: maps B x ``in_dim`` descriptors to B x ``out_dim``.
 
-    The output-dimension factor of the training-recipe benchmark (Berton,
-    Musgrave & Masone, Fig. 7): a linear layer after the CLS token, trained
-    with the rest of the network (unlike :class:`PCAReduction`, fitted after
-    training). The retriever L2-normalises its output. Initialised as
-    ``nn.Linear`` (Kaiming-uniform weights, uniform bias).
-
-    ``out_dim=None`` is no layer at all: the descriptor passes unchanged (the
-    raw CLS of the benchmark's baseline). The benchmark configs keep this
-    neck in place with ``out_dim=None`` so that the factor is one config key,
-    ``model.neck.1.out_dim=d``.
+    The output-dimension factor of the training-recipe benchmark (Berton, Musgrave & Masone,
+    Fig. 7): a linear layer after the CLS token, trained with the network (unlike
+    :class:`PCAReduction`). ``out_dim=None`` is the identity (the benchmark's baseline), so
+    that the factor is one config key, ``model.neck.1.out_dim=d``.
 
     Args:
         in_dim (int): Dimension of the input descriptor (768 for ViT-B CLS).

@@ -17,10 +17,8 @@ class LearnedWhitening(FittedProjection):
     (TPAMI 2018; docs/protocols.md, "Learned whitening"): m is the mean of the query descriptors of the
     matching pairs, P whitens the pair differences and then rotates by the
     eigenvectors of the whitened data (no eigenvalue scaling).
-    ``method='pca'``: unsupervised PCA-whitening of the descriptors.
-    Learned by ``WhiteningFitHook`` from descriptors extracted exactly as at
-    test time (same scales). Used as ``model.whitening=dict(type=...)``: the
-    retriever applies it in eval mode after multi-scale aggregation.
+    ``method='pca'``: unsupervised PCA-whitening. Learned by ``WhiteningFitHook`` from
+    descriptors extracted as at test time; set as ``model.whitening=dict(type=...)``.
 
     Shapes: B x in_dim -> B x out_dim.
 

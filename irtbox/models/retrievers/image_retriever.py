@@ -36,19 +36,14 @@ class ImageRetriever(BaseModel):
             and neck (MoCo, He et al. 2020) is updated before every training step,
             ``θ_k ← m θ_k + (1 − m) θ``, and its embeddings of the batch are given to
             the head as ``memory_embeddings`` to fill the cross-batch memory.
-        whitening: optional projection of the final descriptor (e.g.
-            ``LearnedWhitening``), applied in eval mode after multi-scale
-            aggregation and L2, then L2 again; predict mode then also stores the
-            descriptor before it as ``embedding_raw`` (results with and without).
+        whitening: optional projection of the final descriptor (e.g. ``LearnedWhitening``),
+            in eval mode after multi-scale aggregation and L2, then L2 again; predict mode
+            also stores the descriptor before it as ``embedding_raw``.
         test_scales: image scales at test time; the descriptor is the L2-normalised
-            ``(mean_s f(x_s)^p)^(1/p)`` with ``p = multi_scale_power``, ``f`` the
-            single-scale descriptor and ``x_s`` the normalised input resized
-            bilinearly (align_corners False) by ``s`` (docs/protocols.md,
-            "Multi-scale descriptors").
-            ``multi_scale_power='gem'`` takes p from the first neck that pools
-            with a GeM exponent (its ``gem_power``: ``GeMPool``, ``DToPNeck`` with
-            ``pool='gem'``; cnnimageretrieval: the learned exponent, for GeM
-            networks without whitening).
+            ``(mean_s f(x_s)^p)^(1/p)``, ``f`` the single-scale descriptor and ``x_s`` the
+            normalised input resized bilinearly by ``s`` (docs/protocols.md, "Multi-scale
+            descriptors"). ``multi_scale_power='gem'`` takes p from the first neck with a
+            ``gem_power`` (``GeMPool``, ``DToPNeck`` with ``pool='gem'``).
         query_test_scales: scales for the samples marked ``is_query`` in predict
             mode, when queries and database differ (DToP Table A11); default:
             ``test_scales`` for both. Each sample is embedded once, at its own scales.

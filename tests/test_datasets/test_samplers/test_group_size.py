@@ -134,6 +134,7 @@ def test_infinite_continues_with_next_epochs():
     assert stream == expected
 
 
+@pytest.mark.slow
 def test_sizes_from_image_headers(data_dir, monkeypatch):
     monkeypatch.setattr(gs, '_HEADER_CHUNK', 4)  # several chunks of header reads
     root = osp.join(data_dir, 'gld', 'gldv2')
@@ -160,6 +161,7 @@ def test_header_size_follows_exif_rotation(tmp_path):
         gs.read_image_size(str(tmp_path / 'missing.jpg'))
 
 
+@pytest.mark.slow
 def test_header_reading_is_shared_across_ranks(data_dir, monkeypatch):
     dataset = GLDv2CleanDataset(data_root=osp.join(data_dir, 'gld', 'gldv2'))
     truth = gs.get_image_sizes(dataset)
@@ -180,6 +182,7 @@ def test_header_reading_is_shared_across_ranks(data_dir, monkeypatch):
     assert sizes.tolist() == truth.tolist()
 
 
+@pytest.mark.slow
 def test_built_by_runner_dataloader(data_dir):
     root = osp.join(data_dir, 'gld', 'gldv2')
     with DefaultScope.overwrite_default_scope('irtbox'):

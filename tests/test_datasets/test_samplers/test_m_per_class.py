@@ -160,6 +160,7 @@ def test_errors():
         MPerClassSampler(dataset, 6.0, m=2)
 
 
+@pytest.mark.slow
 def test_runner_builds_dataloader_on_fixture(data_dir):
     pipeline = [dict(type='LoadImageFromFile'), dict(type='Resize', scale=(24, 24)),
                 dict(type='RandomCrop', crop_size=20), dict(type='PackRetrievalInputs')]

@@ -61,6 +61,7 @@ def test_random_crop_keeps_the_group_size():
                                   plain(dict(img=img, ori_shape=(80, 120)))['img'])
 
 
+@pytest.mark.slow
 def test_batches_come_out_at_one_size(data_dir):
     pipeline = [dict(type='LoadImageFromFile'),
                 dict(type='GroupResize', sizes=SMALL_SIZES),

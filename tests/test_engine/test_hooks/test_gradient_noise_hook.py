@@ -104,6 +104,7 @@ def measured_run(tmp_path_factory):
     return work_dir, reference, runner
 
 
+@pytest.mark.slow
 def test_gamma_is_that_of_the_step(measured_run):
     work_dir, reference, runner = measured_run
     assert [v is not None for v in reference.logged] == [False, True, False, True]
@@ -119,6 +120,7 @@ def test_gamma_is_that_of_the_step(measured_run):
     assert not runner.model.head.losses['contrastive']._forward_hooks
 
 
+@pytest.mark.slow
 def test_gamma_in_log_scalars(measured_run):
     work_dir, reference, _ = measured_run
     [path] = [osp.join(root, f) for root, _, files in os.walk(str(work_dir))
@@ -129,6 +131,7 @@ def test_gamma_in_log_scalars(measured_run):
     assert at_4 and at_4[0]['gradient_gamma'] == pytest.approx(reference.logged[3])
 
 
+@pytest.mark.slow
 def test_training_is_unchanged(tmp_path):
     with_hook = tmp_path / 'with'
     train(with_hook, custom_hooks=[dict(type='GradientNoiseHook')])
@@ -142,6 +145,7 @@ def test_training_is_unchanged(tmp_path):
     assert read_json(with_hook)['num_iterations'] == 4
 
 
+@pytest.mark.slow
 def test_resumed_run_averages_over_the_whole_training(measured_run, tmp_path):
     work_dir, reference, _ = measured_run
     resumed = tmp_path / 'resumed'
@@ -153,6 +157,7 @@ def test_resumed_run_averages_over_the_whole_training(measured_run, tmp_path):
     assert again['gamma_mean'] == pytest.approx(straight['gamma_mean'], rel=1e-5)
 
 
+@pytest.mark.slow
 def test_ddp_two_processes(tiny_ddp_run, tmp_path):
     """Under DDP (2 CPU processes, gloo) the weights are those of a run without the hook (the
     session's plain 2-process run of the same config)."""
@@ -172,6 +177,7 @@ def test_ddp_two_processes(tiny_ddp_run, tmp_path):
     assert result['num_iterations'] == 4 and 0 < result['gamma_mean'] <= 8 / 7
 
 
+@pytest.mark.slow
 def test_table5_grid_measures_gamma():
     """Every β x λ run of Table 5 writes the data of Fig. 4, measuring a loss it computes."""
     paths = sorted(glob.glob(osp.join(ROOT, 'configs', 'irt', 'table5', '*.py')))

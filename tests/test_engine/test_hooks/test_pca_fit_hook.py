@@ -2,6 +2,7 @@
 import os.path as osp
 
 import numpy as np
+import pytest
 import torch
 
 from irtbox.cli import test as test_tool
@@ -28,6 +29,7 @@ def train_descriptors(ckpt):
         return model.neck[0](model.backbone(batch['inputs'])), model
 
 
+@pytest.mark.slow
 def test_fit_save_and_reuse(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
     work_dir = str(tmp_path)
@@ -47,6 +49,7 @@ def test_fit_save_and_reuse(tmp_path, monkeypatch):
     assert np.load(out)['embeddings'].shape[1] == 8
 
 
+@pytest.mark.slow
 def test_untrained_model_is_fitted_before_test(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
     out = str(tmp_path / 'r.npz')
@@ -55,6 +58,7 @@ def test_untrained_model_is_fitted_before_test(tmp_path, monkeypatch):
     assert 0.0 <= metrics['recall@1'] <= 100.0  # percent
 
 
+@pytest.mark.slow
 def test_momentum_encoder_copy_is_left_alone(tmp_path, monkeypatch):
     """With a momentum encoder (a copy of the neck, PCA included) only the online PCA is fitted."""
     monkeypatch.chdir(ROOT)

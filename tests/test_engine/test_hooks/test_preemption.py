@@ -23,6 +23,7 @@ ROOT = osp.dirname(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 TINY_CONFIG = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')
 
 
+@pytest.mark.slow
 def test_checkpoint_every_n_minutes_and_on_a_signal(tmp_path, monkeypatch):
     """Time-based checkpoints (the clock at +61 s after each iteration: one checkpoint a minute
     is due every time) besides an interval that never comes; then a SIGUSR1 noted during
@@ -53,6 +54,7 @@ def test_checkpoint_every_n_minutes_and_on_a_signal(tmp_path, monkeypatch):
     assert signal.getsignal(signal.SIGUSR1) in (signal.SIG_DFL, None)  # handlers given back
 
 
+@pytest.mark.slow
 def test_a_signal_at_the_last_iteration_finishes_the_run(tmp_path, monkeypatch):
     """Stopping there would leave the final validation to a restart that never runs it."""
     monkeypatch.chdir(ROOT)
@@ -185,6 +187,7 @@ def test_who_resumes_by_default(argv, expected, tmp_path, monkeypatch):
     assert bool(train_tool.build_cfg(args).get('resume')) == expected
 
 
+@pytest.mark.slow
 def test_resuming_by_default_keeps_load_from_until_there_are_checkpoints(tmp_path, monkeypatch):
     """A fine-tuning under a launcher starts from its load_from; restarted, from its own
     checkpoint."""

@@ -130,6 +130,7 @@ def all_descriptors(model, dataset):
     return torch.cat(out).numpy()
 
 
+@pytest.mark.slow
 def test_hook_mines_the_hardest_tuples_with_the_current_model():
     dataset = SfM120kDataset(data_root=SFM, tuples=True, qsize=10, nnum=4, pipeline=PIPELINE)
     model = tiny_model()
@@ -174,6 +175,7 @@ def test_an_unfitted_pca_neck_mines_with_the_full_descriptor_the_loss_trains():
             reduced.extract_feat(torch.zeros(1, 3, 32, 32))
 
 
+@pytest.mark.slow
 def test_hook_draws_are_seeded_by_seed_and_epoch():
     dataset = SfM120kDataset(data_root=SFM, tuples=True, qsize=6, nnum=2, pipeline=PIPELINE)
     model = tiny_model()
@@ -192,6 +194,7 @@ def test_hook_draws_are_seeded_by_seed_and_epoch():
     np.testing.assert_array_equal(current_tuples(dataset), first)
 
 
+@pytest.mark.slow
 def test_hook_setup_errors():
     model = tiny_model()
     tuples = SfM120kDataset(data_root=SFM, tuples=True, qsize=4, nnum=5, pipeline=PIPELINE)
@@ -237,6 +240,7 @@ class _BatchRecorder(Hook):
                                  tuple_idx=[s.tuple_idx for s in samples]))
 
 
+@pytest.mark.slow
 def test_runner_trains_on_mined_tuples(tmp_path):
     cfg = Config.fromfile(TINY)
     recorder = _BatchRecorder()
@@ -291,6 +295,7 @@ def _dist_worker(rank, world, port, out_dir):
         torch.distributed.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_two_ranks_agree_with_one_process(tmp_path):
     """Each rank extracts part of the images; both get the single-process tuples."""
     # Forked ranks: a spawned one would import torch and irtbox again (seconds each).

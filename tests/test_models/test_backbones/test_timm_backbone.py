@@ -34,6 +34,7 @@ def test_vit_several_layers_and_distillation_token():
     assert [tuple(p.shape) for p, _ in outs] == [(1, 2, 192), (1, 2, 192)]
 
 
+@pytest.mark.slow
 def test_cnn_returns_maps():
     backbone = TimmBackbone('resnet18').eval()
     (feat,) = backbone(torch.randn(1, 3, 64, 64))
@@ -47,6 +48,7 @@ def test_bad_arguments():
         tiny_vit(out_indices=5)
 
 
+@pytest.mark.slow
 def test_checkpoint_from_file_with_prefix(tmp_path):
     torch.manual_seed(1)
     src = tiny_vit()
@@ -57,6 +59,7 @@ def test_checkpoint_from_file_with_prefix(tmp_path):
         torch.testing.assert_close(dst.model.state_dict()[key], value)
 
 
+@pytest.mark.slow
 def test_checkpoint_for_another_model_is_refused(tmp_path):
     path = tmp_path / 'resnet.pth'
     torch.save(TimmBackbone('resnet18').model.state_dict(), path)
@@ -64,6 +67,7 @@ def test_checkpoint_for_another_model_is_refused(tmp_path):
         tiny_vit(checkpoint=str(path))
 
 
+@pytest.mark.slow
 def test_checkpoint_from_url(tmp_path, monkeypatch):
     """Downloads from a local HTTP server into irtbox's cache, hash-checked by file name."""
     import hashlib
@@ -177,6 +181,7 @@ NATIVE_CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('case', list(NATIVE_CASES))
 def test_dpe_equals_timm_at_native_grid(case):
     """DPE at the native grid gives timm's own forward exactly, raw and normed."""
@@ -217,6 +222,7 @@ def hybrid():
                         pos_embed='dpe-bilinear').eval()
 
 
+@pytest.mark.slow
 def test_hybrid_shapes_any_size(hybrid):
     assert hybrid.model.patch_embed.grid_size == (24, 24)
     with torch.no_grad():
@@ -228,6 +234,7 @@ def test_hybrid_shapes_any_size(hybrid):
                 assert grid.shape == (1, 768, math.ceil(h / 16), math.ceil(w / 16)), (h, w)
 
 
+@pytest.mark.slow
 def test_deit_distilled_shapes_any_size():
     torch.manual_seed(0)
     backbone = TimmBackbone('deit_base_distilled_patch16_384', depth=2, pos_embed='dpe-bicubic',
@@ -252,6 +259,7 @@ def _block_inputs(backbone, x, blocks=(0, 1)):
     return seen
 
 
+@pytest.mark.slow
 def test_dpe_prefix_untouched_and_modes_differ_off_grid():
     kwargs = dict(model_name='deit_tiny_distilled_patch16_224', img_size=32, patch_size=8,
                   depth=2)
@@ -271,6 +279,7 @@ def test_dpe_prefix_untouched_and_modes_differ_off_grid():
         assert same == ((h, w) == (32, 32))
 
 
+@pytest.mark.slow
 def test_none_is_dpe_with_a_zero_position_embedding():
     kwargs = dict(model_name='vit_tiny_patch16_224', img_size=32, patch_size=8, depth=2,
                   out_indices=(0, 1))
@@ -285,6 +294,7 @@ def test_none_is_dpe_with_a_zero_position_embedding():
             torch.testing.assert_close(g0, g1)
 
 
+@pytest.mark.slow
 def test_cpe_is_a_residual_depthwise_conv_after_the_first_block():
     kwargs = dict(model_name='deit_tiny_distilled_patch16_224', img_size=32, patch_size=8,
                   depth=2)
@@ -329,6 +339,7 @@ def test_norm_modes(mode):
             torch.testing.assert_close(grid.flatten(2).transpose(1, 2), tokens[:, 1:])
 
 
+@pytest.mark.slow
 def test_negative_out_indices_last_k():
     backbone = TimmBackbone('vit_tiny_patch16_224', img_size=32, patch_size=8, depth=6,
                             out_indices=(-3, -2, -1), norm='all', pos_embed='dpe-bilinear').eval()
@@ -338,6 +349,7 @@ def test_negative_out_indices_last_k():
     assert [tuple(g.shape) for _, g in outs] == [(1, 192, 3, 6)] * 3
 
 
+@pytest.mark.slow
 def test_pit_dynamic_position_embedding():
     torch.manual_seed(0)
     backbone = TimmBackbone('pit_ti_distilled_224', pos_embed='dpe-bilinear',
@@ -355,6 +367,7 @@ def test_pit_dynamic_position_embedding():
         TimmBackbone('pit_ti_224', pos_embed='none', norm='all', out_indices=(-5, -1))
 
 
+@pytest.mark.slow
 def test_pos_embed_errors():
     with pytest.raises(ValueError, match="pos_embed='dpe'; expected one of"):
         tiny_vit(pos_embed='dpe')
@@ -368,6 +381,7 @@ def test_pos_embed_errors():
         tiny_vit(pos_embed='dpe-bilinear', patch_drop_rate=0.5)
 
 
+@pytest.mark.slow
 def test_gradient_checkpointing_gives_the_same_outputs_and_gradients():
     torch.manual_seed(0)
     backbone = tiny_vit(out_indices=(0, 1), norm='all', pos_embed='cpe').train()

@@ -137,6 +137,7 @@ def test_memory_detector_sees_a_normalised_copy():
     assert len(mode.created) > 1
 
 
+@pytest.mark.slow
 def test_no_class_matrix_copy_at_gldv2_size():
     # GLDv2-clean: 81,313 classes x 1536; batch 4. Forward: no C x D tensor at all;
     # backward: exactly one, the weight gradient itself.

@@ -181,6 +181,7 @@ def _distributed_worker(rank, world_size, init_file, out_dir):
         torch_dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_all_gather_across_two_gloo_ranks(tmp_path):
     # Two tiny CPU processes (gloo). Forked rather than spawned: a spawned child
     # re-imports torch and mmengine (~10 s on 2 cores), a forked one starts at once.

@@ -195,6 +195,7 @@ def distributed(tmp_path_factory):
     return tmp, {4: four, 2: two}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('world', [2, 4])
 @pytest.mark.parametrize('name', list(CASES))
 @pytest.mark.parametrize('rate', [1.0, RATE])
@@ -212,6 +213,7 @@ def test_sharded_loss_and_gradients_equal_single_process(distributed, world, nam
         torch.testing.assert_close(got['grad_w'], grad_w[start:stop], rtol=0, atol=1e-10)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('world', [2, 4])
 def test_ranks_without_a_sampled_class(distributed, world):
     _, runs = distributed
@@ -232,6 +234,7 @@ def test_ranks_without_a_sampled_class(distributed, world):
             assert not got['grad_w'].any()
 
 
+@pytest.mark.slow
 def test_one_process_layer_equals_replicated_loss():
     x, y = global_batch()
     for name in CASES:
@@ -262,6 +265,7 @@ def test_sample_holds_every_positive_and_the_right_count():
         assert 0 <= int(sample.min()) and int(sample.max()) < num_classes
 
 
+@pytest.mark.slow
 def test_sample_is_seeded_per_step_and_the_same_on_every_rank(distributed):
     _, runs = distributed
     _, y = global_batch()
@@ -281,6 +285,7 @@ def test_sample_is_seeded_per_step_and_the_same_on_every_rank(distributed):
                            draws[0])
 
 
+@pytest.mark.slow
 def test_ranks_without_a_seed_use_rank_0s(distributed):
     _, runs = distributed
     torch.manual_seed(0)
@@ -289,6 +294,7 @@ def test_ranks_without_a_seed_use_rank_0s(distributed):
         assert [out['agreed_seed'] for out in runs[world]] == [expected] * world
 
 
+@pytest.mark.slow
 def test_checkpoint_holds_the_whole_matrix_and_resumes_at_any_world_size(distributed):
     tmp, runs = distributed
     weights, momentum = reference_training(TRAIN_STEPS)

@@ -7,6 +7,7 @@ import os
 import os.path as osp
 import subprocess
 
+import pytest
 import torch
 from mmengine.config import Config
 
@@ -43,6 +44,7 @@ def write_config(tmp_path, name, backbone, batch_size):
     return path
 
 
+@pytest.mark.slow
 def test_two_processes_match_one_process(tmp_path, in_root):
     import timm
     cfg = Config.fromfile(TINY_CONFIG).model.backbone

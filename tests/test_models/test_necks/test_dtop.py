@@ -33,6 +33,7 @@ def n_params(module):
     return sum(p.numel() for p in module.parameters())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('h,w', [(24, 24), (22, 32)])
 def test_default_shapes_at_training_grids(h, w):
     # 384 x 384 -> 24 x 24 tokens; a group-size batch of 352 x 512 -> 22 x 32.
@@ -43,6 +44,7 @@ def test_default_shapes_at_training_grids(h, w):
     assert neck.out_dim == 1536
 
 
+@pytest.mark.slow
 def test_shapes_at_test_scale_grids():
     # Both training sizes at the test scales 1/sqrt(2), 1, sqrt(2): ceil(side * s / 16) tokens.
     neck = DToPNeck(in_channels=32).eval()
@@ -165,6 +167,7 @@ def test_global_token_choices_and_single_branches():
     assert small(branches='local').eval()(feats).shape == (2, 8)
 
 
+@pytest.mark.slow
 def test_fusion_options_flow_to_the_descriptor():
     feats = layers(k=2)
     for fusion in ('y', 'u', 'sum', 'hadamard', 'concat', 'fast_normalized', 'orthogonal'):
@@ -186,6 +189,7 @@ def test_fusion_options_flow_to_the_descriptor():
                                   torch.stack([p[:, 0] for p, _ in feats]).mean(0)], dim=1))
 
 
+@pytest.mark.slow
 def test_out_dim_projection():
     feats = layers(k=6, d=768, h=3, w=3)
     assert DToPNeck(out_dim=1536).proj is None
