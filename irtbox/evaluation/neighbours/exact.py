@@ -41,7 +41,7 @@ class ExactSearcher(Searcher):
             check_positive_int(self.chunk_size, 'chunk_size', allow_none=True)
         except ValueError as err:  # the class is where a config's search setting fails
             raise ArgumentError(f'{type(self).__name__}: {err}',
-                                getattr(err, 'argument', None) or 'chunk_size') from None
+                                getattr(err, 'argument', None) or str(err).split(' ', 1)[0]) from None
 
     @property
     def exact(self) -> bool:
