@@ -8,8 +8,7 @@ of two near 4 sqrt(N)) over 8-bit scalar-quantised vectors (``SQ8``, D bytes eac
 exact); else over product-quantised codes (``PQ<m>``, m bytes each, the largest m dividing D
 that fits). Every IVF entry also stores its 8-byte id. From HNSW_LISTS lists on, the
 guidelines' ``IVF<nlist>_HNSW32``: a query finds its lists through an HNSW graph of the
-centroids rather than scanning all of them (16,384 x 384 centroids are ~2 ms a query on one
-core, and the same again for every vector added). A build from features re-ranks the
+centroids rather than scanning all of them (docs/benchmarks.md). A build from features re-ranks the
 quantised candidates exactly against the rows the index folder keeps
 (:attr:`~irtbox.search.ImageSearcher.k_factor`), so the codes order a shortlist and need not
 be exact. autofaiss, the library clip-retrieval

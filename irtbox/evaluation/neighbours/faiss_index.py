@@ -288,7 +288,7 @@ class FaissIndex:
         nprobe is the file's unless given). On the CPU an IVF index is memory-mapped in
         place (faiss's IO_FLAG_MMAP_IFC): it opens without reading its lists, the OS pages in
         the lists queries visit, and they are searched as fast as lists in memory (faiss's
-        IO_FLAG_MMAP, its on-disk lists, searched 3x slower); they are copied into memory
+        IO_FLAG_MMAP, its on-disk lists, searched slower: docs/benchmarks.md); they are copied into memory
         before anything is added. Other indexes, and a GPU index, are read whole.
 
         Raises:
