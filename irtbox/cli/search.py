@@ -28,8 +28,8 @@ CKPT may be "none": the config's own weights (e.g. timm's pretrained ones for IR
 HNSW32; for an approximate index the recall@10 against exact search is printed at build time.
 --max-index-memory (from features only) picks Flat when it fits, else IVF over 8-bit scalar
 codes, else IVF-PQ with the largest code that fits (docs/search_and_export.md); an approximate
-index built from features re-ranks --k-factor x k candidates (default 4) exactly against the
-embeddings its folder keeps, read from disk at query time (1: no re-ranking); the build then
+index re-ranks --k-factor x k candidates (default 4) exactly against the embeddings its folder
+keeps, read from disk at query time (1: no re-ranking); a build from features then
 prints and records in the index's manifest the recall@10 against exact search on 1000 of the
 embeddings and the single-query latency; a budget too small for any index is refused, naming
 the smallest that fits. --factory overrides the choice.
@@ -44,7 +44,7 @@ import argparse
 import json
 import os.path as osp
 
-from irtbox.cli import HelpFormatter, checkpoint_argument, worded
+from irtbox.cli import HelpFormatter, checkpoint_argument, option_of, worded
 from irtbox.utils.checks import int_argument
 from irtbox.utils.config import DictAction
 
@@ -72,7 +72,7 @@ def parse_args(argv=None):
                        help='with --from-features: the memory the build may take at its peak '
                        '(besides the ids)')
     build.add_argument('--k-factor', type=int_argument(1), default=None, metavar='N',
-                       help='with --from-features: an approximate index\'s N x k candidates '
+                       help='an approximate index\'s N x k candidates '
                        'are scored again exactly against the stored embeddings, the best k '
                        'kept (default 4; 1: the index\'s own order)')
     build.add_argument('--config', dest='model_config', metavar='CONFIG',
@@ -138,7 +138,7 @@ def _build_paths(parser, args):
     if len(args.paths) != 4:
         parser.error('build takes CONFIG CKPT IMAGE_DIR INDEX_DIR (or --from-features FEATURES '
                      f'INDEX_DIR), got {len(args.paths)} path(s): {args.paths}')
-    for option in ('max_index_memory', 'max_build_memory', 'k_factor', 'model_config'):
+    for option in ('max_index_memory', 'max_build_memory', 'model_config'):
         if getattr(args, option) is not None:
             parser.error(f'--{option.replace("_", "-").replace("model-", "")} goes with '
                          '--from-features; for a folder of images give --factory')
@@ -154,6 +154,7 @@ def build(args):
         return _build_from_features(args)
     done = build_index(args.config, args.checkpoint, args.image_dir, args.index_dir,
                        factory=args.factory, batch_size=args.batch_size,
+                       **({} if args.k_factor is None else dict(k_factor=args.k_factor)),
                        num_workers=args.num_workers, shard_size=args.shard_size,
                        resume=args.resume, device=args.device, cfg_options=args.cfg_options)
     searcher = done.searcher
@@ -189,10 +190,11 @@ def _build_from_features(args):
 
 def load_searcher(args):
     """The index of ``args.index_dir`` with the model that built it."""
-    from irtbox.evaluation.neighbours.faiss_index import default_device
     from irtbox.search import ImageSearcher, load_index_model
-    model = load_index_model(args.index_dir, args.checkpoint, default_device(args.device))
-    return ImageSearcher.load(args.index_dir, model=model, device=default_device(args.device))
+    from irtbox.utils.dist import resolve_device
+    device = resolve_device(args.device)
+    model = load_index_model(args.index_dir, args.checkpoint, device)
+    return ImageSearcher.load(args.index_dir, model=model, device=device)
 
 
 def query(args):
@@ -263,4 +265,8 @@ def _worded_for_flags(err: Exception) -> str:
     if isinstance(err, ShardsKeptError):
         return (f'{err.reason}. The embedded images are kept in {err.work}: make room and run '
                 'the same command with --resume')
-    return worded(err)
+    text, argument = worded(err), getattr(err, 'argument', None)
+    # A message that opens with its argument's name opens with the option's here.
+    if argument and text.startswith(argument + ' '):
+        text = option_of(argument) + text[len(argument):]
+    return text

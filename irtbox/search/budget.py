@@ -8,8 +8,7 @@ of two near 4 sqrt(N)) over 8-bit scalar-quantised vectors (``SQ8``, D bytes eac
 exact); else over product-quantised codes (``PQ<m>``, m bytes each, the largest m dividing D
 that fits). Every IVF entry also stores its 8-byte id. From HNSW_LISTS lists on, the
 guidelines' ``IVF<nlist>_HNSW32``: a query finds its lists through an HNSW graph of the
-centroids rather than scanning all of them (16,384 x 384 centroids are ~2 ms a query on one
-core, and the same again for every vector added). A build from features re-ranks the
+centroids rather than scanning all of them (docs/benchmarks.md). A build from features re-ranks the
 quantised candidates exactly against the rows the index folder keeps
 (:attr:`~irtbox.search.ImageSearcher.k_factor`), so the codes order a shortlist and need not
 be exact. autofaiss, the library clip-retrieval
@@ -21,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import List, Optional
 
-from irtbox.utils.errors import NamesArguments
+from irtbox.utils.errors import ArgumentError
 
 __all__ = ['IndexBudgetError', 'IndexPlan', 'parse_size', 'format_size', 'plan_index',
            'index_candidates']
@@ -38,9 +37,9 @@ HNSW_LISTS = 4096
 HNSW_BYTES = 300
 
 
-class IndexBudgetError(NamesArguments, ValueError):
-    """No index fits the memory budget given; the message names the smallest that does, and
-    the budget's arguments as ``{max_index_memory}`` / ``{max_build_memory}`` fields."""
+class IndexBudgetError(ArgumentError):
+    """No index fits the memory budget ``argument`` (``max_index_memory`` or
+    ``max_build_memory``, of ``value`` bytes); the message names the smallest that does."""
 
 
 def parse_size(text: str) -> int:
@@ -48,8 +47,9 @@ def parse_size(text: str) -> int:
     1024; a trailing ``B``/``iB`` is allowed). ValueError naming the text otherwise."""
     match = re.fullmatch(r'\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(I?B)?\s*', str(text).upper())
     if not match or float(match.group(1)) <= 0:
-        raise ValueError(f'memory size {text!r}: expected a positive number with an optional '
-                         'unit K, M, G or T (powers of 1024), e.g. 4G or 512M')
+        raise ArgumentError(f'memory size {text!r}: expected a positive number with an '
+                            'optional unit K, M, G or T (powers of 1024), e.g. 4G or 512M',
+                            'size', text)
     return int(float(match.group(1)) * _UNITS[match.group(2)])
 
 
@@ -116,7 +116,7 @@ def plan_index(n: int, dim: int, max_index_memory: int,
 
     Raises :class:`IndexBudgetError` naming the smallest budget(s) that would fit."""
     if n < 1 or dim < 1:
-        raise ValueError(f'plan_index: no vectors to index ({n} x {dim})')
+        raise ArgumentError(f'plan_index: no vectors to index ({n} x {dim})', 'n', n)
     candidates = index_candidates(n, dim)
     for plan in candidates:
         if plan.index_bytes > max_index_memory:
@@ -132,16 +132,16 @@ def plan_index(n: int, dim: int, max_index_memory: int,
     smallest = min(candidates, key=lambda p: p.index_bytes)
     if smallest.index_bytes > max_index_memory:
         raise IndexBudgetError(
-            f'{{max_index_memory}} {format_size(max_index_memory)} is too small for {n} x {dim} '
+            f'max_index_memory {format_size(max_index_memory)} is too small for {n} x {dim} '
             f'vectors: the smallest index, {smallest.factory}, needs '
-            f'{format_size(smallest.index_bytes)}')
+            f'{format_size(smallest.index_bytes)}', 'max_index_memory', max_index_memory)
     fitting = [_least_training(p, dim) for p in candidates if p.index_bytes <= max_index_memory]
     least = min(fitting, key=lambda p: p.build_bytes)
     raise IndexBudgetError(
-        f'{{max_build_memory}} {format_size(max_build_memory)} is too small for {n} x {dim} '
-        f'vectors: the smallest build that fits {{max_index_memory}} '
+        f'max_build_memory {format_size(max_build_memory)} is too small for {n} x {dim} '
+        f'vectors: the smallest build that fits the index budget '
         f'{format_size(max_index_memory)}, {least.factory}, needs '
-        f'{format_size(least.build_bytes)}')
+        f'{format_size(least.build_bytes)}', 'max_build_memory', max_build_memory)
 
 
 def _least_training(plan: IndexPlan, dim: int) -> IndexPlan:

@@ -16,24 +16,38 @@ from typing import Callable, List, Optional, Tuple
 
 import numpy as np
 
-from irtbox.utils.errors import NamesArguments
+from irtbox.evaluation.neighbours.faiss_index import FaissIndex, empty_index, has_ivf, train_index
+from irtbox.evaluation.neighbours.index import Index, RecallSample, read_manifest, recall_at_k
+from irtbox.utils.dist import resolve_device
+from irtbox.utils.errors import ArgumentError, IrtboxError
 from irtbox.utils.fileio import atomic_write_text
 from irtbox.utils.memory import give_back_freed_heap
-from .searcher import ImageSearcher, _read_manifest
+from .searcher import ImageSearcher
 
-__all__ = ['IndexBuild', 'ShardsKeptError', 'ConfigMovedError', 'build_index',
+__all__ = ['IndexBuild', 'ShardsKeptError', 'ConfigMovedError', 'FeaturesError', 'build_index',
            'build_index_from_features', 'read_feature_parts', 'BUILD_DIR', 'FAILED_FILE']
 
 BUILD_DIR = 'build'  # the shards of a build in progress, inside the index folder
 FAILED_FILE = 'failed.json'
 
 
-class ConfigMovedError(NamesArguments, FileNotFoundError):
-    """The model's config an extraction recorded is no longer where it was (the message names
-    the argument that gives its new place, ``{config}``)."""
+class ConfigMovedError(IrtboxError, FileNotFoundError):
+    """The model's config an extraction recorded is no longer where it was; ``argument`` gives
+    its new place."""
+    argument = 'config'
 
 
-class ShardsKeptError(OSError):
+class SourceMissingError(IrtboxError, FileNotFoundError):
+    """No embeddings file or extraction folder where ``source`` says."""
+    argument = 'source'
+
+
+class FeaturesError(IrtboxError, ValueError):
+    """Embeddings (``argument``: ``source``) that are not an extraction's one model's rows."""
+    argument = 'source'
+
+
+class ShardsKeptError(IrtboxError, OSError):
     """A build that could not save its index (a full disk): the images it embedded are kept
     in ``work`` for a resumed build (``resume=True``); ``reason`` is what failed."""
 
@@ -47,8 +61,9 @@ class ShardsKeptError(OSError):
 class IndexBuild:
     """What :func:`build_index` made: the ``searcher`` (saved in the index folder), the
     images that could not be read ((path, reason), also in ``failed.json``), the recall@10
-    of an approximate index against exact search (None for ``'Flat'``) and the seconds it
-    took."""
+    of an approximate index against exact search (held out:
+    :func:`~irtbox.evaluation.neighbours.index.recall_at_k`; None for ``'Flat'``) and the
+    seconds it took."""
     searcher: ImageSearcher
     failed: List[Tuple[str, str]] = field(default_factory=list)
     recall_at_10: Optional[float] = None
@@ -63,14 +78,15 @@ def _refuse_random_weights(model, config) -> None:
     random = [name for name, module in model.named_modules()
               if getattr(module, 'weights_source', None) == 'random initialisation']
     if random:
-        raise ValueError(
+        raise ArgumentError(
             f'{config}: checkpoint none, and {random[0]} has random weights (the config loads '
             'no pretrained ones): every start builds another model, so no query could use '
-            'this index; give the checkpoint of a trained model')
+            'this index; give the checkpoint of a trained model', 'checkpoint')
 
 
 def build_index(config, checkpoint: Optional[str], image_dir: str, index_dir: str,
-                factory: str = 'Flat', batch_size: int = 32, num_workers: int = 2,
+                factory: str = 'Flat', k_factor: int = 4, batch_size: int = 32,
+                num_workers: int = 2,
                 shard_size: int = 4096, resume: bool = False, device: Optional[str] = None,
                 cfg_options: Optional[dict] = None, progress: bool = True) -> IndexBuild:
     """Embed every image under ``image_dir`` and save a searchable index in ``index_dir``.
@@ -82,11 +98,12 @@ def build_index(config, checkpoint: Optional[str], image_dir: str, index_dir: st
             :func:`~irtbox.apis.extract.list_images`).
         index_dir: the index folder (created).
         factory: the faiss factory string: ``'Flat'`` (exact), ``'IVF1024,Flat'``, ...
+        k_factor: an approximate index re-ranks ``k_factor`` x k candidates exactly (as
+            :func:`build_index_from_features`; 1: none; ``'Flat'`` never).
         batch_size, num_workers: images per forward pass; decoding processes.
         shard_size: images embedded between two saves of progress (``INDEX_DIR/build``).
         resume: continue an interrupted build from the shards it saved.
-        device: ``'cpu'`` or ``'cuda'`` (default: CUDA when available), for the model and
-            the index.
+        device: for the model and the index (:func:`~irtbox.utils.dist.resolve_device`).
         cfg_options: config overrides.
         progress: a progress bar.
 
@@ -99,9 +116,8 @@ def build_index(config, checkpoint: Optional[str], image_dir: str, index_dir: st
     """
     from irtbox.apis import init_model
     from irtbox.apis.extract import extract_sharded, list_images
-    from irtbox.evaluation.neighbours.faiss_index import default_device
     started = time.time()
-    device = default_device(device)
+    device = resolve_device(device)
     model = init_model(config, checkpoint, device=device, cfg_options=cfg_options)
     paths = list_images(image_dir)
     if checkpoint is None:
@@ -110,7 +126,8 @@ def build_index(config, checkpoint: Optional[str], image_dir: str, index_dir: st
     rows, _ = extract_sharded(model, paths, work, shard_size=shard_size, batch_size=batch_size,
                               num_workers=num_workers, resume=resume, progress=progress)
     # The identity the extraction computed: no second pass over the weights.
-    searcher = ImageSearcher(model, factory=factory, device=device, identity=rows.identity)
+    searcher = ImageSearcher(model, factory=factory, device=device, identity=rows.identity,
+                             k_factor=k_factor if factory != 'Flat' else 1)
     searcher.add(rows.embeddings, rows.ids)
     recall = searcher.recall_vs_exact(k=10) if factory != 'Flat' and len(searcher) else None
     try:
@@ -127,7 +144,9 @@ def build_index(config, checkpoint: Optional[str], image_dir: str, index_dir: st
 
 _ROWS_TMP = '.rows-from-features.npy.tmp'  # the normalised rows while the index is built
 _INDEX_TMP = '.index-from-features.faiss.tmp'  # the filled index while it is checked
-LATENCY_QUERIES = 200  # timed one by one (a Flat index of 10M rows takes ~1 s a query)
+LATENCY_QUERIES = 200  # timed one by one (a Flat index of millions of rows is slow a query)
+SATURATED = 0.005  # recall@10 gained by doubling nprobe below which the codes limit it
+RERANK = 4  # default k_factor of an approximate index (x k candidates)
 
 
 def read_feature_parts(source: str) -> list:
@@ -142,9 +161,9 @@ def read_feature_parts(source: str) -> list:
         merged = osp.join(source, FEATURES_FILE)
         if osp.isfile(merged):
             return [merged]
-        raise FileNotFoundError(f'{source}: neither an embeddings file (features.npz) nor an '
-                                f'extraction folder ({SHARDS_MANIFEST} and shards/, written by '
-                                'an extraction)')
+        raise SourceMissingError(
+            f'{source}: neither an embeddings file (features.npz) nor an extraction folder '
+            f'({SHARDS_MANIFEST} and shards/, written by an extraction)')
     with open(manifest) as f:
         count = json.load(f)['shards']
     parts = [_shard_path(source, i) for i in range(count)]
@@ -163,7 +182,7 @@ def _rows(array: np.ndarray, start: int, stop: int) -> np.ndarray:
     back (MADV_DONTNEED), so that a pass over a file bigger than memory neither holds it nor
     counts it in the process's resident memory. Written pages of a shared map are not
     flushed first: given back, they stay dirty in the page cache and are written out in the
-    background (an msync per chunk made every chunk wait for the disk)."""
+    background (an msync per chunk would make every chunk wait for the disk)."""
     import mmap
     block = np.array(array[start:stop], dtype=np.float32)
     mapping = getattr(array, '_mmap', None)
@@ -174,8 +193,7 @@ def _rows(array: np.ndarray, start: int, stop: int) -> np.ndarray:
 
 def _sample(rows: np.ndarray, positions: np.ndarray) -> np.ndarray:
     """``rows[positions]`` (sorted positions), CHUNK_ROWS positions at a time, the pages
-    given back after each (:func:`_rows`). Only the pages of those rows are read: 1,000
-    query rows of a 15 GB file are not a pass over it."""
+    given back after each (:func:`_rows`): only the pages of those rows are read."""
     from .budget import CHUNK_ROWS
     out = np.empty((len(positions), rows.shape[1]), np.float32)
     for lo in range(0, len(positions), CHUNK_ROWS):
@@ -186,7 +204,7 @@ def _sample(rows: np.ndarray, positions: np.ndarray) -> np.ndarray:
 
 def _repeated_id(ids: list) -> Optional[int]:
     """The position of the first id that an earlier position holds too, else None. Sorted
-    64-bit hashes, not a set: a set of 10M ids is ~0.5 GB more at the build's peak."""
+    64-bit hashes, not a set: a set of millions of ids would add to the build's peak."""
     hashes = np.fromiter(map(hash, ids), np.int64, len(ids))
     order = np.argsort(hashes, kind='stable')
     same = np.flatnonzero(hashes[order[1:]] == hashes[order[:-1]])
@@ -194,69 +212,128 @@ def _repeated_id(ids: list) -> Optional[int]:
     return int(min(repeats)) if repeats else None
 
 
-def _exact_top_k(rows: np.ndarray, queries: np.ndarray, k: int,
-                 chunk: int = 1 << 15) -> np.ndarray:
-    """Positions of the exact top ``k`` inner products of each query among ``rows`` (read
-    ``chunk`` rows at a time: never the whole memory map at once). faiss's ``knn`` and
-    ``ResultHeap`` keep the best in C++ (a NumPy argpartition of every 1,000 x 32,768 block
-    took longer than the product itself)."""
-    import faiss
-    heap = faiss.ResultHeap(len(queries), k, keep_max=True)
-    queries = np.ascontiguousarray(queries, dtype=np.float32)
-    for start in range(0, len(rows), chunk):
-        block = _rows(rows, start, start + chunk)
-        scores, found = faiss.knn(queries, block, min(k, len(block)),
-                                  metric=faiss.METRIC_INNER_PRODUCT)
-        heap.add_result(scores, np.where(found >= 0, found + start, -1))
-    heap.finalize()
-    return heap.I
+def _read_parts(source: str):
+    """(parts, their EmbeddingSets, the model's identity, N, D, the N ids) of ``source``,
+    checked to be one model's rows with unique ids."""
+    from irtbox.apis.identity import COMPARED
+    from irtbox.structures.embeddings_file import load_embeddings
+    parts = read_feature_parts(source)
+    sets = [load_embeddings(p) for p in parts]
+    identity = sets[0].identity
+    for path, part in zip(parts, sets):
+        if part.ids is None:
+            raise FeaturesError(f'{path}: embeddings without ids; expected an extraction\'s, '
+                                'whose ids are the image paths')
+        if part.identity is None:
+            raise FeaturesError(f'{path}: no model identity recorded, so queries could not be '
+                                'checked against the model that made it; extract the images '
+                                'with this irtbox')
+        differs = [k for k in COMPARED if part.identity.get(k) != identity.get(k)]
+        if differs:
+            raise FeaturesError(f'{path}: made by another model than {parts[0]} (differs in '
+                                f'{", ".join(differs)}); extract every shard with one model')
+    dims = {s.embeddings.shape[1] for s in sets if len(s)}
+    n = sum(len(s) for s in sets)
+    if not n:
+        raise FeaturesError(f'{source}: no embeddings to index')
+    if len(dims) > 1:
+        raise FeaturesError(f'{source}: embeddings of {sorted(dims)} dimensions; expected one '
+                            'model\'s')
+    ids = [i for part in sets for i in part.ids]
+    repeated = _repeated_id(ids)
+    if repeated is not None:
+        path = parts[np.searchsorted(np.cumsum([len(part) for part in sets]), repeated, 'right')]
+        raise FeaturesError(f'{path}: id {ids[repeated]} is repeated (also in an earlier row); '
+                            'expected each image once')
+    return parts, sets, identity, n, dims.pop(), ids
 
 
-def _others(found, own: np.ndarray, k: int) -> list:
-    """Each row of ``found``'s first ``k`` positions other than its query's own ``own``."""
-    return [[p for p in row if p != o][:k] for row, o in zip(found, own)]
+def _write_rows(parts: list, sets: list, path: str, n: int, dim: int, progress: bool) -> list:
+    """The normalised rows of all parts into one memory-mapped ``.npy`` file at ``path``
+    (what the index folder keeps; the index is built from it), CHUNK_ROWS at a time; returns
+    the parts' unreadable images."""
+    from tqdm import tqdm
+
+    from irtbox.evaluation.functional.checks import non_finite_rows
+    from .budget import CHUNK_ROWS
+    rows = np.lib.format.open_memmap(path, mode='w+', dtype=np.float32, shape=(n, dim))
+    failed, at = [], 0
+    with tqdm(total=n, desc='reading', unit='vec', disable=not progress) as bar:
+        for source, part in zip(parts, sets):
+            for start in range(0, len(part), CHUNK_ROWS):
+                block = _rows(part.embeddings, start, start + CHUNK_ROWS)
+                bad = non_finite_rows(block)
+                if len(bad):
+                    raise FeaturesError(f'{source}: row {start + bad[0]} (and {len(bad) - 1} '
+                                        'more in this chunk) is not finite (NaN or inf)')
+                norms = np.linalg.norm(block, axis=1, keepdims=True)
+                rows[at:at + len(block)] = block / np.maximum(norms, 1e-12)
+                _rows(rows, 0, 0)  # written back, its pages given back
+                at += len(block)
+                bar.update(len(block))
+            failed += list(part.failed)
+    rows.flush()
+    return failed
 
 
-def _recall(search: Callable, queries: np.ndarray, exact: list, k: int,
-            own: np.ndarray) -> float:
-    """recall@k of ``search`` (k + 1 positions a query) on indexed ``queries`` (rows
-    ``own``), each query's own row left out of what it finds, as of ``exact``: an indexed
-    query always finds itself, which would add up to 1 / k to the recall that new queries
-    get (at 1M x 384: 0.905 with it, 0.890 held out)."""
-    found = _others(search(queries), own, k)
-    return float(np.mean([len(set(a) & set(e)) / k for a, e in zip(found, exact)]))
+def _fill(store: Index, plan, avoid: np.ndarray, rng, spill: str, progress: bool,
+          log: Callable[[str], None], stage: Callable[[str], None]) -> None:
+    """A faiss index of ``plan`` over ``store.rows``: trained on rows drawn by ``rng`` apart
+    from ``avoid`` (the recall queries) where there are enough, filled CHUNK_ROWS at a time,
+    held by ``store``. An IVF index is written to ``spill`` and mapped back in place: the
+    slack of its lists (vectors grown by doubling) leaves the build's memory before the
+    check and the save, so the build's peak is the end of adding."""
+    from tqdm import tqdm
+
+    from .budget import CHUNK_ROWS
+    rows, (n, dim) = store.rows, store.rows.shape
+    index = empty_index(plan.factory, dim)
+    if not index.is_trained:
+        enough = n - len(avoid) >= plan.train_rows
+        pool = np.setdiff1d(np.arange(n), avoid) if enough else np.arange(n)
+        train = np.sort(rng.choice(pool, size=min(plan.train_rows, len(pool)), replace=False))
+        log(f'training {plan.factory} on {len(train)} vectors')
+        train_index(index, _sample(rows, train), plan.factory)
+    stage('train')
+    with tqdm(total=n, desc='adding', unit='vec', disable=not progress) as bar:
+        for start in range(0, n, CHUNK_ROWS):
+            index.add(_rows(rows, start, start + CHUNK_ROWS))
+            bar.update(min(CHUNK_ROWS, n - start))
+    log(f'added {n} vectors')
+    stage('add')
+    store.faiss_index.place(index)
+    if has_ivf(index):
+        store.faiss_index.save(spill)
+        del index
+        store.faiss_index = FaissIndex.load(spill, factory=plan.factory, device='cpu')
+        give_back_freed_heap()
 
 
-SATURATED = 0.005  # recall@10 gained by doubling nprobe below which the codes limit it
-RERANK = 4  # default k_factor of a quantised index built from features (x k candidates)
-
-
-def _choose_nprobe(index, search: Callable, queries: np.ndarray, exact: list, k: int,
-                   own: np.ndarray, target: float,
+def _choose_nprobe(store: Index, sample: RecallSample, target: float,
                    log: Callable[[str], None]) -> Tuple[int, float, list]:
-    """nprobe doubled from 16 until recall@k of ``search`` reaches ``target``, all lists are
-    visited, or a doubling gains less than SATURATED: then the quantised codes, not the
-    lists visited, limit the recall, and the smaller nprobe is kept (each doubling doubles a
-    query's time; at 10M x 384 with SQ8 codes the full scan of the last doublings took
-    hours). Returns (nprobe, its recall, [[nprobe, recall], ...] as measured)."""
+    """nprobe doubled from 16 until the held-out recall@k of ``store`` reaches ``target``,
+    all lists are visited, or a doubling gains less than SATURATED: then the quantised
+    codes, not the lists visited, limit the recall, and the smaller nprobe is kept (each
+    doubling doubles a query's time). Returns (nprobe, its recall, [[nprobe, recall], ...]
+    as measured); the store keeps the nprobe chosen."""
     import faiss
-    ivf = faiss.extract_index_ivf(index)
-    curve = []
-    nprobe = min(16, ivf.nlist)
-    while True:
-        ivf.nprobe = nprobe
-        curve.append([nprobe, round(_recall(search, queries, exact, k, own), 4)])
+    ivf, k, curve = faiss.extract_index_ivf(store.faiss_index.index), sample.exact.shape[1], []
+
+    def measure(nprobe):
+        ivf.nprobe = store.faiss_index.nprobe = nprobe
+        curve.append([nprobe, round(recall_at_k(lambda q, kk: store.search(q, kk)[1], sample),
+                                    4)])
         log(f'nprobe {nprobe}: recall@{k} {curve[-1][1]:.3f}')
-        if len(curve) > 1 and curve[-1][1] - curve[-2][1] < SATURATED:
-            nprobe = curve[-2][0]
-            ivf.nprobe = nprobe
+    measure(min(16, ivf.nlist))
+    while curve[-1][1] < target and curve[-1][0] < ivf.nlist:
+        measure(min(2 * curve[-1][0], ivf.nlist))
+        if curve[-1][1] - curve[-2][1] < SATURATED:
             log(f'recall@{k} saturates at {curve[-2][1]:.3f} (target {target}): the codes '
                 'limit it, not nprobe; re-ranking (k_factor), longer codes (a larger budget, '
                 'another factory) raise it')
-            return nprobe, curve[-2][1], curve
-        if curve[-1][1] >= target or nprobe >= ivf.nlist:
-            return nprobe, curve[-1][1], curve
-        nprobe = min(2 * nprobe, ivf.nlist)
+            ivf.nprobe = store.faiss_index.nprobe = curve[-2][0]
+            return curve[-2][0], curve[-2][1], curve
+    return curve[-1][0], curve[-1][1], curve
 
 
 def _latency_ms(search: Callable, queries: np.ndarray) -> Tuple[float, float]:
@@ -277,6 +354,18 @@ def _latency_ms(search: Callable, queries: np.ndarray) -> Tuple[float, float]:
     return 1000 * float(np.percentile(times, 50)), 1000 * float(np.percentile(times, 99))
 
 
+def _plan(n: int, dim: int, factory: Optional[str], max_index_memory: Optional[int],
+          max_build_memory: Optional[int]):
+    """The IndexPlan of ``factory`` when given, else the one that fits the budgets."""
+    from irtbox.evaluation.neighbours.faiss_index import min_training_vectors
+    from .budget import CHUNK_ROWS, IndexPlan, plan_index
+    if factory:
+        # 39 training points per IVF list or PQ centroid, as faiss asks, and at least a chunk.
+        return IndexPlan(factory, 0,
+                         min(n, max(CHUNK_ROWS, 39 * min_training_vectors(factory))), 0)
+    return plan_index(n, dim, max_index_memory or 2**62, max_build_memory)
+
+
 def build_index_from_features(source: str, index_dir: str, factory: Optional[str] = None,
                               max_index_memory: Optional[int] = None,
                               max_build_memory: Optional[int] = None,
@@ -295,14 +384,13 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
             ``Flat``) and ``max_build_memory`` (bytes: the training sample is cut to fit).
         config: the model's config file, saved with the index for ``search query`` /
             ``serve``; default the one the extraction recorded (its identity).
-        target_recall: an IVF index's nprobe is doubled (from 16) until recall@10 on the
-            query sample (each query's own row left out of its neighbours) reaches it, all
-            lists are visited, or a doubling gains less than 0.005 (the codes limit the
-            recall: the smaller nprobe is kept).
+        target_recall: an IVF index's nprobe is doubled (from 16) until the held-out
+            recall@10 (:func:`~irtbox.evaluation.neighbours.index.recall_at_k`) on the query
+            sample reaches it, all lists are visited, or a doubling gains less than 0.005
+            (the codes limit the recall: the smaller nprobe is kept).
         k_factor: an approximate index's answers are re-ranked: ``k_factor`` x k candidates
             scored exactly against the rows the index folder keeps (memory-mapped), the best
-            k kept (:attr:`ImageSearcher.k_factor`, saved with the index); 1: none. The
-            exact ``Flat`` index is never re-ranked.
+            k kept (saved with the index); 1: none. ``Flat`` is never re-ranked.
         num_queries: embeddings sampled (seeded by ``seed``) as queries for recall@10
             against exact search (the first LATENCY_QUERIES of them timed one by one); the
             training sample is drawn apart.
@@ -321,170 +409,80 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
         the budget, naming the smallest that does.
     """
     from mmengine.config import Config
-    from tqdm import tqdm
 
-    from irtbox.apis.identity import COMPARED
-    from irtbox.evaluation.functional.checks import non_finite_rows
-    from irtbox.evaluation.neighbours.faiss_index import (FaissIndex, empty_index, has_ivf,
-                                                         min_training_vectors, train_index)
-    from irtbox.structures.embeddings_file import load_embeddings, map_embeddings
-    from .budget import CHUNK_ROWS, IndexPlan, format_size, plan_index
+    from irtbox.structures.embeddings_file import map_embeddings
+    from .budget import format_size
     started = time.time()
-    parts = read_feature_parts(source)
-    sets = [load_embeddings(p) for p in parts]
-    identity = sets[0].identity
-    for path, part in zip(parts, sets):
-        if part.ids is None:
-            raise ValueError(f'{path}: embeddings without ids; expected an extraction\'s, '
-                             'whose ids are the image paths')
-        if part.identity is None:
-            raise ValueError(f'{path}: no model identity recorded, so queries could not be '
-                             'checked against the model that made it; extract the images '
-                             'with this irtbox')
-        differs = [k for k in COMPARED if part.identity.get(k) != identity.get(k)]
-        if differs:
-            raise ValueError(f'{path}: made by another model than {parts[0]} (differs in '
-                             f'{", ".join(differs)}); extract every shard with one model')
-    dims = {s.embeddings.shape[1] for s in sets if len(s)}
-    n = sum(len(s) for s in sets)
-    if not n:
-        raise ValueError(f'{source}: no embeddings to index')
-    if len(dims) > 1:
-        raise ValueError(f'{source}: embeddings of {sorted(dims)} dimensions; expected one '
-                         'model\'s')
-    dim = dims.pop()
-    if factory:
-        # 39 training points per IVF list or PQ centroid, as faiss asks, and at least a chunk.
-        plan = IndexPlan(factory, 0, min(n, max(CHUNK_ROWS, 39 * min_training_vectors(factory))),
-                         0)
-    else:
-        plan = plan_index(n, dim, max_index_memory or 2**62, max_build_memory)
+    parts, sets, identity, n, dim, ids = _read_parts(source)
+    plan = _plan(n, dim, factory, max_index_memory, max_build_memory)
     log(f'{n} x {dim} embeddings from {len(parts)} file(s); index {plan.factory}'
         + (f' (~{format_size(plan.index_bytes)} in memory, build ~'
            f'{format_size(plan.build_bytes)}; budget {format_size(max_index_memory)})'
            if max_index_memory and not factory else ''))
-    ids = [i for part in sets for i in part.ids]
-    repeated = _repeated_id(ids)
-    if repeated is not None:
-        path = parts[np.searchsorted(np.cumsum([len(part) for part in sets]), repeated, 'right')]
-        raise ValueError(f'{path}: id {ids[repeated]} is repeated (also in an earlier row); '
-                         'expected each image once')
     config = config or identity.get('config')
     if config is None or not osp.isfile(config):
         raise ConfigMovedError(f'the model\'s config {config} (recorded by the extraction) is '
-                               'not there; pass its location ({config})')
+                               'not there; pass its location (config)')
     cfg = Config.fromfile(config)
     os.makedirs(index_dir, exist_ok=True)
     tmp, index_tmp = osp.join(index_dir, _ROWS_TMP), osp.join(index_dir, _INDEX_TMP)
+    # The seconds of each step, in the report: where a build's time goes.
+    stages, mark = {}, [started]
+
+    def stage(name):
+        stages[name] = round(time.time() - mark[0], 1)
+        mark[0] = time.time()
     try:
-        # The normalised rows of all parts in one memory-mapped file (what the index folder
-        # keeps); the index is then built from it, CHUNK_ROWS at a time.
-        rows = np.lib.format.open_memmap(tmp, mode='w+', dtype=np.float32, shape=(n, dim))
-        failed, at = [], 0
-        with tqdm(total=n, desc='reading', unit='vec', disable=not progress) as bar:
-            for path, part in zip(parts, sets):
-                for start in range(0, len(part), CHUNK_ROWS):
-                    block = _rows(part.embeddings, start, start + CHUNK_ROWS)
-                    bad = non_finite_rows(block)
-                    if len(bad):
-                        raise ValueError(f'{path}: row {start + bad[0]} (and {len(bad) - 1} '
-                                         'more in this chunk) is not finite (NaN or inf)')
-                    norms = np.linalg.norm(block, axis=1, keepdims=True)
-                    rows[at:at + len(block)] = block / np.maximum(norms, 1e-12)
-                    _rows(rows, 0, 0)  # written back, its pages given back
-                    at += len(block)
-                    bar.update(len(block))
-                failed += list(part.failed)
+        failed = _write_rows(parts, sets, tmp, n, dim, progress)
         del sets
         give_back_freed_heap()  # the ids' lists of every part, before the index grows
-        rows.flush()
-        # The seconds of each step, in the report: where a build's time goes.
-        stages, mark = dict(read=round(time.time() - started, 1)), [time.time()]
-
-        def stage(name):
-            stages[name] = round(time.time() - mark[0], 1)
-            mark[0] = time.time()
+        stage('read')
         rows = np.load(tmp, mmap_mode='r')
         rng = np.random.default_rng(seed)
-        query_rows = np.sort(rng.choice(n, size=min(num_queries, n), replace=False))
         # The exact answers before the index exists: their transient blocks do not add to
-        # the index at its full size (the build's peak: +0.4 GB at 10M when done after).
-        queries = _sample(rows, query_rows)
-        k = min(10, n)
-        others = max(1, min(k, n - 1))  # neighbours of a query besides itself
-        exact = _others(_exact_top_k(rows, queries, others + 1), query_rows, others)
-        log(f'exact top {others} of {len(queries)} queries ({time.time() - started:.0f} s)')
+        # the index at its full size (the build's peak).
+        sample = RecallSample.draw(rows, 10, num_queries, rng,
+                                   read=lambda start, stop: _rows(rows, start, stop),
+                                   take=lambda positions: _sample(rows, positions))
+        log(f'exact top {sample.exact.shape[1]} of {len(sample.positions)} queries '
+            f'({time.time() - started:.0f} s)')
         stage('exact')
-        index = empty_index(plan.factory, dim)
-        if not index.is_trained:
-            # Training rows drawn apart from the query rows where there are enough.
-            pool = np.setdiff1d(np.arange(n), query_rows) if n - len(query_rows) >= \
-                plan.train_rows else np.arange(n)
-            train = np.sort(rng.choice(pool, size=min(plan.train_rows, len(pool)),
-                                       replace=False))
-            log(f'training {plan.factory} on {len(train)} vectors')
-            train_index(index, _sample(rows, train), plan.factory)
-            del train
-            log(f'trained ({time.time() - started:.0f} s since the start)')
-        stage('train')
-        with tqdm(total=n, desc='adding', unit='vec', disable=not progress) as bar:
-            for start in range(0, n, CHUNK_ROWS):
-                index.add(_rows(rows, start, start + CHUNK_ROWS))
-                bar.update(min(CHUNK_ROWS, n - start))
-        log(f'added {n} vectors ({time.time() - started:.0f} s)')
-        stage('add')
-        searcher = ImageSearcher(factory=plan.factory, identity=identity, device='cpu',
-                                 k_factor=k_factor if plan.factory != 'Flat' else 1)
-        searcher.embeddings, searcher.ids, searcher.config = rows, ids, cfg
-        searcher.faiss_index.place(index)
-        if has_ivf(index):
-            # Written out and mapped back in place: the slack of the lists (vectors grown by
-            # doubling, ~1.2x their codes) leaves the build's memory before the check and the
-            # save, which read the file; the build's peak is the end of adding.
-            searcher.faiss_index.save(index_tmp)
-            del index
-            searcher.faiss_index = FaissIndex.load(index_tmp, factory=plan.factory,
-                                                   device='cpu')
-            give_back_freed_heap()
-            index = searcher.faiss_index.index
-
-        def search(batch):
-            return searcher.search_positions(batch, min(others + 1, n))[1]
+        store = Index(plan.factory, device='cpu', identity=identity,
+                      k_factor=k_factor if plan.factory != 'Flat' else 1)
+        store.rows, store.ids = rows, ids
+        _fill(store, plan, sample.positions, rng, index_tmp, progress, log, stage)
         nprobe, curve = None, []
-        if has_ivf(index):
-            nprobe, recall, curve = _choose_nprobe(index, search, queries, exact, others,
-                                                   query_rows, target_recall, log)
-            searcher.faiss_index.nprobe = nprobe
+        if has_ivf(store.faiss_index.index):
+            nprobe, recall, curve = _choose_nprobe(store, sample, target_recall, log)
         else:
-            recall = _recall(search, queries, exact, others, query_rows) if n > 1 else 1.0
-        p50, p99 = _latency_ms(lambda q: searcher.search_positions(q, k),
-                               queries[:LATENCY_QUERIES])
+            recall = store.recall_at_k(sample=sample)
+        p50, p99 = _latency_ms(lambda q: store.search(q, min(10, n)),
+                               sample.vectors[:LATENCY_QUERIES])
         log(f'recall@10 {recall:.3f}' + (f' at nprobe {nprobe}' if nprobe else '')
-            + (f', re-ranking {searcher.k_factor} x {k}' if searcher.k_factor > 1 else '')
+            + (f', re-ranking {store.k_factor} x 10' if store.k_factor > 1 else '')
             + f', one query p50 {p50:.2f} ms, p99 {p99:.2f} ms ({time.time() - started:.0f} s)')
         stage('check')
-        report = dict(source=osp.abspath(source), rows=n, dim=dim, factory=plan.factory,
-                      nprobe=nprobe, k_factor=searcher.k_factor,
-                      max_index_memory=max_index_memory,
-                      max_build_memory=max_build_memory, train_rows=plan.train_rows,
-                      recall_at_10=round(recall, 4), recall_queries=len(queries),
-                      recall_by_nprobe=curve,
-                      query_p50_ms=round(p50, 3), query_p99_ms=round(p99, 3),
-                      build_seconds=round(time.time() - started, 1), stage_seconds=stages)
-        searcher.build_info = report
+        store.build_info = dict(
+            source=osp.abspath(source), rows=n, dim=dim, factory=plan.factory, nprobe=nprobe,
+            k_factor=store.k_factor, max_index_memory=max_index_memory,
+            max_build_memory=max_build_memory, train_rows=plan.train_rows,
+            recall_at_10=round(recall, 4), recall_queries=len(sample.positions),
+            recall_by_nprobe=curve, query_p50_ms=round(p50, 3), query_p99_ms=round(p99, 3),
+            build_seconds=round(time.time() - started, 1), stage_seconds=stages)
+        searcher = ImageSearcher(store=store)
+        searcher.config = cfg
         searcher.save(index_dir)
         # The saved files, not the temporary ones (removed below), are what it searches.
-        saved = _read_manifest(index_dir)['files']
-        searcher.embeddings = map_embeddings(osp.join(index_dir, saved['embeddings']))
-        if has_ivf(index):
-            del index
-            searcher.faiss_index = FaissIndex.load(osp.join(index_dir, saved['index']),
-                                                   factory=plan.factory, nprobe=nprobe,
-                                                   device='cpu')
+        saved = read_manifest(index_dir)['files']
+        store.rows = map_embeddings(osp.join(index_dir, saved['embeddings']))
+        if has_ivf(store.faiss_index.index):
+            store.faiss_index = FaissIndex.load(osp.join(index_dir, saved['index']),
+                                                factory=plan.factory, nprobe=nprobe,
+                                                device='cpu')
     finally:
         for path in (tmp, index_tmp):
             if osp.exists(path):
                 os.remove(path)
     atomic_write_text(osp.join(index_dir, FAILED_FILE),
                       json.dumps([dict(path=p, reason=r) for p, r in failed], indent=1))
-    return IndexBuild(searcher, failed, recall, time.time() - started, report)
+    return IndexBuild(searcher, failed, recall, time.time() - started, store.build_info)

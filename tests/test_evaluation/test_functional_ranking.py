@@ -145,3 +145,21 @@ def test_non_finite_input_is_named(bad, dtype):
         knn(np.ones((2, 3), dtype=dtype), emb, 2)
     with pytest.raises(ValueError, match='^query_emb contains NaN'):
         retrieval_metrics(emb, np.zeros(6))
+
+
+def test_blockwise_topk_equals_stable_topk_of_the_whole_gallery_ties_included():
+    """The gallery read in blocks (a memory map's way) gives stable_topk's top k of the whole
+    matrix, ties to the lower row across blocks; a query's own row can be left out."""
+    from irtbox.evaluation.functional.ranking import blockwise_topk
+    rng = np.random.default_rng(0)
+    rows = rng.integers(-2, 3, size=(300, 6)).astype(np.float32)  # many exact ties
+    queries = rows[::7]
+    scores, found = blockwise_topk(queries, rows, 9, block_rows=32)
+    want_s, want_i = stable_topk(torch.from_numpy(queries) @ torch.from_numpy(rows).T, 9)
+    np.testing.assert_array_equal(found, want_i.numpy())
+    np.testing.assert_array_equal(scores, want_s.numpy())
+    own = np.arange(0, 300, 7)
+    _, held_out = blockwise_topk(queries, rows, 9, block_rows=50, exclude=own)
+    sims = torch.from_numpy(queries) @ torch.from_numpy(rows).T
+    sims[torch.arange(len(own)), torch.from_numpy(own)] = float('-inf')
+    np.testing.assert_array_equal(held_out, stable_topk(sims, 9)[1].numpy())

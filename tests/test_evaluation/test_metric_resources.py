@@ -5,7 +5,8 @@ import torch
 
 from irtbox.evaluation.metrics import (RetrievalMetric, RevisitedMetric, resources,
                                        retrieval_metric, revisited_metric)
-from irtbox.evaluation.metrics.resources import rank_thread_count, rank_threads, search_device
+from irtbox.evaluation.metrics.resources import rank_thread_count, rank_threads
+from irtbox.utils.dist import resolve_device as search_device
 from tests.gpu_semantics import FakeCuda
 
 

@@ -153,3 +153,24 @@ def test_approximate_evaluation_from_the_metric_config():
     got = approx.compute_metrics(results)
     assert got.pop('search_recall@10') == pytest.approx(100)
     assert got == pytest.approx(exact.compute_metrics(results))
+
+
+def test_faiss_searcher_reranks_k_factor_x_k_candidates_exactly():
+    """k_factor: the quantised codes' candidates are scored again exactly: the scores returned
+    are the exact inner products, best first, and the recall does not drop."""
+    emb, labels = clustered(seed=4)
+    query = torch.from_numpy(emb[:50])
+    gallery = torch.from_numpy(emb)
+    coarse = FaissSearcher(factory='IVF8,SQ4', nprobe=8)
+    reranked = FaissSearcher(factory='IVF8,SQ4', nprobe=8, k_factor=4)
+    block = next(reranked.search(query, gallery, 5))
+    exact = (query @ gallery.T).gather(1, block.ids)
+    assert torch.allclose(block.scores, exact, atol=1e-5)
+    assert (block.scores[:, 1:] <= block.scores[:, :-1]).all()
+    truth = next(ExactSearcher().search(query, gallery, 5)).ids
+    hits = [lambda b: len(set(b[r].tolist()) & set(truth[r].tolist())) for r in range(50)]
+    coarse_ids = next(coarse.search(query, gallery, 5)).ids
+    assert sum(h(block.ids) for h in hits) >= sum(h(coarse_ids) for h in hits)
+    with pytest.raises(ValueError, match='k_factor') as error:
+        FaissSearcher(factory='IVF8,Flat', k_factor=0)
+    assert error.value.argument == 'k_factor'

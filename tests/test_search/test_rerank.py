@@ -69,7 +69,7 @@ def test_an_index_on_a_gpu_is_asked_for_at_most_what_faiss_gpu_selects(monkeypat
     search = searcher.faiss_index.search
     monkeypatch.setattr(searcher.faiss_index, 'search',
                         lambda q, k: asked.append(k) or search(q, k))
-    monkeypatch.setattr('irtbox.search.searcher.on_gpu', lambda index: True)
+    monkeypatch.setattr('irtbox.evaluation.neighbours.index.on_gpu', lambda index: True)
     searcher.search_positions(rows[:2], 600)
     searcher.search_positions(rows[:2], 10)
     assert asked == [FAISS_GPU_MAX_K, 40]

@@ -6,7 +6,7 @@ bare faiss doing the same search, each contender in its own process.
 For each contender: the time to build the index, p50 / p99 of single-query latency (one
 query per call, as a web request makes it), peak resident memory of the process, the ratio
 of its p50 to the bare-faiss p50 of the same index type, and for IVF the recall@10 against
-exact search (ImageSearcher.recall_vs_exact, checked here against an exact faiss search).
+exact search, held out: each query's own row left out (ImageSearcher.recall_vs_exact).
 The collection: --n unit vectors around 1,000 random centres (structure that IVF can use).
 Prints a markdown table.
 """
@@ -48,7 +48,8 @@ def run_contender(name, factory, n, dim, queries, k, nprobe):
         def search(q):
             return index.search(q[None], k)
     else:
-        searcher = ImageSearcher(index=factory, nprobe=nprobe if factory != 'Flat' else None)
+        searcher = ImageSearcher(factory=factory, device='cpu',
+                                 nprobe=nprobe if factory != 'Flat' else None)
         searcher.add(x)
 
         def search(q):

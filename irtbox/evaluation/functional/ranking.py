@@ -3,28 +3,32 @@ queries, and the top-k and ranks read from them.
 
 Every exact search (:class:`~irtbox.evaluation.neighbours.ExactSearcher`, and through it
 ``knn``, ``retrieval_metrics``, αQE / αDBA; the revisited Oxford / Paris ranking; average
-precision; tuple mining) goes through this module, so the conventions are decided once:
+precision; tuple mining; the index's exact re-ranking and its recall@k references,
+:mod:`irtbox.evaluation.neighbours.index`) goes through this module, so the conventions are
+decided once:
 
 - rows are queries; ``chunk_size`` queries are searched at once, so the largest temporary
-  is chunk x N and nothing nq x N (or nq x k) is ever kept here;
+  is chunk x N and nothing nq x N is ever kept here; a gallery too large to hold (a memory
+  map of millions of rows) is read in blocks instead (:func:`blockwise_topk`);
 - equal similarities: the lower gallery index first, both in the order and in the choice
   of which tied items make a top-k (:func:`stable_topk`), and in a counted rank
   (:func:`rank_of`, :func:`stable_ranks`).
 
 Blocks are yielded chunk by chunk, so a caller consumes and drops them.
 """
-from typing import Iterator, Optional, Tuple, Union
+from typing import Callable, Iterator, Optional, Tuple, Union
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from irtbox.utils.checks import check_positive_int
+from irtbox.utils.errors import ArgumentError
 from .checks import ArrayLike, as_float_matrix, check_finite
 
 __all__ = [
     'prepare_pair', 'auto_chunk_size', 'similarity_blocks', 'stable_topk', 'stable_order',
-    'rank_of', 'stable_ranks'
+    'blockwise_topk', 'rank_of', 'stable_ranks'
 ]
 
 Device = Optional[Union[str, torch.device]]
@@ -58,11 +62,11 @@ def prepare_pair(query: ArrayLike,
     gallery_t = query_t if same else as_float_matrix(gallery, names[1], keep_float64,
                                                      check=check_gallery)
     if query_t.shape[1] != gallery_t.shape[1]:
-        raise ValueError(f'{names[0]} has dimension {query_t.shape[1]} but {names[1]} has '
-                         f'{gallery_t.shape[1]}; expected the same embedding size.')
+        raise ArgumentError(f'{names[0]} has dimension {query_t.shape[1]} but {names[1]} has '
+                            f'{gallery_t.shape[1]}; expected the same embedding size.', names[1])
     if gallery_t.shape[0] == 0:
-        raise ValueError(f'the {role} is empty ({names[1]} has no rows); expected at least '
-                         'one item.')
+        raise ArgumentError(f'the {role} is empty ({names[1]} has no rows); expected at least '
+                            'one item.', names[1])
     if normalize:
         query_t = F.normalize(query_t, dim=1)
         gallery_t = query_t if same else F.normalize(gallery_t, dim=1)
@@ -127,9 +131,9 @@ def _check_block(sims: torch.Tensor, gallery: torch.Tensor, name: str) -> None:
     if np.isfinite(low) and np.isfinite(high):
         return
     check_finite(gallery, name)
-    raise ValueError(f'inner products overflow {str(sims.dtype)[6:]} (NaN or inf from the '
-                     f'finite query embeddings and {name}); expected embeddings of moderate '
-                     'norm, e.g. L2-normalised.')
+    raise ArgumentError(f'inner products overflow {str(sims.dtype)[6:]} (NaN or inf from the '
+                        f'finite query embeddings and {name}); expected embeddings of '
+                        'moderate norm, e.g. L2-normalised.', name)
 
 
 def stable_topk(sims: torch.Tensor, k: int) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -167,6 +171,35 @@ def stable_order(vals: torch.Tensor, idx: torch.Tensor) -> Tuple[torch.Tensor, t
     vals = vals.gather(1, perm)
     vals, perm = vals.sort(dim=1, descending=True, stable=True)
     return vals, idx.gather(1, perm)
+
+
+def blockwise_topk(queries: np.ndarray, rows: np.ndarray, k: int, block_rows: int = 1 << 15,
+                   read: Optional[Callable[[int, int], np.ndarray]] = None,
+                   exclude: Optional[np.ndarray] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """The exact top ``k`` of each of the nq x D ``queries`` among the N x D ``rows`` by inner
+    product, the rows read ``block_rows`` at a time (``read(start, stop)``, default
+    ``rows[start:stop]``): memory nq x (block_rows + 2k) whatever N is. Each block's
+    :func:`stable_topk` is merged into the best so far, so ties go to the lower row as in
+    :func:`stable_topk`. ``exclude``: (nq,) a row each query leaves out (its own), or None.
+
+    Returns:
+        (nq x k float32 inner products, nq x k int64 rows), best first.
+    """
+    read = read or (lambda start, stop: rows[start:stop])
+    query = torch.from_numpy(np.ascontiguousarray(queries, dtype=np.float32))
+    own = None if exclude is None else torch.as_tensor(exclude, dtype=torch.long)
+    best = torch.empty(len(query), 0), torch.empty(len(query), 0, dtype=torch.long)
+    for start in range(0, len(rows), block_rows):
+        sims = query @ torch.from_numpy(np.asarray(read(start, start + block_rows),
+                                                   dtype=np.float32)).T
+        if own is not None:
+            inside = ((own >= start) & (own < start + sims.shape[1])).nonzero().squeeze(1)
+            sims[inside, own[inside] - start] = float('-inf')
+        scores, found = stable_topk(sims, min(k, sims.shape[1]))
+        scores, found = stable_order(torch.cat([best[0], scores], 1),
+                                     torch.cat([best[1], found + start], 1))
+        best = scores[:, :k], found[:, :k]
+    return best[0].numpy(), best[1].numpy()
 
 
 def rank_of(sims: torch.Tensor, value: torch.Tensor, column: torch.Tensor) -> torch.Tensor:

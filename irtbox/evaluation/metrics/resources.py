@@ -1,33 +1,17 @@
-"""What the rank that computes a metric searches with: its own GPU, and its share of the
-node's CPU cores.
+"""What the rank that computes a metric searches with: its share of the node's CPU cores (its
+device: :func:`irtbox.utils.dist.resolve_device`, this rank's own GPU).
 
 Rank 0 searches while the other ranks wait in a collective, which fails past the process
 group's timeout; so the search must use what this rank has, and only that.
 """
 from contextlib import contextmanager
-from typing import Iterator, Optional, Union
+from typing import Iterator
 
 import torch
 
 from irtbox.utils.cpus import local_world_size, usable_cpu_count
 
-__all__ = ['search_device', 'rank_thread_count', 'rank_threads']
-
-
-def search_device(device: Optional[Union[str, torch.device]] = None) -> torch.device:
-    """The device of a metric's search: ``device`` as configured, else this rank's own GPU
-    (``torch.cuda.current_device()``, which the distributed set-up made the rank's) when
-    CUDA is available, else the CPU.
-
-    A bare ``'cuda'`` also means this rank's GPU: left without an index, faiss would take
-    GPU 0, which belongs to another rank.
-    """
-    if device is None:
-        device = 'cuda' if torch.cuda.is_available() else 'cpu'
-    device = torch.device(device)
-    if device.type == 'cuda' and device.index is None:
-        return torch.device('cuda', torch.cuda.current_device())
-    return device
+__all__ = ['rank_thread_count', 'rank_threads']
 
 
 def rank_thread_count() -> int:

@@ -10,10 +10,11 @@ from mmengine.logging import print_log
 
 from irtbox.registry import METRICS
 from irtbox.utils.checks import check_positive_ints
+from irtbox.utils.dist import resolve_device
 from ..functional import retrieval_metrics, search_average_precision
 from ..neighbours import Searcher, build_searcher
 from .gather import GatheredMetric, check_finite_embeddings, embedding_to_numpy
-from .resources import rank_threads, search_device
+from .resources import rank_threads
 
 __all__ = ['RetrievalMetric']
 
@@ -75,7 +76,7 @@ class RetrievalMetric(GatheredMetric):
             ``ExactSearcher`` runs on this rank's own GPU when CUDA is
             available (else the CPU) and a ``FaissSearcher`` on the CPU; a bare
             ``'cuda'`` is this rank's GPU
-            (:func:`~irtbox.evaluation.metrics.resources.search_device`).
+            (:func:`~irtbox.utils.dist.resolve_device`).
         normalize: L2-normalise the embeddings before searching (cosine
             similarity).
         prefix: prepended to the metric names as ``prefix/name``.
@@ -152,7 +153,7 @@ class RetrievalMetric(GatheredMetric):
         return {key: 100 * value for key, value in metrics.items()}
 
     def _rank_searcher(self) -> Searcher:
-        """The searcher on this rank's device (:func:`search_device`).
+        """The searcher on this rank's device (:func:`~irtbox.utils.dist.resolve_device`).
 
         A searcher that needs no more than torch for a GPU (``gpu_when_available``) gets
         this rank's GPU when no device is configured; faiss keeps its default, the CPU:
@@ -162,7 +163,7 @@ class RetrievalMetric(GatheredMetric):
         searcher = self.searcher
         if searcher.device is None and not searcher.gpu_when_available:
             return searcher
-        return dataclasses.replace(searcher, device=search_device(searcher.device))
+        return dataclasses.replace(searcher, device=resolve_device(searcher.device))
 
     def _average_precisions(self, data: Dict[str, np.ndarray]) -> np.ndarray:
         """AP of every query over its full gallery ranking, junk removed (NaN: no positive)."""
@@ -189,7 +190,7 @@ class RetrievalMetric(GatheredMetric):
                 ignored = ignored + [i]
             gnd.append(dict(ok=by_label[lo[i]:hi[i]], junk=np.asarray(ignored, np.int64)))
         return search_average_precision(q_emb, g_emb, gnd, self.searcher.chunk_size,
-                                        search_device(self.searcher.device))
+                                        resolve_device(self.searcher.device))
 
 
 #: Identical embeddings above this share of the samples are said in the log.

@@ -6,10 +6,11 @@ import torch
 
 from irtbox.registry import METRICS
 from irtbox.utils.checks import check_positive_int, check_positive_ints
+from irtbox.utils.dist import resolve_device
 from ..functional.reranking import alpha_database_augmentation, alpha_query_expansion
 from ..functional.revisited import PROTOCOLS, build_revisited_gnd, revisited_metrics
 from .gather import GatheredMetric, check_finite_embeddings, embedding_to_numpy
-from .resources import rank_threads, search_device
+from .resources import rank_threads
 
 __all__ = ['RevisitedMetric']
 
@@ -121,7 +122,7 @@ class RevisitedMetric(GatheredMetric):
     def _compute(self, data: Dict[str, np.ndarray]) -> Dict[str, float]:
         check_finite_embeddings(data['embedding'], data['sample_idx'], 'RevisitedMetric')
         gnd_raw = self._ground_truth()
-        device = search_device(self.device)
+        device = resolve_device(self.device)
         emb, is_query = data['embedding'], data['is_query']
         query, database = emb[is_query], emb[~is_query]
         n_q, n_db = len(query), len(database)

@@ -12,10 +12,11 @@ import numpy as np
 import torch
 
 from irtbox.utils.checks import check_positive_int
+from irtbox.utils.errors import ArgumentError, IrtboxError
 
 __all__ = [
     'FaissIndex', 'GpuTopKError', 'IndexIntegrityError', 'FAISS_GPU_MAX_K', 'DEFAULT_NPROBE',
-    'default_device', 'import_faiss', 'min_training_vectors', 'empty_index', 'train_index',
+    'import_faiss', 'min_training_vectors', 'empty_index', 'train_index',
     'has_ivf', 'float16_lookup_tables', 'to_gpu', 'on_gpu', 'to_cpu', 'set_search_parameter'
 ]
 
@@ -61,9 +62,9 @@ def empty_index(factory: str, dim: int):
     try:
         return faiss.index_factory(int(dim), factory, faiss.METRIC_INNER_PRODUCT)
     except RuntimeError as err:
-        raise ValueError(f'faiss cannot build index {factory!r} for {dim}-d vectors: {err}. '
-                         "Examples: 'Flat' (exact), 'IVF1024,Flat', 'IVF4096,PQ32', "
-                         "'HNSW32'.") from err
+        raise ArgumentError(f'faiss cannot build index {factory!r} for {dim}-d vectors: {err}.'
+                            " Examples: 'Flat' (exact), 'IVF1024,Flat', 'IVF4096,PQ32', "
+                            "'HNSW32'.", 'factory', factory) from err
 
 
 def train_index(index, vectors: np.ndarray, factory: str) -> None:
@@ -73,9 +74,10 @@ def train_index(index, vectors: np.ndarray, factory: str) -> None:
         return
     need = min_training_vectors(factory)
     if len(vectors) < need:
-        raise ValueError(f'index {factory!r} needs at least {need} vectors to train, got '
-                         f'{len(vectors)}; use fewer lists (e.g. IVF{max(1, len(vectors) // 39)},'
-                         "Flat) or the exact 'Flat' index for a collection this small.")
+        raise ArgumentError(f'index {factory!r} needs at least {need} vectors to train, got '
+                            f'{len(vectors)}; use fewer lists (e.g. IVF'
+                            f"{max(1, len(vectors) // 39)},Flat) or the exact 'Flat' index for "
+                            'a collection this small.', 'factory', factory)
     index.train(np.ascontiguousarray(vectors, dtype=np.float32))
 
 
@@ -157,26 +159,20 @@ def set_search_parameter(index, name: str, value: int) -> None:
     faiss = import_faiss()
     value = check_positive_int(value, name)
     if name == 'nprobe' and value > FAISS_GPU_MAX_K and on_gpu(index):
-        raise ValueError(f'faiss-gpu probes at most {FAISS_GPU_MAX_K} IVF lists, got '
-                         f'nprobe={value}; use a smaller nprobe or search on the CPU.')
+        raise ArgumentError(f'faiss-gpu probes at most {FAISS_GPU_MAX_K} IVF lists, got '
+                            f'nprobe={value}; use a smaller nprobe or search on the CPU.',
+                            'nprobe', value)
     space = faiss.GpuParameterSpace() if hasattr(faiss, 'GpuParameterSpace') else \
         faiss.ParameterSpace()
     try:
         space.set_index_parameter(index, name, int(value))
     except RuntimeError as err:
-        raise ValueError(f'faiss index {type(faiss.downcast_index(index)).__name__} has no '
-                         f'search parameter {name}={value} (nprobe is one of IVF indexes, '
-                         'efSearch of HNSW ones).') from err
+        raise ArgumentError(f'faiss index {type(faiss.downcast_index(index)).__name__} has no '
+                            f'search parameter {name}={value} (nprobe is one of IVF indexes, '
+                            'efSearch of HNSW ones).', name, value) from err
 
 
-def default_device(device: Device = None) -> str:
-    """``device``, or CUDA when torch sees a GPU, else the CPU: where the search tools put the
-    model and the index when not told."""
-    return str(device) if device is not None else (
-        'cuda' if torch.cuda.is_available() else 'cpu')
-
-
-class GpuTopKError(ValueError):
+class GpuTopKError(IrtboxError, ValueError):
     """A search for more neighbours per query than faiss-gpu returns; ``k`` is the number
     asked for, ``limit`` faiss-gpu's (:data:`FAISS_GPU_MAX_K`)."""
 
@@ -186,7 +182,7 @@ class GpuTopKError(ValueError):
                          f"got k={k}; ask for fewer or search on the CPU (device='cpu')")
 
 
-class IndexIntegrityError(ValueError):
+class IndexIntegrityError(IrtboxError, ValueError):
     """A file of an index (the faiss file, or a file of an ``ImageSearcher``'s folder) that is
     not the one recorded (edited, damaged, cut short, missing) or that its reader cannot
     read; ``path`` is the file. Rebuilding the index is the remedy."""
@@ -225,8 +221,8 @@ class FaissIndex:
         if isinstance(factory, (list, tuple)):  # a config override's 'IVF4096,Flat'
             factory = ','.join(map(str, factory))
         if not isinstance(factory, str) or not factory:
-            raise ValueError("factory must be a faiss factory string such as 'Flat' or "
-                             f"'IVF1024,Flat', got {factory!r}.")
+            raise ArgumentError("factory must be a faiss factory string such as 'Flat' or "
+                                f"'IVF1024,Flat', got {factory!r}.", 'factory', factory)
         for name, value in (('nprobe', nprobe), ('ef_search', ef_search),
                             ('gpu_temp_memory', gpu_temp_memory)):
             check_positive_int(value, name, allow_none=True)
@@ -292,7 +288,7 @@ class FaissIndex:
         nprobe is the file's unless given). On the CPU an IVF index is memory-mapped in
         place (faiss's IO_FLAG_MMAP_IFC): it opens without reading its lists, the OS pages in
         the lists queries visit, and they are searched as fast as lists in memory (faiss's
-        IO_FLAG_MMAP, its on-disk lists, searched 3x slower); they are copied into memory
+        IO_FLAG_MMAP, its on-disk lists, searched slower: docs/benchmarks.md); they are copied into memory
         before anything is added. Other indexes, and a GPU index, are read whole.
 
         Raises:

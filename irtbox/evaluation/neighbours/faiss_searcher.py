@@ -7,9 +7,11 @@ import torch
 
 from irtbox.registry import SEARCHERS
 from irtbox.utils.checks import check_positive_int
+from irtbox.utils.errors import ArgumentError
 from ..functional.ranking import auto_chunk_size, stable_order, stable_topk
 from .base import Device, NeighbourBlock, Searcher
-from .faiss_index import FaissIndex
+from .faiss_index import FAISS_GPU_MAX_K, FaissIndex, on_gpu
+from .index import rerank_exactly
 
 __all__ = ['FaissSearcher']
 
@@ -37,6 +39,9 @@ class FaissSearcher(Searcher):
             search for more than 2048 neighbours per query is a ``GpuTopKError``).
         chunk_size: queries per faiss call; ``None``: as many as
             :class:`~irtbox.evaluation.neighbours.ExactSearcher` puts in a block.
+        k_factor: an approximate index's ``k_factor`` x k candidates are re-ranked exactly
+            against the gallery (:func:`~irtbox.evaluation.neighbours.index.rerank_exactly`,
+            as an :class:`~irtbox.evaluation.neighbours.index.Index` does); 1: none.
     """
     factory: str = 'Flat'
     nprobe: Optional[int] = None
@@ -44,14 +49,17 @@ class FaissSearcher(Searcher):
     chunk_size: Optional[int] = None
     device: Device = None
     gpu_temp_memory: Optional[int] = None
+    k_factor: int = 1
 
     def __post_init__(self):
         try:
             # The index's own checks, once, where a config's search setting fails.
             object.__setattr__(self, 'factory', self.new_index().factory)
             check_positive_int(self.chunk_size, 'chunk_size', allow_none=True)
+            check_positive_int(self.k_factor, 'k_factor')
         except ValueError as err:
-            raise ValueError(f'{type(self).__name__}: {err}') from None
+            raise ArgumentError(f'{type(self).__name__}: {err}',
+                                getattr(err, 'argument', None) or str(err).split(' ', 1)[0]) from None
 
     @property
     def exact(self) -> bool:
@@ -75,7 +83,15 @@ class FaissSearcher(Searcher):
         chunk_size = auto_chunk_size(self.chunk_size, n)
         for start in range(0, query_np.shape[0], chunk_size):
             stop = min(start + chunk_size, query_np.shape[0])
-            d, i = index.search(np.ascontiguousarray(query_np[start:stop]), k_search)
+            chunk = np.ascontiguousarray(query_np[start:stop])
+            if self.exact or self.k_factor == 1:
+                d, i = index.search(chunk, k_search)
+            else:
+                wanted = min(k_search * self.k_factor, n)
+                if on_gpu(index.index):  # faiss-gpu selects at most 2048 (never fewer than k)
+                    wanted = max(k_search, min(wanted, FAISS_GPU_MAX_K))
+                d, i = rerank_exactly(gallery_np, chunk, index.search(chunk, wanted)[1],
+                                      k_search)
             own = None if self_ids is None else np.asarray(self_ids[start:stop])
             if own is not None:
                 d, i = _drop_own(d, i, own)

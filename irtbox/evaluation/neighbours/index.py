@@ -1,0 +1,386 @@
+"""``Index``: the stored rows of a collection (L2-normalised embeddings and their ids), one
+:class:`~irtbox.evaluation.neighbours.faiss_index.FaissIndex` over them, exact re-ranking of
+its candidates, the one recall@k of an approximate index, and the index folder it is saved
+as. ``irtbox.search.ImageSearcher`` is a model around one; a build from features makes one.
+
+An index folder (format 2) holds ``manifest.json`` (format_version, factory, nprobe, k_factor,
+dim, count, the names of the files below, ``root`` and ``sha256``: {name: digest}), the faiss
+index ``index-<tag>.faiss``, the rows as one embeddings file ``embeddings-<tag>.npz``
+(embeddings, ids, the model's identity: :mod:`irtbox.structures.embeddings_file`, read
+memory-mapped) and, where given, the model's config ``config-<tag>.py``. ``root`` is the
+absolute folder that relative ids (image paths) are relative to: the working directory of the
+save. Loading checks each file's sha256, so an index edited or damaged since it was saved
+(rows reordered, a file cut short) is refused, naming the file, rather than searched.
+"""
+import hashlib
+import json
+import mmap
+import os
+import os.path as osp
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+
+from irtbox.structures.embeddings_file import EmbeddingSet, load_embeddings, save_embeddings
+from irtbox.utils.errors import ArgumentError, IrtboxError
+from irtbox.utils.fileio import atomic_write, atomic_write_text
+from ..functional.checks import non_finite_rows
+from ..functional.ranking import blockwise_topk, stable_topk
+from .faiss_index import FAISS_GPU_MAX_K, FaissIndex, IndexIntegrityError, on_gpu
+
+__all__ = ['Index', 'RowsError', 'NotAnIndexError', 'RecallSample', 'recall_at_k', 'rerank_exactly', 'read_rows',
+           'read_manifest', 'check_files', 'read_index_rows', 'MANIFEST', 'FORMAT_VERSION']
+
+MANIFEST = 'manifest.json'
+FORMAT_VERSION = 2
+# What save() writes besides the manifest (named by a random tag per save), and the
+# temporary files of a save that was killed.
+_DATA_NAMES = r'(index-\w+\.faiss|embeddings-\w+\.npz|config-\w+\.py)'
+_DATA_FILE = re.compile(rf'^({_DATA_NAMES}|\.({_DATA_NAMES}|manifest\.json)\.\w+\.tmp(\.\w+)?)$')
+
+
+class NotAnIndexError(IrtboxError, FileNotFoundError):
+    """A folder without an index's manifest."""
+
+
+class RowsError(IrtboxError, ValueError):
+    """Rows or ids that cannot be indexed (not finite, of another dimension, repeated ids),
+    or a search of an empty index."""
+
+
+def normalize(rows: np.ndarray) -> np.ndarray:
+    """``rows`` L2-normalised, as float32 (a zero row stays zero)."""
+    return (rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+            ).astype(np.float32)
+
+
+@dataclass
+class RecallSample:
+    """The queries of recall@k: ``positions`` (sorted) of stored rows, their ``vectors`` and
+    ``exact``, each one's exact top k among the other rows (its own row left out)."""
+    positions: np.ndarray
+    vectors: np.ndarray
+    exact: np.ndarray
+
+    @classmethod
+    def draw(cls, rows: np.ndarray, k: int = 10, num_queries: int = 1000,
+             seed: Union[int, np.random.Generator] = 0,
+             read: Optional[Callable[[int, int], np.ndarray]] = None,
+             take: Optional[Callable[[np.ndarray], np.ndarray]] = None) -> 'RecallSample':
+        """``num_queries`` rows drawn without replacement (``seed``: a seed or a generator,
+        which the draw advances) and their exact top ``min(k, N - 1)``, the rows read in
+        blocks (``read(start, stop)``; ``take(positions)``: the query rows; default:
+        slicing)."""
+        rng = np.random.default_rng(seed)
+        n = len(rows)
+        positions = np.sort(rng.choice(n, size=min(num_queries, n), replace=False))
+        vectors = take(positions) if take else np.asarray(rows[positions], np.float32)
+        others = max(1, min(k, n - 1))
+        exact = blockwise_topk(vectors, rows, others, read=read,
+                               exclude=positions if n > 1 else None)[1]
+        return cls(positions, vectors, exact)
+
+
+def recall_at_k(search: Callable[[np.ndarray, int], np.ndarray], sample: RecallSample) -> float:
+    """recall@k of ``search(vectors, k) -> nq x k positions`` against the exact top k of
+    ``sample``, held out: each query is a stored row whose own row is left out of what it
+    finds (k + 1 asked, its own dropped, else the last), as of the exact neighbours. An
+    indexed query always finds itself, which would add up to 1 / k to the recall that new
+    queries get; this is the one recall@k of irtbox's indexes (folder build, build from
+    features, :meth:`Index.recall_at_k`), docs/search_and_export.md."""
+    k = sample.exact.shape[1]
+    found = search(sample.vectors, k + 1)
+    return float(np.mean([len(set([p for p in row if p != own][:k]) & set(exact)) / k
+                          for row, own, exact in zip(found, sample.positions, sample.exact)]))
+
+
+class Index:
+    """N stored rows (L2-normalised float32, in memory or memory-mapped), their N ids, the
+    identity of the model that made them, and one ``FaissIndex`` over them (``faiss_index``;
+    similarity: the inner product of normalised rows, the cosine).
+
+    Args:
+        factory, nprobe, device, gpu_temp_memory: the ``FaissIndex``'s: ``'Flat'`` is exact,
+            any other faiss factory string approximate (trained on the first rows added).
+        k_factor: an approximate index's answers are re-ranked: ``k_factor`` x k candidates
+            scored exactly against the stored rows (:func:`rerank_exactly`; of a loaded
+            index, read from its file), the best k kept; 1: the index's own scores and order.
+        identity: the model's identity (:func:`~irtbox.apis.identity.model_identity`), saved
+            with the rows.
+
+    Attributes:
+        rows, ids, identity, faiss_index, k_factor: as above.
+        root: the folder relative ids are relative to (None until saved or loaded).
+        build_info: what a build measured, saved as the manifest's ``build`` (or None).
+    """
+
+    def __init__(self, factory: str = 'Flat', nprobe: Optional[int] = None, device=None,
+                 gpu_temp_memory: Optional[int] = None, k_factor: int = 1,
+                 identity: Optional[dict] = None):
+        if isinstance(k_factor, bool) or not isinstance(k_factor, (int, np.integer)) \
+                or k_factor < 1:
+            raise ArgumentError(f'k_factor must be a positive integer, got {k_factor!r}',
+                                'k_factor', k_factor)
+        self.faiss_index = FaissIndex(factory, nprobe=nprobe, device=device,
+                                      gpu_temp_memory=gpu_temp_memory)
+        self.k_factor, self.identity = int(k_factor), identity
+        self.rows = np.zeros((0, 0), dtype=np.float32)
+        self.ids: List[str] = []
+        self.root: Optional[str] = None
+        self.build_info: Optional[dict] = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def dim(self) -> Optional[int]:
+        return self.rows.shape[1] if len(self.ids) else None
+
+    def add(self, rows: np.ndarray, ids: Sequence[str]) -> None:
+        """Add the N x D float ``rows`` (normalised here) under the N unique string ``ids``."""
+        rows, ids = np.atleast_2d(np.asarray(rows, np.float32)), [str(i) for i in ids]
+        if len(ids) != len(rows):
+            raise RowsError(f'{len(rows)} embeddings but {len(ids)} ids')
+        if not len(ids):
+            return
+        if self.dim is not None and rows.shape[1] != self.dim:
+            raise RowsError(f'{rows.shape[1]}-d embeddings, the index holds {self.dim}-d ones')
+        bad = [ids[i] for i in non_finite_rows(rows)]
+        if bad:
+            raise RowsError(f'{len(bad)} of {len(ids)} embeddings are not finite (NaN or inf):'
+                            f' {bad[:5]}; they would make the index useless')
+        seen, repeated = set(self.ids), []
+        for i in ids:
+            if i in seen:
+                repeated.append(i)
+            seen.add(i)
+        if repeated:
+            raise RowsError(f'ids already in the index or repeated: {repeated[:5]} '
+                            f'({len(repeated)} in all)')
+        rows = normalize(rows)
+        self.faiss_index.add(rows)
+        self.rows = rows if not len(self.ids) else np.concatenate([self.rows, rows])
+        self.ids += ids
+
+    def search(self, queries: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:
+        """(nq x k similarities, nq x k positions, -1 where fewer were found) of the nq x D
+        normalised float32 ``queries``: the index's, re-ranked exactly when ``k_factor`` > 1
+        (on a GPU at most the 2048 candidates faiss-gpu selects, never fewer than k)."""
+        if not len(self.ids):
+            raise RowsError('the index is empty; add rows first')
+        if self.k_factor == 1:
+            return self.faiss_index.search(queries, k)
+        wanted = min(k * self.k_factor, len(self.ids))
+        if on_gpu(self.faiss_index.index):
+            wanted = max(k, min(wanted, FAISS_GPU_MAX_K))
+        return rerank_exactly(self.rows, queries, self.faiss_index.search(queries, wanted)[1], k)
+
+    def recall_at_k(self, k: int = 10, num_queries: int = 1000, seed: int = 0,
+                    sample: Optional[RecallSample] = None) -> float:
+        """The held-out recall@k (:func:`recall_at_k`) of :meth:`search` on ``sample``, by
+        default ``num_queries`` stored rows drawn with ``seed``; 1.0 for a single row."""
+        if not len(self.ids):
+            raise RowsError('the index is empty; add rows first')
+        if len(self.ids) == 1:
+            return 1.0
+        sample = sample or RecallSample.draw(self.rows, k, num_queries, seed)
+        return recall_at_k(lambda q, kk: self.search(q, min(kk, len(self.ids)))[1], sample)
+
+    def save(self, directory: str, config=None) -> None:
+        """Write the index folder (see the module's docstring); ``config``: the model's
+        config (anything with ``dump(path)``), saved beside it. A crash at any moment leaves
+        the previous save readable: the data files get new names (each written beside and
+        renamed into place, :func:`~irtbox.utils.fileio.atomic_write`), then the manifest
+        that names them and records their sha256 is replaced in one rename, then the old
+        files are removed. A failed write (a full disk) is an OSError naming the file, the
+        folder left as it was."""
+        os.makedirs(directory, exist_ok=True)
+        self.root = osp.abspath(self.root or os.getcwd())
+        tag = uuid.uuid4().hex[:12]
+        files = dict(index=f'index-{tag}.faiss', embeddings=f'embeddings-{tag}.npz')
+        if config is not None:  # so that a query needs only the index folder (and the weights)
+            files['config'] = f'config-{tag}.py'
+        try:
+            if config is not None:
+                atomic_write(osp.join(directory, files['config']), config.dump)
+            self._write(directory, files)
+        except BaseException:  # a full disk, an interrupt: this save's files go, the last stays
+            if not _manifest_names(directory, files):  # (unless the new manifest is in place)
+                for name in files.values():
+                    if osp.exists(osp.join(directory, name)):
+                        os.remove(osp.join(directory, name))
+            raise
+        for name in os.listdir(directory):  # the previous save's, and a killed save's
+            if _DATA_FILE.match(name) and name not in files.values():
+                os.remove(osp.join(directory, name))
+
+    def _write(self, directory: str, files: dict) -> None:
+        dim = self.dim or (self.identity or {}).get('embedding_dim')
+        self.faiss_index.save(osp.join(directory, files['index']), dim or 1)
+        rows = self.rows if len(self.ids) else np.zeros((0, dim or 0), np.float32)
+        save_embeddings(osp.join(directory, files['embeddings']),
+                        EmbeddingSet(rows, ids=list(self.ids), identity=self.identity))
+        manifest = dict(format_version=FORMAT_VERSION, factory=self.faiss_index.factory,
+                        dim=dim, count=len(self.ids), nprobe=self.faiss_index.nprobe,
+                        k_factor=self.k_factor, files=files, root=self.root,
+                        sha256={name: _sha256(osp.join(directory, name))
+                                for name in files.values()})
+        if self.build_info is not None:
+            manifest['build'] = self.build_info
+        atomic_write_text(osp.join(directory, MANIFEST), json.dumps(manifest, indent=1))
+
+    @classmethod
+    def load(cls, directory: str, device=None, nprobe: Optional[int] = None,
+             k_factor: Optional[int] = None, gpu_temp_memory: Optional[int] = None) -> 'Index':
+        """The index saved in ``directory``, its rows memory-mapped (read-only) and on the
+        CPU an IVF index's lists too (:meth:`FaissIndex.load`); ``nprobe`` and ``k_factor``
+        by default the saved ones. Raises :class:`IndexIntegrityError` (a ValueError) naming
+        the file when the manifest is not one this irtbox reads, a file's sha256 is not the
+        recorded one, faiss cannot read the index file or the counts disagree."""
+        manifest = read_manifest(directory)
+        check_files(directory, manifest, ('index', 'embeddings'))
+        stored = read_index_rows(directory, manifest)
+        self = cls(manifest['factory'], device=device, gpu_temp_memory=gpu_temp_memory,
+                   k_factor=manifest.get('k_factor', 1) if k_factor is None else k_factor,
+                   identity=stored.identity)
+        self.faiss_index = FaissIndex.load(
+            osp.join(directory, manifest['files']['index']), factory=manifest['factory'],
+            nprobe=nprobe, device=device, gpu_temp_memory=gpu_temp_memory)
+        self.rows, self.ids = stored.embeddings, list(stored.ids)
+        self.root, self.build_info = manifest['root'], manifest.get('build')
+        counts = dict(ids=len(self.ids), embeddings=len(self.rows),
+                      indexed=len(self.faiss_index), manifest=manifest.get('count', len(stored)))
+        if len(set(counts.values())) > 1:
+            raise IndexIntegrityError(
+                osp.join(directory, MANIFEST), f'index {directory} is inconsistent: '
+                + ', '.join(f'{v} {k}' for k, v in counts.items())
+                + ' (expected as many of each): rebuild the index')
+        return self
+
+
+def rerank_exactly(rows: np.ndarray, queries: np.ndarray, candidates: np.ndarray, k: int,
+                   chunk: int = 1024) -> Tuple[np.ndarray, np.ndarray]:
+    """The best ``k`` of each query's ``candidates`` by exact inner product.
+
+    Args:
+        rows: N x D stored rows (of a memory map, the candidates' rows only are read, each
+            once: :func:`read_rows`).
+        queries: nq x D; candidates: nq x c positions into ``rows`` (-1: none), c >= k.
+        chunk: queries scored at once (memory chunk x c x D).
+
+    Returns:
+        (nq x k inner products, nq x k positions), best first; -inf and -1 where a query has
+        fewer than k candidates. Equal scores keep the candidates' order (the ranking core's
+        :func:`~irtbox.evaluation.functional.ranking.stable_topk`).
+    """
+    wanted = np.unique(candidates[candidates >= 0])
+    block = read_rows(rows, wanted).astype(np.float32, copy=False)
+    where = np.searchsorted(wanted, np.maximum(candidates, 0))
+    scores, positions = [], []
+    for lo in range(0, len(candidates), chunk):
+        part = slice(lo, lo + chunk)
+        sims = np.einsum('qcd,qd->qc', block[where[part]], queries[part], dtype=np.float32) \
+            if len(wanted) else np.zeros(candidates[part].shape, np.float32)
+        sims[candidates[part] < 0] = -np.inf
+        best, columns = stable_topk(torch.from_numpy(sims), k)
+        scores.append(best.numpy())
+        positions.append(np.take_along_axis(candidates[part], columns.numpy(), 1))
+    scores = np.concatenate(scores) if scores else np.zeros((0, k), np.float32)
+    positions = np.concatenate(positions) if positions else np.zeros((0, k), np.int64)
+    positions[scores == -np.inf] = -1
+    return scores, positions
+
+
+def read_rows(rows: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """``rows[positions]`` (sorted positions). Of a memory-mapped file's rows (an
+    ``np.memmap`` of a whole file's array, as an index folder's rows are loaded), read with
+    ``os.preadv`` and no read-ahead (``POSIX_FADV_RANDOM``), not through the map: a page fault
+    maps pages around the one asked for, reads ahead up to the disk's read-ahead, and every
+    page it maps counts in the process's resident memory."""
+    whole = isinstance(rows, np.memmap) and isinstance(rows.base, mmap.mmap) \
+        and rows.flags.c_contiguous and rows.ndim == 2 and getattr(rows, 'filename', None)
+    if not whole or not osp.isfile(rows.filename):  # gone since mapped: the map still reads it
+        return np.asarray(rows[positions])
+    out = np.empty((len(positions), rows.shape[1]), rows.dtype)
+    size = rows.strides[0]
+    views = memoryview(out.reshape(len(positions), -1).view(np.uint8)).cast('B')
+    with open(rows.filename, 'rb', buffering=0) as f:
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_RANDOM)
+        for i, position in enumerate(positions.tolist()):
+            at = rows.offset + position * size
+            if os.preadv(f.fileno(), [views[i * size:(i + 1) * size]], at) != size:
+                raise OSError(f'{rows.filename}: row {position} (byte {at}) is past the end '
+                              'of the file: it was cut short since it was opened')
+    return out
+
+
+def read_manifest(directory: str) -> dict:
+    """``directory/manifest.json``, checked to be of the format this irtbox reads."""
+    path = osp.join(directory, MANIFEST)
+    if not osp.isfile(path):
+        raise NotAnIndexError(f'{directory} is not an irtbox index (no {MANIFEST})')
+    try:
+        with open(path) as f:
+            manifest = json.load(f)
+    except ValueError as err:
+        raise IndexIntegrityError(path, f'{path} is not valid JSON: {err}') from err
+    if manifest.get('format_version') != FORMAT_VERSION:
+        raise IndexIntegrityError(path, f'{path}: index format '
+                                  f'{manifest.get("format_version")!r}, this irtbox reads format '
+                                  f'{FORMAT_VERSION}: rebuild the index')
+    missing = [k for k in ('factory', 'dim', 'files', 'root', 'sha256') if k not in manifest]
+    missing += [f'files.{k}' for k in ('index', 'embeddings') if k not in manifest.get('files', {})]
+    if missing:
+        raise IndexIntegrityError(path, f'{path}: no {", ".join(missing)}; expected a manifest '
+                                  'written by ImageSearcher.save: rebuild the index')
+    return manifest
+
+
+def check_files(directory: str, manifest: dict, keys: Sequence[str]) -> None:
+    """The files ``manifest['files'][key]`` of ``directory`` checked against the sha256 the
+    manifest records: IndexIntegrityError naming the first that is missing or differs."""
+    for key in keys:
+        name = manifest['files'].get(key)
+        if name is None:
+            continue
+        path = osp.join(directory, name)
+        if not osp.isfile(path):
+            raise IndexIntegrityError(path, f'index {directory}: {path} is missing '
+                                      '(manifest.json names it): rebuild the index')
+        if name not in manifest['sha256']:
+            raise IndexIntegrityError(path, f'{osp.join(directory, MANIFEST)}: no sha256 '
+                                      f'recorded for {name}: rebuild the index')
+        if _sha256(path) != manifest['sha256'][name]:
+            raise IndexIntegrityError(
+                path, f'{path}: its sha256 is not the one {MANIFEST} records; the file was '
+                'edited or damaged (cut short, overwritten) since the index was saved, and its '
+                'results cannot be trusted: rebuild the index')
+
+
+def read_index_rows(directory: str, manifest: dict) -> EmbeddingSet:
+    """The stored rows of the index in ``directory``: embeddings (memory-mapped), ids and
+    the model's identity."""
+    path = osp.join(directory, manifest['files']['embeddings'])
+    rows = load_embeddings(path)
+    if rows.ids is None:
+        raise IndexIntegrityError(path, f'{path}: no ids; expected the embeddings file of an '
+                                  'index (ImageSearcher.save): rebuild the index')
+    return rows
+
+
+def _manifest_names(directory: str, files: dict) -> bool:
+    """Whether ``directory``'s manifest names ``files``."""
+    try:
+        with open(osp.join(directory, MANIFEST)) as f:
+            return json.load(f).get('files') == files
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _sha256(path: str) -> str:
+    with open(path, 'rb') as f:
+        return hashlib.file_digest(f, 'sha256').hexdigest()
