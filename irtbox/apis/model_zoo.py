@@ -38,6 +38,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 from mmengine.logging import print_log
 
 from irtbox.utils.checks import check_int
+from irtbox.utils.errors import IrtboxError
 
 __all__ = ['ROOT', 'resolve_config', 'ModelNotReleasedError', 'UnknownModelError',
            'BadZooEntryError', 'ZooEntryMismatchError', 'ZooEntry', 'read_index', 'index_files',
@@ -49,20 +50,20 @@ BUILTIN_INDEX = osp.join(ROOT, 'model-index.yml')
 INDEX_ENV = 'IRTBOX_MODEL_INDEX'
 
 
-class ModelNotReleasedError(RuntimeError):
+class ModelNotReleasedError(IrtboxError, RuntimeError):
     """The zoo entry exists but has no released weights."""
 
 
-class BadZooEntryError(ValueError):
+class BadZooEntryError(IrtboxError, ValueError):
     """A model entry of an index file is malformed (its message names the file and entry)."""
 
 
-class ZooEntryMismatchError(ValueError):
+class ZooEntryMismatchError(IrtboxError, ValueError):
     """The file or model an entry describes is not what the entry says (size, embedding
     dimension)."""
 
 
-class UnknownModelError(KeyError):
+class UnknownModelError(IrtboxError, KeyError):
     """No zoo entry has this name (a KeyError whose message prints without quotes)."""
 
     def __str__(self):

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import List, Optional
 
-from irtbox.utils.errors import NamesArguments
+from irtbox.utils.errors import IrtboxError
 
 __all__ = ['IndexBudgetError', 'IndexPlan', 'parse_size', 'format_size', 'plan_index',
            'index_candidates']
@@ -38,9 +38,9 @@ HNSW_LISTS = 4096
 HNSW_BYTES = 300
 
 
-class IndexBudgetError(NamesArguments, ValueError):
-    """No index fits the memory budget given; the message names the smallest that does, and
-    the budget's arguments as ``{max_index_memory}`` / ``{max_build_memory}`` fields."""
+class IndexBudgetError(IrtboxError, ValueError):
+    """No index fits the memory budget given (``argument``); the message names the smallest
+    that does."""
 
 
 def parse_size(text: str) -> int:
@@ -132,16 +132,16 @@ def plan_index(n: int, dim: int, max_index_memory: int,
     smallest = min(candidates, key=lambda p: p.index_bytes)
     if smallest.index_bytes > max_index_memory:
         raise IndexBudgetError(
-            f'{{max_index_memory}} {format_size(max_index_memory)} is too small for {n} x {dim} '
+            f'max_index_memory {format_size(max_index_memory)} is too small for {n} x {dim} '
             f'vectors: the smallest index, {smallest.factory}, needs '
-            f'{format_size(smallest.index_bytes)}')
+            f'{format_size(smallest.index_bytes)}', argument='max_index_memory')
     fitting = [_least_training(p, dim) for p in candidates if p.index_bytes <= max_index_memory]
     least = min(fitting, key=lambda p: p.build_bytes)
     raise IndexBudgetError(
-        f'{{max_build_memory}} {format_size(max_build_memory)} is too small for {n} x {dim} '
-        f'vectors: the smallest build that fits {{max_index_memory}} '
+        f'max_build_memory {format_size(max_build_memory)} is too small for {n} x {dim} '
+        f'vectors: the smallest build that fits the index memory '
         f'{format_size(max_index_memory)}, {least.factory}, needs '
-        f'{format_size(least.build_bytes)}')
+        f'{format_size(least.build_bytes)}', argument='max_build_memory')
 
 
 def _least_training(plan: IndexPlan, dim: int) -> IndexPlan:

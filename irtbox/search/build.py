@@ -16,7 +16,7 @@ from typing import Callable, List, Optional, Tuple
 
 import numpy as np
 
-from irtbox.utils.errors import NamesArguments
+from irtbox.utils.errors import IrtboxError
 from irtbox.utils.fileio import atomic_write_text
 from irtbox.utils.memory import give_back_freed_heap
 from .searcher import ImageSearcher, _read_manifest
@@ -28,9 +28,9 @@ BUILD_DIR = 'build'  # the shards of a build in progress, inside the index folde
 FAILED_FILE = 'failed.json'
 
 
-class ConfigMovedError(NamesArguments, FileNotFoundError):
-    """The model's config an extraction recorded is no longer where it was (the message names
-    the argument that gives its new place, ``{config}``)."""
+class ConfigMovedError(IrtboxError, FileNotFoundError):
+    """The model's config an extraction recorded is no longer where it was (``argument``: the
+    one that gives its new place)."""
 
 
 class ShardsKeptError(OSError):
@@ -372,7 +372,7 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
     config = config or identity.get('config')
     if config is None or not osp.isfile(config):
         raise ConfigMovedError(f'the model\'s config {config} (recorded by the extraction) is '
-                               'not there; pass its location ({config})')
+                               'not there; pass its location', argument='config')
     cfg = Config.fromfile(config)
     os.makedirs(index_dir, exist_ok=True)
     tmp, index_tmp = osp.join(index_dir, _ROWS_TMP), osp.join(index_dir, _INDEX_TMP)

@@ -22,6 +22,7 @@ from mmengine.logging import print_log
 from mmengine.runner.checkpoint import CheckpointLoader
 
 from .mmengine_compat import checkpoint_loaders_restored
+from .errors import IrtboxError
 
 __all__ = ['register_safe_globals', 'safe_checkpoint_loaders', 'safe_torch_load', 'checkpoint_problem', 'load_safetensors',
            'download_checkpoint', 'extract_state_dict', 'load_state_dict_file',
@@ -194,7 +195,7 @@ def load_state_dict_file(path_or_url: str) -> Dict[str, torch.Tensor]:
 TRAINING_ONLY_PREFIXES = ('head.', 'momentum_encoder.')
 
 
-class CheckpointMismatchError(ValueError):
+class CheckpointMismatchError(IrtboxError, ValueError):
     """A checkpoint whose keys or shapes do not match the model built from the config."""
 
 

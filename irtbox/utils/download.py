@@ -30,6 +30,7 @@ from mmengine.logging import print_log
 from tqdm import tqdm
 
 from .fileio import atomic_write_text
+from .errors import IrtboxError
 
 __all__ = ['OFFLINE_VARS', 'DownloadError', 'ChecksumError', 'OfflineError', 'UnreachableError',
            'irtbox_home', 'is_offline', 'sha256sum', 'download', 'recorded_sha256', 'remove_download']
@@ -53,7 +54,7 @@ _RECORD, _LOCK = '.sha256.json', '.lock'
 _RETRY_STATUS = (408, 429, 500, 502, 503, 504)
 
 
-class DownloadError(RuntimeError):
+class DownloadError(IrtboxError, RuntimeError):
     """A good file could not be obtained."""
 
 
@@ -69,7 +70,7 @@ class UnreachableError(DownloadError):
     """The server's name does not resolve: no network (or no DNS) here."""
 
 
-class _Interrupted(Exception):
+class _Interrupted(IrtboxError, ConnectionError):
     """The body stopped before its end (``total`` bytes, when the server said so)."""
 
     def __init__(self, received: int, total: Optional[int]):

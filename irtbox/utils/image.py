@@ -15,6 +15,7 @@ import warnings
 from typing import Callable, Optional, Tuple
 
 import numpy as np
+from .errors import IrtboxError
 
 __all__ = ['DEFAULT_MAX_PIXELS', 'ImageTooLargeError', 'check_image_bytes', 'decode_image',
            'default_max_pixels', 'open_image_unlimited']
@@ -23,7 +24,7 @@ __all__ = ['DEFAULT_MAX_PIXELS', 'ImageTooLargeError', 'check_image_bytes', 'dec
 DEFAULT_MAX_PIXELS = 89_478_485
 
 
-class ImageTooLargeError(OverflowError):
+class ImageTooLargeError(IrtboxError, OverflowError):
     """An image with more pixels than the cap allows."""
 
 

@@ -43,7 +43,7 @@ def analyze_embedding_set(data: EmbeddingSet, pairs: str = 'auto', bins: int = 2
     else:
         split = is_query is not None and bool(is_query.any()) and not bool(is_query.all())
         if pairs == 'query-gallery' and not split:
-            raise ArgumentError("{pairs} 'query-gallery' needs an is_query array marking some "
+            raise ArgumentError("pairs 'query-gallery' needs an is_query array marking some "
                                 'but not all descriptors as queries', 'pairs', pairs)
         query_mask = is_query.astype(bool) if pairs == 'query-gallery' or (
             pairs == 'auto' and split) else None

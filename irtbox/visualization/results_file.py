@@ -58,7 +58,7 @@ def load_revisited_gnd(path: str, protocol: str) -> list:
     from irtbox.datasets.pickle_utils import load_pickle
     from irtbox.evaluation.functional import build_revisited_gnd
     if not osp.isfile(path):
-        raise ArgumentError(f'{{gnd_file}} {path}: not found', 'gnd_file', path)
+        raise ArgumentError(f'gnd_file {path}: not found', 'gnd_file', path)
     try:
         raw = load_pickle(path)
         if not isinstance(raw, dict) or 'gnd' not in raw:
@@ -66,7 +66,7 @@ def load_revisited_gnd(path: str, protocol: str) -> list:
                              'file)')
         return build_revisited_gnd(raw['gnd'], protocol)
     except (KeyError, TypeError, ValueError) as error:
-        raise ArgumentError(f'{{gnd_file}} {path}: {error}', 'gnd_file', path) from error
+        raise ArgumentError(f'gnd_file {path}: {error}', 'gnd_file', path) from error
 
 
 def browse_results(path: str, out_dir: str, name: Optional[str] = None,
@@ -88,8 +88,8 @@ def browse_results(path: str, out_dir: str, name: Optional[str] = None,
     missing = [p for p in checked if not osp.isfile(p)]
     if missing and len(missing) == len(checked):
         raise ArgumentError(f'{path}: none of the images is where the file says (e.g. '
-                            f'{missing[0]}); pass the folder they are in now as the data root '
-                            '({data_root})', 'data_root', data_root)
+                            f'{missing[0]}); pass the folder they are in now as the data root',
+                            'data_root', data_root)
     gnd = load_revisited_gnd(gnd_file, protocol) if gnd_file else None
     try:
         return show_results(out_dir, data.embeddings, paths, is_query=data.is_query,
