@@ -317,7 +317,7 @@ def resolve_config(name: str) -> str:
         hint = f' Did you mean the model {" or ".join(close)}?' if close else ''
         raise FileNotFoundError(
             f'config file not found: {name} (not a file, not a config irtbox ships under '
-            f'{CONFIGS_DIR}, not a model zoo name: `irtbox list-models` lists them).{hint}'
+            f'{CONFIGS_DIR}, not a model zoo name: list_models() lists them).{hint}'
         ) from None
 
 
@@ -332,6 +332,5 @@ def get_entry(name: str, index: Union[str, Sequence[str], None] = None) -> ZooEn
         hint = f' Did you mean: {", ".join(close)}?' if close else ''
         raise UnknownModelError(
             f'no model {name!r} in the zoo ({len(entries)} models from '
-            f'{", ".join(index_files(index))}).{hint} See list_models() or '
-            '`irtbox list-models`.')
+            f'{", ".join(index_files(index))}).{hint} See list_models().')
     return entries[name]

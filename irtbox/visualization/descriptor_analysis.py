@@ -158,8 +158,8 @@ def analyze_result_files(models: Sequence[Tuple[str, str]], out_dir: str,
                                                    max_queries=max_queries, seed=seed,
                                                    chunk_size=chunk_size, gnd=gnd,
                                                    progress=progress)
-        except ArgumentError as error:  # the file's name first, the argument still named
-            raise ArgumentError(f'{path}: {error.message}', error.argument,
+        except ArgumentError as error:  # the argument first (the command's option), then the file
+            raise ArgumentError(f'{error.message} ({path})', error.argument,
                                 error.value) from error
         except ValueError as error:
             raise ValueError(f'{path}: {error}') from error

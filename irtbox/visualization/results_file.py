@@ -14,7 +14,7 @@ from irtbox.utils.errors import ArgumentError
 __all__ = ['PRODUCE_HINT', 'load_result_set', 'load_revisited_gnd', 'browse_results',
            'plot_results_map']
 
-PRODUCE_HINT = 'write one by testing the model into a .npz results file (irtbox test)'
+PRODUCE_HINT = 'write one by testing the model into a .npz results file (run_test, out)'
 # What a command may need of a set, and where it comes from when it is missing.
 _NEEDS = dict(
     ids=('image paths (ids)', 'a test\'s results file stores each sample\'s image path; '

@@ -115,7 +115,7 @@ def test_browse_results_clear_errors(tested, tmp_path):
                                                                labels=data.labels))
     with pytest.raises(SystemExit, match=r'no_ids.npz: no image paths \(ids\) .*'
                                          'write one by testing the model into a .npz results '
-                                         r'file \(irtbox test\)'):
+                                         r'file \(run_test, out\)'):
         browse_results.main([str(tmp_path / 'no_ids.npz'), '--out-dir', str(tmp_path / 's')])
     with pytest.raises(SystemExit, match='--data-root'):
         browse_results.main([out, '--out-dir', str(tmp_path / 's'), '--data-root',
