@@ -24,7 +24,7 @@ import torch
 from mmengine.logging import print_log
 
 from irtbox.structures.embeddings_file import EmbeddingSet, load_embeddings, save_embeddings
-from irtbox.utils.errors import IrtboxError
+from irtbox.utils.errors import ArgumentError, IrtboxError
 from irtbox.utils.fileio import atomic_write_text
 
 __all__ = ['NonFiniteEmbeddingsError', 'EarlierShardsError', 'MissingShardsError', 'list_images',
@@ -361,7 +361,7 @@ def extract_sharded(model, paths: Sequence[str], out_dir: str, shard_size: int =
     paths = list(paths)
     try:
         if shard_size < 1:
-            raise ValueError(f'shard_size must be positive, got {shard_size}')
+            raise ArgumentError(f'shard_size must be positive, got {shard_size}', 'shard_size')
         identity = identity or model_identity(model)
         if rank == 0:  # the manifest is written (or checked) before the others look at it
             prepare_shards(model, out_dir, paths, shard_size, resume, identity=identity)

@@ -18,8 +18,8 @@ DEBUG_VAR = 'IRTBOX_DEBUG'
 _ROLE = re.compile(r':\w+:`~?([^`]+)`')
 _LITERAL = re.compile(r'``([^`]+)``')
 #: The options of the results-file commands for the visualization functions' arguments
-#: whose names differ (for :func:`worded`).
-RESULTS_FLAGS = dict(name='--set', gnd_file='--gnd')
+#: whose names differ (for :func:`worded`; None: a positional argument, named by the message).
+RESULTS_FLAGS = dict(name='--set', gnd_file='--gnd', path=None)
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -35,14 +35,15 @@ def worded(error: BaseException, flags: Optional[Dict[str, str]] = None) -> str:
     (:class:`~irtbox.utils.errors.IrtboxError`): its ``argument`` as the command's option, in
     place of the argument's name that starts the message or before the message, and its
     ``remedy`` as the options that pass those values. ``flags``: {argument: option} where they
-    differ from ``--`` and the name with dashes (``input_size`` -> ``--input-size``); for a
-    remedy's boolean, the flag that gives that value."""
+    differ from ``--`` and the name with dashes (``input_size`` -> ``--input-size``), None for
+    a positional argument; for a remedy's boolean, the flag that gives that value."""
     from irtbox.utils.errors import IrtboxError
     # The message without the remedy IrtboxError words for Python.
     text = super(IrtboxError, error).__str__() if isinstance(error, IrtboxError) else str(error)
     argument = getattr(error, 'argument', None)
-    if isinstance(argument, str) and argument:
-        option = option_of(argument, flags)
+    # Only a name can be an option (a check may name a config entry: 'neck.1.dim').
+    option = option_of(argument, flags) if str(argument).isidentifier() else None
+    if option:
         text = (option + text[len(argument):] if re.match(rf'{re.escape(argument)}\b', text)
                 else f'{option}: {text}')
     remedy = getattr(error, 'remedy', None)

@@ -228,12 +228,13 @@ def _check_arguments(fmt: str, size: Sequence, batch_size, input_dtype: str, ops
         raise ValueError(f'input_size must be a positive height and width, got '
                          f'{" x ".join(map(str, size)) if len(size) else "nothing"}')
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ValueError(f'batch_size must be a positive integer, got {batch_size!r}')
+        raise ArgumentError(f'batch_size must be a positive integer, got {batch_size!r}',
+                            'batch_size')
     if dynamic_batch and batch_size < 2:
-        raise ValueError(f'batch_size {batch_size}: a dynamic batch axis is checked at two '
-                         'batch sizes (N and N-1), so the check batch needs at least 2 images; '
-                         'export with dynamic_batch=False for a file that takes exactly one '
-                         'image')
+        raise ArgumentError(f'batch_size {batch_size}: a dynamic batch axis is checked at two '
+                            'batch sizes (N and N-1), so the check batch needs at least 2 images; '
+                            'export with dynamic_batch=False for a file that takes exactly one '
+                            'image', 'batch_size')
     if fmt == 'onnx':
         low, high = onnx_opset_range(dynamo)
         if not isinstance(opset, int) or isinstance(opset, bool) or not low <= opset <= high:

@@ -15,13 +15,14 @@ __all__ = ['PRODUCE_HINT', 'load_result_set', 'load_revisited_gnd', 'browse_resu
            'plot_results_map']
 
 PRODUCE_HINT = 'write one by testing the model into a .npz results file (run_test, out)'
-# What a command may need of a set, and where it comes from when it is missing.
+# What a command may need of a set, where it comes from when it is missing, and the arguments
+# that give it instead (the error's remedy).
 _NEEDS = dict(
     ids=('image paths (ids)', 'a test\'s results file stores each sample\'s image path; '
-         + PRODUCE_HINT),
+         + PRODUCE_HINT, None),
     labels=('labels', 'only labelled test sets (RetrievalMetric) keep labels; for revisited '
-            'Oxford / Paris pass the ground truth ({gnd_file} gnd_*.pkl)'),
-    is_query=('query flags (is_query)', PRODUCE_HINT))
+            'Oxford / Paris pass the ground truth', dict(gnd_file='gnd_*.pkl')),
+    is_query=('query flags (is_query)', PRODUCE_HINT, None))
 
 
 def load_result_set(path: str, name: Optional[str] = None, need: Sequence[str] = (),
@@ -46,8 +47,10 @@ def load_result_set(path: str, name: Optional[str] = None, need: Sequence[str] =
             raise ValueError(f'load_result_set: need holds {field!r}; expected some of '
                              f'{sorted(_NEEDS)}')
         if getattr(data, field) is None:
-            what, hint = _NEEDS[field]
-            raise ArgumentError(f'{where}: no {what} ({hint})', 'path', path)
+            what, hint, remedy = _NEEDS[field]
+            error = ArgumentError(f'{where}: no {what} ({hint})', 'path', path)
+            error.remedy = remedy
+            raise error
     return data
 
 
