@@ -42,7 +42,8 @@ def worded(error: BaseException, flags: Optional[Dict[str, str]] = None) -> str:
     text = super(IrtboxError, error).__str__() if isinstance(error, IrtboxError) else str(error)
     argument = getattr(error, 'argument', None)
     # Only a name can be an option (a check may name a config entry: 'neck.1.dim').
-    option = option_of(argument, flags) if str(argument).isidentifier() else None
+    option = (option_of(argument, flags) if isinstance(argument, str) and argument.isidentifier()
+              else None)
     if option:
         text = (option + text[len(argument):] if re.match(rf'{re.escape(argument)}\b', text)
                 else f'{option}: {text}')

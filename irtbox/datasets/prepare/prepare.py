@@ -130,7 +130,8 @@ def prepare_dataset(info: DatasetSpec, root: str, mirror: Optional[str] = None,
     log(f'{info.title} -> {root}\n  terms: {info.terms}\n  homepage: {info.homepage}')
     if from_dir is None and mirror is None and any(not f.url and not f.folder for f in todo):
         # Before anything is created: these files need your consent on the publisher's page.
-        raise PrepareError(f'it cannot be downloaded without your consent. {info.manual}')
+        raise PrepareError(f'it cannot be downloaded without your consent. {info.manual}',
+                           argument='from_dir')
     if check_space:
         need, free = space_needed(info, done, keep_archives, from_dir), _free_bytes(root)
         if need > free:
@@ -200,7 +201,7 @@ def _obtain(info: DatasetSpec, f: RemoteFile, root: str, mirror: Optional[str],
     url = _url(info, f.name, f.url, mirror)
     if not url:
         raise PrepareError(f'{f.name} cannot be downloaded without your '
-                           f'consent. {info.manual}')
+                           f'consent. {info.manual}', argument='from_dir')
     cache = osp.join(root, DOWNLOAD_DIR)
     if f.md5_url and md5 is None:
         md5_url = _url(info, posixpath.basename(f.md5_url), f.md5_url, mirror)
