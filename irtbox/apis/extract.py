@@ -23,7 +23,7 @@ import torch
 from mmengine.logging import print_log
 
 from irtbox.structures.embeddings_file import EmbeddingSet, load_embeddings, save_embeddings
-from irtbox.utils.errors import NamesArguments
+from irtbox.utils.errors import ArgumentError, IrtboxError
 from irtbox.utils.fileio import atomic_write_text
 
 __all__ = ['NonFiniteEmbeddingsError', 'EarlierShardsError', 'MissingShardsError', 'list_images',
@@ -37,18 +37,18 @@ FEATURES_FILE = 'features.npz'
 SHOWN_FAILURES = 5
 
 
-class NonFiniteEmbeddingsError(ValueError):
+class NonFiniteEmbeddingsError(IrtboxError, ValueError):
     """The model gave NaN or inf embeddings for some images (a NaN in its weights, or inputs
     that overflow): they would make a features file or an index useless."""
 
 
-class EarlierShardsError(NamesArguments, FileExistsError):
+class EarlierShardsError(IrtboxError, FileExistsError):
     """The output folder holds the shards of an earlier extraction, and ``resume`` was not
-    given (the message names it as ``{resume}``)."""
+    given."""
 
 
-class MissingShardsError(NamesArguments, FileNotFoundError):
-    """Shards of an unfinished extraction are missing (the message names ``{resume}``)."""
+class MissingShardsError(IrtboxError, FileNotFoundError):
+    """Shards of an unfinished extraction are missing."""
 
 
 def list_images(folder: str, recursive: bool = True) -> List[str]:
@@ -283,9 +283,8 @@ def prepare_shards(model, out_dir: str, paths: Sequence[str], shard_size: int, r
     wanted = _job_manifest(model, paths, shard_size, identity)
     if osp.isfile(path):
         if not resume:
-            raise EarlierShardsError(f'{out_dir} holds shards of an earlier extraction; pass '
-                                     '{resume} to continue it, or choose another output '
-                                     'folder', python=dict(resume='resume=True'))
+            raise EarlierShardsError(f'{out_dir} holds shards of an earlier extraction; choose '
+                                     'another output folder', remedy=dict(resume=True))
         with open(path) as f:
             found = json.load(f)
         changed = [k for k in wanted if found.get(k) != wanted[k]]
@@ -315,7 +314,7 @@ def merge_shards(out_dir: str, identity: Optional[dict] = None) -> EmbeddingSet:
         raise MissingShardsError(
             f'{len(missing)} of {manifest["shards"]} shards are missing '
             f'({", ".join(missing[:3])}{" ..." if len(missing) > 3 else ""}): the extraction '
-            'is not finished; run it again with {resume}', python=dict(resume='resume=True'))
+            'is not finished; run it again', remedy=dict(resume=True))
     embeddings, ids, failed = [], [], []
     for index in range(manifest['shards']):
         shard = load_embeddings(_shard_path(out_dir, index))
@@ -360,7 +359,7 @@ def extract_sharded(model, paths: Sequence[str], out_dir: str, shard_size: int =
     paths = list(paths)
     try:
         if shard_size < 1:
-            raise ValueError(f'shard_size must be positive, got {shard_size}')
+            raise ArgumentError(f'shard_size must be positive, got {shard_size}', 'shard_size')
         identity = identity or model_identity(model)
         if rank == 0:  # the manifest is written (or checked) before the others look at it
             prepare_shards(model, out_dir, paths, shard_size, resume, identity=identity)

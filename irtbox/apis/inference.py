@@ -76,7 +76,7 @@ def _not_released(entry: ZooEntry) -> ModelNotReleasedError:
     config = osp.relpath(entry.config) if entry.config.startswith(os.getcwd()) else entry.config
     return ModelNotReleasedError(
         f'{entry.name}: no weights are released for this model yet ("Weights: null" in '
-        f'{entry.metafile}). Train it with `irtbox train {config}`, then load your '
+        f'{entry.metafile}). Train it from its config {config}, then load your '
         f"checkpoint with get_model({entry.name!r}, pretrained='work_dirs/.../iter_N.pth'); "
         'pretrained=False builds the architecture with random weights.')
 

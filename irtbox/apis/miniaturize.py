@@ -95,7 +95,7 @@ def point_datasets(cfg: Config, data_dir: str, data_root: Optional[str] = None,
             if not kinds:
                 raise ArgumentError(
                     f'{where}: no miniature stands for dataset type {dataset.get("type")!r}; '
-                    'rehearse it on your own data ({data_root}).', 'data_root')
+                    'rehearse it on your own data (data_root).', 'data_root')
             for kind in kinds:
                 if kind not in written:
                     written[kind] = write_miniature(kind, osp.join(data_dir, kind),
@@ -135,7 +135,7 @@ def _use_own_data(dataset: dict, data_root: str) -> None:
                 mine = osp.join(data_root, osp.basename(osp.normpath(value)))
                 if not osp.isdir(mine):
                     raise ArgumentError(
-                        f'{{data_root}} {data_root}: the config\'s {key} {value} is looked up '
+                        f'data_root {data_root}: the config\'s {key} {value} is looked up '
                         f'as {mine}, which is not a folder', 'data_root', data_root)
                 node[key] = mine
 

@@ -35,6 +35,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 from mmengine.logging import print_log
 
 from irtbox.utils.checks import check_int
+from irtbox.utils.errors import IrtboxError
 
 __all__ = ['ROOT', 'resolve_config', 'ModelNotReleasedError', 'UnknownModelError',
            'BadZooEntryError', 'ZooEntryMismatchError', 'ZooEntry', 'read_index', 'index_files',
@@ -46,20 +47,20 @@ BUILTIN_INDEX = osp.join(ROOT, 'model-index.yml')
 INDEX_ENV = 'IRTBOX_MODEL_INDEX'
 
 
-class ModelNotReleasedError(RuntimeError):
+class ModelNotReleasedError(IrtboxError, RuntimeError):
     """The zoo entry exists but has no released weights."""
 
 
-class BadZooEntryError(ValueError):
+class BadZooEntryError(IrtboxError, ValueError):
     """A model entry of an index file is malformed (its message names the file and entry)."""
 
 
-class ZooEntryMismatchError(ValueError):
+class ZooEntryMismatchError(IrtboxError, ValueError):
     """The file or model an entry describes is not what the entry says (size, embedding
     dimension)."""
 
 
-class UnknownModelError(KeyError):
+class UnknownModelError(IrtboxError, KeyError):
     """No zoo entry has this name (a KeyError whose message prints without quotes)."""
 
     def __str__(self):
@@ -313,7 +314,7 @@ def resolve_config(name: str) -> str:
         hint = f' Did you mean the model {" or ".join(close)}?' if close else ''
         raise FileNotFoundError(
             f'config file not found: {name} (not a file, not a config irtbox ships under '
-            f'{CONFIGS_DIR}, not a model zoo name: `irtbox list-models` lists them).{hint}'
+            f'{CONFIGS_DIR}, not a model zoo name: list_models() lists them).{hint}'
         ) from None
 
 
@@ -328,6 +329,5 @@ def get_entry(name: str, index: Union[str, Sequence[str], None] = None) -> ZooEn
         hint = f' Did you mean: {", ".join(close)}?' if close else ''
         raise UnknownModelError(
             f'no model {name!r} in the zoo ({len(entries)} models from '
-            f'{", ".join(index_files(index))}).{hint} See list_models() or '
-            '`irtbox list-models`.')
+            f'{", ".join(index_files(index))}).{hint} See list_models().')
     return entries[name]

@@ -46,7 +46,7 @@ def checkpoint_config(checkpoint: dict, config: Optional[str], source: str) -> C
     text = (checkpoint.get('meta') or {}).get('cfg') if isinstance(checkpoint, dict) else None
     if not text:
         raise ArgumentError(f'{source} carries no config (meta.cfg); pass the config it was '
-                            'trained with ({config})', 'config')
+                            'trained with', 'config')
     cfg = Config.fromstring(text, '.py')
     cfg.setdefault('default_scope', 'irtbox')
     return cfg

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from irtbox.utils.dist import EXIT_WITH_PARENT_VAR, free_port
-from irtbox.utils.errors import NamesArguments
+from irtbox.utils.errors import IrtboxError
 from irtbox.utils.fileio import atomic_write, atomic_write_text
 
 __all__ = ['Check', 'PhaseResult', 'RehearsalReport', 'RehearsalDirError', 'rehearse',
@@ -43,9 +43,8 @@ PHASES = ('train', 'resume', 'test')
 _MARKER = 'rehearsal.json'
 
 
-class RehearsalDirError(NamesArguments, FileExistsError):
-    """The work dir holds files of something else than a rehearsal (the message names the
-    argument ``{work_dir}``)."""
+class RehearsalDirError(IrtboxError, FileExistsError):
+    """The work dir holds files of something else than a rehearsal."""
 
 
 @dataclass
@@ -107,7 +106,7 @@ def prepare_rehearsal(config: str, work_dir: str, cfg_options: Optional[dict] = 
     if osp.isdir(work_dir) and os.listdir(work_dir):
         if not osp.exists(osp.join(work_dir, _MARKER)):
             raise RehearsalDirError(f'{work_dir} holds files of something else than '
-                                    'a rehearsal; give another {work_dir}.')
+                                    'a rehearsal; give another work_dir.', argument='work_dir')
         shutil.rmtree(work_dir)
     os.makedirs(work_dir)
     atomic_write_text(osp.join(work_dir, _MARKER), json.dumps(dict(config=config)))

@@ -22,18 +22,16 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 
 from irtbox.structures.embeddings_file import EmbeddingSet, save_embeddings
-from irtbox.utils.errors import NamesArguments
+from irtbox.utils.errors import IrtboxError
 from irtbox.utils.fileio import atomic_write_text
 
 __all__ = ['EvaluationSetupError', 'run_test', 'result_sets', 'write_results',
            'show_result_sets', 'check_output_path', 'dataset_image_ids', 'runner_model_identity']
 
 
-class EvaluationSetupError(NamesArguments, Exception):
+class EvaluationSetupError(IrtboxError, RuntimeError):
     """A test that cannot start: a missing checkpoint, a config without a test set, weights
-    that cannot be fetched, an output that cannot be written. Raised before any evaluation;
-    its message names :func:`run_test`'s arguments as ``{name}`` fields
-    (:class:`~irtbox.utils.errors.NamesArguments`)."""
+    that cannot be fetched, an output that cannot be written. Raised before any evaluation."""
 
 
 def check_output_path(path: str, argument: str, folder: bool = False) -> None:
@@ -43,22 +41,22 @@ def check_output_path(path: str, argument: str, folder: bool = False) -> None:
     (a folder). Nothing is left behind."""
     path = osp.abspath(path)
     if osp.exists(path) and osp.isdir(path) != folder:
-        raise EvaluationSetupError(f'{{{argument}}} {path}: exists and is not a '
-                                   f"{'folder' if folder else 'file'}")
+        raise EvaluationSetupError(f'{argument} {path}: exists and is not a '
+                                   f"{'folder' if folder else 'file'}", argument=argument)
     parent = path if folder else osp.dirname(path)
     while not osp.exists(parent):
         parent = osp.dirname(parent)
     if not osp.isdir(parent):
-        raise EvaluationSetupError(f'{{{argument}}} {path}: {parent} is a file, not a folder; '
-                                   'expected a path in a writable folder')
+        raise EvaluationSetupError(f'{argument} {path}: {parent} is a file, not a folder; '
+                                   'expected a path in a writable folder', argument=argument)
     try:
         # Really create a file: permission bits say nothing of read-only mounts, ACLs or root.
         with tempfile.TemporaryFile(dir=parent, prefix='.irtbox-write-check-'):
             pass
     except OSError as error:
         reason = error.strerror or error
-        raise EvaluationSetupError(f'{{{argument}}} {path}: cannot write in {parent} ({reason}); '
-                                   'expected a writable folder') from error
+        raise EvaluationSetupError(f'{argument} {path}: cannot write in {parent} ({reason}); '
+                                   'expected a writable folder', argument=argument) from error
 
 
 def _launch_rank() -> int:
@@ -92,7 +90,8 @@ def run_test(config: str, checkpoint: Optional[str] = None, cfg_options: Optiona
     from .inference import without_pretrained_backbone
     from .run_setup import build_runner, check_checkpoint, load_run_config
     if out is not None and not out.endswith(('.npz', '.json')):
-        raise EvaluationSetupError(f'{{out}} must name a .npz or .json file, got {out}')
+        raise EvaluationSetupError(f'out must name a .npz or .json file, got {out}',
+                                   argument='out')
     if _launch_rank() == 0:
         if out:
             check_output_path(out, 'out')

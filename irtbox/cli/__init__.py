@@ -18,8 +18,8 @@ DEBUG_VAR = 'IRTBOX_DEBUG'
 _ROLE = re.compile(r':\w+:`~?([^`]+)`')
 _LITERAL = re.compile(r'``([^`]+)``')
 #: The options of the results-file commands for the visualization functions' arguments
-#: whose names differ (for :func:`worded`).
-RESULTS_FLAGS = dict(name='--set', gnd_file='--gnd')
+#: whose names differ (for :func:`worded`; None: a positional argument, named by the message).
+RESULTS_FLAGS = dict(name='--set', gnd_file='--gnd', path=None)
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -31,14 +31,28 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 
 def worded(error: BaseException, flags: Optional[Dict[str, str]] = None) -> str:
-    """``error``'s message in the command line's words: the arguments a
-    :class:`~irtbox.utils.errors.NamesArguments` error names read as the command's options
-    (``flags``: {argument: option} where they differ; else ``--`` and the argument's name
-    with dashes, ``input_size`` -> ``--input-size``)."""
-    from irtbox.utils.errors import NamesArguments
-    if not isinstance(error, NamesArguments):
-        return str(error)
-    return error.worded(lambda name: option_of(name, flags))
+    """``error``'s message in the command line's words, from its fields
+    (:class:`~irtbox.utils.errors.IrtboxError`): its ``argument`` as the command's option, in
+    place of the argument's name that starts the message or before the message, and its
+    ``remedy`` as the options that pass those values. ``flags``: {argument: option} where they
+    differ from ``--`` and the name with dashes (``input_size`` -> ``--input-size``), None for
+    a positional argument; for a remedy's boolean, the flag that gives that value."""
+    from irtbox.utils.errors import IrtboxError
+    # The message without the remedy IrtboxError words for Python.
+    text = super(IrtboxError, error).__str__() if isinstance(error, IrtboxError) else str(error)
+    argument = getattr(error, 'argument', None)
+    # Only a name can be an option (a check may name a config entry: 'neck.1.dim').
+    option = (option_of(argument, flags) if isinstance(argument, str) and argument.isidentifier()
+              else None)
+    if option:
+        text = (option + text[len(argument):] if re.match(rf'{re.escape(argument)}\b', text)
+                else f'{option}: {text}')
+    remedy = getattr(error, 'remedy', None)
+    if remedy:
+        text += ' (or pass ' + ', '.join(option_of(name, flags) + ('' if isinstance(value, bool)
+                                                                   else f' {value}')
+                                         for name, value in remedy.items()) + ')'
+    return text
 
 
 def option_of(argument: str, flags: Optional[Dict[str, str]] = None) -> str:

@@ -9,12 +9,11 @@ Examples:
 """
 import argparse
 
-from irtbox.cli import HelpFormatter, option_of, worded
+from irtbox.cli import HelpFormatter, worded
 from irtbox.datasets import dataset_spec, dataset_specs
 from irtbox.datasets.prepare import PrepareError, prepare_dataset
 from irtbox.utils.checks import int_argument
 from irtbox.utils.download import DownloadError, UnreachableError
-from irtbox.utils.errors import word_fields
 
 __all__ = ['parse_args', 'main', 'listing', 'prepare_command']
 
@@ -73,6 +72,10 @@ def parse_args(argv=None):
     return args
 
 
+# The flag that passes check_space=False (a remedy of PrepareError).
+_FLAGS = dict(check_space='--no-space-check')
+
+
 def main(argv=None):
     args = parse_args(argv)
     if args.name is None:
@@ -84,13 +87,12 @@ def main(argv=None):
         manifest = prepare_dataset(info, root, mirror=args.mirror, from_dir=args.from_dir,
                                    keep_archives=args.keep_archives,
                                    check_space=not args.no_space_check,
-                                   progress=not args.no_progress, retries=args.retries,
-                                   log=lambda line: print(word_fields(line, option_of)))
+                                   progress=not args.no_progress, retries=args.retries)
     except UnreachableError as err:
         raise SystemExit(f'prepare {args.name}: {err}. Without a network: --from-dir DIR (the '
                          'files fetched elsewhere, under their names) or --mirror URL (a server '
                          'you can reach that holds them)') from err
     except (PrepareError, DownloadError, OSError) as err:
-        raise SystemExit(f'prepare {args.name}: {worded(err)}') from err
+        raise SystemExit(f'prepare {args.name}: {worded(err, _FLAGS)}') from err
     print(f'check it with: irtbox check {args.name} --root {root}')
     return manifest

@@ -96,7 +96,7 @@ class GLDv1NoisyDataset(BaseRetrievalDataset):
         manual=('Sign in to Kaggle, accept the rules of the "Google Landmark Recognition '
                 'Challenge" (2018) and download train.csv; fetch the images by URL with the '
                 "challenge's script into a folder train/ (<id>.jpg); put train.csv and "
-                'train/ in one folder and pass it as {from_dir} (train/ is linked, not '
+                'train/ in one folder and pass it as from_dir (train/ is linked, not '
                 'copied). Many URLs are dead: configs read it with skip_missing=True.'),
         miniature=write_gldv1noisy), )
 

@@ -86,7 +86,7 @@ class InShopDataset(BaseRetrievalDataset):
         manual=('Fill in the DeepFashion download form (linked from the homepage), accept the '
                 "agreement, then from the shared folder 'In-shop Clothes Retrieval Benchmark' "
                 'download Img/img.zip and Eval/list_eval_partition.txt into one folder and '
-                'pass it as {from_dir}.'),
+                'pass it as from_dir.'),
         miniature=write_inshop), )
 
     DEFAULT_IMG_PREFIX = 'Img'

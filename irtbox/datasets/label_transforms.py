@@ -7,6 +7,7 @@ from typing import Hashable, Iterable, List, Optional, Tuple, Union
 import numpy as np
 
 from irtbox.registry import DATASETS
+from irtbox.utils.errors import ArgumentError
 from .base_dataset import BaseRetrievalDataset
 
 __all__ = ['split_classes', 'keep_class_fraction', 'add_label_noise', 'BenchmarkSplitDataset']
@@ -42,14 +43,15 @@ def split_classes(num_classes: int, val_fraction: float = 0.2, order: str = 'sor
     _check_fraction(val_fraction, 'val_fraction', upper_open=True)
     num_val = int(round(val_fraction * num_classes))
     if val_fraction > 0 and not 0 < num_val < num_classes:
-        raise ValueError(f'val_fraction={val_fraction} of {num_classes} classes gives {num_val} '
-                         'validation classes; need at least one for validation and one for training')
+        raise ArgumentError(f'val_fraction={val_fraction} of {num_classes} classes gives {num_val} '
+                            'validation classes; need at least one for validation and one for '
+                            'training', 'val_fraction')
     if order == 'sorted':
         perm = np.arange(num_classes)
     elif order == 'random':
         perm = _rng(seed, _SPLIT_STREAM).permutation(num_classes)
     else:
-        raise ValueError(f"order must be 'sorted' or 'random', got {order!r}")
+        raise ArgumentError(f"order must be 'sorted' or 'random', got {order!r}", 'order')
     cut = num_classes - num_val
     return np.sort(perm[:cut]).astype(np.int64), np.sort(perm[cut:]).astype(np.int64)
 

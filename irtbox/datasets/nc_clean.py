@@ -88,7 +88,7 @@ class NCCleanDataset(BaseRetrievalDataset):
                 'annotation_clean_val.txt) from the deep-image-retrieval page of Naver Labs '
                 'Europe, fetch the images by URL into a folder images/ (named by the last '
                 'component of each URL), put the lists and images/ in one folder and pass it '
-                'as {from_dir} (images/ is linked, not copied). Many URLs are dead: configs '
+                'as from_dir (images/ is linked, not copied). Many URLs are dead: configs '
                 'read it with skip_missing=True.'),
         miniature=write_ncclean), )
 

@@ -10,6 +10,7 @@ from mmengine.dataset import BaseDataset
 
 from irtbox.registry import DATASETS
 from irtbox.utils.checks import check_int
+from irtbox.utils.errors import ArgumentError
 from .base_dataset import check_unique_images, image_prefix, read_lines
 from .pickle_utils import as_int_array, as_string_list, load_pickle, require_keys
 from .miniature.common import ImageFn, write_image, write_pickle, write_text
@@ -54,8 +55,8 @@ def write_revisited(root: str, image_fn: ImageFn, dataset_name: str, classes: in
     check_int(per_class, 'per_class')
     check_int(others, 'others', 0)
     if not relevance or any(r not in _RELEVANCE for r in relevance):
-        raise ValueError(f'relevance must be a non-empty sequence of {_RELEVANCE}, '
-                         f'got {relevance!r}')
+        raise ArgumentError(f'relevance must be a non-empty sequence of {_RELEVANCE}, '
+                            f'got {relevance!r}', 'relevance')
     names, prefix = _LANDMARKS[dataset_name], _PREFIX[dataset_name]
 
     def name(c: int, k: int) -> str:

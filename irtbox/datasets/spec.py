@@ -97,8 +97,8 @@ class DatasetSpec:
     ``FolderDataset``); one without ``miniature`` has no miniature.
 
     Attributes:
-        manual: Where to get files behind a form or terms, what to accept; names
-            :func:`~irtbox.datasets.prepare.prepare_dataset`'s arguments as ``{name}`` fields.
+        manual: Where to get files behind a form or terms, what to accept (naming
+            :func:`~irtbox.datasets.prepare.prepare_dataset`'s arguments).
         miniature: ``miniature(root, image_fn, **options)`` writes a tiny copy in the
             official layout (:func:`irtbox.datasets.write_miniature`).
         point: ``point(cfg, root)`` sets the keys of a dataset config (the class's, in

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from timm.layers import to_2tuple
 
 from irtbox.models.input_spec import input_spec_of
-from irtbox.utils.errors import ArgumentError, NamesArguments
+from irtbox.utils.errors import ArgumentError, IrtboxError
 from irtbox.utils.fileio import atomic_write, atomic_write_text
 
 __all__ = ['ExportCheckError', 'EmbeddingExport', 'load_check_images', 'export_onnx',
@@ -39,9 +39,8 @@ MAX_ABS_TOL = 1e-4
 MIN_COSINE = 0.99999
 
 
-class ExportCheckError(NamesArguments, RuntimeError):
-    """The exported model does not reproduce the PyTorch model's embeddings (its message
-    names arguments as ``{name}`` fields: :class:`~irtbox.utils.errors.NamesArguments`)."""
+class ExportCheckError(IrtboxError, RuntimeError):
+    """The exported model does not reproduce the PyTorch model's embeddings."""
 
 
 class EmbeddingExport(nn.Module):
@@ -208,7 +207,7 @@ def _size_hint(model: nn.Module) -> str:
     if patch.img_size is not None and getattr(patch, 'strict_img_size', False):
         h, w = patch.img_size
         return (f'; its position embedding fixes the input at {h}x{w} (patch size {p[0]}x{p[1]}): '
-                f'give {{input_size}} {h} {w} or leave {{input_size}} out')
+                f'give {h} {w} or leave the size out')
     return f'; use a size that is a multiple of its patch size {p[0]}x{p[1]}'
 
 
@@ -229,16 +228,17 @@ def _check_arguments(fmt: str, size: Sequence, batch_size, input_dtype: str, ops
         raise ValueError(f'input_size must be a positive height and width, got '
                          f'{" x ".join(map(str, size)) if len(size) else "nothing"}')
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ValueError(f'batch_size must be a positive integer, got {batch_size!r}')
+        raise ArgumentError(f'batch_size must be a positive integer, got {batch_size!r}',
+                            'batch_size')
     if dynamic_batch and batch_size < 2:
-        raise ValueError(f'batch_size {batch_size}: a dynamic batch axis is checked at two '
-                         'batch sizes (N and N-1), so the check batch needs at least 2 images; '
-                         'export with dynamic_batch=False for a file that takes exactly one '
-                         'image')
+        raise ArgumentError(f'batch_size {batch_size}: a dynamic batch axis is checked at two '
+                            'batch sizes (N and N-1), so the check batch needs at least 2 images; '
+                            'export with dynamic_batch=False for a file that takes exactly one '
+                            'image', 'batch_size')
     if fmt == 'onnx':
         low, high = onnx_opset_range(dynamo)
         if not isinstance(opset, int) or isinstance(opset, bool) or not low <= opset <= high:
-            raise ArgumentError(f'{{opset}} {opset}: the installed torch {torch.__version__} '
+            raise ArgumentError(f'opset {opset}: the installed torch {torch.__version__} '
                                 f'{"dynamo" if dynamo else "tracing"} ONNX exporter writes '
                                 f'opsets {low} to {high} (default 17)', 'opset', opset)
 
@@ -254,7 +254,7 @@ def _onnx_error(err: Exception, opset: int) -> Optional[ValueError]:
     text = str(err).splitlines()[0]
     op = re.search(r"operator '([^']+)'", text)
     needed = re.search(r'added in version (\d+)', text)
-    return ArgumentError(f'{{opset}} {opset}: the model uses '
+    return ArgumentError(f'opset {opset}: the model uses '
                          f'{op.group(1) if op else "an operator"}, which ONNX opset {opset} '
                          'cannot express' + (f'; it needs opset {needed.group(1)} or higher (the '
                                              'default is 17)' if needed else f' ({text[:300]})'),
@@ -345,7 +345,7 @@ def export_model(model: nn.Module, fmt: str, out: str, input_size: Optional[Sequ
         with torch.no_grad():
             dim = int(module(cast(images[:1])).shape[1])
     except Exception as err:  # noqa: BLE001  (timm asserts on the size / patch grid)
-        raise ArgumentError(f'input size {size[0]}x{size[1]} ({{input_size}}): the PyTorch model '
+        raise ArgumentError(f'input_size {size[0]}x{size[1]}: the PyTorch model '
                             f'does not accept it ({_first_line(err)}){_size_hint(model)}',
                             'input_size', tuple(size)) from None
     cases = _check_cases(images, dynamic_batch, dynamic_size, size)
@@ -355,9 +355,9 @@ def export_model(model: nn.Module, fmt: str, out: str, input_size: Optional[Sequ
             with torch.no_grad():
                 module(cast(batch))
         except Exception as err:  # noqa: BLE001  (timm asserts on a fixed image size)
-            raise ArgumentError(f'{{dynamic_size}}: the PyTorch model itself does not accept '
+            raise ArgumentError(f'dynamic_size: the PyTorch model itself does not accept '
                                 f'the check\'s {name} ({_first_line(err)}); it has a fixed '
-                                'input size, so export it without {dynamic_size}',
+                                'input size, so export it without dynamic_size',
                                 'dynamic_size', True) from None
     for path in remove_stale_temporaries(out):
         log(f'removed {path}, the temporary file of an earlier export to {out} that did not '
@@ -399,17 +399,19 @@ def export_model(model: nn.Module, fmt: str, out: str, input_size: Optional[Sequ
         failed = [c for c in checks if not (c['max_abs'] <= MAX_ABS_TOL and
                                             c['min_cosine'] >= MIN_COSINE)]
         if failed:
-            hint = ''
+            hint, fields = '', {}
             if any(c['case'].startswith('size') for c in failed):
                 hint = (' The exported graph does not generalise to other input sizes '
                         '(tracing fixed the size); export at the size you serve, without '
-                        '{dynamic_size}' + (', or try {dynamo}' if fmt == 'onnx' and not dynamo
-                                            else '') + '.')
+                        'dynamic_size.')
+                fields = dict(argument='dynamic_size', remedy=dict(dynamo=True)
+                              if fmt == 'onnx' and not dynamo else None)
             raise ExportCheckError(
                 f'{fmt} export of {getattr(model.cfg, "filename", "the model")} does not match '
                 f'PyTorch: ' + '; '.join(f'{c["case"]}: max |diff| {c["max_abs"]:.2e}, min '
                                          f'cosine {c["min_cosine"]:.7f}' for c in failed) +
-                f' (limits: {MAX_ABS_TOL:g}, {MIN_COSINE}).{hint} Nothing was written to {out}.')
+                f' (limits: {MAX_ABS_TOL:g}, {MIN_COSINE}).{hint} Nothing was written to {out}.',
+                **fields)
 
     atomic_write(out, write)
     report = dict(

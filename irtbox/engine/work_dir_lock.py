@@ -25,6 +25,8 @@ import os.path as osp
 import socket
 from typing import Callable, Optional
 
+from irtbox.utils.errors import IrtboxError
+
 __all__ = ['LOCK_NAME', 'WorkDirLock', 'WorkDirLocked', 'job_id']
 
 LOCK_NAME = '.irtbox.lock'
@@ -39,7 +41,7 @@ def job_id() -> Optional[str]:
     return os.environ.get('SLURM_JOB_ID') or run or None
 
 
-class WorkDirLocked(RuntimeError):
+class WorkDirLocked(IrtboxError, RuntimeError):
     """Another training holds the work dir ``work_dir``: ``lock`` is its lock file, ``holder``
     the holder's record (``pid``, ``host``, ``started``; ``{}`` when it left none), None when
     the lock could not be taken for another reason (:attr:`problem` says which)."""

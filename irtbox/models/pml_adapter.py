@@ -9,6 +9,8 @@ PML is an optional dependency: nothing is imported until one of these is called.
 import importlib
 import inspect
 
+from irtbox.utils.errors import ArgumentError
+
 __all__ = ['pml_class', 'build_pml', 'init_takes']
 
 
@@ -28,8 +30,8 @@ def pml_class(module: str, name: str, base: str) -> type:
     cls = getattr(package, name, None) if isinstance(name, str) else None
     if cls is None or not (isinstance(cls, type) and issubclass(cls, base_cls)) \
             or cls is base_cls:
-        raise ValueError(f'name={name!r} is not a pytorch_metric_learning.{module} '
-                         f'class; expected one of {valid}')
+        raise ArgumentError(f'name={name!r} is not a pytorch_metric_learning.{module} '
+                            f'class; expected one of {valid}', 'name')
     return cls
 
 

@@ -295,7 +295,7 @@ def load_embeddings(path: str, name: Optional[str] = None, mmap: bool = True,
         if name is None:
             if len(names) > 1:
                 raise ArgumentError(f'{path} holds {len(names)} sets of embeddings ('
-                                    f'{", ".join(names)}): name one ({{name}})', 'name')
+                                    f'{", ".join(names)}): name one', 'name')
             name = names[0]
         if name not in names:
             shown = ', '.join(repr(n) for n in names)

@@ -12,6 +12,8 @@ import os.path as osp
 import re
 from typing import Dict, List, Optional
 
+from irtbox.utils.errors import ArgumentError
+
 __all__ = ['family_of', 'loss_families']
 
 CONTRASTIVE, CLASSIFICATION = 'contrastive', 'classification'
@@ -55,8 +57,8 @@ def family_of(loss: str, families: Optional[Dict[str, str]] = None) -> str:
     for name in PML_CONTRASTIVE_LOSSES + PML_CLASSIFICATION_LOSSES:
         if _key(loss) in (_key(name), _key(name[:-len('Loss')])):
             return _class_family(name)
-    raise ValueError(f"loss {loss!r} has no family; add it to the spec's `families` "
-                     "dict as 'contrastive' or 'classification'")
+    raise ArgumentError(f"loss {loss!r} has no family; add it to the spec's `families` "
+                        "dict as 'contrastive' or 'classification'", 'loss')
 
 
 def loss_families(config: str, losses: List[str], datasets: List[str],

@@ -14,6 +14,7 @@ the factor's `label` (default: its name).
 import os.path as osp
 from typing import List, Optional
 
+from irtbox.utils.errors import ArgumentError
 from irtbox.utils.fileio import atomic_write
 
 from .spec import OFF_THE_SHELF, factor_values
@@ -40,7 +41,7 @@ def plot_factor(summary: List[dict], factor: str, metric: str, out_path: str,
     from irtbox.visualization.plotting import pyplot
     plt = pyplot()
     if band not in ('minmax', 'std'):
-        raise ValueError(f"band must be 'minmax' or 'std', got {band!r}")
+        raise ArgumentError(f"band must be 'minmax' or 'std', got {band!r}", 'band')
     rows = [r for r in summary if r['factor'] == factor and r['metric'] == metric]
     if not rows:
         raise ValueError(f'no summary rows for factor {factor!r} and metric {metric!r}')

@@ -20,6 +20,7 @@ import signal
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from irtbox.utils.errors import IrtboxError
 from irtbox.utils.extras import require_extra
 from irtbox.utils.fileio import atomic_write_text
 
@@ -40,7 +41,7 @@ _RUNNING = ('RUNNING', 'COMPLETING', 'CONFIGURING', 'STAGE_OUT', 'SIGNALING')
 _QUEUED = ('PENDING', 'REQUEUED', 'REQUEUE_HOLD', 'REQUEUE_FED', 'RESIZING', 'SUSPENDED')
 
 
-class SubmitError(RuntimeError):
+class SubmitError(IrtboxError, RuntimeError):
     """The array could not be submitted (no Slurm here, or sbatch refused it)."""
 
 

@@ -41,6 +41,7 @@ import re
 from typing import List, NamedTuple, Optional
 
 from irtbox.utils.checks import check_int
+from irtbox.utils.errors import IrtboxError
 
 from .families import loss_families
 
@@ -53,7 +54,7 @@ FACTOR_KEYS = ('values', 'options', 'log_x', 'figure', 'label', 'losses')
 DEFAULT_SEED_OPTIONS = ['randomness.seed={seed}']
 
 
-class SelectionError(ValueError):
+class SelectionError(IrtboxError, ValueError):
     """A subset of runs names a ``key`` value ('factors', 'datasets', 'losses', 'seeds')
     that the spec does not have."""
 

@@ -22,6 +22,7 @@ from mmengine.logging import print_log
 from mmengine.runner.checkpoint import CheckpointLoader
 
 from .mmengine_compat import checkpoint_loaders_restored
+from .errors import ArgumentError, IrtboxError
 
 __all__ = ['register_safe_globals', 'safe_checkpoint_loaders', 'safe_torch_load', 'checkpoint_problem', 'load_safetensors',
            'download_checkpoint', 'extract_state_dict', 'load_state_dict_file',
@@ -194,7 +195,7 @@ def load_state_dict_file(path_or_url: str) -> Dict[str, torch.Tensor]:
 TRAINING_ONLY_PREFIXES = ('head.', 'momentum_encoder.')
 
 
-class CheckpointMismatchError(ValueError):
+class CheckpointMismatchError(IrtboxError, ValueError):
     """A checkpoint whose keys or shapes do not match the model built from the config."""
 
 
@@ -210,8 +211,8 @@ def load_model_weights(model: torch.nn.Module, checkpoint: Union[str, Dict[str, 
     or of another shape they are left as built (evaluation, which does not use them).
     """
     if training_parts not in ('optional', 'required', 'ignored'):
-        raise ValueError(f"training_parts={training_parts!r}; expected 'optional', 'required' "
-                         "or 'ignored'")
+        raise ArgumentError(f"training_parts={training_parts!r}; expected 'optional', 'required' "
+                            "or 'ignored'", 'training_parts')
     if isinstance(checkpoint, str):
         state, source = load_state_dict_file(checkpoint), checkpoint
     else:

@@ -1,13 +1,14 @@
 """The one check of a numeric argument, shared by every layer.
 
-Each raises a ``ValueError`` naming the argument, what was expected and the value given,
-e.g. ``chunk_size must be a positive integer, got 0``; the caller that knows more (the
-registered class, the config entry) adds its own context around the call, and a
-traceback already says where the check ran.
+Each raises an ``ArgumentError`` (a ``ValueError``) naming the argument, what was expected
+and the value given, e.g. ``chunk_size must be a positive integer, got 0``; the caller that
+knows more (the registered class, the config entry) adds its own context around the call.
 """
 import argparse
 import numbers
 from typing import Callable, Iterable, Optional, Tuple, Union
+
+from .errors import ArgumentError
 
 __all__ = ['check_int', 'check_positive_int', 'check_number', 'check_positive_ints',
            'int_argument']
@@ -33,8 +34,8 @@ def check_int(value, name: str, minimum: int = 1, maximum: Optional[int] = None,
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum \
             or (maximum is not None and value > maximum):
         expected = _expected_int(minimum, maximum)
-        raise ValueError(f'{name} must be {"None or " if allow_none else ""}{expected}, '
-                         f'got {value!r}')
+        raise ArgumentError(f'{name} must be {"None or " if allow_none else ""}{expected}, '
+                            f'got {value!r}', name, value)
     return int(value)
 
 
@@ -52,7 +53,7 @@ def check_number(value, name: str, minimum: float = 0., strict: bool = False) ->
             expected = 'a positive number' if strict else 'a non-negative number'
         else:
             expected = f'a number {">" if strict else ">="} {minimum}'
-        raise ValueError(f'{name} must be {expected}, got {value!r}')
+        raise ArgumentError(f'{name} must be {expected}, got {value!r}', name, value)
     return float(value)
 
 
@@ -65,12 +66,12 @@ def check_positive_ints(values: Union[int, Iterable[int]], name: str) -> Tuple[i
     try:
         values = tuple(values)
     except TypeError:
-        raise ValueError(f'{name} must be a positive integer or a sequence of them, got '
-                         f'{values!r}') from None
+        raise ArgumentError(f'{name} must be a positive integer or a sequence of them, got '
+                            f'{values!r}', name, values) from None
     for k in values:
         if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-            raise ValueError(f'{name} must hold positive integers, got {k!r} in '
-                             f'{name}={values}')
+            raise ArgumentError(f'{name} must hold positive integers, got {k!r} in '
+                                f'{name}={values}', name, values)
     return tuple(int(k) for k in values)
 
 

@@ -4,7 +4,7 @@ import os.path as osp
 
 from mmengine.config import Config, DictAction  # noqa: F401  (DictAction re-exported for cli)
 
-from .errors import NamesArguments
+from .errors import IrtboxError
 
 from .mmengine_compat import wrap_base_path
 
@@ -57,12 +57,12 @@ RUNNER_KEYS = (
     'vis_backends', 'visualizer', 'work_dir')
 
 
-class ConfigError(NamesArguments, ValueError):
-    """A config entry or ``cfg_options`` value the toolbox would otherwise misread (the
-    message names that argument as ``{cfg_options}``: :class:`~.errors.NamesArguments`)."""
+class ConfigError(IrtboxError, ValueError):
+    """A config entry or ``cfg_options`` value the toolbox would otherwise misread
+    (``argument``: ``'cfg_options'`` when an option is at fault)."""
 
 
-class CustomImportError(ImportError):
+class CustomImportError(IrtboxError, ImportError):
     """A module a config's ``custom_imports`` names that Python cannot find."""
 
 
@@ -166,9 +166,9 @@ def check_option_paths(cfg: Config, cfg_options: dict, path: str) -> None:
             what = ('None: the config has no such part (a test-only config has no training '
                     'parts)' if current is None else f'{current!r}, not a dict')
             raise ConfigError(
-                f'{{cfg_options}} {key}={value!r}: {path} sets {prefix} = {what}; there is no '
+                f'cfg_options {key}={value!r}: {path} sets {prefix} = {what}; there is no '
                 f'{".".join(parts[:depth + 1])} to change. Give the whole entry '
-                f'({prefix}=...) or use a config that has one.')
+                f'({prefix}=...) or use a config that has one.', argument='cfg_options')
 
 
 def check_option_types(cfg: Config, cfg_options: dict) -> None:
@@ -189,6 +189,6 @@ def check_option_types(cfg: Config, cfg_options: dict) -> None:
             continue
         if not ok:
             where = getattr(cfg, 'filename', None) or 'the config'
-            raise ConfigError(f'{{cfg_options}} {key}={value!r}: expected {expected}, as '
-                              f'{key} = {current!r} in {where}')
+            raise ConfigError(f'cfg_options {key}={value!r}: expected {expected}, as '
+                              f'{key} = {current!r} in {where}', argument='cfg_options')
 

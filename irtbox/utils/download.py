@@ -29,6 +29,7 @@ from urllib.parse import unquote, urlparse
 from mmengine.logging import print_log
 from tqdm import tqdm
 
+from .errors import IrtboxError
 from .fileio import atomic_write_text, rename_into_place
 
 __all__ = ['OFFLINE_VARS', 'DownloadError', 'ChecksumError', 'OfflineError', 'UnreachableError',
@@ -53,7 +54,7 @@ _RECORD, _LOCK = '.sha256.json', '.lock'
 _RETRY_STATUS = (408, 429, 500, 502, 503, 504)
 
 
-class DownloadError(RuntimeError):
+class DownloadError(IrtboxError, RuntimeError):
     """A good file could not be obtained."""
 
 
@@ -69,7 +70,7 @@ class UnreachableError(DownloadError):
     """The server's name does not resolve: no network (or no DNS) here."""
 
 
-class _Interrupted(Exception):
+class _Interrupted(IrtboxError, ConnectionError):
     """The body stopped before its end (``total`` bytes, when the server said so)."""
 
     def __init__(self, received: int, total: Optional[int]):

@@ -1,52 +1,47 @@
-"""Errors that name a function's arguments, worded for whoever passed them.
+"""The base of the exceptions irtbox defines, and the fields that say which argument is at fault.
 
-The library knows its functions' arguments, not the options of the command that called them:
-the message of a :class:`NamesArguments` error names arguments as ``{name}`` fields, read as
-the Python argument (``input_size``) by default and as the command's option (the name with
-dashes) by ``irtbox.cli``, which words every error of a command with :meth:`~NamesArguments.worded`.
+Messages are plain text for a Python caller. An error about an argument carries its name as
+``argument``; an error whose remedy is to pass other arguments carries them as ``remedy``
+({argument: value}). ``irtbox.cli`` words both as the command's options.
 """
-import re
-from typing import Callable, Dict, Optional
+from typing import Any, Dict, Optional
 
-__all__ = ['IrtboxError', 'NamesArguments', 'ArgumentError', 'word_fields']
+__all__ = ['IrtboxError', 'ArgumentError']
 
 
 class IrtboxError(Exception):
     """The base of every exception irtbox defines; each also derives from the built-in it
     stands for (``ValueError``, ``FileNotFoundError``, ...), so ``except ValueError`` still
-    catches it. ``argument``: the name of the function argument the error concerns, or
-    None; ``irtbox.cli`` words it as the command's option. The message is plain text."""
+    catches it.
 
-    argument = None
+    ``argument``: the function argument the error concerns, or None; a message about it
+    starts with its name where it reads well (``'opset 9: ...'``), which the command line
+    turns into the option. ``remedy``: {argument: value} the caller may
+    pass to get past the error (``{'check_space': False}``), shown after the message.
+    """
 
+    argument: Optional[str] = None
+    remedy: Optional[Dict[str, Any]] = None
 
-class NamesArguments:
-    """Mixed into an exception class: its message names arguments as ``{name}`` fields;
-    ``python``: {field: its Python wording} where that is not the field's name (a field for
-    an option that turns something off, ``{no_space_check}``: ``'check_space=False'``)."""
+    def __init__(self, *args, argument: Optional[str] = None,
+                 remedy: Optional[Dict[str, Any]] = None):
+        super().__init__(*args)
+        if argument is not None:
+            self.argument = argument
+        if remedy is not None:
+            self.remedy = remedy
 
-    def __init__(self, message: str, *args, python: Optional[Dict[str, str]] = None):
-        self.message, self.python = message, python or {}
-        super().__init__(self.worded(), *args)
-
-    def worded(self, name_of: Optional[Callable[[str], str]] = None) -> str:
-        """The message with each ``{name}`` field replaced by ``name_of(name)`` (default: its
-        Python wording). Only ``{identifier}`` fields are replaced: other braces stay."""
-        return word_fields(self.message, name_of or (lambda name: self.python.get(name, name)))
-
-
-def word_fields(text: str, name_of: Optional[Callable[[str], str]] = None) -> str:
-    """``text`` with each ``{identifier}`` field replaced by ``name_of(identifier)`` (default:
-    the identifier itself, the Python argument); other braces stay."""
-    name_of = name_of or (lambda name: name)
-    return re.sub(r'\{([a-z_][a-z0-9_]*)\}', lambda m: name_of(m.group(1)), text)
+    def __str__(self) -> str:
+        text = super().__str__()
+        if self.remedy:
+            text += ' (or pass ' + ', '.join(f'{k}={v!r}' for k, v in self.remedy.items()) + ')'
+        return text
 
 
-class ArgumentError(NamesArguments, IrtboxError, ValueError):
+class ArgumentError(IrtboxError, ValueError):
     """A value given for the argument ``argument`` that cannot be used; ``value`` is that
-    value, and ``message`` says why, naming arguments (this one or others, e.g. in a hint)
-    as ``{name}`` fields."""
+    value, and ``message`` says why."""
 
     def __init__(self, message: str, argument: str, value=None):
-        self.argument, self.value = argument, value
-        super().__init__(message)
+        super().__init__(message, argument=argument)
+        self.message, self.value = message, value

@@ -2,11 +2,12 @@
 command, said before any long work starts."""
 import importlib.util
 from typing import Sequence
+from .errors import IrtboxError
 
 __all__ = ['MissingExtraError', 'require_extra']
 
 
-class MissingExtraError(ImportError):
+class MissingExtraError(IrtboxError, ImportError):
     """An optional dependency of a feature is not installed."""
 
 

@@ -12,6 +12,7 @@ import warnings
 from typing import Callable, Optional, Tuple
 
 import numpy as np
+from .errors import ArgumentError, IrtboxError
 
 __all__ = ['DEFAULT_MAX_PIXELS', 'ImageTooLargeError', 'check_image_bytes', 'decode_image',
            'default_max_pixels', 'open_image_unlimited']
@@ -20,7 +21,7 @@ __all__ = ['DEFAULT_MAX_PIXELS', 'ImageTooLargeError', 'check_image_bytes', 'dec
 DEFAULT_MAX_PIXELS = 89_478_485
 
 
-class ImageTooLargeError(OverflowError):
+class ImageTooLargeError(IrtboxError, OverflowError):
     """An image with more pixels than the cap allows."""
 
 
@@ -107,7 +108,8 @@ def decode_image(data: bytes, max_pixels: Optional[int] = None, channel_order: s
     """
     from PIL import Image, ImageOps
     if channel_order not in ('rgb', 'bgr'):
-        raise ValueError(f"channel_order={channel_order!r}: expected 'rgb' or 'bgr'")
+        raise ArgumentError(f"channel_order={channel_order!r}: expected 'rgb' or 'bgr'",
+                            'channel_order')
     check_image_bytes(data, max_pixels)
     try:
         with open_image_unlimited(data) as image:

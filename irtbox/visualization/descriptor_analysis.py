@@ -43,7 +43,7 @@ def analyze_embedding_set(data: EmbeddingSet, pairs: str = 'auto', bins: int = 2
     else:
         split = is_query is not None and bool(is_query.any()) and not bool(is_query.all())
         if pairs == 'query-gallery' and not split:
-            raise ArgumentError("{pairs} 'query-gallery' needs an is_query array marking some "
+            raise ArgumentError("pairs 'query-gallery' needs an is_query array marking some "
                                 'but not all descriptors as queries', 'pairs', pairs)
         query_mask = is_query.astype(bool) if pairs == 'query-gallery' or (
             pairs == 'auto' and split) else None
@@ -157,8 +157,8 @@ def analyze_result_files(models: Sequence[Tuple[str, str]], out_dir: str,
                                                    max_queries=max_queries, seed=seed,
                                                    chunk_size=chunk_size, gnd=gnd,
                                                    progress=progress)
-        except ArgumentError as error:  # the file's name first, the argument still named
-            raise ArgumentError(f'{path}: {error.message}', error.argument,
+        except ArgumentError as error:  # the argument first (the command's option), then the file
+            raise ArgumentError(f'{error.message} ({path})', error.argument,
                                 error.value) from error
         except ValueError as error:
             raise ValueError(f'{path}: {error}') from error

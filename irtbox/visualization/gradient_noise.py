@@ -13,6 +13,7 @@ import json
 import os.path as osp
 from typing import List, Optional, Tuple
 
+from irtbox.utils.errors import ArgumentError
 from irtbox.utils.fileio import atomic_write
 
 __all__ = ['RESULT_FILE', 'AXES', 'CSV_FIELDS', 'dumped_config', 'read_run', 'check_unique',
@@ -90,8 +91,8 @@ def plot_gradient_noise(rows: List[dict], out_path: str, x: str = 'beta', series
     from .plotting import pyplot, save_figure
     plt = pyplot()
     if x not in AXES or series not in AXES or x == series:
-        raise ValueError(f'x and series must be {sorted(AXES)}, one each; got x={x!r}, '
-                         f'series={series!r}')
+        raise ArgumentError(f'x and series must be {sorted(AXES)}, one each; got x={x!r}, '
+                            f'series={series!r}', 'x')
     if not rows:
         raise ValueError('no runs to plot')
     check_unique(rows)

@@ -14,14 +14,15 @@ from irtbox.utils.errors import ArgumentError
 __all__ = ['PRODUCE_HINT', 'load_result_set', 'load_revisited_gnd', 'browse_results',
            'plot_results_map']
 
-PRODUCE_HINT = 'write one by testing the model into a .npz results file (irtbox test)'
-# What a command may need of a set, and where it comes from when it is missing.
+PRODUCE_HINT = 'write one by testing the model into a .npz results file (run_test, out)'
+# What a command may need of a set, where it comes from when it is missing, and the arguments
+# that give it instead (the error's remedy).
 _NEEDS = dict(
     ids=('image paths (ids)', 'a test\'s results file stores each sample\'s image path; '
-         + PRODUCE_HINT),
+         + PRODUCE_HINT, None),
     labels=('labels', 'only labelled test sets (RetrievalMetric) keep labels; for revisited '
-            'Oxford / Paris pass the ground truth ({gnd_file} gnd_*.pkl)'),
-    is_query=('query flags (is_query)', PRODUCE_HINT))
+            'Oxford / Paris pass the ground truth', dict(gnd_file='gnd_*.pkl')),
+    is_query=('query flags (is_query)', PRODUCE_HINT, None))
 
 
 def load_result_set(path: str, name: Optional[str] = None, need: Sequence[str] = (),
@@ -46,8 +47,10 @@ def load_result_set(path: str, name: Optional[str] = None, need: Sequence[str] =
             raise ValueError(f'load_result_set: need holds {field!r}; expected some of '
                              f'{sorted(_NEEDS)}')
         if getattr(data, field) is None:
-            what, hint = _NEEDS[field]
-            raise ArgumentError(f'{where}: no {what} ({hint})', 'path', path)
+            what, hint, remedy = _NEEDS[field]
+            error = ArgumentError(f'{where}: no {what} ({hint})', 'path', path)
+            error.remedy = remedy
+            raise error
     return data
 
 
@@ -58,7 +61,7 @@ def load_revisited_gnd(path: str, protocol: str) -> list:
     from irtbox.datasets.pickle_utils import load_pickle
     from irtbox.evaluation.functional import build_revisited_gnd
     if not osp.isfile(path):
-        raise ArgumentError(f'{{gnd_file}} {path}: not found', 'gnd_file', path)
+        raise ArgumentError(f'gnd_file {path}: not found', 'gnd_file', path)
     try:
         raw = load_pickle(path)
         if not isinstance(raw, dict) or 'gnd' not in raw:
@@ -66,7 +69,7 @@ def load_revisited_gnd(path: str, protocol: str) -> list:
                              'file)')
         return build_revisited_gnd(raw['gnd'], protocol)
     except (KeyError, TypeError, ValueError) as error:
-        raise ArgumentError(f'{{gnd_file}} {path}: {error}', 'gnd_file', path) from error
+        raise ArgumentError(f'gnd_file {path}: {error}', 'gnd_file', path) from error
 
 
 def browse_results(path: str, out_dir: str, name: Optional[str] = None,
@@ -88,8 +91,8 @@ def browse_results(path: str, out_dir: str, name: Optional[str] = None,
     missing = [p for p in checked if not osp.isfile(p)]
     if missing and len(missing) == len(checked):
         raise ArgumentError(f'{path}: none of the images is where the file says (e.g. '
-                            f'{missing[0]}); pass the folder they are in now as the data root '
-                            '({data_root})', 'data_root', data_root)
+                            f'{missing[0]}); pass the folder they are in now as the data root',
+                            'data_root', data_root)
     gnd = load_revisited_gnd(gnd_file, protocol) if gnd_file else None
     try:
         return show_results(out_dir, data.embeddings, paths, is_query=data.is_query,

@@ -111,7 +111,7 @@ def test_timm_entries_match_their_config(name):
 
 
 def test_not_released_says_how_to_train():
-    message = r'`irtbox train .*irt-r_deit-s_1xb64-35k_sop\.py`'
+    message = r'Train it from its config .*irt-r_deit-s_1xb64-35k_sop\.py'
     with pytest.raises(ModelNotReleasedError, match=message):
         get_model('irt-r_deit-s_1xb64-35k_sop')
 

@@ -141,8 +141,8 @@ def test_errors(tmp_path, two_models, capsys):
     not_npz.write_text('hello')
     with pytest.raises(SystemExit, match='not a readable .npz'):
         analyze_embeddings.main([f'A={not_npz}'] + out)
-    with pytest.raises(SystemExit, match=r"a.npz: --pairs 'query-gallery' needs an "
-                                         'is_query'):
+    with pytest.raises(SystemExit, match=r"--pairs 'query-gallery' needs an "
+                                         r'is_query .*\(\S*a.npz\)'):
         analyze_embeddings.main([f'A={path_a}', '--pairs', 'query-gallery'] + out)
     with pytest.raises(SystemExit):
         analyze_embeddings.main([f'A={path_a}', '--bins', '0'] + out)

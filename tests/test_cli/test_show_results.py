@@ -119,7 +119,7 @@ def test_browse_results_clear_errors(tested, tmp_path):
                                                                labels=data.labels))
     with pytest.raises(SystemExit, match=r'no_ids.npz: no image paths \(ids\) .*'
                                          'write one by testing the model into a .npz results '
-                                         r'file \(irtbox test\)'):
+                                         r'file \(run_test, out\)'):
         browse_results.main([str(tmp_path / 'no_ids.npz'), '--out-dir', str(tmp_path / 's')])
     with pytest.raises(SystemExit, match='--data-root'):
         browse_results.main([out, '--out-dir', str(tmp_path / 's'), '--data-root',
@@ -216,8 +216,8 @@ def test_revisited_junk_is_grey(tmp_path, in_root):
 def test_browse_results_asks_for_a_set(tmp_path):
     save_embeddings(str(tmp_path / 'two.npz'), {'0': EmbeddingSet(np.ones((3, 2))),
                                                 '1': EmbeddingSet(np.ones((3, 2)))})
-    with pytest.raises(SystemExit, match=r'two.npz holds 2 sets of embeddings \(0, 1\): name '
-                                         r'one \(--set\)'):
+    with pytest.raises(SystemExit, match=r'^--set: .*two.npz holds 2 sets of embeddings '
+                                         r'\(0, 1\): name one'):
         browse_results.main([str(tmp_path / 'two.npz'), '--out-dir', str(tmp_path / 's')])
     with pytest.raises(SystemExit, match=r"two.npz \(set '1'\): no image paths"):
         browse_results.main([str(tmp_path / 'two.npz'), '--out-dir', str(tmp_path / 's'),

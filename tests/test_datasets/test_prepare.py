@@ -300,8 +300,9 @@ def test_manual_files_and_disk_space_are_refused_with_the_way_out(served, tmp_pa
         prepare_dataset(SPECS['gldv2clean'], str(tmp_path / 'c'), mirror=url,
                         progress=False, log=lambda line: None)
     # The library names its arguments, the command its options.
-    assert str(info.value).endswith('choose another root or pass check_space=False')
-    assert worded(info.value).endswith('choose another --root or pass --no-space-check')
+    assert str(info.value).endswith('choose another root (or pass check_space=False)')
+    assert worded(info.value, dict(check_space='--no-space-check')).endswith(
+        'choose another root (or pass --no-space-check)')
     # unpacked sizes plus the largest archive at a time, or all of them kept
     sop = SPECS['sop'].files[0]
     assert space_needed(SPECS['sop'], {}, False, None) == sop.unpacked + sop.size

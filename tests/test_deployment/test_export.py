@@ -233,10 +233,10 @@ def quickstart_export(tmp_path, *args):
 
 @pytest.mark.slow
 @pytest.mark.parametrize('args, message', [
-    (['--input-size', '33', '33'], r'^export: input size 33x33 \(--input-size\): the PyTorch '
+    (['--input-size', '33', '33'], r'^export: --input-size 33x33: the PyTorch '
      r"model does not accept it \(AssertionError: Input height \(33\) doesn't match model "
      r'\(32\)\.\); its position embedding fixes the input at 32x32 \(patch size 4x4\): give '
-     r'--input-size 32 32 or leave --input-size out$'),
+     r'32 32 or leave the size out$'),
     (['--opset', '9'], r'^export: --opset 9: the model uses aten::flip, which ONNX opset 9 '
      r'cannot express; it needs opset 10 or higher \(the default is 17\)$'),
     (['--opset', '99'], r'^export: --opset 99: the installed torch \S+ tracing ONNX exporter '
@@ -356,7 +356,7 @@ def test_a_gpu_model_is_exported_from_the_cpu(tmp_path):
 
 @pytest.mark.slow
 def test_an_unfitted_projection_is_named_not_the_input_size(tmp_path):
-    # Before: "input size 32x32 (--input-size): the PyTorch model does not accept it".
+    # Before: "--input-size 32x32: the PyTorch model does not accept it".
     from irtbox.apis import init_model
     tiny = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')
     model = init_model(tiny, cfg_options={'model.neck': [

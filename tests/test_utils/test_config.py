@@ -46,7 +46,7 @@ def test_nothing_found_says_where_it_looked(tmp_path, monkeypatch):
         resolve_config('configs/irt/no_such.py')
     message = str(info.value)
     assert 'configs/irt/no_such.py' in message and CONFIGS_DIR in message
-    assert 'irtbox list-models' in message
+    assert 'list_models() lists them' in message
     with pytest.raises(FileNotFoundError, match='Did you mean the model irt-r_deit-s_1xb64-35k_sop'):
         resolve_config('irt-r_deit-s_1xb64-35k_sob')
     with pytest.raises(FileNotFoundError, match=f'not a config irtbox ships under {CONFIGS_DIR}'):

@@ -57,7 +57,7 @@ def count_mismatch(dataset) -> Optional[str]:
         return None
     root = getattr(dataset, 'data_root', '') or '.'
     return (f'{name} {view.name} under {root}: {", ".join(wrong)}; the numbers will not be '
-            f'comparable with published ones: check it (`irtbox check {name}`, root {root})')
+            f'comparable with published ones: check it (check_dataset of {name}, root {root})')
 
 
 # --- the full check -----------------------------------------------------------------------------
@@ -122,7 +122,7 @@ def check_dataset(info: DatasetSpec, root: str, full: bool = False, sample: int 
     ``where`` and ``fix``.
     """
     report = dict(dataset=info.name, root=root, ok=True, splits={}, problems=[])
-    prepare_fix = f'prepare it (`irtbox prepare {info.name}`, root {root}; see docs/datasets.md)'
+    prepare_fix = f'prepare it (prepare_dataset of {info.name}, root {root}; see docs/datasets.md)'
     if not osp.isdir(root):
         _problem(report, 'error', 'the dataset folder does not exist', root, prepare_fix)
         report['ok'] = False

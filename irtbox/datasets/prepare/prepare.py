@@ -25,7 +25,7 @@ from typing import Callable, Dict, Iterator, Optional, Tuple
 from tqdm import tqdm
 
 from irtbox.utils.download import ChecksumError, download, recorded_sha256, remove_download
-from irtbox.utils.errors import NamesArguments, word_fields
+from irtbox.utils.errors import IrtboxError
 from irtbox.utils.fileio import atomic_write, atomic_write_text
 from ..spec import GB, DatasetSpec, RemoteFile
 
@@ -37,10 +37,8 @@ DOWNLOAD_DIR = 'downloads'  # under the root: archives while they are fetched
 _UNPACK_DIR = '.unpacking'  # under the root: an archive's content before it is moved in
 
 
-class PrepareError(NamesArguments, RuntimeError):
-    """A dataset cannot be prepared as asked (missing manual file, no space, bad archive);
-    the message names :func:`prepare_dataset`'s arguments as ``{name}`` fields
-    (:class:`~irtbox.utils.errors.NamesArguments`)."""
+class PrepareError(IrtboxError, RuntimeError):
+    """A dataset cannot be prepared as asked (missing manual file, no space, bad archive)."""
 
 
 def read_manifest(root: str) -> dict:
@@ -107,8 +105,7 @@ def prepare_dataset(info: DatasetSpec, root: str, mirror: Optional[str] = None,
             the unfinished steps need (:func:`space_needed`).
         progress: Progress bars on stderr.
         retries, timeout: Passed to :func:`irtbox.utils.download.download`.
-        log: Where the lines saying what happens go (default: printed); like the errors,
-            they name arguments as ``{name}`` fields (:func:`~irtbox.utils.errors.word_fields`).
+        log: Where the lines saying what happens go (default: printed).
 
     Raises:
         PrepareError: a manual file is missing, the disk is too small or an archive is bad.
@@ -117,13 +114,13 @@ def prepare_dataset(info: DatasetSpec, root: str, mirror: Optional[str] = None,
         irtbox.utils.download.DownloadError: a download kept failing (its ``.part`` is kept).
     """
     if from_dir is not None and not osp.isdir(from_dir):
-        raise PrepareError(f'{{from_dir}} {from_dir}: not a folder')
-    log = log or (lambda line: print(word_fields(line)))
+        raise PrepareError(f'from_dir {from_dir}: not a folder', argument='from_dir')
+    log = log or print
     manifest = read_manifest(root)
     if manifest and manifest.get('dataset') not in (None, info.name):
         raise PrepareError(f'{osp.join(root, MANIFEST_NAME)}: this folder holds '
                            f'{manifest.get("dataset")!r}, not {info.name!r}; choose another '
-                           '{root}')
+                           'root', argument='root')
     manifest.setdefault('dataset', info.name)
     done = manifest.setdefault('files', {})
     todo = [f for f in info.files if f.name not in done]
@@ -133,15 +130,15 @@ def prepare_dataset(info: DatasetSpec, root: str, mirror: Optional[str] = None,
     log(f'{info.title} -> {root}\n  terms: {info.terms}\n  homepage: {info.homepage}')
     if from_dir is None and mirror is None and any(not f.url and not f.folder for f in todo):
         # Before anything is created: these files need your consent on the publisher's page.
-        raise PrepareError(f'it cannot be downloaded without your consent. {info.manual}')
+        raise PrepareError(f'it cannot be downloaded without your consent. {info.manual}',
+                           argument='from_dir')
     if check_space:
         need, free = space_needed(info, done, keep_archives, from_dir), _free_bytes(root)
         if need > free:
             raise PrepareError(f'not enough free space for {info.name} under {root}: '
                                f'{free / GB:.1f} GB free, about {need / GB:.1f} GB needed '
-                               '(sizes in docs/datasets.md); free some space, choose '
-                               'another {root} or pass {no_space_check}',
-                               python=dict(no_space_check='check_space=False'))
+                               '(sizes in docs/datasets.md); free some space or choose '
+                               'another root', argument='root', remedy=dict(check_space=False))
     os.makedirs(root, exist_ok=True)
     for number, f in enumerate(todo, 1):
         log(f'[{number}/{len(todo)}] {f.name}')
@@ -191,9 +188,9 @@ def _obtain(info: DatasetSpec, f: RemoteFile, root: str, mirror: Optional[str],
     if from_dir is not None:
         path = osp.join(from_dir, f.name)
         if not osp.isfile(path):
-            raise PrepareError(f'{f.name} is not in {{from_dir}} {from_dir}'
+            raise PrepareError(f'{f.name} is not in from_dir {from_dir}'
                                + (f'. {info.manual}' if info.manual else
-                                  f' (its official address: {f.url})'))
+                                  f' (its official address: {f.url})'), argument='from_dir')
         if f.md5_url and md5 is None:
             md5_path = osp.join(from_dir, posixpath.basename(f.md5_url))
             md5 = _read_md5(md5_path) if osp.isfile(md5_path) else None
@@ -204,7 +201,7 @@ def _obtain(info: DatasetSpec, f: RemoteFile, root: str, mirror: Optional[str],
     url = _url(info, f.name, f.url, mirror)
     if not url:
         raise PrepareError(f'{f.name} cannot be downloaded without your '
-                           f'consent. {info.manual}')
+                           f'consent. {info.manual}', argument='from_dir')
     cache = osp.join(root, DOWNLOAD_DIR)
     if f.md5_url and md5 is None:
         md5_url = _url(info, posixpath.basename(f.md5_url), f.md5_url, mirror)
@@ -271,7 +268,7 @@ def _link_folder(info: DatasetSpec, f: RemoteFile, root: str, from_dir: Optional
             f'yourself. {info.manual}')
         if f.optional:
             return None
-        raise PrepareError(f'the folder {f.name}/ is needed in {{from_dir}}')
+        raise PrepareError(f'the folder {f.name}/ is needed in from_dir', argument='from_dir')
     if not osp.lexists(target):
         os.makedirs(osp.dirname(target), exist_ok=True)
         os.symlink(osp.abspath(source), target)

@@ -10,6 +10,7 @@ from mmengine.utils import ProgressBar
 from PIL import Image
 
 from irtbox.registry import DATA_SAMPLERS
+from irtbox.utils.errors import ArgumentError
 from .batch_list import BatchListSampler
 
 __all__ = ['DEFAULT_ASPECT_BINS', 'DEFAULT_GROUP_SIZES', 'GroupSizeSampler', 'aspect_group',
@@ -47,10 +48,12 @@ def check_group_sizes(sizes: Sequence[Sequence[int]],
     try:
         sizes = tuple((int(w), int(h)) for w, h in sizes)
     except (TypeError, ValueError):
-        raise ValueError(f'sizes must be (width, height) pairs, got {sizes!r}') from None
+        raise ArgumentError(f'sizes must be (width, height) pairs, got {sizes!r}',
+                            'sizes') from None
     if len(sizes) != num_groups or any(w <= 0 or h <= 0 for w, h in sizes):
-        raise ValueError(f'sizes must give one positive (width, height) per group '
-                         f'({num_groups} groups for {num_groups - 1} aspect bins), got {sizes!r}')
+        raise ArgumentError(f'sizes must give one positive (width, height) per group '
+                            f'({num_groups} groups for {num_groups - 1} aspect bins), got '
+                            f'{sizes!r}', 'sizes')
     ratios = [h / w for w, h in sizes]
     if any(a > b for a, b in zip(ratios, ratios[1:])):
         raise ValueError(f'the sizes (width, height) must go from wide to tall like '

@@ -8,11 +8,12 @@ from mmengine import fileio
 
 from irtbox.registry import TRANSFORMS
 from irtbox.utils.image import decode_image, default_max_pixels
+from irtbox.utils.errors import IrtboxError
 
 __all__ = ['ImageLoadError', 'LoadImageFromFile']
 
 
-class ImageLoadError(ValueError):
+class ImageLoadError(IrtboxError, ValueError):
     """An image file that cannot be loaded: empty, truncated, not an image, or too large."""
 
 

@@ -20,6 +20,7 @@ from mmengine.logging import print_log
 
 from irtbox.registry import HOOKS
 from irtbox.utils.checks import check_int
+from irtbox.utils.errors import ArgumentError
 from .utils import bare_model, resume_source
 
 __all__ = ['StoppingState', 'early_stopping_step', 'BestWeightsEarlyStoppingHook']
@@ -44,7 +45,7 @@ def early_stopping_step(state: StoppingState, score: float, rule: str = 'greater
         validations in a row brought no improvement.
     """
     if rule not in ('greater', 'less'):
-        raise ValueError(f"rule must be 'greater' or 'less', got {rule!r}")
+        raise ArgumentError(f"rule must be 'greater' or 'less', got {rule!r}", 'rule')
     finite = math.isfinite(score)
     if state.best is None:
         improved = finite

@@ -9,12 +9,13 @@ from mmengine.hooks import Hook
 from mmengine.optim import OptimWrapper
 
 from irtbox.registry import HOOKS
+from irtbox.utils.errors import IrtboxError
 from .utils import bare_model
 
 __all__ = ['NonFiniteLossError', 'NonFiniteLossHook']
 
 
-class NonFiniteLossError(RuntimeError):
+class NonFiniteLossError(IrtboxError, RuntimeError):
     """Training met a non-finite loss (or weights) beyond what the config allows."""
 
 

@@ -15,6 +15,7 @@ from mmengine.hooks import CheckpointHook, Hook
 
 from irtbox.registry import HOOKS
 from irtbox.utils.checks import check_number
+from irtbox.utils.errors import IrtboxError
 from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
 from irtbox.utils.fileio import atomic_write_text
 
@@ -27,7 +28,7 @@ __all__ = ['PREEMPTED_EXIT_STATUS', 'Preempted', 'PreemptionHook', 'rng_state', 
 RNG_KEY = 'rng_states'
 
 
-class Preempted(RuntimeError):
+class Preempted(IrtboxError, RuntimeError):
     """Training stopped on a signal after saving ``checkpoint`` (the commands exit with
     :data:`PREEMPTED_EXIT_STATUS`); ``signal_name``: the signal, e.g. ``'SIGUSR1'``."""
 

@@ -4,6 +4,7 @@ from typing import Dict, List, Optional
 from mmengine.hooks import Hook
 
 from irtbox.registry import HOOKS
+from irtbox.utils.errors import IrtboxError
 
 from .utils import resume_source
 
@@ -67,7 +68,7 @@ def training_differences(saved: Optional[dict], now: Dict[str, str], limit: int 
 _NOT_SETTINGS = ('params', 'lr', 'foreach', 'capturable', 'differentiable', 'fused')
 
 
-class ResumeRefused(RuntimeError):
+class ResumeRefused(IrtboxError, RuntimeError):
     """A checkpoint whose training state cannot continue under this config.
 
     ``checkpoint``: its path; ``problem``: what does not fit; ``other_training``: it was

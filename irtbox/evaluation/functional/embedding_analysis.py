@@ -18,6 +18,7 @@ import torch
 from mmengine.utils import track_iter_progress
 
 from irtbox.utils.checks import check_positive_int
+from irtbox.utils.errors import ArgumentError
 from .checks import ArrayLike, as_float_matrix, as_vector
 
 __all__ = ['cumulative_energy', 'effective_dimension', 'similarity_histograms',
@@ -163,8 +164,9 @@ def similarity_histograms(embeddings: ArrayLike, labels: Union[ArrayLike, Sequen
             raise TypeError(f'query_mask must hold booleans, got dtype {mask.dtype}.')
         rows, gallery = np.flatnonzero(mask), np.flatnonzero(~mask)
         if len(rows) == 0 or len(gallery) == 0:
-            raise ValueError(f'query_mask marks {len(rows)} queries and '
-                             f'{len(gallery)} gallery descriptors; expected both non-empty.')
+            raise ArgumentError(f'query_mask marks {len(rows)} queries and '
+                                f'{len(gallery)} gallery descriptors; expected both non-empty.',
+                                'query_mask')
     max_queries = check_positive_int(max_queries, 'max_queries', allow_none=True)
     exact = max_queries is None or max_queries >= len(rows)
     if not exact:
@@ -212,11 +214,11 @@ def ground_truth_histograms(query: ArrayLike, database: ArrayLike, gnd: Sequence
     q = _unit_rows(_as_matrix(query, 'query', min_rows=1), 'query', normalize)
     db = _unit_rows(_as_matrix(database, 'database', min_rows=1), 'database', normalize)
     if q.shape[1] != db.shape[1]:
-        raise ValueError(f'query has dimension {q.shape[1]} but database has '
-                         f'{db.shape[1]}; expected the same descriptors.')
+        raise ArgumentError(f'query has dimension {q.shape[1]} but database has '
+                            f'{db.shape[1]}; expected the same descriptors.', 'query')
     if len(gnd) != len(q):
-        raise ValueError(f'gnd has {len(gnd)} entries for {len(q)} queries; expected '
-                         'one per query.')
+        raise ArgumentError(f'gnd has {len(gnd)} entries for {len(q)} queries; expected '
+                            'one per query.', 'gnd')
     low, high = _check_histogram_args(bins, range, chunk_size)
     masks = {}
     for i, g in enumerate(gnd):
@@ -254,7 +256,7 @@ def _check_histogram_args(bins, range, chunk_size) -> Tuple[float, float]:
     check_positive_int(chunk_size, 'chunk_size')
     low, high = (float(v) for v in range)
     if not (np.isfinite(low) and np.isfinite(high) and low < high):
-        raise ValueError(f'range must be (low, high) with low < high, got {range!r}.')
+        raise ArgumentError(f'range must be (low, high) with low < high, got {range!r}.', 'range')
     return low, high
 
 

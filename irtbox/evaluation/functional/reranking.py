@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from irtbox.utils.checks import check_int
+from irtbox.utils.errors import ArgumentError
 from ..neighbours import ExactSearcher
 from .checks import ArrayLike, as_float_matrix
 from .ranking import prepare_pair
@@ -80,7 +81,7 @@ def _expand(x, pool, k, alpha, chunk_size, device, exclude_self):
     k = check_int(k, 'k', minimum=0)
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.number)) \
             or not alpha >= 0 or not np.isfinite(alpha):
-        raise ValueError(f'alpha must be a finite number >= 0, got {alpha!r}.')
+        raise ArgumentError(f'alpha must be a finite number >= 0, got {alpha!r}.', 'alpha')
     as_tensor = isinstance(x, torch.Tensor)
     out_device = x.device if as_tensor else torch.device('cpu')
     if exclude_self:

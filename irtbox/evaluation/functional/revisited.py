@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from irtbox.utils.checks import check_positive_ints
+from irtbox.utils.errors import ArgumentError
 from .checks import ArrayLike
 from .ranking import auto_chunk_size, prepare_pair, similarity_blocks, stable_ranks
 
@@ -144,8 +145,9 @@ def junk_free_positions(ranks: np.ndarray,
     """
     n_q = ranks.shape[1]
     if len(gnd) != n_q:
-        raise ValueError(f'ranks has {n_q} columns (queries) but gnd has '
-                         f'{len(gnd)} entries; expected one ground-truth dict per query.')
+        raise ArgumentError(f'ranks has {n_q} columns (queries) but gnd has '
+                            f'{len(gnd)} entries; expected one ground-truth dict per query.',
+                            'ranks')
     # Membership tables over the ranked indices: O(n_db) per query, however
     # long the positive and junk lists.
     size = int(ranks.max()) + 1 if ranks.size else 0
@@ -333,12 +335,12 @@ def _as_ranks(ranks: ArrayLike) -> np.ndarray:
         ranks = ranks.detach().cpu().numpy()
     ranks = np.asarray(ranks)
     if ranks.ndim != 2:
-        raise ValueError(f'ranks must be 2-D (n_db x n_q, one column per query), got shape '
-                         f'{ranks.shape}.')
+        raise ArgumentError(f'ranks must be 2-D (n_db x n_q, one column per query), got shape '
+                            f'{ranks.shape}.', 'ranks')
     if ranks.size and not np.issubdtype(ranks.dtype, np.integer):
         raise TypeError(f'ranks must hold integer database indices, got dtype {ranks.dtype}.')
     if ranks.size and ranks.min() < 0:
-        raise ValueError(f'ranks holds negative database indices (e.g. {ranks.min()}).')
+        raise ArgumentError(f'ranks holds negative database indices (e.g. {ranks.min()}).', 'ranks')
     return ranks
 
 

@@ -7,11 +7,13 @@ from typing import Callable, Optional
 import torch
 from mmengine import dist as mmdist
 
+from irtbox.utils.errors import IrtboxError
+
 __all__ = ['PretrainedWeightsUnavailable', 'create_timm_model', 'offline_hub', 'hub_unreachable',
            'pretrained_init_cfg']
 
 
-class PretrainedWeightsUnavailable(RuntimeError):
+class PretrainedWeightsUnavailable(IrtboxError, RuntimeError):
     """A backbone's pretrained weights could not be downloaded or read from the cache."""
 
 

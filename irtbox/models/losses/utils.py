@@ -5,6 +5,8 @@ from typing import Callable
 import torch
 from torch import Tensor
 
+from irtbox.utils.errors import ArgumentError
+
 __all__ = ['check_embeddings_labels', 'check_label_range', 'loss_forward']
 
 
@@ -13,14 +15,14 @@ def check_embeddings_labels(embeddings: Tensor, labels: Tensor, min_batch: int =
     with B >= ``min_batch`` and labels is a B integer tensor."""
     if not isinstance(embeddings, Tensor) or embeddings.ndim != 2 \
             or not embeddings.is_floating_point():
-        raise ValueError(f'embeddings must be a float tensor of shape B x D, got '
-                         f'{getattr(embeddings, "shape", type(embeddings))}')
+        raise ArgumentError(f'embeddings must be a float tensor of shape B x D, got '
+                            f'{getattr(embeddings, "shape", type(embeddings))}', 'embeddings')
     if not isinstance(labels, Tensor) or labels.shape != embeddings.shape[:1] \
             or labels.is_floating_point() or labels.is_complex():
-        raise ValueError(f'labels must be an integer tensor of shape '
-                         f'({embeddings.shape[0]},) matching the embeddings, got '
-                         f'{getattr(labels, "dtype", type(labels))} '
-                         f'{tuple(getattr(labels, "shape", ()))}')
+        raise ArgumentError(f'labels must be an integer tensor of shape '
+                            f'({embeddings.shape[0]},) matching the embeddings, got '
+                            f'{getattr(labels, "dtype", type(labels))} '
+                            f'{tuple(getattr(labels, "shape", ()))}', 'labels')
     if embeddings.shape[0] < min_batch:
         raise ValueError(f'needs a batch of at least {min_batch} embeddings, got '
                          f'{embeddings.shape[0]}')

@@ -13,6 +13,7 @@ from torch import Tensor, nn
 
 from irtbox.utils.checks import check_int
 from irtbox.utils.dist import all_gather_cat
+from irtbox.utils.errors import ArgumentError
 from .utils import loss_forward
 
 __all__ = ['CrossBatchMemory', 'MemoryPairLoss', 'PairLoss', 'build_memory',
@@ -141,9 +142,9 @@ def build_memory(memory_size: int = 0, embed_dim: Optional[int] = None,
     if check_int(memory_size, 'memory_size', minimum=0) == 0:
         return None
     if embed_dim is None:
-        raise ValueError(f'memory_size={memory_size} needs embed_dim (the '
-                         'embedding dimension) so that the memory buffers have a fixed '
-                         'shape and load from checkpoints')
+        raise ArgumentError(f'memory_size={memory_size} needs embed_dim (the '
+                            'embedding dimension) so that the memory buffers have a fixed '
+                            'shape and load from checkpoints', 'memory_size')
     return CrossBatchMemory(memory_size, embed_dim, memory_start_iter)
 
 
@@ -177,11 +178,12 @@ def pair_loss_with_memory(pair_loss: PairLoss, memory: Optional[CrossBatchMemory
     """
     if memory_embeddings is not None:
         if memory is None:
-            raise ValueError('memory_embeddings were given but memory_size=0 '
-                             '(no memory to fill)')
+            raise ArgumentError('memory_embeddings were given but memory_size=0 '
+                                '(no memory to fill)', 'memory_embeddings')
         if memory_embeddings.shape != embeddings.shape:
-            raise ValueError(f'memory_embeddings must have the shape of embeddings '
-                             f'{tuple(embeddings.shape)}, got {tuple(memory_embeddings.shape)}')
+            raise ArgumentError(f'memory_embeddings must have the shape of embeddings '
+                                f'{tuple(embeddings.shape)}, got {tuple(memory_embeddings.shape)}',
+                                'memory_embeddings')
     if memory is None:
         return pair_loss(embeddings, labels)
     if embeddings.shape[1] != memory.embed_dim:

@@ -11,6 +11,7 @@ import torch.nn as nn
 
 from irtbox.registry import MODELS
 from irtbox.structures import ViTFeatures
+from irtbox.utils.errors import ArgumentError
 
 GLOBAL_TOKENS = ('cls', 'dist', 'patch')
 
@@ -53,13 +54,13 @@ def global_token(features: ViTFeatures, token: str = 'cls') -> torch.Tensor:
         return features.prefix[:, 0]
     if token == 'dist':
         if features.prefix.shape[1] < 2:
-            raise ValueError("token='dist' needs a model with a distillation token (e.g. "
-                             'deit_small_distilled_patch16_224); this one has '
-                             f'{features.prefix.shape[1]} prefix token(s).')
+            raise ArgumentError("token='dist' needs a model with a distillation token (e.g. "
+                                'deit_small_distilled_patch16_224); this one has '
+                                f'{features.prefix.shape[1]} prefix token(s).', 'token')
         return features.prefix[:, 1]
     if token == 'patch':
         return features.grid.mean(dim=(-2, -1))
-    raise ValueError(f'token={token!r}; expected one of {GLOBAL_TOKENS}.')
+    raise ArgumentError(f'token={token!r}; expected one of {GLOBAL_TOKENS}.', 'token')
 
 
 def gem(x: torch.Tensor, p: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
