@@ -172,8 +172,8 @@ def read_feature_parts(source: str) -> list:
         from irtbox.apis.extract import MissingShardsError
         raise MissingShardsError(f'{len(missing)} of {count} shards of {source} are missing '
                                  f'({", ".join(missing[:3])}{" ..." if len(missing) > 3 else ""})'
-                                 ': the extraction is not finished; run it again with {resume}',
-                                 python=dict(resume='resume=True'))
+                                 ': the extraction is not finished; run it again',
+                                 remedy=dict(resume=True))
     return parts
 
 

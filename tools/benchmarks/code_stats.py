@@ -2,7 +2,7 @@
 modules and lines per subpackage, the largest functions, imports inside functions outside
 ``irtbox/cli``, exception classes (and how many derive from ``IrtboxError``), docstring lines.
 
-  python tools/misc/code_stats.py [--root .] [--json]
+  python tools/benchmarks/code_stats.py [--root .] [--json]
 
 Reads the source with ``ast`` only (nothing is imported), so it runs on any checkout.
 """
