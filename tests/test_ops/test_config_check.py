@@ -1,5 +1,5 @@
 """Every config key is checked against the part it configures when the config is loaded
-(irtbox.apis.config_check), before any work: a misspelled argument names the config file, the
+(irtbox.ops.config_check), before any work: a misspelled argument names the config file, the
 key path and the closest valid key instead of a bare TypeError at build time."""
 import glob
 import os
@@ -8,7 +8,7 @@ import os.path as osp
 import pytest
 
 from irtbox.apis import load_run_config
-from irtbox.apis.config_check import accepted_keys, check_config_keys
+from irtbox.ops.config_check import accepted_keys, check_config_keys
 from irtbox.cli import train as train_tool
 from irtbox.utils.config import ConfigError, load_config
 from tests.test_reliability.reliability_helpers import ROOT, TINY_CONFIG

@@ -7,8 +7,8 @@ import os.path as osp
 import pytest
 import torch
 
-from irtbox.apis.rehearse import (PhaseResult, RehearsalReport, check_rehearsal,
-                                  prepare_rehearsal)
+from irtbox.ops.rehearse import (PhaseResult, RehearsalReport, check_rehearsal,
+                                 prepare_rehearsal)
 from irtbox.utils import state_digest
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -59,7 +59,7 @@ def failed(report):
 
 def check_start_weights_off(monkeypatch):
     """The start-weights check builds the configured backbone: tested end to end elsewhere."""
-    rehearse = importlib.import_module('irtbox.apis.rehearse')  # the module, not the function
+    rehearse = importlib.import_module('irtbox.ops.rehearse')  # the module, not the function
     monkeypatch.setattr(rehearse, '_check_start_weights',
                         lambda report, train: rehearse.Check('started', True))
 

@@ -50,13 +50,13 @@ class RunTask:
     stopped it (it goes on next time); raises ``RuntimeError`` (the run's ``failed`` file
     holds why) when it failed. Runs from the folder it was created in (relative configs)."""
 
-    def __init__(self, commands, keep_embeddings: bool = False, nproc: int = 1):
-        self.commands, self.keep_embeddings, self.nproc = commands, keep_embeddings, nproc
+    def __init__(self, keep_embeddings: bool = False, nproc: int = 1):
+        self.keep_embeddings, self.nproc = keep_embeddings, nproc
         self.cwd = os.getcwd()
 
     def __call__(self, run: Run) -> Optional[str]:
         os.chdir(self.cwd)
-        reason = attempt(run, self.commands, self.keep_embeddings, nproc=self.nproc)
+        reason = attempt(run, self.keep_embeddings, nproc=self.nproc)
         if reason in (None, 'pre-empted', 'interrupted'):
             return reason
         raise RuntimeError(f'{run.work_dir}: {reason}')
@@ -121,16 +121,15 @@ def make_executor(work_root: str, partition: str, nproc: int = 1,
     return executor
 
 
-def submit_runs(executor, runs: Sequence[Run], commands, keep_embeddings: bool = False,
+def submit_runs(executor, runs: Sequence[Run], keep_embeddings: bool = False,
                 nproc: int = 1) -> list:
-    """Submit ``runs`` as one array of :class:`RunTask` (``commands``: see
-    :func:`~.execute.run_one`); records each run's task and
-    returns submitit's jobs."""
+    """Submit ``runs`` as one array of :class:`RunTask`; records each run's task and returns
+    submitit's jobs."""
     from submitit.core.utils import FailedJobError
     for run in runs:
         os.makedirs(run.work_dir, exist_ok=True)
     try:
-        jobs = executor.map_array(RunTask(commands, keep_embeddings, nproc), list(runs))
+        jobs = executor.map_array(RunTask(keep_embeddings, nproc), list(runs))
     except FailedJobError as error:  # sbatch refused it; the message is sbatch's
         raise SubmitError(f'sbatch refused the array: {error}') from error
     for run, job in zip(runs, jobs):
