@@ -3,7 +3,4 @@ datasets (:mod:`.prepare`), miniatures (:mod:`.miniature`), rehearsals (:mod:`.m
 :mod:`.rehearse`, :mod:`.rehearsal_kinds`, :mod:`.rehearsal_probe`), sweeps (:mod:`.sweeps`),
 config checking (:mod:`.config_check`) and the command lines they start (:mod:`.commands`).
 Only :mod:`irtbox.cli` imports it (tests/test_layering.py)."""
-from .miniaturize import miniaturize
-from .rehearse import RehearsalReport, rehearse
-
-__all__ = ['RehearsalReport', 'miniaturize', 'rehearse']
+__all__ = []

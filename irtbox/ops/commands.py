@@ -63,12 +63,10 @@ def emit_command(run: Run, mode: str, gpus: int = 1, partition: str = 'gpu',
     train_args = sweep_train(run)[1:]  # config and options, after the command
     test_args = q(sweep_test(run, None, keep_embeddings)[2:])
     job = shlex.quote(f'{run.factor}-{value_dir(run.value)}-{run.dataset}-{run.loss}-{run.seed}')
-    if mode == 'plain':
-        train = f'{py} -m irtbox train {q(train_args)}'
-        test = f'{py} -m irtbox test {shlex.quote(run.config)} {ckpt} {test_args}'
-    elif mode == 'dist':
-        train = f'{py} -m irtbox train {q(train_args)} --nproc {gpus}'
-        test = f'{py} -m irtbox test {shlex.quote(run.config)} {ckpt} {test_args} --nproc {gpus}'
+    if mode in ('plain', 'dist'):
+        nproc = f' --nproc {gpus}' if mode == 'dist' else ''
+        train = f'{py} -m irtbox train {q(train_args)}{nproc}'
+        test = f'{py} -m irtbox test {shlex.quote(run.config)} {ckpt} {test_args}{nproc}'
     elif mode == 'slurm':
         # slurm_train.sh submits a batch job; --wait: the line goes on when it has ended.
         train = (f'SBATCH_ARGS=--wait GPUS={gpus} tools/slurm_train.sh '

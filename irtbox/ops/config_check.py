@@ -23,8 +23,13 @@ import functools
 import inspect
 from typing import Any, Callable, Iterable, Optional, Set, Tuple
 
+import mmengine.runner  # noqa: F401  (registers MMEngine's hooks, loops)
+import torch
 from mmengine.config import Config
+from mmengine.utils import import_modules_from_strings
+from torch.utils.data import DataLoader
 
+import irtbox.engine  # noqa: F401  (registers the runner, hooks, loops)
 from irtbox.engine.runner import DEFAULT_HOOKS
 from irtbox.registry import (DATA_SAMPLERS, DATASETS, EVALUATOR, HOOKS, LOOPS, METRICS, MODELS,
                              OPTIM_WRAPPERS, OPTIMIZERS, PARAM_SCHEDULERS, RUNNERS, SEARCHERS,
@@ -75,10 +80,7 @@ class _Checker:
         cfg = self.cfg
         imports = cfg.get('custom_imports')
         if imports:
-            from mmengine.utils import import_modules_from_strings
             import_modules_from_strings(**imports)
-        import irtbox.engine  # noqa: F401  (registers the runner, hooks, loops)
-        import mmengine.runner  # noqa: F401  (registers MMEngine's hooks, loops)
         self.part(cfg.get('model'), 'model', (MODELS, ))
         hooks = cfg.get('default_hooks') or {}
         for name, hook in hooks.items():
@@ -167,7 +169,6 @@ class _Checker:
     def dataloader(self, loader: Any, where: str) -> None:
         if not isinstance(loader, dict):
             return
-        from torch.utils.data import DataLoader
         accepted = set(inspect.signature(DataLoader.__init__).parameters) | _DATALOADER_OWN
         for key in loader:
             if key not in accepted:
@@ -244,7 +245,6 @@ def accepted_keys(cls: Callable, cfg: Optional[Config] = None) -> Optional[Set[s
     signature; None (not checked) when it takes ``**kwargs``: where they go, only the build
     knows (MMEngine passes them on unread). ``CheckpointHook``'s go to the runner's
     ``save_checkpoint``, whose signature says which it takes."""
-    import torch
     if not inspect.isclass(cls):
         names, var_kw = _params(cls)
         return None if var_kw else names

@@ -45,22 +45,20 @@ def loader_cfgs(cfg: Config) -> Iterator[Tuple[str, dict]]:
     entries (a list for several test sets) and the ``dataloader`` of each custom hook.
     Each loader comes once: a hook's loader written as ``{{_base_.train_eval_dataloader}}``
     is the very dict of that top-level entry, which must not be scaled twice."""
-    seen = set()
-    for where, loader in _all_loader_cfgs(cfg):
-        if id(loader) not in seen:
-            seen.add(id(loader))
-            yield where, loader
-
-
-def _all_loader_cfgs(cfg: Config) -> Iterator[Tuple[str, dict]]:
+    found = []
     for key in list(cfg.keys()):
         if key.endswith('_dataloader') and cfg[key]:
             loaders = cfg[key] if isinstance(cfg[key], (list, tuple)) else [cfg[key]]
-            for i, loader in enumerate(loaders):
-                yield (key if len(loaders) == 1 else f'{key}[{i}]'), loader
-    for i, hook in enumerate(cfg.get('custom_hooks') or []):
-        if isinstance(hook.get('dataloader'), dict):
-            yield f'custom_hooks[{i}] ({hook.get("type")}).dataloader', hook['dataloader']
+            found += [(key if len(loaders) == 1 else f'{key}[{i}]', loader)
+                      for i, loader in enumerate(loaders)]
+    found += [(f'custom_hooks[{i}] ({hook.get("type")}).dataloader', hook['dataloader'])
+              for i, hook in enumerate(cfg.get('custom_hooks') or [])
+              if isinstance(hook.get('dataloader'), dict)]
+    seen = set()
+    for where, loader in found:
+        if id(loader) not in seen:
+            seen.add(id(loader))
+            yield where, loader
 
 
 def _walk(node) -> Iterator[dict]:

@@ -13,6 +13,7 @@ from typing import Dict, Optional
 from irtbox.datasets.spec import (COUNT_KEYS, CountView, DatasetSpec, count_differences,
                                   dataset_counts)
 from irtbox.registry import DATASETS
+from irtbox.utils.image import decode_image
 
 __all__ = ['check_dataset', 'format_report']
 
@@ -22,7 +23,7 @@ def _problem(report: dict, severity: str, what: str, where: str, fix: str) -> No
 
 
 def _build(view: CountView, root: str, lazy: bool = False):
-    # serialize_data=False: MMEngine's serialisation runs gc.collect(), 0.2 s a build.
+    # serialize_data=False: MMEngine's serialisation runs gc.collect() on every build.
     return DATASETS.build(dict(view.dataset, data_root=root, serialize_data=False,
                                lazy_init=lazy))
 
@@ -48,7 +49,6 @@ def _missing_annotation_hint(view: CountView, root: str) -> str:
 def _decodes(path: str) -> Optional[str]:
     """None when the image decodes as the pipelines decode it
     (:func:`~irtbox.utils.image.decode_image`), else why not."""
-    from irtbox.utils.image import decode_image
     try:
         with open(path, 'rb') as f:
             decode_image(f.read())

@@ -20,6 +20,7 @@ import signal
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
 from irtbox.utils.extras import require_extra
 from irtbox.utils.fileio import atomic_write_text
 
@@ -66,7 +67,6 @@ class RunTask:
         running step, wait for it to end (a training saves its checkpoint first and exits
         with status 75: the run is marked to resume), then requeue the same call."""
         import submitit
-        from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
         for pid in _children():
             try:
                 os.kill(pid, getattr(signal, f'SIG{PREEMPT_SIGNAL}'))
