@@ -113,7 +113,7 @@ def prepare_rehearsal(config: str, work_dir: str, cfg_options: Optional[dict] = 
             raise RehearsalDirError(f'{work_dir} holds files of something else than '
                                     'a rehearsal; give another {work_dir}.')
         shutil.rmtree(work_dir)
-    os.makedirs(work_dir)
+    os.makedirs(work_dir, exist_ok=True)  # an empty folder is taken as it is
     atomic_write_text(osp.join(work_dir, _MARKER), json.dumps(dict(config=config)))
     cfg = load_config(resolve_config(config), cfg_options)
     cfg, first, notes = miniaturize(cfg, work_dir, **miniature)
