@@ -33,7 +33,14 @@ from mmengine.registry import Registry
 __all__ = ['RUNNERS', 'LOOPS', 'HOOKS', 'LOG_PROCESSORS', 'OPTIMIZERS', 'OPTIM_WRAPPERS',
            'OPTIM_WRAPPER_CONSTRUCTORS', 'PARAM_SCHEDULERS', 'DATASETS', 'DATA_SAMPLERS',
            'TRANSFORMS', 'MODELS', 'MODEL_WRAPPERS', 'METRICS', 'SEARCHERS', 'EVALUATOR',
-           'VISUALIZERS', 'VISBACKENDS']
+           'VISUALIZERS', 'VISBACKENDS', 'type_name']
+
+
+def type_name(node) -> str:
+    """The class name a config's ``type`` gives: ``node`` is a config dict (its ``type``), a
+    registered name, possibly scoped (``'irtbox.SOPDataset'``), or a class; '' for none."""
+    value = node.get('type') if isinstance(node, dict) else node
+    return value.rsplit('.', 1)[-1] if isinstance(value, str) else getattr(value, '__name__', '')
 
 # Runners: IrtboxRunner (build_runner builds cfg.runner_type, default it).
 RUNNERS = Registry('runner', parent=MMENGINE_RUNNERS, locations=['irtbox.engine'])

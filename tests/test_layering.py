@@ -13,7 +13,8 @@ PACKAGE = osp.join(ROOT, 'irtbox')
 # Top to bottom.
 LAYERS = [
     ('cli', ),                                   # the commands: parse arguments, call below
-    ('search', 'sweeps'),                        # applications built on the API
+    ('ops', ),                                   # operations: prepare, rehearse, sweep, check
+    ('search', ),                                # applications built on the API
     ('apis', 'deployment'),                      # what tools/ and users call
     ('engine', 'visualization'),                 # runner, loops, hooks; result pictures
     ('models', 'datasets', 'evaluation'),        # the parts a config assembles
@@ -41,7 +42,7 @@ def imported(path, package):
             base = node.module or ''
             if node.level:
                 base = '.'.join(package[:len(package) - node.level + 1] + ([base] if base else []))
-            # ``from irtbox import sweeps`` imports irtbox.sweeps.
+            # ``from irtbox import ops`` imports irtbox.ops.
             yield from (f'{base}.{alias.name}' for alias in node.names)
 
 
@@ -75,6 +76,15 @@ def test_no_layer_imports_a_higher_one():
     upward = {f'{s} -> {t}': files for (s, t), files in edges().items()
               if LAYER[t] < LAYER[s]}
     assert not upward, f'imports against the layers {LAYERS}: {upward}'
+
+
+def test_only_cli_imports_the_operations_tier():
+    """irtbox.ops (prepare, miniatures, rehearsals, sweeps, config checking) is imported by
+    irtbox.cli and itself only: the library runs without it."""
+    found = [osp.relpath(path, ROOT) for path, package in modules()
+             if package[1:2] not in (['cli'], ['ops'])
+             and any(subpackage(m) == 'ops' for m in imported(path, package))]
+    assert not found, f'modules outside irtbox/cli importing irtbox.ops: {found}'
 
 
 def test_registry_imports_no_subpackage():

@@ -6,10 +6,9 @@ from typing import Optional
 import torch
 from mmengine.config import Config
 
-from irtbox.registry import RUNNERS
+from irtbox.registry import RUNNERS, type_name
 from irtbox.utils.config import ConfigError, load_config
 
-from .config_check import check_config_keys
 from .model_zoo import resolve_config
 
 __all__ = ['DEFAULT_RUNNER', 'build_runner', 'check_checkpoint', 'dist_cfg_of', 'load_run_config']
@@ -23,14 +22,12 @@ def load_run_config(path: str, cfg_options: Optional[dict] = None,
                     work_dir: Optional[str] = None, launcher: str = 'none') -> Config:
     """The config at ``path`` with ``cfg_options`` merged (:func:`load_config`), ``launcher``
     set, and ``work_dir``: the one given, else the config's, else
-    ``./work_dirs/<config name>``. Every key is checked against the part it configures
-    (:func:`~irtbox.apis.config_check.check_config_keys`) before any work (the backend is
-    picked where the group starts: :func:`dist_cfg_of`). With CUDA, pinned memory and
+    ``./work_dirs/<config name>`` (the backend is picked where the group starts:
+    :func:`dist_cfg_of`). With CUDA, pinned memory and
     persistent workers for the dataloaders that do not say (:func:`_default_loader_options`).
     """
     path = resolve_config(path)
     cfg = load_config(path, cfg_options)
-    check_config_keys(cfg, path)
     cfg.launcher = launcher
     if work_dir is not None:
         cfg.work_dir = work_dir
@@ -48,8 +45,7 @@ def _default_loader_options(cfg: Config) -> None:
     the workers are not started again for each epoch and each validation. What a config
     sets stays. A train dataloader with a ``TupleMiningHook`` keeps non-persistent
     workers: they must be started again to see each epoch's new tuples."""
-    from .miniaturize import _type_name
-    mines = any(_type_name(hook) == 'TupleMiningHook' for hook in cfg.get('custom_hooks') or [])
+    mines = any(type_name(hook) == 'TupleMiningHook' for hook in cfg.get('custom_hooks') or [])
     for key in _LOADER_KEYS:
         persistent = not (key == 'train_dataloader' and mines)
         loaders = cfg.get(key)

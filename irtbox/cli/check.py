@@ -12,7 +12,7 @@ import json
 
 from irtbox.cli import HelpFormatter
 from irtbox.datasets import dataset_spec, dataset_specs
-from irtbox.datasets.prepare import check_dataset, format_report
+from irtbox.ops.prepare import check_dataset, format_report
 from irtbox.utils.checks import int_argument
 from irtbox.utils.fileio import atomic_write_text
 

@@ -33,7 +33,7 @@ from typing import List, Optional, Sequence
 from irtbox.utils.checks import int_argument
 from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
 
-__all__ = ['add_launch_arguments', 'nproc_options', 'torchrun_command', 'relaunch', 'agent_main']
+__all__ = ['add_launch_arguments', 'torchrun_command', 'relaunch', 'agent_main']
 
 _FORWARDED = 'SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1'
 _PREEMPTING = (signal.SIGTERM, signal.SIGUSR1)
@@ -67,11 +67,6 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
                         help='the job id every machine gives (default: RDZV_ID, else '
                         'SLURM_JOB_ID, else a fresh one for one machine)')
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0, help=argparse.SUPPRESS)
-
-
-def nproc_options(nproc: int) -> List[str]:
-    """The ``--nproc`` of a command line that runs on ``nproc`` processes (none for one)."""
-    return ['--nproc', str(nproc)] if nproc > 1 else []
 
 
 def _uses_torchrun(args: argparse.Namespace, env) -> bool:

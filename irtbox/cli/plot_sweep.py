@@ -1,6 +1,6 @@
 """Draw the figures of a sweep (Berton, Musgrave & Masone, Figures 4-10) from its summary table.
 
-What the figures show: irtbox/sweeps/figures.py (printed below by --help).
+What the figures show: irtbox/ops/sweeps/figures.py (printed below by --help).
 
 Example:
   python tools/analysis_tools/plot_sweep.py work_dirs/sweep/summary.csv SPEC --out-dir figs
@@ -9,7 +9,7 @@ import argparse
 import os.path as osp
 
 from irtbox.cli import HelpFormatter
-from irtbox.sweeps import figures, load_spec, plot_all, read_summary
+from irtbox.ops.sweeps import figures, load_spec, plot_all, read_summary
 
 __all__ = ['main']
 

@@ -11,7 +11,7 @@ import argparse
 
 from irtbox.cli import HelpFormatter, worded
 from irtbox.datasets import dataset_spec, dataset_specs
-from irtbox.datasets.prepare import PrepareError, prepare_dataset
+from irtbox.ops.prepare import PrepareError, prepare_dataset
 from irtbox.utils.checks import int_argument
 from irtbox.utils.download import DownloadError, UnreachableError
 
@@ -25,8 +25,8 @@ def _size(num_bytes: int) -> str:
 
 def prepare_command(name: str, root: str) -> str:
     """The command that prepares the dataset ``name`` (a prepared dataset, or the quick start's
-    digits: :func:`~irtbox.datasets.prepare.missing.prepared_dataset`) into ``root``."""
-    from irtbox.datasets.prepare.missing import DIGITS
+    digits: :func:`~irtbox.ops.prepare.missing.prepared_dataset`) into ``root``."""
+    from irtbox.ops.prepare.missing import DIGITS
     if name == DIGITS:
         return f'irtbox prepare-digits --out {root}'
     return f'irtbox prepare {name} --root {root}'

@@ -16,7 +16,7 @@ of the config in seconds, without the comparison of ranks.
 
 --all-kinds: instead of one config, the cheapest shipped config of each kind (what a rehearsal
 exercises: backbone family, necks, losses, Partial FC, hooks, sampler, loop, dataset types;
-irtbox.apis.rehearsal_kinds), one after the other, each in <work-dir>/<config name>, with a
+irtbox.ops.rehearsal_kinds), one after the other, each in <work-dir>/<config name>, with a
 summary; what CI runs (with --quick). Run it after changing a part many configs share. With
 --list it only prints the kinds and the config chosen for each.
 
@@ -34,31 +34,14 @@ import os.path as osp
 import sys
 
 from irtbox.cli import HelpFormatter, worded
-from irtbox.cli.launch import nproc_options
 from irtbox.utils.checks import int_argument
 from irtbox.utils.config import DictAction
 
-__all__ = ['parse_args', 'main', 'RehearsalCommands']
-
-
-class RehearsalCommands:
-    """The arguments of ``python -m irtbox`` for a rehearsal's phases
-    (:func:`irtbox.apis.rehearse`; a class, so that a kind's process pickles it by name)."""
-
-    @staticmethod
-    def train(config: str, work_dir: str, options: dict, resume: bool, nproc: int) -> list:
-        return (['train', config, '--work-dir', work_dir]
-                + (['--cfg-options'] + [f'{k}={v}' for k, v in options.items()]
-                   if options else [])
-                + (['--resume'] if resume else []) + nproc_options(nproc))
-
-    @staticmethod
-    def test(config: str, checkpoint: str, work_dir: str, nproc: int) -> list:
-        return ['test', config, checkpoint, '--work-dir', work_dir] + nproc_options(nproc)
+__all__ = ['parse_args', 'main']
 
 
 def parse_args(argv=None):
-    from irtbox.apis.miniaturize import DEFAULT_INPUT_SIZE, QUICK_INPUT_SIZE
+    from irtbox.ops.miniaturize import DEFAULT_INPUT_SIZE, QUICK_INPUT_SIZE
     parser = argparse.ArgumentParser(
         description='Rehearse a config in miniature before a real run.', epilog=__doc__,
         formatter_class=HelpFormatter)
@@ -108,7 +91,7 @@ def parse_args(argv=None):
 
 def _defaults(args) -> None:
     """The values --quick (or the plain rehearsal) gives to what the command line left unset."""
-    from irtbox.apis.miniaturize import DEFAULT_INPUT_SIZE, QUICK_INPUT_SIZE
+    from irtbox.ops.miniaturize import DEFAULT_INPUT_SIZE, QUICK_INPUT_SIZE
     quick = dict(nproc=1, iters=1, input_size=QUICK_INPUT_SIZE)
     plain = dict(nproc=2, iters=2, input_size=DEFAULT_INPUT_SIZE)
     for key, value in (quick if args.quick else plain).items():
@@ -125,14 +108,14 @@ def main(argv=None):
     if args.subset and not args.data_root:
         raise SystemExit('--subset: only with --data-root (the miniatures are already small)')
     _defaults(args)
-    options = dict(commands=RehearsalCommands, nproc=args.nproc, timeout=args.timeout,
+    options = dict(nproc=args.nproc, timeout=args.timeout,
                    cfg_options=args.cfg_options,
                    input_size=args.input_size, data_root=args.data_root, subset=args.subset,
                    units=args.iters, batch_size=args.batch_size, workers=args.workers,
                    shallow=args.quick)
     if args.all_kinds:
         return _all_kinds(args, options)
-    from irtbox.apis.rehearse import rehearse
+    from irtbox.ops.rehearse import rehearse
     work_dir = args.work_dir or osp.join(
         'work_dirs', 'rehearse', osp.splitext(osp.basename(args.config))[0])
     try:
@@ -155,7 +138,7 @@ def main(argv=None):
 def unchecked_data_line(config: str, cfg_options=None) -> str:
     """The summary's last line when the rehearsal ran on miniatures: the user's data was not
     read, and how to check it."""
-    from irtbox.apis.miniaturize import config_data_roots
+    from irtbox.ops.miniaturize import config_data_roots
     from irtbox.apis.model_zoo import resolve_config
     from irtbox.datasets import dataset_specs
     from irtbox.utils.config import load_config
@@ -169,7 +152,7 @@ def unchecked_data_line(config: str, cfg_options=None) -> str:
 
 
 def _all_kinds(args, options):
-    from irtbox.apis.rehearsal_kinds import rehearsal_set, rehearse_kinds
+    from irtbox.ops.rehearsal_kinds import rehearsal_set, rehearse_kinds
     chosen = rehearsal_set()
     if args.list:
         for i, (kind, config) in enumerate(chosen, 1):

@@ -1,14 +1,14 @@
 """Run a grid of trainings (the training-recipe benchmark's sweeps), collect and plot them.
 
-The grid spec's format (irtbox/sweeps/spec.py) and how runs run and resume
-(irtbox/sweeps/execute.py) are printed after the examples by --help.
+The grid spec's format (irtbox/ops/sweeps/spec.py) and how runs run and resume
+(irtbox/ops/sweeps/execute.py) are printed after the examples by --help.
 
 Outputs in WORK_ROOT: runs.csv / runs.json (one row per finished run),
 summary.csv (mean, std, min, max over seeds) and the figures
 fig_<factor>_<metric>.png, or fig<N>_<factor>_<metric>.png for a factor with
 `figure` (tools/analysis_tools/plot_sweep.py).
 
-The library behind this CLI is irtbox/sweeps/ (spec, families, state, runner, tables,
+The library behind this CLI is irtbox/ops/sweeps/ (spec, families, state, runner, tables,
 figures).
 
 Examples:
@@ -20,7 +20,7 @@ Examples:
   python tools/sweep.py SPEC --work-root W --emit slurm --partition gpu
   python tools/sweep.py SPEC --work-root W --launcher slurm --partition gpu --max-parallel 16
                                   # one submitit job array of the unfinished runs, 16 at a time,
-                                  # each pre-emptible and requeued (irtbox/sweeps/slurm.py)
+                                  # each pre-emptible and requeued (irtbox/ops/sweeps/slurm.py)
   python tools/sweep.py status SPEC --work-root W    # done / running / failed / pending
   python tools/sweep.py SPEC --work-root W --collect-only    # when the array has ended
   python tools/sweep.py SPEC --work-root W --collect-only        # table and figures only
@@ -32,11 +32,11 @@ import os.path as osp
 import sys
 
 from irtbox.cli import HelpFormatter
-from irtbox.cli.sweep_commands import SweepCommands, emit_command
-from irtbox.sweeps import execute as execute_module
-from irtbox.sweeps import slurm
-from irtbox.sweeps import spec as spec_module
-from irtbox.sweeps import (EMBEDDINGS, FAILED, LOG, PREEMPTED_MARK, RESULTS, SUMMARY_DECIMALS,
+from irtbox.ops.commands import emit_command
+from irtbox.ops.sweeps import execute as execute_module
+from irtbox.ops.sweeps import slurm
+from irtbox.ops.sweeps import spec as spec_module
+from irtbox.ops.sweeps import (EMBEDDINGS, FAILED, LOG, PREEMPTED_MARK, RESULTS, SUMMARY_DECIMALS,
                            TRAIN_DONE, SelectionError, collect, format_tables,
                            expand, load_spec, plot_all, run_all, select_runs, state_of,
                            summarize, write_table)
@@ -168,7 +168,7 @@ def main(argv=None):
                 executor = slurm.make_executor(args.work_root, args.partition, args.gpus,
                                                args.max_parallel, args.timeout_min,
                                                args.slurm_params, cluster=SLURM_CLUSTER)
-                jobs = slurm.submit_runs(executor, todo, SweepCommands, args.keep_embeddings,
+                jobs = slurm.submit_runs(executor, todo, args.keep_embeddings,
                                          args.gpus)
             except (slurm.SubmitError, MissingExtraError) as error:
                 raise SystemExit(f'--launcher slurm: {error}')
@@ -188,7 +188,7 @@ def main(argv=None):
               f'{args.jobs} at a time (each run\'s output: <its work dir>/{LOG})',
               file=sys.stderr)
         try:
-            run_all(todo, SweepCommands, args.jobs, args.keep_embeddings)
+            run_all(todo, args.jobs, args.keep_embeddings)
         except KeyboardInterrupt:
             raise SystemExit('interrupted: finished runs are kept, the others run on the next '
                              'call')

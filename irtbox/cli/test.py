@@ -62,9 +62,12 @@ def main(argv=None):
     """Run ``tools/test.py``; returns the metrics."""
     args = parse_args(argv)
     relaunch('test', args, argv)
+    from irtbox.apis.run_setup import load_run_config
     from irtbox.apis.tester import EvaluationSetupError, run_test
+    from irtbox.ops.config_check import check_config_keys
     from irtbox.utils.config import CustomImportError
     try:
+        check_config_keys(load_run_config(args.config, args.cfg_options))
         return run_test(args.config, args.checkpoint, cfg_options=args.cfg_options,
                         work_dir=args.work_dir, launcher=args.launcher, out=args.out,
                         show_dir=args.show_dir, show_num=args.show_num,

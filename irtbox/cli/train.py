@@ -59,7 +59,9 @@ def build_cfg(args):
     import torch
 
     from irtbox.apis import check_checkpoint, load_run_config
+    from irtbox.ops.config_check import check_config_keys
     cfg = load_run_config(args.config, args.cfg_options, args.work_dir, args.launcher)
+    check_config_keys(cfg)  # before any work: a misspelled key fails now, not after training
     check_training_parts(cfg, args.config)
     if args.amp:
         if cfg.optim_wrapper.get('type') == 'BF16AutocastOptimWrapper':
@@ -139,7 +141,7 @@ def refuse_missing_data(cfg, config):
     """Stop in one line, before the runner logs its environment and config, when a dataset
     the config reads is not there: the command that prepares it, or how to point at it."""
     from irtbox.cli.prepare import prepare_command
-    from irtbox.datasets.prepare.missing import missing_data
+    from irtbox.ops.prepare.missing import missing_data
     # What a training reads: its train split and, when it validates, its val split.
     validates = all(cfg.get(k) is not None for k in ('val_dataloader', 'val_cfg',
                                                      'val_evaluator'))

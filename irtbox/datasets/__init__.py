@@ -12,22 +12,17 @@ from .inaturalist import INaturalist2018Dataset
 from .inshop import InShopDataset
 from .label_transforms import (BenchmarkSplitDataset, add_label_noise, keep_class_fraction,
                                split_classes)
-from .miniature import miniature_kind, miniature_kinds, point_at_miniature, write_miniature
 from .nc_clean import NCCleanDataset
 from .revisited import RevisitedDataset
 from .sfm120k import SfM120kDataset, SfMWhitenDataset
 from .sop import SOPDataset
-from .spec import DatasetSpec, dataset_spec, dataset_specs
-
-# The built-in miniature kinds (write_miniature also writes those of classes registered later).
-MINIATURE_KINDS = tuple(name for name, spec in dataset_specs().items() if spec.miniature)
+from .spec import DatasetSpec, count_mismatch, dataset_counts, dataset_spec, dataset_specs
 
 __all__ = [
     'BaseRetrievalDataset', 'BenchmarkSplitDataset', 'Cars196Dataset', 'CSVDataset', 'CUBDataset',
-    'DatasetSpec', 'dataset_spec', 'dataset_specs',
+    'DatasetSpec', 'count_mismatch', 'dataset_counts', 'dataset_spec', 'dataset_specs',
     'FolderDataset', 'GLDv1NoisyDataset', 'GLDv2CleanDataset', 'INaturalist2018Dataset',
-    'InShopDataset', 'MINIATURE_KINDS', 'NCCleanDataset', 'RevisitedDataset', 'SfM120kDataset',
+    'InShopDataset', 'NCCleanDataset', 'RevisitedDataset', 'SfM120kDataset',
     'SfMWhitenDataset', 'SOPDataset', 'add_label_noise', 'keep_class_fraction',
-    'miniature_kind', 'miniature_kinds', 'point_at_miniature', 'split_classes', 'tuple_collate',
-    'write_miniature'
+    'split_classes', 'tuple_collate'
 ]

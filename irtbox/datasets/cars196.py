@@ -9,7 +9,7 @@ import numpy as np
 from irtbox.registry import DATASETS
 from irtbox.utils.checks import check_int
 from .base_dataset import BaseRetrievalDataset, check_unique_images, malformed, parse_int
-from .miniature.common import ImageFn, split_by_id, write_image, write_text
+from .miniature import ImageFn, split_by_id, write_image, write_text
 from .spec import GB, PML_CHECKSUMS, CountView, DatasetSpec, RemoteFile
 
 __all__ = ['Cars196Dataset', 'write_cars196']

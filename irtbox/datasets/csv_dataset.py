@@ -7,7 +7,7 @@ from irtbox.registry import DATASETS
 from irtbox.utils.checks import check_int
 from .base_dataset import (TEXT_ENCODING, BaseRetrievalDataset, check_unique_images,
                            check_utf8, is_int_text, malformed, warn_int_spellings)
-from .miniature.common import ImageFn, class_names, write_image, write_text
+from .miniature import ImageFn, class_names, write_image, write_text
 from .spec import DatasetSpec
 
 __all__ = ['CSVDataset', 'write_csv']

@@ -6,7 +6,7 @@ from typing import List, Optional, Sequence
 from irtbox.registry import DATASETS
 from irtbox.utils.checks import check_int
 from .base_dataset import BaseRetrievalDataset, warn_int_spellings
-from .miniature.common import ImageFn, class_names, write_image
+from .miniature import ImageFn, class_names, write_image
 from .spec import DatasetSpec
 
 __all__ = ['FolderDataset', 'write_folder']

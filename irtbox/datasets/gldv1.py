@@ -10,7 +10,7 @@ from irtbox.registry import DATASETS
 from irtbox.utils.checks import check_int
 from .base_dataset import (BaseRetrievalDataset, check_unique_images, iter_csv_rows, malformed,
                            parse_int)
-from .miniature.common import ImageFn, hex_id, interleaved, write_image, write_text
+from .miniature import ImageFn, hex_id, interleaved, write_image, write_text
 from .spec import GB, CountView, DatasetSpec, RemoteFile
 
 __all__ = ['drop_missing_images', 'GLDv1NoisyDataset', 'write_gldv1noisy']

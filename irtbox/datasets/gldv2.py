@@ -6,7 +6,7 @@ from typing import List, Optional
 from irtbox.registry import DATASETS
 from irtbox.utils.checks import check_int
 from .base_dataset import BaseRetrievalDataset, iter_csv_rows, malformed, parse_int
-from .miniature.common import ImageFn, hex_id, write_image, write_text
+from .miniature import ImageFn, hex_id, write_image, write_text
 from .spec import GB, CountView, DatasetSpec, RemoteFile
 
 __all__ = ['gld_image_path', 'GLDv2CleanDataset', 'write_gldv2clean']

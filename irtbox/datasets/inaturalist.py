@@ -9,7 +9,7 @@ from irtbox.registry import DATASETS
 from irtbox.utils.checks import check_int
 from .base_dataset import (BaseRetrievalDataset, check_int_spellings, check_unique_images,
                            malformed)
-from .miniature.common import ImageFn, write_image, write_text
+from .miniature import ImageFn, write_image, write_text
 from .spec import GB, CountView, DatasetSpec, RemoteFile
 
 __all__ = ['INaturalist2018Dataset', 'write_inat2018']

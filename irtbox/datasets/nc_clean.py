@@ -10,7 +10,7 @@ from irtbox.utils.checks import check_int
 from .base_dataset import (BaseRetrievalDataset, check_int_spellings, check_unique_images,
                            is_int_text, malformed)
 from .gldv1 import drop_missing_images
-from .miniature.common import ImageFn, hex_id, interleaved, write_image, write_text
+from .miniature import ImageFn, hex_id, interleaved, write_image, write_text
 from .spec import GB, CountView, DatasetSpec, RemoteFile
 
 __all__ = ['NCCleanDataset', 'write_ncclean']

@@ -13,7 +13,7 @@ from irtbox.utils.checks import check_int
 from irtbox.utils.errors import ArgumentError
 from .base_dataset import check_unique_images, image_prefix, read_lines
 from .pickle_utils import as_int_array, as_string_list, load_pickle, require_keys
-from .miniature.common import ImageFn, write_image, write_pickle, write_text
+from .miniature import ImageFn, write_image, write_pickle, write_text
 from .spec import FLICKR_TERMS, GB, CountView, DatasetSpec, RemoteFile
 
 __all__ = ['RevisitedDataset', 'R1M_FIRST_CLASS', 'write_revisited',

@@ -13,7 +13,7 @@ from irtbox.structures import DataSample
 from irtbox.utils.checks import check_int, check_positive_int
 from .base_dataset import BaseRetrievalDataset, image_prefix
 from .pickle_utils import as_int_array, as_string_list, load_pickle, require_keys
-from .miniature.common import ImageFn, write_image, write_pickle
+from .miniature import ImageFn, write_image, write_pickle
 from .spec import FLICKR_TERMS, GB, CountView, DatasetSpec, RemoteFile
 
 __all__ = ['cid_to_path', 'SfM120kDataset', 'SfMWhitenDataset', 'write_sfm120k']

@@ -6,7 +6,7 @@ from typing import List, Optional, Tuple
 from irtbox.registry import DATASETS
 from irtbox.utils.checks import check_int
 from .base_dataset import BaseRetrievalDataset, check_unique_images, malformed, parse_int
-from .miniature.common import ImageFn, write_image, write_text
+from .miniature import ImageFn, write_image, write_text
 from .spec import GB, PML_CHECKSUMS, CountView, DatasetSpec, RemoteFile
 
 __all__ = ['SOPDataset', 'write_sop']

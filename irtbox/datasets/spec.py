@@ -1,18 +1,18 @@
 """What a dataset class declares about the data it reads, beside its code: a
 :class:`DatasetSpec` in its ``specs`` attribute (a tuple: ``RevisitedDataset`` reads three
 published datasets; :class:`DatasetSpec` and :class:`RemoteFile` say what a spec holds).
-Preparing, checking, the count check of every run and the miniatures find the specs
+Preparing and checking (irtbox.ops), the count check of every run and the miniatures find the specs
 through the registered classes (:func:`dataset_specs`): adding a dataset is one module.
 Sizes marked ``approx=True`` are estimates (not published).
 """
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterator, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
-from irtbox.registry import DATASETS
+from irtbox.registry import DATASETS, type_name
 
 __all__ = ['FLICKR_TERMS', 'GB', 'PML_CHECKSUMS', 'RemoteFile', 'CountView', 'DatasetSpec',
-           'dataset_spec', 'dataset_specs', 'extra_specs', 'matching_view', 'official_layout',
-           'spec_of_config', 'type_name']
+           'COUNT_KEYS', 'count_differences', 'count_mismatch', 'dataset_counts', 'dataset_spec',
+           'dataset_specs', 'extra_specs', 'matching_view', 'official_layout', 'spec_of_config']
 
 GB = 10**9
 # Sources that several datasets share.
@@ -98,9 +98,9 @@ class DatasetSpec:
 
     Attributes:
         manual: Where to get files behind a form or terms, what to accept (naming
-            :func:`~irtbox.datasets.prepare.prepare_dataset`'s arguments).
+            :func:`~irtbox.ops.prepare.prepare_dataset`'s arguments).
         miniature: ``miniature(root, image_fn, **options)`` writes a tiny copy in the
-            official layout (:func:`irtbox.datasets.write_miniature`).
+            official layout (:func:`irtbox.ops.miniature.write_miniature`).
         point: ``point(cfg, root)`` sets the keys of a dataset config (the class's, in
             place) that make it read the miniature written under ``root``.
         also_read_with: A config key of the class that makes a config read this dataset too
@@ -158,14 +158,6 @@ def dataset_spec(name: str, preparable: bool = False) -> DatasetSpec:
     return specs[name]
 
 
-def type_name(dataset_type) -> Optional[str]:
-    """The class name of a config's ``type``: a class, or its registered name, possibly with
-    a registry scope (``'irtbox.SOPDataset'``)."""
-    if isinstance(dataset_type, str):
-        return dataset_type.rsplit('.', 1)[-1]
-    return getattr(dataset_type, '__name__', None)
-
-
 # Arguments that select a split or how it is read, not which dataset.
 _NOT_DISTINGUISHING = ('type', 'split', 'skip_missing')
 
@@ -201,3 +193,45 @@ def extra_specs(dataset_cfg: dict) -> Tuple[DatasetSpec, ...]:
     name = type_name(dataset_cfg.get('type'))
     return tuple(spec for cls, spec in _declared() if cls.__name__ == name
                  and spec.also_read_with and dataset_cfg.get(spec.also_read_with))
+
+
+COUNT_KEYS = ('images', 'classes', 'queries', 'database')
+
+
+def dataset_counts(dataset) -> Dict[str, int]:
+    """What a built dataset holds, read from its annotation only: ``images``, ``classes``
+    (labelled datasets), ``queries`` (query/gallery splits), ``database`` (revisited)."""
+    meta = getattr(dataset, 'metainfo', {}) or {}
+    if 'num_database' in meta:  # RevisitedDataset: distractors are not part of the set
+        return dict(queries=int(meta['num_queries']), database=int(meta['num_database']))
+    # SfM120kDataset's len() counts tuples in tuple mode, its num_images the images.
+    counts = dict(images=int(getattr(dataset, 'num_images', len(dataset))))
+    if hasattr(dataset, 'get_gt_labels'):
+        counts['classes'] = int(len(set(dataset.get_gt_labels().tolist())))
+    mask = dataset.get_query_mask() if hasattr(dataset, 'get_query_mask') else None
+    if mask is not None:
+        counts['queries'] = int(mask.sum())
+        counts['database'] = int(len(mask) - mask.sum())
+    return counts
+
+
+def count_differences(counts: Dict[str, int], expected: Dict[str, Optional[int]]) -> List[str]:
+    return [f'{counts[k]:,} {k} (published: {expected[k]:,})' for k in COUNT_KEYS
+            if expected.get(k) is not None and k in counts and counts[k] != expected[k]]
+
+
+def count_mismatch(dataset) -> Optional[str]:
+    """One line when ``dataset`` is a split of a published dataset and its counts are not the
+    published ones (a subset by ``indices`` is not checked); None otherwise."""
+    args = {k: getattr(dataset, k) for k in ('split', 'dataset_name') if hasattr(dataset, k)}
+    match = matching_view(type(dataset).__name__, args, ignore=('type', 'skip_missing'))
+    if match is None or not match[1].exact or getattr(dataset, '_indices', None) is not None:
+        return None
+    name, view = match[0].name, match[1]
+    expected = {k: getattr(view, k) for k in COUNT_KEYS}
+    wrong = count_differences(dataset_counts(dataset), expected)
+    if not wrong:
+        return None
+    root = getattr(dataset, 'data_root', '') or '.'
+    return (f'{name} {view.name} under {root}: {", ".join(wrong)}; the numbers will not be '
+            f'comparable with published ones: check it (check_dataset({name!r}, root={root!r}))')

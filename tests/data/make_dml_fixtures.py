@@ -1,5 +1,5 @@
 """Write the tiny fixtures of the recipe-benchmark datasets in their official
-layouts, through irtbox's miniature writers (``irtbox.datasets.miniature``):
+layouts, through irtbox's miniature writers (``irtbox.ops.miniature``):
 tests/data/cars196 and tests/data/inat2018.
 
 Run once (``python tests/data/make_dml_fixtures.py``); the files are committed.
@@ -19,7 +19,7 @@ import shutil
 
 from make_fixtures import make_image
 
-from irtbox.datasets import write_miniature
+from irtbox.ops.miniature import write_miniature
 
 HERE = osp.dirname(osp.abspath(__file__))
 # [(class id, number of images)]

@@ -1,5 +1,5 @@
 """Write the tiny dataset fixtures of tests/data in the official layouts, through
-irtbox's miniature writers (``irtbox.datasets.miniature``) with the plans below.
+irtbox's miniature writers (``irtbox.ops.miniature``) with the plans below.
 
 Run once (``python tests/data/make_fixtures.py``); the images are committed.
 Every image is a real 16 x 16 handwritten digit (scikit-learn's digits,
@@ -15,7 +15,7 @@ import cv2
 import numpy as np
 from sklearn.datasets import load_digits
 
-from irtbox.datasets import write_miniature
+from irtbox.ops.miniature import write_miniature
 
 HERE = osp.dirname(osp.abspath(__file__))
 SIZE = 16

@@ -1,6 +1,6 @@
 """Write the tiny landmark training-set fixtures of tests/data/gld in the
 official layouts, through irtbox's miniature writers
-(``irtbox.datasets.miniature``).
+(``irtbox.ops.miniature``).
 
 Run once (``python tests/data/make_gld_fixtures.py``); the files are committed.
 Images are the coloured digits of make_fixtures.py, resized to sizes whose
@@ -24,7 +24,7 @@ import cv2
 
 from make_fixtures import make_image
 
-from irtbox.datasets import write_miniature
+from irtbox.ops.miniature import write_miniature
 
 HERE = osp.join(osp.dirname(osp.abspath(__file__)), 'gld')
 # (width, height) per aspect group: h / w = 0.625, 0.72, 1.0, 1.375, 1.6.

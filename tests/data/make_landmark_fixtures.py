@@ -1,5 +1,5 @@
 """Write the tiny landmark fixtures of tests/data/landmarks in the official layouts,
-through irtbox's miniature writers (``irtbox.datasets.miniature``).
+through irtbox's miniature writers (``irtbox.ops.miniature``).
 
 Run once (``python tests/data/make_landmark_fixtures.py``); the files are committed,
 and re-running it reproduces them byte for byte (seeded views, fixed JPEG
@@ -30,7 +30,7 @@ import cv2
 import numpy as np
 from sklearn.datasets import load_sample_images
 
-from irtbox.datasets import write_miniature
+from irtbox.ops.miniature import write_miniature
 from irtbox.datasets.revisited import R1M_FIRST_CLASS
 
 HERE = osp.join(osp.dirname(osp.abspath(__file__)), 'landmarks')

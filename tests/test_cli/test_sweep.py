@@ -10,7 +10,7 @@ import types
 
 import pytest
 
-from irtbox import sweeps
+from irtbox.ops import sweeps
 from irtbox.cli import sweep
 from irtbox.cli import plot_sweep
 

@@ -10,10 +10,9 @@ import stat
 
 import pytest
 
-from irtbox import sweeps
+from irtbox.ops import sweeps
 from irtbox.cli import sweep
-from irtbox.cli.sweep_commands import SweepCommands
-from irtbox.sweeps import slurm
+from irtbox.ops.sweeps import slurm
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TINY_CONFIG = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')
@@ -86,7 +85,7 @@ def test_the_array_submitit_writes_for_slurm(tmp_path, monkeypatch):
                                    timeout_min=90, slurm_params=dict(qos='high'))
     run = sweeps.Run('lr', 0.1, 'sop', 'contrastive', 0, 'c.py', [], str(tmp_path / 'a'))
     other = run._replace(value=0.2, work_dir=str(tmp_path / 'b'))
-    jobs = slurm.submit_runs(executor, [run, other], SweepCommands)
+    jobs = slurm.submit_runs(executor, [run, other])
     assert [job.job_id for job in jobs] == ['4242_0', '4242_1']
     assert open(osp.join(other.work_dir, slurm.JOB_FILE)).read() == 'slurm 4242_1\n'
     lines = set((tmp_path / 'sbatch.script').read_text().splitlines())
@@ -148,7 +147,7 @@ def test_pre_emption_waits_for_the_training_then_requeues(tmp_path, monkeypatch)
     executable(tmp_path / 'python', FAKE_PYTHON)
     monkeypatch.setattr(sweeps.execute.sys, 'executable', str(tmp_path / 'python'))
     run = sweeps.Run('lr', 0.1, 'sop', 'contrastive', 0, 'c.py', [], str(tmp_path / 'a'))
-    task, requeued = slurm.RunTask(SweepCommands), []
+    task, requeued = slurm.RunTask(), []
 
     class Requeued(Exception):  # submitit ends the task from its handler
         pass
@@ -220,11 +219,11 @@ def test_a_pre_empted_training_resumes_at_the_next_attempt(tmp_path, monkeypatch
             (tmp_path / 'a' / sweeps.RESULTS).write_text('{}')
 
     monkeypatch.setattr(sweeps.execute.subprocess, 'run', fake_run)
-    assert sweeps.execute.attempt(run, SweepCommands) == 'pre-empted'
+    assert sweeps.execute.attempt(run) == 'pre-empted'
     assert sweeps.state_of(run) == 'todo'
     assert osp.isfile(osp.join(run.work_dir, sweeps.PREEMPTED_MARK))
     assert '--resume' not in calls[0]
-    assert sweeps.execute.attempt(run, SweepCommands) is None
+    assert sweeps.execute.attempt(run) is None
     assert calls[1][3] == 'train' and calls[1][-1] == '--resume'
     assert sweeps.state_of(run) == 'done'
     assert not osp.exists(osp.join(run.work_dir, sweeps.PREEMPTED_MARK))
@@ -245,9 +244,9 @@ def test_a_step_ended_by_a_signal_is_no_failure(tmp_path, monkeypatch):
         raise subprocess.CalledProcessError(next(codes), cmd)
 
     monkeypatch.setattr(sweeps.execute.subprocess, 'run', fake_run)
-    assert sweeps.execute.attempt(run, SweepCommands) == 'interrupted'
+    assert sweeps.execute.attempt(run) == 'interrupted'
     assert sorted(os.listdir(run.work_dir)) == ['last_checkpoint', sweeps.LOG, sweeps.TRAIN_DONE]
-    assert sweeps.execute.attempt(run, SweepCommands).startswith('exit status 3: ')
+    assert sweeps.execute.attempt(run).startswith('exit status 3: ')
     assert sweeps.state_of(run) == 'failed'
 
 

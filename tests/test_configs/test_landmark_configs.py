@@ -72,7 +72,7 @@ def test_a_pca128_config_trains_its_first_epoch(tmp_path, monkeypatch):
     """IRT ▷128 mines its first tuples before anything has fitted the PCA (it is learned after
     training): the config's first epoch on the landmark miniature, then the PCA fitted for the
     checkpoint."""
-    from irtbox.apis.miniaturize import miniaturize
+    from irtbox.ops.miniaturize import miniaturize
     from irtbox.cli import train as train_tool
     from irtbox.utils import safe_torch_load
     from irtbox.utils.config import load_config

@@ -1,4 +1,4 @@
-"""The grid specs under configs/**/sweeps/ load (irtbox.sweeps), name existing configs, and each
+"""The grid specs under configs/**/sweeps/ load (irtbox.ops.sweeps), name existing configs, and each
 factor option sets a key that the config really has (a typo would otherwise add a new,
 ignored key through --cfg-options)."""
 import functools
@@ -8,7 +8,7 @@ import os.path as osp
 import pytest
 from mmengine.config import Config
 
-from irtbox import sweeps
+from irtbox.ops import sweeps
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 SPECS = sorted(osp.relpath(p, ROOT)

@@ -48,9 +48,9 @@ def test_the_page_runs_as_written(toys10k, tmp_path, monkeypatch, capsys):
 
 
 def test_prepare_and_the_rehearsals_find_it(toys10k, tmp_path):
-    from irtbox.apis.miniaturize import point_datasets
+    from irtbox.ops.miniaturize import point_datasets
     from irtbox.cli.prepare import listing
-    from irtbox.datasets.prepare.missing import prepared_dataset
+    from irtbox.ops.prepare.missing import prepared_dataset
     assert any(line.split()[:3] == ['toys10k', '400', 'MB'] for line in listing().splitlines())
     cfg = dict(type='Toys10kDataset', split='train')
     assert prepared_dataset(cfg, 'data/toys10k') == 'toys10k'

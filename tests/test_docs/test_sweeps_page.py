@@ -2,7 +2,7 @@
 import os.path as osp
 import re
 
-from irtbox import sweeps
+from irtbox.ops import sweeps
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 PAGE = osp.join(ROOT, 'docs', 'sweeps.md')

@@ -36,6 +36,7 @@ def test_two_processes_start_from_the_checkpoint_save_mid_run_and_agree(tmp_path
     cfg.default_hooks.checkpoint.interval = 2
     probe = str(tmp_path / 'probe')
     cfg.custom_hooks = list(cfg.custom_hooks) + [dict(type='RehearsalProbeHook', out_dir=probe)]
+    cfg.custom_imports = dict(imports=['irtbox.ops.rehearsal_probe'])  # registers the probe
     config = str(tmp_path / 'config.py')
     cfg.dump(config)
     work_dir = str(tmp_path / 'run')

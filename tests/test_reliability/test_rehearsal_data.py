@@ -6,7 +6,7 @@ import os.path as osp
 import pytest
 from mmengine.config import Config
 
-from irtbox.apis.miniaturize import point_datasets
+from irtbox.ops.miniaturize import point_datasets
 from irtbox.cli.rehearse import unchecked_data_line
 from irtbox.utils.errors import ArgumentError
 from tests.test_reliability.reliability_helpers import ROOT, TINY_CONFIG
@@ -59,7 +59,7 @@ def test_a_failed_phase_quotes_the_failing_ranks_exception(tmp_path):
     # enable traceback see ..."); the real KeyError was hundreds of lines up in the log.
     import sys
 
-    from irtbox.apis.rehearse import _failure_cause, _run_phase
+    from irtbox.ops.rehearse import _failure_cause, _run_phase
     script = tmp_path / 'rank.py'
     script.write_text(RANK_FAILS)
     log = tmp_path / 'logs' / 'train.log'

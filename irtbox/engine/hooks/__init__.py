@@ -6,7 +6,6 @@ from .non_finite_loss import NonFiniteLossError, NonFiniteLossHook
 from .partial_fc import PartialFCHook
 from .preemption import PREEMPTED_EXIT_STATUS, Preempted, PreemptionHook
 from .projection_fit_hook import PCAFitHook, ProjectionFitHook, WhiteningFitHook
-from .rehearsal_probe import RehearsalProbeHook
 from .resume_check import ResumeCheckHook, ResumeRefused
 from .sync_norm_stats import SyncNormStatsHook, norm_running_stats
 from .tuple_mining_hook import TupleMiningHook, mine_hard_negatives
@@ -16,6 +15,6 @@ __all__ = ['BestWeightsEarlyStoppingHook', 'CheckpointHook', 'DatasetCountCheckH
            'GradientNoiseHook',
            'NonFiniteLossError', 'NonFiniteLossHook', 'PartialFCHook', 'PCAFitHook',
            'PREEMPTED_EXIT_STATUS', 'Preempted', 'PreemptionHook', 'ProjectionFitHook',
-           'RehearsalProbeHook', 'ResumeCheckHook', 'ResumeRefused', 'StoppingState',
+           'ResumeCheckHook', 'ResumeRefused', 'StoppingState',
            'SyncNormStatsHook', 'TupleMiningHook', 'WhiteningFitHook', 'WorkDirLockHook',
            'early_stopping_step', 'mine_hard_negatives', 'norm_running_stats']

@@ -4,7 +4,7 @@ a subset or a copy of your own may be on purpose)."""
 from mmengine.dist import is_main_process
 from mmengine.hooks import Hook
 
-from irtbox.datasets.prepare import count_mismatch
+from irtbox.datasets.spec import count_mismatch
 from irtbox.registry import HOOKS
 
 __all__ = ['DatasetCountCheckHook']
@@ -22,8 +22,7 @@ def _loaders(loop) -> list:
 class DatasetCountCheckHook(Hook):
     """Before training, each validation and testing, compare every dataset of the loops with
     the published counts its class's spec declares for its split
-    (:func:`irtbox.datasets.prepare.count_mismatch`:
-    images, classes, queries, database; read from the annotation, no image is opened) and
+    (:func:`irtbox.datasets.spec.count_mismatch`: no image is opened) and
     log one warning per dataset that differs, naming ``irtbox check`` to find out why.
     Added by :func:`~irtbox.apis.build_runner` (training and testing) unless the config
     sets ``check_dataset_counts = False`` (rehearsals on miniatures do)."""

@@ -1,4 +1,4 @@
-"""Miniatures (irtbox.datasets.miniature): every kind, written to a temporary folder,
+"""Miniatures (irtbox.ops.miniature, the writers beside each dataset class): every kind, written to a temporary folder,
 loads with its dataset class built through the registry from a config like the
 shipped ones, with the promised numbers of images, classes, queries and pairs."""
 import filecmp
@@ -12,8 +12,8 @@ import pytest
 from mmengine.config import Config
 
 from irtbox.apis import register_all_modules
-from irtbox.datasets import (MINIATURE_KINDS, miniature_kind, miniature_kinds,
-                             point_at_miniature, write_miniature)
+from irtbox.ops.miniature import (MINIATURE_KINDS, miniature_kind, miniature_kinds,
+                                  point_at_miniature, write_miniature)
 from irtbox.datasets.samplers import GroupSizeSampler, MPerClassSampler
 from irtbox.registry import DATASETS
 

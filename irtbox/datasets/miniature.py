@@ -1,4 +1,5 @@
-"""What every miniature writer shares: the default images and writing files."""
+"""What the miniature writers beside each dataset class share: the default images and writing
+files (:mod:`irtbox.ops.miniature` picks a kind's writer)."""
 import hashlib
 import os
 import os.path as osp

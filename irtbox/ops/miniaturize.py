@@ -1,7 +1,7 @@
 """A config in miniature: the same model, hooks, losses and loops, on tiny data at a small
 input size, with every interval short enough that each hook fires within a few iterations.
 
-:func:`miniaturize` is what a rehearsal (:mod:`irtbox.apis.rehearse`) runs; each step is a
+:func:`miniaturize` is what a rehearsal (:mod:`irtbox.ops.rehearse`) runs; each step is a
 function of its own so that a reader can see exactly what a rehearsal changes: the data
 (:func:`point_datasets`: miniatures in the official layouts, or the user's own data), the
 input size (:func:`scale_input_size`), the depth (:func:`shallow_backbone`, quick rehearsals
@@ -15,13 +15,21 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 import torch
 from mmengine.config import Config, ConfigDict
+from mmengine.registry import DefaultScope
 
+from irtbox.apis.setup_env import register_all_modules
+from irtbox.datasets.samplers import get_dataset_labels
+from irtbox.datasets.transforms.group_resize import DEFAULT_GROUP_SIZES
+from irtbox.models.backbones import PretrainedWeightsUnavailable, offline_hub, pretrained_init_cfg
+from irtbox.registry import DATASETS, MODELS, type_name
 from irtbox.utils.errors import ArgumentError
 from irtbox.utils.fileio import atomic_write
+from .miniature import miniature_kinds, point_at_miniature, write_miniature
 
 __all__ = ['DEFAULT_INPUT_SIZE', 'QUICK_INPUT_SIZE', 'miniaturize', 'point_datasets',
            'scale_input_size', 'shallow_backbone', 'stand_in_weights', 'shorten_schedule',
-           'shrink_loaders', 'shrink_projections', 'loader_cfgs']
+           'shrink_loaders', 'shrink_projections', 'loader_cfgs', 'config_data_roots',
+           'timm_kwargs', 'timm_model']
 
 DEFAULT_INPUT_SIZE = 64
 QUICK_INPUT_SIZE = 32  # a quick rehearsal's input side
@@ -37,22 +45,20 @@ def loader_cfgs(cfg: Config) -> Iterator[Tuple[str, dict]]:
     entries (a list for several test sets) and the ``dataloader`` of each custom hook.
     Each loader comes once: a hook's loader written as ``{{_base_.train_eval_dataloader}}``
     is the very dict of that top-level entry, which must not be scaled twice."""
-    seen = set()
-    for where, loader in _all_loader_cfgs(cfg):
-        if id(loader) not in seen:
-            seen.add(id(loader))
-            yield where, loader
-
-
-def _all_loader_cfgs(cfg: Config) -> Iterator[Tuple[str, dict]]:
+    found = []
     for key in list(cfg.keys()):
         if key.endswith('_dataloader') and cfg[key]:
             loaders = cfg[key] if isinstance(cfg[key], (list, tuple)) else [cfg[key]]
-            for i, loader in enumerate(loaders):
-                yield (key if len(loaders) == 1 else f'{key}[{i}]'), loader
-    for i, hook in enumerate(cfg.get('custom_hooks') or []):
-        if isinstance(hook.get('dataloader'), dict):
-            yield f'custom_hooks[{i}] ({hook.get("type")}).dataloader', hook['dataloader']
+            found += [(key if len(loaders) == 1 else f'{key}[{i}]', loader)
+                      for i, loader in enumerate(loaders)]
+    found += [(f'custom_hooks[{i}] ({hook.get("type")}).dataloader', hook['dataloader'])
+              for i, hook in enumerate(cfg.get('custom_hooks') or [])
+              if isinstance(hook.get('dataloader'), dict)]
+    seen = set()
+    for where, loader in found:
+        if id(loader) not in seen:
+            seen.add(id(loader))
+            yield where, loader
 
 
 def _walk(node) -> Iterator[dict]:
@@ -66,12 +72,6 @@ def _walk(node) -> Iterator[dict]:
             yield from _walk(value)
 
 
-def _type_name(node) -> str:
-    """The class name a config node's ``type`` gives (a string or a class), '' for none."""
-    value = node.get('type') if isinstance(node, dict) else None
-    return value.rsplit('.', 1)[-1] if isinstance(value, str) else getattr(value, '__name__', '')
-
-
 def point_datasets(cfg: Config, data_dir: str, data_root: Optional[str] = None,
                    subset: Optional[int] = None, image_size: int = 32) -> List[str]:
     """Point every dataset of ``cfg``'s loaders at miniature data written under
@@ -81,7 +81,6 @@ def point_datasets(cfg: Config, data_dir: str, data_root: Optional[str] = None,
     ``subset`` items of each dataset (MMEngine's ``indices``). Returns what was done, one line
     per dataset.
     """
-    from irtbox.datasets.miniature import miniature_kinds, point_at_miniature, write_miniature
     done, written = [], {}
     for where, loader in loader_cfgs(cfg):
         dataset = loader.get('dataset')
@@ -140,27 +139,27 @@ def _use_own_data(dataset: dict, data_root: str) -> None:
                 node[key] = mine
 
 
-def _timm_kwargs(backbone: dict) -> dict:
+def timm_kwargs(backbone: dict) -> dict:
     """The arguments a ``TimmBackbone`` config passes on to ``timm.create_model``."""
     own = ('type', 'model_name', 'pretrained', 'checkpoint', 'out_indices', 'norm',
            'pos_embed', 'init_cfg')
     return {k: v for k, v in backbone.items() if k not in own}
 
 
-def _timm_model(backbone: dict, device: str = 'meta'):
+def timm_model(backbone: dict, device: str = 'meta'):
     """The timm model a ``TimmBackbone`` config builds, without pretrained weights; on the
     meta device by default (no memory, no values: its structure only)."""
     import timm
     with torch.device(device):
         return timm.create_model(backbone['model_name'], pretrained=False, num_classes=0,
-                                 **_timm_kwargs(backbone))
+                                 **timm_kwargs(backbone))
 
 
 def _backbone_input(backbone: dict) -> Tuple[int, int, bool]:
     """(input side, patch size (1 for CNNs), whether the input size is fixed) of a
     ``TimmBackbone`` config, read off its timm model on the meta device."""
-    kwargs = _timm_kwargs(backbone)
-    model = _timm_model(backbone)
+    kwargs = timm_kwargs(backbone)
+    model = timm_model(backbone)
     side = int(kwargs.get('img_size') or model.pretrained_cfg.get('input_size', (3, 224))[-1])
     embed = getattr(model, 'patch_embed', None)
     patch = int(embed.patch_size[0]) if embed is not None and hasattr(embed, 'patch_size') else 1
@@ -180,9 +179,8 @@ def scale_input_size(cfg: Config, input_size: int) -> str:
     """Scale every pixel size of the loaders' pipelines so that the model's input side
     becomes ``input_size`` (rounded to a multiple of the patch size); a ViT with a fixed
     input size is built for it (``img_size``). Returns a line saying what changed."""
-    from irtbox.datasets.transforms.group_resize import DEFAULT_GROUP_SIZES
     backbone = cfg.model.get('backbone') or {}
-    if _type_name(backbone) != 'TimmBackbone':
+    if type_name(backbone) != 'TimmBackbone':
         raise ValueError(f'scale_input_size: only TimmBackbone models, not '
                          f'{backbone.get("type")!r}; keep the sizes (input size 0)')
     side, patch, fixed = _backbone_input(backbone)
@@ -191,7 +189,7 @@ def scale_input_size(cfg: Config, input_size: int) -> str:
     scaled = set()
     for _, loader in loader_cfgs(cfg):
         for node in _walk(loader):
-            key = _SIZE_KEYS.get(_type_name(node))
+            key = _SIZE_KEYS.get(type_name(node))
             if key is None or id(node) in scaled:  # a pipeline two loaders share: once
                 continue
             scaled.add(id(node))
@@ -211,10 +209,10 @@ def shallow_backbone(cfg: Config) -> Optional[str]:
     rehearsal). Returns a line saying what changed, None when nothing did (CNNs, PiT, whose
     depth is per stage, and backbones already that shallow)."""
     backbone = cfg.model.get('backbone') or {}
-    if _type_name(backbone) != 'TimmBackbone':
+    if type_name(backbone) != 'TimmBackbone':
         return None
     from timm.models.vision_transformer import VisionTransformer
-    model = _timm_model(backbone)
+    model = timm_model(backbone)
     if not isinstance(model, VisionTransformer):  # its subclasses too: DeiT, hybrids
         return None
     blocks = model.blocks
@@ -232,11 +230,8 @@ def stand_in_weights(cfg: Config, weights_dir: str, use_cache: bool = True) -> s
     they are in the local cache (and ``use_cache``; a shallow backbone cannot take them),
     else (and for a ``checkpoint`` file that does not exist) a local checkpoint of known
     values, written to ``weights_dir``. Returns a line saying which."""
-    from irtbox.models.backbones import (PretrainedWeightsUnavailable, offline_hub,
-                                         pretrained_init_cfg)
-    from irtbox.registry import MODELS
     backbone = cfg.model.get('backbone') or {}
-    if _type_name(backbone) != 'TimmBackbone':
+    if type_name(backbone) != 'TimmBackbone':
         return 'backbone weights: as configured (not a TimmBackbone)'
     init = pretrained_init_cfg(backbone.get('init_cfg'))
     wanted = backbone.get('pretrained') or backbone.get('checkpoint') or init
@@ -252,7 +247,7 @@ def stand_in_weights(cfg: Config, weights_dir: str, use_cache: bool = True) -> s
     elif backbone.get('checkpoint') and osp.exists(str(backbone['checkpoint'])):
         return f'backbone weights: {backbone["checkpoint"]}, as configured'
     torch.manual_seed(_STAND_IN_SEED)
-    model = _timm_model(backbone, 'cpu')
+    model = timm_model(backbone, 'cpu')
     path = osp.join(weights_dir, f'stand_in_{backbone["model_name"]}.pth')
     atomic_write(path, lambda tmp: torch.save(model.state_dict(), tmp))
     backbone.update(pretrained=False, checkpoint=path, init_cfg=None)
@@ -289,10 +284,6 @@ def shorten_schedule(cfg: Config, units: int) -> Dict[str, str]:
 def _built_dataset(loader: dict):
     """The dataset of a loader config, built as the runner builds it (its annotations are
     read, no image is)."""
-    from mmengine.registry import DefaultScope
-
-    from irtbox.registry import DATASETS
-    from .setup_env import register_all_modules
     register_all_modules(init_default_scope=False)
     with DefaultScope.overwrite_default_scope('irtbox'):  # its pipeline's transforms
         return DATASETS.build(copy.deepcopy(loader['dataset']))
@@ -301,7 +292,7 @@ def _built_dataset(loader: dict):
 def _images_per_class(sampler: dict) -> Optional[int]:
     """``m`` of a class-balanced sampler config (batches of ``batch_size // m`` classes, ``m``
     images each), None for other samplers."""
-    kind = _type_name(sampler)
+    kind = type_name(sampler)
     if kind == 'OnePerClassSampler':
         return 1
     if kind == 'MPerClassSampler':
@@ -314,7 +305,6 @@ def shrink_loaders(cfg: Config, batch_size: int, workers: int) -> List[str]:
     sampler's batch (``batch_size // m`` classes of ``m`` images) keeps at least two classes
     and at most as many as its dataset holds (a one-image-per-class config on a miniature of
     six training classes: batches of six). Returns a line per batch sized from its data."""
-    from irtbox.datasets.samplers import get_dataset_labels
     notes = []
     for where, loader in loader_cfgs(cfg):
         size = batch_size
@@ -341,9 +331,9 @@ def shrink_loaders(cfg: Config, batch_size: int, workers: int) -> List[str]:
 def shrink_projections(cfg: Config) -> List[str]:
     """Keep no more PCA components than the fit hook's data has descriptors: a ▷128 PCA needs
     128 images, a miniature holds a few. Returns a line per projection changed."""
-    hooks = [h for h in cfg.get('custom_hooks') or [] if _type_name(h) == 'PCAFitHook'
+    hooks = [h for h in cfg.get('custom_hooks') or [] if type_name(h) == 'PCAFitHook'
              and isinstance(h.get('dataloader'), dict)]
-    necks = [n for n in _walk(cfg.model.get('neck')) if _type_name(n) == 'PCAReduction']
+    necks = [n for n in _walk(cfg.model.get('neck')) if type_name(n) == 'PCAReduction']
     if not hooks or not necks:
         return []
     samples = min(len(_built_dataset(h['dataloader'])) for h in hooks)

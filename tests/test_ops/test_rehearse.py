@@ -3,12 +3,14 @@ what it guards went wrong."""
 import importlib
 import json
 import os.path as osp
+import subprocess
+import sys
 
 import pytest
 import torch
 
-from irtbox.apis.rehearse import (PhaseResult, RehearsalReport, check_rehearsal,
-                                  prepare_rehearsal)
+from irtbox.ops.rehearse import (PhaseResult, RehearsalReport, check_rehearsal,
+                                 prepare_rehearsal)
 from irtbox.utils import state_digest
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -59,7 +61,7 @@ def failed(report):
 
 def check_start_weights_off(monkeypatch):
     """The start-weights check builds the configured backbone: tested end to end elsewhere."""
-    rehearse = importlib.import_module('irtbox.apis.rehearse')  # the module, not the function
+    rehearse = importlib.import_module('irtbox.ops.rehearse')  # the module, not the function
     monkeypatch.setattr(rehearse, '_check_start_weights',
                         lambda report, train: rehearse.Check('started', True))
 
@@ -146,3 +148,18 @@ def test_rehearsal_keeps_out_of_a_folder_it_did_not_make(tmp_path):
         prepare_rehearsal(osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py'),
                           str(tmp_path))
     assert (tmp_path / 'precious.txt').read_text() == 'keep me'
+
+
+def test_the_rehearsal_config_registers_its_probe(tmp_path):
+    """The probe lives in irtbox.ops, which the library never imports: each phase's process
+    registers it through the rehearsal config's custom_imports."""
+    path, _, _ = prepare_rehearsal(osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py'),
+                                   str(tmp_path), input_size=0)
+    code = ('import sys; from mmengine.config import Config; from irtbox.registry import HOOKS; '
+            'cfg = Config.fromfile(sys.argv[1]); '
+            "assert 'irtbox.ops.rehearsal_probe' in cfg.custom_imports['imports']; "
+            "assert 'irtbox.ops.rehearsal_probe' in sys.modules; "
+            "print(HOOKS.get('RehearsalProbeHook').__module__)")
+    done = subprocess.run([sys.executable, '-c', code, path], capture_output=True, text=True,
+                          cwd=ROOT)
+    assert done.stdout.strip() == 'irtbox.ops.rehearsal_probe', done.stderr[-2000:]

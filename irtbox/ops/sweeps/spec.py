@@ -5,7 +5,7 @@ A grid spec is a Python, YAML or JSON file with these keys:
   config      base config path, with {loss} and {dataset} placeholders,
               e.g. 'configs/dml_benchmark/dml_dinov2-vit-b_{loss}_1xb256-39k_{dataset}.py'
   losses      list of loss names (their family, for the line style, comes from
-              the loss the config names, see irtbox/sweeps/families.py, or the
+              the loss the config names, see irtbox/ops/sweeps/families.py, or the
               spec's optional `families` dict: name -> 'contrastive' | 'classification')
   datasets    list of dataset names
   seeds       list of seeds (default [0])
@@ -138,7 +138,7 @@ def _check_factor_losses(path: str, name: str, factor: dict, losses: list) -> No
 def load_spec(path: str) -> dict:
     """Reads and checks a grid spec (see the module docstring). ``families`` comes back
     complete: every loss of the spec -> 'contrastive' | 'classification' (see
-    :func:`irtbox.sweeps.families.loss_families`). Raises ``FileNotFoundError`` or
+    :func:`irtbox.ops.sweeps.families.loss_families`). Raises ``FileNotFoundError`` or
     ``ValueError`` naming the file and the key at fault."""
     if not osp.isfile(path):
         raise FileNotFoundError(f'grid spec not found: {path}')

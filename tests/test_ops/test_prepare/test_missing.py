@@ -1,10 +1,10 @@
 """The datasets a config reads that are not there, each with the command that prepares it
-(irtbox.datasets.prepare.missing)."""
+(irtbox.ops.prepare.missing)."""
 import os
 
 from mmengine.config import Config
 
-from irtbox.datasets.prepare.missing import DIGITS, MissingData, missing_data, prepared_dataset
+from irtbox.ops.prepare.missing import DIGITS, MissingData, missing_data, prepared_dataset
 
 
 def loader(dataset):

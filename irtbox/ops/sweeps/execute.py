@@ -15,8 +15,8 @@ CUB / Cars196, Fig. 8); the tables and figures are still written, the failed
 runs are listed at the end (exit status 1), and the next call retries them.
 A training stopped by a pre-emption signal (exit status 75, its checkpoint saved) is not a
 failure: the run stays unfinished and the next call (or its requeued Slurm task) resumes it.
-On Slurm the runs are the tasks of one submitit job array (irtbox/sweeps/slurm.py). The
-command lines of the steps are the caller's (``commands``: irtbox.cli.sweep_commands).
+On Slurm the runs are the tasks of one submitit job array (:mod:`.slurm`). The command lines
+of the steps: :mod:`irtbox.ops.commands`.
 """
 import json
 import os
@@ -30,6 +30,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import List, Optional
 
+from irtbox.ops import commands
 from irtbox.utils.cpus import usable_cpu_count
 from irtbox.utils.dist import EXIT_WITH_PARENT_VAR
 from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
@@ -41,12 +42,10 @@ from .state import FAILED, LOG, PREEMPTED_MARK, RESULTS, TRAIN_DONE, checkpoint_
 __all__ = ['run_one', 'run_all', 'attempt']
 
 
-def run_one(run: Run, commands, keep_embeddings: bool = False, env: Optional[dict] = None,
+def run_one(run: Run, keep_embeddings: bool = False, env: Optional[dict] = None,
             nproc: int = 1) -> None:
-    """Trains (unless already trained) and tests one run in subprocesses (``python -m irtbox``
-    with the arguments ``commands.train(run, resume, nproc)`` and ``commands.test(run,
-    checkpoint, keep_embeddings, nproc)``) whose output goes to ``<work_dir>/sweep.log``; a
-    failing step raises ``subprocess.CalledProcessError``. ``env``: extra environment
+    """Trains (unless already trained) and tests one run in subprocesses whose output goes to
+    ``<work_dir>/sweep.log``; a failing step raises ``subprocess.CalledProcessError``. ``env``: extra environment
     variables; ``nproc``: processes of each step."""
     os.makedirs(run.work_dir, exist_ok=True)
     failed = osp.join(run.work_dir, FAILED)
@@ -59,18 +58,18 @@ def run_one(run: Run, commands, keep_embeddings: bool = False, env: Optional[dic
         steps = 1 if run.factor == OFF_THE_SHELF else nproc
 
         def call(args):
-            subprocess.run([sys.executable, '-m', 'irtbox'] + args, check=True, env=env, stdout=log,
+            subprocess.run(commands.irtbox_command(args), check=True, env=env, stdout=log,
                            stderr=subprocess.STDOUT)
 
         if not osp.isfile(osp.join(run.work_dir, TRAIN_DONE)) and run.factor != OFF_THE_SHELF:
             mark = osp.join(run.work_dir, PREEMPTED_MARK)
             # A training pre-empted in an earlier attempt goes on from its checkpoint.
-            call(commands.train(run, resume=osp.isfile(mark), nproc=steps))
+            call(commands.sweep_train(run, resume=osp.isfile(mark), nproc=steps))
             open(osp.join(run.work_dir, TRAIN_DONE), 'w').close()
             if osp.isfile(mark):
                 os.remove(mark)
         ckpt = None if run.factor == OFF_THE_SHELF else checkpoint_of(run.work_dir)
-        call(commands.test(run, ckpt, keep_embeddings, nproc=steps))
+        call(commands.sweep_test(run, ckpt, keep_embeddings, nproc=steps))
 
 
 def _job_devices(jobs: int) -> List[Optional[str]]:
@@ -95,7 +94,7 @@ def _tail(path: str, lines: int = 5) -> str:
         return ''.join(f.readlines()[-lines:])
 
 
-def attempt(run: Run, commands, keep_embeddings: bool = False, env: Optional[dict] = None,
+def attempt(run: Run, keep_embeddings: bool = False, env: Optional[dict] = None,
             nproc: int = 1) -> Optional[str]:
     """:func:`run_one`, returning None when it finished; ``'pre-empted'`` when its training
     stopped on a pre-emption signal (exit status 75, its checkpoint saved: the run is marked
@@ -103,7 +102,7 @@ def attempt(run: Run, commands, keep_embeddings: bool = False, env: Optional[dic
     before it could save (a test, a training still starting: it runs again next time); else
     the reason it failed, which is also written to its ``failed`` file."""
     try:
-        run_one(run, commands, keep_embeddings, env, nproc)
+        run_one(run, keep_embeddings, env, nproc)
         return None
     except subprocess.CalledProcessError as error:
         if error.returncode == PREEMPTED_EXIT_STATUS:
@@ -118,9 +117,8 @@ def attempt(run: Run, commands, keep_embeddings: bool = False, env: Optional[dic
     return reason
 
 
-def run_all(todo: List[Run], commands, jobs: int = 1,
-            keep_embeddings: bool = False) -> None:
-    """Runs ``todo`` with ``commands`` (see :func:`run_one`), ``jobs`` at a time, and prints one
+def run_all(todo: List[Run], jobs: int = 1, keep_embeddings: bool = False) -> None:
+    """Runs ``todo`` (see :func:`run_one`), ``jobs`` at a time, and prints one
     line per finished run to stderr. With ``jobs > 1`` each run gets ``cores // jobs`` CPU threads
     (the cores this process may use) and a visible GPU, the GPUs in turn (several runs
     share one when there are more runs than GPUs; a line says so). A failed run gets a
@@ -144,7 +142,7 @@ def run_all(todo: List[Run], commands, jobs: int = 1,
             env['CUDA_VISIBLE_DEVICES'] = device
         start = time.time()
         try:
-            return attempt(run, commands, keep_embeddings, env), time.time() - start
+            return attempt(run, keep_embeddings, env), time.time() - start
         finally:
             slots.put(device)
 

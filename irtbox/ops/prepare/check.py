@@ -1,73 +1,29 @@
 """Is a prepared tree right? :func:`check_dataset` builds each split with the class a config
 builds, then checks that every file the annotation names exists, that images decode (a seeded
 sample, or all), and that the counts per split are the published ones (the dataset
-classes' specs, :mod:`irtbox.datasets.spec`). :func:`dataset_counts` / :func:`count_mismatch`
-are the cheap part (no image is opened), which training and testing run on every dataset they
-build (``DatasetCountCheckHook``).
+classes' specs; every run checks the counts only: :func:`irtbox.datasets.spec.count_mismatch`).
 """
 import glob
 import os
 import os.path as osp
 import random
 from concurrent.futures import ThreadPoolExecutor
-from typing import Dict, List, Optional
+from typing import Dict, Optional
 
+from irtbox.datasets.spec import (COUNT_KEYS, CountView, DatasetSpec, count_differences,
+                                  dataset_counts)
 from irtbox.registry import DATASETS
-from ..spec import CountView, DatasetSpec, matching_view
+from irtbox.utils.image import decode_image
 
-__all__ = ['check_dataset', 'format_report', 'dataset_counts', 'count_mismatch',
-           'COUNT_KEYS']
+__all__ = ['check_dataset', 'format_report']
 
-COUNT_KEYS = ('images', 'classes', 'queries', 'database')
-
-
-def dataset_counts(dataset) -> Dict[str, int]:
-    """What a built dataset holds, read from its annotation only: ``images``, ``classes``
-    (labelled datasets), ``queries`` (query/gallery splits), ``database`` (revisited)."""
-    meta = getattr(dataset, 'metainfo', {}) or {}
-    if 'num_database' in meta:  # RevisitedDataset: distractors are not part of the set
-        return dict(queries=int(meta['num_queries']), database=int(meta['num_database']))
-    # SfM120kDataset's len() counts tuples in tuple mode, its num_images the images.
-    counts = dict(images=int(getattr(dataset, 'num_images', len(dataset))))
-    if hasattr(dataset, 'get_gt_labels'):
-        counts['classes'] = int(len(set(dataset.get_gt_labels().tolist())))
-    mask = dataset.get_query_mask() if hasattr(dataset, 'get_query_mask') else None
-    if mask is not None:
-        counts['queries'] = int(mask.sum())
-        counts['database'] = int(len(mask) - mask.sum())
-    return counts
-
-
-def _differences(counts: Dict[str, int], expected: Dict[str, Optional[int]]) -> List[str]:
-    return [f'{counts[k]:,} {k} (published: {expected[k]:,})' for k in COUNT_KEYS
-            if expected.get(k) is not None and k in counts and counts[k] != expected[k]]
-
-
-def count_mismatch(dataset) -> Optional[str]:
-    """One line when ``dataset`` is a split of a published dataset and its counts are not the
-    published ones (a subset by ``indices`` is not checked); None otherwise."""
-    args = {k: getattr(dataset, k) for k in ('split', 'dataset_name') if hasattr(dataset, k)}
-    match = matching_view(type(dataset).__name__, args, ignore=('type', 'skip_missing'))
-    if match is None or not match[1].exact or getattr(dataset, '_indices', None) is not None:
-        return None
-    name, view = match[0].name, match[1]
-    expected = {k: getattr(view, k) for k in COUNT_KEYS}
-    wrong = _differences(dataset_counts(dataset), expected)
-    if not wrong:
-        return None
-    root = getattr(dataset, 'data_root', '') or '.'
-    return (f'{name} {view.name} under {root}: {", ".join(wrong)}; the numbers will not be '
-            f'comparable with published ones: check it (check_dataset of {name}, root {root})')
-
-
-# --- the full check -----------------------------------------------------------------------------
 
 def _problem(report: dict, severity: str, what: str, where: str, fix: str) -> None:
     report['problems'].append(dict(severity=severity, what=what, where=where, fix=fix))
 
 
 def _build(view: CountView, root: str, lazy: bool = False):
-    # serialize_data=False: MMEngine's serialisation runs gc.collect(), 0.2 s a build.
+    # serialize_data=False: MMEngine's serialisation runs gc.collect() on every build.
     return DATASETS.build(dict(view.dataset, data_root=root, serialize_data=False,
                                lazy_init=lazy))
 
@@ -93,7 +49,6 @@ def _missing_annotation_hint(view: CountView, root: str) -> str:
 def _decodes(path: str) -> Optional[str]:
     """None when the image decodes as the pipelines decode it
     (:func:`~irtbox.utils.image.decode_image`), else why not."""
-    from irtbox.utils.image import decode_image
     try:
         with open(path, 'rb') as f:
             decode_image(f.read())
@@ -140,7 +95,7 @@ def check_dataset(info: DatasetSpec, root: str, full: bool = False, sample: int 
         source = expected[view.name] if expected and view.name in expected else vars(view)
         want = {k: source.get(k) for k in COUNT_KEYS}
         split.update(counts=counts, expected={k: v for k, v in want.items() if v is not None})
-        wrong = _differences(counts, want)
+        wrong = count_differences(counts, want)
         if wrong:
             _problem(report, 'error' if view.exact else 'info',
                      f'{view.name}: {", ".join(wrong)}'

@@ -7,10 +7,10 @@ import re
 import pytest
 from mmengine.config import Config
 
-from irtbox.apis.miniaturize import loader_cfgs
-from irtbox.apis.rehearsal_kinds import config_kind, rehearsal_set, shipped_configs
+from irtbox.ops.miniaturize import loader_cfgs
+from irtbox.ops.rehearsal_kinds import config_kind, rehearsal_set, shipped_configs
 from irtbox.cli.rehearse import main as rehearse_main
-from irtbox.datasets.miniature import miniature_kinds
+from irtbox.ops.miniature import miniature_kinds
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TINY = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')

@@ -23,7 +23,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 from mmengine.config import Config
 
 from irtbox.utils.config import CONFIGS_DIR
-from .miniaturize import _timm_kwargs, _timm_model, _type_name, loader_cfgs
+from irtbox.registry import type_name
+from .miniaturize import loader_cfgs, timm_kwargs, timm_model
 from .rehearse import RehearsalReport, rehearse
 
 __all__ = ['ConfigKind', 'KindRehearsal', 'config_kind', 'shipped_configs', 'rehearsal_cost',
@@ -63,12 +64,12 @@ _ARCH_CACHE: Dict[str, Tuple[str, int]] = {}
 def _backbone_arch(backbone: dict) -> Tuple[str, int]:
     """(architecture, parameter count) of a backbone config; the architecture is the timm
     class, with its patch embedding's class when that is not the plain ``PatchEmbed``."""
-    if _type_name(backbone) != 'TimmBackbone':
-        return _type_name(backbone), 0
+    if type_name(backbone) != 'TimmBackbone':
+        return type_name(backbone), 0
     key = repr((backbone['model_name'], sorted((k, repr(v))
-                                               for k, v in _timm_kwargs(backbone).items())))
+                                               for k, v in timm_kwargs(backbone).items())))
     if key not in _ARCH_CACHE:
-        model = _timm_model(backbone)
+        model = timm_model(backbone)
         arch = type(model).__name__
         embed = getattr(model, 'patch_embed', None)
         if embed is not None and type(embed).__name__ != 'PatchEmbed':
@@ -82,12 +83,12 @@ def _loss_names(losses: dict) -> List[str]:
     for loss in (losses or {}).values():
         if not isinstance(loss, dict):
             continue
-        name = _type_name(loss)
+        name = type_name(loss)
         if name == 'PMLLoss':
             name = f'PMLLoss:{loss.get("name")}'
             if loss.get('miner'):
                 miner = loss['miner']
-                name += f'+miner:{_type_name(miner) if isinstance(miner, dict) else miner}'
+                name += f'+miner:{type_name(miner) if isinstance(miner, dict) else miner}'
         if loss.get('partial_fc'):
             name += '+PartialFC'
         names.append(name)
@@ -97,7 +98,7 @@ def _loss_names(losses: dict) -> List[str]:
 def _dataset_name(dataset: dict) -> str:
     """``Wrapper(Inner)`` for wrapped datasets, else the type."""
     inner = dataset.get('dataset')
-    name = _type_name(dataset)
+    name = type_name(dataset)
     return f'{name}({_dataset_name(inner)})' if isinstance(inner, dict) else name
 
 
@@ -106,23 +107,23 @@ def config_kind(cfg: Config) -> ConfigKind:
     model = cfg.get('model') or {}
     backbone = model.get('backbone') or {}
     arch, _ = _backbone_arch(backbone)
-    if _type_name(backbone) == 'TimmBackbone':
+    if type_name(backbone) == 'TimmBackbone':
         arch += f'(pos_embed={backbone.get("pos_embed", "timm")})'
     neck = model.get('neck') or []
-    necks = [_type_name(n) for n in (neck if isinstance(neck, (list, tuple)) else [neck])]
+    necks = [type_name(n) for n in (neck if isinstance(neck, (list, tuple)) else [neck])]
     if model.get('whitening'):
-        necks.append(f'whitening:{_type_name(model["whitening"])}')
+        necks.append(f'whitening:{type_name(model["whitening"])}')
     losses = sorted(_loss_names((model.get('head') or {}).get('losses')))
     if model.get('momentum') is not None:
         losses.append('momentum encoder')
-    hooks = sorted(_type_name(h) for h in cfg.get('custom_hooks') or [])
+    hooks = sorted(type_name(h) for h in cfg.get('custom_hooks') or [])
     train_loader = cfg.get('train_dataloader') or {}
     sampler = train_loader.get('sampler') or {}
-    sampler_name = _type_name(sampler)
+    sampler_name = type_name(sampler)
     if sampler_name == 'MPerClassSampler' and int(sampler.get('m', 4)) == 1:
         sampler_name += '(m=1)'
     train_cfg = cfg.get('train_cfg') or {}
-    loop = _type_name(train_cfg) or next(
+    loop = type_name(train_cfg) or next(
         (name for key, name in _LOOP_BY_KEY if key in train_cfg), '')
     datasets = []
     for _, loader in loader_cfgs(cfg):
@@ -221,7 +222,7 @@ def rehearse_kinds(work_dir: str, configs: Optional[List[Tuple[ConfigKind, str]]
     ``<work_dir>/<config name>``, ``jobs`` at a time (each in a process of its own, its
     output printed; with several, every phase gets ``cpu_count // jobs`` threads unless
     ``OMP_NUM_THREADS`` is set); ``options``: those of
-    :func:`~irtbox.apis.rehearse.rehearse`. A passed rehearsal's weights are removed unless
+    :func:`~irtbox.ops.rehearse.rehearse`. A passed rehearsal's weights are removed unless
     ``keep_weights``. Returns the results in the order of ``configs``."""
     configs = rehearsal_set() if configs is None else configs
     tasks = [(f'{i}/{len(configs)}', kind, config, work_dir, keep_weights, options)

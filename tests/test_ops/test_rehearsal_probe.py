@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import torch
 from mmengine.hooks import Hook
 
-from irtbox.engine.hooks.rehearsal_probe import RehearsalProbeHook
+from irtbox.ops.rehearsal_probe import RehearsalProbeHook
 
 
 class SetUpOnly(Hook):

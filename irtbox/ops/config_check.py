@@ -1,41 +1,35 @@
-"""Every key of a config checked against what it configures, when the config is loaded.
+"""Every key of a config checked against what it configures, before any work.
 
-A misspelled argument anywhere in a config (``default_hooks.checkpoint.intervall``,
-``model.head.loss_weigths``, ``train_dataloader.dataset.data_rot``,
+A misspelled argument (``default_hooks.checkpoint.intervall``, ``model.head.loss_weigths``,
 ``optim_wrapper.optimizer.lrr``) would otherwise surface as a bare ``TypeError: __init__() got
 an unexpected keyword argument`` when that part is built, which for a hook argument forwarded
-to ``Runner.save_checkpoint`` is after the whole training. :func:`check_config_keys` walks the
-config before any work and refuses such a key, naming the config file, the key path and the
-closest valid key.
+to ``Runner.save_checkpoint`` is after the whole training. :func:`check_config_keys` refuses
+such a key, naming the config file, the key path and the closest valid key.
 
-How a ``dict(type=...)`` is resolved: through the irtbox registry of the section it sits in
-(``model`` -> ``MODELS``, ``*_dataloader.dataset`` -> ``DATASETS``, ``pipeline`` ->
-``TRANSFORMS``, ``sampler`` -> ``DATA_SAMPLERS``, ``optimizer`` -> ``OPTIMIZERS``,
-``param_scheduler`` -> ``PARAM_SCHEDULERS``, ``*_evaluator`` -> ``METRICS``, ``search`` ->
-``SEARCHERS``, hooks -> ``HOOKS``, ...), which fall back to MMEngine's. The accepted keys are
-the constructor's keyword arguments. A constructor taking ``**kwargs`` is followed to the next
-``__init__`` of the class hierarchy when it passes them on with ``super().__init__(...,
-**kwargs)`` (every dataset does), and ``CheckpointHook``'s to ``Runner.save_checkpoint``, where
-a typo would otherwise surface at the first save. Anywhere else (``TimmBackbone``'s timm
-arguments, ``EMAHook``'s averaged model) the part is not checked rather than guessed at: those
-are built before the first iteration, which then names the argument, and a rehearsal builds
-them in miniature. A type that no registry knows is left to the build, which names it. Entries
-that hold no part (``init_cfg``, ``collate_fn``, ``worker_init_fn``, ``paramwise_cfg``) are not
-checked.
+A ``dict(type=...)`` is resolved through the registry of the section it sits in (``model`` ->
+``MODELS``, ``*_dataloader.dataset`` -> ``DATASETS``, ``pipeline`` -> ``TRANSFORMS``, hooks ->
+``HOOKS``, ...); the accepted keys are the constructor's parameters. A constructor taking
+``**kwargs`` is not checked (every dataset, ``TimmBackbone``'s timm arguments): its build
+names a wrong key before the first iteration, and a rehearsal builds every part in miniature.
+The one exception is ``CheckpointHook``, whose ``**kwargs`` go to ``Runner.save_checkpoint``.
+A type no registry knows is left to the build; entries that hold no part (``init_cfg``,
+``collate_fn``, ``worker_init_fn``, ``paramwise_cfg``) are not checked.
 
-Values checked on the way: a learning rate is a number >= 0; ``max_iters`` /
-``max_epochs`` / ``val_interval`` are whole numbers >= 1 (MMEngine would stop at a bare
-``assert``).
+Values checked on the way: a learning rate is a number >= 0; ``max_iters`` / ``max_epochs`` /
+``val_interval`` are whole numbers >= 1 (MMEngine would stop at a bare ``assert``).
 """
-import ast
 import difflib
 import functools
 import inspect
-import textwrap
 from typing import Any, Callable, Iterable, Optional, Set, Tuple
 
+import mmengine.runner  # noqa: F401  (registers MMEngine's hooks, loops)
+import torch
 from mmengine.config import Config
+from mmengine.utils import import_modules_from_strings
+from torch.utils.data import DataLoader
 
+import irtbox.engine  # noqa: F401  (registers the runner, hooks, loops)
 from irtbox.engine.runner import DEFAULT_HOOKS
 from irtbox.registry import (DATA_SAMPLERS, DATASETS, EVALUATOR, HOOKS, LOOPS, METRICS, MODELS,
                              OPTIM_WRAPPERS, OPTIMIZERS, PARAM_SCHEDULERS, RUNNERS, SEARCHERS,
@@ -86,10 +80,7 @@ class _Checker:
         cfg = self.cfg
         imports = cfg.get('custom_imports')
         if imports:
-            from mmengine.utils import import_modules_from_strings
             import_modules_from_strings(**imports)
-        import irtbox.engine  # noqa: F401  (registers the runner, hooks, loops)
-        import mmengine.runner  # noqa: F401  (registers MMEngine's hooks, loops)
         self.part(cfg.get('model'), 'model', (MODELS, ))
         hooks = cfg.get('default_hooks') or {}
         for name, hook in hooks.items():
@@ -178,7 +169,6 @@ class _Checker:
     def dataloader(self, loader: Any, where: str) -> None:
         if not isinstance(loader, dict):
             return
-        from torch.utils.data import DataLoader
         accepted = set(inspect.signature(DataLoader.__init__).parameters) | _DATALOADER_OWN
         for key in loader:
             if key not in accepted:
@@ -250,69 +240,23 @@ def _params(fn) -> Tuple[Set[str], Optional[str]]:
     return names, var_kw
 
 
-@functools.lru_cache(maxsize=None)
-def _forwards_to_super(fn, var_kw: str) -> Optional[Set[str]]:
-    """When ``fn`` passes its ``**var_kw`` on to ``super().__init__`` and otherwise only
-    reads keys out of it (``kwargs.pop('x')``), the keys it reads; else None (not known)."""
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-    except (OSError, TypeError, SyntaxError):
-        return None
-    func = tree.body[0]
-    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return None
-    uses, passed, reads, neutral = 0, 0, set(), 0
-    for node in ast.walk(ast.Module(body=func.body, type_ignores=[])):
-        if isinstance(node, ast.Name) and node.id == var_kw:
-            uses += 1
-        elif isinstance(node, ast.Call):
-            f = node.func
-            if isinstance(f, ast.Attribute) and f.attr == '__init__' and \
-                    isinstance(f.value, ast.Call) and isinstance(f.value.func, ast.Name) and \
-                    f.value.func.id == 'super':
-                passed += sum(1 for k in node.keywords if k.arg is None and
-                              isinstance(k.value, ast.Name) and k.value.id == var_kw)
-            elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
-                    f.value.id == var_kw and node.args and \
-                    isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
-                if f.attr in ('pop', 'get'):
-                    reads.add(node.args[0].value)
-                    neutral += 1
-                elif f.attr == 'setdefault':
-                    neutral += 1
-        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and \
-                node.value.id == var_kw and isinstance(node.slice, ast.Constant):
-            reads.add(node.slice.value)
-            neutral += 1
-    if not passed or uses != passed + neutral:
-        return None
-    return reads
-
-
 def accepted_keys(cls: Callable, cfg: Optional[Config] = None) -> Optional[Set[str]]:
-    """The config keys ``cls`` (a registered class or function) accepts, following its
-    ``**kwargs`` where they are known to go; None when that is not known."""
-    import torch
+    """The config keys ``cls`` (a registered class or function) accepts, read off its
+    signature; None (not checked) when it takes ``**kwargs``: where they go, only the build
+    knows (MMEngine passes them on unread). ``CheckpointHook``'s go to the runner's
+    ``save_checkpoint``, whose signature says which it takes."""
     if not inspect.isclass(cls):
         names, var_kw = _params(cls)
         return None if var_kw else names
-    special = cls.__name__ == 'CheckpointHook'
-    accepted: Set[str] = set()
-    owners = [c for c in cls.__mro__ if '__init__' in vars(c)]
-    for owner in owners:
-        if owner in (object, torch.nn.Module):
-            return accepted  # they take no keyword arguments
-        names, var_kw = _params(owner.__init__)
-        accepted |= names
-        if var_kw is None:
-            return accepted
-        if special and owner.__name__ == cls.__name__:
-            extra = _save_checkpoint_keys(cfg)
-            return None if extra is None else accepted | extra
-        reads = _forwards_to_super(owner.__init__, var_kw)
-        if reads is None:
-            return None
-        accepted |= reads
+    owner = next(c for c in cls.__mro__ if '__init__' in vars(c))
+    if owner in (object, torch.nn.Module):
+        return set()  # they take no keyword arguments
+    names, var_kw = _params(owner.__init__)
+    if var_kw is None:
+        return names
+    if cls.__name__ == 'CheckpointHook':
+        extra = _save_checkpoint_keys(cfg)
+        return None if extra is None else names | extra
     return None
 
 

@@ -1,12 +1,11 @@
 """Rehearse a config: run it in miniature the way a real run goes, then check what a real
 run gets wrong before it has cost days.
 
-A rehearsal runs the config's own model and hooks (:func:`~irtbox.apis.miniaturize.miniaturize`)
-through the commands users run (their command lines are the caller's: ``commands``), on
-``nproc`` processes, in three phases, each under a time limit: ``train`` (the first half of a
+A rehearsal runs the config's own model and hooks (:func:`~irtbox.ops.miniaturize.miniaturize`)
+through the commands users run (:mod:`irtbox.ops.commands`), on ``nproc`` processes, in three phases, each under a time limit: ``train`` (the first half of a
 two-part schedule, ending in a checkpoint), ``resume`` (the same training resumed, to the
 end) and ``test`` (on the last checkpoint). Every rank records what it saw
-(:class:`~irtbox.engine.hooks.RehearsalProbeHook`); :func:`check_rehearsal` then checks:
+(:class:`~irtbox.ops.rehearsal_probe.RehearsalProbeHook`); :func:`check_rehearsal` then checks:
 
 1. every phase ended with status 0 within its time limit (else it hung or failed);
 2. training started from the expected backbone weights on every rank;
@@ -26,21 +25,29 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from irtbox.apis.model_zoo import resolve_config
+from irtbox.engine.runner import run_checkpoints
+from irtbox.models.backbones import offline_hub
+from irtbox.registry import MODELS
+from irtbox.utils import safe_torch_load, state_digest
+from irtbox.utils.config import load_config
 from irtbox.utils.dist import EXIT_WITH_PARENT_VAR, free_port
 from irtbox.utils.errors import IrtboxError
 from irtbox.utils.fileio import atomic_write, atomic_write_text
+from . import commands
+from .miniaturize import miniaturize
 
 __all__ = ['Check', 'PhaseResult', 'RehearsalReport', 'RehearsalDirError', 'rehearse',
            'check_rehearsal', 'prepare_rehearsal']
 
 PHASES = ('train', 'resume', 'test')
 _MARKER = 'rehearsal.json'
+_PROBE_MODULE = 'irtbox.ops.rehearsal_probe'
 
 
 class RehearsalDirError(IrtboxError, FileExistsError):
@@ -100,20 +107,22 @@ def prepare_rehearsal(config: str, work_dir: str, cfg_options: Optional[dict] = 
     file ``<work_dir>/rehearsal_config.py``, its data and weights. Returns (config path,
     the first phase's config options, notes). A non-empty ``work_dir`` is only reused
     when an earlier rehearsal made it (it is then emptied)."""
-    from irtbox.utils.config import load_config
-    from .miniaturize import miniaturize
-    from .model_zoo import resolve_config
     if osp.isdir(work_dir) and os.listdir(work_dir):
         if not osp.exists(osp.join(work_dir, _MARKER)):
             raise RehearsalDirError(f'{work_dir} holds files of something else than '
                                     'a rehearsal; give another work_dir.', argument='work_dir')
         shutil.rmtree(work_dir)
-    os.makedirs(work_dir)
+    os.makedirs(work_dir, exist_ok=True)  # an empty folder is taken as it is
     atomic_write_text(osp.join(work_dir, _MARKER), json.dumps(dict(config=config)))
     cfg = load_config(resolve_config(config), cfg_options)
     cfg, first, notes = miniaturize(cfg, work_dir, **miniature)
     cfg.custom_hooks = list(cfg.get('custom_hooks') or []) + [
         dict(type='RehearsalProbeHook', out_dir=osp.join(work_dir, 'probe'))]
+    # Every phase's process registers the probe through the config itself.
+    imports = dict(cfg.get('custom_imports') or {})
+    listed = imports.get('imports') or []
+    imports['imports'] = [*([listed] if isinstance(listed, str) else listed), _PROBE_MODULE]
+    cfg.custom_imports = imports
     path = osp.join(work_dir, 'rehearsal_config.py')
     atomic_write(path, cfg.dump)
     return path, first, notes
@@ -155,15 +164,12 @@ def _run_phase(name: str, command: List[str], log_path: str, timeout: float) -> 
     return PhaseResult(name, command, time.monotonic() - start, returncode, log_path)
 
 
-def rehearse(config: str, work_dir: str, commands, nproc: int = 2,
-             timeout: float = 600, cfg_options: Optional[dict] = None,
-             echo=print, **miniature) -> RehearsalReport:
+def rehearse(config: str, work_dir: str, nproc: int = 2, timeout: float = 600,
+             cfg_options: Optional[dict] = None, echo=print, **miniature) -> RehearsalReport:
     """Rehearse ``config`` in ``work_dir`` (see the module doc) with the training and test
-    commands on ``nproc`` processes, as a user launches them: ``python -m irtbox`` with the
-    arguments ``commands.train(config, work_dir, options, resume, nproc)`` and
-    ``commands.test(config, checkpoint, work_dir, nproc)`` (``irtbox.cli.rehearse``'s
-    ``RehearsalCommands``); ``timeout`` seconds at most per phase;
-    ``miniature``: the arguments of :func:`~irtbox.apis.miniaturize.miniaturize`. Progress
+    commands on ``nproc`` processes, as a user launches them; ``timeout`` seconds at most per
+    phase;
+    ``miniature``: the arguments of :func:`~irtbox.ops.miniaturize.miniaturize`. Progress
     goes to ``echo``; the report is also written to ``<work_dir>/rehearsal.json``."""
     path, first, notes = prepare_rehearsal(config, work_dir, cfg_options, **miniature)
     report = RehearsalReport(config, work_dir, nproc, notes)
@@ -171,8 +177,8 @@ def rehearse(config: str, work_dir: str, commands, nproc: int = 2,
         echo(f'[rehearse] {note}')
     run_dir = osp.join(work_dir, 'run')
     os.makedirs(osp.join(work_dir, 'logs'), exist_ok=True)
-    plans = [('train', commands.train(path, run_dir, first, False, nproc)),
-             ('resume', commands.train(path, run_dir, {}, True, nproc)),
+    plans = [('train', commands.rehearsal_train(path, run_dir, first, False, nproc)),
+             ('resume', commands.rehearsal_train(path, run_dir, {}, True, nproc)),
              ('test', None)]
     for name, args in plans:
         if args is None:
@@ -181,9 +187,9 @@ def rehearse(config: str, work_dir: str, commands, nproc: int = 2,
             if not checkpoint:
                 report.checks.append(Check('phase test', False, f'no checkpoint in {run_dir}'))
                 break
-            args = commands.test(path, checkpoint, osp.join(work_dir, 'test'), nproc)
+            args = commands.rehearsal_test(path, checkpoint, osp.join(work_dir, 'test'), nproc)
         echo(f'[rehearse] phase {name}: {nproc} process(es) ...')
-        result = _run_phase(name, [sys.executable, '-m', 'irtbox', *args],
+        result = _run_phase(name, commands.irtbox_command(args),
                             osp.join(work_dir, 'logs', f'{name}.log'), timeout)
         report.phases.append(result)
         echo(f'[rehearse] phase {name}: {result.status} after {result.seconds:.1f} s '
@@ -243,7 +249,6 @@ def _records(probe_dir: str, phase: str, nproc: int) -> Dict[int, dict]:
 
 
 def _file_digest(path: str) -> str:
-    from irtbox.utils import safe_torch_load, state_digest
     return state_digest(safe_torch_load(path)['state_dict'])
 
 
@@ -279,10 +284,6 @@ def check_rehearsal(report: RehearsalReport, timeout: float) -> List[Check]:
 
 
 def _check_start_weights(report: RehearsalReport, train: Dict[int, dict]) -> Check:
-    from irtbox.registry import MODELS
-    from irtbox.utils import state_digest
-    from irtbox.utils.config import load_config
-    from irtbox.models.backbones import offline_hub
     cfg = load_config(osp.join(report.work_dir, 'rehearsal_config.py'))
     backbone = cfg.model.get('backbone') or {}
     if not (backbone.get('pretrained') or backbone.get('checkpoint')):
@@ -310,7 +311,6 @@ def _check_ranks_agree(rec: Dict[str, Dict[int, dict]]) -> Check:
 def _check_round_trip(report: RehearsalReport, rec: Dict[str, Dict[int, dict]]) -> Check:
     """Every checkpoint file equals a model that was saved; the resumed run started from
     the first phase's last checkpoint, on every rank."""
-    from irtbox.engine.runner import run_checkpoints
     name = 'the checkpoint round-trips'
     saved = {s['model'] for phase in ('train', 'resume') for s in rec[phase][0]['saved']}
     files = run_checkpoints(osp.join(report.work_dir, 'run'))

@@ -27,7 +27,7 @@ from tqdm import tqdm
 from irtbox.utils.download import ChecksumError, download, recorded_sha256, remove_download
 from irtbox.utils.errors import IrtboxError
 from irtbox.utils.fileio import atomic_write, atomic_write_text
-from ..spec import GB, DatasetSpec, RemoteFile
+from irtbox.datasets.spec import GB, DatasetSpec, RemoteFile
 
 __all__ = ['MANIFEST_NAME', 'PrepareError', 'prepare_dataset', 'read_manifest', 'space_needed']
 

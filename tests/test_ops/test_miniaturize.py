@@ -5,9 +5,9 @@ import pytest
 import torch
 from mmengine.config import Config
 
-from irtbox.apis.miniaturize import (_built_dataset, miniaturize, point_datasets,
-                                     scale_input_size, shallow_backbone, shorten_schedule,
-                                     shrink_loaders, shrink_projections, stand_in_weights)
+from irtbox.ops.miniaturize import (_built_dataset, miniaturize, point_datasets,
+                                    scale_input_size, shallow_backbone, shorten_schedule,
+                                    shrink_loaders, shrink_projections, stand_in_weights)
 from irtbox.datasets.samplers import get_dataset_labels
 from irtbox.registry import MODELS
 from irtbox.utils import state_digest

@@ -22,7 +22,7 @@ _STATISTICS = ('mean', 'std', 'min', 'max')
 
 def collect(runs: List[Run], families: Dict[str, str]) -> List[dict]:
     """One row per finished run: the run's coordinates, its loss's family (``families``:
-    loss -> family, as :func:`~irtbox.sweeps.spec.load_spec` completes it) and its test
+    loss -> family, as :func:`~irtbox.ops.sweeps.spec.load_spec` completes it) and its test
     metrics. A results file that is not a JSON object raises ``ValueError``."""
     rows = []
     for run in runs:

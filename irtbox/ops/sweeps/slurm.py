@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from irtbox.utils.errors import IrtboxError
+from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
 from irtbox.utils.extras import require_extra
 from irtbox.utils.fileio import atomic_write_text
 
@@ -51,13 +52,13 @@ class RunTask:
     stopped it (it goes on next time); raises ``RuntimeError`` (the run's ``failed`` file
     holds why) when it failed. Runs from the folder it was created in (relative configs)."""
 
-    def __init__(self, commands, keep_embeddings: bool = False, nproc: int = 1):
-        self.commands, self.keep_embeddings, self.nproc = commands, keep_embeddings, nproc
+    def __init__(self, keep_embeddings: bool = False, nproc: int = 1):
+        self.keep_embeddings, self.nproc = keep_embeddings, nproc
         self.cwd = os.getcwd()
 
     def __call__(self, run: Run) -> Optional[str]:
         os.chdir(self.cwd)
-        reason = attempt(run, self.commands, self.keep_embeddings, nproc=self.nproc)
+        reason = attempt(run, self.keep_embeddings, nproc=self.nproc)
         if reason in (None, 'pre-empted', 'interrupted'):
             return reason
         raise RuntimeError(f'{run.work_dir}: {reason}')
@@ -67,7 +68,6 @@ class RunTask:
         running step, wait for it to end (a training saves its checkpoint first and exits
         with status 75: the run is marked to resume), then requeue the same call."""
         import submitit
-        from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
         for pid in _children():
             try:
                 os.kill(pid, getattr(signal, f'SIG{PREEMPT_SIGNAL}'))
@@ -122,16 +122,15 @@ def make_executor(work_root: str, partition: str, nproc: int = 1,
     return executor
 
 
-def submit_runs(executor, runs: Sequence[Run], commands, keep_embeddings: bool = False,
+def submit_runs(executor, runs: Sequence[Run], keep_embeddings: bool = False,
                 nproc: int = 1) -> list:
-    """Submit ``runs`` as one array of :class:`RunTask` (``commands``: see
-    :func:`~.execute.run_one`); records each run's task and
-    returns submitit's jobs."""
+    """Submit ``runs`` as one array of :class:`RunTask`; records each run's task and returns
+    submitit's jobs."""
     from submitit.core.utils import FailedJobError
     for run in runs:
         os.makedirs(run.work_dir, exist_ok=True)
     try:
-        jobs = executor.map_array(RunTask(commands, keep_embeddings, nproc), list(runs))
+        jobs = executor.map_array(RunTask(keep_embeddings, nproc), list(runs))
     except FailedJobError as error:  # sbatch refused it; the message is sbatch's
         raise SubmitError(f'sbatch refused the array: {error}') from error
     for run, job in zip(runs, jobs):

@@ -1,5 +1,5 @@
 """irtbox prepare / irtbox check against a server on 127.0.0.1 that serves miniature archives
-in each dataset's official structure (the miniatures of irtbox.datasets.miniature, packed as
+in each dataset's official structure (the miniatures of irtbox.ops.miniature, packed as
 the publishers pack them). The published checksums and counts of the dataset classes' specs
 are replaced by the miniatures' own (the counts are those the miniature writers are asked
 for: 8 classes of 4 images per split unless said otherwise)."""
@@ -20,9 +20,10 @@ import pytest
 from irtbox.cli import check as check_cli
 from irtbox.cli import prepare as prepare_cli
 from irtbox.cli import worded
-from irtbox.datasets import dataset_specs, write_miniature
-from irtbox.datasets.prepare import (PrepareError, check_dataset, count_mismatch,
-                                     prepare_dataset, read_manifest, space_needed)
+from irtbox.datasets import count_mismatch, dataset_specs
+from irtbox.ops.miniature import write_miniature
+from irtbox.ops.prepare import (PrepareError, check_dataset, prepare_dataset, read_manifest,
+                                space_needed)
 from irtbox.registry import DATASETS as DATASET_REGISTRY
 from irtbox.utils.download import ChecksumError
 
@@ -293,7 +294,7 @@ def test_manual_files_and_disk_space_are_refused_with_the_way_out(served, tmp_pa
     with pytest.raises(PrepareError, match='list_eval_partition.txt is not in from_dir'):
         prepare_dataset(SPECS['inshop'], str(tmp_path / 'b'), from_dir=str(tmp_path),
                         progress=False, log=lambda line: None)
-    import irtbox.datasets.prepare.prepare as prepare_module
+    import irtbox.ops.prepare.prepare as prepare_module
     monkeypatch.setattr(prepare_module, '_free_bytes', lambda path: 10**10)
     # 500 archives of 1 GB + a 30 MB csv in place, and one archive at a time being unpacked
     with pytest.raises(PrepareError, match=r'10\.0 GB free, about 501\.0 GB needed') as info:
@@ -593,7 +594,7 @@ def test_a_truncated_archive_is_one_line_and_deleted(served, tmp_path):
 def test_an_archive_unpacking_far_beyond_its_size_is_stopped(served, tmp_path, monkeypatch):
     # Before: a 1 MB archive unpacking to a 1 GiB file was unpacked in full ("done"). The
     # floor is lowered so that a 4 MB file of zeros (a 4 KB archive) shows it in a moment.
-    from irtbox.datasets.prepare import prepare as prepare_module
+    from irtbox.ops.prepare import prepare as prepare_module
     monkeypatch.setattr(prepare_module, 'MIN_UNPACK_LIMIT', 2**20)
     info, path = _one_archive(served, tmp_path, [('zeros.bin', bytes(4 * 2**20))])
     root = tmp_path / 'root'

@@ -1,4 +1,5 @@
-"""What a rehearsal (:func:`irtbox.apis.rehearse`) needs to know of a run, written by each rank."""
+"""What a rehearsal (:mod:`irtbox.ops.rehearse`) needs to know of a run, written by each rank. A
+rehearsal's config registers the hook through its ``custom_imports``."""
 import json
 import math
 import os
@@ -12,7 +13,7 @@ from irtbox.models.losses.partial_fc import whole_state_dict
 from irtbox.registry import HOOKS
 from irtbox.utils.checkpoint import state_digest
 from irtbox.utils.fileio import atomic_write_text
-from .utils import bare_model
+from irtbox.engine.hooks.utils import bare_model
 
 __all__ = ['RehearsalProbeHook']
 

@@ -34,7 +34,7 @@ def plot_factor(summary: List[dict], factor: str, metric: str, out_path: str,
                 values: Optional[list] = None, log_x: Optional[bool] = None,
                 band: str = 'minmax', xlabel: Optional[str] = None,
                 title: Optional[str] = None) -> str:
-    """Draws one figure; ``summary`` rows as from :func:`~irtbox.sweeps.tables.summarize`.
+    """Draws one figure; ``summary`` rows as from :func:`~irtbox.ops.sweeps.tables.summarize`.
 
     ``xlabel`` defaults to ``factor``; ``title``, when given, is the figure's suptitle.
     """

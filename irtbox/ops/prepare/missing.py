@@ -6,7 +6,7 @@ import os.path as osp
 from dataclasses import dataclass
 from typing import Iterator, List, Optional, Sequence, Tuple
 
-from ..spec import spec_of_config
+from irtbox.datasets.spec import spec_of_config
 
 __all__ = ['MissingData', 'missing_data', 'prepared_dataset', 'DIGITS']
 
