@@ -90,7 +90,7 @@ class RunnerPrivates:
 
 class CheckpointHookPrivates:
     """Mixed into a ``CheckpointHook`` subclass before MMEngine's: its private save steps call
-    the public :meth:`save_with_step` and :meth:`save_best`."""
+    the public :meth:`save_with_step` and :meth:`save_best_checkpoint`."""
 
     def _save_checkpoint_with_step(self, runner, step, meta) -> None:
         self.save_with_step(runner, step, meta)
@@ -99,9 +99,9 @@ class CheckpointHookPrivates:
         super()._save_checkpoint_with_step(runner, step, meta)
 
     def _save_best_checkpoint(self, runner, metrics) -> None:
-        self.save_best(runner, metrics)
+        self.save_best_checkpoint(runner, metrics)
 
-    def save_best(self, runner, metrics) -> None:
+    def save_best_checkpoint(self, runner, metrics) -> None:
         super()._save_best_checkpoint(runner, metrics)
 
 

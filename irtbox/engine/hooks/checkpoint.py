@@ -74,7 +74,7 @@ class CheckpointHook(CheckpointHookPrivates, MMEngineCheckpointHook):
         for old in outdated:
             self._remove(self.file_backend.join_path(self.out_dir, self.filename_tmpl.format(old)))
 
-    def save_best(self, runner, metrics) -> None:
+    def save_best_checkpoint(self, runner, metrics) -> None:
         """MMEngine's, with the previous best file deleted after the new one is written."""
         if not self.save_best:
             return
@@ -86,7 +86,7 @@ class CheckpointHook(CheckpointHookPrivates, MMEngineCheckpointHook):
         else:
             self.best_ckpt_path = None
         try:
-            super().save_best(runner, metrics)
+            super().save_best_checkpoint(runner, metrics)
         finally:
             now = dict(self.best_ckpt_path_dict) if len(self.key_indicators) > 1 \
                 else {None: self.best_ckpt_path}
