@@ -7,7 +7,7 @@ import torch
 from mmengine.config import Config
 
 from irtbox.registry import RUNNERS
-from irtbox.utils.config import ConfigError, load_config
+from irtbox.utils.config import ConfigError, load_config, type_name
 
 from .config_check import check_config_keys
 from .model_zoo import resolve_config
@@ -48,8 +48,7 @@ def _default_loader_options(cfg: Config) -> None:
     the workers are not started again for each epoch and each validation. What a config
     sets stays. A train dataloader with a ``TupleMiningHook`` keeps non-persistent
     workers: they must be started again to see each epoch's new tuples."""
-    from .miniaturize import _type_name
-    mines = any(_type_name(hook) == 'TupleMiningHook' for hook in cfg.get('custom_hooks') or [])
+    mines = any(type_name(hook) == 'TupleMiningHook' for hook in cfg.get('custom_hooks') or [])
     for key in _LOADER_KEYS:
         persistent = not (key == 'train_dataloader' and mines)
         loaders = cfg.get(key)

@@ -8,7 +8,8 @@ from .errors import NamesArguments
 from .mmengine_compat import base_path_resolver
 
 __all__ = ['ConfigError', 'CustomImportError', 'Config', 'DictAction', 'CONFIGS_DIR', 'SHIPPED_PREFIX', 'find_config',
-           'load_config', 'check_top_level_keys', 'check_option_types', 'check_option_paths']
+           'load_config', 'check_top_level_keys', 'check_option_types', 'check_option_paths',
+           'type_name']
 
 #: The configs irtbox ships, inside the installed package (a checkout's ``configs/`` links
 #: here), so that ``configs/irt/...py`` and the zoo's names work from any folder.
@@ -97,6 +98,12 @@ def load_config(path: str, cfg_options: dict = None) -> Config:
     check_top_level_keys(cfg, path)
     cfg.setdefault('default_scope', 'irtbox')
     return cfg
+
+
+def type_name(node) -> str:
+    """The class name a config node's ``type`` gives (a string or a class), '' for none."""
+    value = node.get('type') if isinstance(node, dict) else None
+    return value.rsplit('.', 1)[-1] if isinstance(value, str) else getattr(value, '__name__', '')
 
 
 def find_config(name: str, shipped_only: bool = False) -> str:
