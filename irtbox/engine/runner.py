@@ -5,8 +5,7 @@ It keeps what happens inside ``Runner`` methods no hook reaches: the atomic chec
 *intact* checkpoint, strict and safe loading (resumes onto the CPU), the DDP wrapper on this
 process's device with Partial FC's rows kept out of DDP and of the initial broadcast, a log of
 each run's own, and a ``train_finally(runner)`` call to every hook when ``train()`` returns or
-raises. The rest is done by the hooks it adds to
-MMEngine's default hooks (:data:`DEFAULT_HOOKS`).
+raises. The rest is done by the hooks it adds to MMEngine's default hooks (:data:`DEFAULT_HOOKS`).
 """
 import itertools
 import os.path as osp
@@ -97,7 +96,6 @@ class IrtboxRunner(RunnerPrivates, Runner):
         super().__init__(*args, load_from=load_from, resume=resume, **kwargs)
         self.auto_resume = bool(resume) and load_from is None
         self.resuming_from: Optional[str] = None
-        self._load_partial = bool(self.cfg.get('load_partial', False))
         self.logger.addFilter(lambda record: not str(record.msg).startswith(_UNACTIONABLE))
 
     def register_default_hooks(self, hooks=None) -> None:
@@ -143,16 +141,13 @@ class IrtboxRunner(RunnerPrivates, Runner):
         set_has_loaded(self)
 
     def train(self):
-        """MMEngine's training; then, also when it raises, every hook's
-        ``train_finally(runner)`` (a hook holding something for the training gives it
-        back: MMEngine has no hook stage for a failed run)."""
+        """MMEngine's training; then, also when it raises, the hooks' ``train_finally`` stage
+        (a hook holding something for the training gives it back: MMEngine has no hook stage
+        for a failed run)."""
         try:
             return super().train()
         finally:
-            for hook in self.hooks:
-                end = getattr(hook, 'train_finally', None)
-                if end is not None:
-                    end(self)
+            self.call_hook('train_finally')
 
     def resume(self, filename: str, resume_optimizer: bool = True,
                resume_param_scheduler: bool = True, map_location='cpu') -> None:
@@ -196,7 +191,7 @@ class IrtboxRunner(RunnerPrivates, Runner):
         state = extract_state_dict(checkpoint)
         for pattern, replacement in revise_keys:
             state = {re.sub(pattern, replacement, k): v for k, v in state.items()}
-        if self._load_partial:  # MMEngine's load: mismatches logged and skipped
+        if self.cfg.get('load_partial'):  # MMEngine's load: mismatches logged and skipped
             load_state_dict(bare_model(self), state, strict, logger=self.logger)
         else:
             parts = (('required' if self.resuming_from else 'optional') if is_training(self)
@@ -209,13 +204,10 @@ class IrtboxRunner(RunnerPrivates, Runner):
     def save_checkpoint(self, out_dir: str, filename: str, file_client_args=None,
                         save_optimizer: bool = True, save_param_scheduler: bool = True,
                         meta: Optional[dict] = None, by_epoch: bool = True, backend_args=None):
-        """Called on every rank: the hooks' ``prepare_checkpoint`` run on all of them, then
-        rank 0 saves as MMEngine does, into a temporary file that is fsynced and then
+        """Called on every rank: the hooks' ``prepare_checkpoint`` stage runs on all of them,
+        then rank 0 saves as MMEngine does, into a temporary file that is fsynced and then
         renamed to ``filename``: the name only ever holds a complete checkpoint."""
-        for hook in self.hooks:
-            prepare = getattr(hook, 'prepare_checkpoint', None)
-            if prepare is not None:
-                prepare(self)
+        self.call_hook('prepare_checkpoint')
         if not is_main_process():
             return
         args = (file_client_args, save_optimizer, save_param_scheduler, meta, by_epoch,

@@ -21,6 +21,7 @@ import torch
 from mmengine.logging import print_log
 from mmengine.runner.checkpoint import CheckpointLoader
 
+from .errors import IrtboxError
 from .mmengine_compat import checkpoint_loaders_restored
 
 __all__ = ['register_safe_globals', 'safe_checkpoint_loaders', 'safe_torch_load', 'checkpoint_problem', 'load_safetensors',
@@ -194,7 +195,7 @@ def load_state_dict_file(path_or_url: str) -> Dict[str, torch.Tensor]:
 TRAINING_ONLY_PREFIXES = ('head.', 'momentum_encoder.')
 
 
-class CheckpointMismatchError(ValueError):
+class CheckpointMismatchError(IrtboxError, ValueError):
     """A checkpoint whose keys or shapes do not match the model built from the config."""
 
 
