@@ -13,6 +13,7 @@ from irtbox.registry import MODELS
 from irtbox.utils.checkpoint import (TRAINING_ONLY_PREFIXES, CheckpointMismatchError,
                                      download_checkpoint, load_model_weights)
 from irtbox.utils.config import load_config
+from irtbox.utils.dist import resolve_device
 
 from .model_zoo import (ModelNotReleasedError, ZooEntry, ZooEntryMismatchError, get_entry,
                          resolve_config)
@@ -40,7 +41,7 @@ def without_pretrained_backbone(cfg: Config) -> Config:
 
 
 def init_model(config: Union[str, Config], checkpoint: Optional[str] = None,
-               device: Union[str, torch.device] = 'cpu', cfg_options: Optional[dict] = None):
+               device: Union[str, torch.device, None] = None, cfg_options: Optional[dict] = None):
     """The retriever of ``config`` in eval mode, with ``checkpoint``'s weights when given.
 
     ``model(inputs, mode='tensor')`` then maps a normalised B x 3 x H x W batch to
@@ -52,7 +53,8 @@ def init_model(config: Union[str, Config], checkpoint: Optional[str] = None,
     works offline. The model keeps its config as ``model.cfg``, the local checkpoint
     file as ``model.checkpoint``, and what it takes as input, resolved from its data
     preprocessor and test pipeline, as ``model.input_spec``
-    (:class:`~irtbox.models.input_spec.InputSpec`).
+    (:class:`~irtbox.models.input_spec.InputSpec`). ``device``: where the model goes
+    (:func:`~irtbox.utils.dist.resolve_device`: None is this rank's GPU, else the CPU).
     """
     cfg = config if isinstance(config, Config) else load_config(
         resolve_config(config), cfg_options)
@@ -69,7 +71,7 @@ def init_model(config: Union[str, Config], checkpoint: Optional[str] = None,
     # What extraction, search indexes and export need to know of the model's origin.
     model.cfg, model.checkpoint = cfg, checkpoint
     model.input_spec = resolve_input_spec(model, cfg)
-    return model.to(device).eval()
+    return model.to(resolve_device(device)).eval()
 
 
 def _not_released(entry: ZooEntry) -> ModelNotReleasedError:
@@ -96,7 +98,7 @@ def _load_timm_pretrained(entry: ZooEntry, cfg: Config, device):
 
 
 def get_model(name: str, pretrained: Union[bool, str] = True,
-              device: Union[str, torch.device] = 'cpu',
+              device: Union[str, torch.device, None] = None,
               index: Union[str, Sequence[str], None] = None,
               cfg_options: Optional[dict] = None, progress: bool = True):
     """The zoo's model ``name`` in eval mode, ready for ``model(inputs, mode='tensor')``.
@@ -106,7 +108,7 @@ def get_model(name: str, pretrained: Union[bool, str] = True,
         pretrained: True: the entry's weights (downloaded once into ``$IRTBOX_HOME``,
             sha256-verified; timm's own mechanism for public backbone weights);
             a path or URL: those weights; False: the architecture with random weights.
-        device: where the model goes.
+        device: where the model goes (as for :func:`init_model`).
         index: extra index file(s) (see :func:`list_models`).
         cfg_options: config overrides, ``{'a.b': value}``.
         progress: show a progress bar while downloading.

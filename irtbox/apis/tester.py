@@ -21,12 +21,17 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from irtbox.engine.hooks.utils import bare_model
+from irtbox.models.input_spec import InputSpec, config_test_pipeline, resolve_input_spec
 from irtbox.structures.embeddings_file import EmbeddingSet, save_embeddings
 from irtbox.utils.errors import IrtboxError
 from irtbox.utils.fileio import atomic_write_text
 
+from .identity import model_identity
+
 __all__ = ['EvaluationSetupError', 'run_test', 'result_sets', 'write_results',
-           'show_result_sets', 'check_output_path', 'dataset_image_ids', 'runner_model_identity']
+           'show_result_sets', 'check_output_path', 'dataset_image_ids', 'runner_model_identity',
+           'runner_input_spec']
 
 
 class EvaluationSetupError(IrtboxError, RuntimeError):
@@ -179,18 +184,28 @@ def dataset_image_ids(dataset, sample_idx: Sequence[int]) -> Tuple[List[str], st
 
 def runner_model_identity(runner) -> Optional[dict]:
     """The identity (:func:`irtbox.apis.identity.model_identity`) of a runner's model (DDP
-    unwrapped; the runner gave it its input spec), with the runner's config file and
-    checkpoint. None, with a warning, when the model has no input spec."""
-    from irtbox.engine.hooks.utils import bare_model
-
-    from .identity import model_identity
+    unwrapped), with the runner's config file and checkpoint. None, with a warning, when the
+    model has no input spec (:func:`runner_input_spec`)."""
     model = bare_model(runner)
-    if getattr(model, 'input_spec', None) is None:
+    if runner_input_spec(runner) is None:
         runner.logger.warning('the model has no input spec, so no identity; the results file '
                               'has none')
         return None
     return model_identity(model, config=runner.cfg.filename,
                           checkpoint=runner.cfg.get('load_from'))
+
+
+def runner_input_spec(runner) -> Optional[InputSpec]:
+    """A runner's model's :class:`~irtbox.models.input_spec.InputSpec` (as ``init_model``
+    gives it), resolved once from the runner's config and kept as ``model.input_spec``;
+    None, with a warning, when the config has no test pipeline or it fails on a probe image."""
+    model = bare_model(runner)
+    if getattr(model, 'input_spec', None) is None and config_test_pipeline(runner.cfg):
+        try:
+            model.input_spec = resolve_input_spec(model, runner.cfg)
+        except ValueError as error:
+            runner.logger.warning(f'the model has no input spec ({error})')
+    return getattr(model, 'input_spec', None)
 
 
 def result_sets(runner, metrics: Optional[Dict[str, float]] = None,

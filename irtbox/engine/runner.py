@@ -3,30 +3,26 @@
 It keeps what happens inside ``Runner`` methods no hook reaches: the atomic checkpoint write
 (after every hook's ``prepare_checkpoint(runner)`` on every rank), auto-resume from the newest
 *intact* checkpoint, strict and safe loading (resumes onto the CPU), the DDP wrapper on this
-process's device with Partial FC's rows kept out of DDP and of the initial broadcast, the
-model's input spec, an experiment name of each run's own, and a ``train_finally(runner)`` call
-to every hook when ``train()`` returns or raises. The rest is done by the hooks it adds to
-MMEngine's default hooks (:data:`DEFAULT_HOOKS`).
+process's device with Partial FC's rows kept out of DDP and of the initial broadcast, a log of
+each run's own, and a ``train_finally(runner)`` call to every hook when ``train()`` returns or
+raises. The rest is done by the hooks it adds to MMEngine's default hooks (:data:`DEFAULT_HOOKS`).
 """
+import itertools
 import os.path as osp
 import re
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-import torch
 from mmengine.dist import broadcast, is_distributed, is_main_process
-from mmengine.logging import MMLogger
 from mmengine.runner import CheckpointLoader, Runner
 from mmengine.runner.checkpoint import load_state_dict
-from mmengine.visualization import Visualizer
 
-from irtbox.models.input_spec import config_test_pipeline, resolve_input_spec
 from irtbox.registry import RUNNERS
 from irtbox.utils.checkpoint import (checkpoint_problem, extract_state_dict, load_model_weights,
                                      safe_checkpoint_loaders)
 from irtbox.utils.dist import ddp_wrapper_cfg
 from irtbox.utils.fileio import atomic_write
-from irtbox.utils.mmengine_compat import has_loaded, set_experiment_name, set_has_loaded
+from irtbox.utils.mmengine_compat import RunnerPrivates, has_loaded, set_has_loaded
 
 from .hooks.checkpoint import run_checkpoints
 from .hooks.partial_fc import keep_out_of_ddp, sharded_parameter_names
@@ -46,6 +42,7 @@ DEFAULT_HOOKS = dict(work_dir_lock='WorkDirLockHook', resume_check='ResumeCheckH
 _UNACTIONABLE = ('"FileClient" will be deprecated in future',
                  '"HardDiskBackend" is the alias of "LocalBackend"',
                  'The prefix is not set in metric class')
+_RUNS = itertools.count(1)  # the runners built in this process
 
 
 def find_resume_checkpoint(work_dir: str) -> Tuple[Optional[str], List[str]]:
@@ -76,7 +73,7 @@ def find_resume_checkpoint(work_dir: str) -> Tuple[Optional[str], List[str]]:
 
 
 @RUNNERS.register_module()
-class IrtboxRunner(Runner):
+class IrtboxRunner(RunnerPrivates, Runner):
     """MMEngine's ``Runner`` with irtbox's checkpoints and default hooks (see the module).
 
     Config keys beyond MMEngine's: ``load_partial`` (bool, default False): allow a
@@ -89,42 +86,17 @@ class IrtboxRunner(Runner):
     """
 
     def __init__(self, *args, load_from: Optional[str] = None, resume: bool = False, **kwargs):
+        # MMEngine names a run <config>_<timestamp> and reuses a logger or visualizer of that
+        # name: a later run of this process, started within the same second, logs apart.
+        run = next(_RUNS)
+        if run > 1:
+            cfg = kwargs.get('cfg') or {}
+            stem = osp.splitext(osp.basename(getattr(cfg, 'filename', None) or 'run'))[0]
+            kwargs['experiment_name'] = f"{kwargs.get('experiment_name') or stem}-{run}"
         super().__init__(*args, load_from=load_from, resume=resume, **kwargs)
         self.auto_resume = bool(resume) and load_from is None
         self.resuming_from: Optional[str] = None
-        self._load_partial = bool(self.cfg.get('load_partial', False))
         self.logger.addFilter(lambda record: not str(record.msg).startswith(_UNACTIONABLE))
-
-    def build_model(self, model):
-        """MMEngine's model, carrying its :class:`~irtbox.models.input_spec.InputSpec` as
-        ``model.input_spec`` (as ``init_model`` gives it), resolved once here from the
-        config's test pipeline; None, with a warning, when the config has no test pipeline
-        or the pipeline fails on a probe image."""
-        model = super().build_model(model)
-        if isinstance(model, torch.nn.Module) and getattr(model, 'input_spec', None) is None:
-            model.input_spec = None
-            if config_test_pipeline(self.cfg):
-                try:
-                    model.input_spec = resolve_input_spec(model, self.cfg)
-                except ValueError as error:
-                    self.logger.warning(f'the model has no input spec ({error}); a results '
-                                        'file of this run carries no model identity')
-        return model
-
-    def build_logger(self, *args, **kwargs) -> MMLogger:
-        """MMEngine's logger, under an experiment name no earlier run of this process used.
-
-        MMEngine names the logger and the visualizer ``<config>_<timestamp>`` and reuses an
-        instance of that name: two runs of one config started in the same second in one
-        process (a notebook, a test session, sweeps in threads) would log into the first
-        run's folder and leave the second without a log. A suffix keeps them apart.
-        """
-        base, n = self.experiment_name, 1
-        while MMLogger.check_instance_created(self.experiment_name) or \
-                Visualizer.check_instance_created(self.experiment_name):
-            n += 1
-            set_experiment_name(self, f'{base}_{n}')
-        return super().build_logger(*args, **kwargs)
 
     def register_default_hooks(self, hooks=None) -> None:
         """MMEngine's default hooks plus :data:`DEFAULT_HOOKS`; set
@@ -169,16 +141,13 @@ class IrtboxRunner(Runner):
         set_has_loaded(self)
 
     def train(self):
-        """MMEngine's training; then, also when it raises, every hook's
-        ``train_finally(runner)`` (a hook holding something for the training gives it
-        back: MMEngine has no hook stage for a failed run)."""
+        """MMEngine's training; then, also when it raises, the hooks' ``train_finally`` stage
+        (a hook holding something for the training gives it back: MMEngine has no hook stage
+        for a failed run)."""
         try:
             return super().train()
         finally:
-            for hook in self.hooks:
-                end = getattr(hook, 'train_finally', None)
-                if end is not None:
-                    end(self)
+            self.call_hook('train_finally')
 
     def resume(self, filename: str, resume_optimizer: bool = True,
                resume_param_scheduler: bool = True, map_location='cpu') -> None:
@@ -195,16 +164,15 @@ class IrtboxRunner(Runner):
         finally:
             self.resuming_from = None
 
-    def _init_model_weights(self) -> None:
-        """MMEngine's (a private method: :data:`~irtbox.utils.mmengine_compat.OVERRIDDEN`),
-        with an ``init_cfg`` of type ``Pretrained`` read safely, and the sharded class centres
-        of Partial FC layers left out of the broadcast from rank 0 that follows (each rank
-        holds other rows, of another size)."""
+    def init_model_weights(self) -> None:
+        """MMEngine's, with an ``init_cfg`` of type ``Pretrained`` read safely, and the sharded
+        class centres of Partial FC layers left out of the broadcast from rank 0 that follows
+        (each rank holds other rows, of another size)."""
         model = bare_model(self)
         sharded = set(sharded_parameter_names(model))
         with safe_checkpoint_loaders():
             if not sharded:
-                return super()._init_model_weights()
+                return super().init_model_weights()
             if hasattr(model, 'init_weights'):
                 model.init_weights()
         for name, value in model.state_dict().items():  # as MMEngine, but for the shards
@@ -223,7 +191,7 @@ class IrtboxRunner(Runner):
         state = extract_state_dict(checkpoint)
         for pattern, replacement in revise_keys:
             state = {re.sub(pattern, replacement, k): v for k, v in state.items()}
-        if self._load_partial:  # MMEngine's load: mismatches logged and skipped
+        if self.cfg.get('load_partial'):  # MMEngine's load: mismatches logged and skipped
             load_state_dict(bare_model(self), state, strict, logger=self.logger)
         else:
             parts = (('required' if self.resuming_from else 'optional') if is_training(self)
@@ -236,13 +204,10 @@ class IrtboxRunner(Runner):
     def save_checkpoint(self, out_dir: str, filename: str, file_client_args=None,
                         save_optimizer: bool = True, save_param_scheduler: bool = True,
                         meta: Optional[dict] = None, by_epoch: bool = True, backend_args=None):
-        """Called on every rank: the hooks' ``prepare_checkpoint`` run on all of them, then
-        rank 0 saves as MMEngine does, into a temporary file that is fsynced and then
+        """Called on every rank: the hooks' ``prepare_checkpoint`` stage runs on all of them,
+        then rank 0 saves as MMEngine does, into a temporary file that is fsynced and then
         renamed to ``filename``: the name only ever holds a complete checkpoint."""
-        for hook in self.hooks:
-            prepare = getattr(hook, 'prepare_checkpoint', None)
-            if prepare is not None:
-                prepare(self)
+        self.call_hook('prepare_checkpoint')
         if not is_main_process():
             return
         args = (file_client_args, save_optimizer, save_param_scheduler, meta, by_epoch,

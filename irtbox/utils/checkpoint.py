@@ -21,6 +21,7 @@ import torch
 from mmengine.logging import print_log
 from mmengine.runner.checkpoint import CheckpointLoader
 
+from .errors import IrtboxError
 from .mmengine_compat import checkpoint_loaders_restored
 from .errors import ArgumentError, IrtboxError
 

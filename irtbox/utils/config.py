@@ -5,11 +5,11 @@ import os.path as osp
 from mmengine.config import Config, DictAction  # noqa: F401  (DictAction re-exported for cli)
 
 from .errors import IrtboxError
+from .mmengine_compat import base_path_resolver
 
-from .mmengine_compat import wrap_base_path
-
-__all__ = ['ConfigError', 'CustomImportError', 'Config', 'DictAction', 'CONFIGS_DIR', 'SHIPPED_PREFIX', 'find_config',
-           'load_config', 'check_top_level_keys', 'check_option_types', 'check_option_paths']
+__all__ = ['ConfigError', 'CustomImportError', 'Config', 'DictAction', 'CONFIGS_DIR',
+           'SHIPPED_PREFIX', 'find_config', 'load_config', 'check_top_level_keys',
+           'check_option_types', 'check_option_paths']
 
 #: The configs irtbox ships, inside the installed package (a checkout's ``configs/`` links
 #: here), so that ``configs/irt/...py`` and the zoo's names work from any folder.
@@ -44,8 +44,6 @@ def _base_path(get_cfg_path):
     return resolve
 
 
-wrap_base_path(_base_path)
-
 # The top-level keys the runner reads (MMEngine's Runner.from_cfg and IrtboxRunner).
 RUNNER_KEYS = (
     'activation_checkpointing', 'auto_scale_lr', 'compile', 'custom_hooks', 'data_preprocessor',
@@ -67,12 +65,14 @@ class CustomImportError(IrtboxError, ImportError):
 
 
 def load_config(path: str, cfg_options: dict = None) -> Config:
-    """``Config.fromfile`` plus ``cfg_options``, with clear errors: an option whose value
-    has another type than the config's entry, and a top-level key that looks like a
-    misspelled runner key (:func:`check_top_level_keys`), are refused."""
+    """``Config.fromfile`` with irtbox's ``_base_`` entries (:data:`SHIPPED_PREFIX`, read here
+    only: MMEngine's ``Config`` is left as it is) plus ``cfg_options``. Refused with clear
+    errors: an option whose value has another type than the config's entry, and a top-level
+    key that looks like a misspelled runner key (:func:`check_top_level_keys`)."""
     path = find_config(path)
     try:
-        cfg = Config.fromfile(path)
+        with base_path_resolver(_base_path):
+            cfg = Config.fromfile(path)
     except ImportError as err:
         # MMEngine's message lists all of sys.path over dozens of lines: one line instead,
         # from the chain it raised: "Failed to import NAME", caused by the import's own error.

@@ -1,16 +1,20 @@
-"""Every MMEngine internal irtbox relies on, for the needs MMEngine has no public API for
-(the ``_base_`` resolution, the checkpoint loaders by prefix, two runner attributes, the
-private methods of :data:`OVERRIDDEN`). tests/test_utils/test_mmengine_compat.py checks each
-against the installed MMEngine, so a release that changes one fails there, not in a training.
-Importing it imports ``mmengine.config`` only (no torch).
+"""Every MMEngine internal irtbox relies on, for the needs MMEngine has no public API for: the
+``_base_`` resolution, the checkpoint loaders by prefix, the runner's "loaded" flag, the train
+loop's batch iterator, and the private methods of :data:`OVERRIDDEN`, which the mixins below
+route to public names. It lives in ``utils`` because ``utils.config`` and ``utils.checkpoint``
+need two of these names and ``utils`` imports no layer above it.
+tests/test_utils/test_mmengine_compat.py checks each against the installed MMEngine, so a release
+that changes one fails there, not in a training. Importing it imports ``mmengine.config`` only.
 """
 import contextlib
+import threading
 from typing import Callable
 
 from mmengine.config import Config
 
-__all__ = ['OVERRIDDEN', 'checkpoint_loaders_restored', 'has_loaded', 'set_has_loaded',
-           'set_experiment_name', 'wrap_base_path']
+__all__ = ['OVERRIDDEN', 'RunnerPrivates', 'CheckpointHookPrivates', 'base_path_resolver',
+           'checkpoint_loaders_restored', 'has_loaded', 'save_checkpoint_now', 'set_has_loaded',
+           'wrap_train_iterator']
 
 #: (MMEngine class path, private method, its parameters) that irtbox overrides or calls.
 OVERRIDDEN = (
@@ -21,23 +25,30 @@ OVERRIDDEN = (
     ('mmengine.hooks.CheckpointHook', '_save_best_checkpoint', ('self', 'runner', 'metrics')),
 )
 
+_CFG_PATH_LOCK = threading.RLock()
 
-def wrap_base_path(wrap: Callable[[Callable], Callable]) -> None:
-    """Replace ``Config._get_cfg_path(cfg_path, filename) -> (path, scope)`` by
-    ``wrap(original)``, once per process however often it is called (``wrap``'s result is
-    marked)."""
-    if getattr(Config._get_cfg_path, 'irtbox', False):
-        return
-    resolve = wrap(Config._get_cfg_path)
-    resolve.irtbox = True
-    Config._get_cfg_path = staticmethod(resolve)
+
+@contextlib.contextmanager
+def base_path_resolver(wrap: Callable[[Callable], Callable]):
+    """Within the block (one thread at a time), ``Config.fromfile`` resolves each ``_base_``
+    entry with ``wrap(original)`` instead of ``Config._get_cfg_path(cfg_path, filename) ->
+    (path, scope)``; MMEngine's own again after it."""
+    with _CFG_PATH_LOCK:
+        original = Config.__dict__['_get_cfg_path']
+        resolve = wrap(original.__func__)
+        resolve.irtbox = True
+        Config._get_cfg_path = staticmethod(resolve)
+        try:
+            yield
+        finally:
+            Config._get_cfg_path = original
 
 
 @contextlib.contextmanager
 def checkpoint_loaders_restored():
     """MMEngine's ``CheckpointLoader`` schemes (prefix -> loader, in match order) as they
     were before the block, whatever the block registers."""
-    from mmengine.runner.checkpoint import CheckpointLoader
+    from mmengine.runner.checkpoint import CheckpointLoader  # torch: not for utils.config
 
     # register_scheme writes into the current dict, then replaces it by a sorted copy.
     saved = CheckpointLoader._schemes.copy()
@@ -57,7 +68,44 @@ def set_has_loaded(runner) -> None:
     runner._has_loaded = True
 
 
-def set_experiment_name(runner, name: str) -> None:
-    """Name ``runner``'s experiment (its logger, visualizer and log folder) ``name``; only
-    before ``build_logger``."""
-    runner._experiment_name = name
+def wrap_train_iterator(loop, wrap: Callable, *args) -> None:
+    """Replace an iteration-based train loop's batch iterator (MMEngine's private
+    ``_InfiniteDataloaderIterator``) by ``wrap(iterator, *args)``; an epoch-based loop has
+    none."""
+    if hasattr(loop, 'dataloader_iterator'):
+        loop.dataloader_iterator = wrap(loop.dataloader_iterator, *args)
+
+
+class RunnerPrivates:
+    """Mixed into a ``Runner`` subclass before ``Runner``: MMEngine's private
+    ``_init_model_weights`` calls the public :meth:`init_model_weights`."""
+
+    def _init_model_weights(self) -> None:
+        self.init_model_weights()
+
+    def init_model_weights(self) -> None:
+        """MMEngine's: each module's ``init_weights``, then rank 0's weights to all ranks."""
+        super()._init_model_weights()
+
+
+class CheckpointHookPrivates:
+    """Mixed into a ``CheckpointHook`` subclass before MMEngine's: its private save steps call
+    the public :meth:`save_with_step` and :meth:`save_best_checkpoint`."""
+
+    def _save_checkpoint_with_step(self, runner, step, meta) -> None:
+        self.save_with_step(runner, step, meta)
+
+    def save_with_step(self, runner, step, meta) -> None:
+        super()._save_checkpoint_with_step(runner, step, meta)
+
+    def _save_best_checkpoint(self, runner, metrics) -> None:
+        self.save_best_checkpoint(runner, metrics)
+
+    def save_best_checkpoint(self, runner, metrics) -> None:
+        super()._save_best_checkpoint(runner, metrics)
+
+
+def save_checkpoint_now(hook, runner) -> None:
+    """Have a ``CheckpointHook`` save the checkpoint of the iteration just done, as at its
+    interval (``last_checkpoint``, ``max_keep_ckpts``)."""
+    hook._save_checkpoint(runner)

@@ -36,7 +36,7 @@ def dumped_config(work_dir: str) -> str:
 
 def read_run(work_dir: str) -> dict:
     """γ, β, λ and the hook's settings of one work dir (a row of the CSV)."""
-    from irtbox.utils.config import Config  # with the irtbox:: prefix of _base_
+    from mmengine.config import Config
 
     path = osp.join(work_dir, RESULT_FILE)
     if not osp.isfile(path):

@@ -82,3 +82,18 @@ def test_checkpoint_means_no_backbone_download(tmp_path, monkeypatch):
     init_model(DEIT, path)
     assert calls == [False, False]
     assert load_config(DEIT).model.backbone.pretrained is True  # the config is not changed
+
+
+def test_the_model_goes_where_the_one_device_rule_says(monkeypatch):
+    """device=None is resolve_device's choice: with CUDA (simulated: rank 1's GPU current) this
+    rank's GPU, not GPU 0 nor the CPU; without, the CPU; a bare 'cuda' is this rank's GPU."""
+    from tests.gpu_semantics import FakeCuda
+    placed = []
+    monkeypatch.setattr(torch.nn.Module, 'to', lambda self, device: placed.append(device) or self)
+    init_model(TINY)
+    FakeCuda(monkeypatch, count=2, current=1)
+    init_model(TINY)
+    init_model(TINY, device='cuda')
+    init_model(TINY, device='cpu')
+    assert placed == [torch.device('cpu'), torch.device('cuda', 1), torch.device('cuda', 1),
+                      torch.device('cpu')]

@@ -89,18 +89,22 @@ def test_irtbox_default_hooks_come_with_every_config_and_can_be_dropped(tmp_path
 def test_the_model_carries_the_input_spec_init_model_gives_it(tmp_path):
     """The runner's model has the input spec of the same config built by init_model, so a
     results file identifies the model as an index built from it would; a config without a test
-    pipeline gives a model without one."""
+    pipeline gives a model without one. Resolved once, where the results need it."""
     from irtbox.apis import init_model
+    from irtbox.apis.tester import runner_input_spec
     cfg = Config.fromfile(TINY)
     cfg.work_dir = str(tmp_path / 'with')
-    model = IrtboxRunner.from_cfg(cfg).model
+    runner = IrtboxRunner.from_cfg(cfg)
+    assert runner_input_spec(runner) == init_model(TINY).input_spec
+    model = runner.model
     assert model.input_spec == init_model(TINY).input_spec
     assert model.input_spec.size == tuple(model.input_spec.size) and model.input_spec.pipeline
     cfg = Config.fromfile(TINY)
     cfg.work_dir = str(tmp_path / 'without')
     for key in ('test_dataloader', 'test_evaluator', 'test_cfg'):
         cfg[key] = None
-    assert IrtboxRunner.from_cfg(cfg).model.input_spec is None
+    runner = IrtboxRunner.from_cfg(cfg)
+    assert runner_input_spec(runner) is None and runner.model.input_spec is None
 
 
 def test_resume_on_a_gpu_machine_loads_the_checkpoint_onto_the_cpu(tmp_path, monkeypatch):

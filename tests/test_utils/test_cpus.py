@@ -32,8 +32,9 @@ def test_local_world_size(env, expected):
 def test_the_slurm_launcher_sets_local_world_size(monkeypatch):
     """torchrun sets LOCAL_WORLD_SIZE and Slurm does not: without it each of 4 ranks of a
     node took every core for its search."""
-    for key in ('LOCAL_WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT'):
-        monkeypatch.delenv(key, raising=False)
+    # A copy: what _slurm_env sets (RANK, ...) must not reach the tests after this one.
+    monkeypatch.setattr(os, 'environ', {k: v for k, v in os.environ.items() if k not in (
+        'LOCAL_WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT')})
     monkeypatch.setenv('SLURM_PROCID', '5')
     monkeypatch.setenv('SLURM_NTASKS', '8')
     monkeypatch.setenv('SLURM_LOCALID', '1')

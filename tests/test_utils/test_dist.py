@@ -85,3 +85,17 @@ def test_a_bad_timeout_is_named(started, timeout):
                                          rf'seconds, got {timeout!r}'):
         init_distributed('pytorch', timeout=timeout)
     assert started == []
+
+
+def test_resolve_device_is_this_ranks_gpu_else_the_cpu(monkeypatch):
+    """The one device rule, with CUDA simulated (rank 1's GPU current): a bare 'cuda' and None
+    are this rank's GPU, never GPU 0; an index or the CPU stays as given; no CUDA: the CPU."""
+    from tests.gpu_semantics import FakeCuda
+    from irtbox.utils.dist import resolve_device
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
+    assert resolve_device() == torch.device('cpu')
+    FakeCuda(monkeypatch, count=2, current=1)
+    assert resolve_device() == resolve_device('cuda') == torch.device('cuda', 1)
+    assert resolve_device(torch.device('cuda')) == torch.device('cuda', 1)
+    assert resolve_device('cuda:0') == torch.device('cuda', 0)
+    assert resolve_device('cpu') == torch.device('cpu')

@@ -9,7 +9,7 @@ from mmengine.config import Config
 from mmengine.runner import CheckpointLoader, Runner
 
 from irtbox.utils import mmengine_compat as compat
-from irtbox.utils.config import SHIPPED_PREFIX
+from irtbox.utils.config import SHIPPED_PREFIX, _base_path
 
 
 @pytest.mark.parametrize('path, name, params', compat.OVERRIDDEN)
@@ -31,15 +31,20 @@ def test_init_model_weights_initialises_the_model():
 
 def test_base_entries_resolve_through_the_wrapped_get_cfg_path(tmp_path):
     """Config.fromfile resolves each _base_ entry with Config._get_cfg_path(cfg_path, filename)
-    -> (path, scope): irtbox's prefix works only through it."""
-    assert tuple(inspect.signature(Config._get_cfg_path).parameters) == ('cfg_path', 'filename')
-    assert Config._get_cfg_path.irtbox
+    -> (path, scope): irtbox's prefix works only through it, and only within the block."""
+    original = Config._get_cfg_path
+    assert tuple(inspect.signature(original).parameters) == ('cfg_path', 'filename')
     (tmp_path / 'base.py').write_text('x = 1\n')
     child = tmp_path / 'child.py'
     child.write_text("_base_ = ['./base.py', "
                      f"'{SHIPPED_PREFIX}quickstart/irt-r_vit-tiny_1xb64-500_digits.py']\n")
-    cfg = Config.fromfile(str(child))
+    with compat.base_path_resolver(_base_path):
+        assert Config._get_cfg_path.irtbox
+        cfg = Config.fromfile(str(child))
     assert cfg.x == 1 and cfg.model.type
+    assert Config._get_cfg_path is original  # MMEngine's own again: no process-wide patch
+    with pytest.raises(Exception):
+        Config.fromfile(str(child))
 
 
 def test_checkpoint_schemes_are_restored(tmp_path):
@@ -56,10 +61,28 @@ def test_checkpoint_schemes_are_restored(tmp_path):
 
 def test_runner_state_irtbox_reads_and_sets():
     runner = object.__new__(Runner)
-    compat.set_experiment_name(runner, 'named')
-    assert runner.experiment_name == 'named'  # MMEngine's public property reads it
     runner._has_loaded = False
     assert not compat.has_loaded(runner)
     compat.set_has_loaded(runner)
     assert compat.has_loaded(runner)
     assert Runner.load_or_resume(runner) is None  # loads nothing more (no other state read)
+
+
+def test_the_train_loop_iterator_is_wrapped_where_there_is_one():
+    from mmengine.runner import IterBasedTrainLoop
+    assert 'self.dataloader_iterator = _InfiniteDataloaderIterator' in \
+        inspect.getsource(IterBasedTrainLoop.__init__)
+    loop = type('Loop', (), {})()
+    compat.wrap_train_iterator(loop, lambda it, n: (it, n), 3)
+    assert not hasattr(loop, 'dataloader_iterator')  # an epoch-based loop: none
+    loop.dataloader_iterator = 'batches'
+    compat.wrap_train_iterator(loop, lambda it, n: (it, n), 3)
+    assert loop.dataloader_iterator == ('batches', 3)
+
+
+def test_the_public_names_the_mixins_route_to_are_free_in_mmengine():
+    """A name MMEngine uses (CheckpointHook's save_best is an argument) would be shadowed."""
+    from mmengine.hooks import CheckpointHook
+    hook = CheckpointHook(save_best='auto')
+    assert not any(hasattr(hook, name) for name in ('save_with_step', 'save_best_checkpoint'))
+    assert not hasattr(Runner, 'init_model_weights')

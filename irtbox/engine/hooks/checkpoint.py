@@ -16,6 +16,7 @@ from mmengine.hooks import CheckpointHook as MMEngineCheckpointHook
 
 from irtbox.registry import HOOKS
 from irtbox.utils.fileio import atomic_write_text
+from irtbox.utils.mmengine_compat import CheckpointHookPrivates
 
 __all__ = ['CheckpointHook', 'run_checkpoints']
 
@@ -32,7 +33,7 @@ def run_checkpoints(work_dir: str) -> List[str]:
 
 
 @HOOKS.register_module()
-class CheckpointHook(MMEngineCheckpointHook):
+class CheckpointHook(CheckpointHookPrivates, MMEngineCheckpointHook):
     """MMEngine's ``CheckpointHook`` (same arguments; configs name it ``CheckpointHook`` and
     get this one under irtbox's scope) with a rotation that never has fewer intact
     checkpoints than before: an outdated ``iter_*``/``epoch_*`` file (``max_keep_ckpts``)
@@ -48,7 +49,7 @@ class CheckpointHook(MMEngineCheckpointHook):
         elif self.file_backend.isdir(path):  # DeepSpeed's checkpoints are folders
             self.file_backend.rmtree(path)
 
-    def _save_checkpoint_with_step(self, runner, step, meta) -> None:
+    def save_with_step(self, runner, step, meta) -> None:
         outdated = []
         if self.max_keep_ckpts > 0 and not (self.keep_ckpt_ids
                                             and self.keep_ckpt_ids[-1] == step):
@@ -73,7 +74,7 @@ class CheckpointHook(MMEngineCheckpointHook):
         for old in outdated:
             self._remove(self.file_backend.join_path(self.out_dir, self.filename_tmpl.format(old)))
 
-    def _save_best_checkpoint(self, runner, metrics) -> None:
+    def save_best_checkpoint(self, runner, metrics) -> None:
         """MMEngine's, with the previous best file deleted after the new one is written."""
         if not self.save_best:
             return
@@ -85,7 +86,7 @@ class CheckpointHook(MMEngineCheckpointHook):
         else:
             self.best_ckpt_path = None
         try:
-            super()._save_best_checkpoint(runner, metrics)
+            super().save_best_checkpoint(runner, metrics)
         finally:
             now = dict(self.best_ckpt_path_dict) if len(self.key_indicators) > 1 \
                 else {None: self.best_ckpt_path}

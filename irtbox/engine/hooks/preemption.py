@@ -18,6 +18,7 @@ from irtbox.utils.checks import check_number
 from irtbox.utils.errors import IrtboxError
 from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
 from irtbox.utils.fileio import atomic_write_text
+from irtbox.utils.mmengine_compat import save_checkpoint_now, wrap_train_iterator
 
 from .utils import resume_source
 
@@ -170,10 +171,9 @@ class PreemptionHook(Hook):
             runner.logger.warning('preemption: training runs outside the main thread; '
                                   f'{", ".join(s.name for s in self.signals)} keep their '
                                   'default handlers (no checkpoint on pre-emption)')
-        loop = runner.train_loop
-        if self._resumed_state is not None and hasattr(loop, 'dataloader_iterator'):
-            loop.dataloader_iterator = _RestoreRngBeforeBatch(
-                loop.dataloader_iterator, runner.iter, self._resumed_state)
+        if self._resumed_state is not None:
+            wrap_train_iterator(runner.train_loop, _RestoreRngBeforeBatch, runner.iter,
+                                self._resumed_state)
         self._resumed_state = None
 
     def train_finally(self, runner=None) -> None:
@@ -218,7 +218,7 @@ class PreemptionHook(Hook):
         if hook is not None and not hook.by_epoch:
             path = osp.join(hook.out_dir, hook.filename_tmpl.format(done))
             if getattr(hook, 'last_ckpt', None) != path:
-                hook._save_checkpoint(runner)
+                save_checkpoint_now(hook, runner)
             return path
         name = f'iter_{done}.pth'
         runner.save_checkpoint(runner.work_dir, name, by_epoch=False,

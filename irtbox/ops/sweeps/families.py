@@ -41,7 +41,7 @@ def _class_family(name: str) -> Optional[str]:
 def _config_losses(path: str) -> List[str]:
     """The loss classes a config trains: each ``model.head.losses`` entry's PML ``name`` or
     ``type``."""
-    from irtbox.utils.config import Config  # with the irtbox:: prefix of _base_
+    from mmengine.config import Config
     losses = Config.fromfile(path).get('model', {}).get('head', {}).get('losses') or {}
     entries = losses.values() if isinstance(losses, dict) else losses
     return [e.get('name') or e.get('type') for e in entries if isinstance(e, dict)]

@@ -146,7 +146,7 @@ def load_spec(path: str) -> dict:
         with open(path) as f:
             spec = json.load(f)
     else:
-        from irtbox.utils.config import Config  # with the irtbox:: prefix of _base_
+        from mmengine.config import Config
         spec = Config.fromfile(path).to_dict()
     missing = [k for k in REQUIRED if k not in spec]
     if missing:
