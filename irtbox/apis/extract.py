@@ -23,7 +23,7 @@ import torch
 from mmengine.logging import print_log
 
 from irtbox.structures.embeddings_file import EmbeddingSet, load_embeddings, save_embeddings
-from irtbox.utils.errors import ArgumentError, IrtboxError
+from irtbox.utils.errors import ArgumentError, IrtboxError, with_prefix
 from irtbox.utils.fileio import atomic_write_text
 
 __all__ = ['NonFiniteEmbeddingsError', 'EarlierShardsError', 'MissingShardsError', 'list_images',
@@ -384,7 +384,7 @@ def extract_sharded(model, paths: Sequence[str], out_dir: str, shard_size: int =
     except (FileNotFoundError, FileExistsError, ValueError) as err:
         if world == 1:
             raise
-        raise type(err)(f'rank {rank}: {err}') from err
+        raise with_prefix(err, f'rank {rank}') from err
     if world > 1:
         dist.barrier()
     return (merge_shards(out_dir, identity) if rank == 0 else None), computed

@@ -357,7 +357,7 @@ def export_model(model: nn.Module, fmt: str, out: str, input_size: Optional[Sequ
         except Exception as err:  # noqa: BLE001  (timm asserts on a fixed image size)
             raise ArgumentError(f'dynamic_size: the PyTorch model itself does not accept '
                                 f'the check\'s {name} ({_first_line(err)}); it has a fixed '
-                                'input size, so export it without dynamic_size',
+                                'input size: export it at that size only',
                                 'dynamic_size', True) from None
     for path in remove_stale_temporaries(out):
         log(f'removed {path}, the temporary file of an earlier export to {out} that did not '

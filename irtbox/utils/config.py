@@ -4,7 +4,7 @@ import os.path as osp
 
 from mmengine.config import Config, DictAction  # noqa: F401  (DictAction re-exported for cli)
 
-from .errors import IrtboxError
+from .errors import IrtboxError, with_prefix
 from .mmengine_compat import base_path_resolver
 
 __all__ = ['ConfigError', 'CustomImportError', 'Config', 'DictAction', 'CONFIGS_DIR',
@@ -80,7 +80,7 @@ def load_config(path: str, cfg_options: dict = None) -> Config:
         name = str(failed).partition('Failed to import ')[2] if failed is not None else ''
         reason = failed.__context__ if failed is not None else None
         if not name or reason is None:
-            raise type(err)(f'could not load config {path}: {err}') from err
+            raise with_prefix(err, f'could not load config {path}') from err
         if isinstance(reason, ModuleNotFoundError) and reason.name and \
                 name.startswith(reason.name):
             raise CustomImportError(
@@ -90,7 +90,7 @@ def load_config(path: str, cfg_options: dict = None) -> Config:
         raise CustomImportError(f"{path}: custom_imports: importing '{name}' failed: "
                                 f'{type(reason).__name__}: {reason}') from reason
     except Exception as err:  # re-raised naming the config file
-        raise type(err)(f'could not load config {path}: {err}') from err
+        raise with_prefix(err, f'could not load config {path}') from err
     if cfg_options:
         check_option_paths(cfg, cfg_options, path)
         check_option_types(cfg, cfg_options)

@@ -6,7 +6,7 @@ Messages are plain text for a Python caller. An error about an argument carries 
 """
 from typing import Any, Dict, Optional
 
-__all__ = ['IrtboxError', 'ArgumentError']
+__all__ = ['IrtboxError', 'ArgumentError', 'with_prefix']
 
 
 class IrtboxError(Exception):
@@ -45,3 +45,16 @@ class ArgumentError(IrtboxError, ValueError):
     def __init__(self, message: str, argument: str, value=None):
         super().__init__(message, argument=argument)
         self.message, self.value = message, value
+
+
+def with_prefix(error: BaseException, prefix: str) -> BaseException:
+    """``error`` again, its message led by ``prefix`` (``'RetrievalMetric: ks ...'``), its type
+    and fields (``argument``, ``remedy``, ``value``) kept: for a layer that adds where an error
+    happened without turning it into another."""
+    text = f'{prefix}: {error.args[0] if len(error.args) == 1 else error}'
+    new = type(error).__new__(type(error), text)
+    new.__dict__.update(vars(error))
+    new.args = (text, )
+    if isinstance(new, ArgumentError):
+        new.message = text
+    return new

@@ -107,8 +107,8 @@ def test_sampled_all_pairs_and_linear_axis(tmp_path, two_models):
 def test_prefixed_multi_dataset_npz(tmp_path):
     first, second = fake_outputs(2, 20, 4, 3), fake_outputs(3, 25, 4, 3)
     path = write_npz(tmp_path / 'multi.npz', {'0': first, '1': second})
-    with pytest.raises(SystemExit, match=r'multi.npz holds 2 sets of embeddings \(0, 1\): name '
-                                         r'one \(--set\)'):
+    with pytest.raises(SystemExit, match=r'--set: .*multi.npz holds 2 sets of embeddings '
+                                         r'\(0, 1\): name one'):
         analyze_embeddings.main([f'M={path}', '--out-dir', str(tmp_path / 'o')])
     results = analyze_embeddings.main([f'M={path}', '--out-dir', str(tmp_path / 'o'),
                                        '--set', '1'])
@@ -180,7 +180,7 @@ def test_revisited_ground_truth_pairs(tmp_path):
     no_flags = tmp_path / 'no_flags.npz'
     save_embeddings(str(no_flags), EmbeddingSet(emb))
     with pytest.raises(SystemExit, match=r'no_flags.npz: no query flags \(is_query\).*'
-                                         r'irtbox test\)'):
+                                         r'\(run_test, out\)'):
         analyze_embeddings.main([f'IRT_R={no_flags}', '--gnd', str(gnd_path),
                                  '--out-dir', str(tmp_path / 'x')])
     for protocol in ('medium', 'hard'):

@@ -64,3 +64,15 @@ def test_a_command_words_a_bad_argument_as_its_option(tmp_path):
     with pytest.raises(SystemExit) as info:
         prepare.main(['roxford5k', '--root', str(tmp_path / 'root'), '--from-dir', missing])
     assert str(info.value.code) == f'prepare roxford5k: --from-dir {missing}: not a folder'
+
+
+def test_a_prefixed_error_keeps_its_type_and_fields():
+    from irtbox.utils.errors import with_prefix
+    error = ArgumentError('ks must hold positive integers, got 0', 'ks', (1, 0))
+    prefixed = with_prefix(error, 'RetrievalMetric')
+    assert type(prefixed) is ArgumentError and isinstance(prefixed, ValueError)
+    assert str(prefixed) == 'RetrievalMetric: ks must hold positive integers, got 0'
+    assert (prefixed.argument, prefixed.value) == ('ks', (1, 0))
+    remedied = with_prefix(IrtboxError('no space', remedy={'check_space': False}), 'prepare')
+    assert str(remedied) == 'prepare: no space (or pass check_space=False)'
+    assert with_prefix(KeyError('x'), 'config').args == ('config: x', )

@@ -53,7 +53,7 @@ def test_browse_results(results_file, tmp_path):
     with open(out / 'failures.csv') as f:
         assert len(list(csv.DictReader(f))) == 4
     with pytest.raises(ValueError, match=r'results.npz: none of the images is where the file '
-                                         r'says.*\(data_root\)'):
+                                         r'says.*as the data root'):
         browse_results(results_file, str(tmp_path / 'x'), data_root=str(tmp_path / 'moved'))
 
 

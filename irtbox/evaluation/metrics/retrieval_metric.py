@@ -11,6 +11,7 @@ from mmengine.logging import print_log
 from irtbox.registry import METRICS
 from irtbox.utils.checks import check_positive_ints
 from irtbox.utils.dist import resolve_device
+from irtbox.utils.errors import with_prefix
 from ..functional import retrieval_metrics, search_average_precision
 from ..neighbours import Searcher, build_searcher
 from .gather import GatheredMetric, check_finite_embeddings, embedding_to_numpy
@@ -102,7 +103,7 @@ class RetrievalMetric(GatheredMetric):
                                  'map_at_r=map_at_all=False).')
             self.searcher = build_searcher(search)
         except ValueError as err:  # ConfigError included: the message names this metric
-            raise type(err)(f'{type(self).__name__}: {err}') from err
+            raise with_prefix(err, type(self).__name__) from err
         self.normalize = bool(normalize)
         self.ks = ks
         self.map_at_r = bool(map_at_r)

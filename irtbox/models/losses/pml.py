@@ -31,6 +31,7 @@ from typing import Union
 from torch import Tensor, nn
 
 from irtbox.registry import MODELS
+from irtbox.utils.errors import with_prefix
 from ..pml_adapter import build_pml, init_takes, pml_class
 from .pml_equivalents import PMLArcFaceLoss, PMLNormalizedSoftmaxLoss
 from .utils import check_label_range, loss_forward
@@ -112,7 +113,7 @@ class PMLLoss(nn.Module):
             self.pml_loss = (_build_equivalent(name, kwargs) if name in PML_EQUIVALENTS
                              else build_pml('losses', cls, kwargs))
         except (ImportError, TypeError, ValueError) as err:
-            raise type(err)(f'{type(self).__name__}: {err}') from err
+            raise with_prefix(err, type(self).__name__) from err
         self.name = name
         has_weights = any(True for _ in self.pml_loss.parameters())
         if isinstance(miner, str) and miner == 'auto':

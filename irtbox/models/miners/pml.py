@@ -6,6 +6,7 @@ from typing import Tuple
 from torch import Tensor, nn
 
 from irtbox.registry import MODELS
+from irtbox.utils.errors import with_prefix
 from ..pml_adapter import build_pml, pml_class
 from ..losses.utils import check_embeddings_labels
 
@@ -35,7 +36,7 @@ class PMLMiner(nn.Module):
         try:
             self.pml_miner = build_pml('miners', pml_class('miners', name, 'BaseMiner'), kwargs)
         except (ImportError, TypeError, ValueError) as err:
-            raise type(err)(f'{type(self).__name__}: {err}') from err
+            raise with_prefix(err, type(self).__name__) from err
         self.name = name
 
     def forward(self, embeddings: Tensor, labels: Tensor) -> Tuple[Tensor, ...]:

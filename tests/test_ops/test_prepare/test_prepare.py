@@ -403,7 +403,7 @@ def test_check_passes_a_good_tree_and_the_count_warning_fires_on_the_published_c
     dataset = DATASET_REGISTRY.build(dict(type='SOPDataset', split='test',
                                           data_root=osp.join(prepared, 'sop')))
     message = count_mismatch(dataset)
-    assert '32 images (published: 60,502)' in message and 'irtbox check sop' in message
+    assert '32 images (published: 60,502)' in message and "check_dataset('sop'" in message
     # a subset made on purpose is not a mismatch
     assert count_mismatch(DATASET_REGISTRY.build(dict(
         type='SOPDataset', split='test', data_root=osp.join(prepared, 'sop'),
