@@ -66,3 +66,23 @@ def test_rename_into_place_syncs_the_folder(tmp_path, monkeypatch):
     assert (tmp_path / 'weights').read_text() == 'new'
     assert not (tmp_path / 'weights.part').exists()
     assert synced == [str(tmp_path)]
+
+
+def test_every_file_irtbox_puts_in_place_is_renamed_by_fileio():
+    """docs/architecture.md: files are written beside and renamed into place through one
+    module; a rename elsewhere would skip the folder's fsync."""
+    import ast
+    import os
+    import os.path as osp
+    package = osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))), 'irtbox')
+    found = []
+    for folder, _, files in os.walk(package):
+        for name in files:
+            path = osp.join(folder, name)
+            if not name.endswith('.py') or path.endswith(osp.join('utils', 'fileio.py')):
+                continue
+            for node in ast.walk(ast.parse(open(path).read())):
+                if isinstance(node, ast.Attribute) and node.attr in ('replace', 'rename') \
+                        and isinstance(node.value, ast.Name) and node.value.id == 'os':
+                    found.append(f'{osp.relpath(path, package)}:{node.lineno}')
+    assert not found, found

@@ -20,13 +20,14 @@ import sys
 import tarfile
 import zipfile
 import zlib
+from functools import partial
 from typing import Callable, Dict, Iterator, Optional, Tuple
 
 from tqdm import tqdm
 
 from irtbox.utils.download import ChecksumError, download, recorded_sha256, remove_download
 from irtbox.utils.errors import IrtboxError
-from irtbox.utils.fileio import atomic_write, atomic_write_text
+from irtbox.utils.fileio import atomic_write, atomic_write_text, fsync_dir, rename_into_place
 from irtbox.datasets.spec import GB, DatasetSpec, RemoteFile
 
 __all__ = ['MANIFEST_NAME', 'PrepareError', 'prepare_dataset', 'read_manifest', 'space_needed']
@@ -253,7 +254,7 @@ def _place(src: str, dst: str, move: bool) -> None:
     renamed (a file of ``from_dir``), so ``dst`` is never a part."""
     if move:
         os.makedirs(osp.dirname(dst), exist_ok=True)
-        os.replace(src, dst)
+        rename_into_place(src, dst)
         remove_download(src)  # what is left of it: the downloader's record and lock
     else:
         atomic_write(dst, lambda tmp: shutil.copyfile(src, tmp))
@@ -384,6 +385,11 @@ def _unpack(f: RemoteFile, path: str, root: str, progress: bool, log) -> None:
                            f'(looked for {f.prefix + "/" if f.prefix else ""}'
                            f'{" or ".join(f.include) or "*"}); is it the right file?')
     dest = osp.join(root, f.dest)
-    shutil.copytree(tmp, dest, copy_function=os.replace, dirs_exist_ok=True)  # files moved
+    # Each unpacked file renamed into its place (copytree only makes the folders), then each
+    # folder synced once rather than once per file.
+    shutil.copytree(tmp, dest, copy_function=partial(rename_into_place, sync=False),
+                    dirs_exist_ok=True)
+    for folder, _, _ in os.walk(dest):
+        fsync_dir(folder)
     shutil.rmtree(tmp)
     log(f'  unpacked {count} files into {dest}')
