@@ -78,7 +78,8 @@ def _as_items(images) -> List:
 
 class _ImageDataset(torch.utils.data.Dataset):
     """Paths or H x W x 3 RGB uint8 arrays through the model's test pipeline; a failure is an
-    item ``{'id', 'error'}``, so that one bad file does not end the run."""
+    item ``{'id', 'error'}``, so that one bad file does not end the run. A pipeline's
+    ``CropBBox`` is a no-op here: plain images carry no box."""
 
     def __init__(self, items: Sequence, spec):
         self.items, self.spec = items, spec
