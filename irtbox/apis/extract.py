@@ -1,14 +1,8 @@
-"""Embeddings of your own images: a folder, a list of files or arrays, through the config's test
-pipeline; for big collections in resumable shards, on one process or several
-(:func:`extract_folder`, what ``irtbox extract`` runs).
+"""Embeddings of your own images (a folder, files or arrays) through the config's test
+pipeline; for big collections in resumable shards, on one process or several.
 
-Every result is an :class:`~irtbox.structures.embeddings_file.EmbeddingSet` (embeddings, ids,
-failed images, the model's identity) and every file written (the shards, ``features.npz``) is
-an embeddings file (:func:`~irtbox.structures.embeddings_file.save_embeddings`).
-
-Unreadable files are skipped, counted and listed (in the result, a warning and
-``features.npz``): never a crash an hour in, never a silent drop. Non-finite embeddings are an
-error (:class:`NonFiniteEmbeddingsError`), never a useless features file.
+Unreadable files are skipped, counted and listed, never a crash an hour in nor a silent drop;
+non-finite embeddings are an error, never a useless features file.
 """
 import hashlib
 import json
@@ -38,13 +32,11 @@ SHOWN_FAILURES = 5
 
 
 class NonFiniteEmbeddingsError(IrtboxError, ValueError):
-    """The model gave NaN or inf embeddings for some images (a NaN in its weights, or inputs
-    that overflow): they would make a features file or an index useless."""
+    """The model gave NaN or inf embeddings for some images."""
 
 
 class EarlierShardsError(IrtboxError, FileExistsError):
-    """The output folder holds the shards of an earlier extraction, and ``resume`` was not
-    given."""
+    """The output folder holds an earlier extraction's shards and ``resume`` was not given."""
 
 
 class MissingShardsError(IrtboxError, FileNotFoundError):
@@ -67,8 +59,8 @@ def list_images(folder: str, recursive: bool = True) -> List[str]:
 
 
 def _as_items(images) -> List:
-    """A list of paths and/or RGB arrays; arrays are checked here, as they are not files that
-    may be unreadable but the caller's data."""
+    """A list of paths and/or RGB arrays; arrays are checked here: they are the caller's data,
+    not files that may be unreadable."""
     if isinstance(images, str):
         return list_images(images) if osp.isdir(images) else [images]
     if isinstance(images, np.ndarray) and images.ndim == 3:
@@ -85,12 +77,9 @@ def _as_items(images) -> List:
 
 
 class _ImageDataset(torch.utils.data.Dataset):
-    """Paths or H x W x 3 RGB uint8 arrays through the model's test pipeline (its
-    :class:`~irtbox.models.input_spec.InputSpec`); a failure is an item ``{'id', 'error'}``
-    instead of an exception, so that one bad file does not end the run.
-
-    ``CropBBox`` in a (landmark) pipeline is a no-op here: plain images carry no box.
-    """
+    """Paths or H x W x 3 RGB uint8 arrays through the model's test pipeline; a failure is an
+    item ``{'id', 'error'}``, so that one bad file does not end the run. A pipeline's
+    ``CropBBox`` is a no-op here: plain images carry no box."""
 
     def __init__(self, items: Sequence, spec):
         self.items, self.spec = items, spec
@@ -119,10 +108,8 @@ class _ImageDataset(torch.utils.data.Dataset):
 
 
 def _collate(batch: Sequence[dict]) -> dict:
-    """DataLoader collate: ``ids`` and ``inputs`` of the images read, ``failed`` (id, reason)
-    of the others, ``size`` = len(batch). Same-size inputs are stacked into one B x 3 x H x W
-    uint8 tensor (one transfer from a worker instead of B, one batched normalisation); else
-    they stay a list (see :func:`_embed_batch`)."""
+    """``ids``, ``inputs``, ``failed`` (id, reason), ``size``. Same-size inputs are stacked into
+    one B x 3 x H x W uint8 tensor (one transfer from a worker instead of B); else a list."""
     good = [b for b in batch if 'error' not in b]
     inputs = [b['inputs'] for b in good]
     if inputs and all(x.shape == inputs[0].shape for x in inputs):
@@ -132,8 +119,7 @@ def _collate(batch: Sequence[dict]) -> dict:
 
 
 def _embed_batch(model, inputs: Union[torch.Tensor, List[torch.Tensor]]) -> torch.Tensor:
-    """B x D embeddings of a batch: stacked inputs in one forward; a list (sizes differ: a
-    keep-ratio, short-edge or scale-factor pipeline) one forward per size, as the
+    """B x D embeddings; a list of inputs of different sizes gets one forward per size, as the
     preprocessor would pad the smaller images of a mixed batch and change their embeddings."""
     def forward(batch):
         return model(model.data_preprocessor(dict(inputs=batch), False)['inputs'], mode='tensor')
@@ -211,27 +197,15 @@ def extract_features(model, images: Union[str, Sequence], batch_size: int = 32,
     testing does (and with the model's multi-scale test and whitening, if any).
 
     Args:
-        model: a retriever from ``init_model`` / ``get_model`` (it carries ``model.cfg``);
-            put in eval mode.
-        images: a folder (see :func:`list_images`), an image path, a list of paths, or
-            H x W x 3 uint8 arrays in RGB order (as PIL gives them; files are decoded to BGR
-            by the pipeline and arrays are flipped to match).
-        batch_size: images per forward pass.
-        num_workers: image-decoding processes (0: in this process).
-        progress: a progress bar over images.
-        device: where to run (e.g. ``'cuda'``); the model is moved there. None: where the
-            model is.
-        identity: record the model's identity (``irtbox.apis.model_identity``: a hash of its
-            weights and one more forward) in the result; False leaves it None.
+        model: from ``init_model`` / ``get_model``; put in eval mode.
+        images: a folder, an image path, a list of paths, or H x W x 3 uint8 RGB arrays (as
+            PIL gives them; files are decoded to BGR and arrays are flipped to match).
+        device: the model is moved there; None: where the model is.
+        identity: record the model's identity (a hash of its weights and one more forward).
 
     Returns:
-        EmbeddingSet: N x D float32 L2-normalised ``embeddings`` and the ``ids`` of the images
-        read (their paths, or ``array:<i>`` for the i-th input array); unreadable files are
-        in ``failed`` (id, reason) and a warning, not in the embeddings; ``identity``.
-
-    Raises:
-        NonFiniteEmbeddingsError: (a ValueError) some images gave NaN or inf embeddings; the
-            message counts them and names the first few.
+        EmbeddingSet: N x D float32 L2-normalised ``embeddings``, ``ids`` (paths, or
+        ``array:<i>``), unreadable files in ``failed`` (id, reason), ``identity``.
     """
     from .identity import model_identity
     items = _as_items(images)
@@ -275,10 +249,8 @@ def _differences(found: dict, wanted: dict, changed: Sequence[str]) -> str:
 
 def prepare_shards(model, out_dir: str, paths: Sequence[str], shard_size: int, resume: bool,
                    write: bool = True, identity: Optional[dict] = None) -> None:
-    """Write the manifest ``out_dir/shards.json`` of an extraction (``write``), or check that
-    the one there describes the same job (image list, shard size, model) and that ``resume``
-    allows continuing it. ``identity``: the model's, when already computed (else it is).
-    Raises FileExistsError / ValueError naming what differs."""
+    """Write the manifest ``out_dir/shards.json`` (``write``), or check that the one there is
+    the same job (image list, shard size, model) and that ``resume`` allows continuing it."""
     path = osp.join(out_dir, SHARDS_MANIFEST)
     wanted = _job_manifest(model, paths, shard_size, identity)
     if osp.isfile(path):
@@ -300,9 +272,8 @@ def prepare_shards(model, out_dir: str, paths: Sequence[str], shard_size: int, r
 
 
 def merge_shards(out_dir: str, identity: Optional[dict] = None) -> EmbeddingSet:
-    """The shards of ``out_dir`` in order, as one set (and a warning listing the unreadable
-    images); a missing shard is an error naming it. ``identity``: the model's (default: the
-    one the first shard records)."""
+    """The shards of ``out_dir`` in order, as one set. ``identity`` defaults to the one the
+    first shard records."""
     path = osp.join(out_dir, SHARDS_MANIFEST)
     if not osp.isfile(path):
         raise FileNotFoundError(f'{path} not found: {out_dir} holds no sharded extraction')
@@ -341,15 +312,12 @@ def extract_sharded(model, paths: Sequence[str], out_dir: str, shard_size: int =
                     progress: bool = True, identity: Optional[dict] = None
                     ) -> Tuple[Optional[EmbeddingSet], List[int]]:
     """Embed ``paths`` into ``out_dir`` in shards of ``shard_size`` images, on one process or
-    on every rank of a started ``torch.distributed`` group: rank 0 writes (or, with
-    ``resume``, checks) the manifest (:func:`prepare_shards`); rank ``r`` embeds the missing
-    shards ``i % world_size == r``, each written atomically to
-    ``out_dir/shards/shard_<i:06d>.npz`` when done; rank 0 merges them (:func:`merge_shards`).
-    ``identity``: the model's, when already computed.
+    every rank of a started ``torch.distributed`` group: rank 0 writes (or checks) the
+    manifest, rank ``r`` embeds the missing shards ``i % world_size == r`` (each written
+    atomically), rank 0 merges them.
 
     Returns:
         (the merged set on rank 0, None on the others; the shards this rank computed).
-        Errors on a distributed job are prefixed by the rank.
     """
     import torch.distributed as dist
 
@@ -394,31 +362,18 @@ def extract_folder(config, checkpoint: Optional[str], image_dir: str, out_dir: s
                    batch_size: int = 32, num_workers: int = 2, shard_size: int = 4096,
                    resume: bool = False, launcher: str = 'none', cfg_options: Optional[dict] = None,
                    device: Optional[str] = None, progress: bool = True) -> Optional[EmbeddingSet]:
-    """Embed every image under ``image_dir`` into ``out_dir/features.npz`` (an embeddings
-    file: embeddings, ids = the image paths, failed images, the model's identity), in
-    resumable shards (``out_dir/shards``), on this process or on every rank of a distributed
-    job (:func:`extract_sharded`).
+    """Embed every image under ``image_dir`` into ``out_dir/features.npz`` (ids = the image
+    paths), in resumable shards, on this process or every rank of a distributed job.
 
     Args:
-        config, checkpoint: the model (``init_model``); ``checkpoint`` None:
-            the config's own weights.
-        image_dir: the images (:func:`list_images`).
-        out_dir: where the shards and ``features.npz`` go.
-        batch_size, num_workers: images per forward pass; decoding processes per rank.
+        checkpoint: None: the config's own weights.
         shard_size: images per shard (progress is saved after each).
         resume: keep the shards an interrupted run of the same job wrote.
         launcher: ``'none'`` (this process), ``'pytorch'`` (torchrun) or ``'slurm'``.
-        cfg_options: config overrides.
-        device: where to run; default the rank's GPU when CUDA is available, else the CPU.
-        progress: a progress bar (on rank 0).
+        device: default the rank's GPU when CUDA is available, else the CPU.
 
     Returns:
         EmbeddingSet: what ``features.npz`` holds, on rank 0; None on the other ranks.
-
-    Raises:
-        FileNotFoundError, FileExistsError, ValueError: the images, the shards or the model
-        are not what is needed; NonFiniteEmbeddingsError (a ValueError): the model gave NaN
-        or inf embeddings, and no ``features.npz`` is written.
     """
     import torch.distributed as dist
 

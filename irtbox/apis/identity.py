@@ -48,11 +48,9 @@ def embedding_dim(model: torch.nn.Module) -> int:
 
 def model_identity(model: torch.nn.Module, config: Optional[str] = None,
                    checkpoint: Optional[str] = None) -> Dict:
-    """The fingerprint of ``model`` (built by ``init_model`` / ``get_model`` or a runner, so
-    it has ``model.input_spec``): its weights, its preprocessing (test pipeline, mean/std,
-    channel order, test scales, whitening), embedding size and normalisation, plus the config
-    file and checkpoint it came from (default: ``model.cfg.filename`` and
-    ``model.checkpoint``, which ``init_model`` sets)."""
+    """The fingerprint of ``model`` (which has ``model.input_spec``): its weights, its
+    preprocessing (test pipeline, mean/std, channel order, test scales, whitening), embedding
+    size and normalisation, plus the config file and checkpoint it came from."""
     spec = input_spec_of(model, 'model_identity')
     # The fields the first indexes hashed, as they were: the same model keeps its digest.
     preprocessing = dict(

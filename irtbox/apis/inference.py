@@ -25,8 +25,7 @@ __all__ = ['CheckpointMismatchError', 'TRAINING_ONLY_PREFIXES', 'init_model', 'g
 
 
 def without_pretrained_backbone(cfg: Config) -> Config:
-    """A copy of ``cfg`` whose backbone loads no weights of its own (no timm
-    ``pretrained`` download, no backbone ``checkpoint`` file): for when a whole-model
+    """A copy of ``cfg`` whose backbone loads no weights of its own: for when a whole-model
     checkpoint supplies them, or random weights are wanted."""
     cfg = copy.deepcopy(cfg)
     backbone = cfg.model.get('backbone')
@@ -44,17 +43,13 @@ def init_model(config: Union[str, Config], checkpoint: Optional[str] = None,
                device: Union[str, torch.device, None] = None, cfg_options: Optional[dict] = None):
     """The retriever of ``config`` in eval mode, with ``checkpoint``'s weights when given.
 
-    ``model(inputs, mode='tensor')`` then maps a normalised B x 3 x H x W batch to
-    B x D L2-normalised embeddings (``model.data_preprocessor`` normalises raw
-    uint8 batches). ``checkpoint`` may be a path or an http(s) URL, a ``.pth``
-    (loaded with ``weights_only=True``) or a ``.safetensors`` file; every key must
-    match the model (see :func:`load_model_weights`). With a checkpoint the backbone
-    is built without its own pretrained weights (the checkpoint has them), so this
-    works offline. The model keeps its config as ``model.cfg``, the local checkpoint
-    file as ``model.checkpoint``, and what it takes as input, resolved from its data
-    preprocessor and test pipeline, as ``model.input_spec``
-    (:class:`~irtbox.models.input_spec.InputSpec`). ``device``: where the model goes
-    (:func:`~irtbox.utils.dist.resolve_device`: None is this rank's GPU, else the CPU).
+    ``model(inputs, mode='tensor')`` then maps a normalised B x 3 x H x W batch to B x D
+    L2-normalised embeddings (``model.data_preprocessor`` normalises raw uint8 batches).
+    ``checkpoint``: a path or http(s) URL, ``.pth`` or ``.safetensors``; every key must match
+    the model. With a checkpoint the backbone loads no pretrained weights of its own, so this
+    works offline. The model keeps ``model.cfg``, ``model.checkpoint`` (the local file) and
+    ``model.input_spec`` (:class:`~irtbox.models.input_spec.InputSpec`). ``device``:
+    :func:`~irtbox.utils.dist.resolve_device`.
     """
     cfg = config if isinstance(config, Config) else load_config(
         resolve_config(config), cfg_options)
@@ -104,14 +99,9 @@ def get_model(name: str, pretrained: Union[bool, str] = True,
     """The zoo's model ``name`` in eval mode, ready for ``model(inputs, mode='tensor')``.
 
     Args:
-        name: a name from :func:`list_models`.
         pretrained: True: the entry's weights (downloaded once into ``$IRTBOX_HOME``,
-            sha256-verified; timm's own mechanism for public backbone weights);
-            a path or URL: those weights; False: the architecture with random weights.
-        device: where the model goes (as for :func:`init_model`).
+            sha256-verified); a path or URL: those weights; False: random weights.
         index: extra index file(s) (see :func:`list_models`).
-        cfg_options: config overrides, ``{'a.b': value}``.
-        progress: show a progress bar while downloading.
 
     The returned model carries ``model.cfg`` (its config) and ``model.zoo_entry``.
     """

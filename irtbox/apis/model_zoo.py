@@ -1,26 +1,9 @@
 """The model zoo's index: ``list_models``, ``get_entry`` and ``resolve_config`` over
-``model-index.yml`` and its metafiles (``irtbox.apis.inference.get_model`` builds an entry's model).
+``model-index.yml`` and its metafiles, the OpenMMLab format (docs/model_zoo.md: the
+``Weights`` forms, extra indexes by ``IRTBOX_MODEL_INDEX``, malformed entries).
 
-The index is the OpenMMLab one (``model-index.yml`` imports one ``metafile.yml`` per
-method; each model entry has ``Name``, ``Config``, ``Metadata``, ``Results`` and
-``Weights``). ``Weights`` is one of:
-
-- ``null``: not released; ``get_model(name)`` says so and how to train it;
-- a mapping ``{URL, SHA256, Size, Embedding Dim}`` (what publishing
-  prints): downloaded into ``$IRTBOX_HOME`` and verified against the full sha256;
-  the URL may be ``http(s)://``, ``file://``, ``hf://owner/repo/file`` or a path
-  relative to the metafile;
-- a mapping ``{Source: timm, Pretrained: <timm name.tag>}``: the backbone's public
-  pretrained weights, loaded by timm itself (its hub cache; ``HF_HUB_OFFLINE`` respected)
-  when the config builds the backbone with ``pretrained=True``;
-- a plain URL string (the mmpretrain form), verified by the sha256 prefix in its name if any.
-
-Extra indexes (a lab's or a user's own zoo) are index files in the same format, named by
-``IRTBOX_MODEL_INDEX`` (several separated by ``os.pathsep``) or by the ``index`` argument;
-their entries take precedence over the built-in ones of the same name. A malformed entry
-makes only itself unusable (a warning; asking for it raises :class:`BadZooEntryError`).
-Relative ``Config`` and weight paths are resolved from the metafile's folder, then the index
-file's, then the irtbox repository root.
+``Weights`` may also be a plain URL string (the mmpretrain form), verified by the sha256
+prefix in its name if any.
 """
 import copy
 import difflib
@@ -56,8 +39,7 @@ class BadZooEntryError(IrtboxError, ValueError):
 
 
 class ZooEntryMismatchError(IrtboxError, ValueError):
-    """The file or model an entry describes is not what the entry says (size, embedding
-    dimension)."""
+    """The file or model an entry describes is not what the entry says (size, dimension)."""
 
 
 class UnknownModelError(IrtboxError, KeyError):
@@ -96,8 +78,7 @@ _PARSED: Dict[Tuple[str, int, int], dict] = {}
 
 
 def _read_yaml(path: str) -> dict:
-    """The mapping in the index file ``path`` (parsed once while the file is unchanged; a
-    copy, so that callers may change it)."""
+    """The mapping in the index file ``path`` (a copy of the one parsed while unchanged)."""
     import yaml
     try:
         stat = os.stat(path)
@@ -208,9 +189,8 @@ def _parse_models(data: dict, metafile: str, index_file: str,
 
 
 def read_index(index_file: str, broken: Optional[list] = None) -> List[ZooEntry]:
-    """The entries of one index file: its ``Models`` and those of the files it ``Import``s.
-    Any malformed entry is an error (:class:`BadZooEntryError`) naming the file and entry,
-    or, given ``broken``, is appended there (see :func:`_parse_models`) and left out."""
+    """The entries of one index file and the files it ``Import``s; a malformed one raises, or
+    given ``broken`` is appended there (:func:`_parse_models`)."""
     index_file = osp.abspath(osp.expanduser(index_file))
     data = _read_yaml(index_file)
     entries = _parse_models(data, index_file, index_file, broken)
@@ -247,9 +227,8 @@ _WARNED = set()
 
 
 def _load(index) -> Tuple[Dict[str, ZooEntry], Dict[str, BadZooEntryError]]:
-    """(name -> entry, name -> the error of its malformed entry) over all index files; a
-    later index's entry, good or bad, overrides an earlier one's. Each malformed entry is
-    reported once per process in a warning."""
+    """(name -> entry, name -> the error of its malformed entry) over all index files, a
+    later index's entry, good or bad, overriding; each malformed one warned of once."""
     entries: Dict[str, ZooEntry] = {}
     bad: Dict[str, BadZooEntryError] = {}
     for path in index_files(index):
@@ -274,8 +253,7 @@ def _load(index) -> Tuple[Dict[str, ZooEntry], Dict[str, BadZooEntryError]]:
 
 
 def load_model_index(index: Union[str, Sequence[str], None] = None) -> Dict[str, ZooEntry]:
-    """Name -> entry over all index files; a later index overrides an earlier one's entry.
-    Malformed entries are left out (with a warning, once)."""
+    """Name -> entry over all index files; malformed entries are left out."""
     return _load(index)[0]
 
 
@@ -286,9 +264,9 @@ def list_models(pattern: Optional[str] = None, with_weights: Optional[bool] = No
     Args:
         pattern: a shell-style wildcard (``'irt-r_*sop'``); a pattern without ``*``/``?``
             matches names that contain it.
-        with_weights: True: only models ``get_model(name)`` can load weights for
-            (released or timm's public weights); False: only those without; None: all.
-        index: extra index file(s), on top of the built-in one and ``$IRTBOX_MODEL_INDEX``.
+        with_weights: True: only models ``get_model(name)`` can load weights for; False:
+            only those without; None: all.
+        index: extra index file(s).
     """
     entries = load_model_index(index).values()
     if pattern:

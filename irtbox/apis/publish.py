@@ -83,15 +83,13 @@ def publish_checkpoint(checkpoint: str, out_dir: str, name: Optional[str] = None
     """Publish ``checkpoint`` into the zoo folder ``out_dir`` (see the module docstring).
 
     Args:
-        checkpoint: an MMEngine checkpoint (``iter_N.pth``, ``best.pth``) or a state dict file.
-        out_dir: the zoo folder (created when missing).
-        name: the model's zoo name; default the config's file name, else the checkpoint's.
-        fmt: ``'safetensors'`` (no pickle; the default) or ``'pth'`` (``{'state_dict': ...}``).
-        config: the training config; default the one stored in the checkpoint.
-        url_prefix: where the folder will be served (``https://host/zoo/``); the index entry
-            then names ``<url_prefix><file>``. Default: the file name, relative to the index.
-        keep_training_state: keep the losses' state (classifiers, cross-batch memory) and the
-            momentum encoder, e.g. to fine-tune later; by default they are left out.
+        checkpoint: an MMEngine checkpoint or a state dict file.
+        name: default the config's file name, else the checkpoint's.
+        fmt: ``'safetensors'`` (no pickle) or ``'pth'`` (``{'state_dict': ...}``).
+        config: default the one stored in the checkpoint.
+        url_prefix: where the folder will be served; the index entry then names
+            ``<url_prefix><file>``. Default: the file name, relative to the index.
+        keep_training_state: keep the losses' state and the momentum encoder (to fine-tune).
 
     Returns a dict with ``path``, ``name``, ``sha256``, ``size``, ``embedding_dim``,
     ``url``, ``index`` (the index file) and ``weights_block`` (YAML for a metafile).

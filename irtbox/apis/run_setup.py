@@ -20,11 +20,9 @@ _LOADER_KEYS = ('train_dataloader', 'val_dataloader', 'test_dataloader')
 
 def load_run_config(path: str, cfg_options: Optional[dict] = None,
                     work_dir: Optional[str] = None, launcher: str = 'none') -> Config:
-    """The config at ``path`` with ``cfg_options`` merged (:func:`load_config`), ``launcher``
-    set, and ``work_dir``: the one given, else the config's, else
-    ``./work_dirs/<config name>`` (the backend is picked where the group starts:
-    :func:`dist_cfg_of`). With CUDA, pinned memory and
-    persistent workers for the dataloaders that do not say (:func:`_default_loader_options`).
+    """The config at ``path`` with ``cfg_options``, ``launcher`` and ``work_dir`` (default
+    the config's, else ``./work_dirs/<config name>``); with CUDA, the loaders' defaults of
+    :func:`_default_loader_options`.
     """
     path = resolve_config(path)
     cfg = load_config(path, cfg_options)
@@ -39,12 +37,10 @@ def load_run_config(path: str, cfg_options: Optional[dict] = None,
 
 
 def _default_loader_options(cfg: Config) -> None:
-    """Set ``pin_memory=True``, and ``persistent_workers=True`` where ``num_workers > 0``, in
-    the config's train / val / test dataloaders (a dict or a list of them) that do not set
-    them: batches then reach the GPU by asynchronous copies from page-locked memory, and
-    the workers are not started again for each epoch and each validation. What a config
-    sets stays. A train dataloader with a ``TupleMiningHook`` keeps non-persistent
-    workers: they must be started again to see each epoch's new tuples."""
+    """``pin_memory=True``, and ``persistent_workers=True`` where ``num_workers > 0``, in the
+    dataloaders that do not set them (asynchronous copies to the GPU; workers not restarted
+    each epoch). A train loader with a ``TupleMiningHook`` keeps non-persistent workers:
+    they must restart to see each epoch's new tuples."""
     mines = any(type_name(hook) == 'TupleMiningHook' for hook in cfg.get('custom_hooks') or [])
     for key in _LOADER_KEYS:
         persistent = not (key == 'train_dataloader' and mines)
@@ -65,12 +61,9 @@ def check_checkpoint(path: str) -> str:
 
 
 def build_runner(cfg: Config):
-    """The runner of ``cfg``: the registered runner named by ``cfg.runner_type`` (default
-    ``IrtboxRunner``) built with its ``from_cfg``, after the distributed set-up of
-    ``cfg.launcher`` (with ``cfg.env_cfg.dist_cfg``: backend, timeout in seconds, ...; see
-    :func:`~irtbox.utils.dist.init_distributed`) and the checkpoint classes ``torch.load``
-    may unpickle. It gets a ``DatasetCountCheckHook`` (a warning when a published benchmark's
-    split does not have its published counts) unless ``cfg.check_dataset_counts`` is False."""
+    """The runner ``cfg.runner_type`` (default ``IrtboxRunner``) built with its ``from_cfg``,
+    after the distributed set-up of ``cfg.launcher``. It gets a ``DatasetCountCheckHook``
+    unless ``cfg.check_dataset_counts`` is False."""
     import irtbox.engine  # noqa: F401  (registers IrtboxRunner)
     from irtbox.utils import register_safe_globals
     from irtbox.utils.dist import init_distributed
@@ -90,8 +83,7 @@ def build_runner(cfg: Config):
 
 
 def dist_cfg_of(cfg: Config) -> dict:
-    """``cfg.env_cfg.dist_cfg`` as a plain dict (empty when not set), with the gloo backend
-    on a machine without CUDA (:func:`~irtbox.utils.dist.adapt_cfg_to_device`)."""
+    """``cfg.env_cfg.dist_cfg`` as a plain dict, with the gloo backend without CUDA."""
     from irtbox.utils.dist import adapt_cfg_to_device
     adapt_cfg_to_device(cfg)
     return dict((cfg.get('env_cfg') or {}).get('dist_cfg') or {})

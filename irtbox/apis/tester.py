@@ -1,11 +1,5 @@
-"""Testing a model from its config, and what a test leaves, in one call.
-
-:func:`run_test` builds the runner, checks that ``out`` and ``show_dir`` can be written
-(before the evaluation, not after it), tests, and writes the results. The results of a
-tested runner are :func:`result_sets`: one :class:`~irtbox.structures.EmbeddingSet` per test
-set (and per extra metric of one), written by :func:`write_results` in the one embeddings
-file format (:mod:`irtbox.structures.embeddings_file`) and read back with
-``irtbox.structures.load_embeddings``.
+"""Testing a model from its config, and what a test leaves: one
+:class:`~irtbox.structures.EmbeddingSet` per test set (and per extra metric of one).
 
 Set names: ``''`` for the only test set of a run, ``'0'``, ``'1'``, ... for those of a
 multi-dataset loop; a second metric of one test set that keeps embeddings too (e.g. with
@@ -35,15 +29,13 @@ __all__ = ['EvaluationSetupError', 'run_test', 'result_sets', 'write_results',
 
 
 class EvaluationSetupError(IrtboxError, RuntimeError):
-    """A test that cannot start: a missing checkpoint, a config without a test set, weights
-    that cannot be fetched, an output that cannot be written. Raised before any evaluation."""
+    """A test that cannot start (a missing checkpoint or test set, weights that cannot be
+    fetched, an output that cannot be written); raised before any evaluation."""
 
 
 def check_output_path(path: str, argument: str, folder: bool = False) -> None:
-    """Raise :class:`EvaluationSetupError` naming ``argument`` and ``path`` unless a file (or
-    with ``folder``, a folder) can be written at ``path``: its nearest existing parent must
-    be a folder in which a file can be created, and ``path`` itself, where it exists, a file
-    (a folder). Nothing is left behind."""
+    """Raise :class:`EvaluationSetupError` naming ``argument`` unless a file (with ``folder``,
+    a folder) can be written at ``path``. Nothing is left behind."""
     path = osp.abspath(path)
     if osp.exists(path) and osp.isdir(path) != folder:
         raise EvaluationSetupError(f'{argument} {path}: exists and is not a '
@@ -79,14 +71,8 @@ def run_test(config: str, checkpoint: Optional[str] = None, cfg_options: Optiona
     """Test the model of ``config`` (with ``checkpoint``'s weights, else those the config
     builds) on its test set(s) and return the metrics.
 
-    ``out``: a ``.npz`` gets every test set's embeddings, image ids, labels, query flags,
-    metrics and model identity (:func:`write_results`), the metrics also going to the same
-    name with ``.json``; a ``.json`` only the metrics. ``show_dir``: result grids,
-    ``index.html`` and ``failures.csv`` per test set (:func:`show_result_sets`, ``show_num``
-    queries with their ``show_topk`` results, sampled with ``show_seed``). Both are written by
-    rank 0 and checked to be writable before the test runs.
-
-    Raises :class:`EvaluationSetupError` when the test cannot start.
+    ``out`` (:func:`write_results`) and ``show_dir`` (:func:`show_result_sets`) are written
+    by rank 0 and checked to be writable before the test runs.
     """
     from mmengine.dist import get_rank
 
@@ -167,12 +153,9 @@ def _metric_outputs(name: str, evaluator) -> Iterator[Tuple[str, dict]]:
 
 
 def dataset_image_ids(dataset, sample_idx: Sequence[int]) -> Tuple[List[str], str]:
-    """(image paths of the samples ``sample_idx`` of ``dataset``, its data root): the paths
-    relative to the root where they lie under it, else absolute; the root absolute, ``''``
-    when the dataset has none (the paths then all absolute).
-
-    ``dataset`` is an MMEngine ``BaseDataset`` (``get_data_info(i)['img_path']``).
-    """
+    """(image paths of the samples ``sample_idx`` of an MMEngine ``BaseDataset``, its
+    absolute data root or ``''``): the paths relative to the root where under it, else
+    absolute."""
     root = osp.abspath(dataset.data_root) if getattr(dataset, 'data_root', '') else ''
     ids = []
     for i in sample_idx:
@@ -183,9 +166,8 @@ def dataset_image_ids(dataset, sample_idx: Sequence[int]) -> Tuple[List[str], st
 
 
 def runner_model_identity(runner) -> Optional[dict]:
-    """The identity (:func:`irtbox.apis.identity.model_identity`) of a runner's model (DDP
-    unwrapped), with the runner's config file and checkpoint. None, with a warning, when the
-    model has no input spec (:func:`runner_input_spec`)."""
+    """The identity of a runner's model, with its config file and checkpoint; None, with a
+    warning, when the model has no input spec."""
     model = bare_model(runner)
     if runner_input_spec(runner) is None:
         runner.logger.warning('the model has no input spec, so no identity; the results file '
@@ -196,9 +178,8 @@ def runner_model_identity(runner) -> Optional[dict]:
 
 
 def runner_input_spec(runner) -> Optional[InputSpec]:
-    """A runner's model's :class:`~irtbox.models.input_spec.InputSpec` (as ``init_model``
-    gives it), resolved once from the runner's config and kept as ``model.input_spec``;
-    None, with a warning, when the config has no test pipeline or it fails on a probe image."""
+    """A runner's model's :class:`~irtbox.models.input_spec.InputSpec`, resolved once and kept
+    as ``model.input_spec``; None, with a warning, when there is no working test pipeline."""
     model = bare_model(runner)
     if getattr(model, 'input_spec', None) is None and config_test_pipeline(runner.cfg):
         try:
@@ -210,13 +191,10 @@ def runner_input_spec(runner) -> Optional[InputSpec]:
 
 def result_sets(runner, metrics: Optional[Dict[str, float]] = None,
                 identity: bool = True) -> Dict[str, EmbeddingSet]:
-    """The results of a tested runner (rank 0, after ``runner.test()``), by set name (see the
-    module's docstring): each test metric's kept arrays (``last_outputs``) as an
-    :class:`EmbeddingSet` with ``ids`` the image paths relative to ``data_root``
-    (:func:`dataset_image_ids`; None for a dataset without image paths), ``labels``,
-    ``is_query``, ``class_names`` (the dataset's ``classes``), ``metrics``, the model's
-    ``identity`` (unless ``identity=False``) and the other arrays (``sample_idx``, per-query
-    APs such as ``ap_all`` or ``ap_M``) in ``extra``."""
+    """The results of a tested runner by set name: each test metric's kept arrays
+    (``last_outputs``) as an :class:`EmbeddingSet` (``ids``: the image paths relative to
+    ``data_root``); the arrays other than embeddings, labels and query flags (``sample_idx``,
+    per-query APs) go to ``extra``."""
     metrics = {k: float(v) for k, v in (metrics or {}).items()}
     model_id = runner_model_identity(runner) if identity else None
     sets = {}
@@ -239,10 +217,8 @@ def result_sets(runner, metrics: Optional[Dict[str, float]] = None,
 
 
 def write_results(path: str, sets: Dict[str, EmbeddingSet], metrics: Dict[str, float]) -> None:
-    """Write a test's results: for a ``.npz`` ``path`` the embeddings file of ``sets``
-    (``save_embeddings``; with no set, the metrics alone) and the metrics to the same name
-    with ``.json``; for a ``.json`` ``path`` only the metrics (name -> value). Each file whole
-    or not at all."""
+    """A ``.npz`` ``path``: the embeddings file of ``sets`` (with no set, the metrics alone),
+    and the metrics to the same name with ``.json``; a ``.json`` ``path``: only the metrics."""
     metrics = {k: float(v) for k, v in metrics.items()}
     if path.endswith('.npz'):
         if sets:
@@ -262,11 +238,9 @@ def write_results(path: str, sets: Dict[str, EmbeddingSet], metrics: Dict[str, f
 
 def show_result_sets(runner, sets: Dict[str, EmbeddingSet], out_dir: str, num: int = 50,
                      k: int = 8, seed: int = 0) -> List[str]:
-    """Result grids, ``index.html`` and ``failures.csv`` of each test set of a tested runner
-    from its :func:`result_sets`: in ``out_dir``, or
-    ``out_dir/<set name>`` when there are several test sets. A set without labels is drawn
-    against its dataset's revisited ground truth (``metainfo['gnd']``, Medium protocol).
-    Returns the ``index.html`` paths written."""
+    """Result grids, ``index.html`` and ``failures.csv`` of each test set in
+    ``out_dir/<set name>``; a set without labels is drawn against its dataset's revisited
+    ground truth (Medium). Returns the ``index.html`` paths written."""
     from irtbox.evaluation.functional import build_revisited_gnd
     from irtbox.visualization import show_results
     pages = []

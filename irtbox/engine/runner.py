@@ -1,11 +1,9 @@
 """``IrtboxRunner``: MMEngine's ``Runner`` with checkpoints that cannot silently lose work.
 
-It keeps what happens inside ``Runner`` methods no hook reaches: the atomic checkpoint write
-(after every hook's ``prepare_checkpoint(runner)`` on every rank), auto-resume from the newest
-*intact* checkpoint, strict and safe loading (resumes onto the CPU), the DDP wrapper on this
-process's device with Partial FC's rows kept out of DDP and of the initial broadcast, a log of
-each run's own, and a ``train_finally(runner)`` call to every hook when ``train()`` returns or
-raises. The rest is done by the hooks it adds to MMEngine's default hooks (:data:`DEFAULT_HOOKS`).
+It keeps only what happens inside ``Runner`` methods no hook reaches: the atomic checkpoint
+write, auto-resume from the newest *intact* checkpoint, strict and safe loading, the DDP
+wrapper on this process's device (Partial FC's rows kept out), a log of each run's own, and a
+``train_finally`` hook stage. The rest is done by :data:`DEFAULT_HOOKS`.
 """
 import itertools
 import os.path as osp
@@ -46,13 +44,11 @@ _RUNS = itertools.count(1)  # the runners built in this process
 
 
 def find_resume_checkpoint(work_dir: str) -> Tuple[Optional[str], List[str]]:
-    """The newest intact checkpoint to resume from in ``work_dir`` and the warnings about
-    every file skipped on the way (or about a missing/empty ``last_checkpoint``).
+    """The newest intact checkpoint in ``work_dir`` and the warnings about every file skipped.
 
-    Candidates: the target of ``last_checkpoint`` and the ``iter_*``/``epoch_*`` files,
-    highest number first (a kill between writing a checkpoint and ``last_checkpoint``
-    leaves the newer file complete, since writes are atomic). Intact: a complete zip
-    archive whose members pass their CRC check (:func:`checkpoint_problem`).
+    Candidates: the target of ``last_checkpoint``, then the ``iter_*``/``epoch_*`` files,
+    highest number first (a kill between writing a checkpoint and ``last_checkpoint`` leaves
+    the newer file complete). Intact: :func:`checkpoint_problem` finds nothing.
     """
     warnings, record = [], osp.join(work_dir, 'last_checkpoint')
     target = Path(record).read_text().strip() if osp.isfile(record) else None
@@ -76,13 +72,9 @@ def find_resume_checkpoint(work_dir: str) -> Tuple[Optional[str], List[str]]:
 class IrtboxRunner(RunnerPrivates, Runner):
     """MMEngine's ``Runner`` with irtbox's checkpoints and default hooks (see the module).
 
-    Config keys beyond MMEngine's: ``load_partial`` (bool, default False): allow a
-    checkpoint that matches the model only in part (missing/unexpected keys or shapes are
-    then logged and skipped, MMEngine's own behaviour).
-
-    ``resuming_from``: the checkpoint :meth:`resume` is loading while it loads it (for the
-    hooks' ``after_load_checkpoint``: :func:`~irtbox.engine.hooks.utils.resume_source`),
-    else None.
+    Config key beyond MMEngine's: ``load_partial`` (default False): allow a checkpoint that
+    matches the model only in part (mismatches logged and skipped, as MMEngine does).
+    ``resuming_from``: the checkpoint :meth:`resume` is loading, while it loads it.
     """
 
     def __init__(self, *args, load_from: Optional[str] = None, resume: bool = False, **kwargs):
@@ -111,11 +103,8 @@ class IrtboxRunner(RunnerPrivates, Runner):
         super().register_default_hooks(hooks)
 
     def wrap_model(self, model_wrapper_cfg, model):
-        """MMEngine's, with the DDP wrapper on the device this process uses
-        (:func:`~irtbox.utils.dist.ddp_wrapper_cfg`: not MMEngine's ``[LOCAL_RANK]``), and
-        the sharded class centres of Partial FC layers kept out of DDP
-        (:func:`~irtbox.engine.hooks.partial_fc.keep_out_of_ddp`). Called from ``__init__``,
-        before any hook is registered."""
+        """MMEngine's, with the DDP wrapper on this process's device and Partial FC's sharded
+        class centres kept out of DDP. Called from ``__init__``, before any hook exists."""
         keep_out_of_ddp(model)
         if is_distributed():
             model_wrapper_cfg = ddp_wrapper_cfg(
@@ -142,8 +131,7 @@ class IrtboxRunner(RunnerPrivates, Runner):
 
     def train(self):
         """MMEngine's training; then, also when it raises, the hooks' ``train_finally`` stage
-        (a hook holding something for the training gives it back: MMEngine has no hook stage
-        for a failed run)."""
+        (MMEngine has no hook stage for a failed run)."""
         try:
             return super().train()
         finally:
@@ -151,13 +139,9 @@ class IrtboxRunner(RunnerPrivates, Runner):
 
     def resume(self, filename: str, resume_optimizer: bool = True,
                resume_param_scheduler: bool = True, map_location='cpu') -> None:
-        """MMEngine's resume, with :attr:`resuming_from` set while the checkpoint loads (the
-        ``resume_check`` hook refuses or adapts it then).
-
-        The checkpoint is loaded onto the CPU (MMEngine's ``'default'`` is the GPU): the
-        weights and optimizer state are copied to each parameter's device as they are
-        loaded, the generator states must be CPU tensors, and Partial FC cuts this rank's
-        rows out of whole matrices that need not fit on one GPU."""
+        """MMEngine's resume, with :attr:`resuming_from` set while the checkpoint loads. Onto
+        the CPU (MMEngine's default is the GPU): the generator states must be CPU tensors, and
+        Partial FC cuts this rank's rows out of matrices that need not fit on one GPU."""
         self.resuming_from = filename
         try:
             super().resume(filename, resume_optimizer, resume_param_scheduler, map_location)
@@ -165,9 +149,8 @@ class IrtboxRunner(RunnerPrivates, Runner):
             self.resuming_from = None
 
     def init_model_weights(self) -> None:
-        """MMEngine's, with an ``init_cfg`` of type ``Pretrained`` read safely, and the sharded
-        class centres of Partial FC layers left out of the broadcast from rank 0 that follows
-        (each rank holds other rows, of another size)."""
+        """MMEngine's, with a ``Pretrained`` ``init_cfg`` read safely, and Partial FC's sharded
+        class centres left out of the broadcast from rank 0 (each rank holds other rows)."""
         model = bare_model(self)
         sharded = set(sharded_parameter_names(model))
         with safe_checkpoint_loaders():
@@ -181,10 +164,9 @@ class IrtboxRunner(RunnerPrivates, Runner):
 
     def load_checkpoint(self, filename: str, map_location='cpu', strict: bool = False,
                         revise_keys: list = [(r'^module\.', '')]):  # noqa: B006 (MMEngine's)
-        """Load ``filename``'s weights into the model, refusing any key or shape mismatch
-        (:func:`~irtbox.utils.checkpoint.load_model_weights`) unless ``load_partial``. The
-        training-only parts (head, memories) must match to resume, may be absent for
-        ``load_from``, and are left alone for evaluation, which does not use them."""
+        """Load ``filename``'s weights, refusing any key or shape mismatch unless
+        ``load_partial``. The training-only parts (head, memories) must match to resume, may
+        be absent for ``load_from``, and are ignored for evaluation."""
         with safe_checkpoint_loaders():
             checkpoint = CheckpointLoader.load_checkpoint(filename, map_location=map_location)
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
@@ -204,9 +186,8 @@ class IrtboxRunner(RunnerPrivates, Runner):
     def save_checkpoint(self, out_dir: str, filename: str, file_client_args=None,
                         save_optimizer: bool = True, save_param_scheduler: bool = True,
                         meta: Optional[dict] = None, by_epoch: bool = True, backend_args=None):
-        """Called on every rank: the hooks' ``prepare_checkpoint`` stage runs on all of them,
-        then rank 0 saves as MMEngine does, into a temporary file that is fsynced and then
-        renamed to ``filename``: the name only ever holds a complete checkpoint."""
+        """Called on every rank: the hooks' ``prepare_checkpoint`` stage runs on all, then
+        rank 0 saves atomically: ``filename`` only ever holds a complete checkpoint."""
         self.call_hook('prepare_checkpoint')
         if not is_main_process():
             return

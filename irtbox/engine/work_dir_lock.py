@@ -1,20 +1,12 @@
-"""One training at a time in a work dir.
+"""One training at a time in a work dir: two would overwrite each other's checkpoints and
+both report success.
 
-Two trainings writing into one work dir overwrite each other's checkpoints and
-``last_checkpoint`` and both report success. A training holds ``WORK_DIR/.irtbox.lock`` while
-it writes there: a JSON record of the PID, the host and the start time of the process that
-holds it, created with ``O_EXCL`` (one creator wins). A second training is refused naming the
-first. A lock left by a process that is gone (same host, PID not running: a kill -9, a power
-cut) is taken over with a warning; a lock from another host is never taken over (its process
-cannot be checked from here): the message says to delete the file when that run is over.
-
-A job restarted by torchrun's agent (its maximum of restarts) or requeued by Slurm takes over the
-lock of its own earlier attempt, on any host: the record holds the job's id
-(``SLURM_JOB_ID``, else torchrun's ``TORCHELASTIC_RUN_ID``), and both restart their whole job
-only after every process of the earlier attempt has ended.
-
-Rank 0 takes the lock while it trains (:class:`~irtbox.engine.hooks.WorkDirLockHook`); it is
-released when the training ends, also on error, and at interpreter exit.
+A training holds ``WORK_DIR/.irtbox.lock`` (PID, host, start time; created with ``O_EXCL``)
+while it writes there; a second one is refused naming the first. A lock left by a process of
+this host that is gone is taken over with a warning; one from another host never is (its
+process cannot be checked from here). A job restarted by torchrun's agent or requeued by
+Slurm takes over its own earlier attempt's lock, on any host: the record holds the job's id,
+and both restart a job only after every process of the earlier attempt has ended.
 """
 import atexit
 import contextlib
@@ -42,9 +34,8 @@ def job_id() -> Optional[str]:
 
 
 class WorkDirLocked(IrtboxError, RuntimeError):
-    """Another training holds the work dir ``work_dir``: ``lock`` is its lock file, ``holder``
-    the holder's record (``pid``, ``host``, ``started``; ``{}`` when it left none), None when
-    the lock could not be taken for another reason (:attr:`problem` says which)."""
+    """Another training holds ``work_dir``: ``holder`` is its record (``{}`` when it left none;
+    None when the lock could not be taken for another reason, :attr:`problem`)."""
 
     def __init__(self, work_dir: str, lock: str, holder: Optional[dict]):
         self.work_dir, self.lock, self.holder = work_dir, lock, holder

@@ -1,19 +1,15 @@
 """Every key of a config checked against what it configures, before any work.
 
-A misspelled argument (``default_hooks.checkpoint.intervall``, ``model.head.loss_weigths``,
-``optim_wrapper.optimizer.lrr``) would otherwise surface as a bare ``TypeError: __init__() got
-an unexpected keyword argument`` when that part is built, which for a hook argument forwarded
-to ``Runner.save_checkpoint`` is after the whole training. :func:`check_config_keys` refuses
-such a key, naming the config file, the key path and the closest valid key.
+A misspelled argument (``default_hooks.checkpoint.intervall``) would otherwise surface as a
+bare ``TypeError`` when that part is built, for a hook argument forwarded to
+``Runner.save_checkpoint`` after the whole training.
 
-A ``dict(type=...)`` is resolved through the registry of the section it sits in (``model`` ->
-``MODELS``, ``*_dataloader.dataset`` -> ``DATASETS``, ``pipeline`` -> ``TRANSFORMS``, hooks ->
-``HOOKS``, ...); the accepted keys are the constructor's parameters. A constructor taking
-``**kwargs`` is not checked (every dataset, ``TimmBackbone``'s timm arguments): its build
-names a wrong key before the first iteration, and a rehearsal builds every part in miniature.
-The one exception is ``CheckpointHook``, whose ``**kwargs`` go to ``Runner.save_checkpoint``.
-A type no registry knows is left to the build; entries that hold no part (``init_cfg``,
-``collate_fn``, ``worker_init_fn``, ``paramwise_cfg``) are not checked.
+A ``dict(type=...)`` is resolved through the registry of the section it sits in; the accepted
+keys are the constructor's parameters. A constructor taking ``**kwargs`` is not checked (its
+build names a wrong key before the first iteration, and a rehearsal builds every part), except
+``CheckpointHook``, whose ``**kwargs`` go to ``Runner.save_checkpoint``. A type no registry
+knows is left to the build; entries that hold no part (``init_cfg``, ``paramwise_cfg``, ...)
+are not checked.
 
 Values checked on the way: a learning rate is a number >= 0; ``max_iters`` / ``max_epochs`` /
 ``val_interval`` are whole numbers >= 1 (MMEngine would stop at a bare ``assert``).
@@ -241,10 +237,8 @@ def _params(fn) -> Tuple[Set[str], Optional[str]]:
 
 
 def accepted_keys(cls: Callable, cfg: Optional[Config] = None) -> Optional[Set[str]]:
-    """The config keys ``cls`` (a registered class or function) accepts, read off its
-    signature; None (not checked) when it takes ``**kwargs``: where they go, only the build
-    knows (MMEngine passes them on unread). ``CheckpointHook``'s go to the runner's
-    ``save_checkpoint``, whose signature says which it takes."""
+    """The config keys ``cls`` accepts, read off its signature; None (not checked) when it
+    takes ``**kwargs``, except ``CheckpointHook``'s, which go to ``save_checkpoint``."""
     if not inspect.isclass(cls):
         names, var_kw = _params(cls)
         return None if var_kw else names

@@ -1,11 +1,9 @@
 """Miniatures: tiny datasets in the official file layout of each dataset irtbox reads, so that
 any config runs end to end in seconds (rehearsals) and tests have fixtures.
 
-Each dataset class declares its own writer and the config keys that point it at a miniature
-(the ``miniature`` and ``point`` of its spec, :mod:`irtbox.datasets.spec`); this module only
-picks the writer of a kind (:func:`write_miniature`) and the kinds a config reads
-(:func:`miniature_kinds`, :func:`point_at_miniature`). By default every split has 8 classes of
-4 images of 32 x 32 pixels (:func:`irtbox.datasets.miniature.class_image`).
+Each dataset class's spec declares its own writer and the config keys that point it at a
+miniature (:mod:`irtbox.datasets.spec`); this module picks the writer of a kind and the kinds a
+config reads.
 """
 import copy
 import inspect
@@ -84,10 +82,9 @@ def miniature_kind(dataset_cfg: dict) -> Optional[str]:
 
 
 def point_at_miniature(dataset_cfg: dict, root: str, kind: Optional[str] = None) -> dict:
-    """A copy of ``dataset_cfg`` that reads the miniature ``kind`` (default:
-    :func:`miniature_kind`) written under ``root``: the spec's ``point`` applied to the
-    reading dataset's config, inside any wrapper. For a ``RevisitedDataset`` with
-    distractors call it twice, for its own kind and for ``'revisitop1m'``."""
+    """A copy of ``dataset_cfg`` that reads the miniature ``kind`` written under ``root`` (the
+    spec's ``point``, inside any wrapper). For a ``RevisitedDataset`` with distractors call
+    it twice, for its own kind and for ``'revisitop1m'``."""
     kind = kind or miniature_kind(dataset_cfg)
     if kind is None:
         raise ValueError(f'point_at_miniature: no miniature stands for the dataset config '

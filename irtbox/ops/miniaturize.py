@@ -1,13 +1,7 @@
 """A config in miniature: the same model, hooks, losses and loops, on tiny data at a small
 input size, with every interval short enough that each hook fires within a few iterations.
-
-:func:`miniaturize` is what a rehearsal (:mod:`irtbox.ops.rehearse`) runs; each step is a
-function of its own so that a reader can see exactly what a rehearsal changes: the data
-(:func:`point_datasets`: miniatures in the official layouts, or the user's own data), the
-input size (:func:`scale_input_size`), the depth (:func:`shallow_backbone`, quick rehearsals
-only), the weights (:func:`stand_in_weights`: no network needed, and a start that training
-can be checked against), the schedule (:func:`shorten_schedule`), the loaders
-(:func:`shrink_loaders`) and the projections (:func:`shrink_projections`).
+Each step :func:`miniaturize` takes is a function of its own, so that a reader sees exactly
+what a rehearsal changes.
 """
 import copy
 import os.path as osp
@@ -41,10 +35,9 @@ _SIZE_KEYS = {'Resize': 'scale', 'CenterCrop': 'crop_size', 'RandomCrop': 'crop_
 
 
 def loader_cfgs(cfg: Config) -> Iterator[Tuple[str, dict]]:
-    """(where, loader dict) for every dataloader of ``cfg``: the top-level ``*_dataloader``
-    entries (a list for several test sets) and the ``dataloader`` of each custom hook.
-    Each loader comes once: a hook's loader written as ``{{_base_.train_eval_dataloader}}``
-    is the very dict of that top-level entry, which must not be scaled twice."""
+    """(where, loader dict) for every dataloader of ``cfg``: the ``*_dataloader`` entries and
+    each custom hook's ``dataloader``, each dict once (a hook's loader may be the very dict
+    of a top-level entry, which must not be scaled twice)."""
     found = []
     for key in list(cfg.keys()):
         if key.endswith('_dataloader') and cfg[key]:
@@ -75,11 +68,9 @@ def _walk(node) -> Iterator[dict]:
 def point_datasets(cfg: Config, data_dir: str, data_root: Optional[str] = None,
                    subset: Optional[int] = None, image_size: int = 32) -> List[str]:
     """Point every dataset of ``cfg``'s loaders at miniature data written under
-    ``data_dir/<kind>`` (once per kind), or, with ``data_root``, at the user's data: a
-    ``data_root`` of the config, relative or absolute (``data/sop``, ``/datasets/sop``), is
-    then looked up under ``data_root`` (``<data_root>/sop``). ``subset`` keeps the first
-    ``subset`` items of each dataset (MMEngine's ``indices``). Returns what was done, one line
-    per dataset.
+    ``data_dir/<kind>``, or, with ``data_root``, at the user's data (a config's
+    ``/datasets/sop`` is looked up as ``<data_root>/sop``). ``subset`` keeps the first
+    ``subset`` items of each dataset. Returns one line per dataset.
     """
     done, written = [], {}
     for where, loader in loader_cfgs(cfg):
@@ -124,9 +115,8 @@ def config_data_roots(cfg: Config) -> List[str]:
 
 
 def _use_own_data(dataset: dict, data_root: str) -> None:
-    """Re-point every data folder of ``dataset``, relative or absolute, to the folder of the
-    same name under ``data_root`` (``/datasets/sop`` -> ``<data_root>/sop``); one that is not
-    there is refused (ArgumentError): the rehearsal would read nothing of the user's."""
+    """Re-point every data folder of ``dataset`` to the folder of the same name under
+    ``data_root``; one that is not there is refused: the rehearsal would read nothing."""
     for node in _walk(dataset):
         for key in _ROOT_KEYS:
             value = node.get(key)
@@ -226,10 +216,9 @@ def shallow_backbone(cfg: Config) -> Optional[str]:
 
 
 def stand_in_weights(cfg: Config, weights_dir: str, use_cache: bool = True) -> str:
-    """Give the backbone of ``cfg`` weights that are here: timm's pretrained weights when
-    they are in the local cache (and ``use_cache``; a shallow backbone cannot take them),
-    else (and for a ``checkpoint`` file that does not exist) a local checkpoint of known
-    values, written to ``weights_dir``. Returns a line saying which."""
+    """Give the backbone of ``cfg`` weights that are here: timm's pretrained ones when cached
+    (and ``use_cache``), else a checkpoint of known values written to ``weights_dir`` (no
+    network needed, and a start training can be checked against). Returns a line."""
     backbone = cfg.model.get('backbone') or {}
     if type_name(backbone) != 'TimmBackbone':
         return 'backbone weights: as configured (not a TimmBackbone)'
@@ -302,9 +291,8 @@ def _images_per_class(sampler: dict) -> Optional[int]:
 
 def shrink_loaders(cfg: Config, batch_size: int, workers: int) -> List[str]:
     """Batches of at most ``batch_size``, at most ``workers`` loader workers. A class-balanced
-    sampler's batch (``batch_size // m`` classes of ``m`` images) keeps at least two classes
-    and at most as many as its dataset holds (a one-image-per-class config on a miniature of
-    six training classes: batches of six). Returns a line per batch sized from its data."""
+    sampler's batch keeps at least two classes and at most as many as its dataset holds.
+    Returns a line per batch sized from its data."""
     notes = []
     for where, loader in loader_cfgs(cfg):
         size = batch_size

@@ -2,16 +2,10 @@
 each kind covers every shipped config.
 
 A config's kind (:func:`config_kind`) is made of the parts of a run that have their own code
-and can fail on their own: the backbone family (the timm architecture class, its patch
-embedding when it is not the plain one, and the position-embedding mode), the neck types in
-order (and the whitening), the loss types (a PML loss by its class, with its miner; ArcFace
-with Partial FC apart), a momentum encoder, the custom hooks, the training sampler (and
-whether it draws one image per class), the train loop and every dataset type a loader or a
-hook reads (wrappers included). Two configs of one kind differ only in numbers (sizes,
-rates, margins, dimensions, schedules), which the rehearsal replaces by its own anyway.
-
-:func:`rehearsal_set` groups the shipped configs by kind and picks the cheapest of each
-(:func:`rehearsal_cost`); CI rehearses that set.
+and can fail on their own: the backbone family, the necks, the losses, the hooks, the
+training sampler, the train loop and every dataset type read. Two configs of one kind differ
+only in numbers, which the rehearsal replaces by its own anyway. CI rehearses the cheapest
+config of each kind (:func:`rehearsal_set`).
 """
 import functools
 import glob

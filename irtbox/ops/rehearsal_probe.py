@@ -37,18 +37,14 @@ def _plain(value):
 @HOOKS.register_module()
 class RehearsalProbeHook(Hook):
     """Record, on every rank, what a rehearsal checks, into
-    ``<out_dir>/<phase>_rank<r>.json`` at the end of the run (``phase``: the
-    ``IRTBOX_REHEARSAL_PHASE`` environment variable, default ``'run'``):
+    ``<out_dir>/<phase>_rank<r>.json`` at the end of the run (``phase``:
+    ``IRTBOX_REHEARSAL_PHASE``):
 
-    - ``start`` / ``end``: sha256 (:func:`~irtbox.utils.checkpoint.state_digest`) of the
-      backbone's and of the whole model's state when training starts (after
-      initialisation and any resume) and ends, and the iteration;
-    - ``saved``: for each checkpoint written (rank 0), its iteration and the digest of
-      the state dict that went into the file;
-    - ``val`` / ``test``: the metrics of each evaluation;
-    - ``hooks``: for each hook of the run, the stages of its own that ran (a hook whose
-      work never ran shows only set-up stages, see ``worked``);
-    - ``unfitted``: fitted projections (PCA, whitening) still unfitted at the end.
+    - ``start`` / ``end``: the iteration and the digests of the backbone's and the whole
+      model's state when training starts (after any resume) and ends;
+    - ``saved``: each checkpoint's iteration and digest; ``val`` / ``test``: the metrics;
+    - ``hooks``: each hook's own stages that ran (see ``worked``);
+    - ``unfitted``: fitted projections still unfitted at the end.
 
     It runs last in every stage, so checkpoints are seen with what the other hooks added.
     """

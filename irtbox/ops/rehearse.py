@@ -103,10 +103,9 @@ class RehearsalReport:
 
 def prepare_rehearsal(config: str, work_dir: str, cfg_options: Optional[dict] = None,
                       **miniature) -> tuple:
-    """Write the miniature of ``config`` into a fresh ``work_dir``: the rehearsal's config
-    file ``<work_dir>/rehearsal_config.py``, its data and weights. Returns (config path,
-    the first phase's config options, notes). A non-empty ``work_dir`` is only reused
-    when an earlier rehearsal made it (it is then emptied)."""
+    """Write the miniature of ``config`` (config file, data, weights) into a fresh
+    ``work_dir`` (a non-empty one only when an earlier rehearsal made it). Returns (config
+    path, the first phase's config options, notes)."""
     if osp.isdir(work_dir) and os.listdir(work_dir):
         if not osp.exists(osp.join(work_dir, _MARKER)):
             raise RehearsalDirError(f'{work_dir} holds files of something else than '
@@ -166,11 +165,9 @@ def _run_phase(name: str, command: List[str], log_path: str, timeout: float) -> 
 
 def rehearse(config: str, work_dir: str, nproc: int = 2, timeout: float = 600,
              cfg_options: Optional[dict] = None, echo=print, **miniature) -> RehearsalReport:
-    """Rehearse ``config`` in ``work_dir`` (see the module doc) with the training and test
-    commands on ``nproc`` processes, as a user launches them; ``timeout`` seconds at most per
-    phase;
-    ``miniature``: the arguments of :func:`~irtbox.ops.miniaturize.miniaturize`. Progress
-    goes to ``echo``; the report is also written to ``<work_dir>/rehearsal.json``."""
+    """Rehearse ``config`` in ``work_dir`` (see the module doc) on ``nproc`` processes,
+    ``timeout`` seconds at most per phase; ``miniature``: the arguments of
+    :func:`~irtbox.ops.miniaturize.miniaturize`. The report also goes to ``rehearsal.json``."""
     path, first, notes = prepare_rehearsal(config, work_dir, cfg_options, **miniature)
     report = RehearsalReport(config, work_dir, nproc, notes)
     for note in notes:
@@ -219,9 +216,7 @@ _ROOT_CAUSE = re.compile(r'Root Cause \(first observed failure\):\s*\[\d+\]:.*?'
 
 def _failure_cause(path: str) -> Optional[str]:
     """The last exception of the failing rank in a phase's log (torchrun's root cause names
-    the rank, whose lines carry its ``[default<local rank>]:`` prefix; one process: every
-    line), e.g. ``KeyError: 'mAP'``; an irtbox command's one-line error when it printed no
-    traceback; None when the log has nothing of the rank."""
+    the rank), e.g. ``KeyError: 'mAP'``, else an irtbox command's one-line error, else None."""
     lines = _log_lines(path)
     cause = _ROOT_CAUSE.search('\n'.join(lines))
     if cause is not None:

@@ -1,19 +1,10 @@
-"""Which faiss index fits a memory budget: what a build from features chooses when it is given
-a memory budget and no factory string.
-
-The choice follows faiss's guidelines for picking an index
+"""Which faiss index fits a memory budget, after faiss's guidelines
 (https://github.com/facebookresearch/faiss/wiki/Guidelines-to-choose-an-index): the exact
-``Flat`` index when N x D x 4 bytes fit; else an inverted file (``IVF<nlist>``, nlist a power
-of two near 4 sqrt(N)) over 8-bit scalar-quantised vectors (``SQ8``, D bytes each, close to
-exact); else over product-quantised codes (``PQ<m>``, m bytes each, the largest m dividing D
-that fits). Every IVF entry also stores its 8-byte id. From HNSW_LISTS lists on, the
-guidelines' ``IVF<nlist>_HNSW32``: a query finds its lists through an HNSW graph of the
-centroids rather than scanning all of them (docs/benchmarks.md). A build from features re-ranks the
-quantised candidates exactly against the rows the index folder keeps
-(:attr:`~irtbox.search.ImageSearcher.k_factor`), so the codes order a shortlist and need not
-be exact. autofaiss, the library clip-retrieval
-uses for this, is not used: its releases pin ``numpy<2`` (irtbox runs on NumPy 2) and bring
-pandas, pyarrow and fsspec for reading embedding files irtbox already reads.
+``Flat`` when N x D x 4 bytes fit; else an inverted file (``IVF<nlist>``, nlist a power of two
+near 4 sqrt(N); ``_HNSW32`` centroid search from HNSW_LISTS lists on) over ``SQ8`` codes (D
+bytes each), else over ``PQ<m>`` codes (the largest m dividing D that fits); every IVF entry
+also stores its 8-byte id. The codes need not be exact: the build re-ranks a shortlist exactly.
+autofaiss is not used: its releases pin ``numpy<2`` and bring pandas, pyarrow and fsspec.
 """
 import math
 import re
@@ -38,8 +29,7 @@ HNSW_BYTES = 300
 
 
 class IndexBudgetError(ArgumentError):
-    """No index fits the memory budget ``argument`` (``max_index_memory`` or
-    ``max_build_memory``, of ``value`` bytes); the message names the smallest that does."""
+    """No index fits the memory budget ``argument`` (of ``value`` bytes)."""
 
 
 def parse_size(text: str) -> int:
@@ -110,11 +100,9 @@ def index_candidates(n: int, dim: int) -> List[IndexPlan]:
 
 def plan_index(n: int, dim: int, max_index_memory: int,
                max_build_memory: Optional[int] = None) -> IndexPlan:
-    """The best index (:func:`index_candidates` order) whose memory is at most
-    ``max_index_memory`` bytes, and whose build's peak is at most ``max_build_memory`` (the
-    training sample is cut down to 39 points per list to fit it).
-
-    Raises :class:`IndexBudgetError` naming the smallest budget(s) that would fit."""
+    """The best index (:func:`index_candidates` order) of at most ``max_index_memory`` bytes
+    whose build's peak is at most ``max_build_memory`` (the training sample cut down to 39
+    points per list to fit). :class:`IndexBudgetError` names the smallest budget that fits."""
     if n < 1 or dim < 1:
         raise ArgumentError(f'plan_index: no vectors to index ({n} x {dim})', 'n', n)
     candidates = index_candidates(n, dim)

@@ -1,10 +1,5 @@
-"""Build an index of a folder of images, or of embeddings an extraction wrote: what the
-search command's ``build`` runs.
-
-The images are embedded in resumable shards under ``INDEX_DIR/build``
-(:func:`irtbox.apis.extract.extract_sharded`), merged, indexed with faiss, checked against
-exact search when the index is approximate, and saved (:meth:`ImageSearcher.save`) with the
-list of unreadable images (``failed.json``); the shards are removed once the index is saved.
+"""Build an index of a folder of images (embedded in resumable shards under
+``INDEX_DIR/build``, removed once the index is saved) or of the embeddings an extraction wrote.
 """
 import json
 import os
@@ -59,11 +54,8 @@ class ShardsKeptError(IrtboxError, OSError):
 
 @dataclass
 class IndexBuild:
-    """What :func:`build_index` made: the ``searcher`` (saved in the index folder), the
-    images that could not be read ((path, reason), also in ``failed.json``), the recall@10
-    of an approximate index against exact search (held out:
-    :func:`~irtbox.evaluation.neighbours.index.recall_at_k`; None for ``'Flat'``) and the
-    seconds it took."""
+    """What a build made: the saved ``searcher``, the unreadable images ((path, reason), also
+    in ``failed.json``), the held-out recall@10 of an approximate index (None for ``'Flat'``)."""
     searcher: ImageSearcher
     failed: List[Tuple[str, str]] = field(default_factory=list)
     recall_at_10: Optional[float] = None
@@ -72,9 +64,8 @@ class IndexBuild:
 
 
 def _refuse_random_weights(model, config) -> None:
-    """Without a checkpoint, a backbone of random weights (no pretrained weights in the
-    config) is another model at every start: no query could use the index. Refused before
-    any image is embedded."""
+    """Refused before any image is embedded: random weights are another model at every start,
+    so no query could use the index."""
     random = [name for name, module in model.named_modules()
               if getattr(module, 'weights_source', None) == 'random initialisation']
     if random:
@@ -92,27 +83,16 @@ def build_index(config, checkpoint: Optional[str], image_dir: str, index_dir: st
     """Embed every image under ``image_dir`` and save a searchable index in ``index_dir``.
 
     Args:
-        config, checkpoint: the model (``init_model``); ``checkpoint`` None:
-            the config's own weights.
-        image_dir: the images (searched recursively,
-            :func:`~irtbox.apis.extract.list_images`).
-        index_dir: the index folder (created).
+        checkpoint: None: the config's own weights.
+        image_dir: searched recursively (:func:`~irtbox.apis.extract.list_images`).
         factory: the faiss factory string: ``'Flat'`` (exact), ``'IVF1024,Flat'``, ...
-        k_factor: an approximate index re-ranks ``k_factor`` x k candidates exactly (as
-            :func:`build_index_from_features`; 1: none; ``'Flat'`` never).
-        batch_size, num_workers: images per forward pass; decoding processes.
+        k_factor: an approximate index re-ranks ``k_factor`` x k candidates exactly (1: none).
         shard_size: images embedded between two saves of progress (``INDEX_DIR/build``).
         resume: continue an interrupted build from the shards it saved.
-        device: for the model and the index (:func:`~irtbox.utils.dist.resolve_device`).
-        cfg_options: config overrides.
-        progress: a progress bar.
 
     Raises:
-        FileNotFoundError, FileExistsError, ValueError: the images, the shards of an earlier
-        build (``resume`` needed, or another job) or the model are not what is needed.
-        OSError: a file cannot be written (a full disk), named in the message; no file is
-        left half-written (a shard, an index file), an earlier index in ``index_dir`` stays
-        as it was, and the shards written so far are kept for ``resume``.
+        OSError: a file cannot be written (a full disk); no file is left half-written, an
+        earlier index in ``index_dir`` stays, and the shards are kept for ``resume``.
     """
     from irtbox.apis import init_model
     from irtbox.apis.extract import extract_sharded, list_images
@@ -150,9 +130,8 @@ RERANK = 4  # default k_factor of an approximate index (x k candidates)
 
 
 def read_feature_parts(source: str) -> list:
-    """The embeddings files of ``source``, in row order: ``[source]`` for a file
-    (``features.npz``), the shards of an extraction folder (its ``shards.json`` and
-    ``shards/``, merged or not yet). Raises FileNotFoundError naming what is missing."""
+    """The embeddings files of ``source`` in row order: ``[source]`` for a file, else the
+    shards of an extraction folder (merged or not yet)."""
     from irtbox.apis.extract import FEATURES_FILE, SHARDS_MANIFEST, _shard_path
     if osp.isfile(source):
         return [source]
@@ -178,11 +157,9 @@ def read_feature_parts(source: str) -> list:
 
 
 def _rows(array: np.ndarray, start: int, stop: int) -> np.ndarray:
-    """A float32 copy of ``array[start:stop]``; for a memory map, its pages are then given
-    back (MADV_DONTNEED), so that a pass over a file bigger than memory neither holds it nor
-    counts it in the process's resident memory. Written pages of a shared map are not
-    flushed first: given back, they stay dirty in the page cache and are written out in the
-    background (an msync per chunk would make every chunk wait for the disk)."""
+    """A float32 copy of ``array[start:stop]``; a memory map's pages are then given back
+    (MADV_DONTNEED) so that a pass over a file bigger than memory does not hold it. Written
+    pages are not flushed first: an msync per chunk would make every chunk wait for the disk."""
     import mmap
     block = np.array(array[start:stop], dtype=np.float32)
     mapping = getattr(array, '_mmap', None)
@@ -192,8 +169,7 @@ def _rows(array: np.ndarray, start: int, stop: int) -> np.ndarray:
 
 
 def _sample(rows: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """``rows[positions]`` (sorted positions), CHUNK_ROWS positions at a time, the pages
-    given back after each (:func:`_rows`): only the pages of those rows are read."""
+    """``rows[positions]`` (sorted), CHUNK_ROWS at a time, pages given back after each."""
     from .budget import CHUNK_ROWS
     out = np.empty((len(positions), rows.shape[1]), np.float32)
     for lo in range(0, len(positions), CHUNK_ROWS):
@@ -249,8 +225,7 @@ def _read_parts(source: str):
 
 
 def _write_rows(parts: list, sets: list, path: str, n: int, dim: int, progress: bool) -> list:
-    """The normalised rows of all parts into one memory-mapped ``.npy`` file at ``path``
-    (what the index folder keeps; the index is built from it), CHUNK_ROWS at a time; returns
+    """The normalised rows of all parts into one memory-mapped ``.npy`` at ``path``; returns
     the parts' unreadable images."""
     from tqdm import tqdm
 
@@ -278,11 +253,9 @@ def _write_rows(parts: list, sets: list, path: str, n: int, dim: int, progress: 
 
 def _fill(store: Index, plan, avoid: np.ndarray, rng, spill: str, progress: bool,
           log: Callable[[str], None], stage: Callable[[str], None]) -> None:
-    """A faiss index of ``plan`` over ``store.rows``: trained on rows drawn by ``rng`` apart
-    from ``avoid`` (the recall queries) where there are enough, filled CHUNK_ROWS at a time,
-    held by ``store``. An IVF index is written to ``spill`` and mapped back in place: the
-    slack of its lists (vectors grown by doubling) leaves the build's memory before the
-    check and the save, so the build's peak is the end of adding."""
+    """A faiss index of ``plan`` over ``store.rows``, trained apart from ``avoid`` (the recall
+    queries) where there are enough rows. An IVF index is written to ``spill`` and mapped
+    back: the slack of its lists (grown by doubling) leaves memory before the check."""
     from tqdm import tqdm
 
     from .budget import CHUNK_ROWS
@@ -311,11 +284,9 @@ def _fill(store: Index, plan, avoid: np.ndarray, rng, spill: str, progress: bool
 
 def _choose_nprobe(store: Index, sample: RecallSample, target: float,
                    log: Callable[[str], None]) -> Tuple[int, float, list]:
-    """nprobe doubled from 16 until the held-out recall@k of ``store`` reaches ``target``,
-    all lists are visited, or a doubling gains less than SATURATED: then the quantised
-    codes, not the lists visited, limit the recall, and the smaller nprobe is kept (each
-    doubling doubles a query's time). Returns (nprobe, its recall, [[nprobe, recall], ...]
-    as measured); the store keeps the nprobe chosen."""
+    """nprobe doubled from 16 until the held-out recall@k reaches ``target``, all lists are
+    visited, or a doubling gains less than SATURATED (the codes limit the recall: the
+    smaller nprobe is kept). Returns (nprobe, its recall, [[nprobe, recall], ...])."""
     import faiss
     ivf, k, curve = faiss.extract_index_ivf(store.faiss_index.index), sample.exact.shape[1], []
 
@@ -376,37 +347,22 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
     """Index the embeddings an extraction wrote, without decoding an image.
 
     Args:
-        source: ``features.npz`` (any embeddings file with ids and the model's identity), or
-            an extraction folder whose shards are all written (before or after the merge).
-        index_dir: the index folder (created); an index there is replaced.
-        factory: the faiss factory string; None: the index :func:`~irtbox.search.budget.
-            plan_index` chooses for ``max_index_memory`` (bytes; None: no limit, the exact
-            ``Flat``) and ``max_build_memory`` (bytes: the training sample is cut to fit).
-        config: the model's config file, saved with the index for ``search query`` /
-            ``serve``; default the one the extraction recorded (its identity).
-        target_recall: an IVF index's nprobe is doubled (from 16) until the held-out
-            recall@10 (:func:`~irtbox.evaluation.neighbours.index.recall_at_k`) on the query
-            sample reaches it, all lists are visited, or a doubling gains less than 0.005
-            (the codes limit the recall: the smaller nprobe is kept).
-        k_factor: an approximate index's answers are re-ranked: ``k_factor`` x k candidates
-            scored exactly against the rows the index folder keeps (memory-mapped), the best
-            k kept (saved with the index); 1: none. ``Flat`` is never re-ranked.
-        num_queries: embeddings sampled (seeded by ``seed``) as queries for recall@10
-            against exact search (the first LATENCY_QUERIES of them timed one by one); the
-            training sample is drawn apart.
-        progress: progress bars; ``log``: where progress lines go.
+        source: an embeddings file with ids and the model's identity, or an extraction folder
+            whose shards are all written.
+        index_dir: created; an index there is replaced.
+        factory: None: the index :func:`~irtbox.search.budget.plan_index` chooses for
+            ``max_index_memory`` (bytes; None: the exact ``Flat``) and ``max_build_memory``.
+        config: saved with the index; default the one the extraction recorded.
+        target_recall: for an IVF index's nprobe (:func:`_choose_nprobe`).
+        k_factor: an approximate index re-ranks ``k_factor`` x k candidates exactly against
+            the memory-mapped rows (1: none; ``Flat`` never).
+        num_queries: held-out queries for recall@10 (the first LATENCY_QUERIES timed).
 
     Returns:
-        IndexBuild: the saved searcher, the extraction's unreadable images, recall@10,
-        seconds and ``report`` (also the manifest's ``build`` entry): source, rows, dim,
-        factory, nprobe, k_factor, budgets, train rows, recall@10 (and by nprobe,
-        ``recall_by_nprobe``), p50/p99 ms, seconds (also per step: read, exact, train, add, check).
+        IndexBuild whose ``report`` is also the manifest's ``build`` entry.
 
     Raises:
-        FileNotFoundError, ValueError: the source is missing or not an extraction's (no ids,
-        no model identity, shards of different models or dimensions, repeated ids,
-        non-finite rows), naming the file; IndexBudgetError (a ValueError): no index fits
-        the budget, naming the smallest that does.
+        IndexBudgetError (a ValueError): no index fits the budget (naming one that does).
     """
     from mmengine.config import Config
 

@@ -1,6 +1,5 @@
-"""``ImageSearcher``: a retrieval model and an :class:`~irtbox.evaluation.neighbours.index.Index`
-of a collection: it embeds images and leaves the rows, the faiss index, re-ranking and the
-index folder (its format: :mod:`irtbox.evaluation.neighbours.index`) to the Index."""
+"""``ImageSearcher``: a retrieval model and the :class:`~irtbox.evaluation.neighbours.index.Index`
+of a collection."""
 import dataclasses
 import os
 import os.path as osp
@@ -27,8 +26,7 @@ class IndexMismatchError(IrtboxError, ValueError):
 
 
 class CheckpointMovedError(IrtboxError, FileNotFoundError):
-    """The checkpoint an index was built with is no longer where the index recorded it;
-    ``checkpoint`` is that path (the argument that gives its new place: ``checkpoint``)."""
+    """The checkpoint an index was built with (``checkpoint``) is no longer where recorded."""
     argument = 'checkpoint'
 
     def __init__(self, directory: str, checkpoint: str):
@@ -64,8 +62,7 @@ class SearchHit:
 
 
 def _as_float32(items) -> np.ndarray:
-    """Embeddings given as a NumPy array or a torch tensor (any device, autograd, float
-    dtype), as float32 NumPy."""
+    """A NumPy array or a torch tensor (any device, autograd, float dtype) as float32 NumPy."""
     if isinstance(items, torch.Tensor):
         return items.detach().float().cpu().numpy()
     return np.asarray(items, dtype=np.float32)
@@ -84,30 +81,19 @@ def _delegated(name: str, doc: str) -> property:
 
 class ImageSearcher:
     """A searchable collection: a retrieval model (to embed images) and the
-    :class:`~irtbox.evaluation.neighbours.index.Index` of its rows (``store``: ids, the
-    L2-normalised embeddings, the model's identity, one ``FaissIndex`` and re-ranking).
-    Similarity is the cosine. ``factory='Flat'`` is exact; any faiss factory string
-    (``'IVF1024,Flat'``, ``'IVF4096,PQ32'``, ``'HNSW32'``) gives an approximate index,
-    trained on the first vectors added (:meth:`recall_vs_exact` measures what it loses).
+    :class:`~irtbox.evaluation.neighbours.index.Index` of its rows (``store``). Similarity is
+    the cosine; ``factory='Flat'`` is exact, any other faiss factory string approximate
+    (:meth:`recall_vs_exact` measures what it loses).
 
     Args:
-        model: a retriever from ``init_model`` / ``get_model``; needed to add or search
-            images (embeddings work without one). Constructing does not run it: its identity
-            (a hash of its weights and one forward, :attr:`identity`) is computed once, when
-            first needed (saving, the dimension of an empty searcher).
-        factory, nprobe, gpu_temp_memory, k_factor: the Index's (``k_factor`` x k candidates
-            of an approximate index re-ranked exactly; 1: none).
-        device: where the faiss index is searched (:func:`~irtbox.utils.dist.resolve_device`:
-            default this rank's GPU when torch sees one, else the CPU). Index types faiss has
-            no GPU version of (HNSW, plain PQ) stay on the CPU with a warning.
-        batch_size, num_workers: for embedding images.
-        identity: the model's identity when already computed (e.g. the ``identity`` of the
-            :class:`~irtbox.structures.EmbeddingSet` its embeddings came in).
-        store: an Index already made (a build from features); the settings above are then its.
+        model: needed to add or search images (embeddings work without one); its identity
+            is computed when first needed, not on construction.
+        factory, nprobe, gpu_temp_memory, k_factor: the Index's.
+        device: where the faiss index is searched (:func:`~irtbox.utils.dist.resolve_device`).
+        identity: the model's identity when already computed.
+        store: an Index already made; the settings above are then its.
 
     Attributes:
-        root: the folder relative ids (image paths) are relative to: None (the working
-            directory) until the index is saved, then the absolute one of its manifest.
         config: the model's config saved with the index where there is no model.
     """
     ids = _delegated('ids', 'The N ids (image paths).')
@@ -150,9 +136,8 @@ class ImageSearcher:
 
     @property
     def identity(self) -> Optional[dict]:
-        """The identity of the model whose embeddings these are
-        (:func:`~irtbox.apis.identity.model_identity`): computed from :attr:`model` the first
-        time it is asked for, then kept; the stored one for a loaded index without a model."""
+        """The identity of the model whose embeddings these are, computed from :attr:`model`
+        the first time it is asked for; the stored one for a loaded index without a model."""
         if self.store.identity is None and self.model is not None:
             self.store.identity = model_identity(self.model)
         return self.store.identity
@@ -222,13 +207,8 @@ class ImageSearcher:
 
     def search(self, queries, k: int = 10) -> Union[List[SearchHit], List[List[SearchHit]]]:
         """The ``k`` best items for each query: an image path or RGB array, a D-vector, or a
-        list / N x D array of them. One query gives one list of hits; several, a list of
-        lists, best first.
-
-        An index on the GPU returns at most 2048 hits per query (faiss-gpu's limit): a
-        larger ``k`` is a :class:`~irtbox.evaluation.neighbours.faiss_index.GpuTopKError`
-        (a ValueError), rather than a silent move of the whole index to the CPU; search on
-        the CPU (``device='cpu'``) for more."""
+        list / N x D array of them. One query gives one list of hits, best first; several, a
+        list of lists. On the GPU, ``k`` above faiss-gpu's limit is a ``GpuTopKError``."""
         if not len(self):
             raise QueryError('ImageSearcher.search: the index is empty; add images first')
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
@@ -246,23 +226,19 @@ class ImageSearcher:
         return hits[0] if single else hits
 
     def search_positions(self, queries: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:
-        """(nq x k similarities, nq x k positions, -1 where fewer were found) of the nq x D
-        normalised float32 ``queries``: :meth:`Index.search
-        <irtbox.evaluation.neighbours.index.Index.search>`."""
+        """:meth:`Index.search <irtbox.evaluation.neighbours.index.Index.search>`."""
         return self.store.search(queries, k)
 
     def recall_vs_exact(self, k: int = 10, num_queries: int = 1000, seed: int = 0) -> float:
-        """recall@``k`` against exact search of a seeded sample of the stored embeddings as
-        queries, each without its own row (:meth:`Index.recall_at_k
-        <irtbox.evaluation.neighbours.index.Index.recall_at_k>`; 1.0 for ``'Flat'``)."""
+        """The held-out recall@``k`` against exact search (:meth:`Index.recall_at_k
+        <irtbox.evaluation.neighbours.index.Index.recall_at_k>`)."""
         if not len(self):
             raise QueryError('ImageSearcher.recall_vs_exact: the index is empty')
         return self.store.recall_at_k(k, num_queries, seed)
 
     def save(self, directory: str) -> None:
         """Write the index folder (:meth:`Index.save
-        <irtbox.evaluation.neighbours.index.Index.save>`: a crash at any moment leaves the
-        previous save readable) with the model's config."""
+        <irtbox.evaluation.neighbours.index.Index.save>`) with the model's config."""
         self.identity  # computed from the model if not yet: saved with the rows
         self.store.save(directory, getattr(self.model, 'cfg', None) or self.config)
 
@@ -271,11 +247,9 @@ class ImageSearcher:
              device: Optional[str] = None, batch_size: int = 32, num_workers: int = 0,
              **settings) -> 'ImageSearcher':
         """The searcher saved in ``directory`` (:meth:`Index.load
-        <irtbox.evaluation.neighbours.index.Index.load>`: the rows memory-mapped, each file's
-        sha256 checked; ``settings``: ``nprobe``, ``k_factor`` (default the saved ones),
-        ``gpu_temp_memory``). With ``model``, the model must be the one that built the index
-        (same weights, preprocessing, embedding size); otherwise an
-        :class:`IndexMismatchError` names what differs."""
+        <irtbox.evaluation.neighbours.index.Index.load>`; ``settings``: its ``nprobe``,
+        ``k_factor``, ``gpu_temp_memory``). ``model`` must be the one that built the index,
+        else an :class:`IndexMismatchError` names what differs."""
         store = Index.load(directory, device=resolve_device(device), **settings)
         if model is not None:
             current = model_identity(model)
@@ -298,8 +272,7 @@ class ImageSearcher:
 def load_index_model(directory: str, checkpoint: Optional[str] = None,
                      device: str = 'cpu') -> torch.nn.Module:
     """The model that built the index in ``directory``: its saved config and the checkpoint
-    recorded at build time (or ``checkpoint``), verified against the index when loaded.
-    A recorded checkpoint that is not there any more is a :class:`CheckpointMovedError`."""
+    recorded at build time (or ``checkpoint``)."""
     from irtbox.apis import init_model
     manifest = read_manifest(directory)
     if 'config' not in manifest['files']:

@@ -9,10 +9,9 @@ image, and a JSON API. FastAPI + uvicorn (``pip install irtbox[serve]``).
 - ``GET /healthz``: ``{"status": "ok", "items", "dim", "factory"}`` (``factory``: the faiss
   factory string).
 
-Uploads are capped in bytes and pixels (:func:`decode_upload`); an undecodable upload gets a
-400 that says why. Memory is bounded across requests, not only per image: uploads are decoded
-in a small pool of threads under a budget of decoded pixels held at once (:class:`PixelBudget`),
-each no larger than the model needs (:func:`query_min_side`).
+Uploads are capped in bytes and pixels; memory is bounded across requests too: uploads are
+decoded in a small thread pool under a budget of decoded pixels held at once
+(:class:`PixelBudget`), each no larger than the model needs (:func:`query_min_side`).
 """
 import os
 import os.path as osp
@@ -35,11 +34,10 @@ STATIC = osp.join(osp.dirname(osp.abspath(__file__)), 'static')
 class PixelBudget:
     """At most ``limit`` decoded pixels held at once, over all requests.
 
-    ``with budget.hold() as held:`` gives a :class:`_Held` share, empty at first;
-    ``held.resize(n)`` waits until ``n`` pixels fit in the budget (growing) or gives some back
-    (shrinking, e.g. once an image is reduced); leaving the block gives the share back. A
-    share larger than the whole budget is granted when nothing else is held (so it runs
-    alone rather than never). ``in_use`` and ``peak`` are the pixels held now and at most.
+    ``with budget.hold() as held:`` gives an empty share; ``held.resize(n)`` waits until
+    ``n`` pixels fit (growing) or gives some back (shrinking). A share larger than the whole
+    budget is granted when nothing else is held (it runs alone rather than never).
+    ``in_use`` and ``peak``: the pixels held now and at most.
     """
 
     def __init__(self, limit: int):
@@ -82,11 +80,9 @@ QUERY_SIDE_MARGIN = 2
 
 
 def query_min_side(model) -> Optional[int]:
-    """The short side a query image needs, for ``model``: ``QUERY_SIDE_MARGIN`` times the
-    largest side of its network input (at its largest test scale), when its test pipeline
-    resizes every image to a size that does not follow the image's (``input_spec``'s
-    ``size_varies`` ``'never'`` or ``'aspect'``); None (decode at full size) otherwise, or for
-    a model without an input spec."""
+    """The short side a query image needs: ``QUERY_SIDE_MARGIN`` times the largest side of
+    the model's input at its largest test scale, when its test pipeline resizes to a size
+    that does not follow the image's; None (decode at full size) otherwise."""
     spec = getattr(model, 'input_spec', None)
     if spec is None or spec.size_varies not in ('never', 'aspect'):
         return None
@@ -96,17 +92,11 @@ def query_min_side(model) -> Optional[int]:
 
 def decode_upload(data: bytes, max_pixels: int, min_side: Optional[int] = None,
                   held: Optional[_Held] = None) -> np.ndarray:
-    """An uploaded image as an H x W x 3 uint8 RGB array, decoded by
-    :func:`irtbox.utils.image.decode_image` as every image file of the index and of ``search
-    query`` is (EXIF orientation, 16-bit, CMYK, palette, first frame); ValueError saying what
-    is wrong, ImageTooLargeError (an OverflowError) above ``max_pixels`` (read from the header, before
-    any pixel is decoded). Pillow's ``Image.MAX_IMAGE_PIXELS`` is neither read nor changed:
-    ``max_pixels`` is the limit.
-
-    ``min_side``: the short side the caller needs (:func:`query_min_side`); a larger image is
-    decoded smaller (a JPEG by ``draft``) and reduced by the largest whole factor that keeps
-    its short side at least ``min_side``. ``held``: a share of a :class:`PixelBudget`, grown
-    to the pixels about to be decoded before decoding and shrunk to the returned image's."""
+    """An uploaded image as an H x W x 3 uint8 RGB array, decoded as every image file irtbox
+    reads (:func:`irtbox.utils.image.decode_image`); above ``max_pixels`` (read from the
+    header) an ImageTooLargeError. ``min_side``: a larger image is decoded reduced by the
+    largest whole factor keeping its short side at least that. ``held``: a
+    :class:`PixelBudget` share, grown before decoding and shrunk to the returned image's."""
     from irtbox.utils.image import decode_image
     if not data:
         raise ValueError('the upload is empty')
@@ -120,10 +110,8 @@ def create_app(searcher, max_upload_bytes: int = 10 * 2**20, max_pixels: int = 4
     """The FastAPI app serving ``searcher`` (which must have its model).
 
     ``decode_budget_pixels``: decoded pixels held at once over all requests (default
-    ``max_pixels``: one image of the largest size allowed, or several smaller ones); an upload
-    waits for its share before a pixel of it is decoded and holds it until its search is done.
-    ``decode_threads``: the threads uploads are decoded in. The app's ``state.decode_budget``
-    is its :class:`PixelBudget`."""
+    ``max_pixels``); an upload holds its share from before decoding until its search is done
+    (``state.decode_budget``)."""
     try:
         import fastapi
     except ImportError as err:

@@ -1,13 +1,9 @@
 """Safe checkpoint loading (``torch.load(weights_only=True)`` with an allow-list).
 
-torch >= 2.6 loads with ``weights_only=True`` by default, which rejects the
-objects MMEngine stores in its checkpoints (the message hub's history buffers
-and the numpy arrays and scalars inside them), so resuming fails. Turning
-``weights_only`` off would let a downloaded file run arbitrary code. Instead we
-allow exactly those classes, and route MMEngine's local and http(s) checkpoint
-loaders through the same safe ``torch.load`` while irtbox's runner loads
-(:func:`safe_checkpoint_loaders`); downloads go through
-:mod:`irtbox.utils.download` (verified, resumable, cached).
+``weights_only=True`` rejects the objects MMEngine stores in its checkpoints (the message
+hub's history buffers and the numpy values inside them); turning it off would let a
+downloaded file run arbitrary code. So exactly those classes are allowed, and MMEngine's
+loaders go through the same safe ``torch.load`` while irtbox's runner loads.
 """
 import contextlib
 import hashlib
@@ -44,12 +40,8 @@ def _numpy_safe_globals():
 
 
 def _history_buffer_getattr(obj, name):
-    """The only ``getattr`` a checkpoint may call: HistoryBuffer's statistics methods.
-
-    MMEngine pickles ``HistoryBuffer._statistics_methods`` (its min/max/current/
-    mean functions) as ``getattr(HistoryBuffer, 'min')``; allowing the builtin
-    ``getattr`` would let a file reach any attribute, so it maps to this instead.
-    """
+    """The only ``getattr`` a checkpoint may call: MMEngine pickles HistoryBuffer's statistics
+    methods as ``getattr(HistoryBuffer, 'min')``, and the builtin would reach any attribute."""
     from mmengine.logging import HistoryBuffer
     if obj is HistoryBuffer and name in ('min', 'max', 'current', 'mean'):
         return getattr(obj, name)
@@ -57,8 +49,7 @@ def _history_buffer_getattr(obj, name):
 
 
 def register_safe_globals() -> None:
-    """Allow MMEngine's checkpoint contents under ``weights_only=True`` (torch's allow-list,
-    the API torch offers for it); idempotent."""
+    """Allow MMEngine's checkpoint contents under ``weights_only=True``; idempotent."""
     global _registered
     if _registered:
         return
@@ -71,10 +62,8 @@ def register_safe_globals() -> None:
 @contextlib.contextmanager
 def safe_checkpoint_loaders():
     """Within it, MMEngine's ``CheckpointLoader`` reads local files and http(s) URLs through
-    irtbox's safe loaders (``weights_only`` with the allow-list; downloads verified and
-    cached); on exit MMEngine's own loaders are back. The runner loads checkpoints (and
-    ``init_cfg`` ``Pretrained`` weights) within it, so nothing outside irtbox's loading
-    changes."""
+    irtbox's safe loaders; on exit MMEngine's own loaders are back, so nothing outside
+    irtbox's loading changes."""
     register_safe_globals()
     with checkpoint_loaders_restored():
         CheckpointLoader.register_scheme(prefixes='', force=True)(_load_local)
@@ -83,11 +72,7 @@ def safe_checkpoint_loaders():
 
 
 def safe_torch_load(path: str, map_location='cpu'):
-    """``torch.load`` with ``weights_only=True`` and a message naming the file on failure.
-
-    A ``.safetensors`` file (what :func:`~irtbox.apis.publish_checkpoint` writes) is read
-    with safetensors instead: a flat state dict, no pickle at all.
-    """
+    """``torch.load`` with ``weights_only=True``, a ``.safetensors`` file with safetensors."""
     register_safe_globals()
     if not osp.isfile(path):
         raise FileNotFoundError(f'checkpoint file not found: {path}')
@@ -110,11 +95,8 @@ def safe_torch_load(path: str, map_location='cpu'):
 
 def checkpoint_problem(path: str, verify_crc: bool = True) -> Optional[str]:
     """What is wrong with the ``.pth`` file ``path`` (None when it looks intact), without
-    unpickling it: missing, empty, truncated (a zip archive without its central directory),
-    a corrupt zip member (CRC, only with ``verify_crc``: reads the whole file).
-
-    A file that is no zip archive at all may still be a legacy (pre torch 1.6) pickle: that
-    is for ``torch.load`` to decide, so it is not reported here.
+    unpickling it: missing, empty, truncated, a corrupt zip member (only with ``verify_crc``:
+    reads the whole file). A file that is no zip archive may be a legacy pickle: not reported.
     """
     if not osp.isfile(path):
         return 'file not found'
@@ -150,9 +132,8 @@ def load_safetensors(path: str, map_location='cpu') -> Dict[str, torch.Tensor]:
 
 def download_checkpoint(url: str, model_dir: Optional[str] = None,
                         sha256: Optional[str] = None) -> str:
-    """Download ``url`` into ``model_dir`` (default ``$IRTBOX_HOME/checkpoints``) once and
-    return the local path; verified against ``sha256``, else against a sha256 prefix in
-    the file name (``name-<hash>.pth``), by :func:`irtbox.utils.download.download`."""
+    """The local path of ``url``, downloaded once and verified
+    (:func:`irtbox.utils.download.download`)."""
     from .download import download
     return download(url, sha256, cache_dir=model_dir)
 
@@ -206,10 +187,9 @@ def load_model_weights(model: torch.nn.Module, checkpoint: Union[str, Dict[str, 
     read from ``source``) into ``model``.
 
     Every key and shape must match, except for the training-only parts
-    (:data:`TRAINING_ONLY_PREFIXES`), as ``training_parts`` says: ``'optional'`` (default)
-    they may be absent, as in the inference checkpoints publishing
-    writes; ``'required'`` they must match too (resuming training); ``'ignored'`` absent
-    or of another shape they are left as built (evaluation, which does not use them).
+    (:data:`TRAINING_ONLY_PREFIXES`): ``training_parts='optional'``: they may be absent (a
+    published checkpoint); ``'required'``: they must match (resuming); ``'ignored'``: left as
+    built when absent or of another shape (evaluation).
     """
     if training_parts not in ('optional', 'required', 'ignored'):
         raise ArgumentError(f"training_parts={training_parts!r}; expected 'optional', 'required' "
@@ -242,11 +222,8 @@ def load_model_weights(model: torch.nn.Module, checkpoint: Union[str, Dict[str, 
 
 
 def state_digest(state: Dict[str, torch.Tensor]) -> str:
-    """sha256 of a state dict: every key and the raw bytes of its tensor, in key order.
-
-    Two modules have the same digest exactly when their weights are bit-identical, so a
-    log line with it says which weights a run starts from.
-    """
+    """sha256 of a state dict (every key, dtype, shape and raw bytes, in key order): equal
+    exactly when the weights are bit-identical."""
     digest = hashlib.sha256()
     for key in sorted(state):
         tensor = state[key].detach().cpu().contiguous().reshape(-1)

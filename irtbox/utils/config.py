@@ -65,10 +65,8 @@ class CustomImportError(IrtboxError, ImportError):
 
 
 def load_config(path: str, cfg_options: dict = None) -> Config:
-    """``Config.fromfile`` with irtbox's ``_base_`` entries (:data:`SHIPPED_PREFIX`, read here
-    only: MMEngine's ``Config`` is left as it is) plus ``cfg_options``. Refused with clear
-    errors: an option whose value has another type than the config's entry, and a top-level
-    key that looks like a misspelled runner key (:func:`check_top_level_keys`)."""
+    """``Config.fromfile`` with irtbox's ``_base_`` entries (:data:`SHIPPED_PREFIX`, here only:
+    MMEngine's ``Config`` is left as it is) plus ``cfg_options``, checked."""
     path = find_config(path)
     try:
         with base_path_resolver(_base_path):
@@ -102,9 +100,7 @@ def load_config(path: str, cfg_options: dict = None) -> Config:
 
 def find_config(name: str, shipped_only: bool = False) -> str:
     """The config file ``name`` names: a file, else a config irtbox ships (``configs/irt/x.py``,
-    ``irt/x.py``, ``irt/x`` or ``irtbox::irt/x.py``, looked up in :data:`CONFIGS_DIR`);
-    ``shipped_only``: only the latter. A model zoo name is resolved one layer up
-    (:func:`irtbox.apis.model_zoo.resolve_config`)."""
+    ``irt/x.py``, ``irt/x`` or ``irtbox::irt/x.py``); ``shipped_only``: only the latter."""
     if osp.isfile(name) and not shipped_only:
         return name
     name = name.removeprefix(SHIPPED_PREFIX)
@@ -117,10 +113,8 @@ def find_config(name: str, shipped_only: bool = False) -> str:
 
 
 def check_top_level_keys(cfg: Config, path: str) -> None:
-    """Refuse a top-level key that is not a runner key but nearly spells one (``trian_cfg``,
-    ``optim_wraper``): the runner would silently ignore it. Variables of a config's own
-    (``data_root``, ``train_pipeline``) are far from every runner key and pass; a name
-    starting with ``_`` is never checked."""
+    """Refuse a top-level key that nearly spells a runner key (``trian_cfg``): the runner
+    would silently ignore it. A name starting with ``_`` is never checked."""
     for key in cfg.keys():
         if key in RUNNER_KEYS or key.startswith('_'):
             continue
@@ -150,9 +144,7 @@ def _config_value(cfg, dotted: str):
 
 def check_option_paths(cfg: Config, cfg_options: dict, path: str) -> None:
     """Refuse the option ``a.b.c=V`` where the config sets ``a`` (or ``a.b``) to None or to
-    a value that is no dict: ``train_dataloader.dataset.data_root=...`` on a test-only config
-    (``train_dataloader = None``) would otherwise end in MMEngine's ``_delete_=True``
-    TypeError."""
+    a value that is no dict (else MMEngine's ``_delete_=True`` TypeError)."""
     for key, value in cfg_options.items():
         parts = key.split('.')
         for depth in range(1, len(parts)):
@@ -172,9 +164,8 @@ def check_option_paths(cfg: Config, cfg_options: dict, path: str) -> None:
 
 
 def check_option_types(cfg: Config, cfg_options: dict) -> None:
-    """Refuse the option ``KEY=VALUE`` whose value cannot be of the type the config has
-    at KEY (a number, a bool): ``train_cfg.max_iters=abc`` would otherwise end in an
-    unrelated error deep in training, or none."""
+    """Refuse the option ``KEY=VALUE`` whose value cannot be of the type the config has at
+    KEY (a number, a bool): else an unrelated error deep in training, or none."""
     for key, value in cfg_options.items():
         present, current = _config_value(cfg, key)
         if not present or current is None:

@@ -1,10 +1,7 @@
-"""Start a process group for CPU-only (gloo) as well as GPU (nccl) jobs.
+"""Process groups for CPU-only (gloo) as well as GPU (nccl) jobs, the device rule, gathers.
 
-MMEngine's ``init_dist`` assumes CUDA (``torch.cuda.set_device``) and its DDP
-wrapper passes ``device_ids=[local_rank]``; both fail on CPU-only machines, and the
-second also where each task sees one GPU. The tools call :func:`init_distributed`
-before building the runner and :func:`adapt_cfg_to_device` to pick the backend; the
-runner builds its DDP wrapper from :func:`ddp_wrapper_cfg`.
+MMEngine's ``init_dist`` assumes CUDA and its DDP wrapper passes ``device_ids=[local_rank]``;
+both fail on CPU-only machines, and the second also where each task sees one GPU.
 """
 import ctypes
 import ctypes.util
@@ -32,10 +29,9 @@ _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 
 def resolve_device(device: Union[str, torch.device, None] = None) -> torch.device:
-    """The one device rule, for the model, the search and the evaluation: ``device`` as
-    given, else this rank's GPU when torch sees one, else the CPU. A GPU without an index
-    (``'cuda'``) is this rank's (``torch.cuda.current_device()``, which the distributed set-up
-    made the rank's): left without one, torch and faiss take GPU 0, another rank's."""
+    """The one device rule: ``device`` as given, else this rank's GPU when torch sees one,
+    else the CPU. ``'cuda'`` gets this rank's index: left without one, torch and faiss take
+    GPU 0, another rank's."""
     if device is None:
         device = 'cuda' if torch.cuda.is_available() else 'cpu'
     device = torch.device(device)
@@ -49,20 +45,13 @@ def init_distributed(launcher: str, backend: str = None, port: int = None,
                      **kwargs) -> None:
     """Initialise ``torch.distributed`` for ``launcher`` in {'pytorch', 'slurm'}.
 
-    ``pytorch``: the environment set by ``torchrun`` (RANK, WORLD_SIZE, LOCAL_RANK,
-    MASTER_ADDR, MASTER_PORT). ``slurm``: SLURM_PROCID / SLURM_NTASKS /
-    SLURM_LOCALID, the first host of SLURM_NODELIST as master, ``port`` (or
-    MASTER_PORT, default 29500; ``dist_cfg.port`` too, as for MMEngine).
+    ``pytorch``: the environment ``torchrun`` sets. ``slurm``: SLURM_PROCID / SLURM_NTASKS /
+    SLURM_LOCALID, the first host of SLURM_NODELIST as master, ``port`` (or MASTER_PORT,
+    default 29500).
 
-    The other arguments are a config's ``env_cfg.dist_cfg``, read as MMEngine's
-    ``init_dist`` reads it (``build_runner`` passes it; the runner's own ``init_dist``
-    then finds the group started and is skipped):
-
-    - ``backend``: nccl with CUDA, gloo without, when not given;
-    - ``timeout``: how long a collective waits for the other ranks, in seconds (or a
-      ``datetime.timedelta``); the backend's default when not given;
-    - ``**kwargs``: any other ``torch.distributed.init_process_group`` argument
-      (e.g. ``pg_options``), passed on unchanged.
+    The other arguments are a config's ``env_cfg.dist_cfg``, read as MMEngine's ``init_dist``
+    reads it: ``backend`` (default nccl with CUDA, gloo without), ``timeout`` (seconds or a
+    timedelta), any other ``init_process_group`` argument passed on.
     """
     if dist.is_available() and dist.is_initialized():
         return
@@ -86,8 +75,7 @@ def init_distributed(launcher: str, backend: str = None, port: int = None,
 
 
 def _as_timedelta(timeout) -> datetime.timedelta:
-    """``dist_cfg.timeout`` (seconds, as MMEngine's ``init_dist`` takes it, or a timedelta)
-    as the timedelta ``init_process_group`` needs."""
+    """``dist_cfg.timeout`` (seconds or a timedelta) as a timedelta."""
     if isinstance(timeout, datetime.timedelta):
         return timeout
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
@@ -107,8 +95,7 @@ def free_port(host: str = '127.0.0.1') -> int:
 def exit_with_parent(sig: int = signal.SIGTERM) -> None:
     """Have the kernel send ``sig`` to this process when its parent (the ``torchrun``
     launcher) dies, so that a killed launcher leaves no orphaned ranks (Linux
-    ``prctl(PR_SET_PDEATHSIG)``; a no-op elsewhere). Dataloader workers need nothing: they
-    already exit once their rank is gone (PyTorch's worker watchdog, within seconds)."""
+    ``prctl(PR_SET_PDEATHSIG)``; a no-op elsewhere)."""
     if not sys.platform.startswith('linux'):
         return
     parent = os.getppid()
@@ -125,23 +112,17 @@ EXIT_WITH_PARENT_VAR = 'IRTBOX_EXIT_WITH_PARENT'
 
 
 def exit_with_parent_if_asked() -> None:
-    """:func:`exit_with_parent` when :data:`EXIT_WITH_PARENT_VAR` is 1 (removed from the
-    environment: this process's own children are not its parent's). Armed in the child
-    itself rather than by ``preexec_fn``, which is unsafe in a threaded parent (a sweep
-    runs its runs from threads). The signal survives ``exec``: a launcher that replaces the
-    command (torchrun) gets it, and forwards it to its ranks."""
+    """:func:`exit_with_parent` when :data:`EXIT_WITH_PARENT_VAR` is 1 (then removed: this
+    process's own children are not its parent's). Armed in the child rather than by
+    ``preexec_fn``, which is unsafe in a threaded parent (a sweep runs its runs from threads)."""
     if os.environ.pop(EXIT_WITH_PARENT_VAR, '') == '1':
         exit_with_parent()
 
 
 def finish_distributed() -> bool:
-    """End a finished distributed job's process group: every rank waits for the others,
-    the group is destroyed, and logs and output are flushed. Returns whether there was a
-    group (False, a no-op, on one process). Call it last.
-
-    DDP still holds the gloo group after ``destroy_process_group``, and tearing its threads
-    down at interpreter exit sometimes aborts a finished rank, so a script should then end
-    its process at once (``os._exit(0)``, as the tools do).
+    """End a finished job's process group (a barrier, then destroyed, logs flushed); returns
+    whether there was one. Call it last, then ``os._exit(0)``: DDP still holds the gloo group
+    and tearing its threads down at interpreter exit sometimes aborts a finished rank.
     """
     if not (dist.is_available() and dist.is_initialized()):
         return False
@@ -173,16 +154,13 @@ def adapt_cfg_to_device(cfg) -> None:
 
 
 def ddp_wrapper_cfg(model_wrapper_cfg=None, find_unused_parameters: bool = False) -> dict:
-    """The DDP wrapper's config for this process, from a config's ``model_wrapper_cfg``
-    (None: MMEngine's ``MMDistributedDataParallel``). What the config sets stays; the
-    defaults it leaves are filled in:
+    """The DDP wrapper's config from a config's ``model_wrapper_cfg`` (None: MMEngine's
+    ``MMDistributedDataParallel``), the defaults it leaves filled in:
 
-    - ``device_ids``: ``[torch.cuda.current_device()]``, or None on the CPU (MMEngine's
-      ``[LOCAL_RANK]`` names a missing device where each task sees only its own GPU).
+    - ``device_ids``: the current CUDA device, or None on the CPU (MMEngine's
+      ``[LOCAL_RANK]`` names a missing device where each task sees only its own GPU);
     - buffers not re-sent from rank 0 at every step: a cross-batch memory is identical on
-      every rank already, and BatchNorm statistics are averaged by ``sync_norm_stats``
-      (``forward_sync_buffers`` where torch has it, else ``broadcast_buffers``).
-    - ``find_unused_parameters``: the config's top-level key, as MMEngine reads it.
+      every rank already, and BatchNorm statistics are averaged by ``sync_norm_stats``.
     """
     wrapper = dict(model_wrapper_cfg or dict(type='MMDistributedDataParallel'))
     wrapper.setdefault('type', 'MMDistributedDataParallel')
@@ -218,12 +196,8 @@ def _gathered_sizes(tensor: torch.Tensor) -> List[int]:
 
 
 def all_gather_cat(*tensors: torch.Tensor) -> tuple:
-    """Concatenate each tensor (n_r x ...) over all ranks, in rank order, on every rank.
-
-    The tensors share their first dimension n_r, which may differ between ranks (e.g. a
-    smaller last batch). Without a distributed group (or with a single rank) the tensors
-    are returned as they are.
-    """
+    """Concatenate each tensor (n_r x ..., n_r may differ between ranks) over all ranks, in
+    rank order, on every rank."""
     if mmdist.get_world_size() == 1:
         return tensors
     sizes = _gathered_sizes(tensors[0])
@@ -231,11 +205,8 @@ def all_gather_cat(*tensors: torch.Tensor) -> tuple:
 
 
 def gather_round_robin(local: torch.Tensor, n: int) -> torch.Tensor:
-    """The ``n`` rows of a set sharded round robin, in set order, on every rank.
-
-    Rank r holds rows r, r + world, ... (``DefaultSampler`` without shuffling), possibly
-    followed by padding rows past ``n``, which are dropped.
-    """
+    """The ``n`` rows of a set sharded round robin (rank r holds rows r, r + world, ...,
+    then padding, dropped), in set order, on every rank."""
     world = mmdist.get_world_size()
     if world == 1:
         return local[:n]

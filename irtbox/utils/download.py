@@ -1,14 +1,11 @@
 """Downloads that cannot leave a corrupt file: ``download(url, sha256)`` returns a verified path.
 
 An http(s) file is written to ``<dst>.part``, checked (size, then sha256) and only then
-renamed into place, so a file under its final name is always a complete one. An
-interrupted download resumes with an HTTP ``Range`` request, within the call (retries)
-and across calls (the ``.part`` is kept). A verified file gets a small record
-``<dst>.sha256.json`` (size, mtime_ns, sha256), so a later call re-hashes it only when it
-changed. We do not use pooch because it lacks HTTP Range resume and re-hashes the whole
-file on every call. Local files and the Hugging Face Hub are accepted too (:func:`download`).
-Offline (``IRTBOX_OFFLINE`` or ``HF_HUB_OFFLINE``) only verified cached files are returned
-and the network is never used.
+renamed into place; an interrupted download resumes with an HTTP ``Range`` request, within
+the call and across calls. A verified file gets a record ``<dst>.sha256.json`` (size,
+mtime_ns, sha256), so a later call re-hashes it only when it changed (pooch has neither
+Range resume nor such a record). Offline (``IRTBOX_OFFLINE`` or ``HF_HUB_OFFLINE``) only
+verified cached files are returned.
 """
 import contextlib
 import hashlib
@@ -233,11 +230,8 @@ def _parse_hf(url: str) -> Tuple[str, str, Optional[str]]:
 
 
 def _download_hf(url: str, expected: Optional[str]) -> str:
-    """Fetch through ``hf_hub_download`` (its cache, resume and offline mode), then verify.
-
-    A cached copy that fails the check is fetched once more with ``force_download``, as
-    a damaged http(s) cache file is.
-    """
+    """Fetch through ``hf_hub_download`` (its cache, resume and offline mode), then verify; a
+    cached copy that fails the check is fetched once more with ``force_download``."""
     repo_id, filename, revision = _parse_hf(url)
     expected = expected or _hash_in_name(filename)
     path = _hf_fetch(url, repo_id, filename, revision, force=False)
@@ -363,10 +357,8 @@ def _write_record(path: str, digest: str) -> None:
 
 def _cached_ok(dst: str, url: str, expected: Optional[str], online: bool,
                timeout: float) -> bool:
-    """Whether the cached ``dst`` is good; a damaged one is reported with a warning.
-
-    The file is re-hashed only when it changed since its record was written (or has no
-    record). With no known hash at all, the record's hash is the reference; with no
+    """Whether the cached ``dst`` is good (a damaged one is warned of). Re-hashed only when
+    changed since its record; with no known hash the record's is the reference; with no
     record either, the size is compared with the server's (online only).
     """
     if not osp.isfile(dst):
@@ -392,12 +384,8 @@ def _cached_ok(dst: str, url: str, expected: Optional[str], online: bool,
 
 
 def _size_matches_server(dst: str, url: str, online: bool, timeout: float) -> bool:
-    """For a cached file with neither hash nor record: compare its size with the server's.
-
-    This catches truncated files left by code that wrote in place. Offline, or when the
-    server does not say, the file is accepted as it is (and not recorded, so it is
-    checked again next time).
-    """
+    """For a cached file with neither hash nor record: compare its size with the server's
+    (a file cut short by code that wrote in place); accepted, unrecorded, when unknown."""
     remote = _remote_size(url, timeout) if online else None
     if remote is None:
         return True
@@ -523,11 +511,9 @@ def _total_size(response, offset: int) -> Optional[int]:
 def _fetch_once(url: str, part: str, progress: bool, timeout: float, need_length: bool) -> str:
     """One GET into ``part`` (appending on a resume); the sha256 of the complete part.
 
-    Raises ``_Interrupted`` when the body ends before the announced size. A body of no
-    announced size (no Content-Length, not chunked) ends where the connection closes, early
-    or not: with ``need_length`` (no checksum to check it against) the size is asked by a
-    HEAD request, and with none there either the download is refused (DownloadError, the
-    part deleted) rather than taken for complete.
+    A body of no announced size ends where the connection closes, early or not: with
+    ``need_length`` (no checksum) the size is asked by a HEAD request, and without one the
+    download is refused rather than taken for complete.
     """
     response, offset = _open_resumable(url, part, timeout)
     with response:

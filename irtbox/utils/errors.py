@@ -11,13 +11,10 @@ __all__ = ['IrtboxError', 'ArgumentError', 'with_prefix']
 
 class IrtboxError(Exception):
     """The base of every exception irtbox defines; each also derives from the built-in it
-    stands for (``ValueError``, ``FileNotFoundError``, ...), so ``except ValueError`` still
-    catches it.
+    stands for, so ``except ValueError`` still catches it.
 
-    ``argument``: the function argument the error concerns, or None; a message about it
-    starts with its name where it reads well (``'opset 9: ...'``), which the command line
-    turns into the option. ``remedy``: {argument: value} the caller may
-    pass to get past the error (``{'check_space': False}``), shown after the message.
+    ``argument``: the function argument the error concerns, or None. ``remedy``:
+    {argument: value} the caller may pass to get past the error, shown after the message.
     """
 
     argument: Optional[str] = None
@@ -39,8 +36,7 @@ class IrtboxError(Exception):
 
 
 class ArgumentError(IrtboxError, ValueError):
-    """A value given for the argument ``argument`` that cannot be used; ``value`` is that
-    value, and ``message`` says why."""
+    """A value (``value``) of the argument ``argument`` that cannot be used; ``message``: why."""
 
     def __init__(self, message: str, argument: str, value=None):
         super().__init__(message, argument=argument)
@@ -48,9 +44,8 @@ class ArgumentError(IrtboxError, ValueError):
 
 
 def with_prefix(error: BaseException, prefix: str) -> BaseException:
-    """``error`` again, its message led by ``prefix`` (``'RetrievalMetric: ks ...'``), its type
-    and fields (``argument``, ``remedy``, ``value``) kept: for a layer that adds where an error
-    happened without turning it into another."""
+    """``error`` again, its message led by ``prefix``, its type and fields kept: for a layer
+    that adds where an error happened without turning it into another."""
     text = f'{prefix}: {error.args[0] if len(error.args) == 1 else error}'
     new = type(error).__new__(type(error), text)
     new.__dict__.update(vars(error))

@@ -1,10 +1,8 @@
-"""Every MMEngine internal irtbox relies on, for the needs MMEngine has no public API for: the
-``_base_`` resolution, the checkpoint loaders by prefix, the runner's "loaded" flag, the train
-loop's batch iterator, and the private methods of :data:`OVERRIDDEN`, which the mixins below
-route to public names. It lives in ``utils`` because ``utils.config`` and ``utils.checkpoint``
-need two of these names and ``utils`` imports no layer above it.
-tests/test_utils/test_mmengine_compat.py checks each against the installed MMEngine, so a release
-that changes one fails there, not in a training. Importing it imports ``mmengine.config`` only.
+"""Every MMEngine internal irtbox relies on, where MMEngine has no public API: the ``_base_``
+resolution, the checkpoint loaders by prefix, the runner's "loaded" flag, the train loop's
+batch iterator, and the private methods of :data:`OVERRIDDEN`, which the mixins below route to
+public names. In ``utils`` because ``utils.config`` and ``utils.checkpoint`` need two of them.
+tests/test_utils/test_mmengine_compat.py checks each against the installed MMEngine.
 """
 import contextlib
 import threading
@@ -31,8 +29,7 @@ _CFG_PATH_LOCK = threading.RLock()
 @contextlib.contextmanager
 def base_path_resolver(wrap: Callable[[Callable], Callable]):
     """Within the block (one thread at a time), ``Config.fromfile`` resolves each ``_base_``
-    entry with ``wrap(original)`` instead of ``Config._get_cfg_path(cfg_path, filename) ->
-    (path, scope)``; MMEngine's own again after it."""
+    entry with ``wrap(Config._get_cfg_path)``."""
     with _CFG_PATH_LOCK:
         original = Config.__dict__['_get_cfg_path']
         resolve = wrap(original.__func__)
@@ -46,8 +43,7 @@ def base_path_resolver(wrap: Callable[[Callable], Callable]):
 
 @contextlib.contextmanager
 def checkpoint_loaders_restored():
-    """MMEngine's ``CheckpointLoader`` schemes (prefix -> loader, in match order) as they
-    were before the block, whatever the block registers."""
+    """MMEngine's ``CheckpointLoader`` schemes back as they were, whatever the block registers."""
     from mmengine.runner.checkpoint import CheckpointLoader  # torch: not for utils.config
 
     # register_scheme writes into the current dict, then replaces it by a sorted copy.
@@ -69,9 +65,7 @@ def set_has_loaded(runner) -> None:
 
 
 def wrap_train_iterator(loop, wrap: Callable, *args) -> None:
-    """Replace an iteration-based train loop's batch iterator (MMEngine's private
-    ``_InfiniteDataloaderIterator``) by ``wrap(iterator, *args)``; an epoch-based loop has
-    none."""
+    """Replace an iteration-based train loop's batch iterator by ``wrap(iterator, *args)``."""
     if hasattr(loop, 'dataloader_iterator'):
         loop.dataloader_iterator = wrap(loop.dataloader_iterator, *args)
 

@@ -1,10 +1,8 @@
 """A ``CheckpointHook`` that deletes a checkpoint only once its successor is complete.
 
-MMEngine's ``CheckpointHook`` removes the oldest checkpoint (``max_keep_ckpts``) and the
-previous ``best_*.pth`` *before* it writes the new one, so a save that fails (a full disk)
-or is killed leaves fewer intact checkpoints than before, with ``max_keep_ckpts=1`` none,
-and ``last_checkpoint`` naming a file already deleted. The pre-emption checkpoint goes
-through this hook too (:class:`~.preemption.PreemptionHook`).
+MMEngine's removes the oldest checkpoint and the previous ``best_*.pth`` *before* it writes
+the new one, so a failed or killed save leaves fewer intact checkpoints than before (with
+``max_keep_ckpts=1`` none) and ``last_checkpoint`` naming a deleted file.
 """
 import os
 import os.path as osp
@@ -34,14 +32,10 @@ def run_checkpoints(work_dir: str) -> List[str]:
 
 @HOOKS.register_module()
 class CheckpointHook(CheckpointHookPrivates, MMEngineCheckpointHook):
-    """MMEngine's ``CheckpointHook`` (same arguments; configs name it ``CheckpointHook`` and
-    get this one under irtbox's scope) with a rotation that never has fewer intact
-    checkpoints than before: an outdated ``iter_*``/``epoch_*`` file (``max_keep_ckpts``)
-    or the previous ``best_*.pth`` is deleted only after the new file (atomic,
-    :meth:`~irtbox.engine.IrtboxRunner.save_checkpoint`) and ``last_checkpoint`` are
-    written. A kill in between leaves one file too many; the
-    outdated step stays in the ``keep_ckpt_ids`` the new checkpoint records, so the resumed
-    run deletes it (MMEngine's ``before_train`` trims that list)."""
+    """MMEngine's ``CheckpointHook`` (same arguments, same name under irtbox's scope) whose
+    outdated files are deleted only after the new file and ``last_checkpoint`` are written.
+    A kill in between leaves one file too many, which the resumed run deletes (the outdated
+    step stays in the ``keep_ckpt_ids`` the new checkpoint records)."""
 
     def _remove(self, path: str) -> None:
         if self.file_backend.isfile(path):

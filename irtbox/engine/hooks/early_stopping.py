@@ -1,13 +1,8 @@
-"""Early stopping on a validation metric, keeping and reloading the best weights.
+"""Early stopping on a validation metric, keeping and reloading the best weights (Berton,
+Musgrave & Masone's recipe, ``docs/methods/dml_benchmark.md``).
 
-Berton, Musgrave & Masone's recipe (``docs/methods/dml_benchmark.md``): validate every "epoch"
-(a fixed number of iterations, the train loop's ``val_interval``), stop when
-validation Precision@1 has not improved for ``patience`` validations, then
-reload the best weights before the single test evaluation.
-
-MMEngine's ``EarlyStoppingHook`` stops training but does not keep or reload
-weights, counts a tie as an improvement, defaults to ``min_delta=0.1`` and
-by default only warns when the monitored key is missing; hence this hook.
+MMEngine's ``EarlyStoppingHook`` does not keep or reload weights, counts a tie as an
+improvement and only warns when the monitored key is missing; hence this hook.
 """
 import copy
 import math
@@ -34,15 +29,12 @@ class StoppingState(NamedTuple):
 
 def early_stopping_step(state: StoppingState, score: float, rule: str = 'greater',
                         min_delta: float = 0.0, patience: int = 3):
-    """One validation of early stopping.
-
-    ``score`` improves on ``state.best`` when it is better by more than
-    ``min_delta`` (strictly: a tie is no improvement, so the earliest best
-    weights are kept). A non-finite score never improves.
+    """One validation of early stopping: ``score`` improves when better by more than
+    ``min_delta`` (a tie is no improvement, so the earliest best weights are kept; a
+    non-finite score never improves).
 
     Returns:
-        (new_state, improved, stop): ``stop`` is True once ``patience``
-        validations in a row brought no improvement.
+        (new_state, improved, stop): ``stop`` once ``patience`` validations brought none.
     """
     if rule not in ('greater', 'less'):
         raise ArgumentError(f"rule must be 'greater' or 'less', got {rule!r}", 'rule')
@@ -63,26 +55,16 @@ def early_stopping_step(state: StoppingState, score: float, rule: str = 'greater
 class BestWeightsEarlyStoppingHook(Hook):
     """Stops training when ``monitor`` stops improving; reloads the best weights at the end.
 
-    After every validation the hook reads ``metrics[monitor]``; on an
-    improvement it copies the model's weights (state dict, on the CPU) and,
-    with ``save_best``, writes them as ``<work_dir>/<best_filename>`` (a
-    checkpoint without optimizer state, for evaluation). After
-    ``patience`` validations without improvement it sets
-    ``runner.train_loop.stop_training``. At ``after_train`` (and so before any
-    ``runner.test()`` in the same process) the best weights are loaded into the
-    model, from memory or, after a resumed run, from the saved file.
-
-    With ``IterBasedTrainLoop(val_interval=N)`` a validation is an "epoch" of
-    N iterations, so ``patience=3`` is the paper's 3 epochs.
+    On an improvement the model's weights are copied (on the CPU) and, with ``save_best``,
+    written as ``<work_dir>/<best_filename>`` (without optimizer state). At ``after_train``
+    (before any ``runner.test()``) the best weights are loaded back, from memory or, after a
+    resumed run, from that file. With ``IterBasedTrainLoop(val_interval=N)`` a validation is
+    an "epoch" of N iterations.
 
     Args:
-        monitor: validation metric name, e.g. ``'precision@1'`` (with the
-            evaluator's ``prefix/`` if it has one).
+        monitor: validation metric name (with the evaluator's ``prefix/`` if it has one).
         rule: ``'greater'`` (higher is better) or ``'less'``.
         patience: validations without improvement before stopping.
-        min_delta: an improvement must exceed this margin.
-        save_best: also write the best weights to the work dir.
-        best_filename: name of that checkpoint.
         reload_best: load the best weights into the model at the end of training.
     """
 

@@ -22,29 +22,16 @@ __all__ = ['GradientNoiseHook']
 class GradientNoiseHook(Hook):
     """Measures γ = ||Cov(∇_z L)||_* of one head loss in the training steps (IRT Fig. 4).
 
-    Every ``interval`` training iterations, a forward hook on
-    ``model.head.losses[loss_name]`` takes the gradient of that loss's output
-    (unweighted, e.g. L_contr alone, cross-batch-memory terms included) with
-    respect to its first positional input, the B x D embeddings z, in the
-    step's own graph (``torch.autograd.grad(..., retain_graph=True)``). Only
-    the loss's part of the graph is walked: parameters' ``.grad``, the loss
-    value and the loss's memory are left as they are, so training is the same
-    with and without the hook. Under DDP the gradients of all ranks are
-    gathered, so γ is that of the whole batch. γ
-    (:func:`~irtbox.evaluation.functional.gradient_direction_spread`) is
-    logged as the scalar ``train/gradient_gamma`` (the log shows the latest
-    value) and averaged over the measured iterations; iterations with fewer
-    than 2 non-zero gradient rows have no γ and are counted apart. The running
-    mean is kept in the message hub, hence in checkpoints, so a resumed run
-    averages over the whole training. After training, rank 0 writes
-    ``<work_dir>/gradient_noise.json``: ``loss``, ``gamma_mean`` (null when no
-    γ was defined), ``num_iterations`` (γ defined), ``num_undefined``,
-    ``interval``. Under bf16 autocast the gradient is that of the embeddings'
-    dtype, as in the backward itself.
-
-    Config (the β x λ grid of IRT Table 5 / Fig. 4)::
-
-        custom_hooks = [dict(type='GradientNoiseHook', loss_name='contrastive')]
+    Every ``interval`` iterations, a forward hook on ``model.head.losses[loss_name]`` takes
+    the gradient of that loss's unweighted output with respect to its B x D embeddings z, in
+    the step's own graph (``retain_graph=True``): parameters' ``.grad`` and the loss's memory
+    are left as they are, so training is the same with and without the hook. Under DDP the
+    gradients of all ranks are gathered (γ of the whole batch). γ
+    (:func:`~irtbox.evaluation.functional.gradient_direction_spread`) is logged as
+    ``train/gradient_gamma`` and averaged (in the message hub, so across a resume);
+    iterations with fewer than 2 non-zero gradient rows have none and are counted apart.
+    After training, rank 0 writes ``<work_dir>/gradient_noise.json`` (``loss``,
+    ``gamma_mean``, ``num_iterations``, ``num_undefined``, ``interval``).
 
     Args:
         loss_name (str): key of the loss in ``model.head.losses``; its weight

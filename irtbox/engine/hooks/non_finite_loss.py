@@ -30,10 +30,8 @@ def _non_finite_terms(log_vars: Optional[dict]) -> dict:
 
 class _HostFlag:
     """A 0-d flag read on the host without stalling the GPU: :meth:`send` queues its copy
-    into page-locked memory and marks it with an event; :meth:`read` waits for that copy
-    only, not for the GPU work queued after it. The page-locked tensor and the event are
-    made once (allocating page-locked memory at every iteration costs more than the
-    copy)."""
+    into page-locked memory (made once) and records an event; :meth:`read` waits for that
+    copy only, not for the GPU work queued after it."""
 
     def __init__(self) -> None:
         self._flag = self._pinned = self._copied = None
@@ -68,29 +66,18 @@ class NonFiniteLossHook(Hook):
     (``NonFiniteLossError``, non-zero exit) once more than ``max_skipped`` were skipped,
     naming the iteration and the loss terms at fault.
 
-    The skipped update never reaches the weights (the optimizer step is left out; under
-    DDP every rank agrees on skipping), so the last checkpoint saved stays the latest and
-    stays finite. With ``max_skipped > 0`` the model's buffers (e.g. a cross-batch memory
-    the forward pass fills) are copied before each iteration and restored when its update
-    is skipped (a module that keeps host copies of buffer values, such as the cross-batch
-    memory's pointer, re-reads them in its ``buffers_restored()``). Checkpoints with a
-    non-finite weight or buffer are refused as well.
+    The skipped update never reaches the weights (under DDP every rank agrees), so the last
+    checkpoint stays finite. With ``max_skipped > 0`` the model's buffers are copied before
+    each iteration and restored when its update is skipped (a module keeping host copies of
+    buffer values re-reads them in its ``buffers_restored()``). Checkpoints with a
+    non-finite weight or buffer are refused.
 
-    With gradient accumulation (``optim_wrapper.accumulative_counts = n > 1``) the whole
-    window of ``n`` iterations that holds a non-finite loss is dropped: its gradients are
-    zeroed where the window ends and the optimizer does not step for it, finite
-    iterations of the window included. Their gradients cannot be kept apart: they are
-    summed with the non-finite one, and under DDP only reach the other ranks through the
-    window's last backward. Every iteration still counts in the wrapper (as
-    ``update_params`` counts it), so the later windows end, and the optimizer steps, at the
-    same iterations as in a run without the non-finite loss.
-
-    ``IrtboxRunner`` adds it as the default hook ``non_finite_loss``; configure it with
-    ``default_hooks = dict(non_finite_loss=dict(max_skipped=3))``.
+    With gradient accumulation the whole window holding a non-finite loss is dropped,
+    finite iterations included: their gradients are summed with the non-finite one. Every
+    iteration still counts, so later windows end at the same iterations as without it.
 
     Args:
-        max_skipped (int): non-finite iterations tolerated (skipped) before stopping.
-            Default 0: stop at the first.
+        max_skipped (int): non-finite iterations skipped before stopping (0: stop at the first).
     """
 
     priority = 'ABOVE_NORMAL'  # before CheckpointHook / LoggerHook in after_train_iter
@@ -119,10 +106,8 @@ class NonFiniteLossHook(Hook):
                 # A NaN on one rank reaches every rank through the gradient all-reduce.
                 dist.all_reduce(finite, op=dist.ReduceOp.MIN)
             self._finite.send(finite)
-            # What update_params does (its loss scaling, e.g. AMP's, its count of
-            # iterations, which decides when a window ends; DDP's gradient all-reduce in
-            # step on every rank), with the flag read between the backward, which is
-            # queued first, and the step: the GPU is not left idle while the host waits.
+            # What update_params does, with the flag read between the backward (queued
+            # first) and the step: the GPU is not left idle while the host waits.
             wrapper.backward(wrapper.scale_loss(loss))
             self._skip_this_iter = not self._finite.read()
             self._drop_window = self._drop_window or self._skip_this_iter
@@ -137,10 +122,8 @@ class NonFiniteLossHook(Hook):
         return update_if_finite
 
     def before_train_iter(self, runner, batch_idx: int, data_batch=None) -> None:
-        """Keep the buffers an iteration may have to be rolled back to (when skips are
-        allowed), in host memory: a copy on the GPU would double the memory of a large
-        buffer such as a cross-batch memory. The copy is queued on the GPU's stream (into
-        page-locked memory, made once) and does not wait for it."""
+        """Keep the buffers an iteration may be rolled back to in host memory (a GPU copy
+        would double a cross-batch memory's), copied asynchronously into page-locked memory."""
         if self.max_skipped == 0:
             return
         buffers = dict(bare_model(runner).named_buffers())

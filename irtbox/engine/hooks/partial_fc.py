@@ -28,26 +28,15 @@ def _state_index(optimizer: torch.optim.Optimizer, param: torch.Tensor) -> Optio
 @HOOKS.register_module()
 class PartialFCHook(Hook):
     """Makes a checkpoint hold the whole C x D matrix of every sharded class-centre layer
-    (``partial_fc=`` on ArcFace, CosFace, normalised softmax; see
-    :mod:`irtbox.models.losses.partial_fc`) and its whole optimizer state, whatever the
-    number of ranks that wrote it, and cuts each rank's rows out of them on loading: a run
-    resumes on any number of processes, and evaluation or publishing read the checkpoint
-    as that of the replicated layer (same keys, same shapes).
+    (:mod:`irtbox.models.losses.partial_fc`) and its whole optimizer state, whatever the
+    number of ranks that wrote it, and cuts each rank's rows out on loading: a run resumes on
+    any number of processes, and evaluation reads the checkpoint as the replicated layer's.
 
-    - ``prepare_checkpoint`` (every rank, before rank 0 writes the file): rank 0 receives
-      every rank's rows of the centres and of each optimizer state tensor of their shape
-      (momentum, Adam's moments), one rank's rows at a time (a broadcast on the main process
-      group), onto the CPU.
-    - ``before_save_checkpoint`` (rank 0): puts them into the checkpoint in place of rank
-      0's rows.
-    - ``after_load_checkpoint`` (every rank, before the weights and the optimizer state are
-      loaded): replaces the whole matrices of the checkpoint by this rank's rows.
+    - ``prepare_checkpoint`` (every rank): rank 0 receives every rank's rows of the centres
+      and of each optimizer state tensor of their shape, one rank at a time, onto the CPU.
+    - ``before_save_checkpoint`` (rank 0): puts them in place of rank 0's rows.
+    - ``after_load_checkpoint`` (every rank): replaces the whole matrices by this rank's rows.
     - ``before_train_iter``: tells each layer the iteration, which seeds its sampling.
-
-    A model without such a layer makes it do nothing. :class:`~irtbox.engine.IrtboxRunner`
-    adds it as the default hook ``partial_fc``, and keeps the layers' rows out of DDP and out
-    of the broadcast of the initial weights (:func:`keep_out_of_ddp`,
-    :func:`sharded_parameter_names`), which happen before any hook runs.
     """
 
     priority = 'VERY_HIGH'

@@ -40,11 +40,9 @@ class Preempted(IrtboxError, RuntimeError):
 
 
 def rng_state() -> dict:
-    """This process's random number generator states: Python's, NumPy's global one, torch's
-    CPU one and, when CUDA is in use, the generator of this process's own device (the one
-    the distributed set-up made current; not every visible device's, which another rank
-    owns and which a resumed task may not see). Only tensors and plain values, which a
-    checkpoint loaded with ``weights_only=True`` accepts."""
+    """This process's generator states: Python's, NumPy's global one, torch's CPU one and the
+    current CUDA device's (not every visible device's: another rank owns those, and a
+    resumed task may not see them). Only tensors and plain values (``weights_only`` loads)."""
     kind, keys, pos, has_gauss, gauss = np.random.get_state()
     state = dict(python=random.getstate(),
                  numpy=(kind, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss),
@@ -56,9 +54,8 @@ def rng_state() -> dict:
 
 
 def set_rng_state(state: dict) -> None:
-    """Restore what :func:`rng_state` returned, into this process's current CUDA device for
-    the CUDA state. The tensors may lie on any device (a checkpoint loaded onto the GPU):
-    the generators take CPU tensors, so each is brought to the CPU first."""
+    """Restore what :func:`rng_state` returned (its tensors brought to the CPU first: the
+    generators take CPU tensors)."""
     version, internal, gauss = state['python']
     random.setstate((version, tuple(internal), gauss))
     kind, keys, pos, has_gauss, gauss = state['numpy']
@@ -69,8 +66,8 @@ def set_rng_state(state: dict) -> None:
 
 
 def requeue_slurm_job(env: Optional[dict] = None) -> Optional[str]:
-    """Put this Slurm job (``SLURM_JOB_ID``; an array task's own id) back in the queue with
-    ``scontrol requeue``; returns what happened in one line, None outside Slurm."""
+    """``scontrol requeue`` this Slurm job; returns what happened in one line, None outside
+    Slurm."""
     env = os.environ if env is None else env
     job = env.get('SLURM_JOB_ID')
     if not job:
@@ -87,10 +84,8 @@ def requeue_slurm_job(env: Optional[dict] = None) -> Optional[str]:
 
 
 class _RestoreRngBeforeBatch:
-    """The loop's data iterator, restoring the saved RNG state right before batch ``skip``
-    is drawn: the loop first draws (and drops) the ``skip`` batches a resumed run already
-    trained on, which uses the generators, then the next batch is drawn as it was in the
-    uninterrupted run."""
+    """The loop's data iterator, restoring the saved RNG state right before batch ``skip``:
+    drawing (and dropping) the batches already trained on uses the generators."""
 
     def __init__(self, iterator, skip: int, state: dict):
         self._iterator, self._skip, self._state = iterator, skip, state
@@ -116,23 +111,16 @@ class PreemptionHook(Hook):
     """Checkpoint and stop on a pre-emption signal; checkpoint every ``checkpoint_minutes``.
 
     - ``signals`` (default SIGTERM and SIGUSR1: Slurm's ``--signal=USR1@120``, torchrun's
-      agent forwarding a SIGTERM): their handlers note the signal. After the
-      iteration in progress every rank knows (one all-reduce of two numbers per iteration);
-      the checkpoint of that iteration (``iter_<n>.pth`` through the config's
-      ``CheckpointHook``: ``last_checkpoint`` and ``max_keep_ckpts`` as for the others) is
-      saved by all ranks together and :class:`Preempted` ends training.
-    - ``checkpoint_minutes``: also save a checkpoint at the first iteration that ends this
-      many minutes (rank 0's clock) after the last save or the start, bounding what a hard
-      kill (SIGKILL, a node lost) costs. None: only the configured interval.
-    - Every checkpoint (this hook's and the interval ones) carries each rank's random number
-      generator states (:func:`rng_state`, under ``rng_states``); a resumed run with the same
-      number of ranks restores them right before its first new batch is drawn.
+      agent forwarding a SIGTERM): after the iteration in progress every rank knows (one
+      all-reduce per iteration), that iteration's checkpoint is saved through the config's
+      ``CheckpointHook`` and :class:`Preempted` ends training.
+    - ``checkpoint_minutes``: also save at the first iteration ending this many minutes
+      after the last save, bounding what a hard kill costs. None: only the configured interval.
+    - Every checkpoint carries each rank's generator states (:func:`rng_state`); a resumed run
+      with the same number of ranks restores them before its first new batch.
 
-    The iteration-based loop resumes at the exact data position (MMEngine's loop draws the
-    batches already trained on again and drops them); an epoch-based loop restarts the epoch
-    in progress. ``IrtboxRunner`` adds it as the default hook ``preemption``:
-    ``default_hooks = dict(preemption=dict(checkpoint_minutes=30))``; ``preemption=None``
-    removes it.
+    The iteration-based loop resumes at the exact data position; an epoch-based loop restarts
+    the epoch in progress.
     """
 
     priority = 'LOWEST'  # after CheckpointHook: it may have saved this very iteration
@@ -177,8 +165,7 @@ class PreemptionHook(Hook):
         self._resumed_state = None
 
     def train_finally(self, runner=None) -> None:
-        """Give the signals their handlers from before training back (idempotent); called by
-        :class:`~irtbox.engine.IrtboxRunner` when ``train()`` returns or raises."""
+        """Give the signals their handlers from before training back (idempotent)."""
         for sig, handler in self._previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
         self._previous = {}

@@ -16,17 +16,12 @@ __all__ = ['ProjectionFitHook', 'PCAFitHook', 'WhiteningFitHook']
 class ProjectionFitHook(Hook):
     """Fits the model's ``module_type`` modules on the descriptors they receive.
 
-    The descriptors are the modules' inputs while the model runs in eval mode
-    over ``dataloader`` (at a single scale when ``single_scale``, else exactly
-    as at test time). Fitting happens whenever the weights have changed since
-    the last fit and the projection is about to be used or saved: before
-    validation, before testing (or when the loaded checkpoint holds no fitted
-    projection), and before a checkpoint is written (the fresh buffers are
-    written into it, so saved checkpoints are self-contained). Under DDP each
-    rank extracts part of the set; rank 0 fits and broadcasts, so every fit runs
-    on all ranks together: before a checkpoint, in ``prepare_checkpoint``, which
-    :class:`~irtbox.engine.IrtboxRunner` calls on every rank (``before_save_checkpoint``
-    runs on rank 0 only).
+    The descriptors are the modules' inputs while the model runs in eval mode over
+    ``dataloader`` (at a single scale when ``single_scale``, else as at test time). A fit
+    happens when the weights changed since the last one and the projection is about to be
+    used or saved: before validation, testing, and a checkpoint (which is then
+    self-contained). Under DDP each rank extracts part of the set and rank 0 fits and
+    broadcasts, so a fit before a checkpoint runs in ``prepare_checkpoint`` (every rank).
 
     Args:
         dataloader: dataloader config (dataset, sampler, batch_size, ...).
@@ -141,9 +136,8 @@ class PCAFitHook(ProjectionFitHook):
 class WhiteningFitHook(ProjectionFitHook):
     """Learns the model's ``LearnedWhitening`` from descriptors extracted as at test time.
 
-    For ``method='learned'`` the dataset (``SfMWhitenDataset``) must carry the
-    matching pairs in its metainfo (``qidxs``, ``pidxs``: indices into the
-    dataset). See :class:`ProjectionFitHook`.
+    For ``method='learned'`` the dataset must carry the matching pairs in its metainfo
+    (``qidxs``, ``pidxs``). See :class:`ProjectionFitHook`.
     """
 
     module_type = LearnedWhitening

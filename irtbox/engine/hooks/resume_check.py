@@ -32,13 +32,10 @@ def _flatten(value, prefix: str, out: Dict[str, str]) -> None:
 
 
 def training_identity(cfg) -> Dict[str, str]:
-    """What makes two trainings the same training, so that a work dir's checkpoints resume
-    only the run that wrote them: every entry of the config's ``model`` (architecture, necks,
-    losses and their weights) and the training set's ``type`` and ``split``, flattened to
-    ``{'model.backbone.depth': '1', ..., 'train_dataloader.dataset.type': "'SOPDataset'"}``.
-    Paths (``data_root``, ``ann_file``, an ``init_cfg``'s ``checkpoint``) are left out, since
-    data and weights move between machines; so are the schedule, the optimizer's settings and
-    the loader: a longer schedule or another learning rate continues a run."""
+    """What makes two trainings the same: every entry of the config's ``model`` and the
+    training set's ``type`` and ``split``, flattened to ``{'model.backbone.depth': '1', ...}``.
+    Paths are left out (data and weights move between machines); so are the schedule, the
+    optimizer and the loader: a longer schedule or another learning rate continues a run."""
     out: Dict[str, str] = {}
     _flatten(cfg.get('model') or {}, 'model', out)
     dataset = (cfg.get('train_dataloader') or {}).get('dataset') or {}
@@ -50,9 +47,8 @@ def training_identity(cfg) -> Dict[str, str]:
 
 
 def training_differences(saved: Optional[dict], now: Dict[str, str], limit: int = 3) -> List[str]:
-    """Up to ``limit`` lines ``key: A in the checkpoint, B in this config`` (``(none)`` for an
-    entry only one side has); empty when they are the same or ``saved`` is None (a
-    checkpoint that records none)."""
+    """Up to ``limit`` lines ``key: A in the checkpoint, B in this config``; empty when the
+    same or ``saved`` is None."""
     if not isinstance(saved, dict):
         return []
     lines = [f'{key}: {saved.get(key, "(none)")} in the checkpoint, {now.get(key, "(none)")} '
@@ -69,12 +65,8 @@ _NOT_SETTINGS = ('params', 'lr', 'foreach', 'capturable', 'differentiable', 'fus
 
 
 class ResumeRefused(IrtboxError, RuntimeError):
-    """A checkpoint whose training state cannot continue under this config.
-
-    ``checkpoint``: its path; ``problem``: what does not fit; ``other_training``: it was
-    written by another training (model, losses or training set), so another work dir keeps
-    both. Starting afresh from its weights (``load_from`` it, not resuming) always works.
-    """
+    """A checkpoint whose training state cannot continue under this config; ``problem``: what
+    does not fit; ``other_training``: it was written by another training."""
 
     def __init__(self, checkpoint: str, problem: str, other_training: bool = False):
         self.checkpoint, self.problem, self.other_training = checkpoint, problem, other_training
@@ -97,8 +89,7 @@ def _plain(value):
 
 
 def _lr_scheduler_states(checkpoint: dict) -> List[dict]:
-    """The saved states of the checkpoint's learning-rate schedulers (a list, or a dict of
-    lists)."""
+    """The saved states of the checkpoint's learning-rate schedulers."""
     saved = checkpoint.get('param_schedulers') or []
     groups = saved.values() if isinstance(saved, dict) else [saved]
     return [s for group in groups for s in (group if isinstance(group, (list, tuple)) else [])
@@ -109,20 +100,16 @@ def _lr_scheduler_states(checkpoint: dict) -> List[dict]:
 class ResumeCheckHook(Hook):
     """Resumes only the training that wrote a checkpoint, with the config's optimizer settings.
 
-    - Every checkpoint records its training's identity (:func:`training_identity`: model,
-      losses, training set) and its optimizer type in ``meta``.
-    - Resuming a checkpoint of another training, or of another optimizer type, is refused
+    - Every checkpoint records its training's identity (:func:`training_identity`) and its
+      optimizer type; resuming another training's or another optimizer type's is refused
       (:class:`ResumeRefused`) naming what differs, before any state is loaded.
-    - Another learning rate in the config than in the checkpoint: training goes on at the
-      config's (each param group's rate and its schedule scaled by new / old), with a
-      warning naming both; so do other settings (weight decay, momentum, betas, eps, ...).
-      A change the resumed state or its schedule cannot follow (a scheduled momentum,
-      AMSGrad switched on, another number of param groups) is refused.
+    - Another learning rate in the config: training goes on at the config's (each group's
+      rate and its schedule scaled by new / old), with a warning; so do other settings.
+      A change the resumed state cannot follow (a scheduled momentum, AMSGrad switched on,
+      another number of param groups) is refused.
 
-    It edits the checkpoint as it is loaded (``after_load_checkpoint``, while the runner's
-    optimizer and schedulers still hold the config's values) and only when the runner
-    resumes (:func:`~.utils.resume_source`). :class:`~irtbox.engine.IrtboxRunner` adds it as
-    the default hook ``resume_check``; ``default_hooks.resume_check=None`` removes it.
+    It edits the checkpoint as it is loaded, while the runner's optimizer and schedulers
+    still hold the config's values, and only when the runner resumes.
     """
 
     priority = 'HIGHEST'  # refuse before any other hook acts on the checkpoint

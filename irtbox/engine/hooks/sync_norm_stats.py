@@ -25,19 +25,11 @@ class SyncNormStatsHook(Hook):
     """Average the running statistics of BatchNorm layers over the ranks after every
     training iteration.
 
-    Under DDP each rank updates its BatchNorm running mean and variance from its own
-    batches, and irtbox's DDP wrapper does not re-broadcast buffers (that would also
-    resend every cross-batch memory at each step). Without this hook the ranks' models
-    drift apart: validation, tuple mining and the PCA / whitening fits then run each
-    rank's share of the data through a different model, while the checkpoint keeps rank
-    0's. Averaging (one all-reduce of the statistics, a few kB for a ResNet-50) keeps
-    every rank, validation and the checkpoint on the same model; the average is the
-    statistics of all ranks' batches up to the variance of the rank means. MMEngine's
-    ``SyncBuffersHook`` averages every buffer, once per epoch: too late for iteration-based
-    runs, which validate and save between epochs.
-
-    ``IrtboxRunner`` adds it as the default hook ``sync_norm_stats`` (a no-op on one
-    process); ``default_hooks.sync_norm_stats=None`` drops it.
+    irtbox's DDP wrapper does not re-broadcast buffers (that would resend every cross-batch
+    memory at each step), so without this hook the ranks' BatchNorm statistics drift apart:
+    validation, tuple mining and the projection fits would run each rank's share through a
+    different model, while the checkpoint keeps rank 0's. MMEngine's ``SyncBuffersHook``
+    averages once per epoch: too late for iteration-based runs.
     """
 
     priority = 'ABOVE_NORMAL'  # before checkpoints (VERY_LOW) and validation

@@ -42,20 +42,15 @@ def mine_hard_negatives(q_desc, pool_desc, q_clusters, pool_clusters, nnum: int 
                         chunk_size: int = 256) -> np.ndarray:
     """The hardest negatives of each query, at most one per cluster.
 
-    For each query, the pool is walked by decreasing similarity ``q · x``
-    (ties: pool order); a candidate becomes a negative when its cluster is
-    neither the query's nor that of a negative already chosen, until ``nnum``
-    (Radenovic et al., "Fine-tuning CNN Image Retrieval with No Human
-    Annotation", TPAMI 2018, Sec. 3.3). Similarities are computed for
-    ``chunk_size`` queries at a time: memory O(chunk_size x P).
+    For each query, the pool is walked by decreasing similarity ``q · x`` (ties: pool
+    order); a candidate becomes a negative when its cluster is neither the query's nor that
+    of a negative already chosen, until ``nnum`` (Radenovic et al., TPAMI 2018, Sec. 3.3).
+    Memory O(chunk_size x P).
 
     Args:
-        q_desc: (Q, D) query descriptors (L2-normalised: similarity = cosine).
+        q_desc: (Q, D) L2-normalised query descriptors.
         pool_desc: (P, D) pool descriptors, same device as ``q_desc``.
-        q_clusters: (Q,) cluster id of each query.
-        pool_clusters: (P,) cluster id of each pool image.
-        nnum: negatives per query.
-        chunk_size: queries per similarity block.
+        q_clusters, pool_clusters: (Q,), (P,) cluster ids.
 
     Returns:
         (Q, nnum) int64 array of positions in the pool, hardest first.
@@ -108,39 +103,27 @@ class _ImageSubset(Dataset):
 
 @HOOKS.register_module()
 class TupleMiningHook(Hook):
-    """Mines the training tuples of a tuple dataset before every epoch.
+    """Mines the training tuples of a tuple dataset before every epoch (Radenovic et al.,
+    "Fine-tuning CNN Image Retrieval with No Human Annotation", TPAMI 2018, Sec. 3.3).
 
-    Before each training epoch: draws ``len(dataset)`` (the dataset's
-    ``qsize``) random query/positive pairs of the split and a random pool of
-    ``poolsize`` images of the split, extracts their descriptors with the
-    current model (eval mode, no gradient, single scale, before whitening and
-    with every projection that is learned after training, such as the PCA of
-    IRT's ▷128 rows, passed through: the descriptor the loss trains),
-    takes for each query the ``nnum`` (the dataset's) hardest negatives of the
-    pool, at most one per cluster and never the query's
-    (:func:`mine_hard_negatives`), and hands the tuples to
-    ``dataset.set_tuples``. Radenovic et al., "Fine-tuning CNN Image Retrieval
-    with No Human Annotation", TPAMI 2018, Sec. 3.3: 2,000 pairs, a pool of
-    22,000 images, 5 negatives.
+    Draws ``len(dataset)`` query/positive pairs and a pool of ``poolsize`` images of the
+    split, embeds them with the current model (eval mode, single scale, projections learned
+    after training passed through: the descriptor the loss trains), takes each query's
+    ``dataset.nnum`` hardest negatives (:func:`mine_hard_negatives`) and hands the tuples to
+    ``dataset.set_tuples``.
 
-    The draw is seeded by (``seed`` or the runner's seed, epoch), so runs
-    repeat and resumed runs mine as uninterrupted ones. Under DDP each rank
-    extracts every ``world_size``-th image and the descriptors are
-    all-gathered; rank 0 mines and broadcasts the tuples, so all ranks agree.
-
-    Needs an epoch-based loop, a train dataset with the tuple interface of
-    ``SfM120kDataset(tuples=True)`` and, with ``num_workers > 0``,
-    ``persistent_workers=False`` in the train dataloader (workers are forked
-    each epoch and so see the new tuples).
+    The draw is seeded by (``seed`` or the runner's seed, epoch), so resumed runs mine as
+    uninterrupted ones. Under DDP each rank embeds every ``world_size``-th image; rank 0
+    mines and broadcasts the tuples. Needs an epoch-based loop, a dataset like
+    ``SfM120kDataset(tuples=True)`` and ``persistent_workers=False`` (workers forked each
+    epoch see the new tuples).
 
     Args:
         poolsize (int): Images in the negative pool (at most the split's).
-        dataloader (dict | None): How descriptors are extracted:
-            ``batch_size`` (default 32), ``num_workers`` (default 0) and
-            ``pipeline`` (default: the train dataset's own pipeline; give the
-            test-time one when training uses random augmentation).
+        dataloader (dict | None): ``batch_size`` (32), ``num_workers`` (0) and ``pipeline``
+            (default: the train dataset's; give the test one when training augments).
         chunk_size (int): Queries per similarity block in the search.
-        seed (int | None): Seed of the draw; None means the runner's seed.
+        seed (int | None): None: the runner's seed.
     """
 
     priority = 'NORMAL'
@@ -216,8 +199,7 @@ class TupleMiningHook(Hook):
 
     @torch.no_grad()
     def _extract(self, runner, dataset, indices: np.ndarray) -> torch.Tensor:
-        """Descriptors of images ``indices`` (n x D, on every rank), each rank
-        extracting every ``world_size``-th one."""
+        """n x D descriptors of images ``indices`` on every rank."""
         rank, world = get_dist_info()
         n = len(indices)
         if n < world:
@@ -238,10 +220,8 @@ class TupleMiningHook(Hook):
         try:
             with ExitStack() as projections:
                 for module in model.modules():
-                    # A projection learned after training (PCA ▷128, whitening) is the
-                    # identity while the network trains, so the loss sees the full
-                    # descriptor: mining ranks by that same descriptor, and needs nothing
-                    # fitted before the first epoch.
+                    # A projection learned after training is the identity while the
+                    # network trains: mining ranks by the descriptor the loss sees.
                     if isinstance(module, FittedProjection) and not module.train_projected:
                         projections.enter_context(module.passthrough())
                 feats = []

@@ -21,7 +21,6 @@ def is_training(runner) -> bool:
 
 
 def resume_source(runner) -> Optional[str]:
-    """The checkpoint ``runner`` resumes from, while :meth:`IrtboxRunner.resume
-    <irtbox.engine.IrtboxRunner.resume>` loads it (its hooks' ``after_load_checkpoint``);
-    None for any other load, and under MMEngine's own ``Runner``."""
+    """The checkpoint ``runner`` resumes from, while ``IrtboxRunner.resume`` loads it; None
+    for any other load, and under MMEngine's own ``Runner``."""
     return getattr(runner, 'resuming_from', None)

@@ -20,16 +20,10 @@ class WorkDirLockHook(Hook):
     """Holds the work dir's lock (:class:`~irtbox.engine.work_dir_lock.WorkDirLock`) while
     training, and warns when a run from iteration 0 may overwrite checkpoints there.
 
-    - ``before_run`` of a training: rank 0 takes ``WORK_DIR/.irtbox.lock``; a training
-      holding it already is refused on every rank (:class:`WorkDirLocked`, naming its PID,
-      host and start time), before any weights are loaded.
-    - ``before_train``: a run starting from iteration 0 (not resumed) in a work dir that
-      holds ``iter_*``/``epoch_*`` checkpoints names those it overwrites.
-    - ``train_finally`` (:class:`~irtbox.engine.IrtboxRunner` calls it when ``train()``
-      returns or raises): the lock is released.
-
-    Evaluation (``val()``, ``test()``) takes no lock. :class:`~irtbox.engine.IrtboxRunner`
-    adds it as the default hook ``work_dir_lock``.
+    - ``before_run`` of a training: rank 0 takes the lock; a training holding it already is
+      refused on every rank before any weights are loaded.
+    - ``before_train``: a run from iteration 0 names the checkpoints it overwrites.
+    - ``train_finally``: the lock is released. Evaluation takes no lock.
     """
 
     priority = 'HIGHEST'  # the lock before any other hook's work

@@ -16,10 +16,8 @@ __all__ = ['bf16_autocast_available', 'BF16AutocastOptimWrapper']
 def bf16_autocast_available() -> bool:
     """True on a CUDA GPU with native bfloat16 support (Ampere and later).
 
-    ``torch.cuda.is_bf16_supported()`` also says True where bf16 is only emulated (e.g.
-    a V100 or T4), and there bf16 autocast is slower than float32: only native support
-    counts (``including_emulation=False``; compute capability >= 8.0 with a torch that
-    lacks the argument).
+    ``torch.cuda.is_bf16_supported()`` also says True where bf16 is only emulated (V100,
+    T4), where bf16 autocast is slower than float32.
     """
     if not torch.cuda.is_available():
         return False
@@ -35,20 +33,14 @@ class BF16AutocastOptimWrapper(OptimWrapper):
     ``torch.autocast(dtype=torch.bfloat16)``: the training-recipe benchmark's
     "bf16 autocast when available" (Berton, Musgrave & Masone, Sec. 3).
 
-    bf16 has float32's exponent range, so, unlike MMEngine's
-    ``AmpOptimWrapper`` for float16, no loss scaling is needed and the
-    optimizer step is the plain one. Validation and testing are not affected.
-    Losses that need float32 turn autocast off themselves (e.g.
-    :class:`~irtbox.models.losses.PMLLoss`).
+    bf16 has float32's exponent range, so, unlike ``AmpOptimWrapper`` for float16, no loss
+    scaling is needed. Validation and testing are not affected; losses that need float32
+    turn autocast off themselves.
 
     Args:
-        enabled (bool | str): ``'auto'`` (default): autocast on a CUDA device
-            with native bf16 support (:func:`bf16_autocast_available`), float32
-            elsewhere; ``True``: always (on the
-            CPU if there is no CUDA device, which is slow but exact to
-            check); ``False``: never.
-        **kwargs: :class:`~mmengine.optim.OptimWrapper` arguments
-            (``optimizer``, ``accumulative_counts``, ``clip_grad``).
+        enabled (bool | str): ``'auto'``: on a CUDA device with native bf16 support, float32
+            elsewhere; ``True``: always (on the CPU without CUDA: slow, but exact to check).
+        **kwargs: :class:`~mmengine.optim.OptimWrapper` arguments.
     """
 
     def __init__(self, enabled: Union[bool, str] = 'auto', **kwargs):

@@ -1,20 +1,11 @@
-"""The exact, tie-stable ranking core of irtbox: similarities by inner product, chunked over
-queries, and the top-k and ranks read from them.
-
-Every exact search (:class:`~irtbox.evaluation.neighbours.ExactSearcher`, and through it
-``knn``, ``retrieval_metrics``, αQE / αDBA; the revisited Oxford / Paris ranking; average
-precision; tuple mining; the index's exact re-ranking and its recall@k references,
-:mod:`irtbox.evaluation.neighbours.index`) goes through this module, so the conventions are
-decided once:
+"""The exact, tie-stable ranking core: every exact search of irtbox (the metrics, the revisited
+ranking, tuple mining, the index's re-ranking and recall references) goes through it, so the
+conventions are decided once:
 
 - rows are queries; ``chunk_size`` queries are searched at once, so the largest temporary
-  is chunk x N and nothing nq x N is ever kept here; a gallery too large to hold (a memory
-  map of millions of rows) is read in blocks instead (:func:`blockwise_topk`);
-- equal similarities: the lower gallery index first, both in the order and in the choice
-  of which tied items make a top-k (:func:`stable_topk`), and in a counted rank
-  (:func:`rank_of`, :func:`stable_ranks`).
-
-Blocks are yielded chunk by chunk, so a caller consumes and drops them.
+  is chunk x N; a gallery too large to hold is read in blocks (:func:`blockwise_topk`);
+- equal similarities: the lower gallery index first, in the order, in the choice of which
+  tied items make a top-k, and in a counted rank.
 """
 from typing import Callable, Iterator, Optional, Tuple, Union
 
@@ -48,14 +39,11 @@ def prepare_pair(query: ArrayLike,
                  check_gallery: bool = True) -> Tuple[torch.Tensor, torch.Tensor]:
     """Checked float tensors (nq x D, N x D) of one search.
 
-    Errors name the argument at fault (``names``; ``role``: what the second one is
-    called in the message for an empty one). With ``normalize`` rows are
-    L2-normalised; when ``gallery`` is ``query`` (leave-one-out) that is done once and
-    the two results are one tensor. With ``keep_float64`` float64 input stays float64 and
-    both sides get the wider type. ``check_gallery=False`` skips the gallery's NaN / inf
-    pass: the caller then gives ``checked`` to :func:`similarity_blocks`, which finds a bad
-    gallery row in the similarities instead (a pass over the whole gallery costs ~10 % of
-    a 70 x 1M search).
+    Errors name the argument at fault (``names``; ``role``: the second one's name in the
+    message for an empty one). When ``gallery`` is ``query`` (leave-one-out) the two results
+    are one tensor. ``check_gallery=False`` skips the gallery's NaN / inf pass (a pass over a
+    large gallery: docs/benchmarks.md): the caller then gives ``checked`` to
+    :func:`similarity_blocks`, which finds a bad row in the similarities instead.
     """
     same = gallery is query
     query_t = as_float_matrix(query, names[0], keep_float64)
@@ -77,9 +65,8 @@ def prepare_pair(query: ArrayLike,
 
 def auto_chunk_size(chunk_size: Optional[int], n_gallery: int,
                     block_bytes: int = _BLOCK_BYTES) -> int:
-    """``chunk_size`` checked (a positive integer), or for ``None`` the most queries whose
-    float32 similarity block (chunk x ``n_gallery``) fits in ``block_bytes`` (128 MB; at
-    most 4096 rows)."""
+    """``chunk_size`` checked, or for ``None`` the most queries (at most 4096) whose float32
+    chunk x ``n_gallery`` block fits in ``block_bytes``."""
     if chunk_size is None:
         return int(max(1, min(_MAX_AUTO_CHUNK, block_bytes // (4 * max(1, n_gallery)))))
     return check_positive_int(chunk_size, 'chunk_size')
@@ -93,23 +80,17 @@ def similarity_blocks(query: torch.Tensor,
                       ) -> Iterator[Tuple[int, torch.Tensor]]:
     """Inner products of ``chunk_size`` queries at a time with the whole gallery.
 
-    Every block is written into one buffer: a fresh chunk x N tensor per block would be
-    returned to the system and page-faulted in again each time (~10 % of the product's
-    time on a CPU). So a block is valid until the next one is yielded.
+    Every block is written into one buffer (a fresh chunk x N tensor per block would be
+    page-faulted in again each time), so a block is valid until the next one is yielded.
 
     Args:
-        query: nq x D tensor; gallery: N x D tensor of the same dtype (e.g. from
-            :func:`prepare_pair`).
-        chunk_size: query rows per block.
+        query: nq x D; gallery: N x D of the same dtype.
         device: where the products are computed (default: the query's device).
-        checked: the gallery's argument name when it was not checked for NaN / inf
-            (:func:`prepare_pair` with ``check_gallery=False``; the query must have been):
-            each block is checked instead, since a non-finite gallery row makes its whole
-            column non-finite, and the error names the gallery.
+        checked: the gallery's argument name when it was not checked for NaN / inf: each
+            block is checked instead (a non-finite row makes its whole column non-finite).
 
     Yields:
-        ``(start, sims)``: sims is (rows x N) on ``device`` for queries
-        ``start .. start + rows - 1``.
+        ``(start, sims)``: sims is rows x N on ``device`` for queries from ``start``.
     """
     device = torch.device(device) if device is not None else query.device
     gallery = gallery.to(device)
@@ -176,11 +157,10 @@ def stable_order(vals: torch.Tensor, idx: torch.Tensor) -> Tuple[torch.Tensor, t
 def blockwise_topk(queries: np.ndarray, rows: np.ndarray, k: int, block_rows: int = 1 << 15,
                    read: Optional[Callable[[int, int], np.ndarray]] = None,
                    exclude: Optional[np.ndarray] = None) -> Tuple[np.ndarray, np.ndarray]:
-    """The exact top ``k`` of each of the nq x D ``queries`` among the N x D ``rows`` by inner
-    product, the rows read ``block_rows`` at a time (``read(start, stop)``, default
-    ``rows[start:stop]``): memory nq x (block_rows + 2k) whatever N is. Each block's
-    :func:`stable_topk` is merged into the best so far, so ties go to the lower row as in
-    :func:`stable_topk`. ``exclude``: (nq,) a row each query leaves out (its own), or None.
+    """The exact top ``k`` of the nq x D ``queries`` among the N x D ``rows`` by inner product,
+    the rows read ``block_rows`` at a time (``read(start, stop)``): memory nq x
+    (block_rows + 2k) whatever N is; ties to the lower row. ``exclude``: (nq,) a row each
+    query leaves out (its own), or None.
 
     Returns:
         (nq x k float32 inner products, nq x k int64 rows), best first.
@@ -231,11 +211,9 @@ def rank_of(sims: torch.Tensor, value: torch.Tensor, column: torch.Tensor) -> to
 def stable_ranks(scores: np.ndarray, items: np.ndarray) -> np.ndarray:
     """0-based positions of ``items`` in the ranking of ``scores``, without ranking it.
 
-    The ranking is by decreasing score, equal scores by increasing index (a stable
-    descending sort, as :func:`~irtbox.evaluation.functional.rank_database`). The
-    position of item x with score t is #(s > t) + #(s == t and index < x). Only the scores
-    at or above the lowest item score matter; those are sorted (values only, no indices:
-    a fraction of an argsort of the row) and each item's count is a ``searchsorted``.
+    The ranking is by decreasing score, equal scores by increasing index. The position of
+    item x with score t is #(s > t) + #(s == t and index < x): only the scores at or above
+    the lowest item score are sorted (values only, cheaper than an argsort of the row).
 
     Args:
         scores: (N,) float scores of one query against the database.

@@ -1,10 +1,6 @@
-"""The one interface of a nearest-neighbour search by inner product.
-
-A searcher is a frozen dataclass of its settings, registered in
-:data:`~irtbox.registry.SEARCHERS` and named in a config as ``search=dict(type=..., ...)``
-(:func:`~irtbox.evaluation.neighbours.build_searcher`). Its :meth:`Searcher.search` streams
-the top k of a chunk of queries at a time (:class:`NeighbourBlock`), so that a metric
-consumes each block and drops it.
+"""The one interface of a nearest-neighbour search by inner product: a frozen dataclass of
+settings, registered in :data:`~irtbox.registry.SEARCHERS` (a config's ``search=dict(...)``),
+whose blocks of results a metric consumes and drops.
 """
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -40,10 +36,9 @@ class NeighbourBlock:
 class Searcher(ABC):
     """Nearest neighbours of query rows among gallery rows by inner product.
 
-    Subclasses are frozen dataclasses with at least the fields ``chunk_size`` (queries
-    searched at once; ``None``: the searcher's default) and ``device`` (where to search;
-    ``None``: the searcher's default), so that a metric can place a copy of one on its
-    rank's device (``dataclasses.replace``).
+    Subclasses are frozen dataclasses with at least the fields ``chunk_size`` and ``device``
+    (``None``: the searcher's default), so that a metric can place a copy on its rank's
+    device (``dataclasses.replace``).
 
     Class attributes:
         exhaustive: its blocks carry every gallery similarity
@@ -67,12 +62,10 @@ class Searcher(ABC):
         """The top ``k`` of each query, a chunk of queries at a time.
 
         Args:
-            query, gallery: nq x D and N x D float tensors of one dtype (as
-                :func:`~irtbox.evaluation.functional.ranking.prepare_pair` makes them).
+            query, gallery: nq x D and N x D float tensors of one dtype.
             k: neighbours per query, at most the gallery items a query can have.
-            self_ids: (nq,) int64, the gallery index of each query's own item, which is
-                left out of its search (leave-one-out: by index, so exact duplicates
-                cannot break it); ``None``: nothing is left out.
+            self_ids: (nq,) int64 gallery index of each query's own item, left out of its
+                search (by index, so exact duplicates cannot break it); ``None``: none.
 
         Yields:
             :class:`NeighbourBlock` s in query order.

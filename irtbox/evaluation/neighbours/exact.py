@@ -19,12 +19,9 @@ __all__ = ['ExactSearcher']
 class ExactSearcher(Searcher):
     """The exact top k by inner product, ties to the lower gallery index.
 
-    ``chunk_size`` queries are multiplied with the whole gallery at once (one reused
-    chunk x N buffer: :func:`~irtbox.evaluation.functional.ranking.similarity_blocks`) and
-    each row's top k is selected without sorting it
-    (:func:`~irtbox.evaluation.functional.ranking.stable_topk`). The results equal a full
-    stable sort of every similarity. Each block also carries its similarity rows, so that
-    a metric can count a rank beyond k where it needs one.
+    ``chunk_size`` queries are multiplied with the whole gallery at once and each row's top
+    k is selected without sorting it; the results equal a full stable sort. Each block
+    carries its similarity rows, for a metric to count a rank beyond k.
 
     Args:
         chunk_size: queries per block (memory O(chunk_size x N)); ``None``: as many as keep

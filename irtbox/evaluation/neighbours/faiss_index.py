@@ -1,8 +1,5 @@
-"""faiss indexes for inner-product search: :class:`FaissIndex`, the one search object that
-holds a faiss index (built from a factory string, trained, added to, searched, saved,
-loaded memory-mapped, moved to a GPU and back), and the helpers it is made of.
-:class:`~irtbox.evaluation.neighbours.FaissSearcher` builds one per search of a metric;
-``ImageSearcher`` keeps one."""
+"""faiss indexes for inner-product search: :class:`FaissIndex`, the one object that holds a
+faiss index, and the helpers it is made of."""
 import errno
 import re
 import warnings
@@ -100,12 +97,10 @@ def float16_lookup_tables(index) -> bool:
 
 def to_gpu(index, device: Device, temp_memory: Optional[int] = None,
            name: Optional[str] = None):
-    """The CPU index ``index`` on ``device`` (``'cuda'``: the current CUDA device,
-    ``'cuda:1'``) when that is a CUDA device, else ``index`` itself; search parameters
-    already set move with it, ``temp_memory`` bytes of GPU scratch memory (``None``:
-    faiss's default). An index faiss cannot put on a GPU (faiss without GPU support; HNSW
-    and plain PQ; an nprobe above :data:`FAISS_GPU_MAX_K`) stays on the CPU, with a warning
-    that says why and calls it ``name`` (default: its class)."""
+    """The CPU index ``index`` on ``device`` when that is a CUDA device, else ``index`` itself;
+    search parameters set move with it. An index faiss cannot put on a GPU (no GPU support,
+    HNSW, plain PQ, nprobe above :data:`FAISS_GPU_MAX_K`) stays on the CPU with a warning
+    naming it ``name`` (default: its class)."""
     if device is None or torch.device(device).type != 'cuda':
         return index
     faiss = import_faiss()
@@ -145,17 +140,14 @@ def on_gpu(index) -> bool:
 
 
 def to_cpu(index):
-    """``index`` on the CPU (what faiss can write to a file): a CPU copy of an index with
-    any part on a GPU, a CPU index itself."""
+    """``index`` on the CPU (what faiss can write to a file)."""
     return import_faiss().index_gpu_to_cpu(index) if on_gpu(index) else index
 
 
 def set_search_parameter(index, name: str, value: int) -> None:
     """Set the search parameter ``name`` (``'nprobe'``, ``'efSearch'``) of ``index``, on the
-    CPU or a GPU (``GpuParameterSpace``: faiss's ``ParameterSpace`` does not reach GPU IVF
-    indexes), through wrappers such as ``IndexPreTransform``. A ValueError when ``value`` is
-    not a positive integer, ``index`` has no such parameter (nprobe of a Flat or HNSW
-    index) or an nprobe is above what faiss-gpu probes on a GPU index."""
+    CPU or a GPU (``GpuParameterSpace``: ``ParameterSpace`` does not reach GPU IVF indexes),
+    through wrappers such as ``IndexPreTransform``."""
     faiss = import_faiss()
     value = check_positive_int(value, name)
     if name == 'nprobe' and value > FAISS_GPU_MAX_K and on_gpu(index):
@@ -173,8 +165,7 @@ def set_search_parameter(index, name: str, value: int) -> None:
 
 
 class GpuTopKError(IrtboxError, ValueError):
-    """A search for more neighbours per query than faiss-gpu returns; ``k`` is the number
-    asked for, ``limit`` faiss-gpu's (:data:`FAISS_GPU_MAX_K`)."""
+    """A search for more neighbours per query (``k``) than faiss-gpu returns (``limit``)."""
 
     def __init__(self, k: int):
         self.k, self.limit = k, FAISS_GPU_MAX_K
@@ -183,9 +174,8 @@ class GpuTopKError(IrtboxError, ValueError):
 
 
 class IndexIntegrityError(IrtboxError, ValueError):
-    """A file of an index (the faiss file, or a file of an ``ImageSearcher``'s folder) that is
-    not the one recorded (edited, damaged, cut short, missing) or that its reader cannot
-    read; ``path`` is the file. Rebuilding the index is the remedy."""
+    """A file of an index (``path``) that is not the one recorded (edited, damaged, cut short,
+    missing) or that its reader cannot read; rebuilding the index is the remedy."""
 
     def __init__(self, path: str, message: str):
         self.path = path
@@ -193,26 +183,21 @@ class IndexIntegrityError(IrtboxError, ValueError):
 
 
 class FaissIndex:
-    """A faiss inner-product index that persists: made from a factory string and trained on
-    the first vectors added, searched, saved, loaded and moved to a device. ``'Flat'``
-    (``IndexFlatIP``) is exact; any other factory string (``'IVF4096,Flat'``, ``'HNSW32'``)
-    approximate. The GPU rule of every caller: on ``'cuda'`` / ``'cuda:N'`` the index moves
-    to that GPU when faiss has a GPU version of its type (else it stays on the CPU with a
-    warning), and a search for more than :data:`FAISS_GPU_MAX_K` neighbours per query there
-    is a :class:`GpuTopKError`, never a silent copy of the index to the CPU.
+    """A faiss inner-product index that persists: made from a factory string, trained on the
+    first vectors added, searched, saved, loaded and moved to a device. ``'Flat'`` is exact.
+    On a CUDA device the index moves to that GPU when faiss has a GPU version of its type
+    (else it stays on the CPU with a warning); a search there for more than
+    :data:`FAISS_GPU_MAX_K` neighbours is a :class:`GpuTopKError`, never a silent CPU copy.
 
     Args:
-        factory: the faiss factory string (its comma-separated parts as a list are joined).
-        nprobe: IVF lists visited per query (an index with lists: default 16); an index
-            without lists refuses one.
+        factory: the faiss factory string (a list of its parts is joined).
+        nprobe: IVF lists visited per query (default 16); an index without lists refuses one.
         ef_search: HNSW's search breadth (default: faiss's); other indexes refuse one.
-        device: ``'cuda'`` (the current CUDA device), ``'cuda:N'``, ``'cpu'``; ``None``: the
-            CPU.
-        gpu_temp_memory: bytes of scratch memory faiss reserves on the GPU (default:
-            faiss's own).
+        device: None: the CPU.
+        gpu_temp_memory: bytes of GPU scratch memory (default: faiss's own).
 
     Attributes:
-        index: the faiss index itself, None until vectors are added (or one is loaded).
+        index: the faiss index, None until vectors are added (or one is loaded).
     """
 
     def __init__(self, factory: str = 'Flat', nprobe: Optional[int] = None,
@@ -273,9 +258,8 @@ class FaissIndex:
         return self.index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
 
     def save(self, path: str, dim: int = 1) -> None:
-        """Write the index to the file ``path`` (written beside and renamed into place; an
-        index not made yet is written empty, of ``dim``-d vectors). A failed write (a full
-        disk) is an OSError naming the file."""
+        """Write the index to ``path`` atomically (an index not made yet is written empty, of
+        ``dim``-d vectors)."""
         from irtbox.utils.fileio import atomic_write
         if self._mapped != 'in place':  # faiss writes lists mapped in place as they are
             self._unmap()
@@ -284,12 +268,11 @@ class FaissIndex:
 
     @classmethod
     def load(cls, path: str, **settings) -> 'FaissIndex':
-        """The index in the faiss file ``path``, with ``settings`` (those of the constructor;
-        nprobe is the file's unless given). On the CPU an IVF index is memory-mapped in
-        place (faiss's IO_FLAG_MMAP_IFC): it opens without reading its lists, the OS pages in
-        the lists queries visit, and they are searched as fast as lists in memory (faiss's
-        IO_FLAG_MMAP, its on-disk lists, searched slower: docs/benchmarks.md); they are copied into memory
-        before anything is added. Other indexes, and a GPU index, are read whole.
+        """The index in the faiss file ``path``, with the constructor's ``settings`` (nprobe
+        is the file's unless given). On the CPU an IVF index is memory-mapped in place
+        (IO_FLAG_MMAP_IFC, searched as fast as lists in memory, unlike IO_FLAG_MMAP:
+        docs/benchmarks.md); its lists are copied into memory before anything is added.
+        Other indexes, and a GPU index, are read whole.
 
         Raises:
             IndexIntegrityError: faiss cannot read ``path``.

@@ -22,26 +22,17 @@ class FaissSearcher(Searcher):
     """The top k by inner product from a faiss index built from a factory string
     (a :class:`~irtbox.evaluation.neighbours.faiss_index.FaissIndex` of the gallery).
 
-    ``factory='Flat'`` (``IndexFlatIP``) is exact and gives the results of
-    :class:`~irtbox.evaluation.neighbours.ExactSearcher`: where equal similarities straddle
-    the k-th place (faiss's choice among them is arbitrary) the row is redone exactly.
-    Any other factory string (``'IVF4096,Flat'``, ``'IVF1024,PQ32'``, ``'HNSW32'``,
-    ``'PCA128,IVF256,Flat'``, ...) is approximate: the index is trained on the gallery when
-    its type needs it and a query gets what the index returns (-1 past what it found).
-    Either way the returned items are ordered by decreasing similarity, equal ones by
-    increasing index.
+    ``factory='Flat'`` is exact and gives the results of
+    :class:`~irtbox.evaluation.neighbours.ExactSearcher` (a row where equal similarities
+    straddle the k-th place, faiss's choice among them arbitrary, is redone exactly). Any
+    other factory string is approximate (-1 past what the index found). Either way equal
+    similarities are ordered by increasing index.
 
     Args:
-        factory, nprobe, ef_search, device, gpu_temp_memory: the index's
-            (:class:`~irtbox.evaluation.neighbours.faiss_index.FaissIndex`: a list of
-            factory parts is joined, which is what the config override
-            ``test_evaluator.search.factory=IVF4096,Flat`` gives; on a GPU a
-            search for more than 2048 neighbours per query is a ``GpuTopKError``).
-        chunk_size: queries per faiss call; ``None``: as many as
-            :class:`~irtbox.evaluation.neighbours.ExactSearcher` puts in a block.
+        factory, nprobe, ef_search, device, gpu_temp_memory: the ``FaissIndex``'s.
+        chunk_size: queries per faiss call; ``None``: as many as ``ExactSearcher``'s block.
         k_factor: an approximate index's ``k_factor`` x k candidates are re-ranked exactly
-            against the gallery (:func:`~irtbox.evaluation.neighbours.index.rerank_exactly`,
-            as an :class:`~irtbox.evaluation.neighbours.index.Index` does); 1: none.
+            against the gallery (1: none).
     """
     factory: str = 'Flat'
     nprobe: Optional[int] = None
@@ -114,9 +105,8 @@ def _drop_own(d: np.ndarray, i: np.ndarray, own: np.ndarray) -> Tuple[np.ndarray
 
 def _redo_straddling_ties(d: np.ndarray, i: np.ndarray, k: int, query: np.ndarray,
                           gallery: np.ndarray, own: Optional[np.ndarray]) -> None:
-    """Redo exactly, in place, the rows whose k-th and (k+1)-th similarities are equal:
-    which of those tied items faiss kept is arbitrary, the exact search keeps the lowest
-    indices (:func:`~irtbox.evaluation.functional.ranking.stable_topk`)."""
+    """Redo exactly, in place, the rows whose k-th and (k+1)-th similarities are equal (which
+    tied items faiss kept is arbitrary; the exact search keeps the lowest indices)."""
     straddle = np.flatnonzero(d[:, k - 1] == d[:, k])
     if not len(straddle):
         return

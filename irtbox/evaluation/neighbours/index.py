@@ -1,16 +1,12 @@
 """``Index``: the stored rows of a collection (L2-normalised embeddings and their ids), one
 :class:`~irtbox.evaluation.neighbours.faiss_index.FaissIndex` over them, exact re-ranking of
-its candidates, the one recall@k of an approximate index, and the index folder it is saved
-as. ``irtbox.search.ImageSearcher`` is a model around one; a build from features makes one.
+its candidates, the one recall@k of an approximate index, and the index folder it is saved as.
 
-An index folder (format 2) holds ``manifest.json`` (format_version, factory, nprobe, k_factor,
-dim, count, the names of the files below, ``root`` and ``sha256``: {name: digest}), the faiss
-index ``index-<tag>.faiss``, the rows as one embeddings file ``embeddings-<tag>.npz``
-(embeddings, ids, the model's identity: :mod:`irtbox.structures.embeddings_file`, read
-memory-mapped) and, where given, the model's config ``config-<tag>.py``. ``root`` is the
-absolute folder that relative ids (image paths) are relative to: the working directory of the
-save. Loading checks each file's sha256, so an index edited or damaged since it was saved
-(rows reordered, a file cut short) is refused, naming the file, rather than searched.
+An index folder (format 2) holds ``manifest.json`` (factory, nprobe, k_factor, dim, count, the
+names of the files below, ``root``: the folder relative ids are relative to, and their
+``sha256``), ``index-<tag>.faiss``, the rows as an embeddings file ``embeddings-<tag>.npz`` and
+optionally the model's ``config-<tag>.py``. Loading checks each file's sha256, so an index
+edited or damaged since it was saved is refused, naming the file, rather than searched.
 """
 import hashlib
 import json
@@ -87,11 +83,9 @@ class RecallSample:
 
 def recall_at_k(search: Callable[[np.ndarray, int], np.ndarray], sample: RecallSample) -> float:
     """recall@k of ``search(vectors, k) -> nq x k positions`` against the exact top k of
-    ``sample``, held out: each query is a stored row whose own row is left out of what it
-    finds (k + 1 asked, its own dropped, else the last), as of the exact neighbours. An
-    indexed query always finds itself, which would add up to 1 / k to the recall that new
-    queries get; this is the one recall@k of irtbox's indexes (folder build, build from
-    features, :meth:`Index.recall_at_k`), docs/search_and_export.md."""
+    ``sample``, held out: each query's own row is left out of what it finds (k + 1 asked,
+    its own dropped, else the last), since an indexed query always finds itself, which new
+    queries do not. The one recall@k of irtbox's indexes."""
     k = sample.exact.shape[1]
     found = search(sample.vectors, k + 1)
     return float(np.mean([len(set([p for p in row if p != own][:k]) & set(exact)) / k
@@ -101,19 +95,15 @@ def recall_at_k(search: Callable[[np.ndarray, int], np.ndarray], sample: RecallS
 class Index:
     """N stored rows (L2-normalised float32, in memory or memory-mapped), their N ids, the
     identity of the model that made them, and one ``FaissIndex`` over them (``faiss_index``;
-    similarity: the inner product of normalised rows, the cosine).
+    similarity: the cosine).
 
     Args:
-        factory, nprobe, device, gpu_temp_memory: the ``FaissIndex``'s: ``'Flat'`` is exact,
-            any other faiss factory string approximate (trained on the first rows added).
-        k_factor: an approximate index's answers are re-ranked: ``k_factor`` x k candidates
-            scored exactly against the stored rows (:func:`rerank_exactly`; of a loaded
-            index, read from its file), the best k kept; 1: the index's own scores and order.
-        identity: the model's identity (:func:`~irtbox.apis.identity.model_identity`), saved
-            with the rows.
+        factory, nprobe, device, gpu_temp_memory: the ``FaissIndex``'s.
+        k_factor: an approximate index re-ranks ``k_factor`` x k candidates exactly against
+            the stored rows (:func:`rerank_exactly`); 1: the index's own scores and order.
+        identity: the model's identity (:func:`~irtbox.apis.identity.model_identity`).
 
     Attributes:
-        rows, ids, identity, faiss_index, k_factor: as above.
         root: the folder relative ids are relative to (None until saved or loaded).
         build_info: what a build measured, saved as the manifest's ``build`` (or None).
     """
@@ -168,8 +158,8 @@ class Index:
 
     def search(self, queries: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:
         """(nq x k similarities, nq x k positions, -1 where fewer were found) of the nq x D
-        normalised float32 ``queries``: the index's, re-ranked exactly when ``k_factor`` > 1
-        (on a GPU at most the 2048 candidates faiss-gpu selects, never fewer than k)."""
+        normalised float32 ``queries``, re-ranked exactly when ``k_factor`` > 1 (on a GPU at
+        most the FAISS_GPU_MAX_K candidates faiss-gpu selects)."""
         if not len(self.ids):
             raise RowsError('the index is empty; add rows first')
         if self.k_factor == 1:
@@ -181,8 +171,7 @@ class Index:
 
     def recall_at_k(self, k: int = 10, num_queries: int = 1000, seed: int = 0,
                     sample: Optional[RecallSample] = None) -> float:
-        """The held-out recall@k (:func:`recall_at_k`) of :meth:`search` on ``sample``, by
-        default ``num_queries`` stored rows drawn with ``seed``; 1.0 for a single row."""
+        """The held-out recall@k (:func:`recall_at_k`) of :meth:`search`; 1.0 for one row."""
         if not len(self.ids):
             raise RowsError('the index is empty; add rows first')
         if len(self.ids) == 1:
@@ -191,13 +180,9 @@ class Index:
         return recall_at_k(lambda q, kk: self.search(q, min(kk, len(self.ids)))[1], sample)
 
     def save(self, directory: str, config=None) -> None:
-        """Write the index folder (see the module's docstring); ``config``: the model's
-        config (anything with ``dump(path)``), saved beside it. A crash at any moment leaves
-        the previous save readable: the data files get new names (each written beside and
-        renamed into place, :func:`~irtbox.utils.fileio.atomic_write`), then the manifest
-        that names them and records their sha256 is replaced in one rename, then the old
-        files are removed. A failed write (a full disk) is an OSError naming the file, the
-        folder left as it was."""
+        """Write the index folder; ``config``: anything with ``dump(path)``. The data files
+        get new names, then the manifest naming them is replaced in one rename, then the old
+        files are removed: a crash at any moment leaves the previous save readable."""
         os.makedirs(directory, exist_ok=True)
         self.root = osp.abspath(self.root or os.getcwd())
         tag = uuid.uuid4().hex[:12]
@@ -237,10 +222,8 @@ class Index:
     def load(cls, directory: str, device=None, nprobe: Optional[int] = None,
              k_factor: Optional[int] = None, gpu_temp_memory: Optional[int] = None) -> 'Index':
         """The index saved in ``directory``, its rows memory-mapped (read-only) and on the
-        CPU an IVF index's lists too (:meth:`FaissIndex.load`); ``nprobe`` and ``k_factor``
-        by default the saved ones. Raises :class:`IndexIntegrityError` (a ValueError) naming
-        the file when the manifest is not one this irtbox reads, a file's sha256 is not the
-        recorded one, faiss cannot read the index file or the counts disagree."""
+        CPU an IVF index's lists too; ``nprobe`` and ``k_factor`` by default the saved ones.
+        Raises :class:`IndexIntegrityError` naming the file that is not as recorded."""
         manifest = read_manifest(directory)
         check_files(directory, manifest, ('index', 'embeddings'))
         stored = read_index_rows(directory, manifest)
@@ -267,15 +250,13 @@ def rerank_exactly(rows: np.ndarray, queries: np.ndarray, candidates: np.ndarray
     """The best ``k`` of each query's ``candidates`` by exact inner product.
 
     Args:
-        rows: N x D stored rows (of a memory map, the candidates' rows only are read, each
-            once: :func:`read_rows`).
+        rows: N x D (of a memory map, only the candidates' rows are read, each once).
         queries: nq x D; candidates: nq x c positions into ``rows`` (-1: none), c >= k.
         chunk: queries scored at once (memory chunk x c x D).
 
     Returns:
-        (nq x k inner products, nq x k positions), best first; -inf and -1 where a query has
-        fewer than k candidates. Equal scores keep the candidates' order (the ranking core's
-        :func:`~irtbox.evaluation.functional.ranking.stable_topk`).
+        (nq x k inner products, nq x k positions), best first, equal scores in the
+        candidates' order; -inf and -1 where a query has fewer than k candidates.
     """
     wanted = np.unique(candidates[candidates >= 0])
     block = read_rows(rows, wanted).astype(np.float32, copy=False)
@@ -296,11 +277,9 @@ def rerank_exactly(rows: np.ndarray, queries: np.ndarray, candidates: np.ndarray
 
 
 def read_rows(rows: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """``rows[positions]`` (sorted positions). Of a memory-mapped file's rows (an
-    ``np.memmap`` of a whole file's array, as an index folder's rows are loaded), read with
-    ``os.preadv`` and no read-ahead (``POSIX_FADV_RANDOM``), not through the map: a page fault
-    maps pages around the one asked for, reads ahead up to the disk's read-ahead, and every
-    page it maps counts in the process's resident memory."""
+    """``rows[positions]`` (sorted). Of a memory-mapped file's rows, read with ``os.preadv``
+    and no read-ahead, not through the map: a page fault maps and reads ahead pages around
+    the one asked for, and every page mapped counts in the resident memory."""
     whole = isinstance(rows, np.memmap) and isinstance(rows.base, mmap.mmap) \
         and rows.flags.c_contiguous and rows.ndim == 2 and getattr(rows, 'filename', None)
     if not whole or not osp.isfile(rows.filename):  # gone since mapped: the map still reads it
@@ -341,8 +320,7 @@ def read_manifest(directory: str) -> dict:
 
 
 def check_files(directory: str, manifest: dict, keys: Sequence[str]) -> None:
-    """The files ``manifest['files'][key]`` of ``directory`` checked against the sha256 the
-    manifest records: IndexIntegrityError naming the first that is missing or differs."""
+    """The files ``manifest['files'][key]`` checked against the sha256 the manifest records."""
     for key in keys:
         name = manifest['files'].get(key)
         if name is None:

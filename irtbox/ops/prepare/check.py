@@ -63,13 +63,9 @@ def check_dataset(info: DatasetSpec, root: str, full: bool = False, sample: int 
     """Check the tree of ``info`` under ``root``; returns the report (a JSON-ready dict).
 
     Args:
-        info: The dataset.
-        root: Its folder.
-        full: Decode every image instead of a sample.
-        sample: How many images per split to decode (seeded with ``seed``).
-        workers: Threads that decode (default: the CPU count).
-        expected: Counts per split name replacing the published ones (e.g. a subset you
-            made on purpose): ``{'train': {'images': 32, 'classes': 8}}``.
+        full: Decode every image instead of a sample of ``sample`` per split.
+        expected: Counts per split replacing the published ones (a subset made on purpose):
+            ``{'train': {'images': 32, 'classes': 8}}``.
 
     Report: ``dataset``, ``root``, ``ok`` (no error), ``splits`` (per split ``counts``,
     ``expected``, ``missing``, ``decoded``, ``undecodable``) and ``problems``, each with

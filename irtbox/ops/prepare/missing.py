@@ -19,20 +19,16 @@ _WRAPPED = ('dataset', 'datasets')
 
 @dataclass(frozen=True)
 class MissingData:
-    """A dataset config (``key``: where it sits in the config, e.g.
-    ``train_dataloader.dataset``) whose ``data_root`` is not a folder; ``prepared``: the
-    prepared dataset (:func:`prepared_dataset`) that fills it, None when irtbox does not
-    prepare that dataset."""
+    """A dataset config (at ``key``) whose ``data_root`` is not a folder; ``prepared``: the
+    prepared dataset that fills it, None when irtbox does not prepare it."""
     key: str
     data_root: str
     prepared: Optional[str]
 
 
 def prepared_dataset(dataset: dict, data_root: str) -> Optional[str]:
-    """The name of the prepared dataset (a dataset class's spec, :mod:`irtbox.datasets.spec`,
-    or :data:`DIGITS` for the quick start's digits) that writes the data a dataset config reads
-    from ``data_root``: the one whose splits are built by the same class, with the same
-    distinguishing arguments (e.g. ``dataset_name``)."""
+    """The name of the prepared dataset (a dataset class's spec, or :data:`DIGITS`) whose
+    splits are built by the same class with the same distinguishing arguments as ``dataset``."""
     if osp.basename(osp.normpath(data_root)) == DIGITS:
         return DIGITS
     spec = spec_of_config(dataset)

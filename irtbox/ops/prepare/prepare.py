@@ -1,13 +1,10 @@
 """From nothing to a dataset's layout: download (resumable, verified), unpack, convert.
 
-:func:`prepare_dataset` takes a :class:`~irtbox.datasets.spec.DatasetSpec` and a root
-folder. For each of its files, in order: get it (from the official address, a ``mirror`` or
-a folder the user filled by hand, ``from_dir``), verify it against its published checksum
-(md5 or sha256) before anything else reads it, unpack it into a temporary folder beside the
-data and move the content into the layout the dataset classes read, then record the step as
-done in ``<root>/irtbox_prepare.json`` (with the file's size and sha256: for a file without a
-published checksum these are what was received the first time, and the record says so). A
-rerun skips the recorded steps; a cut download resumes from its ``.part`` file.
+For each file of a :class:`~irtbox.datasets.spec.DatasetSpec`: get it (official address,
+``mirror`` or ``from_dir``), verify it against its published checksum before anything reads
+it, unpack it beside the data and move the content into the layout the dataset classes read,
+then record the step in ``<root>/irtbox_prepare.json`` (size and sha256; without a published
+checksum, what was received the first time). A rerun skips the recorded steps.
 """
 import fnmatch
 import gzip
@@ -94,25 +91,17 @@ def prepare_dataset(info: DatasetSpec, root: str, mirror: Optional[str] = None,
     """Prepare ``info`` under ``root``; returns the manifest (``files``: one record per file).
 
     Args:
-        info: The dataset (its class's spec, :func:`~irtbox.datasets.spec.dataset_spec`).
-        root: The dataset folder the configs read (``data/<name>`` by default).
         mirror: A base URL serving the same files as ``<mirror>/<dataset>/<file name>``.
-        from_dir: A folder holding the files under their names (fetched by hand); they are
-            verified and read in place, never deleted. Folders of images (GLDv1, NC-clean)
-            are linked into the root.
-        keep_archives: Keep the downloaded archives under ``<root>/downloads`` after
-            unpacking (by default each is deleted once its content is in place).
-        check_space: Refuse to start when the disk holding ``root`` has less free space than
-            the unfinished steps need (:func:`space_needed`).
-        progress: Progress bars on stderr.
-        retries, timeout: Passed to :func:`irtbox.utils.download.download`.
-        log: Where the lines saying what happens go (default: printed).
+        from_dir: A folder holding the files under their names (fetched by hand), verified
+            and read in place, never deleted; folders of images are linked into the root.
+        keep_archives: Keep the downloaded archives under ``<root>/downloads``.
+        check_space: Refuse to start when the disk has less free space than
+            :func:`space_needed`.
 
     Raises:
         PrepareError: a manual file is missing, the disk is too small or an archive is bad.
-        irtbox.utils.download.ChecksumError: a file is not the published one (it is deleted
-            when downloaded; nothing of it is unpacked).
-        irtbox.utils.download.DownloadError: a download kept failing (its ``.part`` is kept).
+        irtbox.utils.download.ChecksumError: a file is not the published one (deleted when
+            downloaded; nothing of it is unpacked).
     """
     if from_dir is not None and not osp.isdir(from_dir):
         raise PrepareError(f'from_dir {from_dir}: not a folder', argument='from_dir')

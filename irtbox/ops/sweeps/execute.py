@@ -73,9 +73,8 @@ def run_one(run: Run, keep_embeddings: bool = False, env: Optional[dict] = None,
 
 
 def _job_devices(jobs: int) -> List[Optional[str]]:
-    """The CUDA device of each of ``jobs`` parallel runs: the visible GPUs in turn (with
-    more runs than GPUs, each GPU takes every ``len(gpus)``-th run, so no GPU has more than
-    one run beyond any other); None for each when there is no GPU."""
+    """The CUDA device of each of ``jobs`` parallel runs: the visible GPUs in turn; None for
+    each when there is no GPU."""
     visible = os.environ.get('CUDA_VISIBLE_DEVICES')
     if visible is not None:
         devices = [d.strip() for d in visible.split(',') if d.strip() and d.strip() != '-1']
@@ -96,11 +95,9 @@ def _tail(path: str, lines: int = 5) -> str:
 
 def attempt(run: Run, keep_embeddings: bool = False, env: Optional[dict] = None,
             nproc: int = 1) -> Optional[str]:
-    """:func:`run_one`, returning None when it finished; ``'pre-empted'`` when its training
-    stopped on a pre-emption signal (exit status 75, its checkpoint saved: the run is marked
-    and resumes next time); ``'interrupted'`` when a step was ended by SIGTERM or SIGUSR1
-    before it could save (a test, a training still starting: it runs again next time); else
-    the reason it failed, which is also written to its ``failed`` file."""
+    """:func:`run_one`, returning None when it finished; ``'pre-empted'`` (exit status 75: it
+    resumes next time); ``'interrupted'`` when a step was ended by a signal before it could
+    save; else the reason it failed, also written to its ``failed`` file."""
     try:
         run_one(run, keep_embeddings, env, nproc)
         return None
@@ -118,13 +115,10 @@ def attempt(run: Run, keep_embeddings: bool = False, env: Optional[dict] = None,
 
 
 def run_all(todo: List[Run], jobs: int = 1, keep_embeddings: bool = False) -> None:
-    """Runs ``todo`` (see :func:`run_one`), ``jobs`` at a time, and prints one
-    line per finished run to stderr. With ``jobs > 1`` each run gets ``cores // jobs`` CPU threads
-    (the cores this process may use) and a visible GPU, the GPUs in turn (several runs
-    share one when there are more runs than GPUs; a line says so). A failed run gets a
-    ``failed`` file and the others go on (see the module). On ``KeyboardInterrupt`` the
-    running ones finish (they got the signal too), nothing new starts, and the interrupt
-    goes on to the caller."""
+    """Runs ``todo``, ``jobs`` at a time, one line per finished run to stderr. With
+    ``jobs > 1`` each run gets ``cores // jobs`` CPU threads and a visible GPU, in turn. On
+    ``KeyboardInterrupt`` the running ones finish (they got the signal too), nothing new
+    starts, and the interrupt goes on to the caller."""
     slots = queue.Queue()
     devices = _job_devices(jobs) if jobs > 1 else [None]
     gpus = sorted(set(d for d in devices if d is not None))

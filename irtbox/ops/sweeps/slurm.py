@@ -98,11 +98,9 @@ def make_executor(work_root: str, partition: str, nproc: int = 1,
                   max_parallel: Optional[int] = None, timeout_min: int = 1440,
                   slurm_params: Optional[dict] = None, signal_seconds: int = 120,
                   cluster: str = 'slurm'):
-    """A submitit executor for the runs' array: ``nproc`` GPUs per task (0: none), at most
-    ``max_parallel`` tasks at once, ``timeout_min`` per task (each requeue starts it again),
-    SIGUSR1 ``signal_seconds`` before the end; ``slurm_params``: more ``#SBATCH`` options
-    (``{'qos': 'high'}``). ``cluster='local'`` runs the tasks here (submitit's local
-    executor, for tests)."""
+    """A submitit executor for the runs' array: ``nproc`` GPUs per task, at most
+    ``max_parallel`` tasks at once, SIGUSR1 ``signal_seconds`` before the end;
+    ``slurm_params``: more ``#SBATCH`` options. ``cluster='local'`` runs the tasks here."""
     require_extra(['submitit'], 'slurm', 'a sweep on Slurm')
     import submitit
     # submitit's pre-emption signal: here for the #SBATCH line; in each task (the environment
