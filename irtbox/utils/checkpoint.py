@@ -17,12 +17,11 @@ import torch
 from mmengine.logging import print_log
 from mmengine.runner.checkpoint import CheckpointLoader
 
-from .errors import IrtboxError
-from .mmengine_compat import checkpoint_loaders_restored
 from .errors import ArgumentError, IrtboxError
+from .mmengine_compat import checkpoint_loaders_restored
 
-__all__ = ['register_safe_globals', 'safe_checkpoint_loaders', 'safe_torch_load', 'checkpoint_problem', 'load_safetensors',
-           'download_checkpoint', 'extract_state_dict', 'load_state_dict_file',
+__all__ = ['register_safe_globals', 'safe_checkpoint_loaders', 'safe_torch_load',
+           'checkpoint_problem', 'load_safetensors', 'download_checkpoint', 'extract_state_dict', 'load_state_dict_file',
            'TRAINING_ONLY_PREFIXES', 'CheckpointMismatchError', 'load_model_weights',
            'WRAPPER_PREFIXES', 'strip_prefixes', 'state_digest']
 
