@@ -112,9 +112,7 @@ class SfM120kDataset(BaseRetrievalDataset):
 
     Args:
         split (str): ``'train'`` or ``'val'``.
-        data_root (str): Folder of the pickle and of ``ims/``.
-        ann_file (str): ``''`` means ``retrieval-SfM-120k.pkl``.
-        data_prefix (dict | None): ``dict(img_path=...)``, default ``ims``.
+        data_root, ann_file, data_prefix: as :class:`BaseRetrievalDataset` (defaults above).
         pipeline (Sequence[dict | Callable]): Transforms of one image; in tuple
             mode it must end with ``PackRetrievalInputs``.
         tuples (bool): Tuple mode (above).
@@ -220,14 +218,9 @@ class SfM120kDataset(BaseRetrievalDataset):
 
     # ----------------------------------------------------------------- tuples
     def set_tuples(self, qidxs, pidxs, nidxs) -> None:
-        """Set the tuples of the coming epoch (tuple mode).
-
-        Args:
-            qidxs: (T,) image index of each tuple's query, ``T = len(self)``.
-            pidxs: (T,) image index of each tuple's positive.
-            nidxs: (T, nnum) image indices of each tuple's negatives; none may
-                share the query's cluster.
-        """
+        """Set the tuples of the coming epoch (tuple mode): image indices of each tuple's
+        query (T,), positive (T,) and negatives (T, nnum), T = ``len(self)``; no negative
+        may share the query's cluster."""
         name = type(self).__name__
         if not self.tuples:
             raise RuntimeError(f'{name}.set_tuples: the dataset is not in tuple mode '
@@ -285,13 +278,8 @@ class SfMWhitenDataset(BaseDataset):
     Samples: every image in ``cids`` order, no label; ``metainfo`` holds ``qidxs`` and
     ``pidxs`` for the whitening fitting.
 
-    Args:
-        data_root (str): Folder of the pickle and of ``ims/``.
-        ann_file (str): ``''`` means ``retrieval-SfM-120k-whiten.pkl``.
-        data_prefix (dict | None): ``dict(img_path=...)``, default ``ims``.
-        pipeline (Sequence[dict | Callable]): Transforms of a sample.
-        test_mode (bool): True by default (descriptors are extracted, not trained on).
-        **kwargs: Passed to ``mmengine.dataset.BaseDataset`` (``indices`` refused).
+    Arguments as ``mmengine.dataset.BaseDataset`` (``indices`` refused); ``test_mode`` is
+    True by default (descriptors are extracted, not trained on).
     """
 
     def __init__(self,

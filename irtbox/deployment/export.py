@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from timm.layers import to_2tuple
 
 from irtbox.models.input_spec import input_spec_of
+from irtbox.utils.checks import check_int
 from irtbox.utils.errors import ArgumentError, IrtboxError
 from irtbox.utils.fileio import atomic_write, atomic_write_text
 
@@ -92,11 +93,8 @@ def load_check_images(cfg, count: int, size: Tuple[int, int]) -> Tuple[torch.Ten
 
 def export_onnx(module: nn.Module, example: torch.Tensor, path: str, dynamic_batch: bool,
                 dynamic_size: bool, opset: int, dynamo: bool) -> None:
-    axes = {}
-    if dynamic_batch:
-        axes[0] = 'batch'
-    if dynamic_size:
-        axes.update({2: 'height', 3: 'width'})
+    axes = {**({0: 'batch'} if dynamic_batch else {}),
+            **({2: 'height', 3: 'width'} if dynamic_size else {})}
     kwargs = dict(input_names=['images'], output_names=['embeddings'], opset_version=opset)
     if dynamo:
         dims = {i: torch.export.Dim.AUTO for i in axes}
@@ -185,15 +183,10 @@ def remove_stale_temporaries(out: str) -> List[str]:
         return []
     patterns = _stale_patterns(base)
     removed = []
-    for name in names:
-        if not any(p.match(name) for p in patterns):
-            continue
-        path = osp.join(folder, name)
-        try:
+    for path in (osp.join(folder, n) for n in names if any(p.match(n) for p in patterns)):
+        with contextlib.suppress(FileNotFoundError):
             os.remove(path)
-        except FileNotFoundError:
-            continue
-        removed.append(path)
+            removed.append(path)
     return removed
 
 
@@ -227,9 +220,7 @@ def _check_arguments(fmt: str, size: Sequence, batch_size, input_dtype: str, ops
                                   for v in size)):
         raise ValueError(f'input_size must be a positive height and width, got '
                          f'{" x ".join(map(str, size)) if len(size) else "nothing"}')
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ArgumentError(f'batch_size must be a positive integer, got {batch_size!r}',
-                            'batch_size')
+    check_int(batch_size, 'batch_size')
     if dynamic_batch and batch_size < 2:
         raise ArgumentError(f'batch_size {batch_size}: a dynamic batch axis is checked at two '
                             'batch sizes (N and N-1), so the check batch needs at least 2 images; '

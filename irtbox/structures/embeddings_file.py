@@ -27,6 +27,7 @@ import json
 import os.path as osp
 import struct
 import zipfile
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
@@ -98,14 +99,11 @@ def _set_arrays(data: EmbeddingSet) -> Dict[str, np.ndarray]:
                                                             if data.embeddings.ndim == 2 else 0)
     if data.ids is not None:  # a list: written in chunks (_write_npy_member)
         arrays['ids'] = data.ids if isinstance(data.ids, list) else list(data.ids)
-    if data.labels is not None:
-        arrays['labels'] = np.asarray(data.labels)
-    if data.is_query is not None:
-        arrays['is_query'] = np.asarray(data.is_query, dtype=bool)
-    if data.class_names is not None:
-        arrays['class_names'] = np.array([str(c) for c in data.class_names], dtype=str)
-    if data.identity is not None:
-        arrays['identity'] = np.array(json.dumps(data.identity))
+    for name, convert in (('labels', np.asarray), ('is_query', lambda v: np.asarray(v, bool)),
+                          ('class_names', lambda v: np.array([str(c) for c in v], dtype=str)),
+                          ('identity', lambda v: np.array(json.dumps(v)))):
+        if getattr(data, name) is not None:
+            arrays[name] = convert(getattr(data, name))
     for name, value in data.extra.items():
         if name in _FIELDS or '/' in name:
             raise ValueError(f'EmbeddingSet.extra: {name!r} is a reserved or nested name')
@@ -255,14 +253,11 @@ class _Reader:
 def map_embeddings(path: str) -> np.ndarray:
     """The embeddings of the one-set file ``path``, memory-mapped, and nothing else read (its
     ids are 10M Python strings, 0.7 GB, in an index of 10M rows)."""
-    reader = _Reader(path, True)
-    try:
+    with closing(_Reader(path, True)) as reader:
         if 'embeddings' not in reader.keys:
             raise ValueError(f'{path}: no embeddings array of a single set (has '
                              f'{sorted(reader.keys)})')
         return reader['embeddings']
-    finally:
-        reader.close()
 
 
 def _set_names(keys) -> List[str]:
@@ -273,11 +268,8 @@ def _set_names(keys) -> List[str]:
 
 def embedding_set_names(path: str) -> List[str]:
     """The names of the sets in the embeddings file ``path`` (``['']`` for a file of one)."""
-    reader = _Reader(path, mmap=False)
-    try:
+    with closing(_Reader(path, mmap=False)) as reader:
         return _set_names(reader.keys)
-    finally:
-        reader.close()
 
 
 def load_embeddings(path: str, name: Optional[str] = None, mmap: bool = True,
@@ -286,8 +278,7 @@ def load_embeddings(path: str, name: Optional[str] = None, mmap: bool = True,
     memory-mapped unless ``mmap=False``; ``data_root`` replaces the stored one (the images
     moved). Raises ``FileNotFoundError`` / ``ValueError`` naming the file and what is wrong:
     no such set (listing those there), a missing or misshaped array."""
-    reader = _Reader(path, mmap)
-    try:
+    with closing(_Reader(path, mmap)) as reader:
         names = _set_names(reader.keys)
         if not names:
             raise ValueError(f'{path}: no embeddings array (has {sorted(reader.keys)}); expected '
@@ -315,6 +306,4 @@ def load_embeddings(path: str, name: Optional[str] = None, mmap: bool = True,
             extra={k[len(p):]: reader[k] for k in sorted(reader.keys)
                    if k.startswith(p) and '/' not in k[len(p):]
                    and k[len(p):] not in _FIELDS + ('format',)})
-    finally:
-        reader.close()
     return data.check(f'{path}' + (f' (set {name!r})' if name else ''))

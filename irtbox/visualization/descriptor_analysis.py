@@ -89,9 +89,7 @@ def plot_energy(results: Dict[str, dict], out_path: str, max_dims: Optional[int]
                 label=f'{name} (90% at {r["effective_dims"]["0.9"]})')
     if log_x:
         ax.set_xscale('log', base=2)
-    ax.set_xlabel('principal component')
-    ax.set_ylabel('cumulative energy')
-    ax.set_ylim(0, 1.02)
+    ax.set(xlabel='principal component', ylabel='cumulative energy', ylim=(0, 1.02))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return save_figure(fig, out_path)
@@ -106,11 +104,10 @@ def plot_similarities(results: Dict[str, dict], out_path: str) -> str:
         for kind, colour in (('positive', 'tab:green'), ('negative', 'tab:red')):
             ax.stairs(_density(r[kind], r['edges']), r['edges'], fill=True, alpha=0.45,
                       color=colour, label=f'{kind} (mean {_mean_text(r[f"mean_{kind}"])})')
-        ax.set_title(name + ('' if r['exact'] else ' (sampled)'))
-        ax.set_xlabel('cosine similarity')
+        ax.set(title=name + ('' if r['exact'] else ' (sampled)'), xlabel='cosine similarity',
+               ylabel='density')
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-        ax.set_ylabel('density')
     return save_figure(fig, out_path)
 
 

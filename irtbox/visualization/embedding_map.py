@@ -65,20 +65,16 @@ def plot_embedding_map(points: np.ndarray, labels: Optional[np.ndarray], out: st
         ax.scatter(points[:, 0], points[:, 1], s=6, c='tab:blue')
     else:
         classes = np.unique(labels)
-        colours = _colours(len(classes))
-        for colour, c in zip(colours, classes):
+        for colour, c in zip(_colours(len(classes)), classes):
             mask = labels == c
-            name = label_name(c.item(), class_names)
-            ax.scatter(points[mask, 0], points[mask, 1], s=6, color=colour, label=name)
+            ax.scatter(points[mask, 0], points[mask, 1], s=6, color=colour,
+                       label=label_name(c.item(), class_names))
         if len(classes) <= LEGEND_MAX_CLASSES:
             ax.legend(markerscale=3, fontsize=8, loc='best', title='class')
     for index, image in thumbnails:
-        box = AnnotationBbox(OffsetImage(image, zoom=thumb_zoom), points[index], frameon=True,
-                             pad=0.1)
-        ax.add_artist(box)
-    ax.set_title(title)
-    ax.set_xticks([])
-    ax.set_yticks([])
+        ax.add_artist(AnnotationBbox(OffsetImage(image, zoom=thumb_zoom), points[index],
+                                     frameon=True, pad=0.1))
+    ax.set(title=title, xticks=[], yticks=[])
     fig.tight_layout()
     atomic_write(out, fig.savefig)
     return fig

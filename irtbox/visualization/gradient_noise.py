@@ -105,12 +105,10 @@ def plot_gradient_noise(rows: List[dict], out_path: str, x: str = 'beta', series
         ax.plot([r[x] for r in line], [r['gamma_mean'] for r in line], marker='o',
                 color=colours(i / max(1, len(levels) - 1)),
                 label=f'{SYMBOLS[series]} = {level:g}')
-    ax.set_xlabel(AXES[x])
-    ax.set_ylabel(r'$\gamma = \|\mathrm{Cov}(\nabla_z \mathcal{L}_\mathrm{contr})\|_*$')
+    ax.set(xlabel=AXES[x], title=title or '',
+           ylabel=r'$\gamma = \|\mathrm{Cov}(\nabla_z \mathcal{L}_\mathrm{contr})\|_*$')
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    if title:
-        ax.set_title(title)
     save_figure(fig, out_path)
     csv_path = osp.splitext(out_path)[0] + '.csv'
 

@@ -85,21 +85,11 @@ def write_results_browser(out_dir: str, records: Sequence[dict], image_paths: Se
                           thumb_size: int = 96, progress: bool = True) -> str:
     """Writes ``out_dir/index.html`` (and its thumbnails); returns its path.
 
-    Args:
-        out_dir: the folder of the page.
-        records: per-query dicts as from
-            :func:`~irtbox.visualization.ranking.analyze_queries`, with ``query`` and
-            ``results`` as sample indices (into ``image_paths``).
-        image_paths: the image file of every sample (absolute or relative to the
-            working directory).
-        labels: per-sample labels (None: no class names shown).
-        class_names: names of the labels (None: the labels themselves).
-        metrics: overall metrics shown in the header.
-        grid_files: {query sample: PNG path} for the "grid" links.
-        title: the page title.
-        worst: how many of the worst queries the header lists.
-        thumb_size: maximum side of the thumbnails in pixels.
-        progress: show a progress bar for the thumbnails.
+    ``records``: per-query dicts as from :func:`~irtbox.visualization.ranking.analyze_queries`,
+    ``query`` and ``results`` as indices into ``image_paths`` (absolute or relative to the
+    working directory). ``labels`` / ``class_names`` name the classes shown; ``metrics`` go to
+    the header, with the ``worst`` queries; ``grid_files``: {query sample: PNG path} for the
+    "grid" links; ``thumb_size``: the thumbnails' maximum side in pixels.
     """
     from tqdm import tqdm
     # One thumbnail per distinct sample (a gallery image shown for many queries is written

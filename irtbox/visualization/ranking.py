@@ -21,26 +21,15 @@ CORRECT, WRONG, JUNK = 'correct', 'wrong', 'junk'
 
 def label_ground_truth(query_labels: np.ndarray, gallery_labels: np.ndarray,
                        rows: Sequence[int], exclude_self: bool = False) -> List[dict]:
-    """``{'ok', 'junk'}`` gallery indices of the queries ``rows`` from class labels.
-
-    Args:
-        query_labels: (n_q,) labels of all queries.
-        gallery_labels: (n_g,) labels of the gallery.
-        rows: the queries wanted (indices into ``query_labels``).
-        exclude_self: leave-one-out (query i is gallery item i): i is junk of query i.
-
-    Returns:
-        One dict per row: ``ok`` = the gallery items with the query's label, ``junk``.
-    """
+    """``{'ok', 'junk'}`` gallery indices of the queries ``rows`` (indices into
+    ``query_labels``), one dict per row: ``ok`` the gallery items with the query's label;
+    with ``exclude_self`` (leave-one-out: query i is gallery item i) i is junk of query i."""
     order = np.argsort(gallery_labels, kind='stable')
-    sorted_labels = gallery_labels[order]
-    out = []
-    for row in rows:
-        lo, hi = np.searchsorted(sorted_labels, query_labels[row], side='left'), \
-            np.searchsorted(sorted_labels, query_labels[row], side='right')
-        junk = [int(row)] if exclude_self else []
-        out.append(dict(ok=np.sort(order[lo:hi]), junk=np.asarray(junk, dtype=np.int64)))
-    return out
+    sorted_labels, wanted = gallery_labels[order], query_labels[np.asarray(rows, dtype=np.int64)]
+    lo, hi = (np.searchsorted(sorted_labels, wanted, side) for side in ('left', 'right'))
+    return [dict(ok=np.sort(order[a:b]),
+                 junk=np.asarray([int(row)] if exclude_self else [], dtype=np.int64))
+            for row, a, b in zip(rows, lo, hi)]
 
 
 def _normalized(x) -> torch.Tensor:
@@ -100,16 +89,9 @@ def analyze_queries(query_emb: np.ndarray, gallery_emb: np.ndarray, rows: Sequen
     itself is removed from the shown ranking; ``gnd`` must then list it as junk
     (:func:`label_ground_truth` does).
 
-    Args:
-        query_emb: n_q x D embeddings of all queries.
-        gallery_emb: n_g x D embeddings of the gallery.
-        rows: the query rows to analyse.
-        gnd: one ``{'ok', 'junk'}`` dict per row (gallery indices).
-        k: results kept per query (fewer when the gallery is smaller).
-        gallery_labels: (n_g,) labels, for the confusions (None: no confusions).
-        exclude_self: leave-one-out search.
-        chunk_size: queries ranked at once (memory O(chunk_size x n_g)).
-        max_confusions: how many wrong classes to report per query.
+    ``gnd``: one ``{'ok', 'junk'}`` dict per row (gallery indices); ``k`` results kept per
+    query; ``gallery_labels`` (n_g,) give the confusions (None: none), at most
+    ``max_confusions``; ``chunk_size`` queries are ranked at once (memory O(chunk_size x n_g)).
 
     Returns:
         One dict per row: ``query``, ``results`` (top-k gallery indices), ``scores``,

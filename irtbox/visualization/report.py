@@ -38,23 +38,10 @@ def show_results(out_dir: str, embeddings: np.ndarray, image_paths: Sequence[str
     With ``worst`` > 0, every query is ranked in full instead (the cost of ``map@all``) and
     the ``worst`` queries by AP are shown; ``failures.csv`` then lists all queries.
 
-    Args:
-        out_dir: output folder.
-        embeddings: n x D, one per sample.
-        image_paths: n image files.
-        is_query: (n,) bool, or None (leave-one-out).
-        labels: (n,) class labels; a result is correct when its label is the query's.
-        gnd: instead of labels, one ``{'ok', 'junk'}`` dict per query (gallery
-            positions among the non-queries, in order), as for revisited Oxford / Paris.
-        class_names: names of the labels.
-        metrics: overall metrics, shown in the page header.
-        num: queries shown.
-        k: results per query.
-        seed: the sample's seed.
-        worst: show the queries with the lowest AP of the whole test set instead of a
-            sample (0: a sample).
-        tile: side of a grid tile in pixels.
-        progress: show progress bars.
+    ``labels`` (n,) tell correct results from wrong ones, or else ``gnd``: one ``{'ok',
+    'junk'}`` dict per query (gallery positions among the non-queries), as for revisited
+    Oxford / Paris. ``metrics`` go to the page header; ``tile`` is a grid tile's side in
+    pixels.
 
     Returns:
         The shown queries' records (see

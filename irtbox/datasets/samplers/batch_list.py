@@ -18,8 +18,9 @@ class BatchListSampler(Sampler):
     rank r takes batches r, r + W, ... They set ``batches_per_rank``.
     With ``infinite`` the sampler goes on epoch after epoch (iteration-based training,
     where MMEngine otherwise restarts the dataloader at every epoch end). A ``seed`` of None
-    draws one, synchronised across ranks. ``batch_size`` is the per-rank batch and must
-    equal the dataloader's.
+    draws one, synchronised across ranks. ``rank`` / ``world_size`` default to
+    ``mmengine.dist.get_dist_info()``. ``batch_size`` is the per-rank batch and must equal
+    the dataloader's.
     """
 
     def __init__(self, dataset, batch_size: int, shuffle: bool, seed: Optional[int],

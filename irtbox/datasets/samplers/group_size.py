@@ -171,12 +171,7 @@ class GroupSizeSampler(BatchListSampler):
         aspect_bins (Sequence[float]): Increasing bins of h / w (G - 1 bins
             for G groups); must match ``GroupResize``'s.
         shuffle (bool): Random order (True) or dataset order.
-        seed (int | None): Base seed; None draws one, synchronised across
-            ranks.
-        rank (int | None), world_size (int | None): Default to
-            ``mmengine.dist.get_dist_info()``.
-        infinite (bool): Never stop (epoch after epoch), for iteration-based
-            training.
+        seed, rank, world_size, infinite: as :class:`BatchListSampler`.
         num_threads (int): Threads reading image headers.
     """
 

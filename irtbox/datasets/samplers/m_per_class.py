@@ -86,12 +86,7 @@ class MPerClassSampler(BatchListSampler):
         batch_size (int): Per-rank batch size, a multiple of ``m``.
         m (int): Images per class in a batch.
         shuffle (bool): Random permutations (True) or identity order.
-        seed (int | None): Base seed; None draws one, synchronised across
-            ranks. The order of epoch e is a function of ``(seed, e)``.
-        rank (int | None), world_size (int | None): Default to
-            ``mmengine.dist.get_dist_info()``.
-        infinite (bool): Never stop (epoch after epoch), for iteration-based
-            training (:class:`BatchListSampler`).
+        seed, rank, world_size, infinite: as :class:`BatchListSampler`.
     """
 
     def __init__(self,
@@ -148,12 +143,7 @@ class MPerClassSampler(BatchListSampler):
 class OnePerClassSampler(MPerClassSampler):
     """Batches of ``batch_size`` distinct classes with one image each: an
     :class:`MPerClassSampler` with ``m = 1`` (same epoch length, passes over
-    classes and images, and DDP split).
-
-    Args:
-        dataset, batch_size, shuffle, seed, rank, world_size, infinite: as for
-            :class:`MPerClassSampler`.
-    """
+    classes and images, and DDP split); arguments as :class:`MPerClassSampler`."""
 
     def __init__(self,
                  dataset,

@@ -52,13 +52,7 @@ def cumulative_energy(embeddings: ArrayLike) -> np.ndarray:
 
     so that energy[-1] == 1.0; a curve that reaches 1 after a few components means
     collapse. The descriptors are taken as given (not re-normalised: the space the retrieval
-    searches), and centred. Memory O(N·D + D²).
-
-    Args:
-        embeddings: N x D descriptors (N >= 2, finite).
-
-    Returns:
-        float64 array of shape (D,), non-decreasing, last value 1.0.
+    searches), and centred. Memory O(N·D + D²). ``embeddings``: N x D, N >= 2, finite.
     """
     x = _as_matrix(embeddings, 'embeddings', min_rows=2)
     n, d = x.shape
@@ -129,18 +123,8 @@ def similarity_histograms(embeddings: ArrayLike, labels: Union[ArrayLike, Sequen
     ``range`` count in ``num_*`` and ``mean_*`` only. Memory: a few ``chunk_size x N``
     float64 blocks.
 
-    Args:
-        embeddings: N x D descriptors (N >= 2, finite; no zero rows when
-            ``normalize``).
-        labels: N class labels (any comparable values).
-        bins: number of equal-width bins.
-        range: (low, high) of the histogram.
-        chunk_size: query rows per block.
-        max_queries: ``None`` (exact) or the number of rows to sample.
-        seed: the seed of that sampling.
-        normalize: L2-normalise the descriptors first (cosine similarity).
-        query_mask: ``None`` (all pairs) or N booleans marking the queries.
-        progress: show a progress bar over the row blocks.
+    ``embeddings``: N x D (N >= 2, finite; no zero rows when ``normalize``); ``labels``: N
+    comparable values; ``progress``: a progress bar over the row blocks.
 
     Returns:
         dict with ``edges`` (bins + 1 floats), ``positive`` and ``negative``
@@ -203,13 +187,8 @@ def ground_truth_histograms(query: ArrayLike, database: ArrayLike, gnd: Sequence
     database item is a negative. Similarities, bins and the returned dict are as in
     :func:`similarity_histograms`.
 
-    Args:
-        query: n_q x D query descriptors.
-        database: n_db x D database descriptors.
-        gnd: one dict per query with ``ok`` and ``junk`` database indices, as
-            from :func:`~irtbox.evaluation.functional.build_revisited_gnd`.
-        bins, range, chunk_size, normalize, progress: as in
-            :func:`similarity_histograms`.
+    ``query`` n_q x D, ``database`` n_db x D; ``gnd`` as from
+    :func:`~irtbox.evaluation.functional.build_revisited_gnd`.
     """
     q = _unit_rows(_as_matrix(query, 'query', min_rows=1), 'query', normalize)
     db = _unit_rows(_as_matrix(database, 'database', min_rows=1), 'database', normalize)

@@ -206,16 +206,10 @@ def _best_positive_rank(sims: torch.Tensor, rows: np.ndarray, codes: np.ndarray,
     best = values.amax(dim=1)
     at_best = values == best[:, None]
     first = torch.where(at_best, columns_t, torch.full_like(columns_t, sims.shape[1])).amin(1)
-    return _count_ranks(sims, rows_t, best, first).cpu().numpy()
-
-
-def _count_ranks(sims: torch.Tensor, rows: torch.Tensor, value: torch.Tensor,
-                 key: torch.Tensor) -> torch.Tensor:
-    """:func:`rank_of` on ``rows`` of ``sims``, a few rows at a time, so that the copies and
-    masks stay a small fraction of the block."""
-    ranks = [rank_of(sims[rows[g:g + _COUNT_ROWS]], value[g:g + _COUNT_ROWS],
-                     key[g:g + _COUNT_ROWS]) for g in range(0, len(rows), _COUNT_ROWS)]
-    return torch.cat(ranks) if ranks else torch.zeros(0, dtype=torch.long, device=sims.device)
+    # A few rows at a time, so that the copies and masks stay a small fraction of the block.
+    ranks = [rank_of(sims[rows_t[g:g + _COUNT_ROWS]], best[g:g + _COUNT_ROWS],
+                     first[g:g + _COUNT_ROWS]) for g in range(0, len(rows_t), _COUNT_ROWS)]
+    return torch.cat(ranks).cpu().numpy() if ranks else np.zeros(0, dtype=np.int64)
 
 
 def recall_at_k(query_emb,
@@ -225,20 +219,8 @@ def recall_at_k(query_emb,
                 ks: Iterable[int] = (1, ),
                 searcher: SearcherSetting = None,
                 normalize: bool = True) -> Dict[int, float]:
-    """Recall@K of queries searched in a gallery (Recall@K of Song et al. 2016 / Jégou et al.).
-
-    Args:
-        query_emb: nq x D embeddings (numpy array or torch tensor).
-        query_labels: nq labels.
-        gallery_emb, gallery_labels: N x D and N; ``None`` = leave-one-out on
-            the queries themselves (query i excluded from its own search by
-            index).
-        ks: the values of K.
-        searcher, normalize: as :func:`retrieval_metrics`.
-
-    Returns:
-        {K: recall@K in [0, 1]}.
-    """
+    """{K: Recall@K in [0, 1]} (Song et al. 2016 / Jégou et al.); arguments as
+    :func:`retrieval_metrics` (no gallery: leave-one-out)."""
     ks = tuple(ks)
     metrics = retrieval_metrics(query_emb, query_labels, gallery_emb, gallery_labels,
                                 ks=ks, map_at_r=False, searcher=searcher, normalize=normalize)
@@ -247,19 +229,8 @@ def recall_at_k(query_emb,
 
 def map_at_r(emb: ArrayLike, labels, gallery_emb=None, gallery_labels=None,
              searcher: SearcherSetting = None, normalize: bool = True) -> Dict[str, float]:
-    """MAP@R, R-precision and Precision@1 of a labelled set (Musgrave et al. 2020).
-
-    Args:
-        emb: n x D embeddings (numpy array or torch tensor).
-        labels: n labels.
-        gallery_emb, gallery_labels: optional separate gallery (N x D, N);
-            ``None`` = leave-one-out on ``emb`` (each item excluded from its
-            own search by index).
-        searcher, normalize: as :func:`retrieval_metrics`.
-
-    Returns:
-        {'map@r', 'r_precision', 'precision@1'}, each in [0, 1].
-    """
+    """{'map@r', 'r_precision', 'precision@1'} of a labelled set (Musgrave et al. 2020), each
+    in [0, 1]; arguments as :func:`retrieval_metrics` (no gallery: leave-one-out)."""
     return retrieval_metrics(emb, labels, gallery_emb, gallery_labels, ks=(), map_at_r=True,
                              searcher=searcher, normalize=normalize)
 

@@ -66,20 +66,12 @@ class RetrievalMetric(GatheredMetric):
             then selects max(R) neighbours per query).
         map_at_all: also compute ``map@all`` (every positive's rank in the
             full gallery ranking is counted for every query).
-        search: the searcher (:mod:`irtbox.evaluation.neighbours`), as a
-            config dict or an instance; ``None``: ``dict(type='ExactSearcher')``
-            (chunked matrix products, similarity blocks of at most 128 MB).
-            ``dict(type='FaissSearcher')`` searches exactly with faiss;
-            ``dict(type='FaissSearcher', factory='IVF4096,Flat', nprobe=32)`` (any
-            faiss factory string; ``'HNSW32'`` with ``ef_search``) evaluates
-            approximately and adds ``search_recall@10`` (against exact search,
-            500 sampled queries). Its ``device`` left unset, an
-            ``ExactSearcher`` runs on this rank's own GPU when CUDA is
-            available (else the CPU) and a ``FaissSearcher`` on the CPU; a bare
-            ``'cuda'`` is this rank's GPU
-            (:func:`~irtbox.utils.dist.resolve_device`).
-        normalize: L2-normalise the embeddings before searching (cosine
-            similarity).
+        search: the searcher (:mod:`irtbox.evaluation.neighbours`), a config dict or an
+            instance; ``None``: ``dict(type='ExactSearcher')``. An approximate faiss one
+            (``dict(type='FaissSearcher', factory='IVF4096,Flat', nprobe=32)``) adds
+            ``search_recall@10``. Device unset: an ExactSearcher runs on this rank's GPU
+            when there is one, a FaissSearcher on the CPU.
+        normalize: L2-normalise the embeddings before searching (cosine similarity).
         prefix: prepended to the metric names as ``prefix/name``.
     """
 
@@ -110,11 +102,7 @@ class RetrievalMetric(GatheredMetric):
         self.map_at_all = bool(map_at_all)
 
     def process(self, data_batch: Any, data_samples: Sequence) -> None:
-        """Store each sample's embedding, label, index and query flag (CPU numpy).
-
-        ``data_samples``: the model's predict output, as :class:`DataSample`
-        objects or the dicts that MMEngine's Evaluator makes of them.
-        """
+        """Store each sample's embedding, label, index and query flag (CPU numpy)."""
         for sample in data_samples:
             embedding = embedding_to_numpy(self._field(sample, 'embedding'))
             label = self._field(sample, 'gt_label')
@@ -154,13 +142,8 @@ class RetrievalMetric(GatheredMetric):
         return {key: 100 * value for key, value in metrics.items()}
 
     def _rank_searcher(self) -> Searcher:
-        """The searcher on this rank's device (:func:`~irtbox.utils.dist.resolve_device`).
-
-        A searcher that needs no more than torch for a GPU (``gpu_when_available``) gets
-        this rank's GPU when no device is configured; faiss keeps its default, the CPU:
-        faiss-gpu is rarely installed, and faiss-cpu would warn and fall back at every
-        evaluation.
-        """
+        """The searcher on this rank's device (:func:`~irtbox.utils.dist.resolve_device`);
+        unconfigured, faiss keeps the CPU (faiss-cpu would warn and fall back every time)."""
         searcher = self.searcher
         if searcher.device is None and not searcher.gpu_when_available:
             return searcher

@@ -94,23 +94,16 @@ class RevisitedMetric(GatheredMetric):
             raise ValueError(f'RevisitedMetric: protocols must be some of {tuple(PROTOCOLS)}, '
                              f'got {protocols}.')
         try:
-            kappas = check_positive_ints(kappas, 'kappas')
-            chunk_size = check_positive_int(chunk_size, 'chunk_size', allow_none=True)
+            self.kappas = check_positive_ints(kappas, 'kappas')
+            self.chunk_size = check_positive_int(chunk_size, 'chunk_size', allow_none=True)
         except ValueError as err:
             raise ValueError(f'{type(self).__name__}: {err}') from err
-        self.protocols = protocols
-        self.kappas = kappas
+        self.protocols, self.device = protocols, device
         self.query_expansion = _rerank_cfg(query_expansion, 'query_expansion')
         self.database_augmentation = _rerank_cfg(database_augmentation, 'database_augmentation')
-        self.chunk_size = chunk_size
-        self.device = device
 
     def process(self, data_batch: Any, data_samples: Sequence) -> None:
-        """Store each sample's embedding, index and query flag (CPU numpy).
-
-        ``data_samples``: the model's predict output, as :class:`DataSample`
-        objects or the dicts that MMEngine's Evaluator makes of them.
-        """
+        """Store each sample's embedding, index and query flag (CPU numpy)."""
         for sample in data_samples:
             embedding = embedding_to_numpy(self._field(sample, self.embedding_key))
             self.results.append(

@@ -98,9 +98,7 @@ class TimmBackbone(BaseModule):
             ``module.``/``backbone.`` prefix). Loaded with ``weights_only``.
         out_indices: layers to return; negative indices count from the end, e.g.
             ``(-6, -5, -4, -3, -2, -1)`` for the last six blocks.
-        norm: ``'last'``, ``'all'``, ``'none'`` (or a bool, see above).
-        pos_embed: one of ``'timm'``, ``'dpe-bilinear'``, ``'dpe-bicubic'``,
-            ``'none'``, ``'cpe'``.
+        norm, pos_embed: see above.
         **timm_kwargs: passed to ``timm.create_model`` (e.g. ``img_size``,
             ``depth``, ``drop_path_rate``).
     """
@@ -141,10 +139,9 @@ class TimmBackbone(BaseModule):
                 raise ValueError(f'TimmBackbone({model_name}): {key}={value!r}: expected a '
                                  'whole number of at least 1')
         self.model = create_timm_model(model_name, pretrained, num_classes=0, **timm_kwargs)
-        self.weights_source = 'random initialisation'
-        if pretrained:
-            tag = self.model.pretrained_cfg.get('hf_hub_id') or model_name
-            self.weights_source = f"timm's pretrained weights {tag}"
+        self.weights_source = (f"timm's pretrained weights "
+                               f"{self.model.pretrained_cfg.get('hf_hub_id') or model_name}"
+                               if pretrained else 'random initialisation')
         self.model_name = model_name
         self.pos_embed_mode = pos_embed
         self.norm = norm
@@ -205,11 +202,10 @@ class TimmBackbone(BaseModule):
         return 'vit'
 
     def _resolve(self, index: int) -> int:
-        resolved = index + self.num_layers if index < 0 else index
-        if not 0 <= resolved < self.num_layers:
+        if not -self.num_layers <= index < self.num_layers:
             raise ValueError(f'TimmBackbone: out_indices entry {index} is out of range for '
                              f'{self.num_layers} layers.')
-        return resolved
+        return index % self.num_layers
 
     def init_weights(self) -> None:
         """MMEngine's initialisation (timm's ``init_weights`` of the model and this module's

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 
 from irtbox.registry import MODELS
+from irtbox.utils.checks import check_number
 from .class_weights import ClassWeightLoss
 from .cosine import margin_softmax_loss
 
@@ -81,16 +82,13 @@ class ArcFaceLoss(ClassWeightLoss):
     Shapes: ``embeddings`` B x D, ``labels`` B in [0, num_classes) -> scalar.
 
     Args:
-        num_classes (int): C, number of training classes.
-        embed_dim (int): D.
+        num_classes, embed_dim, partial_fc: C, D and the sharding, see
+            :class:`.class_weights.ClassWeightLoss`.
         margin (float): m in radians, in [0, π/2). Defaults to 0.15 (DToP).
         scale (float): s > 0. Defaults to 30 (DToP does not state it; 30 is
             the value of the closest prior work, Yokoo et al. 2020).
         easy_margin (bool): Apply the margin only to targets with cos θ > 0
             instead of the θ + m > π fallback. Defaults to False.
-        partial_fc (dict, optional): ``dict(sample_rate=r, seed=None)`` shards the
-            class centres across the ranks (Partial FC, An et al. ICCVW 2021; see
-            :class:`.class_weights.ClassWeightLoss`). None (default): the replicated layer.
     """
 
     def __init__(self, num_classes: int, embed_dim: int, margin: float = 0.15,
@@ -99,10 +97,8 @@ class ArcFaceLoss(ClassWeightLoss):
         super().__init__(num_classes, embed_dim, partial_fc)
         if not 0 <= margin < math.pi / 2:
             raise ValueError(f'ArcFaceLoss: margin must be in [0, pi/2) radians, got {margin!r}')
-        if not scale > 0:
-            raise ValueError(f'ArcFaceLoss: scale must be > 0, got {scale!r}')
         self.margin = float(margin)
-        self.scale = float(scale)
+        self.scale = check_number(scale, 'ArcFaceLoss: scale', strict=True)
         self.easy_margin = bool(easy_margin)
 
     @property

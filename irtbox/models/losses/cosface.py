@@ -43,13 +43,10 @@ class CosFaceLoss(ClassWeightLoss):
     Shapes: ``embeddings`` B x D, ``labels`` B in [0, num_classes) -> scalar.
 
     Args:
-        num_classes (int): C, number of training classes.
-        embed_dim (int): D.
+        num_classes, embed_dim, partial_fc: C, D and the sharding, see
+            :class:`.class_weights.ClassWeightLoss`.
         margin (float): m >= 0, a cosine margin. Defaults to 0.35.
         scale (float): s > 0. Defaults to 64.
-        partial_fc (dict, optional): ``dict(sample_rate=r, seed=None)`` shards the class
-            centres across the ranks (Partial FC, see :class:`.class_weights.ClassWeightLoss`).
-            None (default): the replicated layer.
     """
 
     def __init__(self, num_classes: int, embed_dim: int, margin: float = 0.35,

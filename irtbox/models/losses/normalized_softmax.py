@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from irtbox.registry import MODELS
+from irtbox.utils.checks import check_number
 from .class_weights import ClassWeightLoss
 
 __all__ = ['NormalizedSoftmaxLoss', 'normalized_softmax_loss']
@@ -43,21 +44,16 @@ class NormalizedSoftmaxLoss(ClassWeightLoss):
     Shapes: ``embeddings`` B x D, ``labels`` B in [0, num_classes) -> scalar.
 
     Args:
-        num_classes (int): C, number of training classes.
-        embed_dim (int): D.
+        num_classes, embed_dim, partial_fc: C, D and the sharding, see
+            :class:`.class_weights.ClassWeightLoss`.
         temperature (float): τ. Defaults to 0.05 (Zhai & Wu).
-        partial_fc (dict, optional): ``dict(sample_rate=r, seed=None)`` shards the
-            proxies across the ranks (Partial FC, see :class:`.class_weights.ClassWeightLoss`).
-            None (default): the replicated layer.
     """
 
     def __init__(self, num_classes: int, embed_dim: int, temperature: float = 0.05,
                  partial_fc: Optional[dict] = None) -> None:
         super().__init__(num_classes, embed_dim, partial_fc)
-        if not temperature > 0:
-            raise ValueError(f'NormalizedSoftmaxLoss: temperature must be > 0, '
-                             f'got {temperature!r}')
-        self.temperature = float(temperature)
+        self.temperature = check_number(temperature, 'NormalizedSoftmaxLoss: temperature',
+                                        strict=True)
 
     @property
     def logit_scale(self) -> float:

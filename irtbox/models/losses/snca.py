@@ -5,6 +5,7 @@ import torch
 from torch import Tensor
 
 from irtbox.registry import MODELS
+from irtbox.utils.checks import check_number
 from .xbm import MemoryPairLoss
 
 __all__ = ['ScalableNCALoss', 'scalable_nca_loss']
@@ -78,9 +79,7 @@ class ScalableNCALoss(MemoryPairLoss):
     def __init__(self, temperature: float = 0.05, memory_size: int = 0,
                  embed_dim: Optional[int] = None, memory_start_iter: int = 0) -> None:
         super().__init__(memory_size, embed_dim, memory_start_iter)
-        if not temperature > 0:
-            raise ValueError(f'ScalableNCALoss: temperature must be > 0, got {temperature!r}')
-        self.temperature = float(temperature)
+        self.temperature = check_number(temperature, 'ScalableNCALoss: temperature', strict=True)
 
     def pair_loss(self, embeddings: Tensor, labels: Tensor, ref_embeddings=None,
                   ref_labels=None) -> Tensor:

@@ -49,16 +49,13 @@ class CrossBatchMemory(nn.Module):
     def __init__(self, size: int, embed_dim: int, start_iter: int = 0) -> None:
         super().__init__()
         name = type(self).__name__
-        size = check_int(size, f'{name}: size')
-        embed_dim = check_int(embed_dim, f'{name}: embed_dim')
-        start_iter = check_int(start_iter, f'{name}: start_iter', minimum=0)
-        self.size = size
-        self.start_iter = start_iter
-        self.register_buffer('embeddings', torch.zeros(size, embed_dim))
-        self.register_buffer('labels', torch.zeros(size, dtype=torch.long))
-        self.register_buffer('ptr', torch.zeros((), dtype=torch.long))
-        self.register_buffer('num_filled', torch.zeros((), dtype=torch.long))
-        self.register_buffer('num_steps', torch.zeros((), dtype=torch.long))
+        self.size = check_int(size, f'{name}: size')
+        self.start_iter = check_int(start_iter, f'{name}: start_iter', minimum=0)
+        self.register_buffer('embeddings', torch.zeros(
+            self.size, check_int(embed_dim, f'{name}: embed_dim')))
+        self.register_buffer('labels', torch.zeros(self.size, dtype=torch.long))
+        for counter in ('ptr', 'num_filled', 'num_steps'):
+            self.register_buffer(counter, torch.zeros((), dtype=torch.long))
         # The three counters on the host: reading the buffers at every step would wait for
         # the GPU. The buffers (saved in checkpoints) are written along; loading a state
         # dict reads them back.
@@ -131,14 +128,8 @@ class CrossBatchMemory(nn.Module):
 
 def build_memory(memory_size: int = 0, embed_dim: Optional[int] = None,
                  memory_start_iter: int = 0) -> Optional[CrossBatchMemory]:
-    """The memory described by a loss's config keys; None for ``memory_size=0``.
-
-    Args:
-        memory_size (int): queue size; 0 turns the memory off.
-        embed_dim (int, optional): embedding dimension, required when
-            ``memory_size > 0`` (fixed buffer shapes, see CrossBatchMemory).
-        memory_start_iter (int): warm-up calls without memory.
-    """
+    """The memory described by a loss's config keys (:class:`CrossBatchMemory`'s ``size``,
+    ``embed_dim``, ``start_iter``); None for ``memory_size=0``."""
     if check_int(memory_size, 'memory_size', minimum=0) == 0:
         return None
     if embed_dim is None:
@@ -163,18 +154,9 @@ def pair_loss_with_memory(pair_loss: PairLoss, memory: Optional[CrossBatchMemory
        the detached ``embeddings``. The memory is read in eval mode but not
        filled.
 
-    The batch is enqueued only after the loss, so it is never its own positive.
-
-    Args:
-        pair_loss (PairLoss): the loss to extend with the memory.
-        memory (CrossBatchMemory, optional): None = the batch only.
-        embeddings (Tensor): B x D.
-        labels (Tensor): B integer labels.
-        memory_embeddings (Tensor, optional): B x D, enqueued instead of
-            ``embeddings``; an error without a memory.
-
-    Returns:
-        Tensor: the scalar of ``pair_loss``.
+    The batch is enqueued only after the loss, so it is never its own positive. ``memory``
+    None: the batch only (then ``memory_embeddings`` is an error). Returns the scalar of
+    ``pair_loss``.
     """
     if memory_embeddings is not None:
         if memory is None:
