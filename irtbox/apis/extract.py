@@ -24,7 +24,7 @@ from mmengine.logging import print_log
 
 from irtbox.structures.embeddings_file import EmbeddingSet, load_embeddings, save_embeddings
 from irtbox.utils.errors import ArgumentError, IrtboxError, with_prefix
-from irtbox.utils.fileio import atomic_write_text
+from irtbox.utils.fileio import atomic_write_text, read_json
 
 __all__ = ['NonFiniteEmbeddingsError', 'EarlierShardsError', 'MissingShardsError', 'list_images',
            'extract_features', 'prepare_shards', 'merge_shards', 'extract_sharded',
@@ -285,8 +285,7 @@ def prepare_shards(model, out_dir: str, paths: Sequence[str], shard_size: int, r
         if not resume:
             raise EarlierShardsError(f'{out_dir} holds shards of an earlier extraction; choose '
                                      'another output folder', remedy=dict(resume=True))
-        with open(path) as f:
-            found = json.load(f)
+        found = read_json(path)
         changed = [k for k in wanted if found.get(k) != wanted[k]]
         if changed:
             raise ValueError(f'cannot resume in {out_dir}: the earlier extraction had other '
@@ -306,8 +305,7 @@ def merge_shards(out_dir: str, identity: Optional[dict] = None) -> EmbeddingSet:
     path = osp.join(out_dir, SHARDS_MANIFEST)
     if not osp.isfile(path):
         raise FileNotFoundError(f'{path} not found: {out_dir} holds no sharded extraction')
-    with open(path) as f:
-        manifest = json.load(f)
+    manifest = read_json(path)
     missing = [_shard_path(out_dir, i) for i in range(manifest['shards'])
                if not osp.isfile(_shard_path(out_dir, i))]
     if missing:

@@ -14,7 +14,7 @@ from irtbox.cli import HelpFormatter
 from irtbox.datasets import dataset_spec, dataset_specs
 from irtbox.ops.prepare import check_dataset, format_report
 from irtbox.utils.checks import int_argument
-from irtbox.utils.fileio import atomic_write_text
+from irtbox.utils.fileio import atomic_write_text, read_json
 
 __all__ = ['parse_args', 'main']
 
@@ -40,8 +40,7 @@ def parse_args(argv=None):
 
 def _read_counts(path: str) -> dict:
     try:
-        with open(path) as f:
-            counts = json.load(f)
+        counts = read_json(path)
     except (OSError, ValueError) as err:
         raise SystemExit(f'--counts {path}: not a readable JSON file ({err})') from err
     if not isinstance(counts, dict) or not all(

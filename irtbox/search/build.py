@@ -20,7 +20,7 @@ from irtbox.evaluation.neighbours.faiss_index import FaissIndex, empty_index, ha
 from irtbox.evaluation.neighbours.index import Index, RecallSample, read_manifest, recall_at_k
 from irtbox.utils.dist import resolve_device
 from irtbox.utils.errors import ArgumentError, IrtboxError
-from irtbox.utils.fileio import atomic_write_text
+from irtbox.utils.fileio import atomic_write_text, read_json
 from irtbox.utils.memory import give_back_freed_heap
 from .searcher import ImageSearcher
 
@@ -164,8 +164,7 @@ def read_feature_parts(source: str) -> list:
         raise SourceMissingError(
             f'{source}: neither an embeddings file (features.npz) nor an extraction folder '
             f'({SHARDS_MANIFEST} and shards/, written by an extraction)')
-    with open(manifest) as f:
-        count = json.load(f)['shards']
+    count = read_json(manifest)['shards']
     parts = [_shard_path(source, i) for i in range(count)]
     missing = [p for p in parts if not osp.isfile(p)]
     if missing:

@@ -15,8 +15,9 @@ from irtbox.evaluation.neighbours.faiss_index import IndexIntegrityError
 from irtbox.evaluation.neighbours.index import (Index, RowsError, check_files, normalize,
                                                read_index_rows, read_manifest, read_rows,
                                                rerank_exactly)
+from irtbox.utils.checks import check_positive_int
 from irtbox.utils.dist import resolve_device
-from irtbox.utils.errors import ArgumentError, IrtboxError
+from irtbox.utils.errors import IrtboxError
 
 __all__ = ['IndexMismatchError', 'IndexIntegrityError', 'CheckpointMovedError', 'SearchHit',
            'ImageSearcher', 'load_index_model', 'rerank_exactly', 'read_rows']
@@ -231,9 +232,7 @@ class ImageSearcher:
         the CPU (``device='cpu'``) for more."""
         if not len(self):
             raise QueryError('ImageSearcher.search: the index is empty; add images first')
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ArgumentError(f'ImageSearcher.search: k must be a positive integer, got '
-                                f'{k!r}', 'k', k)
+        check_positive_int(k, 'k')
         embeddings, single = self._query_embeddings(queries)
         if embeddings.shape[1] != self.dim:
             raise QueryError(f'ImageSearcher.search: {embeddings.shape[1]}-d queries, the index '

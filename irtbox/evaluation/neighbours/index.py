@@ -12,7 +12,6 @@ absolute folder that relative ids (image paths) are relative to: the working dir
 save. Loading checks each file's sha256, so an index edited or damaged since it was saved
 (rows reordered, a file cut short) is refused, naming the file, rather than searched.
 """
-import hashlib
 import json
 import mmap
 import os
@@ -26,8 +25,10 @@ import numpy as np
 import torch
 
 from irtbox.structures.embeddings_file import EmbeddingSet, load_embeddings, save_embeddings
-from irtbox.utils.errors import ArgumentError, IrtboxError
-from irtbox.utils.fileio import atomic_write, atomic_write_text
+from irtbox.utils.checks import check_positive_int
+from irtbox.utils.download import sha256sum
+from irtbox.utils.errors import IrtboxError
+from irtbox.utils.fileio import atomic_write, atomic_write_text, read_json
 from ..functional.checks import non_finite_rows
 from ..functional.ranking import blockwise_topk, stable_topk
 from .faiss_index import FAISS_GPU_MAX_K, FaissIndex, IndexIntegrityError, on_gpu
@@ -121,13 +122,9 @@ class Index:
     def __init__(self, factory: str = 'Flat', nprobe: Optional[int] = None, device=None,
                  gpu_temp_memory: Optional[int] = None, k_factor: int = 1,
                  identity: Optional[dict] = None):
-        if isinstance(k_factor, bool) or not isinstance(k_factor, (int, np.integer)) \
-                or k_factor < 1:
-            raise ArgumentError(f'k_factor must be a positive integer, got {k_factor!r}',
-                                'k_factor', k_factor)
         self.faiss_index = FaissIndex(factory, nprobe=nprobe, device=device,
                                       gpu_temp_memory=gpu_temp_memory)
-        self.k_factor, self.identity = int(k_factor), identity
+        self.k_factor, self.identity = check_positive_int(k_factor, 'k_factor'), identity
         self.rows = np.zeros((0, 0), dtype=np.float32)
         self.ids: List[str] = []
         self.root: Optional[str] = None
@@ -227,7 +224,7 @@ class Index:
         manifest = dict(format_version=FORMAT_VERSION, factory=self.faiss_index.factory,
                         dim=dim, count=len(self.ids), nprobe=self.faiss_index.nprobe,
                         k_factor=self.k_factor, files=files, root=self.root,
-                        sha256={name: _sha256(osp.join(directory, name))
+                        sha256={name: sha256sum(osp.join(directory, name))
                                 for name in files.values()})
         if self.build_info is not None:
             manifest['build'] = self.build_info
@@ -324,8 +321,7 @@ def read_manifest(directory: str) -> dict:
     if not osp.isfile(path):
         raise NotAnIndexError(f'{directory} is not an irtbox index (no {MANIFEST})')
     try:
-        with open(path) as f:
-            manifest = json.load(f)
+        manifest = read_json(path)
     except ValueError as err:
         raise IndexIntegrityError(path, f'{path} is not valid JSON: {err}') from err
     if manifest.get('format_version') != FORMAT_VERSION:
@@ -354,7 +350,7 @@ def check_files(directory: str, manifest: dict, keys: Sequence[str]) -> None:
         if name not in manifest['sha256']:
             raise IndexIntegrityError(path, f'{osp.join(directory, MANIFEST)}: no sha256 '
                                       f'recorded for {name}: rebuild the index')
-        if _sha256(path) != manifest['sha256'][name]:
+        if sha256sum(path) != manifest['sha256'][name]:
             raise IndexIntegrityError(
                 path, f'{path}: its sha256 is not the one {MANIFEST} records; the file was '
                 'edited or damaged (cut short, overwritten) since the index was saved, and its '
@@ -375,12 +371,7 @@ def read_index_rows(directory: str, manifest: dict) -> EmbeddingSet:
 def _manifest_names(directory: str, files: dict) -> bool:
     """Whether ``directory``'s manifest names ``files``."""
     try:
-        with open(osp.join(directory, MANIFEST)) as f:
-            return json.load(f).get('files') == files
+        return read_json(osp.join(directory, MANIFEST)).get('files') == files
     except (OSError, ValueError, AttributeError):
         return False
 
-
-def _sha256(path: str) -> str:
-    with open(path, 'rb') as f:
-        return hashlib.file_digest(f, 'sha256').hexdigest()
