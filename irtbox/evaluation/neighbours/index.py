@@ -70,16 +70,14 @@ class RecallSample:
     @classmethod
     def draw(cls, rows: np.ndarray, k: int = 10, num_queries: int = 1000,
              seed: Union[int, np.random.Generator] = 0,
-             read: Optional[Callable[[int, int], np.ndarray]] = None,
-             take: Optional[Callable[[np.ndarray], np.ndarray]] = None) -> 'RecallSample':
+             read: Optional[Callable[[int, int], np.ndarray]] = None) -> 'RecallSample':
         """``num_queries`` rows drawn without replacement (``seed``: a seed or a generator,
         which the draw advances) and their exact top ``min(k, N - 1)``, the rows read in
-        blocks (``read(start, stop)``; ``take(positions)``: the query rows; default:
-        slicing)."""
+        blocks (``read(start, stop)``; the query rows by :func:`read_rows`)."""
         rng = np.random.default_rng(seed)
         n = len(rows)
         positions = np.sort(rng.choice(n, size=min(num_queries, n), replace=False))
-        vectors = take(positions) if take else np.asarray(rows[positions], np.float32)
+        vectors = read_rows(rows, positions).astype(np.float32, copy=False)
         others = max(1, min(k, n - 1))
         exact = blockwise_topk(vectors, rows, others, read=read,
                                exclude=positions if n > 1 else None)[1]
