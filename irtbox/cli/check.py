@@ -7,10 +7,9 @@ Examples:
   irtbox check sop --root data/sop
   irtbox check roxford5k --full --json roxford5k_check.json
 """
-import argparse
 import json
 
-from irtbox.cli import HelpFormatter
+from irtbox.cli import command_parser
 from irtbox.datasets import dataset_spec, dataset_specs
 from irtbox.ops.prepare import check_dataset, format_report
 from irtbox.utils.checks import int_argument
@@ -20,8 +19,7 @@ __all__ = ['parse_args', 'main']
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=HelpFormatter)
+    parser = command_parser(__doc__)
     names = list(dataset_specs(preparable=True))
     parser.add_argument('name', metavar='NAME', choices=names,
                         help=f'the dataset, one of {", ".join(names)}')
