@@ -20,11 +20,17 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
+from mmengine.config import Config
 from mmengine.logging import print_log
+from tqdm import tqdm
 
+from irtbox.models.input_spec import input_spec_of
 from irtbox.structures.embeddings_file import EmbeddingSet, load_embeddings, save_embeddings
+from irtbox.utils.config import load_config
 from irtbox.utils.errors import ArgumentError, IrtboxError, with_prefix
 from irtbox.utils.fileio import atomic_write_text, read_json
+from .inference import init_model
+from .model_zoo import resolve_config
 
 __all__ = ['NonFiniteEmbeddingsError', 'EarlierShardsError', 'MissingShardsError', 'list_images',
            'extract_features', 'prepare_shards', 'merge_shards', 'extract_sharded',
@@ -150,9 +156,6 @@ def _embed_batch(model, inputs: Union[torch.Tensor, List[torch.Tensor]]) -> torc
 def _embed_items(model, items: Sequence, batch_size: int, num_workers: int, progress: bool,
                  desc: str = 'embedding'):
     """(N x D float32 embeddings, ids, failed) of ``items`` (paths or RGB arrays), in order."""
-    from tqdm import tqdm
-
-    from irtbox.models.input_spec import input_spec_of
     spec = input_spec_of(model, 'extract_features')
     if batch_size < 1:
         raise ValueError(f'extract_features: batch_size must be positive, got {batch_size}')
@@ -420,12 +423,7 @@ def extract_folder(config, checkpoint: Optional[str], image_dir: str, out_dir: s
     """
     import torch.distributed as dist
 
-    from mmengine.config import Config
-
-    from irtbox.utils.config import load_config
-    from irtbox.utils.dist import init_distributed
-    from .inference import init_model
-    from .model_zoo import resolve_config
+    from irtbox.utils.dist import init_distributed  # looked up per call: tests replace it
     from .run_setup import dist_cfg_of
     started = time.time()
     if not isinstance(config, Config):

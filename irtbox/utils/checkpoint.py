@@ -18,12 +18,12 @@ from typing import Dict, Optional, Sequence, Union
 
 import numpy as np
 import torch
-from mmengine.logging import print_log
+from mmengine.logging import HistoryBuffer, print_log
 from mmengine.runner.checkpoint import CheckpointLoader
 
-from .errors import IrtboxError
-from .mmengine_compat import checkpoint_loaders_restored
+from .download import download
 from .errors import ArgumentError, IrtboxError
+from .mmengine_compat import checkpoint_loaders_restored
 
 __all__ = ['register_safe_globals', 'safe_checkpoint_loaders', 'safe_torch_load', 'checkpoint_problem', 'load_safetensors',
            'download_checkpoint', 'extract_state_dict', 'load_state_dict_file',
@@ -50,7 +50,6 @@ def _history_buffer_getattr(obj, name):
     mean functions) as ``getattr(HistoryBuffer, 'min')``; allowing the builtin
     ``getattr`` would let a file reach any attribute, so it maps to this instead.
     """
-    from mmengine.logging import HistoryBuffer
     if obj is HistoryBuffer and name in ('min', 'max', 'current', 'mean'):
         return getattr(obj, name)
     raise RuntimeError(f'checkpoint refused: it asks for getattr({obj!r}, {name!r})')
@@ -62,7 +61,6 @@ def register_safe_globals() -> None:
     global _registered
     if _registered:
         return
-    from mmengine.logging import HistoryBuffer
     torch.serialization.add_safe_globals(
         [HistoryBuffer, *_numpy_safe_globals(), (_history_buffer_getattr, 'builtins.getattr')])
     _registered = True
@@ -153,7 +151,6 @@ def download_checkpoint(url: str, model_dir: Optional[str] = None,
     """Download ``url`` into ``model_dir`` (default ``$IRTBOX_HOME/checkpoints``) once and
     return the local path; verified against ``sha256``, else against a sha256 prefix in
     the file name (``name-<hash>.pth``), by :func:`irtbox.utils.download.download`."""
-    from .download import download
     return download(url, sha256, cache_dir=model_dir)
 
 
