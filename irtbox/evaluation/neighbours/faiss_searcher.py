@@ -7,7 +7,7 @@ import torch
 
 from irtbox.registry import SEARCHERS
 from irtbox.utils.checks import check_positive_int
-from irtbox.utils.errors import ArgumentError
+from irtbox.utils.errors import with_prefix
 from ..functional.ranking import auto_chunk_size, stable_order, stable_topk
 from .base import Device, NeighbourBlock, Searcher
 from .faiss_index import FAISS_GPU_MAX_K, FaissIndex, on_gpu
@@ -58,8 +58,7 @@ class FaissSearcher(Searcher):
             check_positive_int(self.chunk_size, 'chunk_size', allow_none=True)
             check_positive_int(self.k_factor, 'k_factor')
         except ValueError as err:
-            raise ArgumentError(f'{type(self).__name__}: {err}',
-                                getattr(err, 'argument', None) or str(err).split(' ', 1)[0]) from None
+            raise with_prefix(err, type(self).__name__) from None
 
     @property
     def exact(self) -> bool:
