@@ -32,6 +32,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
+import yaml
 from mmengine.logging import print_log
 
 from irtbox.utils.checks import check_int
@@ -99,7 +100,6 @@ _PARSED: Dict[Tuple[str, int, int], dict] = {}
 def _read_yaml(path: str) -> dict:
     """The mapping in the index file ``path`` (parsed once while the file is unchanged; a
     copy, so that callers may change it)."""
-    import yaml
     try:
         stat = os.stat(path)
     except FileNotFoundError:

@@ -42,7 +42,6 @@ from typing import List, NamedTuple, Optional
 from irtbox.utils.checks import check_int
 from irtbox.utils.errors import IrtboxError
 from irtbox.utils.fileio import read_json
-
 from .families import loss_families
 
 __all__ = ['Run', 'SelectionError', 'OFF_THE_SHELF', 'load_spec', 'expand', 'select_runs',
