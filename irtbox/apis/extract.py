@@ -33,7 +33,7 @@ from .inference import init_model
 from .model_zoo import resolve_config
 
 __all__ = ['NonFiniteEmbeddingsError', 'EarlierShardsError', 'MissingShardsError', 'list_images',
-           'extract_features', 'prepare_shards', 'merge_shards', 'extract_sharded',
+           'extract_features', 'prepare_shards', 'shard_paths', 'merge_shards', 'extract_sharded',
            'extract_folder', 'FEATURES_FILE']
 
 IMAGE_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.bmp', '.webp', '.tif', '.tiff', '.gif')
@@ -301,6 +301,20 @@ def prepare_shards(model, out_dir: str, paths: Sequence[str], shard_size: int, r
         atomic_write_text(path, json.dumps(wanted, indent=1))
 
 
+def shard_paths(out_dir: str, manifest: Optional[dict] = None) -> List[str]:
+    """The shard files of the extraction in ``out_dir`` in order (``manifest``: its
+    ``shards.json``, read when not given); a missing one is a :class:`MissingShardsError`."""
+    manifest = manifest or read_json(osp.join(out_dir, SHARDS_MANIFEST))
+    paths = [_shard_path(out_dir, i) for i in range(manifest['shards'])]
+    missing = [p for p in paths if not osp.isfile(p)]
+    if missing:
+        raise MissingShardsError(
+            f'{len(missing)} of {len(paths)} shards are missing '
+            f'({", ".join(missing[:3])}{" ..." if len(missing) > 3 else ""}): the extraction '
+            'is not finished; run it again', remedy=dict(resume=True))
+    return paths
+
+
 def merge_shards(out_dir: str, identity: Optional[dict] = None) -> EmbeddingSet:
     """The shards of ``out_dir`` in order, as one set (and a warning listing the unreadable
     images); a missing shard is an error naming it. ``identity``: the model's (default: the
@@ -309,18 +323,11 @@ def merge_shards(out_dir: str, identity: Optional[dict] = None) -> EmbeddingSet:
     if not osp.isfile(path):
         raise FileNotFoundError(f'{path} not found: {out_dir} holds no sharded extraction')
     manifest = read_json(path)
-    missing = [_shard_path(out_dir, i) for i in range(manifest['shards'])
-               if not osp.isfile(_shard_path(out_dir, i))]
-    if missing:
-        raise MissingShardsError(
-            f'{len(missing)} of {manifest["shards"]} shards are missing '
-            f'({", ".join(missing[:3])}{" ..." if len(missing) > 3 else ""}): the extraction '
-            'is not finished; run it again', remedy=dict(resume=True))
     embeddings, ids, failed = [], [], []
-    for index in range(manifest['shards']):
-        shard = load_embeddings(_shard_path(out_dir, index))
+    for shard_file in shard_paths(out_dir, manifest):
+        shard = load_embeddings(shard_file)
         if shard.ids is None:
-            raise ValueError(f'{_shard_path(out_dir, index)}: a shard without ids; expected one '
+            raise ValueError(f'{shard_file}: a shard without ids; expected one '
                              'written by extract_sharded (delete it and resume the '
                              'extraction)')
         if len(shard.ids):

@@ -20,8 +20,8 @@ from mmengine.config import Config
 from tqdm import tqdm
 
 from irtbox.apis import init_model
-from irtbox.apis.extract import (FEATURES_FILE, SHARDS_MANIFEST, MissingShardsError,
-                                 _shard_path, extract_sharded, list_images)
+from irtbox.apis.extract import (FEATURES_FILE, SHARDS_MANIFEST, extract_sharded, list_images,
+                                 shard_paths)
 from irtbox.apis.identity import COMPARED
 from irtbox.evaluation.functional.checks import non_finite_rows
 from irtbox.evaluation.neighbours.faiss_index import (FaissIndex, empty_index, has_ivf,
@@ -31,7 +31,7 @@ from irtbox.evaluation.neighbours.index import (Index, RecallSample, read_manife
 from irtbox.structures.embeddings_file import load_embeddings, map_embeddings
 from irtbox.utils.dist import resolve_device
 from irtbox.utils.errors import ArgumentError, IrtboxError
-from irtbox.utils.fileio import atomic_write_text, read_json
+from irtbox.utils.fileio import atomic_write_text
 from irtbox.utils.memory import give_back_freed_heap
 from .budget import CHUNK_ROWS, IndexPlan, format_size, plan_index
 from .searcher import ImageSearcher
@@ -173,15 +173,7 @@ def read_feature_parts(source: str) -> list:
         raise SourceMissingError(
             f'{source}: neither an embeddings file (features.npz) nor an extraction folder '
             f'({SHARDS_MANIFEST} and shards/, written by an extraction)')
-    count = read_json(manifest)['shards']
-    parts = [_shard_path(source, i) for i in range(count)]
-    missing = [p for p in parts if not osp.isfile(p)]
-    if missing:
-        raise MissingShardsError(f'{len(missing)} of {count} shards of {source} are missing '
-                                 f'({", ".join(missing[:3])}{" ..." if len(missing) > 3 else ""})'
-                                 ': the extraction is not finished; run it again',
-                                 remedy=dict(resume=True))
-    return parts
+    return shard_paths(source)
 
 
 def _rows(array: np.ndarray, start: int, stop: int) -> np.ndarray:
