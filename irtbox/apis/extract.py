@@ -20,6 +20,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
+import torch.distributed as dist
 from mmengine.config import Config
 from mmengine.logging import print_log
 from tqdm import tqdm
@@ -359,8 +360,6 @@ def extract_sharded(model, paths: Sequence[str], out_dir: str, shard_size: int =
         (the merged set on rank 0, None on the others; the shards this rank computed).
         Errors on a distributed job are prefixed by the rank.
     """
-    import torch.distributed as dist
-
     from .identity import model_identity
     distributed = dist.is_available() and dist.is_initialized()
     rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
@@ -428,8 +427,6 @@ def extract_folder(config, checkpoint: Optional[str], image_dir: str, out_dir: s
         are not what is needed; NonFiniteEmbeddingsError (a ValueError): the model gave NaN
         or inf embeddings, and no ``features.npz`` is written.
     """
-    import torch.distributed as dist
-
     from irtbox.utils.dist import init_distributed  # looked up per call: tests replace it
     from .run_setup import dist_cfg_of
     started = time.time()

@@ -26,9 +26,9 @@ from irtbox.engine.hooks.utils import bare_model
 from irtbox.evaluation.functional import build_revisited_gnd
 from irtbox.models.backbones import PretrainedWeightsUnavailable
 from irtbox.models.input_spec import InputSpec, config_test_pipeline, resolve_input_spec
-from irtbox.structures.embeddings_file import EmbeddingSet, save_embeddings
+from irtbox.structures.embeddings_file import EMBEDDINGS_FORMAT, EmbeddingSet, save_embeddings
 from irtbox.utils.errors import IrtboxError
-from irtbox.utils.fileio import atomic_write_text
+from irtbox.utils.fileio import atomic_write, atomic_write_text
 from irtbox.visualization import show_results
 from .identity import model_identity
 from .inference import without_pretrained_backbone
@@ -248,8 +248,6 @@ def write_results(path: str, sets: Dict[str, EmbeddingSet], metrics: Dict[str, f
             save_embeddings(path, {name: dataclasses.replace(data, metrics=dict(metrics))
                                    for name, data in sets.items()})
         else:  # no metric kept embeddings: a file of metrics only, still readable
-            from irtbox.structures.embeddings_file import EMBEDDINGS_FORMAT
-            from irtbox.utils.fileio import atomic_write
             arrays = {f'metrics/{k}': np.asarray(v) for k, v in metrics.items()}
             # The temporary file ends in .npz: np.savez adds no second one.
             atomic_write(path, lambda tmp: np.savez(tmp, format=np.array(EMBEDDINGS_FORMAT),
