@@ -394,7 +394,7 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
     config = config or identity.get('config')
     if config is None or not osp.isfile(config):
         raise ConfigMovedError(f'the model\'s config {config} (recorded by the extraction) is '
-                               'not there; pass its location', argument='config')
+                               'not there; pass its location')
     cfg = Config.fromfile(config)
     os.makedirs(index_dir, exist_ok=True)
     tmp, index_tmp = osp.join(index_dir, _ROWS_TMP), osp.join(index_dir, _INDEX_TMP)
