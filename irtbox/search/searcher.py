@@ -43,10 +43,6 @@ class CheckpointMovedError(IrtboxError, FileNotFoundError):
 class MissingFileError(IrtboxError, FileNotFoundError):
     """A file that the argument ``argument`` names and that is not there."""
 
-    def __init__(self, message: str, argument: str):
-        self.argument = argument
-        super().__init__(message)
-
 
 class QueryError(IrtboxError, ValueError):
     """Queries that cannot be searched (a folder, unreadable images, another dimension), or
@@ -315,6 +311,6 @@ def load_index_model(directory: str, checkpoint: Optional[str] = None,
         if '://' not in checkpoint and not osp.isfile(checkpoint):
             raise CheckpointMovedError(directory, checkpoint)
     elif checkpoint is not None and not osp.isfile(checkpoint) and '://' not in checkpoint:
-        raise MissingFileError(f'checkpoint {checkpoint} not found', 'checkpoint')
+        raise MissingFileError(f'checkpoint {checkpoint} not found', argument='checkpoint')
     return init_model(osp.join(directory, manifest['files']['config']), checkpoint,
                       device=device)
