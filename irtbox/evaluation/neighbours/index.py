@@ -33,8 +33,9 @@ from ..functional.checks import non_finite_rows
 from ..functional.ranking import blockwise_topk, stable_topk
 from .faiss_index import FAISS_GPU_MAX_K, FaissIndex, IndexIntegrityError, on_gpu
 
-__all__ = ['Index', 'RowsError', 'NotAnIndexError', 'RecallSample', 'recall_at_k', 'rerank_exactly', 'read_rows',
-           'read_manifest', 'check_files', 'read_index_rows', 'MANIFEST', 'FORMAT_VERSION']
+__all__ = ['Index', 'RowsError', 'NotAnIndexError', 'RecallSample', 'recall_at_k', 'rerank_exactly',
+           'search_reranked', 'read_rows', 'read_manifest', 'check_files', 'read_index_rows',
+           'MANIFEST', 'FORMAT_VERSION']
 
 MANIFEST = 'manifest.json'
 FORMAT_VERSION = 2
@@ -167,12 +168,7 @@ class Index:
         (on a GPU at most the 2048 candidates faiss-gpu selects, never fewer than k)."""
         if not len(self.ids):
             raise RowsError('the index is empty; add rows first')
-        if self.k_factor == 1:
-            return self.faiss_index.search(queries, k)
-        wanted = min(k * self.k_factor, len(self.ids))
-        if on_gpu(self.faiss_index.index):
-            wanted = max(k, min(wanted, FAISS_GPU_MAX_K))
-        return rerank_exactly(self.rows, queries, self.faiss_index.search(queries, wanted)[1], k)
+        return search_reranked(self.faiss_index, self.rows, queries, k, self.k_factor)
 
     def recall_at_k(self, k: int = 10, num_queries: int = 1000, seed: int = 0,
                     sample: Optional[RecallSample] = None) -> float:
@@ -255,6 +251,18 @@ class Index:
                 + ', '.join(f'{v} {k}' for k, v in counts.items())
                 + ' (expected as many of each): rebuild the index')
         return self
+
+
+def search_reranked(faiss_index: FaissIndex, rows: np.ndarray, queries: np.ndarray, k: int,
+                    k_factor: int) -> Tuple[np.ndarray, np.ndarray]:
+    """``faiss_index.search(queries, k)``, its ``k_factor`` x k candidates re-ranked exactly
+    against ``rows`` (:func:`rerank_exactly`) when ``k_factor`` > 1."""
+    if k_factor == 1:
+        return faiss_index.search(queries, k)
+    wanted = min(k * k_factor, len(rows))
+    if on_gpu(faiss_index.index):  # faiss-gpu selects at most 2048 (never fewer than k)
+        wanted = max(k, min(wanted, FAISS_GPU_MAX_K))
+    return rerank_exactly(rows, queries, faiss_index.search(queries, wanted)[1], k)
 
 
 def rerank_exactly(rows: np.ndarray, queries: np.ndarray, candidates: np.ndarray, k: int,
