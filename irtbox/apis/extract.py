@@ -14,14 +14,21 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
+import torch.distributed as dist
+from mmengine.config import Config
 from mmengine.logging import print_log
+from tqdm import tqdm
 
+from irtbox.models.input_spec import input_spec_of
 from irtbox.structures.embeddings_file import EmbeddingSet, load_embeddings, save_embeddings
+from irtbox.utils.config import load_config
 from irtbox.utils.errors import ArgumentError, IrtboxError, with_prefix
-from irtbox.utils.fileio import atomic_write_text
+from irtbox.utils.fileio import atomic_write_text, read_json
+from .inference import init_model
+from .model_zoo import resolve_config
 
 __all__ = ['NonFiniteEmbeddingsError', 'EarlierShardsError', 'MissingShardsError', 'list_images',
-           'extract_features', 'prepare_shards', 'merge_shards', 'extract_sharded',
+           'extract_features', 'prepare_shards', 'shard_paths', 'merge_shards', 'extract_sharded',
            'extract_folder', 'FEATURES_FILE']
 
 IMAGE_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.bmp', '.webp', '.tif', '.tiff', '.gif')
@@ -136,9 +143,6 @@ def _embed_batch(model, inputs: Union[torch.Tensor, List[torch.Tensor]]) -> torc
 def _embed_items(model, items: Sequence, batch_size: int, num_workers: int, progress: bool,
                  desc: str = 'embedding'):
     """(N x D float32 embeddings, ids, failed) of ``items`` (paths or RGB arrays), in order."""
-    from tqdm import tqdm
-
-    from irtbox.models.input_spec import input_spec_of
     spec = input_spec_of(model, 'extract_features')
     if batch_size < 1:
         raise ValueError(f'extract_features: batch_size must be positive, got {batch_size}')
@@ -257,8 +261,7 @@ def prepare_shards(model, out_dir: str, paths: Sequence[str], shard_size: int, r
         if not resume:
             raise EarlierShardsError(f'{out_dir} holds shards of an earlier extraction; choose '
                                      'another output folder', remedy=dict(resume=True))
-        with open(path) as f:
-            found = json.load(f)
+        found = read_json(path)
         changed = [k for k in wanted if found.get(k) != wanted[k]]
         if changed:
             raise ValueError(f'cannot resume in {out_dir}: the earlier extraction had other '
@@ -271,26 +274,32 @@ def prepare_shards(model, out_dir: str, paths: Sequence[str], shard_size: int, r
         atomic_write_text(path, json.dumps(wanted, indent=1))
 
 
+def shard_paths(out_dir: str, manifest: Optional[dict] = None) -> List[str]:
+    """The shard files of the extraction in ``out_dir`` in order (``manifest``: its
+    ``shards.json``, read when not given); a missing one is a :class:`MissingShardsError`."""
+    manifest = manifest or read_json(osp.join(out_dir, SHARDS_MANIFEST))
+    paths = [_shard_path(out_dir, i) for i in range(manifest['shards'])]
+    missing = [p for p in paths if not osp.isfile(p)]
+    if missing:
+        raise MissingShardsError(
+            f'{len(missing)} of {len(paths)} shards are missing '
+            f'({", ".join(missing[:3])}{" ..." if len(missing) > 3 else ""}): the extraction '
+            'is not finished; run it again', remedy=dict(resume=True))
+    return paths
+
+
 def merge_shards(out_dir: str, identity: Optional[dict] = None) -> EmbeddingSet:
     """The shards of ``out_dir`` in order, as one set. ``identity`` defaults to the one the
     first shard records."""
     path = osp.join(out_dir, SHARDS_MANIFEST)
     if not osp.isfile(path):
         raise FileNotFoundError(f'{path} not found: {out_dir} holds no sharded extraction')
-    with open(path) as f:
-        manifest = json.load(f)
-    missing = [_shard_path(out_dir, i) for i in range(manifest['shards'])
-               if not osp.isfile(_shard_path(out_dir, i))]
-    if missing:
-        raise MissingShardsError(
-            f'{len(missing)} of {manifest["shards"]} shards are missing '
-            f'({", ".join(missing[:3])}{" ..." if len(missing) > 3 else ""}): the extraction '
-            'is not finished; run it again', remedy=dict(resume=True))
+    manifest = read_json(path)
     embeddings, ids, failed = [], [], []
-    for index in range(manifest['shards']):
-        shard = load_embeddings(_shard_path(out_dir, index))
+    for shard_file in shard_paths(out_dir, manifest):
+        shard = load_embeddings(shard_file)
         if shard.ids is None:
-            raise ValueError(f'{_shard_path(out_dir, index)}: a shard without ids; expected one '
+            raise ValueError(f'{shard_file}: a shard without ids; expected one '
                              'written by extract_sharded (delete it and resume the '
                              'extraction)')
         if len(shard.ids):
@@ -319,8 +328,6 @@ def extract_sharded(model, paths: Sequence[str], out_dir: str, shard_size: int =
     Returns:
         (the merged set on rank 0, None on the others; the shards this rank computed).
     """
-    import torch.distributed as dist
-
     from .identity import model_identity
     distributed = dist.is_available() and dist.is_initialized()
     rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
@@ -375,14 +382,7 @@ def extract_folder(config, checkpoint: Optional[str], image_dir: str, out_dir: s
     Returns:
         EmbeddingSet: what ``features.npz`` holds, on rank 0; None on the other ranks.
     """
-    import torch.distributed as dist
-
-    from mmengine.config import Config
-
-    from irtbox.utils.config import load_config
-    from irtbox.utils.dist import init_distributed
-    from .inference import init_model
-    from .model_zoo import resolve_config
+    from irtbox.utils.dist import init_distributed  # looked up per call: tests replace it
     from .run_setup import dist_cfg_of
     started = time.time()
     if not isinstance(config, Config):

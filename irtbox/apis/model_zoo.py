@@ -15,9 +15,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
+import yaml
 from mmengine.logging import print_log
 
 from irtbox.utils.checks import check_int
+from irtbox.utils.config import CONFIGS_DIR, find_config
 from irtbox.utils.errors import IrtboxError
 
 __all__ = ['ROOT', 'resolve_config', 'ModelNotReleasedError', 'UnknownModelError',
@@ -79,7 +81,6 @@ _PARSED: Dict[Tuple[str, int, int], dict] = {}
 
 def _read_yaml(path: str) -> dict:
     """The mapping in the index file ``path`` (a copy of the one parsed while unchanged)."""
-    import yaml
     try:
         stat = os.stat(path)
     except FileNotFoundError:
@@ -280,7 +281,6 @@ def list_models(pattern: Optional[str] = None, with_weights: Optional[bool] = No
 def resolve_config(name: str) -> str:
     """The config file ``name`` names: a file, a config irtbox ships
     (:func:`~irtbox.utils.config.find_config`), or the config of the zoo entry ``name``."""
-    from irtbox.utils.config import CONFIGS_DIR, find_config
     try:
         return find_config(name)
     except FileNotFoundError:

@@ -19,6 +19,7 @@ import re
 from typing import Dict, Optional
 
 import torch
+import yaml
 from mmengine.config import Config
 from mmengine.logging import print_log
 
@@ -27,11 +28,10 @@ from irtbox.utils.config import load_config
 from irtbox.utils.download import sha256sum
 from irtbox.utils.errors import ArgumentError
 from irtbox.utils.fileio import atomic_write, atomic_write_text, rename_into_place
-
 from .identity import embedding_dim
-from .model_zoo import resolve_config
 from .inference import (TRAINING_ONLY_PREFIXES, init_model, load_model_weights,
                         without_pretrained_backbone)
+from .model_zoo import resolve_config
 
 __all__ = ['checkpoint_config', 'weights_block', 'publish_checkpoint']
 
@@ -60,7 +60,6 @@ def weights_block(url: str, sha256: str, size: int, dim: int, indent: int = 4) -
 
 
 def _update_index(index_path: str, entry: dict) -> None:
-    import yaml
     data = {}
     if osp.isfile(index_path):
         with open(index_path) as f:

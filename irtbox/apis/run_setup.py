@@ -7,8 +7,9 @@ import torch
 from mmengine.config import Config
 
 from irtbox.registry import RUNNERS, type_name
+from irtbox.utils import register_safe_globals
 from irtbox.utils.config import ConfigError, load_config
-
+from irtbox.utils.dist import adapt_cfg_to_device
 from .model_zoo import resolve_config
 
 __all__ = ['DEFAULT_RUNNER', 'build_runner', 'check_checkpoint', 'dist_cfg_of', 'load_run_config']
@@ -65,8 +66,7 @@ def build_runner(cfg: Config):
     after the distributed set-up of ``cfg.launcher``. It gets a ``DatasetCountCheckHook``
     unless ``cfg.check_dataset_counts`` is False."""
     import irtbox.engine  # noqa: F401  (registers IrtboxRunner)
-    from irtbox.utils import register_safe_globals
-    from irtbox.utils.dist import init_distributed
+    from irtbox.utils.dist import init_distributed  # looked up per call: tests replace it
     name = cfg.get('runner_type') or DEFAULT_RUNNER
     runner_cls = RUNNERS.get(name)
     if runner_cls is None:
@@ -84,6 +84,5 @@ def build_runner(cfg: Config):
 
 def dist_cfg_of(cfg: Config) -> dict:
     """``cfg.env_cfg.dist_cfg`` as a plain dict, with the gloo backend without CUDA."""
-    from irtbox.utils.dist import adapt_cfg_to_device
     adapt_cfg_to_device(cfg)
     return dict((cfg.get('env_cfg') or {}).get('dist_cfg') or {})

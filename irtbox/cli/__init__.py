@@ -10,7 +10,8 @@ import re
 import sys
 from typing import Callable, Dict, Optional, Sequence
 
-__all__ = ['run', 'checkpoint_argument', 'worded', 'DEBUG_VAR', 'HelpFormatter', 'RESULTS_FLAGS']
+__all__ = ['run', 'checkpoint_argument', 'worded', 'DEBUG_VAR', 'HelpFormatter', 'RESULTS_FLAGS',
+           'command_parser', 'add_cfg_options']
 
 #: ``IRTBOX_DEBUG=1``: an error ends a command with its traceback rather than one line.
 DEBUG_VAR = 'IRTBOX_DEBUG'
@@ -28,6 +29,20 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
     def _format_text(self, text: str) -> str:
         return super()._format_text(_LITERAL.sub(r'\1', _ROLE.sub(r'\1', text)))
+
+
+def command_parser(description: str, epilog: Optional[str] = None,
+                   **kwargs) -> argparse.ArgumentParser:
+    """A command's parser, its --help in :class:`HelpFormatter`."""
+    return argparse.ArgumentParser(description=description, epilog=epilog,
+                                   formatter_class=HelpFormatter, **kwargs)
+
+
+def add_cfg_options(parser, help: str = 'override config entries') -> None:
+    """``--cfg-options KEY=VALUE ...``, the config overrides of the commands that load one."""
+    from irtbox.utils.config import DictAction  # mmengine: not for every --help
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction, metavar='KEY=VALUE',
+                        help=help)
 
 
 def worded(error: BaseException, flags: Optional[Dict[str, str]] = None) -> str:

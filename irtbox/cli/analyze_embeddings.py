@@ -37,10 +37,9 @@ Example (off-the-shelf vs contrastive vs contrastive + entropy regularisation):
   python tools/analysis_tools/analyze_embeddings.py IRT_O=o.npz IRT_L=l.npz IRT_R=r.npz \
       --gnd data/rparis6k/gnd_rparis6k.pkl --protocol medium --out-dir work_dirs/fig5
 """
-import argparse
 from typing import Dict, Tuple
 
-from irtbox.cli import RESULTS_FLAGS, HelpFormatter, worded
+from irtbox.cli import RESULTS_FLAGS, command_parser, worded
 from irtbox.utils.checks import int_argument
 
 __all__ = ['parse_args', 'main', 'parse_model']
@@ -55,8 +54,7 @@ def parse_model(text: str) -> Tuple[str, str]:
 
 def parse_args(argv=None):
     """The command line of ``analyze_embeddings.py``."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__,
-                                     formatter_class=HelpFormatter)
+    parser = command_parser(__doc__.splitlines()[0], __doc__)
     parser.add_argument('models', nargs='+', metavar='NAME=PATH',
                         help='a model name and the .npz written by tools/test.py --out')
     parser.add_argument('--out-dir', required=True, help='where the PNGs and analysis.json go')

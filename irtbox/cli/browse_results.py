@@ -24,19 +24,17 @@ Examples:
   python tools/analysis_tools/browse_results.py roxford.npz --out-dir show \\
       --gnd data/roxford5k/gnd_roxford5k.pkl --protocol medium
 """
-import argparse
 import os.path as osp
 
-from irtbox.cli import RESULTS_FLAGS, HelpFormatter, worded
+from irtbox.cli import RESULTS_FLAGS, command_parser, worded
 from irtbox.utils.checks import int_argument
 
 __all__ = ['parse_args', 'main']
 
 def parse_args(argv=None):
     """The command line of ``browse_results.py``."""
-    parser = argparse.ArgumentParser(
-        description='Result grids, index.html and failures.csv from a tools/test.py --out .npz.',
-        epilog=__doc__, formatter_class=HelpFormatter)
+    parser = command_parser(
+        'Result grids, index.html and failures.csv from a tools/test.py --out .npz.', __doc__)
     parser.add_argument('results', help='the .npz of tools/test.py --out')
     parser.add_argument('--out-dir', required=True, help='where grids/, index.html and '
                         'failures.csv go')

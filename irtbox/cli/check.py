@@ -7,21 +7,19 @@ Examples:
   irtbox check sop --root data/sop
   irtbox check roxford5k --full --json roxford5k_check.json
 """
-import argparse
 import json
 
-from irtbox.cli import HelpFormatter
+from irtbox.cli import command_parser
 from irtbox.datasets import dataset_spec, dataset_specs
 from irtbox.ops.prepare import check_dataset, format_report
 from irtbox.utils.checks import int_argument
-from irtbox.utils.fileio import atomic_write_text
+from irtbox.utils.fileio import atomic_write_text, read_json
 
 __all__ = ['parse_args', 'main']
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=HelpFormatter)
+    parser = command_parser(__doc__)
     names = list(dataset_specs(preparable=True))
     parser.add_argument('name', metavar='NAME', choices=names,
                         help=f'the dataset, one of {", ".join(names)}')
@@ -40,8 +38,7 @@ def parse_args(argv=None):
 
 def _read_counts(path: str) -> dict:
     try:
-        with open(path) as f:
-            counts = json.load(f)
+        counts = read_json(path)
     except (OSError, ValueError) as err:
         raise SystemExit(f'--counts {path}: not a readable JSON file ({err})') from err
     if not isinstance(counts, dict) or not all(

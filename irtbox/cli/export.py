@@ -21,17 +21,14 @@ fewer; the --fixed-batch N alone) and input size (--dynamic-size) checked, or th
 and nothing is written. FILE.json describes the input (its "batch": "dynamic" or N) and output
 and records the check.
 """
-import argparse
 
-from irtbox.cli import HelpFormatter, checkpoint_argument, worded
-from irtbox.utils.config import DictAction
+from irtbox.cli import add_cfg_options, checkpoint_argument, command_parser, worded
 
 __all__ = ['parse_args', 'main']
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description='Export an irtbox model.', epilog=__doc__,
-                                     formatter_class=HelpFormatter)
+    parser = command_parser('Export an irtbox model.', __doc__)
     parser.add_argument('config')
     parser.add_argument('checkpoint', type=checkpoint_argument,
                         help='checkpoint (.pth/.safetensors/URL) or "none" for the '
@@ -55,8 +52,7 @@ def parse_args(argv=None):
     parser.add_argument('--opset', type=int, default=17, help='ONNX opset')
     parser.add_argument('--dynamo', action='store_true',
                         help='ONNX: the torch.export-based exporter instead of tracing')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction, metavar='KEY=VALUE',
-                        help='override config entries')
+    add_cfg_options(parser)
     args = parser.parse_args(argv)
     if args.input_size and min(args.input_size) <= 0:
         parser.error(f'argument --input-size: height and width must be positive, got '

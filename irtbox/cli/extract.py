@@ -21,21 +21,18 @@ irtbox.structures.load_embeddings, or np.load):
 Unreadable images are skipped and listed there and in a warning; a model that gives NaN or inf
 embeddings stops the run with an error. CKPT may be "none" (the config's own weights).
 """
-import argparse
 import os
 
-from irtbox.cli import HelpFormatter, checkpoint_argument, worded
+from irtbox.cli import add_cfg_options, checkpoint_argument, command_parser, worded
 from irtbox.cli.launch import add_launch_arguments, relaunch
 from irtbox.utils.checks import int_argument
-from irtbox.utils.config import DictAction
 
 __all__ = ['parse_args', 'main']
 
 
 def parse_args(argv=None):
     """The command line of ``tools/extract.py`` (``argv``: default ``sys.argv[1:]``)."""
-    parser = argparse.ArgumentParser(description='Embed a folder of images.', epilog=__doc__,
-                                     formatter_class=HelpFormatter)
+    parser = command_parser('Embed a folder of images.', __doc__)
     parser.add_argument('config')
     parser.add_argument('checkpoint', type=checkpoint_argument,
                         help='checkpoint file or URL, or "none"')
@@ -46,8 +43,7 @@ def parse_args(argv=None):
     parser.add_argument('--shard-size', type=int_argument(1), default=4096)
     parser.add_argument('--resume', action='store_true',
                         help='keep the shards an interrupted run already wrote')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction, metavar='KEY=VALUE',
-                        help='override config entries')
+    add_cfg_options(parser)
     add_launch_arguments(parser)
     args = parser.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))

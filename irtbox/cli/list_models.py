@@ -10,13 +10,12 @@ Examples:
 Weights column: "released" (downloaded and sha256-checked by get_model), "timm" (the
 backbone's public pretrained weights, loaded by timm), "-" (not released: train it).
 """
-import argparse
 import csv
 import json
 import os.path as osp
 import sys
 
-from irtbox.cli import HelpFormatter
+from irtbox.cli import command_parser
 
 __all__ = ['parse_args', 'main']
 
@@ -25,8 +24,7 @@ COLUMNS = ('name', 'weights', 'dim', 'result', 'config')
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description='List the irtbox model zoo.', epilog=__doc__,
-                                     formatter_class=HelpFormatter)
+    parser = command_parser('List the irtbox model zoo.', __doc__)
     parser.add_argument('pattern', nargs='?', help='wildcard or substring of the model names')
     weights = parser.add_mutually_exclusive_group()
     weights.add_argument('--with-weights', dest='with_weights', action='store_const', const=True,

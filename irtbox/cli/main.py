@@ -14,7 +14,7 @@ import importlib
 import sys
 from typing import Optional, Sequence
 
-from irtbox.cli import HelpFormatter
+from irtbox.cli import command_parser
 
 __all__ = ['COMMANDS', 'main', 'console']
 
@@ -44,10 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     from irtbox import __version__
     width = max(len(name) for name in COMMANDS)
     listing = '\n'.join(f'  {name.ljust(width)}  {what}' for name, (_, what) in COMMANDS.items())
-    parser = argparse.ArgumentParser(
-        prog='irtbox', description='irtbox: image retrieval with vision transformers.',
-        epilog=f'commands:\n{listing}\n\n{__doc__}',
-        formatter_class=HelpFormatter)
+    parser = command_parser('irtbox: image retrieval with vision transformers.',
+                            f'commands:\n{listing}\n\n{__doc__}', prog='irtbox')
     parser.add_argument('--version', action='version', version=f'irtbox {__version__}')
     parser.add_argument('command', choices=sorted(COMMANDS), metavar='COMMAND',
                         help='one of the commands below')

@@ -18,18 +18,15 @@ Examples:
   python tools/analysis_tools/plot_embeddings.py results.npz --method pca --out pca.png \\
       --thumbnails 30
 """
-import argparse
 
-from irtbox.cli import RESULTS_FLAGS, HelpFormatter, worded
+from irtbox.cli import RESULTS_FLAGS, command_parser, worded
 from irtbox.utils.checks import int_argument
 
 __all__ = ['parse_args', 'main']
 
 def parse_args(argv=None):
     """The command line of ``plot_embeddings.py``."""
-    parser = argparse.ArgumentParser(description='2-D map of test embeddings coloured by class.',
-                                     epilog=__doc__,
-                                     formatter_class=HelpFormatter)
+    parser = command_parser('2-D map of test embeddings coloured by class.', __doc__)
     parser.add_argument('results', help='the .npz of tools/test.py --out')
     parser.add_argument('--method', choices=['pca', 'tsne', 'umap'], default='tsne',
                         help='projection (default tsne)')

@@ -19,10 +19,9 @@ Example:
   python tools/analysis_tools/plot_gradient_noise.py \\
       work_dirs/irt_deit-s_beta*-lambda*_1xb64-35k_sop --out figs/fig4_deit-s.png
 """
-import argparse
 from typing import Tuple
 
-from irtbox.cli import HelpFormatter
+from irtbox.cli import command_parser
 from irtbox.visualization.gradient_noise import AXES
 
 __all__ = ['parse_args', 'main']
@@ -30,9 +29,8 @@ __all__ = ['parse_args', 'main']
 
 def parse_args(argv=None):
     """The command line of ``plot_gradient_noise.py``."""
-    parser = argparse.ArgumentParser(
-        description='Plot the gradient noise γ of IRT Fig. 4 from training work dirs.',
-        epilog=__doc__, formatter_class=HelpFormatter)
+    parser = command_parser('Plot the gradient noise γ of IRT Fig. 4 from training work dirs.',
+                            __doc__)
     parser.add_argument('work_dirs', nargs='+', metavar='WORK_DIR',
                         help='work dirs of runs trained with GradientNoiseHook')
     parser.add_argument('--out', required=True,

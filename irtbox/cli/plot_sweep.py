@@ -5,18 +5,16 @@ What the figures show: irtbox/ops/sweeps/figures.py (printed below by --help).
 Example:
   python tools/analysis_tools/plot_sweep.py work_dirs/sweep/summary.csv SPEC --out-dir figs
 """
-import argparse
 import os.path as osp
 
-from irtbox.cli import HelpFormatter
+from irtbox.cli import command_parser
 from irtbox.ops.sweeps import figures, load_spec, plot_all, read_summary
 
 __all__ = ['main']
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, epilog=figures.__doc__,
-                                     formatter_class=HelpFormatter)
+    parser = command_parser(__doc__, figures.__doc__)
     parser.add_argument('summary', help='summary.csv written by tools/sweep.py')
     parser.add_argument('spec', help='the grid spec of the sweep (factor values, log_x, metrics)')
     parser.add_argument('--out-dir', help='where the PNGs go (default: next to the summary)')

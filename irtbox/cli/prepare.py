@@ -7,9 +7,8 @@ Examples:
   irtbox prepare roxford5k --mirror https://mirror.example.org/datasets
   irtbox prepare inshop --from-dir ~/Downloads/inshop   # files behind a form, fetched by hand
 """
-import argparse
 
-from irtbox.cli import HelpFormatter, worded
+from irtbox.cli import command_parser, worded
 from irtbox.datasets import dataset_spec, dataset_specs
 from irtbox.ops.prepare import PrepareError, prepare_dataset
 from irtbox.utils.checks import int_argument
@@ -47,9 +46,7 @@ def listing() -> str:
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__, epilog=f'datasets:\n{listing()}',
-        formatter_class=HelpFormatter)
+    parser = command_parser(__doc__, f'datasets:\n{listing()}')
     names = list(dataset_specs(preparable=True))
     parser.add_argument('name', nargs='?', metavar='NAME', choices=names,
                         help=f'the dataset, one of {", ".join(names)}; none: list them')

@@ -4,9 +4,8 @@
 Example:
   python tools/dataset_converters/prepare_digits.py --out data/digits
 """
-import argparse
 
-from irtbox.cli import HelpFormatter
+from irtbox.cli import command_parser
 from irtbox.datasets import digits
 from irtbox.utils.checks import int_argument
 
@@ -14,8 +13,7 @@ __all__ = ['main']
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, epilog=digits.__doc__,
-                                     formatter_class=HelpFormatter)
+    parser = command_parser(__doc__, digits.__doc__)
     parser.add_argument('--out', default='data/digits', help='output folder')
     parser.add_argument('--size', type=int_argument(1), default=32,
                         help='side of the written images')

@@ -18,17 +18,14 @@ Examples:
   # serving the folder at https://example.org/zoo/: write the index with absolute URLs
   python tools/misc/publish_model.py CKPT zoo/ --url-prefix https://example.org/zoo/
 """
-import argparse
 
-from irtbox.cli import HelpFormatter, worded
+from irtbox.cli import command_parser, worded
 
 __all__ = ['parse_args', 'main']
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description='Publish an irtbox checkpoint into a model zoo folder.', epilog=__doc__,
-        formatter_class=HelpFormatter)
+    parser = command_parser('Publish an irtbox checkpoint into a model zoo folder.', __doc__)
     parser.add_argument('checkpoint', help='training checkpoint (.pth or .safetensors)')
     parser.add_argument('out_dir', help='zoo folder to write into (created when missing)')
     parser.add_argument('--name', help='zoo name of the model (default: the config file name, '

@@ -29,22 +29,18 @@ Examples:
   python tools/misc/rehearse.py my_config.py --data-root data --subset 64  # your own data
   python tools/misc/rehearse.py CONFIG --input-size 0     # the config's own input sizes
 """
-import argparse
 import os.path as osp
 import sys
 
-from irtbox.cli import HelpFormatter, worded
+from irtbox.cli import add_cfg_options, command_parser, worded
 from irtbox.utils.checks import int_argument
-from irtbox.utils.config import DictAction
 
 __all__ = ['parse_args', 'main']
 
 
 def parse_args(argv=None):
     from irtbox.ops.miniaturize import DEFAULT_INPUT_SIZE, QUICK_INPUT_SIZE
-    parser = argparse.ArgumentParser(
-        description='Rehearse a config in miniature before a real run.', epilog=__doc__,
-        formatter_class=HelpFormatter)
+    parser = command_parser('Rehearse a config in miniature before a real run.', __doc__)
     parser.add_argument('config', nargs='?', help='config file (Python); none with --all-kinds')
     parser.add_argument('--all-kinds', action='store_true',
                         help='rehearse the cheapest shipped config of each kind instead')
@@ -84,8 +80,7 @@ def parse_args(argv=None):
                         help='most dataloader workers per loader (default 1)')
     parser.add_argument('--timeout', type=float, default=600,
                         help='seconds a phase may take before it counts as hung (default 600)')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction, metavar='KEY=VALUE',
-                        help='override config entries before the miniature is made')
+    add_cfg_options(parser, 'override config entries before the miniature is made')
     return parser.parse_args(argv)
 
 

@@ -44,18 +44,15 @@ import argparse
 import json
 import os.path as osp
 
-from irtbox.cli import HelpFormatter, checkpoint_argument, option_of, worded
+from irtbox.cli import add_cfg_options, checkpoint_argument, command_parser, worded
 from irtbox.utils.checks import int_argument
-from irtbox.utils.config import DictAction
 
 __all__ = ['parse_args', 'main', 'build', 'query', 'serve', 'load_searcher']
 
 
 def parse_args(argv=None):
     """The command line of ``tools/search.py`` (``argv``: default ``sys.argv[1:]``)."""
-    parser = argparse.ArgumentParser(description='Search your own images with an irtbox model.',
-                                     epilog=__doc__,
-                                     formatter_class=HelpFormatter)
+    parser = command_parser('Search your own images with an irtbox model.', __doc__)
     commands = parser.add_subparsers(dest='command', required=True)
     build = commands.add_parser('build', help='embed a folder of images and save an index')
     build.add_argument('paths', nargs='+', metavar='CONFIG CKPT IMAGE_DIR INDEX_DIR',
@@ -87,8 +84,7 @@ def parse_args(argv=None):
     build.add_argument('--resume', action='store_true',
                        help='continue an interrupted build from the images already embedded')
     build.add_argument('--device', default=None, help='cpu or cuda (default: cuda if available)')
-    build.add_argument('--cfg-options', nargs='+', action=DictAction, metavar='KEY=VALUE',
-                       help='override config entries')
+    add_cfg_options(build)
 
     query = commands.add_parser('query', help='search an index with query images')
     query.add_argument('index_dir', help='a folder written by build')
@@ -265,8 +261,4 @@ def _worded_for_flags(err: Exception) -> str:
     if isinstance(err, ShardsKeptError):
         return (f'{err.reason}. The embedded images are kept in {err.work}: make room and run '
                 'the same command with --resume')
-    text, argument = worded(err), getattr(err, 'argument', None)
-    # A message that opens with its argument's name opens with the option's here.
-    if argument and text.startswith(argument + ' '):
-        text = option_of(argument) + text[len(argument):]
-    return text
+    return worded(err)

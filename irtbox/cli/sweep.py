@@ -26,12 +26,11 @@ Examples:
   python tools/sweep.py SPEC --work-root W --collect-only        # table and figures only
 Run it (and the emitted commands) from the repository root.
 """
-import argparse
 import os
 import os.path as osp
 import sys
 
-from irtbox.cli import HelpFormatter
+from irtbox.cli import command_parser
 from irtbox.ops.commands import emit_command
 from irtbox.ops.sweeps import execute as execute_module
 from irtbox.ops.sweeps import slurm
@@ -57,10 +56,9 @@ def parse_args(argv=None):
     status = argv[:1] == ['status']  # `sweep.py status SPEC ...`
     if status:
         argv = argv[1:]
-    parser = argparse.ArgumentParser(
-        description='Run, collect and plot a grid of irtbox trainings.',
-        epilog='\n'.join([__doc__, spec_module.__doc__, execute_module.__doc__, slurm.__doc__]),
-        formatter_class=HelpFormatter)
+    parser = command_parser('Run, collect and plot a grid of irtbox trainings.',
+                            '\n'.join([__doc__, spec_module.__doc__, execute_module.__doc__,
+                                       slurm.__doc__]))
     parser.add_argument('spec', help='grid spec (.py, .yaml or .json)')
     parser.add_argument('--work-root', required=True, help='folder of all the runs and outputs')
     parser.add_argument('--emit', choices=['plain', 'dist', 'slurm'],

@@ -15,22 +15,18 @@ Examples:
 Read results.npz back with ``irtbox.structures.load_embeddings('results.npz')`` (one set per
 test set: ``name='0'``, ``'1'``, ... for a multi-dataset config).
 """
-import argparse
 import os
 
-from irtbox.cli import HelpFormatter, worded
+from irtbox.cli import add_cfg_options, command_parser, worded
 from irtbox.cli.launch import add_launch_arguments, relaunch
 from irtbox.utils.checks import int_argument
-from irtbox.utils.config import DictAction
 
 __all__ = ['parse_args', 'main']
 
 
 def parse_args(argv=None):
     """The command line of ``tools/test.py``."""
-    parser = argparse.ArgumentParser(
-        description='Test an irtbox retrieval model.', epilog=__doc__,
-        formatter_class=HelpFormatter)
+    parser = command_parser('Test an irtbox retrieval model.', __doc__)
     parser.add_argument('config', help='config file')
     parser.add_argument('checkpoint', nargs='?', default=None,
                         help='checkpoint file or URL (default: none, the weights the config builds)')
@@ -48,8 +44,7 @@ def parse_args(argv=None):
     parser.add_argument('--show-topk', type=int_argument(1), default=8,
                         help='results per query drawn')
     parser.add_argument('--show-seed', type=int, default=0, help='seed of the query sample')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction, metavar='KEY=VALUE',
-                        help='override config entries')
+    add_cfg_options(parser)
     add_launch_arguments(parser)
     args = parser.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))

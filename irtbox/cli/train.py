@@ -15,20 +15,16 @@ training resumes from the newest intact checkpoint of the work dir by default (a
 of another training there is refused) and the log says which; --no-resume starts from
 iteration 0. docs/reliability.md, "What resumes, and how".
 """
-import argparse
 import os
 
-from irtbox.cli import HelpFormatter
+from irtbox.cli import add_cfg_options, command_parser
 from irtbox.cli.launch import add_launch_arguments, relaunch
-from irtbox.utils.config import DictAction
 
 __all__ = ['parse_args', 'main', 'refusal_message']
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description='Train an irtbox retrieval model.', epilog=__doc__,
-        formatter_class=HelpFormatter)
+    parser = command_parser('Train an irtbox retrieval model.', __doc__)
     parser.add_argument('config', help='config file (Python), e.g. configs/irt/...py')
     parser.add_argument('--work-dir', help='where logs and checkpoints go '
                         '(default: ./work_dirs/<config name>)')
@@ -44,8 +40,7 @@ def parse_args(argv=None):
     parser.add_argument('--auto-scale-lr', action='store_true',
                         help='scale the learning rate by the actual total batch size '
                         '(auto_scale_lr.base_batch_size in the config)')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction, metavar='KEY=VALUE',
-                        help='override config entries, e.g. train_cfg.max_iters=100 '
+    add_cfg_options(parser, 'override config entries, e.g. train_cfg.max_iters=100 '
                         'model.head.loss_weights.koleo=0.5')
     add_launch_arguments(parser)
     args = parser.parse_args(argv)

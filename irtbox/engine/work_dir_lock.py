@@ -18,6 +18,7 @@ import socket
 from typing import Callable, Optional
 
 from irtbox.utils.errors import IrtboxError
+from irtbox.utils.fileio import read_json
 
 __all__ = ['LOCK_NAME', 'WorkDirLock', 'WorkDirLocked', 'job_id']
 
@@ -87,8 +88,7 @@ class WorkDirLock:
 
     def _read(self) -> Optional[dict]:
         try:
-            with open(self.path) as f:
-                record = json.load(f)
+            record = read_json(self.path)
             return record if isinstance(record, dict) else {}
         except FileNotFoundError:
             return None

@@ -16,8 +16,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from mmengine.config import Config
 
-from irtbox.utils.config import CONFIGS_DIR
 from irtbox.registry import type_name
+from irtbox.utils.config import CONFIGS_DIR
 from .miniaturize import loader_cfgs, timm_kwargs, timm_model
 from .rehearse import RehearsalReport, rehearse
 

@@ -38,7 +38,7 @@ from irtbox.utils import safe_torch_load, state_digest
 from irtbox.utils.config import load_config
 from irtbox.utils.dist import EXIT_WITH_PARENT_VAR, free_port
 from irtbox.utils.errors import IrtboxError
-from irtbox.utils.fileio import atomic_write, atomic_write_text
+from irtbox.utils.fileio import atomic_write, atomic_write_text, read_json
 from . import commands
 from .miniaturize import miniaturize
 
@@ -238,8 +238,7 @@ def _records(probe_dir: str, phase: str, nproc: int) -> Dict[int, dict]:
     for rank in range(nproc):
         path = osp.join(probe_dir, f'{phase}_rank{rank}.json')
         if osp.isfile(path):
-            with open(path) as f:
-                records[rank] = json.load(f)
+            records[rank] = read_json(path)
     return records
 
 

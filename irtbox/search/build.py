@@ -2,6 +2,7 @@
 ``INDEX_DIR/build``, removed once the index is saved) or of the embeddings an extraction wrote.
 """
 import json
+import mmap
 import os
 import os.path as osp
 import shutil
@@ -10,13 +11,24 @@ from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Tuple
 
 import numpy as np
+from mmengine.config import Config
+from tqdm import tqdm
 
-from irtbox.evaluation.neighbours.faiss_index import FaissIndex, empty_index, has_ivf, train_index
-from irtbox.evaluation.neighbours.index import Index, RecallSample, read_manifest, recall_at_k
+from irtbox.apis import init_model
+from irtbox.apis.extract import (FEATURES_FILE, SHARDS_MANIFEST, extract_sharded, list_images,
+                                 shard_paths)
+from irtbox.apis.identity import COMPARED
+from irtbox.evaluation.functional.checks import non_finite_rows
+from irtbox.evaluation.neighbours.faiss_index import (FaissIndex, empty_index, has_ivf,
+                                                      min_training_vectors, train_index)
+from irtbox.evaluation.neighbours.index import (Index, RecallSample, read_manifest, read_rows,
+                                               recall_at_k)
+from irtbox.structures.embeddings_file import load_embeddings, map_embeddings
 from irtbox.utils.dist import resolve_device
 from irtbox.utils.errors import ArgumentError, IrtboxError
 from irtbox.utils.fileio import atomic_write_text
 from irtbox.utils.memory import give_back_freed_heap
+from .budget import CHUNK_ROWS, IndexPlan, format_size, plan_index
 from .searcher import ImageSearcher
 
 __all__ = ['IndexBuild', 'ShardsKeptError', 'ConfigMovedError', 'FeaturesError', 'build_index',
@@ -94,8 +106,6 @@ def build_index(config, checkpoint: Optional[str], image_dir: str, index_dir: st
         OSError: a file cannot be written (a full disk); no file is left half-written, an
         earlier index in ``index_dir`` stays, and the shards are kept for ``resume``.
     """
-    from irtbox.apis import init_model
-    from irtbox.apis.extract import extract_sharded, list_images
     started = time.time()
     device = resolve_device(device)
     model = init_model(config, checkpoint, device=device, cfg_options=cfg_options)
@@ -132,7 +142,6 @@ RERANK = 4  # default k_factor of an approximate index (x k candidates)
 def read_feature_parts(source: str) -> list:
     """The embeddings files of ``source`` in row order: ``[source]`` for a file, else the
     shards of an extraction folder (merged or not yet)."""
-    from irtbox.apis.extract import FEATURES_FILE, SHARDS_MANIFEST, _shard_path
     if osp.isfile(source):
         return [source]
     manifest = osp.join(source, SHARDS_MANIFEST)
@@ -143,39 +152,18 @@ def read_feature_parts(source: str) -> list:
         raise SourceMissingError(
             f'{source}: neither an embeddings file (features.npz) nor an extraction folder '
             f'({SHARDS_MANIFEST} and shards/, written by an extraction)')
-    with open(manifest) as f:
-        count = json.load(f)['shards']
-    parts = [_shard_path(source, i) for i in range(count)]
-    missing = [p for p in parts if not osp.isfile(p)]
-    if missing:
-        from irtbox.apis.extract import MissingShardsError
-        raise MissingShardsError(f'{len(missing)} of {count} shards of {source} are missing '
-                                 f'({", ".join(missing[:3])}{" ..." if len(missing) > 3 else ""})'
-                                 ': the extraction is not finished; run it again',
-                                 remedy=dict(resume=True))
-    return parts
+    return shard_paths(source)
 
 
 def _rows(array: np.ndarray, start: int, stop: int) -> np.ndarray:
     """A float32 copy of ``array[start:stop]``; a memory map's pages are then given back
     (MADV_DONTNEED) so that a pass over a file bigger than memory does not hold it. Written
     pages are not flushed first: an msync per chunk would make every chunk wait for the disk."""
-    import mmap
     block = np.array(array[start:stop], dtype=np.float32)
     mapping = getattr(array, '_mmap', None)
     if mapping is not None and getattr(array, 'mode', 'r') != 'c':  # 'c': changes would go
         mapping.madvise(mmap.MADV_DONTNEED)
     return block
-
-
-def _sample(rows: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """``rows[positions]`` (sorted), CHUNK_ROWS at a time, pages given back after each."""
-    from .budget import CHUNK_ROWS
-    out = np.empty((len(positions), rows.shape[1]), np.float32)
-    for lo in range(0, len(positions), CHUNK_ROWS):
-        out[lo:lo + CHUNK_ROWS] = rows[positions[lo:lo + CHUNK_ROWS]]
-        _rows(rows, 0, 0)
-    return out
 
 
 def _repeated_id(ids: list) -> Optional[int]:
@@ -191,8 +179,6 @@ def _repeated_id(ids: list) -> Optional[int]:
 def _read_parts(source: str):
     """(parts, their EmbeddingSets, the model's identity, N, D, the N ids) of ``source``,
     checked to be one model's rows with unique ids."""
-    from irtbox.apis.identity import COMPARED
-    from irtbox.structures.embeddings_file import load_embeddings
     parts = read_feature_parts(source)
     sets = [load_embeddings(p) for p in parts]
     identity = sets[0].identity
@@ -227,10 +213,6 @@ def _read_parts(source: str):
 def _write_rows(parts: list, sets: list, path: str, n: int, dim: int, progress: bool) -> list:
     """The normalised rows of all parts into one memory-mapped ``.npy`` at ``path``; returns
     the parts' unreadable images."""
-    from tqdm import tqdm
-
-    from irtbox.evaluation.functional.checks import non_finite_rows
-    from .budget import CHUNK_ROWS
     rows = np.lib.format.open_memmap(path, mode='w+', dtype=np.float32, shape=(n, dim))
     failed, at = [], 0
     with tqdm(total=n, desc='reading', unit='vec', disable=not progress) as bar:
@@ -256,9 +238,6 @@ def _fill(store: Index, plan, avoid: np.ndarray, rng, spill: str, progress: bool
     """A faiss index of ``plan`` over ``store.rows``, trained apart from ``avoid`` (the recall
     queries) where there are enough rows. An IVF index is written to ``spill`` and mapped
     back: the slack of its lists (grown by doubling) leaves memory before the check."""
-    from tqdm import tqdm
-
-    from .budget import CHUNK_ROWS
     rows, (n, dim) = store.rows, store.rows.shape
     index = empty_index(plan.factory, dim)
     if not index.is_trained:
@@ -266,7 +245,7 @@ def _fill(store: Index, plan, avoid: np.ndarray, rng, spill: str, progress: bool
         pool = np.setdiff1d(np.arange(n), avoid) if enough else np.arange(n)
         train = np.sort(rng.choice(pool, size=min(plan.train_rows, len(pool)), replace=False))
         log(f'training {plan.factory} on {len(train)} vectors')
-        train_index(index, _sample(rows, train), plan.factory)
+        train_index(index, read_rows(rows, train), plan.factory)
     stage('train')
     with tqdm(total=n, desc='adding', unit='vec', disable=not progress) as bar:
         for start in range(0, n, CHUNK_ROWS):
@@ -328,8 +307,6 @@ def _latency_ms(search: Callable, queries: np.ndarray) -> Tuple[float, float]:
 def _plan(n: int, dim: int, factory: Optional[str], max_index_memory: Optional[int],
           max_build_memory: Optional[int]):
     """The IndexPlan of ``factory`` when given, else the one that fits the budgets."""
-    from irtbox.evaluation.neighbours.faiss_index import min_training_vectors
-    from .budget import CHUNK_ROWS, IndexPlan, plan_index
     if factory:
         # 39 training points per IVF list or PQ centroid, as faiss asks, and at least a chunk.
         return IndexPlan(factory, 0,
@@ -364,10 +341,6 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
     Raises:
         IndexBudgetError (a ValueError): no index fits the budget (naming one that does).
     """
-    from mmengine.config import Config
-
-    from irtbox.structures.embeddings_file import map_embeddings
-    from .budget import format_size
     started = time.time()
     parts, sets, identity, n, dim, ids = _read_parts(source)
     plan = _plan(n, dim, factory, max_index_memory, max_build_memory)
@@ -378,7 +351,7 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
     config = config or identity.get('config')
     if config is None or not osp.isfile(config):
         raise ConfigMovedError(f'the model\'s config {config} (recorded by the extraction) is '
-                               'not there; pass its location', argument='config')
+                               'not there; pass its location')
     cfg = Config.fromfile(config)
     os.makedirs(index_dir, exist_ok=True)
     tmp, index_tmp = osp.join(index_dir, _ROWS_TMP), osp.join(index_dir, _INDEX_TMP)
@@ -398,8 +371,7 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
         # The exact answers before the index exists: their transient blocks do not add to
         # the index at its full size (the build's peak).
         sample = RecallSample.draw(rows, 10, num_queries, rng,
-                                   read=lambda start, stop: _rows(rows, start, stop),
-                                   take=lambda positions: _sample(rows, positions))
+                                   read=lambda start, stop: _rows(rows, start, stop))
         log(f'exact top {sample.exact.shape[1]} of {len(sample.positions)} queries '
             f'({time.time() - started:.0f} s)')
         stage('exact')

@@ -9,13 +9,16 @@ import numpy as np
 import torch
 from mmengine.logging import print_log
 
+from irtbox.apis import init_model
+from irtbox.apis.extract import extract_features
 from irtbox.apis.identity import model_identity, model_identity_differences
 from irtbox.evaluation.neighbours.faiss_index import IndexIntegrityError
 from irtbox.evaluation.neighbours.index import (Index, RowsError, check_files, normalize,
                                                read_index_rows, read_manifest, read_rows,
                                                rerank_exactly)
+from irtbox.utils.checks import check_positive_int
 from irtbox.utils.dist import resolve_device
-from irtbox.utils.errors import ArgumentError, IrtboxError
+from irtbox.utils.errors import IrtboxError
 
 __all__ = ['IndexMismatchError', 'IndexIntegrityError', 'CheckpointMovedError', 'SearchHit',
            'ImageSearcher', 'load_index_model', 'rerank_exactly', 'read_rows']
@@ -37,10 +40,6 @@ class CheckpointMovedError(IrtboxError, FileNotFoundError):
 
 class MissingFileError(IrtboxError, FileNotFoundError):
     """A file that the argument ``argument`` names and that is not there."""
-
-    def __init__(self, message: str, argument: str):
-        self.argument = argument
-        super().__init__(message)
 
 
 class QueryError(IrtboxError, ValueError):
@@ -157,7 +156,6 @@ class ImageSearcher:
             raise QueryError('ImageSearcher: embedding images needs a model; build the '
                              'searcher with model=init_model(CONFIG, CKPT) or load it with '
                              'model=...')
-        from irtbox.apis.extract import extract_features
         result = extract_features(self.model, images, batch_size=self.batch_size,
                                   num_workers=self.num_workers, progress=progress,
                                   identity=False)
@@ -211,9 +209,7 @@ class ImageSearcher:
         list of lists. On the GPU, ``k`` above faiss-gpu's limit is a ``GpuTopKError``."""
         if not len(self):
             raise QueryError('ImageSearcher.search: the index is empty; add images first')
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ArgumentError(f'ImageSearcher.search: k must be a positive integer, got '
-                                f'{k!r}', 'k', k)
+        check_positive_int(k, 'k')
         embeddings, single = self._query_embeddings(queries)
         if embeddings.shape[1] != self.dim:
             raise QueryError(f'ImageSearcher.search: {embeddings.shape[1]}-d queries, the index '
@@ -273,7 +269,6 @@ def load_index_model(directory: str, checkpoint: Optional[str] = None,
                      device: str = 'cpu') -> torch.nn.Module:
     """The model that built the index in ``directory``: its saved config and the checkpoint
     recorded at build time (or ``checkpoint``)."""
-    from irtbox.apis import init_model
     manifest = read_manifest(directory)
     if 'config' not in manifest['files']:
         raise QueryError(f'index {directory} was built from embeddings, without a model; '
@@ -289,6 +284,6 @@ def load_index_model(directory: str, checkpoint: Optional[str] = None,
         if '://' not in checkpoint and not osp.isfile(checkpoint):
             raise CheckpointMovedError(directory, checkpoint)
     elif checkpoint is not None and not osp.isfile(checkpoint) and '://' not in checkpoint:
-        raise MissingFileError(f'checkpoint {checkpoint} not found', 'checkpoint')
+        raise MissingFileError(f'checkpoint {checkpoint} not found', argument='checkpoint')
     return init_model(osp.join(directory, manifest['files']['config']), checkpoint,
                       device=device)

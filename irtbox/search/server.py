@@ -24,6 +24,7 @@ from typing import Optional
 
 import numpy as np
 
+from irtbox.utils.image import decode_image
 from .results import hit_caption
 
 __all__ = ['PixelBudget', 'query_min_side', 'decode_upload', 'create_app', 'serve']
@@ -97,7 +98,6 @@ def decode_upload(data: bytes, max_pixels: int, min_side: Optional[int] = None,
     header) an ImageTooLargeError. ``min_side``: a larger image is decoded reduced by the
     largest whole factor keeping its short side at least that. ``held``: a
     :class:`PixelBudget` share, grown before decoding and shrunk to the returned image's."""
-    from irtbox.utils.image import decode_image
     if not data:
         raise ValueError('the upload is empty')
     return decode_image(data, max_pixels, 'rgb', min_side,

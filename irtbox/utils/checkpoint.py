@@ -14,9 +14,10 @@ from typing import Dict, Optional, Sequence, Union
 
 import numpy as np
 import torch
-from mmengine.logging import print_log
+from mmengine.logging import HistoryBuffer, print_log
 from mmengine.runner.checkpoint import CheckpointLoader
 
+from .download import download
 from .errors import ArgumentError, IrtboxError
 from .mmengine_compat import checkpoint_loaders_restored
 
@@ -41,7 +42,6 @@ def _numpy_safe_globals():
 def _history_buffer_getattr(obj, name):
     """The only ``getattr`` a checkpoint may call: MMEngine pickles HistoryBuffer's statistics
     methods as ``getattr(HistoryBuffer, 'min')``, and the builtin would reach any attribute."""
-    from mmengine.logging import HistoryBuffer
     if obj is HistoryBuffer and name in ('min', 'max', 'current', 'mean'):
         return getattr(obj, name)
     raise RuntimeError(f'checkpoint refused: it asks for getattr({obj!r}, {name!r})')
@@ -52,7 +52,6 @@ def register_safe_globals() -> None:
     global _registered
     if _registered:
         return
-    from mmengine.logging import HistoryBuffer
     torch.serialization.add_safe_globals(
         [HistoryBuffer, *_numpy_safe_globals(), (_history_buffer_getattr, 'builtins.getattr')])
     _registered = True
@@ -133,7 +132,6 @@ def download_checkpoint(url: str, model_dir: Optional[str] = None,
                         sha256: Optional[str] = None) -> str:
     """The local path of ``url``, downloaded once and verified
     (:func:`irtbox.utils.download.download`)."""
-    from .download import download
     return download(url, sha256, cache_dir=model_dir)
 
 

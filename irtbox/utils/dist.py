@@ -18,6 +18,7 @@ from typing import List, Union
 import torch
 import torch.distributed as dist
 from mmengine import dist as mmdist
+from mmengine.registry import MODEL_WRAPPERS
 
 from .cpus import local_world_size
 
@@ -164,7 +165,6 @@ def ddp_wrapper_cfg(model_wrapper_cfg=None, find_unused_parameters: bool = False
     """
     wrapper = dict(model_wrapper_cfg or dict(type='MMDistributedDataParallel'))
     wrapper.setdefault('type', 'MMDistributedDataParallel')
-    from mmengine.registry import MODEL_WRAPPERS
     wrapper_type = wrapper['type']
     if isinstance(wrapper_type, str):
         wrapper_type = MODEL_WRAPPERS.get(wrapper_type)

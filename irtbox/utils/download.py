@@ -27,7 +27,7 @@ from mmengine.logging import print_log
 from tqdm import tqdm
 
 from .errors import IrtboxError
-from .fileio import atomic_write_text, rename_into_place
+from .fileio import atomic_write_text, read_json, rename_into_place
 
 __all__ = ['OFFLINE_VARS', 'DownloadError', 'ChecksumError', 'OfflineError', 'UnreachableError',
            'irtbox_home', 'is_offline', 'sha256sum', 'download', 'recorded_sha256', 'remove_download']
@@ -332,8 +332,7 @@ def remove_download(path: str) -> None:
 def _read_record(path: str) -> Optional[dict]:
     """The verification record of ``path``; None when missing or unreadable."""
     try:
-        with open(path + _RECORD) as f:
-            record = json.load(f)
+        record = read_json(path + _RECORD)
         types = tuple(type(record[key]) for key in ('size', 'mtime_ns', 'sha256'))
     except (OSError, ValueError, TypeError, KeyError):
         return None

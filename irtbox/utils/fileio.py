@@ -1,10 +1,11 @@
 """Files written whole or not at all."""
+import json
 import os
 import os.path as osp
 import tempfile
 from typing import Callable
 
-__all__ = ['atomic_write', 'atomic_write_text', 'rename_into_place', 'fsync_dir']
+__all__ = ['atomic_write', 'atomic_write_text', 'rename_into_place', 'fsync_dir', 'read_json']
 
 
 def atomic_write(path: str, write: Callable[[str], None]) -> None:
@@ -88,3 +89,9 @@ def atomic_write_text(path: str, text: str) -> None:
         with open(tmp, 'w', encoding='utf-8') as f:
             f.write(text)
     atomic_write(path, write)
+
+
+def read_json(path: str):
+    """The JSON value in the file ``path``."""
+    with open(path) as f:
+        return json.load(f)

@@ -12,6 +12,8 @@ import warnings
 from typing import Callable, Optional, Tuple
 
 import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
 from .errors import ArgumentError, IrtboxError
 
 __all__ = ['DEFAULT_MAX_PIXELS', 'ImageTooLargeError', 'check_image_bytes', 'decode_image',
@@ -42,7 +44,6 @@ def open_image_unlimited(data: bytes):
     pixel is decoded yet), without Pillow's decompression-bomb check, which is process-wide
     (``Image.MAX_IMAGE_PIXELS``) and left unchanged: the caller checks the size against its
     own limit. ValueError when no image format recognises the header."""
-    from PIL import Image
     Image.init()
     for name in Image.ID:
         factory, accept = Image.OPEN[name]
@@ -62,7 +63,6 @@ def check_image_bytes(data: bytes, max_pixels: Optional[int] = None) -> Tuple[in
     (more than ``max_pixels``, default :func:`default_max_pixels`); the messages say what
     is wrong and leave naming the file to the caller.
     """
-    from PIL import Image, UnidentifiedImageError
     max_pixels = default_max_pixels() if max_pixels is None else max_pixels
     if not data:
         raise ValueError('empty file (0 bytes)')
@@ -106,7 +106,6 @@ def decode_image(data: bytes, max_pixels: Optional[int] = None, channel_order: s
     largest whole factor that keeps it (the search server's queries). ``reserve(pixels)`` is
     called with the pixels about to be decoded, and again with the result's (a memory budget).
     """
-    from PIL import Image, ImageOps
     if channel_order not in ('rgb', 'bgr'):
         raise ArgumentError(f"channel_order={channel_order!r}: expected 'rgb' or 'bgr'",
                             'channel_order')

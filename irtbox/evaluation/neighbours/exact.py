@@ -7,7 +7,7 @@ import torch
 
 from irtbox.registry import SEARCHERS
 from irtbox.utils.checks import check_positive_int
-from irtbox.utils.errors import ArgumentError
+from irtbox.utils.errors import with_prefix
 from ..functional.ranking import auto_chunk_size, similarity_blocks, stable_topk
 from .base import Device, NeighbourBlock, Searcher
 
@@ -37,8 +37,7 @@ class ExactSearcher(Searcher):
         try:
             check_positive_int(self.chunk_size, 'chunk_size', allow_none=True)
         except ValueError as err:  # the class is where a config's search setting fails
-            raise ArgumentError(f'{type(self).__name__}: {err}',
-                                getattr(err, 'argument', None) or str(err).split(' ', 1)[0]) from None
+            raise with_prefix(err, type(self).__name__) from None
 
     @property
     def exact(self) -> bool:

@@ -7,11 +7,11 @@ import torch
 
 from irtbox.registry import SEARCHERS
 from irtbox.utils.checks import check_positive_int
-from irtbox.utils.errors import ArgumentError
+from irtbox.utils.errors import with_prefix
 from ..functional.ranking import auto_chunk_size, stable_order, stable_topk
 from .base import Device, NeighbourBlock, Searcher
-from .faiss_index import FAISS_GPU_MAX_K, FaissIndex, on_gpu
-from .index import rerank_exactly
+from .faiss_index import FaissIndex
+from .index import search_reranked
 
 __all__ = ['FaissSearcher']
 
@@ -49,8 +49,7 @@ class FaissSearcher(Searcher):
             check_positive_int(self.chunk_size, 'chunk_size', allow_none=True)
             check_positive_int(self.k_factor, 'k_factor')
         except ValueError as err:
-            raise ArgumentError(f'{type(self).__name__}: {err}',
-                                getattr(err, 'argument', None) or str(err).split(' ', 1)[0]) from None
+            raise with_prefix(err, type(self).__name__) from None
 
     @property
     def exact(self) -> bool:
@@ -75,14 +74,8 @@ class FaissSearcher(Searcher):
         for start in range(0, query_np.shape[0], chunk_size):
             stop = min(start + chunk_size, query_np.shape[0])
             chunk = np.ascontiguousarray(query_np[start:stop])
-            if self.exact or self.k_factor == 1:
-                d, i = index.search(chunk, k_search)
-            else:
-                wanted = min(k_search * self.k_factor, n)
-                if on_gpu(index.index):  # faiss-gpu selects at most 2048 (never fewer than k)
-                    wanted = max(k_search, min(wanted, FAISS_GPU_MAX_K))
-                d, i = rerank_exactly(gallery_np, chunk, index.search(chunk, wanted)[1],
-                                      k_search)
+            d, i = search_reranked(index, gallery_np, chunk, k_search,
+                                   1 if self.exact else self.k_factor)
             own = None if self_ids is None else np.asarray(self_ids[start:stop])
             if own is not None:
                 d, i = _drop_own(d, i, own)

@@ -8,7 +8,6 @@ names of the files below, ``root``: the folder relative ids are relative to, and
 optionally the model's ``config-<tag>.py``. Loading checks each file's sha256, so an index
 edited or damaged since it was saved is refused, naming the file, rather than searched.
 """
-import hashlib
 import json
 import mmap
 import os
@@ -22,14 +21,17 @@ import numpy as np
 import torch
 
 from irtbox.structures.embeddings_file import EmbeddingSet, load_embeddings, save_embeddings
-from irtbox.utils.errors import ArgumentError, IrtboxError
-from irtbox.utils.fileio import atomic_write, atomic_write_text
+from irtbox.utils.checks import check_positive_int
+from irtbox.utils.download import sha256sum
+from irtbox.utils.errors import IrtboxError
+from irtbox.utils.fileio import atomic_write, atomic_write_text, read_json
 from ..functional.checks import non_finite_rows
 from ..functional.ranking import blockwise_topk, stable_topk
 from .faiss_index import FAISS_GPU_MAX_K, FaissIndex, IndexIntegrityError, on_gpu
 
-__all__ = ['Index', 'RowsError', 'NotAnIndexError', 'RecallSample', 'recall_at_k', 'rerank_exactly', 'read_rows',
-           'read_manifest', 'check_files', 'read_index_rows', 'MANIFEST', 'FORMAT_VERSION']
+__all__ = ['Index', 'RowsError', 'NotAnIndexError', 'RecallSample', 'recall_at_k', 'rerank_exactly',
+           'search_reranked', 'read_rows', 'read_manifest', 'check_files', 'read_index_rows',
+           'MANIFEST', 'FORMAT_VERSION']
 
 MANIFEST = 'manifest.json'
 FORMAT_VERSION = 2
@@ -65,16 +67,14 @@ class RecallSample:
     @classmethod
     def draw(cls, rows: np.ndarray, k: int = 10, num_queries: int = 1000,
              seed: Union[int, np.random.Generator] = 0,
-             read: Optional[Callable[[int, int], np.ndarray]] = None,
-             take: Optional[Callable[[np.ndarray], np.ndarray]] = None) -> 'RecallSample':
+             read: Optional[Callable[[int, int], np.ndarray]] = None) -> 'RecallSample':
         """``num_queries`` rows drawn without replacement (``seed``: a seed or a generator,
         which the draw advances) and their exact top ``min(k, N - 1)``, the rows read in
-        blocks (``read(start, stop)``; ``take(positions)``: the query rows; default:
-        slicing)."""
+        blocks (``read(start, stop)``; the query rows by :func:`read_rows`)."""
         rng = np.random.default_rng(seed)
         n = len(rows)
         positions = np.sort(rng.choice(n, size=min(num_queries, n), replace=False))
-        vectors = take(positions) if take else np.asarray(rows[positions], np.float32)
+        vectors = read_rows(rows, positions).astype(np.float32, copy=False)
         others = max(1, min(k, n - 1))
         exact = blockwise_topk(vectors, rows, others, read=read,
                                exclude=positions if n > 1 else None)[1]
@@ -111,13 +111,9 @@ class Index:
     def __init__(self, factory: str = 'Flat', nprobe: Optional[int] = None, device=None,
                  gpu_temp_memory: Optional[int] = None, k_factor: int = 1,
                  identity: Optional[dict] = None):
-        if isinstance(k_factor, bool) or not isinstance(k_factor, (int, np.integer)) \
-                or k_factor < 1:
-            raise ArgumentError(f'k_factor must be a positive integer, got {k_factor!r}',
-                                'k_factor', k_factor)
         self.faiss_index = FaissIndex(factory, nprobe=nprobe, device=device,
                                       gpu_temp_memory=gpu_temp_memory)
-        self.k_factor, self.identity = int(k_factor), identity
+        self.k_factor, self.identity = check_positive_int(k_factor, 'k_factor'), identity
         self.rows = np.zeros((0, 0), dtype=np.float32)
         self.ids: List[str] = []
         self.root: Optional[str] = None
@@ -162,12 +158,7 @@ class Index:
         most the FAISS_GPU_MAX_K candidates faiss-gpu selects)."""
         if not len(self.ids):
             raise RowsError('the index is empty; add rows first')
-        if self.k_factor == 1:
-            return self.faiss_index.search(queries, k)
-        wanted = min(k * self.k_factor, len(self.ids))
-        if on_gpu(self.faiss_index.index):
-            wanted = max(k, min(wanted, FAISS_GPU_MAX_K))
-        return rerank_exactly(self.rows, queries, self.faiss_index.search(queries, wanted)[1], k)
+        return search_reranked(self.faiss_index, self.rows, queries, k, self.k_factor)
 
     def recall_at_k(self, k: int = 10, num_queries: int = 1000, seed: int = 0,
                     sample: Optional[RecallSample] = None) -> float:
@@ -212,7 +203,7 @@ class Index:
         manifest = dict(format_version=FORMAT_VERSION, factory=self.faiss_index.factory,
                         dim=dim, count=len(self.ids), nprobe=self.faiss_index.nprobe,
                         k_factor=self.k_factor, files=files, root=self.root,
-                        sha256={name: _sha256(osp.join(directory, name))
+                        sha256={name: sha256sum(osp.join(directory, name))
                                 for name in files.values()})
         if self.build_info is not None:
             manifest['build'] = self.build_info
@@ -243,6 +234,18 @@ class Index:
                 + ', '.join(f'{v} {k}' for k, v in counts.items())
                 + ' (expected as many of each): rebuild the index')
         return self
+
+
+def search_reranked(faiss_index: FaissIndex, rows: np.ndarray, queries: np.ndarray, k: int,
+                    k_factor: int) -> Tuple[np.ndarray, np.ndarray]:
+    """``faiss_index.search(queries, k)``, its ``k_factor`` x k candidates re-ranked exactly
+    against ``rows`` (:func:`rerank_exactly`) when ``k_factor`` > 1."""
+    if k_factor == 1:
+        return faiss_index.search(queries, k)
+    wanted = min(k * k_factor, len(rows))
+    if on_gpu(faiss_index.index):  # faiss-gpu selects at most 2048 (never fewer than k)
+        wanted = max(k, min(wanted, FAISS_GPU_MAX_K))
+    return rerank_exactly(rows, queries, faiss_index.search(queries, wanted)[1], k)
 
 
 def rerank_exactly(rows: np.ndarray, queries: np.ndarray, candidates: np.ndarray, k: int,
@@ -303,8 +306,7 @@ def read_manifest(directory: str) -> dict:
     if not osp.isfile(path):
         raise NotAnIndexError(f'{directory} is not an irtbox index (no {MANIFEST})')
     try:
-        with open(path) as f:
-            manifest = json.load(f)
+        manifest = read_json(path)
     except ValueError as err:
         raise IndexIntegrityError(path, f'{path} is not valid JSON: {err}') from err
     if manifest.get('format_version') != FORMAT_VERSION:
@@ -332,7 +334,7 @@ def check_files(directory: str, manifest: dict, keys: Sequence[str]) -> None:
         if name not in manifest['sha256']:
             raise IndexIntegrityError(path, f'{osp.join(directory, MANIFEST)}: no sha256 '
                                       f'recorded for {name}: rebuild the index')
-        if _sha256(path) != manifest['sha256'][name]:
+        if sha256sum(path) != manifest['sha256'][name]:
             raise IndexIntegrityError(
                 path, f'{path}: its sha256 is not the one {MANIFEST} records; the file was '
                 'edited or damaged (cut short, overwritten) since the index was saved, and its '
@@ -353,12 +355,7 @@ def read_index_rows(directory: str, manifest: dict) -> EmbeddingSet:
 def _manifest_names(directory: str, files: dict) -> bool:
     """Whether ``directory``'s manifest names ``files``."""
     try:
-        with open(osp.join(directory, MANIFEST)) as f:
-            return json.load(f).get('files') == files
+        return read_json(osp.join(directory, MANIFEST)).get('files') == files
     except (OSError, ValueError, AttributeError):
         return False
 
-
-def _sha256(path: str) -> str:
-    with open(path, 'rb') as f:
-        return hashlib.file_digest(f, 'sha256').hexdigest()

@@ -24,7 +24,8 @@ from tqdm import tqdm
 
 from irtbox.utils.download import ChecksumError, download, recorded_sha256, remove_download
 from irtbox.utils.errors import IrtboxError
-from irtbox.utils.fileio import atomic_write, atomic_write_text, fsync_dir, rename_into_place
+from irtbox.utils.fileio import (atomic_write, atomic_write_text, fsync_dir, read_json,
+                                  rename_into_place)
 from irtbox.datasets.spec import GB, DatasetSpec, RemoteFile
 
 __all__ = ['MANIFEST_NAME', 'PrepareError', 'prepare_dataset', 'read_manifest', 'space_needed']
@@ -45,8 +46,7 @@ def read_manifest(root: str) -> dict:
     if not osp.isfile(path):
         return {}
     try:
-        with open(path) as f:
-            manifest = json.load(f)
+        manifest = read_json(path)
     except (OSError, ValueError) as err:
         raise PrepareError(f'{path}: not a readable prepare record ({err}); remove it to '
                            'start over') from err

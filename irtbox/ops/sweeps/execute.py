@@ -18,7 +18,6 @@ failure: the run stays unfinished and the next call (or its requeued Slurm task)
 On Slurm the runs are the tasks of one submitit job array (:mod:`.slurm`). The command lines
 of the steps: :mod:`irtbox.ops.commands`.
 """
-import json
 import os
 import os.path as osp
 import queue
@@ -34,7 +33,7 @@ from irtbox.ops import commands
 from irtbox.utils.cpus import usable_cpu_count
 from irtbox.utils.dist import EXIT_WITH_PARENT_VAR
 from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
-from irtbox.utils.fileio import atomic_write_text
+from irtbox.utils.fileio import atomic_write_text, read_json
 
 from .spec import OFF_THE_SHELF, Run
 from .state import FAILED, LOG, PREEMPTED_MARK, RESULTS, TRAIN_DONE, checkpoint_of
@@ -159,8 +158,7 @@ def run_all(todo: List[Run], jobs: int = 1, keep_embeddings: bool = False) -> No
                 reason, seconds = future.result()
                 finished += 1
                 if reason is None:
-                    with open(osp.join(run.work_dir, RESULTS)) as f:
-                        metrics = json.load(f)
+                    metrics = read_json(osp.join(run.work_dir, RESULTS))
                     shown = '  '.join(f'{k} {v:.4f}' for k, v in sorted(metrics.items()))
                     print(f'[{finished}/{len(todo)}] {run.work_dir}  {seconds:.0f} s  {shown}',
                           file=sys.stderr)

@@ -12,6 +12,11 @@ import os.path as osp
 import re
 from typing import Dict, List, Optional
 
+from mmengine.config import Config
+
+from irtbox.models.losses import PML_CLASSIFICATION_LOSSES, PML_CONTRASTIVE_LOSSES
+from irtbox.models.losses.class_weights import ClassWeightLoss
+from irtbox.registry import MODELS
 from irtbox.utils.errors import ArgumentError
 
 __all__ = ['family_of', 'loss_families']
@@ -25,9 +30,6 @@ def _key(name: str) -> str:
 
 def _class_family(name: str) -> Optional[str]:
     """The family of a loss class name, or None for a class that is neither."""
-    from irtbox.models.losses import PML_CLASSIFICATION_LOSSES, PML_CONTRASTIVE_LOSSES
-    from irtbox.models.losses.class_weights import ClassWeightLoss
-    from irtbox.registry import MODELS
     if name in PML_CLASSIFICATION_LOSSES:
         return CLASSIFICATION
     if name in PML_CONTRASTIVE_LOSSES:
@@ -41,7 +43,6 @@ def _class_family(name: str) -> Optional[str]:
 def _config_losses(path: str) -> List[str]:
     """The loss classes a config trains: each ``model.head.losses`` entry's PML ``name`` or
     ``type``."""
-    from mmengine.config import Config
     losses = Config.fromfile(path).get('model', {}).get('head', {}).get('losses') or {}
     entries = losses.values() if isinstance(losses, dict) else losses
     return [e.get('name') or e.get('type') for e in entries if isinstance(e, dict)]
@@ -53,7 +54,6 @@ def family_of(loss: str, families: Optional[Dict[str, str]] = None) -> str:
     given = {_key(k): v for k, v in (families or {}).items()}
     if _key(loss) in given:
         return given[_key(loss)]
-    from irtbox.models.losses import PML_CLASSIFICATION_LOSSES, PML_CONTRASTIVE_LOSSES
     for name in PML_CONTRASTIVE_LOSSES + PML_CLASSIFICATION_LOSSES:
         if _key(loss) in (_key(name), _key(name[:-len('Loss')])):
             return _class_family(name)

@@ -17,17 +17,19 @@ finished runs.
 import os
 import os.path as osp
 import signal
+import socket
 from pathlib import Path
+from shutil import which
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from irtbox.engine.work_dir_lock import WorkDirLock
 from irtbox.utils.errors import IrtboxError
 from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
 from irtbox.utils.extras import require_extra
 from irtbox.utils.fileio import atomic_write_text
-
+from .execute import attempt
 from .spec import Run
 from .state import FAILED, PREEMPTED_MARK, state_of
-from .execute import attempt
 
 __all__ = ['JOB_FILE', 'JOBS_DIR', 'SubmitError', 'RunTask', 'make_executor', 'submit_runs',
            'queue_states', 'run_status', 'unqueued']
@@ -148,7 +150,6 @@ def queue_states(runs: Sequence[Run], work_root: str) -> Optional[Dict[str, str]
     tasks = [task for task in map(_recorded_task, runs) if task and task[0] == 'slurm']
     if not tasks:
         return {}
-    from shutil import which
     if which('sacct') is None:
         return None
     import submitit
@@ -183,8 +184,6 @@ def run_status(run: Run, queue: Optional[Dict[str, str]]) -> Tuple[str, str]:
 
 def _held_locally(run: Run) -> bool:
     """A training of this machine holds the run's work dir (a local sweep's run)."""
-    import socket
-    from irtbox.engine.work_dir_lock import WorkDirLock
     holder = WorkDirLock(run.work_dir).holder()
     return bool(holder) and holder.get('host') == socket.gethostname()
 

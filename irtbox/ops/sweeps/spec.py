@@ -35,14 +35,13 @@ A grid spec is a Python, YAML or JSON file with these keys:
   metrics     optional list of metric names to plot (default: all collected)
 """
 import itertools
-import json
 import os.path as osp
 import re
 from typing import List, NamedTuple, Optional
 
 from irtbox.utils.checks import check_int
 from irtbox.utils.errors import IrtboxError
-
+from irtbox.utils.fileio import read_json
 from .families import loss_families
 
 __all__ = ['Run', 'SelectionError', 'OFF_THE_SHELF', 'load_spec', 'expand', 'select_runs',
@@ -143,8 +142,7 @@ def load_spec(path: str) -> dict:
     if not osp.isfile(path):
         raise FileNotFoundError(f'grid spec not found: {path}')
     if path.endswith('.json'):
-        with open(path) as f:
-            spec = json.load(f)
+        spec = read_json(path)
     else:
         from mmengine.config import Config
         spec = Config.fromfile(path).to_dict()

@@ -7,7 +7,7 @@ import os.path as osp
 import statistics
 from typing import Dict, List, Optional, Sequence
 
-from irtbox.utils.fileio import atomic_write, atomic_write_text
+from irtbox.utils.fileio import atomic_write, atomic_write_text, read_json
 
 from .spec import OFF_THE_SHELF, Run, factor_values, value_dir
 from .state import RESULTS
@@ -30,8 +30,7 @@ def collect(runs: List[Run], families: Dict[str, str]) -> List[dict]:
         if not osp.isfile(path):
             continue
         try:
-            with open(path) as f:
-                metrics = json.load(f)
+            metrics = read_json(path)
         except json.JSONDecodeError as e:
             raise ValueError(f'{path}: not valid JSON ({e}); delete it to re-test the run')
         if not isinstance(metrics, dict):
