@@ -72,7 +72,7 @@ def build_runner(cfg: Config):
     may unpickle. It gets a ``DatasetCountCheckHook`` (a warning when a published benchmark's
     split does not have its published counts) unless ``cfg.check_dataset_counts`` is False."""
     import irtbox.engine  # noqa: F401  (registers IrtboxRunner)
-    from irtbox.utils import register_safe_globals
+    from irtbox.utils.checkpoint import register_safe_globals
     from irtbox.utils.dist import init_distributed
     name = cfg.get('runner_type') or DEFAULT_RUNNER
     runner_cls = RUNNERS.get(name)

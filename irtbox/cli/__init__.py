@@ -10,6 +10,9 @@ import re
 import sys
 from typing import Callable, Dict, Optional, Sequence
 
+from irtbox.utils.errors import IrtboxError
+from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
+
 __all__ = ['run', 'checkpoint_argument', 'worded', 'DEBUG_VAR', 'HelpFormatter', 'RESULTS_FLAGS']
 
 #: ``IRTBOX_DEBUG=1``: an error ends a command with its traceback rather than one line.
@@ -37,7 +40,6 @@ def worded(error: BaseException, flags: Optional[Dict[str, str]] = None) -> str:
     ``remedy`` as the options that pass those values. ``flags``: {argument: option} where they
     differ from ``--`` and the name with dashes (``input_size`` -> ``--input-size``), None for
     a positional argument; for a remedy's boolean, the flag that gives that value."""
-    from irtbox.utils.errors import IrtboxError
     # The message without the remedy IrtboxError words for Python.
     text = super(IrtboxError, error).__str__() if isinstance(error, IrtboxError) else str(error)
     argument = getattr(error, 'argument', None)
@@ -80,7 +82,6 @@ def run(main: Callable, argv: Optional[Sequence[str]] = None):
     traceback of hundreds of lines (after MMEngine's config dump) buries them.
     ``IRTBOX_DEBUG=1`` shows the traceback instead.
     """
-    from irtbox.utils.dist import finish_distributed
     try:
         result = main(argv)
     except Exception as error:  # noqa: BLE001 (every error: one line, the traceback on demand)
@@ -93,10 +94,19 @@ def run(main: Callable, argv: Optional[Sequence[str]] = None):
     except SystemExit as stop:
         # Pre-empted (every rank stopped at the same iteration): end the group as a finished
         # job does, so the status is 75 and not an abort of the gloo threads' teardown.
-        from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
-        if stop.code == PREEMPTED_EXIT_STATUS and finish_distributed():
+        if stop.code == PREEMPTED_EXIT_STATUS and _finish_distributed():
             os._exit(PREEMPTED_EXIT_STATUS)
         raise
-    if finish_distributed():
+    if _finish_distributed():
         os._exit(0)
     return result
+
+
+def _finish_distributed() -> bool:
+    """:func:`irtbox.utils.dist.finish_distributed` where torch.distributed was imported:
+    without it no process group exists, and a light command (``--help``) need not import
+    torch to learn so."""
+    if 'torch.distributed' not in sys.modules:
+        return False
+    from irtbox.utils.dist import finish_distributed
+    return finish_distributed()
