@@ -22,9 +22,17 @@ import numpy as np
 import torch
 from mmengine.logging import print_log
 
+from irtbox.models.input_spec import input_spec_of
 from irtbox.structures.embeddings_file import EmbeddingSet, load_embeddings, save_embeddings
+from irtbox.utils.config import load_config
+from irtbox.utils.dist import init_distributed
 from irtbox.utils.errors import ArgumentError, IrtboxError, with_prefix
 from irtbox.utils.fileio import atomic_write_text
+
+from .identity import COMPARED, model_identity
+from .inference import init_model
+from .model_zoo import resolve_config
+from .run_setup import dist_cfg_of
 
 __all__ = ['NonFiniteEmbeddingsError', 'EarlierShardsError', 'MissingShardsError', 'list_images',
            'extract_features', 'prepare_shards', 'merge_shards', 'extract_sharded',
@@ -151,8 +159,6 @@ def _embed_items(model, items: Sequence, batch_size: int, num_workers: int, prog
                  desc: str = 'embedding'):
     """(N x D float32 embeddings, ids, failed) of ``items`` (paths or RGB arrays), in order."""
     from tqdm import tqdm
-
-    from irtbox.models.input_spec import input_spec_of
     spec = input_spec_of(model, 'extract_features')
     if batch_size < 1:
         raise ValueError(f'extract_features: batch_size must be positive, got {batch_size}')
@@ -233,7 +239,6 @@ def extract_features(model, images: Union[str, Sequence], batch_size: int = 32,
         NonFiniteEmbeddingsError: (a ValueError) some images gave NaN or inf embeddings; the
             message counts them and names the first few.
     """
-    from .identity import model_identity
     items = _as_items(images)
     if device is not None:
         model.to(device)
@@ -253,7 +258,6 @@ def _job_manifest(model, paths: Sequence[str], shard_size: int,
                   identity: Optional[dict] = None) -> dict:
     """What a resumed extraction must share with the first one: images, sharding, and the
     model's weights and preprocessing (else two models' embeddings would be merged)."""
-    from .identity import COMPARED, model_identity
     identity = identity or model_identity(model)
     return dict(images=len(paths),
                 images_sha256=hashlib.sha256('\n'.join(paths).encode()).hexdigest(),
@@ -352,8 +356,6 @@ def extract_sharded(model, paths: Sequence[str], out_dir: str, shard_size: int =
         Errors on a distributed job are prefixed by the rank.
     """
     import torch.distributed as dist
-
-    from .identity import model_identity
     distributed = dist.is_available() and dist.is_initialized()
     rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
     paths = list(paths)
@@ -423,12 +425,6 @@ def extract_folder(config, checkpoint: Optional[str], image_dir: str, out_dir: s
     import torch.distributed as dist
 
     from mmengine.config import Config
-
-    from irtbox.utils.config import load_config
-    from irtbox.utils.dist import init_distributed
-    from .inference import init_model
-    from .model_zoo import resolve_config
-    from .run_setup import dist_cfg_of
     started = time.time()
     if not isinstance(config, Config):
         config = load_config(resolve_config(config), cfg_options)

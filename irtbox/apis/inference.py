@@ -8,13 +8,16 @@ import torch
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
+from irtbox.models.backbones import PretrainedWeightsUnavailable
 from irtbox.models.input_spec import resolve_input_spec
 from irtbox.registry import MODELS
 from irtbox.utils.checkpoint import (TRAINING_ONLY_PREFIXES, CheckpointMismatchError,
                                      download_checkpoint, load_model_weights)
 from irtbox.utils.config import load_config
 from irtbox.utils.dist import resolve_device
+from irtbox.utils.download import ChecksumError, download
 
+from .identity import embedding_dim
 from .model_zoo import (ModelNotReleasedError, ZooEntry, ZooEntryMismatchError, get_entry,
                          resolve_config)
 
@@ -84,7 +87,6 @@ def _not_released(entry: ZooEntry) -> ModelNotReleasedError:
 
 
 def _load_timm_pretrained(entry: ZooEntry, cfg: Config, device):
-    from irtbox.models.backbones import PretrainedWeightsUnavailable
     try:
         return init_model(cfg, device=device)
     except PretrainedWeightsUnavailable as err:  # names the weights, the cache, the ways out
@@ -115,7 +117,6 @@ def get_model(name: str, pretrained: Union[bool, str] = True,
 
     The returned model carries ``model.cfg`` (its config) and ``model.zoo_entry``.
     """
-    from irtbox.utils.download import download
     entry = get_entry(name, index)
     if not osp.isfile(entry.config):
         raise FileNotFoundError(f'{entry.name}: its config {entry.config} does not exist '
@@ -145,7 +146,6 @@ def get_model(name: str, pretrained: Union[bool, str] = True,
 
 def _check_size(entry: ZooEntry, path: str) -> None:
     """The released file has the entry's ``Size``: refused as a sha256 mismatch is."""
-    from irtbox.utils.download import ChecksumError
     expected = entry.weights.get('size')
     size = osp.getsize(path)
     if expected is not None and size != expected:
@@ -157,7 +157,6 @@ def _check_size(entry: ZooEntry, path: str) -> None:
 
 def _check_embedding_dim(entry: ZooEntry, model) -> None:
     """The model built from the entry gives embeddings of the entry's ``Embedding Dim``."""
-    from .identity import embedding_dim
     expected = entry.weights.get('embedding_dim')
     if expected is None:
         return

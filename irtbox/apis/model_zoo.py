@@ -35,6 +35,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 from mmengine.logging import print_log
 
 from irtbox.utils.checks import check_int
+from irtbox.utils.config import CONFIGS_DIR, find_config
 from irtbox.utils.errors import IrtboxError
 
 __all__ = ['ROOT', 'resolve_config', 'ModelNotReleasedError', 'UnknownModelError',
@@ -302,7 +303,6 @@ def list_models(pattern: Optional[str] = None, with_weights: Optional[bool] = No
 def resolve_config(name: str) -> str:
     """The config file ``name`` names: a file, a config irtbox ships
     (:func:`~irtbox.utils.config.find_config`), or the config of the zoo entry ``name``."""
-    from irtbox.utils.config import CONFIGS_DIR, find_config
     try:
         return find_config(name)
     except FileNotFoundError:

@@ -6,8 +6,12 @@ from typing import Optional
 import torch
 from mmengine.config import Config
 
+import irtbox.engine  # noqa: F401  (registers IrtboxRunner)
+from irtbox.engine.hooks.dataset_counts import DatasetCountCheckHook
 from irtbox.registry import RUNNERS, type_name
+from irtbox.utils.checkpoint import register_safe_globals
 from irtbox.utils.config import ConfigError, load_config
+from irtbox.utils.dist import adapt_cfg_to_device, init_distributed
 
 from .model_zoo import resolve_config
 
@@ -71,9 +75,6 @@ def build_runner(cfg: Config):
     :func:`~irtbox.utils.dist.init_distributed`) and the checkpoint classes ``torch.load``
     may unpickle. It gets a ``DatasetCountCheckHook`` (a warning when a published benchmark's
     split does not have its published counts) unless ``cfg.check_dataset_counts`` is False."""
-    import irtbox.engine  # noqa: F401  (registers IrtboxRunner)
-    from irtbox.utils.checkpoint import register_safe_globals
-    from irtbox.utils.dist import init_distributed
     name = cfg.get('runner_type') or DEFAULT_RUNNER
     runner_cls = RUNNERS.get(name)
     if runner_cls is None:
@@ -84,7 +85,6 @@ def build_runner(cfg: Config):
         init_distributed(cfg.launcher, **dist_cfg_of(cfg))
     runner = runner_cls.from_cfg(cfg)
     if cfg.get('check_dataset_counts', True):
-        from irtbox.engine.hooks.dataset_counts import DatasetCountCheckHook
         runner.register_hook(DatasetCountCheckHook())
     return runner
 
@@ -92,6 +92,5 @@ def build_runner(cfg: Config):
 def dist_cfg_of(cfg: Config) -> dict:
     """``cfg.env_cfg.dist_cfg`` as a plain dict (empty when not set), with the gloo backend
     on a machine without CUDA (:func:`~irtbox.utils.dist.adapt_cfg_to_device`)."""
-    from irtbox.utils.dist import adapt_cfg_to_device
     adapt_cfg_to_device(cfg)
     return dict((cfg.get('env_cfg') or {}).get('dist_cfg') or {})

@@ -22,12 +22,17 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 
 from irtbox.engine.hooks.utils import bare_model
+from irtbox.evaluation.functional import build_revisited_gnd
+from irtbox.models.backbones import PretrainedWeightsUnavailable
 from irtbox.models.input_spec import InputSpec, config_test_pipeline, resolve_input_spec
-from irtbox.structures.embeddings_file import EmbeddingSet, save_embeddings
+from irtbox.structures.embeddings_file import EMBEDDINGS_FORMAT, EmbeddingSet, save_embeddings
 from irtbox.utils.errors import IrtboxError
-from irtbox.utils.fileio import atomic_write_text
+from irtbox.utils.fileio import atomic_write, atomic_write_text
+from irtbox.visualization import show_results
 
 from .identity import model_identity
+from .inference import without_pretrained_backbone
+from .run_setup import build_runner, check_checkpoint, load_run_config
 
 __all__ = ['EvaluationSetupError', 'run_test', 'result_sets', 'write_results',
            'show_result_sets', 'check_output_path', 'dataset_image_ids', 'runner_model_identity',
@@ -89,11 +94,6 @@ def run_test(config: str, checkpoint: Optional[str] = None, cfg_options: Optiona
     Raises :class:`EvaluationSetupError` when the test cannot start.
     """
     from mmengine.dist import get_rank
-
-    from irtbox.models.backbones import PretrainedWeightsUnavailable
-
-    from .inference import without_pretrained_backbone
-    from .run_setup import build_runner, check_checkpoint, load_run_config
     if out is not None and not out.endswith(('.npz', '.json')):
         raise EvaluationSetupError(f'out must name a .npz or .json file, got {out}',
                                    argument='out')
@@ -249,8 +249,6 @@ def write_results(path: str, sets: Dict[str, EmbeddingSet], metrics: Dict[str, f
             save_embeddings(path, {name: dataclasses.replace(data, metrics=dict(metrics))
                                    for name, data in sets.items()})
         else:  # no metric kept embeddings: a file of metrics only, still readable
-            from irtbox.structures.embeddings_file import EMBEDDINGS_FORMAT
-            from irtbox.utils.fileio import atomic_write
             arrays = {f'metrics/{k}': np.asarray(v) for k, v in metrics.items()}
             # The temporary file ends in .npz: np.savez adds no second one.
             atomic_write(path, lambda tmp: np.savez(tmp, format=np.array(EMBEDDINGS_FORMAT),
@@ -267,8 +265,6 @@ def show_result_sets(runner, sets: Dict[str, EmbeddingSet], out_dir: str, num: i
     ``out_dir/<set name>`` when there are several test sets. A set without labels is drawn
     against its dataset's revisited ground truth (``metainfo['gnd']``, Medium protocol).
     Returns the ``index.html`` paths written."""
-    from irtbox.evaluation.functional import build_revisited_gnd
-    from irtbox.visualization import show_results
     pages = []
     for name, dataset, _ in _test_sets(runner):
         data = sets.get(name)

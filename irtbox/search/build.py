@@ -16,12 +16,20 @@ from typing import Callable, List, Optional, Tuple
 
 import numpy as np
 
-from irtbox.evaluation.neighbours.faiss_index import FaissIndex, empty_index, has_ivf, train_index
+from irtbox.apis import init_model
+from irtbox.apis.extract import (FEATURES_FILE, SHARDS_MANIFEST, MissingShardsError, _shard_path,
+                                 extract_sharded, list_images)
+from irtbox.apis.identity import COMPARED
+from irtbox.evaluation.functional.checks import non_finite_rows
+from irtbox.evaluation.neighbours.faiss_index import (FaissIndex, empty_index, has_ivf,
+                                                      min_training_vectors, train_index)
 from irtbox.evaluation.neighbours.index import Index, RecallSample, read_manifest, recall_at_k
+from irtbox.structures.embeddings_file import load_embeddings, map_embeddings
 from irtbox.utils.dist import resolve_device
 from irtbox.utils.errors import ArgumentError, IrtboxError
 from irtbox.utils.fileio import atomic_write_text
 from irtbox.utils.memory import give_back_freed_heap
+from .budget import CHUNK_ROWS, IndexPlan, format_size, plan_index
 from .searcher import ImageSearcher
 
 __all__ = ['IndexBuild', 'ShardsKeptError', 'ConfigMovedError', 'FeaturesError', 'build_index',
@@ -114,8 +122,6 @@ def build_index(config, checkpoint: Optional[str], image_dir: str, index_dir: st
         left half-written (a shard, an index file), an earlier index in ``index_dir`` stays
         as it was, and the shards written so far are kept for ``resume``.
     """
-    from irtbox.apis import init_model
-    from irtbox.apis.extract import extract_sharded, list_images
     started = time.time()
     device = resolve_device(device)
     model = init_model(config, checkpoint, device=device, cfg_options=cfg_options)
@@ -153,7 +159,6 @@ def read_feature_parts(source: str) -> list:
     """The embeddings files of ``source``, in row order: ``[source]`` for a file
     (``features.npz``), the shards of an extraction folder (its ``shards.json`` and
     ``shards/``, merged or not yet). Raises FileNotFoundError naming what is missing."""
-    from irtbox.apis.extract import FEATURES_FILE, SHARDS_MANIFEST, _shard_path
     if osp.isfile(source):
         return [source]
     manifest = osp.join(source, SHARDS_MANIFEST)
@@ -169,7 +174,6 @@ def read_feature_parts(source: str) -> list:
     parts = [_shard_path(source, i) for i in range(count)]
     missing = [p for p in parts if not osp.isfile(p)]
     if missing:
-        from irtbox.apis.extract import MissingShardsError
         raise MissingShardsError(f'{len(missing)} of {count} shards of {source} are missing '
                                  f'({", ".join(missing[:3])}{" ..." if len(missing) > 3 else ""})'
                                  ': the extraction is not finished; run it again',
@@ -194,7 +198,6 @@ def _rows(array: np.ndarray, start: int, stop: int) -> np.ndarray:
 def _sample(rows: np.ndarray, positions: np.ndarray) -> np.ndarray:
     """``rows[positions]`` (sorted positions), CHUNK_ROWS positions at a time, the pages
     given back after each (:func:`_rows`): only the pages of those rows are read."""
-    from .budget import CHUNK_ROWS
     out = np.empty((len(positions), rows.shape[1]), np.float32)
     for lo in range(0, len(positions), CHUNK_ROWS):
         out[lo:lo + CHUNK_ROWS] = rows[positions[lo:lo + CHUNK_ROWS]]
@@ -215,8 +218,6 @@ def _repeated_id(ids: list) -> Optional[int]:
 def _read_parts(source: str):
     """(parts, their EmbeddingSets, the model's identity, N, D, the N ids) of ``source``,
     checked to be one model's rows with unique ids."""
-    from irtbox.apis.identity import COMPARED
-    from irtbox.structures.embeddings_file import load_embeddings
     parts = read_feature_parts(source)
     sets = [load_embeddings(p) for p in parts]
     identity = sets[0].identity
@@ -253,9 +254,6 @@ def _write_rows(parts: list, sets: list, path: str, n: int, dim: int, progress: 
     (what the index folder keeps; the index is built from it), CHUNK_ROWS at a time; returns
     the parts' unreadable images."""
     from tqdm import tqdm
-
-    from irtbox.evaluation.functional.checks import non_finite_rows
-    from .budget import CHUNK_ROWS
     rows = np.lib.format.open_memmap(path, mode='w+', dtype=np.float32, shape=(n, dim))
     failed, at = [], 0
     with tqdm(total=n, desc='reading', unit='vec', disable=not progress) as bar:
@@ -284,8 +282,6 @@ def _fill(store: Index, plan, avoid: np.ndarray, rng, spill: str, progress: bool
     slack of its lists (vectors grown by doubling) leaves the build's memory before the
     check and the save, so the build's peak is the end of adding."""
     from tqdm import tqdm
-
-    from .budget import CHUNK_ROWS
     rows, (n, dim) = store.rows, store.rows.shape
     index = empty_index(plan.factory, dim)
     if not index.is_trained:
@@ -357,8 +353,6 @@ def _latency_ms(search: Callable, queries: np.ndarray) -> Tuple[float, float]:
 def _plan(n: int, dim: int, factory: Optional[str], max_index_memory: Optional[int],
           max_build_memory: Optional[int]):
     """The IndexPlan of ``factory`` when given, else the one that fits the budgets."""
-    from irtbox.evaluation.neighbours.faiss_index import min_training_vectors
-    from .budget import CHUNK_ROWS, IndexPlan, plan_index
     if factory:
         # 39 training points per IVF list or PQ centroid, as faiss asks, and at least a chunk.
         return IndexPlan(factory, 0,
@@ -409,9 +403,6 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
         the budget, naming the smallest that does.
     """
     from mmengine.config import Config
-
-    from irtbox.structures.embeddings_file import map_embeddings
-    from .budget import format_size
     started = time.time()
     parts, sets, identity, n, dim, ids = _read_parts(source)
     plan = _plan(n, dim, factory, max_index_memory, max_build_memory)

@@ -10,6 +10,8 @@ import numpy as np
 import torch
 from mmengine.logging import print_log
 
+from irtbox.apis import init_model
+from irtbox.apis.extract import extract_features
 from irtbox.apis.identity import model_identity, model_identity_differences
 from irtbox.evaluation.neighbours.faiss_index import IndexIntegrityError
 from irtbox.evaluation.neighbours.index import (Index, RowsError, check_files, normalize,
@@ -172,7 +174,6 @@ class ImageSearcher:
             raise QueryError('ImageSearcher: embedding images needs a model; build the '
                              'searcher with model=init_model(CONFIG, CKPT) or load it with '
                              'model=...')
-        from irtbox.apis.extract import extract_features
         result = extract_features(self.model, images, batch_size=self.batch_size,
                                   num_workers=self.num_workers, progress=progress,
                                   identity=False)
@@ -300,7 +301,6 @@ def load_index_model(directory: str, checkpoint: Optional[str] = None,
     """The model that built the index in ``directory``: its saved config and the checkpoint
     recorded at build time (or ``checkpoint``), verified against the index when loaded.
     A recorded checkpoint that is not there any more is a :class:`CheckpointMovedError`."""
-    from irtbox.apis import init_model
     manifest = read_manifest(directory)
     if 'config' not in manifest['files']:
         raise QueryError(f'index {directory} was built from embeddings, without a model; '

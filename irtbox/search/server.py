@@ -25,6 +25,8 @@ from typing import Optional
 
 import numpy as np
 
+from irtbox.utils.image import decode_image
+
 from .results import hit_caption
 
 __all__ = ['PixelBudget', 'query_min_side', 'decode_upload', 'create_app', 'serve']
@@ -107,7 +109,6 @@ def decode_upload(data: bytes, max_pixels: int, min_side: Optional[int] = None,
     decoded smaller (a JPEG by ``draft``) and reduced by the largest whole factor that keeps
     its short side at least ``min_side``. ``held``: a share of a :class:`PixelBudget`, grown
     to the pixels about to be decoded before decoding and shrunk to the returned image's."""
-    from irtbox.utils.image import decode_image
     if not data:
         raise ValueError('the upload is empty')
     return decode_image(data, max_pixels, 'rgb', min_side,

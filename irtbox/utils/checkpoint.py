@@ -21,6 +21,7 @@ import torch
 from mmengine.logging import print_log
 from mmengine.runner.checkpoint import CheckpointLoader
 
+from .download import download
 from .errors import IrtboxError
 from .mmengine_compat import checkpoint_loaders_restored
 from .errors import ArgumentError, IrtboxError
@@ -153,7 +154,6 @@ def download_checkpoint(url: str, model_dir: Optional[str] = None,
     """Download ``url`` into ``model_dir`` (default ``$IRTBOX_HOME/checkpoints``) once and
     return the local path; verified against ``sha256``, else against a sha256 prefix in
     the file name (``name-<hash>.pth``), by :func:`irtbox.utils.download.download`."""
-    from .download import download
     return download(url, sha256, cache_dir=model_dir)
 
 

@@ -13,6 +13,7 @@ import torch
 
 from irtbox.utils.checks import check_positive_int
 from irtbox.utils.errors import ArgumentError, IrtboxError
+from irtbox.utils.fileio import atomic_write
 
 __all__ = [
     'FaissIndex', 'GpuTopKError', 'IndexIntegrityError', 'FAISS_GPU_MAX_K', 'DEFAULT_NPROBE',
@@ -276,7 +277,6 @@ class FaissIndex:
         """Write the index to the file ``path`` (written beside and renamed into place; an
         index not made yet is written empty, of ``dim``-d vectors). A failed write (a full
         disk) is an OSError naming the file."""
-        from irtbox.utils.fileio import atomic_write
         if self._mapped != 'in place':  # faiss writes lists mapped in place as they are
             self._unmap()
         index = empty_index(self.factory, dim) if self.index is None else to_cpu(self.index)

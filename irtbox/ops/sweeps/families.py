@@ -12,6 +12,9 @@ import os.path as osp
 import re
 from typing import Dict, List, Optional
 
+from irtbox.models.losses import PML_CLASSIFICATION_LOSSES, PML_CONTRASTIVE_LOSSES
+from irtbox.models.losses.class_weights import ClassWeightLoss
+from irtbox.registry import MODELS
 from irtbox.utils.errors import ArgumentError
 
 __all__ = ['family_of', 'loss_families']
@@ -25,9 +28,6 @@ def _key(name: str) -> str:
 
 def _class_family(name: str) -> Optional[str]:
     """The family of a loss class name, or None for a class that is neither."""
-    from irtbox.models.losses import PML_CLASSIFICATION_LOSSES, PML_CONTRASTIVE_LOSSES
-    from irtbox.models.losses.class_weights import ClassWeightLoss
-    from irtbox.registry import MODELS
     if name in PML_CLASSIFICATION_LOSSES:
         return CLASSIFICATION
     if name in PML_CONTRASTIVE_LOSSES:
@@ -53,7 +53,6 @@ def family_of(loss: str, families: Optional[Dict[str, str]] = None) -> str:
     given = {_key(k): v for k, v in (families or {}).items()}
     if _key(loss) in given:
         return given[_key(loss)]
-    from irtbox.models.losses import PML_CLASSIFICATION_LOSSES, PML_CONTRASTIVE_LOSSES
     for name in PML_CONTRASTIVE_LOSSES + PML_CLASSIFICATION_LOSSES:
         if _key(loss) in (_key(name), _key(name[:-len('Loss')])):
             return _class_family(name)

@@ -20,6 +20,7 @@ import signal
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from irtbox.engine.work_dir_lock import WorkDirLock
 from irtbox.utils.errors import IrtboxError
 from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
 from irtbox.utils.extras import require_extra
@@ -186,7 +187,6 @@ def run_status(run: Run, queue: Optional[Dict[str, str]]) -> Tuple[str, str]:
 def _held_locally(run: Run) -> bool:
     """A training of this machine holds the run's work dir (a local sweep's run)."""
     import socket
-    from irtbox.engine.work_dir_lock import WorkDirLock
     holder = WorkDirLock(run.work_dir).holder()
     return bool(holder) and holder.get('host') == socket.gethostname()
 
