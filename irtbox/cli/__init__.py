@@ -5,7 +5,9 @@ This is the only layer that decides how a process ends: :func:`run` is what the 
 ``tools/`` call. The library below never exits the process.
 """
 import argparse
+import ast
 import os
+import os.path as osp
 import re
 import sys
 from typing import Callable, Dict, Optional, Sequence
@@ -13,7 +15,8 @@ from typing import Callable, Dict, Optional, Sequence
 from irtbox.utils.errors import IrtboxError
 from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
 
-__all__ = ['run', 'checkpoint_argument', 'worded', 'DEBUG_VAR', 'HelpFormatter', 'RESULTS_FLAGS']
+__all__ = ['run', 'checkpoint_argument', 'worded', 'module_doc', 'DEBUG_VAR', 'HelpFormatter',
+           'RESULTS_FLAGS']
 
 #: ``IRTBOX_DEBUG=1``: an error ends a command with its traceback rather than one line.
 DEBUG_VAR = 'IRTBOX_DEBUG'
@@ -61,6 +64,14 @@ def option_of(argument: str, flags: Optional[Dict[str, str]] = None) -> str:
     """The command's option for a package function's ``argument``: ``flags[argument]``, else
     ``--`` and its name with dashes."""
     return (flags or {}).get(argument, '--' + argument.replace('_', '-'))
+
+
+def module_doc(module: str) -> str:
+    """The docstring of the irtbox module ``module`` (dotted), read from its file: a
+    command's --help that prints it need not import the module (and torch with it)."""
+    path = osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), *module.split('.')[1:])
+    with open(path + '.py') as f:
+        return ast.get_docstring(ast.parse(f.read()), clean=False) or ''
 
 
 def checkpoint_argument(text: str) -> Optional[str]:

@@ -8,20 +8,21 @@ Example:
 import argparse
 import os.path as osp
 
-from irtbox.cli import HelpFormatter
-from irtbox.ops.sweeps import figures, load_spec, plot_all, read_summary
+from irtbox.cli import HelpFormatter, module_doc
 
 __all__ = ['main']
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, epilog=figures.__doc__,
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     epilog=module_doc('irtbox.ops.sweeps.figures'),
                                      formatter_class=HelpFormatter)
     parser.add_argument('summary', help='summary.csv written by tools/sweep.py')
     parser.add_argument('spec', help='the grid spec of the sweep (factor values, log_x, metrics)')
     parser.add_argument('--out-dir', help='where the PNGs go (default: next to the summary)')
     parser.add_argument('--band', choices=['minmax', 'std'], default='minmax')
     args = parser.parse_args(argv)
+    from irtbox.ops.sweeps import load_spec, plot_all, read_summary  # torch: after --help
     if not osp.isfile(args.summary):
         raise SystemExit(f'summary table not found: {args.summary}')
     try:

@@ -6,20 +6,20 @@ Example:
 """
 import argparse
 
-from irtbox.cli import HelpFormatter
-from irtbox.datasets import digits
+from irtbox.cli import HelpFormatter, module_doc
 from irtbox.utils.checks import int_argument
 
 __all__ = ['main']
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, epilog=digits.__doc__,
+    parser = argparse.ArgumentParser(description=__doc__, epilog=module_doc('irtbox.datasets.digits'),
                                      formatter_class=HelpFormatter)
     parser.add_argument('--out', default='data/digits', help='output folder')
     parser.add_argument('--size', type=int_argument(1), default=32,
                         help='side of the written images')
     args = parser.parse_args(argv)
+    from irtbox.datasets import digits  # torch: after --help
     counts = digits.prepare_digits(args.out, args.size)
     print(f'wrote {counts["train"]} train and {counts["test"]} test images under {args.out}')
     return counts
