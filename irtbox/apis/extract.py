@@ -22,10 +22,14 @@ from tqdm import tqdm
 from irtbox.models.input_spec import input_spec_of
 from irtbox.structures.embeddings_file import EmbeddingSet, load_embeddings, save_embeddings
 from irtbox.utils.config import load_config
+from irtbox.utils.dist import init_distributed
 from irtbox.utils.errors import ArgumentError, IrtboxError, with_prefix
 from irtbox.utils.fileio import atomic_write_text, read_json
+
+from .identity import COMPARED, model_identity
 from .inference import init_model
 from .model_zoo import resolve_config
+from .run_setup import dist_cfg_of
 
 __all__ = ['NonFiniteEmbeddingsError', 'EarlierShardsError', 'MissingShardsError', 'list_images',
            'extract_features', 'prepare_shards', 'shard_paths', 'merge_shards', 'extract_sharded',
@@ -211,7 +215,6 @@ def extract_features(model, images: Union[str, Sequence], batch_size: int = 32,
         EmbeddingSet: N x D float32 L2-normalised ``embeddings``, ``ids`` (paths, or
         ``array:<i>``), unreadable files in ``failed`` (id, reason), ``identity``.
     """
-    from .identity import model_identity
     items = _as_items(images)
     if device is not None:
         model.to(device)
@@ -231,7 +234,6 @@ def _job_manifest(model, paths: Sequence[str], shard_size: int,
                   identity: Optional[dict] = None) -> dict:
     """What a resumed extraction must share with the first one: images, sharding, and the
     model's weights and preprocessing (else two models' embeddings would be merged)."""
-    from .identity import COMPARED, model_identity
     identity = identity or model_identity(model)
     return dict(images=len(paths),
                 images_sha256=hashlib.sha256('\n'.join(paths).encode()).hexdigest(),
@@ -328,7 +330,6 @@ def extract_sharded(model, paths: Sequence[str], out_dir: str, shard_size: int =
     Returns:
         (the merged set on rank 0, None on the others; the shards this rank computed).
     """
-    from .identity import model_identity
     distributed = dist.is_available() and dist.is_initialized()
     rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
     paths = list(paths)
@@ -382,8 +383,7 @@ def extract_folder(config, checkpoint: Optional[str], image_dir: str, out_dir: s
     Returns:
         EmbeddingSet: what ``features.npz`` holds, on rank 0; None on the other ranks.
     """
-    from irtbox.utils.dist import init_distributed  # looked up per call: tests replace it
-    from .run_setup import dist_cfg_of
+
     started = time.time()
     if not isinstance(config, Config):
         config = load_config(resolve_config(config), cfg_options)

@@ -16,6 +16,7 @@ from irtbox.utils.checkpoint import (TRAINING_ONLY_PREFIXES, CheckpointMismatchE
 from irtbox.utils.config import load_config
 from irtbox.utils.dist import resolve_device
 from irtbox.utils.download import ChecksumError, download
+
 from .identity import embedding_dim
 from .model_zoo import (ModelNotReleasedError, ZooEntry, ZooEntryMismatchError, get_entry,
                         resolve_config)

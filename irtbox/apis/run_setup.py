@@ -6,10 +6,13 @@ from typing import Optional
 import torch
 from mmengine.config import Config
 
+import irtbox.engine  # noqa: F401  (registers IrtboxRunner)
+from irtbox.engine.hooks.dataset_counts import DatasetCountCheckHook
 from irtbox.registry import RUNNERS, type_name
-from irtbox.utils import register_safe_globals
+from irtbox.utils.checkpoint import register_safe_globals
 from irtbox.utils.config import ConfigError, load_config
-from irtbox.utils.dist import adapt_cfg_to_device
+from irtbox.utils.dist import adapt_cfg_to_device, init_distributed
+
 from .model_zoo import resolve_config
 
 __all__ = ['DEFAULT_RUNNER', 'build_runner', 'check_checkpoint', 'dist_cfg_of', 'load_run_config']
@@ -65,8 +68,6 @@ def build_runner(cfg: Config):
     """The runner ``cfg.runner_type`` (default ``IrtboxRunner``) built with its ``from_cfg``,
     after the distributed set-up of ``cfg.launcher``. It gets a ``DatasetCountCheckHook``
     unless ``cfg.check_dataset_counts`` is False."""
-    import irtbox.engine  # noqa: F401  (registers IrtboxRunner)
-    from irtbox.utils.dist import init_distributed  # looked up per call: tests replace it
     name = cfg.get('runner_type') or DEFAULT_RUNNER
     runner_cls = RUNNERS.get(name)
     if runner_cls is None:
@@ -77,7 +78,6 @@ def build_runner(cfg: Config):
         init_distributed(cfg.launcher, **dist_cfg_of(cfg))
     runner = runner_cls.from_cfg(cfg)
     if cfg.get('check_dataset_counts', True):
-        from irtbox.engine.hooks.dataset_counts import DatasetCountCheckHook
         runner.register_hook(DatasetCountCheckHook())
     return runner
 

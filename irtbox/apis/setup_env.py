@@ -5,20 +5,23 @@ import warnings
 
 from mmengine import DefaultScope
 
+# Imported for what they register.
+import irtbox.datasets  # noqa: F401
+import irtbox.engine  # noqa: F401
+import irtbox.evaluation  # noqa: F401
+import irtbox.models  # noqa: F401
+from irtbox.utils.checkpoint import register_safe_globals
+
 __all__ = ['register_all_modules']
 
 
 def register_all_modules(init_default_scope: bool = True) -> None:
-    """Import every irtbox module that registers something, and set the default scope.
+    """Register irtbox's modules (imported above) and the checkpoint classes ``torch.load``
+    may unpickle, and set the default scope.
 
     Runners built from irtbox configs need no call to this (the registries locate
     their modules lazily); it is for scripts that build modules directly.
     """
-    import irtbox.datasets  # noqa: F401
-    import irtbox.engine  # noqa: F401
-    import irtbox.evaluation  # noqa: F401
-    import irtbox.models  # noqa: F401
-    from irtbox.utils.checkpoint import register_safe_globals
     register_safe_globals()
     if not init_default_scope:
         return

@@ -24,8 +24,10 @@ from irtbox.structures.embeddings_file import EMBEDDINGS_FORMAT, EmbeddingSet, s
 from irtbox.utils.errors import IrtboxError
 from irtbox.utils.fileio import atomic_write, atomic_write_text
 from irtbox.visualization import show_results
+
 from .identity import model_identity
 from .inference import without_pretrained_backbone
+from .run_setup import build_runner, check_checkpoint, load_run_config
 
 __all__ = ['EvaluationSetupError', 'run_test', 'result_sets', 'write_results',
            'show_result_sets', 'check_output_path', 'dataset_image_ids', 'runner_model_identity',
@@ -78,7 +80,6 @@ def run_test(config: str, checkpoint: Optional[str] = None, cfg_options: Optiona
     ``out`` (:func:`write_results`) and ``show_dir`` (:func:`show_result_sets`) are written
     by rank 0 and checked to be writable before the test runs.
     """
-    from .run_setup import build_runner, check_checkpoint, load_run_config
     if out is not None and not out.endswith(('.npz', '.json')):
         raise EvaluationSetupError(f'out must name a .npz or .json file, got {out}',
                                    argument='out')

@@ -5,13 +5,18 @@ This is the only layer that decides how a process ends: :func:`run` is what the 
 ``tools/`` call. The library below never exits the process.
 """
 import argparse
+import ast
 import os
+import os.path as osp
 import re
 import sys
 from typing import Callable, Dict, Optional, Sequence
 
-__all__ = ['run', 'checkpoint_argument', 'worded', 'DEBUG_VAR', 'HelpFormatter', 'RESULTS_FLAGS',
-           'command_parser', 'add_cfg_options']
+from irtbox.utils.errors import IrtboxError
+from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
+
+__all__ = ['run', 'checkpoint_argument', 'worded', 'module_doc', 'DEBUG_VAR', 'HelpFormatter',
+           'RESULTS_FLAGS', 'command_parser', 'add_cfg_options']
 
 #: ``IRTBOX_DEBUG=1``: an error ends a command with its traceback rather than one line.
 DEBUG_VAR = 'IRTBOX_DEBUG'
@@ -52,7 +57,6 @@ def worded(error: BaseException, flags: Optional[Dict[str, str]] = None) -> str:
     ``remedy`` as the options that pass those values. ``flags``: {argument: option} where they
     differ from ``--`` and the name with dashes (``input_size`` -> ``--input-size``), None for
     a positional argument; for a remedy's boolean, the flag that gives that value."""
-    from irtbox.utils.errors import IrtboxError
     # The message without the remedy IrtboxError words for Python.
     text = super(IrtboxError, error).__str__() if isinstance(error, IrtboxError) else str(error)
     argument = getattr(error, 'argument', None)
@@ -76,6 +80,14 @@ def option_of(argument: str, flags: Optional[Dict[str, str]] = None) -> str:
     return (flags or {}).get(argument, '--' + argument.replace('_', '-'))
 
 
+def module_doc(module: str) -> str:
+    """The docstring of the irtbox module ``module`` (dotted), read from its file: a
+    command's --help that prints it need not import the module (and torch with it)."""
+    path = osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), *module.split('.')[1:])
+    with open(path + '.py') as f:
+        return ast.get_docstring(ast.parse(f.read()), clean=False) or ''
+
+
 def checkpoint_argument(text: str) -> Optional[str]:
     """The ``CKPT`` argument of the commands: a checkpoint file or URL, or ``none`` (any case)
     for the config's own weights (None to the package functions)."""
@@ -95,7 +107,6 @@ def run(main: Callable, argv: Optional[Sequence[str]] = None):
     traceback of hundreds of lines (after MMEngine's config dump) buries them.
     ``IRTBOX_DEBUG=1`` shows the traceback instead.
     """
-    from irtbox.utils.dist import finish_distributed
     try:
         result = main(argv)
     except Exception as error:  # noqa: BLE001 (every error: one line, the traceback on demand)
@@ -108,10 +119,19 @@ def run(main: Callable, argv: Optional[Sequence[str]] = None):
     except SystemExit as stop:
         # Pre-empted (every rank stopped at the same iteration): end the group as a finished
         # job does, so the status is 75 and not an abort of the gloo threads' teardown.
-        from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
-        if stop.code == PREEMPTED_EXIT_STATUS and finish_distributed():
+        if stop.code == PREEMPTED_EXIT_STATUS and _finish_distributed():
             os._exit(PREEMPTED_EXIT_STATUS)
         raise
-    if finish_distributed():
+    if _finish_distributed():
         os._exit(0)
     return result
+
+
+def _finish_distributed() -> bool:
+    """:func:`irtbox.utils.dist.finish_distributed` where torch.distributed was imported:
+    without it no process group exists, and a light command (``--help``) need not import
+    torch to learn so."""
+    if 'torch.distributed' not in sys.modules:
+        return False
+    from irtbox.utils.dist import finish_distributed
+    return finish_distributed()

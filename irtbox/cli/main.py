@@ -57,7 +57,7 @@ def main(argv: Optional[Sequence[str]] = None):
     """Parse ``irtbox COMMAND ARGS`` and run the command's ``main(ARGS)`` as its script does
     (:func:`irtbox.cli.run`); returns what the command returns."""
     from irtbox.cli import run
-    from irtbox.utils.dist import exit_with_parent_if_asked
+    from irtbox.utils.exit_status import exit_with_parent_if_asked
     exit_with_parent_if_asked()  # a phase of rehearse, a run of a sweep: end with it
     args = _parser().parse_args(sys.argv[1:] if argv is None else list(argv))
     module = importlib.import_module(f'irtbox.cli.{COMMANDS[args.command][0]}')

@@ -7,19 +7,19 @@ Example:
 """
 import os.path as osp
 
-from irtbox.cli import command_parser
-from irtbox.ops.sweeps import figures, load_spec, plot_all, read_summary
+from irtbox.cli import command_parser, module_doc
 
 __all__ = ['main']
 
 
 def main(argv=None):
-    parser = command_parser(__doc__, figures.__doc__)
+    parser = command_parser(__doc__, module_doc('irtbox.ops.sweeps.figures'))
     parser.add_argument('summary', help='summary.csv written by tools/sweep.py')
     parser.add_argument('spec', help='the grid spec of the sweep (factor values, log_x, metrics)')
     parser.add_argument('--out-dir', help='where the PNGs go (default: next to the summary)')
     parser.add_argument('--band', choices=['minmax', 'std'], default='minmax')
     args = parser.parse_args(argv)
+    from irtbox.ops.sweeps import load_spec, plot_all, read_summary  # torch: after --help
     if not osp.isfile(args.summary):
         raise SystemExit(f'summary table not found: {args.summary}')
     try:

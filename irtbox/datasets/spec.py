@@ -129,8 +129,8 @@ class DatasetSpec:
 
 def _declared() -> Iterator[Tuple[type, DatasetSpec]]:
     """(class, spec) of every registered dataset class that declares specs itself (a
-    subclass does not inherit them: it reads another format)."""
-    import irtbox.datasets  # noqa: F401  (registers the built-in classes)
+    subclass does not inherit them: it reads another format). The built-in classes are
+    registered: this module is imported by ``irtbox.datasets``, which imports them all."""
     for cls in list(DATASETS.module_dict.values()):
         for spec in vars(cls).get('specs', ()):
             yield cls, spec

@@ -27,9 +27,12 @@ import torch.nn.functional as F
 from timm.layers import to_2tuple
 
 from irtbox.models.input_spec import input_spec_of
+from irtbox.models.necks.projection import FittedProjection
+from irtbox.registry import DATASETS
 from irtbox.utils.checks import check_int
 from irtbox.utils.errors import ArgumentError, IrtboxError
 from irtbox.utils.fileio import atomic_write, atomic_write_text
+from irtbox.utils.image import decode_image
 
 __all__ = ['ExportCheckError', 'EmbeddingExport', 'load_check_images', 'export_onnx',
            'export_torchscript', 'run_exported', 'compare', 'onnx_opset_range',
@@ -70,9 +73,6 @@ def load_check_images(cfg, count: int, size: Tuple[int, int]) -> Tuple[torch.Ten
     """(count x 3 x H x W uint8 RGB images, where they come from): the config's test images
     resized to ``size`` when the test dataset can be built, else seeded random pixels."""
     from mmengine.registry import DefaultScope
-
-    from irtbox.registry import DATASETS
-    from irtbox.utils.image import decode_image
     try:
         with DefaultScope.overwrite_default_scope('irtbox'):
             dataset = DATASETS.build(dict(cfg.test_dataloader.dataset, pipeline=[]))
@@ -292,7 +292,6 @@ def _held_output():
 def _check_fitted(model: nn.Module) -> None:
     """A fitted projection (PCA, whitening) that was never fitted is refused by name; the
     size probe would otherwise blame the input size."""
-    from irtbox.models.necks.projection import FittedProjection
     unfitted = [f'{name} ({type(m).__name__})' for name, m in model.named_modules()
                 if isinstance(m, FittedProjection) and not bool(m.fitted)]
     if unfitted:

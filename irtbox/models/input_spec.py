@@ -14,6 +14,8 @@ from typing import List, Optional, Tuple
 import numpy as np
 import torch
 
+from irtbox.registry import TRANSFORMS
+
 __all__ = ['REFERENCE_SIDE', 'InputSpec', 'config_test_pipeline', 'resolve_input_spec',
            'input_spec_of']
 
@@ -87,8 +89,6 @@ def _loaded(img: np.ndarray, sample_idx: int = 0) -> dict:
 
 def _build(pipeline) -> list:
     from mmengine.registry import DefaultScope
-
-    from irtbox.registry import TRANSFORMS
     with DefaultScope.overwrite_default_scope('irtbox'):
         return [TRANSFORMS.build(t) for t in pipeline]
 

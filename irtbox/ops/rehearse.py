@@ -34,10 +34,11 @@ from irtbox.apis.model_zoo import resolve_config
 from irtbox.engine.runner import run_checkpoints
 from irtbox.models.backbones import offline_hub
 from irtbox.registry import MODELS
-from irtbox.utils import safe_torch_load, state_digest
+from irtbox.utils.checkpoint import safe_torch_load, state_digest
 from irtbox.utils.config import load_config
-from irtbox.utils.dist import EXIT_WITH_PARENT_VAR, free_port
+from irtbox.utils.dist import free_port
 from irtbox.utils.errors import IrtboxError
+from irtbox.utils.exit_status import EXIT_WITH_PARENT_VAR
 from irtbox.utils.fileio import atomic_write, atomic_write_text, read_json
 from . import commands
 from .miniaturize import miniaturize

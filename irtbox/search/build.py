@@ -213,6 +213,7 @@ def _read_parts(source: str):
 def _write_rows(parts: list, sets: list, path: str, n: int, dim: int, progress: bool) -> list:
     """The normalised rows of all parts into one memory-mapped ``.npy`` at ``path``; returns
     the parts' unreadable images."""
+    from tqdm import tqdm
     rows = np.lib.format.open_memmap(path, mode='w+', dtype=np.float32, shape=(n, dim))
     failed, at = [], 0
     with tqdm(total=n, desc='reading', unit='vec', disable=not progress) as bar:

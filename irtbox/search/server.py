@@ -25,6 +25,7 @@ from typing import Optional
 import numpy as np
 
 from irtbox.utils.image import decode_image
+
 from .results import hit_caption
 
 __all__ = ['PixelBudget', 'query_min_side', 'decode_upload', 'create_app', 'serve']

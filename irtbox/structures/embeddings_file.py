@@ -34,6 +34,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from irtbox.utils.errors import ArgumentError
+from irtbox.utils.fileio import atomic_write
 
 __all__ = ['EmbeddingSet', 'save_embeddings', 'load_embeddings', 'map_embeddings',
            'embedding_set_names', 'EMBEDDINGS_FORMAT']
@@ -115,7 +116,6 @@ def save_embeddings(path: str, sets: Union[EmbeddingSet, Dict[str, EmbeddingSet]
     """Write one set, or several ({name: set}, e.g. the test sets '0', '1' of a run), to
     ``path`` (a ``.npz``), whole or not at all. The metrics of all sets are written once, at
     the top of the file."""
-    from irtbox.utils.fileio import atomic_write
     if isinstance(sets, EmbeddingSet):
         sets = {'': sets}
     arrays = {'format': np.array(EMBEDDINGS_FORMAT)}

@@ -3,13 +3,10 @@
 MMEngine's ``init_dist`` assumes CUDA and its DDP wrapper passes ``device_ids=[local_rank]``;
 both fail on CPU-only machines, and the second also where each task sees one GPU.
 """
-import ctypes
-import ctypes.util
 import datetime
 import inspect
 import logging
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -21,13 +18,11 @@ from mmengine import dist as mmdist
 from mmengine.registry import MODEL_WRAPPERS
 
 from .cpus import local_world_size
+from .exit_status import exit_with_parent
 
-__all__ = ['resolve_device', 'free_port', 'init_distributed', 'exit_with_parent', 'EXIT_WITH_PARENT_VAR',
-           'exit_with_parent_if_asked', 'finish_distributed', 'adapt_cfg_to_device',
+__all__ = ['resolve_device', 'free_port', 'init_distributed', 'finish_distributed',
+           'adapt_cfg_to_device',
            'ddp_wrapper_cfg', 'all_gather_cat', 'gather_round_robin']
-
-_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
-
 
 def resolve_device(device: Union[str, torch.device, None] = None) -> torch.device:
     """The one device rule: ``device`` as given, else this rank's GPU when torch sees one,
@@ -91,33 +86,6 @@ def free_port(host: str = '127.0.0.1') -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
-
-
-def exit_with_parent(sig: int = signal.SIGTERM) -> None:
-    """Have the kernel send ``sig`` to this process when its parent (the ``torchrun``
-    launcher) dies, so that a killed launcher leaves no orphaned ranks (Linux
-    ``prctl(PR_SET_PDEATHSIG)``; a no-op elsewhere)."""
-    if not sys.platform.startswith('linux'):
-        return
-    parent = os.getppid()
-    libc = ctypes.CDLL(ctypes.util.find_library('c') or 'libc.so.6', use_errno=True)
-    if libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), 'prctl(PR_SET_PDEATHSIG) failed')
-    if os.getppid() != parent:  # the launcher died before the signal was armed
-        os.kill(os.getpid(), sig)
-
-
-#: Set to 1 by a parent in its child's environment (rehearse's phases, a sweep's runs): the
-#: child, an ``irtbox`` command, then ends with it (:func:`exit_with_parent_if_asked`).
-EXIT_WITH_PARENT_VAR = 'IRTBOX_EXIT_WITH_PARENT'
-
-
-def exit_with_parent_if_asked() -> None:
-    """:func:`exit_with_parent` when :data:`EXIT_WITH_PARENT_VAR` is 1 (then removed: this
-    process's own children are not its parent's). Armed in the child rather than by
-    ``preexec_fn``, which is unsafe in a threaded parent (a sweep runs its runs from threads)."""
-    if os.environ.pop(EXIT_WITH_PARENT_VAR, '') == '1':
-        exit_with_parent()
 
 
 def finish_distributed() -> bool:

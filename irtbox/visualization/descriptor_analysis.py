@@ -10,10 +10,13 @@ from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
+from irtbox.evaluation.functional import (cumulative_energy, effective_dimension,
+                                          ground_truth_histograms, similarity_histograms)
 from irtbox.structures.embeddings_file import EmbeddingSet
 from irtbox.utils.errors import ArgumentError
 from irtbox.utils.fileio import atomic_write_text
 
+from .plotting import pyplot, save_figure
 from .results_file import load_result_set, load_revisited_gnd
 
 __all__ = ['ENERGY_FRACTIONS', 'analyze_embedding_set', 'analyze_result_files', 'plot_energy',
@@ -33,8 +36,6 @@ def analyze_embedding_set(data: EmbeddingSet, pairs: str = 'auto', bins: int = 2
     from ``max_queries`` sampled query rows (``seed``) when given; with ``gnd`` (per-query
     ``ok`` / ``junk`` database indices) those of the (query, database) pairs of that ground
     truth. ``data.metrics`` are copied in. ``ValueError`` when ``pairs`` cannot be formed."""
-    from irtbox.evaluation.functional import (cumulative_energy, effective_dimension,
-                                              ground_truth_histograms, similarity_histograms)
     emb, is_query = np.asarray(data.embeddings), data.is_query
     if gnd is not None:
         is_query, pairs = is_query.astype(bool), 'ground-truth'
@@ -81,7 +82,6 @@ def _density(counts, edges) -> np.ndarray:
 def plot_energy(results: Dict[str, dict], out_path: str, max_dims: Optional[int] = None,
                 log_x: bool = True) -> str:
     """Cumulative energy against the component index, one line per model."""
-    from .plotting import pyplot, save_figure
     fig, ax = pyplot().subplots(figsize=(5.5, 4))
     for name, r in results.items():
         energy = np.asarray(r['energy'])[:max_dims]
@@ -97,7 +97,6 @@ def plot_energy(results: Dict[str, dict], out_path: str, max_dims: Optional[int]
 
 def plot_similarities(results: Dict[str, dict], out_path: str) -> str:
     """One panel per model: the densities of positive and negative pair similarities."""
-    from .plotting import pyplot, save_figure
     # Each panel its own density scale: an untrained model's peak would flatten the others.
     fig, axes = pyplot().subplots(1, len(results), figsize=(4 * len(results), 3.4), squeeze=False)
     for ax, (name, r) in zip(axes[0], results.items()):

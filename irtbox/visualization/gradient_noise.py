@@ -16,6 +16,8 @@ from typing import List, Optional, Tuple
 from irtbox.utils.errors import ArgumentError
 from irtbox.utils.fileio import atomic_write
 
+from .plotting import pyplot, save_figure
+
 __all__ = ['RESULT_FILE', 'AXES', 'CSV_FIELDS', 'dumped_config', 'read_run', 'check_unique',
            'plot_gradient_noise']
 
@@ -88,7 +90,6 @@ def plot_gradient_noise(rows: List[dict], out_path: str, x: str = 'beta', series
 
     Returns (png path, csv path); the CSV is ``out_path`` with the ``.csv`` extension.
     """
-    from .plotting import pyplot, save_figure
     plt = pyplot()
     if x not in AXES or series not in AXES or x == series:
         raise ArgumentError(f'x and series must be {sorted(AXES)}, one each; got x={x!r}, '

@@ -7,9 +7,15 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
+from irtbox.datasets.pickle_utils import load_pickle
+from irtbox.evaluation.functional import build_revisited_gnd
 from irtbox.structures.embeddings_file import (EmbeddingSet, embedding_set_names,
                                                load_embeddings)
 from irtbox.utils.errors import ArgumentError
+
+from .embedding_map import embed_2d, plot_embedding_map
+from .grid import load_tile
+from .report import show_results
 
 __all__ = ['PRODUCE_HINT', 'load_result_set', 'load_revisited_gnd', 'browse_results',
            'plot_results_map']
@@ -58,8 +64,6 @@ def load_revisited_gnd(path: str, protocol: str) -> list:
     """Per-query ``ok`` / ``junk`` indices of ``protocol`` ('easy', 'medium', 'hard') from a
     revisited Oxford / Paris ``gnd_*.pkl``. Raises an ``ArgumentError`` naming the argument
     ``gnd_file`` and the file: not found, not readable, not a ground truth."""
-    from irtbox.datasets.pickle_utils import load_pickle
-    from irtbox.evaluation.functional import build_revisited_gnd
     if not osp.isfile(path):
         raise ArgumentError(f'gnd_file {path}: not found', 'gnd_file', path)
     try:
@@ -83,7 +87,6 @@ def browse_results(path: str, out_dir: str, name: Optional[str] = None,
     a revisited ``gnd_*.pkl`` whose ``protocol`` says what is correct and junk, for a set
     without labels. Returns the drawn queries' records; ``ValueError`` /
     ``FileNotFoundError`` naming the file at fault."""
-    from .report import show_results
     data = load_result_set(path, name, need=('ids', ) + (() if gnd_file else ('labels', )),
                            data_root=data_root)
     paths = data.paths()
@@ -111,8 +114,6 @@ def plot_results_map(path: str, out: str, method: str = 'tsne', name: Optional[s
     drawn as images (needs the set's image paths). Returns the points (m x 2); ``ValueError``
     naming the file when it has fewer than 3 samples, ``ImportError`` when the method's
     package is missing."""
-    from .embedding_map import embed_2d, plot_embedding_map
-    from .grid import load_tile
     data = load_result_set(path, name, need=('ids', ) if thumbnails else ())
     emb, labels = data.embeddings, data.labels
     rng = np.random.default_rng(seed)

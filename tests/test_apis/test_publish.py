@@ -10,7 +10,7 @@ import torch
 import yaml
 
 from irtbox.apis import get_model, init_model, publish_checkpoint
-from irtbox.utils import safe_torch_load
+from irtbox.utils.checkpoint import safe_torch_load
 from irtbox.utils.download import sha256sum
 from irtbox.cli import train as train_tool
 from irtbox.cli import publish_model

@@ -8,7 +8,6 @@ from mmengine.config import Config
 from irtbox.apis import DEFAULT_RUNNER, build_runner, check_checkpoint, load_run_config
 from irtbox.engine import IrtboxRunner
 from irtbox.registry import RUNNERS
-from irtbox.utils import dist as dist_module
 from irtbox.utils.config import ConfigError
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -82,7 +81,7 @@ def test_unknown_runner_type_names_the_config(built, tmp_path):
 
 def test_launcher_gets_the_configs_dist_cfg(built, monkeypatch):
     started = []
-    monkeypatch.setattr(dist_module, 'init_distributed',
+    monkeypatch.setattr('irtbox.apis.run_setup.init_distributed',
                         lambda launcher, **kwargs: started.append((launcher, kwargs)))
     build_runner(Config(dict(launcher='pytorch', env_cfg=dict(
         dist_cfg=dict(backend='gloo', timeout=7200)))))
@@ -112,7 +111,7 @@ def test_extraction_starts_the_group_with_the_configs_dist_cfg(monkeypatch, tmp_
     def start(launcher, **kwargs):
         raise Started(launcher, kwargs)
 
-    monkeypatch.setattr(dist_module, 'init_distributed', start)
+    monkeypatch.setattr('irtbox.apis.extract.init_distributed', start)
     path = tmp_path / 'config.py'
     path.write_text("model = dict(type='ImageRetriever')\n"
                     "env_cfg = dict(dist_cfg=dict(backend='gloo', timeout=1234))\n")

@@ -133,8 +133,8 @@ def test_unwritable_out_fails_before_the_test(tmp_path, monkeypatch):
     """The check runs before the config is even loaded: no evaluation is wasted."""
     def fail(*args, **kwargs):
         raise AssertionError('the test started although --out cannot be written')
-    monkeypatch.setattr('irtbox.apis.run_setup.load_run_config', fail)
-    monkeypatch.setattr('irtbox.apis.run_setup.build_runner', fail)
+    monkeypatch.setattr('irtbox.apis.tester.load_run_config', fail)
+    monkeypatch.setattr('irtbox.apis.tester.build_runner', fail)
     (tmp_path / 'file.txt').write_text('x')
     with pytest.raises(EvaluationSetupError, match='file.txt/r.npz'):
         tester.run_test('any_config.py', out=str(tmp_path / 'file.txt' / 'r.npz'))

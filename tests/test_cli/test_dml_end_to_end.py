@@ -17,7 +17,7 @@ import os.path as osp
 import numpy as np
 import pytest
 
-from irtbox.utils import safe_torch_load
+from irtbox.utils.checkpoint import safe_torch_load
 from irtbox.cli import test as test_tool
 from irtbox.cli import train as train_tool
 

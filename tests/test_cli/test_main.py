@@ -37,6 +37,34 @@ def test_help_is_plain_text_without_rest_markup(argv, capsys):
     assert not re.search(r':\w+:`', out), out
 
 
+# `python -m irtbox ARGS`, then whether torch was imported.
+IMPORTS_TORCH = """import runpy, sys
+sys.argv = ['irtbox'] + sys.argv[1:]
+try:
+    runpy.run_module('irtbox', run_name='__main__')
+except SystemExit:
+    pass
+print('torch' in sys.modules)"""
+# Their --help needs nothing of torch's: it starts at once (docs/benchmarks.md). The others'
+# list what a registry or a torch module holds (datasets, input sizes, axes).
+LIGHT_HELP = ['train', 'test', 'extract', 'search', 'export', 'list-models', 'publish',
+              'prepare-digits', 'browse-results', 'plot-embeddings', 'analyze-embeddings',
+              'plot-sweep']
+
+
+@pytest.mark.parametrize('argv', [[]] + [[name] for name in LIGHT_HELP])
+def test_help_does_not_import_torch(argv):
+    out = subprocess.run([sys.executable, '-c', IMPORTS_TORCH, *argv, '--help'],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.startswith('usage: irtbox') and out.splitlines()[-1] == 'False', out[-500:]
+
+
+def test_module_doc_reads_the_docstring_without_importing():
+    from irtbox.cli import module_doc
+    for name in ('irtbox.datasets.digits', 'irtbox.ops.sweeps.figures'):
+        assert module_doc(name) == importlib.import_module(name).__doc__
+
+
 @pytest.mark.slow
 def test_a_command_gets_its_arguments_and_names_itself(capsys, tmp_path):
     counts = main(['prepare-digits', '--out', str(tmp_path / 'digits'), '--size', '8'])

@@ -53,10 +53,11 @@ def renamed_onto(monkeypatch):
 def test_build_then_query(photos, tmp_path, capsys, monkeypatch, renamed_onto):
     folder, checkpoint = photos
     index = str(tmp_path / 'index')
+    import irtbox.apis.extract as extract_module
     import irtbox.apis.identity as identity_module
     import irtbox.search.searcher as searcher_module
     identities, model_identity = [], identity_module.model_identity
-    for module in (identity_module, searcher_module):
+    for module in (identity_module, searcher_module, extract_module):
         monkeypatch.setattr(module, 'model_identity',
                             lambda m: identities.append(1) or model_identity(m))
     # Built as a user does, with paths relative to the folder of the photos and the model ...
@@ -193,8 +194,8 @@ def test_a_full_disk_during_build_leaves_no_half_written_file(photos, tmp_path, 
     folder, checkpoint = photos
     index = str(tmp_path / 'index')
     args = ['build', CONFIG, checkpoint, folder, index, '--num-workers', '0', '--shard-size', '40']
-    from irtbox.utils import fileio
-    atomic_write, full = fileio.atomic_write, {'name': None}
+    from irtbox.structures import embeddings_file
+    atomic_write, full = embeddings_file.atomic_write, {'name': None}
 
     def write_on_a_full_disk(path, write):
         def half_written(tmp):
@@ -203,7 +204,7 @@ def test_a_full_disk_during_build_leaves_no_half_written_file(photos, tmp_path, 
                 os.truncate(tmp, os.path.getsize(tmp) // 2)
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return atomic_write(path, half_written)
-    monkeypatch.setattr(fileio, 'atomic_write', write_on_a_full_disk)
+    monkeypatch.setattr(embeddings_file, 'atomic_write', write_on_a_full_disk)
 
     def every_file():
         return sorted(osp.relpath(osp.join(d, n), index) for d, _, names in os.walk(index)

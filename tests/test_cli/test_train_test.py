@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from irtbox.utils import safe_torch_load
+from irtbox.utils.checkpoint import safe_torch_load
 from irtbox.cli import test as test_tool
 from irtbox.cli import train as train_tool
 

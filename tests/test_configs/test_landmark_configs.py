@@ -74,7 +74,7 @@ def test_a_pca128_config_trains_its_first_epoch(tmp_path, monkeypatch):
     checkpoint."""
     from irtbox.ops.miniaturize import miniaturize
     from irtbox.cli import train as train_tool
-    from irtbox.utils import safe_torch_load
+    from irtbox.utils.checkpoint import safe_torch_load
     from irtbox.utils.config import load_config
     monkeypatch.setenv('HF_HUB_OFFLINE', '1')  # the backbone gets a local stand-in
     name = 'irt-l_deit-s-dist-pca128_1xb5-100e_sfm120k.py'

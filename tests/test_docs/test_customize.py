@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from irtbox.cli import train as train_tool
-from irtbox.utils import safe_torch_load
+from irtbox.utils.checkpoint import safe_torch_load
 from tests.doc_pages import code_blocks
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))

@@ -13,7 +13,7 @@ from mmengine.config import Config
 from tests.shared_runs import dist_train
 
 from irtbox.registry import MODELS
-from irtbox.utils import safe_torch_load, state_digest
+from irtbox.utils.checkpoint import safe_torch_load, state_digest
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TINY_DTOP = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_dtop.py')

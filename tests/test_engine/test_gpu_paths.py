@@ -36,7 +36,7 @@ def test_resume_on_the_gpu(tmp_path):
     runner.train()
     assert runner.iter == 4
     assert next(runner.model.parameters()).is_cuda
-    from irtbox.utils import safe_torch_load
+    from irtbox.utils.checkpoint import safe_torch_load
     straight = safe_torch_load(str(tmp_path / 'straight' / 'iter_4.pth'))['state_dict']
     resumed = safe_torch_load(str(tmp_path / 'cut' / 'iter_4.pth'))['state_dict']
     for key, value in straight.items():

@@ -36,7 +36,7 @@ def test_runs_started_in_the_same_second_keep_their_own_logs(tmp_path, monkeypat
 def test_best_checkpoint_records_the_iterations_done(tmp_path):
     """A checkpoint saved after validation (save_best) records the iterations done: MMEngine
     counted one more (``iter + 1`` is right only inside after_train_iter)."""
-    from irtbox.utils import safe_torch_load
+    from irtbox.utils.checkpoint import safe_torch_load
     cfg = Config.fromfile(TINY)
     cfg.work_dir = str(tmp_path)
     cfg.train_cfg.val_interval = 2

@@ -10,7 +10,7 @@ from irtbox.ops.miniaturize import (_built_dataset, miniaturize, point_datasets,
                                     shrink_loaders, shrink_projections, stand_in_weights)
 from irtbox.datasets.samplers import get_dataset_labels
 from irtbox.registry import MODELS
-from irtbox.utils import state_digest
+from irtbox.utils.checkpoint import state_digest
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 IRT_SOP = osp.join(ROOT, 'configs', 'irt', 'irt-r_deit-s_1xb64-35k_sop.py')

@@ -11,7 +11,7 @@ import torch
 
 from irtbox.ops.rehearse import (PhaseResult, RehearsalReport, check_rehearsal,
                                  prepare_rehearsal)
-from irtbox.utils import state_digest
+from irtbox.utils.checkpoint import state_digest
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 

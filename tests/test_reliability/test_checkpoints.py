@@ -12,7 +12,7 @@ import torch
 
 from irtbox.apis import init_model
 from irtbox.apis.inference import CheckpointMismatchError
-from irtbox.utils import checkpoint_problem, safe_torch_load
+from irtbox.utils.checkpoint import checkpoint_problem, safe_torch_load
 from tests.test_reliability.reliability_helpers import ROOT, TINY_CONFIG, run_log
 from irtbox.cli import test as test_tool
 from irtbox.cli import train as train_tool

@@ -20,7 +20,7 @@ from tests.test_reliability.reliability_helpers import TINY_CONFIG, descendants
 from irtbox.cli import train as train_tool
 from irtbox.engine import PREEMPTED_EXIT_STATUS
 from irtbox.engine.runner import run_checkpoints
-from irtbox.utils import safe_torch_load
+from irtbox.utils.checkpoint import safe_torch_load
 
 ITERS = 10
 CONFIG = f"""_base_ = [{TINY_CONFIG!r}]

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from irtbox.engine import NonFiniteLossHook
-from irtbox.utils import safe_torch_load
+from irtbox.utils.checkpoint import safe_torch_load
 from irtbox.cli import train as train_tool
 from tests.test_reliability.reliability_helpers import TINY_CONFIG, run_log
 

@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from irtbox.cli import train as train_tool
-from irtbox.utils import safe_torch_load
+from irtbox.utils.checkpoint import safe_torch_load
 from tests.test_reliability.reliability_helpers import ROOT, TINY_CONFIG, run_log
 
 

@@ -350,8 +350,8 @@ def test_a_full_disk_during_save_leaves_the_folder_as_it_was(tmp_path, monkeypat
     import faiss
     folder, manifest, x = saved(tmp_path)
     before = sorted(os.listdir(folder))
-    from irtbox.utils import fileio
-    write_index, atomic_write = faiss.write_index, fileio.atomic_write
+    from irtbox.structures import embeddings_file
+    write_index, atomic_write = faiss.write_index, embeddings_file.atomic_write
 
     def half_then_full(write):
         def failing_write(*args, **kwargs):
@@ -370,7 +370,7 @@ def test_a_full_disk_during_save_leaves_the_folder_as_it_was(tmp_path, monkeypat
     if failing == 'index':
         monkeypatch.setattr(faiss, 'write_index', half_then_full(write_index))
     else:  # the embeddings file's writer, inside its atomic write
-        monkeypatch.setattr(fileio, 'atomic_write', lambda path, write: atomic_write(
+        monkeypatch.setattr(embeddings_file, 'atomic_write', lambda path, write: atomic_write(
             path, half_then_full(write) if 'embeddings-' in osp.basename(path) else write))
     searcher = ImageSearcher.load(folder)
     searcher.add(clustered(5, 8, seed=4), ids=[f'new{i}' for i in range(5)])

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from irtbox.utils import safe_torch_load
+from irtbox.utils.checkpoint import safe_torch_load
 from irtbox.utils.dist import free_port
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))

@@ -14,6 +14,7 @@ from mmengine.hooks import Hook
 from mmengine.logging import print_log
 
 from irtbox.registry import HOOKS
+from irtbox.utils.checkpoint import safe_torch_load
 from irtbox.utils.checks import check_int
 from irtbox.utils.errors import ArgumentError
 from .utils import bare_model, resume_source
@@ -131,7 +132,6 @@ class BestWeightsEarlyStoppingHook(Hook):
                 raise FileNotFoundError(
                     f'{type(self).__name__}: the best weights (iteration {self.best_iter}) are '
                     f'not in memory and {path} does not exist (save_best=False with a resumed run?)')
-            from irtbox.utils import safe_torch_load
             weights = safe_torch_load(path)['state_dict']
         bare_model(runner).load_state_dict(weights)
         print_log(f'reloaded the best weights ({self.monitor}={self.state.best:.4f}, '

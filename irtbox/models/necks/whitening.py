@@ -3,6 +3,7 @@ from typing import Optional, Sequence
 
 import torch
 
+from irtbox.evaluation.functional.whitening import learn_whitening, pca_whitening
 from irtbox.registry import MODELS
 from .projection import FittedProjection
 
@@ -40,7 +41,6 @@ class LearnedWhitening(FittedProjection):
     def fit(self, x: torch.Tensor, qidxs: Optional[Sequence[int]] = None,
             pidxs: Optional[Sequence[int]] = None) -> None:
         """Learn from N x in_dim descriptors (and, for 'learned', pair indices into them)."""
-        from irtbox.evaluation.functional.whitening import learn_whitening, pca_whitening
         self.check_input(x)
         x = x.double()
         if self.method == 'learned':

@@ -31,8 +31,7 @@ from typing import List, Optional
 
 from irtbox.ops import commands
 from irtbox.utils.cpus import usable_cpu_count
-from irtbox.utils.dist import EXIT_WITH_PARENT_VAR
-from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
+from irtbox.utils.exit_status import EXIT_WITH_PARENT_VAR, PREEMPTED_EXIT_STATUS
 from irtbox.utils.fileio import atomic_write_text, read_json
 
 from .spec import OFF_THE_SHELF, Run

@@ -16,6 +16,7 @@ from typing import List, Optional
 
 from irtbox.utils.errors import ArgumentError
 from irtbox.utils.fileio import atomic_write
+from irtbox.visualization.plotting import pyplot
 
 from .spec import OFF_THE_SHELF, factor_values
 
@@ -38,7 +39,6 @@ def plot_factor(summary: List[dict], factor: str, metric: str, out_path: str,
 
     ``xlabel`` defaults to ``factor``; ``title``, when given, is the figure's suptitle.
     """
-    from irtbox.visualization.plotting import pyplot
     plt = pyplot()
     if band not in ('minmax', 'std'):
         raise ArgumentError(f"band must be 'minmax' or 'std', got {band!r}", 'band')

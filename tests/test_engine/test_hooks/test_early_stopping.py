@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from irtbox.engine.hooks import BestWeightsEarlyStoppingHook, StoppingState, early_stopping_step
-from irtbox.utils import safe_torch_load
+from irtbox.utils.checkpoint import safe_torch_load
 
 
 def reference_stop(scores, patience, rule='greater', min_delta=0.0):

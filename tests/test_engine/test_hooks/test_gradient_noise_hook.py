@@ -17,7 +17,7 @@ from irtbox.engine.runner import IrtboxRunner
 from irtbox.engine.hooks import GradientNoiseHook
 from irtbox.models.heads import EmbeddingHead
 from irtbox.models.losses.contrastive import contrastive_loss
-from irtbox.utils import register_safe_globals, safe_torch_load
+from irtbox.utils.checkpoint import register_safe_globals, safe_torch_load
 from irtbox.utils.config import load_config
 
 from tests.shared_runs import dist_train

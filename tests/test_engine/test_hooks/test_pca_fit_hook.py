@@ -7,7 +7,7 @@ import torch
 
 from irtbox.cli import test as test_tool
 from irtbox.cli import train as train_tool
-from irtbox.utils import safe_torch_load
+from irtbox.utils.checkpoint import safe_torch_load
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 CONFIG = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt_pca.py')

@@ -16,7 +16,7 @@ from irtbox.cli import train as train_tool
 from irtbox.engine import PreemptionHook
 from irtbox.engine.hooks import preemption
 from irtbox.engine.work_dir_lock import LOCK_NAME, WorkDirLock, WorkDirLocked
-from irtbox.utils import safe_torch_load
+from irtbox.utils.checkpoint import safe_torch_load
 from tests.gpu_semantics import FakeCuda, cpu_generator_rules, on_device
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))

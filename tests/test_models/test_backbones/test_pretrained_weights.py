@@ -10,7 +10,7 @@ from mmengine.logging import MMLogger
 from irtbox.models.backbones import PretrainedWeightsUnavailable, TimmBackbone, create_timm_model
 from irtbox.models.backbones import pretrained as pretrained_module
 from irtbox.registry import MODELS
-from irtbox.utils import state_digest
+from irtbox.utils.checkpoint import state_digest
 
 TINY = dict(img_size=32, patch_size=8, depth=1, embed_dim=32, num_heads=2)
 HUB_NAME = 'deit_tiny_patch16_224.fb_in1k'

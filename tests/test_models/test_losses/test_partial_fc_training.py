@@ -16,7 +16,7 @@ from tests.shared_runs import dist_train
 from irtbox.cli import test as test_tool
 from irtbox.cli import train as train_tool
 from irtbox.models.losses import ArcFaceLoss
-from irtbox.utils import safe_torch_load
+from irtbox.utils.checkpoint import safe_torch_load
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 TINY_CONFIG = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')
