@@ -22,10 +22,9 @@ TEXT_ENCODING = 'utf-8-sig'
 class BaseRetrievalDataset(BaseDataset):
     """Base class of the image-retrieval datasets (an MMEngine ``BaseDataset``).
 
-    Subclasses implement :meth:`parse_samples`, which returns one dict per
-    image with ``img_path`` (already joined with the image prefix) and
-    ``gt_label`` holding the *original* class key (an int id or a name), plus
-    optional ``is_query`` / ``bbox``. This class then
+    Subclasses implement :meth:`parse_samples`, which returns one dict per image with ``img_path``
+    (already joined with the image prefix) and ``gt_label`` holding the *original* class key (an int
+    id or a name), plus optional ``is_query`` / ``bbox``. This class then
 
     - checks that the split is not empty (``ValueError`` otherwise),
     - maps the class keys of the split, sorted (:meth:`sort_classes`: ints numerically,
@@ -36,16 +35,14 @@ class BaseRetrievalDataset(BaseDataset):
       decoding any image (:meth:`get_gt_labels`, :meth:`get_query_mask`).
 
     Args:
-        split (str | None): Which part of the dataset to load. Each subclass
-            lists its valid values in ``SPLITS`` (``None`` there means any
-            value is accepted).
+        split (str | None): Which part of the dataset to load. Each subclass lists its valid values
+            in ``SPLITS`` (``None`` there means any value is accepted).
         data_root (str): Root folder of the dataset; relative ``ann_file``
             and ``data_prefix`` paths are joined to it.
         ann_file (str): Annotation file; ``''`` picks the subclass default
             (which may depend on the split).
-        data_prefix (dict | None): ``dict(img_path=...)``, the folder the
-            image paths of the annotation are relative to; ``None`` picks the
-            subclass default ``DEFAULT_IMG_PREFIX``.
+        data_prefix (dict | None): ``dict(img_path=...)``, the folder the image paths of the
+            annotation are relative to; ``None`` picks the subclass default ``DEFAULT_IMG_PREFIX``.
         pipeline (Sequence[dict | Callable]): Transforms applied to a sample.
         test_mode (bool): MMEngine's flag: when True a transform returning
             ``None`` is an error instead of a trigger to draw another sample.

@@ -1,6 +1,5 @@
-"""Cars196 (Krause et al., "3D Object Representations for Fine-Grained
-Categorization", 3dRR 2013) with the zero-shot metric-learning split of Song
-et al. (CVPR 2016)."""
+"""Cars196 (Krause et al., "3D Object Representations for Fine-Grained Categorization", 3dRR
+2013) with the zero-shot metric-learning split of Song et al. (CVPR 2016)."""
 import os.path as osp
 from typing import List, Optional, Sequence
 
@@ -74,19 +73,16 @@ def _mat_uint(value: int) -> np.ndarray:
 
 @DATASETS.register_module()
 class Cars196Dataset(BaseRetrievalDataset):
-    """Stanford Cars split by class: classes 1..98 train (8,054 images),
-    99..196 test (8,131 images). The official ``test`` flag (a per-image
-    classification split) is not used.
+    """Stanford Cars split by class: classes 1..98 train (8,054 images), 99..196 test (8,131
+    images). The official ``test`` flag (a per-image classification split) is not used.
 
     Two annotation formats, which give the same samples:
 
-    - ``'mat'``, the devkit's ``cars_annos.mat``: a 1 x N struct array
-      ``annotations`` with ``relative_im_path`` (``car_ims/000001.jpg``),
-      ``bbox_x1/y1/x2/y2``, ``class`` (1..196) and ``test``; image paths are
-      relative to ``data_prefix['img_path']`` (default ``data_root``)::
+    - ``'mat'``, the devkit's ``cars_annos.mat``: a 1 x N struct array ``annotations`` with
+      ``relative_im_path`` (``car_ims/000001.jpg``), ``bbox_x1/y1/x2/y2``, ``class`` (1..196) and
+      ``test``; image paths are relative to ``data_prefix['img_path']`` (default ``data_root``)::
 
-          data_root/cars_annos.mat
-          data_root/car_ims/000001.jpg
+          data_root/cars_annos.mat data_root/car_ims/000001.jpg
 
     - ``'csv'``, the common mirror of the official train/test release: the
       files ``csv_files`` (``file,x1,y1,x2,y2,class`` lines, no header), whose
@@ -105,14 +101,12 @@ class Cars196Dataset(BaseRetrievalDataset):
     Args:
         ann_format (str): ``'mat'``, ``'csv'`` or ``'auto'``: ``'mat'`` when
             ``ann_file`` exists, else ``'csv'``.
-        csv_files (Sequence[str]): The csv mirror's annotation files,
-            relative to ``data_root``.
+        csv_files (Sequence[str]): The csv mirror's annotation files, relative to ``data_root``.
         csv_img_dirs (Sequence[str]): The image folder of each csv file,
             relative to ``data_prefix['img_path']``.
         num_train_classes (int): Classes ``1 .. num_train_classes`` form the
             training split, the others the test split (98 in the protocol).
-        **kwargs: See :class:`BaseRetrievalDataset`; ``ann_file`` defaults to
-            ``cars_annos.mat``.
+        **kwargs: See :class:`BaseRetrievalDataset`; ``ann_file`` defaults to ``cars_annos.mat``.
     """
 
     specs = (DatasetSpec(

@@ -22,15 +22,13 @@ CSV_ANN_FILE, CSV_JUNK_FILE = 'annotations.csv', 'junk.csv'
 
 def write_csv(root: str, image_fn: ImageFn, classes: int = 8, per_class: int = 4,
               plan: Optional[dict] = None, junk: Sequence[Tuple[str, str]] = ()) -> None:
-    """``annotations.csv`` (``path,label,split,is_query``), images
-    ``images/<label>_<k>.png``, and ``junk.csv`` (``query_path,gallery_path``,
-    the pairs ``junk``, written as the ``path`` column).
+    """``annotations.csv`` (``path,label,split,is_query``), images ``images/<label>_<k>.png``, and
+    ``junk.csv`` (``query_path,gallery_path``, the pairs ``junk``, written as the ``path`` column).
 
     ``plan``: ``{split: [(label, [is_query of each image])]}``, an ``is_query``
-    being True, False or None (left blank). Default: ``classes`` labels in
-    ``train`` (blank ``is_query``), ``classes`` others in ``test`` whose first
-    half of images are queries and the rest gallery (``per_class`` >= 2, so
-    both).
+    being True, False or None (left blank). Default: ``classes`` labels in ``train`` (blank
+    ``is_query``), ``classes`` others in ``test`` whose first half of images are queries and the
+    rest gallery (``per_class`` >= 2, so both).
     """
     if plan is None:
         check_int(per_class, 'per_class', 2)
@@ -66,23 +64,19 @@ class CSVDataset(BaseRetrievalDataset):
     """Images listed in a CSV file with a header row naming the columns
     ``path,label[,split][,is_query]`` (any order; other columns are ignored)::
 
-        path,label,split,is_query
-        images/a.jpg,cat,train,
-        images/b.jpg,dog,test,true
+        path,label,split,is_query images/a.jpg,cat,train, images/b.jpg,dog,test,true
         images/c.jpg,dog,test,false
 
-    - ``path``: relative to ``data_prefix['img_path']`` (default
-      ``data_root``), or absolute.
+    - ``path``: relative to ``data_prefix['img_path']`` (default ``data_root``), or absolute.
     - ``label``: with ``label_type='str'`` (default) a label is its text (``05`` and ``5``
       are two classes, with a warning); with ``label_type='int'`` every label is an integer
       (``05`` is ``5``). The selected rows' labels are sorted (numerically when all are
       integers) and mapped to ``0 .. C-1``; ``metainfo['classes']`` holds them in order.
     - ``split``: with ``split='x'`` only the rows whose split is ``x`` are
       kept; ``split=None`` keeps every row.
-    - ``is_query``: ``1/true/yes`` or ``0/false/no`` (case-insensitive), or
-      blank. When a selected row has a value, every selected row must have
-      one and the split is a query/gallery split; when all are blank (e.g.
-      training rows) no ``is_query`` is set (leave-one-out evaluation).
+    - ``is_query``: ``1/true/yes`` or ``0/false/no`` (case-insensitive), or blank. When a selected
+      row has a value, every selected row must have one and the split is a query/gallery split; when
+      all are blank (e.g. training rows) no ``is_query`` is set (leave-one-out evaluation).
 
     Each image is listed once per split (a repeat would count it twice in every metric), with
     one label across splits. A UTF-8 byte-order mark is accepted.
@@ -91,8 +85,7 @@ class CSVDataset(BaseRetrievalDataset):
     (e.g. other views of the query's object that are too hard or ambiguous to
     count either way), a CSV with the header ``query_path,gallery_path``::
 
-        query_path,gallery_path
-        images/b.jpg,images/c.jpg
+        query_path,gallery_path images/b.jpg,images/c.jpg
 
     Paths are written as in ``ann_file``. A line whose paths are not both in the selected
     split is skipped (one junk file serves several splits); a path not in ``ann_file``, or a

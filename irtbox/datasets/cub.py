@@ -41,10 +41,9 @@ def write_cub(root: str, image_fn: ImageFn, classes: int = 8, per_class: int = 4
 
 @DATASETS.register_module()
 class CUBDataset(BaseRetrievalDataset):
-    """CUB-200-2011 split by class: classes 1..100 train (5,864 images),
-    101..200 test (5,924 images). The official ``train_test_split.txt`` is
-    *not* used (it splits the images of every class, which suits
-    classification, not retrieval of unseen classes).
+    """CUB-200-2011 split by class: classes 1..100 train (5,864 images), 101..200 test (5,924
+    images). The official ``train_test_split.txt`` is *not* used (it splits the images of every
+    class, which suits classification, not retrieval of unseen classes).
 
     Layout (the official release)::
 

@@ -52,8 +52,7 @@ class FolderDataset(BaseRetrievalDataset):
         split (str | None): Sub-folder of ``data_root`` to read (any name),
             or None to read ``data_root`` itself.
         extensions (Sequence[str]): Image file-name endings.
-        **kwargs: See :class:`BaseRetrievalDataset`. ``data_prefix`` and
-            ``ann_file`` are not used.
+        **kwargs: See :class:`BaseRetrievalDataset`. ``data_prefix`` and ``ann_file`` are not used.
     """
 
     specs = (DatasetSpec(name='folder', miniature=write_folder), )

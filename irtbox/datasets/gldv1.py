@@ -37,9 +37,8 @@ def write_gldv1noisy(root: str, image_fn: ImageFn, classes: int = 8, per_class: 
     file) and ``train/<id>.jpg``.
 
     ``plan``: the landmark id of each row, in file order. ``missing``: rows
-    whose image is not written (dead URLs; configs read them with
-    ``skip_missing=True``). Default: landmarks ``0 .. classes - 1``, their
-    rows interleaved.
+    whose image is not written (dead URLs; configs read them with ``skip_missing=True``). Default:
+    landmarks ``0 .. classes - 1``, their rows interleaved.
     """
     if plan is None:
         plan = interleaved(range(check_int(classes, 'classes')), per_class)
@@ -56,10 +55,9 @@ def write_gldv1noisy(root: str, image_fn: ImageFn, classes: int = 8, per_class: 
 
 @DATASETS.register_module()
 class GLDv1NoisyDataset(BaseRetrievalDataset):
-    """GLDv1-noisy: 1,225,029 images of 14,951 landmarks, the ``train.csv``
-    of the Kaggle "Google Landmark Recognition Challenge" 2018 (a training
-    set of DToP, Table A6). The images are given as URLs; the challenge's
-    download script saves each as ``<id>.jpg`` in one folder.
+    """GLDv1-noisy: 1,225,029 images of 14,951 landmarks, the ``train.csv`` of the Kaggle "Google
+    Landmark Recognition Challenge" 2018 (a training set of DToP, Table A6). The images are given as
+    URLs; the challenge's download script saves each as ``<id>.jpg`` in one folder.
 
     Layout::
 

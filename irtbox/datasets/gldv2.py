@@ -43,8 +43,7 @@ def write_gldv2clean(root: str, image_fn: ImageFn, classes: int = 8, per_class: 
 
 @DATASETS.register_module()
 class GLDv2CleanDataset(BaseRetrievalDataset):
-    """GLDv2-clean: 1,580,470 images of 81,313 landmarks (a training set of
-    DToP, Table A6).
+    """GLDv2-clean: 1,580,470 images of 81,313 landmarks (a training set of DToP, Table A6).
 
     Layout (the official release, https://github.com/cvdfoundation/google-landmark)::
 

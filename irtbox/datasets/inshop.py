@@ -55,16 +55,13 @@ class InShopDataset(BaseRetrievalDataset):
     Layout (the official release)::
 
         data_root/
-            Eval/list_eval_partition.txt
-            Img/img/WOMEN/Dresses/id_00000002/02_1_front.jpg
+            Eval/list_eval_partition.txt Img/img/WOMEN/Dresses/id_00000002/02_1_front.jpg
 
     ``list_eval_partition.txt``: line 1 is the number of entries (checked),
-    line 2 the header ``image_name item_id evaluation_status``, then one
-    ``img/... id_XXXXXXXX train|query|gallery`` line per image. The paths in
-    the file start with ``img/`` and the images live in ``data_root/Img/img``,
-    so the default image prefix is ``dict(img_path='Img')``; set
-    ``data_prefix=dict(img_path='')`` for copies that put ``img/`` directly
-    under ``data_root``.
+    line 2 the header ``image_name item_id evaluation_status``, then one ``img/... id_XXXXXXXX
+    train|query|gallery`` line per image. The paths in the file start with ``img/`` and the images
+    live in ``data_root/Img/img``, so the default image prefix is ``dict(img_path='Img')``; set
+    ``data_prefix=dict(img_path='')`` for copies that put ``img/`` directly under ``data_root``.
 
     ``split='train'``: the training images. ``split='test'``: queries and gallery together,
     in file order, each with ``is_query``, labelled by item id (a string, shared by queries

@@ -32,10 +32,9 @@ def split_classes(num_classes: int, val_fraction: float = 0.2, order: str = 'sor
     """Split the labels ``0 .. num_classes - 1`` into training and validation
     classes, class-disjoint.
 
-    ``round(val_fraction * num_classes)`` classes validate. ``order='sorted'``
-    (the benchmark's rule) keeps the first classes for training and
-    validates on the last ones; ``order='random'`` draws the validation
-    classes with ``seed``.
+    ``round(val_fraction * num_classes)`` classes validate. ``order='sorted'`` (the benchmark's
+    rule) keeps the first classes for training and validates on the last ones; ``order='random'``
+    draws the validation classes with ``seed``.
 
     Returns:
         (train_classes, val_classes): sorted int64 arrays.
@@ -105,8 +104,7 @@ def add_label_noise(labels, fraction: float, classes=None,
 
 @DATASETS.register_module()
 class BenchmarkSplitDataset(BaseRetrievalDataset):
-    """One part of a dataset's training split under the recipe benchmark's
-    data-side factors.
+    """One part of a dataset's training split under the recipe benchmark's data-side factors.
 
     The classes of ``dataset`` are split class-disjointly (:func:`split_classes`):
     ``part='val'`` is the validation classes, untouched; ``part='train'`` the training

@@ -27,10 +27,9 @@ _PNG_PARAMS = [cv2.IMWRITE_PNG_COMPRESSION, 9]
 def class_image(class_index: int, image_index: int, size: int = DEFAULT_SIZE) -> np.ndarray:
     """A ``size`` x ``size`` x 3 uint8 BGR image of class ``class_index``.
 
-    The class fixes two colours and the orientation and period of stripes
-    drawn in them; each image shifts and slightly turns the stripes and
-    changes brightness and noise. So images of a class look alike, classes
-    differ, and a model can learn to tell them apart. Deterministic in its
+    The class fixes two colours and the orientation and period of stripes drawn in them; each image
+    shifts and slightly turns the stripes and changes brightness and noise. So images of a class
+    look alike, classes differ, and a model can learn to tell them apart. Deterministic in its
     arguments (non-negative ints).
     """
     look = np.random.default_rng([_CLASS_STREAM, int(class_index)])

@@ -1,6 +1,5 @@
-"""NC-clean: the Landmarks dataset of "Neural Codes" (Babenko et al., ECCV
-2014) cleaned by Gordo et al. ("Deep Image Retrieval: Learning Global
-Representations for Image Search", ECCV 2016)."""
+"""NC-clean: the Landmarks dataset of "Neural Codes" (Babenko et al., ECCV 2014) cleaned by Gordo
+et al. ("Deep Image Retrieval: Learning Global Representations for Image Search", ECCV 2016)."""
 import os.path as osp
 from typing import Collection, Dict, List, Optional, Tuple
 from urllib.parse import unquote, urlsplit
@@ -45,17 +44,15 @@ def write_ncclean(root: str, image_fn: ImageFn, classes: int = 8, per_class: int
 
 @DATASETS.register_module()
 class NCCleanDataset(BaseRetrievalDataset):
-    """NC-clean (Landmarks-clean): 27,965 images of 581 landmarks in the
-    copy used by DToP (Table A6; the list names more images, some URLs are
-    dead).
+    """NC-clean (Landmarks-clean): 27,965 images of 581 landmarks in the copy used by DToP (Table
+    A6; the list names more images, some URLs are dead).
 
     Layout (the lists released by Gordo et al., read the same way by
     naver/deep-image-retrieval's ``Landmarks_clean``)::
 
         data_root/
             annotation_clean_train.txt   # one image per line: "<url or path> <label>"
-            annotation_clean_val.txt
-            images/<file name of the url>
+            annotation_clean_val.txt images/<file name of the url>
 
     Each line has two space-separated fields: the image's URL (the file is the last component
     of its path, as the downloaders save it) or path, and the landmark label, an integer or a

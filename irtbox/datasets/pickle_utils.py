@@ -1,9 +1,8 @@
 """Reading the pickled annotations of the landmark datasets (SfM-120k, revisited
 Oxford / Paris) safely and with errors that name the file and the key at fault.
 
-The official files are pickles of dicts, lists, strings and numbers (numpy
-arrays in some copies). ``pickle.load`` would run whatever code a tampered file
-asks for, so only those types are allowed.
+The official files are pickles of dicts, lists, strings and numbers (numpy arrays in some copies).
+``pickle.load`` would run whatever code a tampered file asks for, so only those types are allowed.
 """
 import os.path as osp
 import pickle

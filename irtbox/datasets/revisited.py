@@ -1,6 +1,5 @@
 """Revisited Oxford and Paris (Radenovic et al., "Revisiting Oxford and Paris:
-Large-Scale Image Retrieval Benchmarking", CVPR 2018), optionally with the
-R1M distractors."""
+Large-Scale Image Retrieval Benchmarking", CVPR 2018), optionally with the R1M distractors."""
 import os.path as osp
 from functools import partial
 from typing import List, Optional, Sequence, Tuple
@@ -43,13 +42,11 @@ def write_revisited(root: str, image_fn: ImageFn, dataset_name: str, classes: in
                     others: int = 4) -> None:
     """``gnd_<dataset_name>.pkl`` and ``jpg/<name>.jpg``.
 
-    ``classes`` landmarks with one query each, image 0 of the landmark, its
-    ``bbx`` the central three quarters of it (floats, inside the image); the
-    database holds ``per_class`` more images of every landmark, the k-th
-    labelled ``relevance[k % len(relevance)]`` (``'easy'``, ``'hard'`` or
-    ``'junk'``) for its query, and ``others`` images of classes of their own
-    (``classes ..``) that are no query's. The database order is shuffled
-    (fixed seed).
+    ``classes`` landmarks with one query each, image 0 of the landmark, its ``bbx`` the central
+    three quarters of it (floats, inside the image); the database holds ``per_class`` more images of
+    every landmark, the k-th labelled ``relevance[k % len(relevance)]`` (``'easy'``, ``'hard'`` or
+    ``'junk'``) for its query, and ``others`` images of classes of their own (``classes ..``) that
+    are no query's. The database order is shuffled (fixed seed).
     """
     check_int(classes, 'classes')
     check_int(per_class, 'per_class')
@@ -160,10 +157,9 @@ class RevisitedDataset(BaseDataset):
             jpg/all_souls_000013.jpg
             ...
 
-    ``gnd_<dataset_name>.pkl`` holds ``imlist`` (database names, no
-    extension), ``qimlist`` (query names, not in the database) and ``gnd``, one
-    dict per query with ``easy``, ``hard``, ``junk`` (0-based indices into
-    ``imlist``) and ``bbx`` = [x1, y1, x2, y2] (query box, pixels).
+    ``gnd_<dataset_name>.pkl`` holds ``imlist`` (database names, no extension), ``qimlist`` (query
+    names, not in the database) and ``gnd``, one dict per query with ``easy``, ``hard``, ``junk``
+    (0-based indices into ``imlist``) and ``bbx`` = [x1, y1, x2, y2] (query box, pixels).
 
     Samples, in this order (so that ``sample_idx`` says what an image is):
 
@@ -188,9 +184,8 @@ class RevisitedDataset(BaseDataset):
         data_prefix (dict | None): ``dict(img_path=...)``, the image folder
             (default ``jpg``, relative to ``data_root``).
         img_suffix (str): Appended to the names of ``imlist`` / ``qimlist``.
-        distractors_list (str | None): Text file with one distractor image
-            path per line (blank lines skipped); relative to
-            ``distractors_root``.
+        distractors_list (str | None): Text file with one distractor image path per line (blank
+            lines skipped); relative to ``distractors_root``.
         distractors_root (str): Folder the distractor paths are relative to.
         pipeline (Sequence[dict | Callable]): Transforms of a sample.
         test_mode (bool): MMEngine's flag; True by default (an evaluation set).

@@ -1,6 +1,5 @@
-"""SfM-120k (Radenovic et al., "Fine-tuning CNN Image Retrieval with No Human
-Annotation", TPAMI 2018): training tuples mined from 3D reconstructions, and
-its whitening set."""
+"""SfM-120k (Radenovic et al., "Fine-tuning CNN Image Retrieval with No Human Annotation", TPAMI
+2018): training tuples mined from 3D reconstructions, and its whitening set."""
 import hashlib
 import os.path as osp
 from typing import List, Optional, Sequence
@@ -60,12 +59,10 @@ def write_sfm120k(root: str, image_fn: ImageFn, classes: int = 8, per_class: int
     ``ims/<cid[-2:]>/<cid[-4:-2]>/<cid[-6:-4]>/<cid>`` (no extension).
 
     ``train``: clusters ``0 .. classes - 1``, ``val``: the next
-    ``max(1, classes // 2)``, ``per_class`` (>= 2) images each and
-    ``per_class - 1`` query/positive pairs per cluster. So tuple mode has
-    ``classes * (per_class - 1)`` pairs (``qsize`` at most that) and
-    ``classes - 1`` other clusters to draw negatives from (``nnum`` at most
-    that). The whitening set: two more images of every ``val`` cluster, a
-    matching pair each.
+    ``max(1, classes // 2)``, ``per_class`` (>= 2) images each and ``per_class - 1`` query/positive
+    pairs per cluster. So tuple mode has ``classes * (per_class - 1)`` pairs (``qsize`` at most
+    that) and ``classes - 1`` other clusters to draw negatives from (``nnum`` at most that). The
+    whitening set: two more images of every ``val`` cluster, a matching pair each.
     """
     check_int(classes, 'classes')
     check_int(per_class, 'per_class', 2)
@@ -93,16 +90,14 @@ class SfM120kDataset(BaseRetrievalDataset):
             retrieval-SfM-120k.pkl   # {'train': {...}, 'val': {...}}
             ims/<cid[-2:]>/<cid[-4:-2]>/<cid[-6:-4]>/<cid>
 
-    Each split of the pickle has ``cids`` (image names), ``cluster`` (3D model
-    id per image) and the aligned query/positive lists ``qidxs``, ``pidxs``
-    (indices into ``cids``).
+    Each split of the pickle has ``cids`` (image names), ``cluster`` (3D model id per image) and the
+    aligned query/positive lists ``qidxs``, ``pidxs`` (indices into ``cids``).
 
     Two modes:
 
-    - plain (``tuples=False``): every image of the split, in ``cids`` order,
-      with ``gt_label`` = its cluster id mapped in increasing order to
-      ``0 .. C-1`` (``metainfo['classes']`` keeps the original ids). Used as a
-      class-labelled training set and to read images by index.
+    - plain (``tuples=False``): every image of the split, in ``cids`` order, with ``gt_label`` = its
+      cluster id mapped in increasing order to ``0 .. C-1`` (``metainfo['classes']`` keeps the
+      original ids). Used as a class-labelled training set and to read images by index.
     - tuples (``tuples=True``): ``len(self)`` = ``min(qsize, number of pairs)``; item ``i``
       is the list of the ``2 + nnum`` packed images of tuple ``i`` (query, positive, ``nnum``
       negatives), each data sample carrying ``tuple_target`` (-1 query, 1 positive,

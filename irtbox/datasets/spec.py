@@ -175,10 +175,9 @@ def matching_view(name: str, args: dict, ignore: Tuple[str, ...] = _NOT_DISTINGU
 
 
 def spec_of_config(dataset_cfg: dict) -> Optional[DatasetSpec]:
-    """The spec of the data a dataset config reads: the first whose splits are built by the
-    same class with the same distinguishing arguments (e.g. ``dataset_name``), else the one
-    spec its class declares; None when neither (the config's class reads no declared
-    dataset, or several)."""
+    """The spec of the data a dataset config reads: the first whose splits are built by the same
+    class with the same distinguishing arguments (e.g. ``dataset_name``), else the one spec its
+    class declares; None when neither (the config's class reads no declared dataset, or several)."""
     name = type_name(dataset_cfg.get('type'))
     match = matching_view(name, dataset_cfg)
     if match:

@@ -1,11 +1,10 @@
 """Export a retriever as image -> L2-normalised embedding (ONNX or TorchScript), checked
 numerically against PyTorch right after export.
 
-The exported graph takes a B x 3 x H x W batch of RGB images, uint8 (or float) in 0-255,
-and returns B x D float32 L2-normalised embeddings. Inside: the cast to float, the channel
-flip when the network sees BGR, the ``(x - mean) / std`` of the model's input spec
-(``model.input_spec``), and ``model.extract_feat`` (multi-scale test scales and learned
-whitening included).
+The exported graph takes a B x 3 x H x W batch of RGB images, uint8 (or float) in 0-255, and
+returns B x D float32 L2-normalised embeddings. Inside: the cast to float, the channel flip when
+the network sees BGR, the ``(x - mean) / std`` of the model's input spec (``model.input_spec``),
+and ``model.extract_feat`` (multi-scale test scales and learned whitening included).
 """
 import contextlib
 import copy

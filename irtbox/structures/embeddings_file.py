@@ -5,11 +5,10 @@ the search index (``embeddings-<tag>.npz`` in the index folder) all write it wit
 :func:`save_embeddings`, and everything that reads embeddings (``browse_results``,
 ``plot_embeddings``, ``analyze_embeddings``, the index) reads it with :func:`load_embeddings`.
 
-It is an uncompressed ``.npz`` (NumPy's zip of ``.npy`` arrays, readable with ``np.load``) so
-that the big arrays can be memory-mapped in place: a 10M x 768 collection is not read into
-memory to look at a few rows. One file holds one or several *sets* (the test sets of a
-multi-dataset run); a set named ``s`` keeps its arrays under ``s/``, the only set of a file
-under no prefix::
+It is an uncompressed ``.npz`` (NumPy's zip of ``.npy`` arrays, readable with ``np.load``) so that
+the big arrays can be memory-mapped in place: a 10M x 768 collection is not read into memory to look
+at a few rows. One file holds one or several *sets* (the test sets of a multi-dataset run); a set
+named ``s`` keeps its arrays under ``s/``, the only set of a file under no prefix::
 
     format                 'irtbox-embeddings/1'
     metrics/<name>         0-d float, one per metric of the run (all sets together)

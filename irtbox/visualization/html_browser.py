@@ -1,9 +1,8 @@
 """A static results browser: ``index.html`` with one row per query, thumbnails beside it.
 
-The page is self-contained (inline CSS and JavaScript, no CDN), so it works from
-``file://`` with no server and no internet. Thumbnails are small JPEG files written once
-per image (``thumbs/<sample>.jpg``) and loaded lazily, so a page of thousands of queries
-stays light.
+The page is self-contained (inline CSS and JavaScript, no CDN), so it works from ``file://`` with no
+server and no internet. Thumbnails are small JPEG files written once per image
+(``thumbs/<sample>.jpg``) and loaded lazily, so a page of thousands of queries stays light.
 """
 import html
 import math

@@ -1,9 +1,8 @@
 """What each shown query retrieved: its top-k, which results are right, wrong or junk, its AP,
 the rank of its first correct result and the classes that come before it.
 
-Only the shown queries are ranked in full; choosing them needs only the top-1 of a random
-pool a few times larger than the sample, so the cost grows with the queries shown, not with
-the test set.
+Only the shown queries are ranked in full; choosing them needs only the top-1 of a random pool a few
+times larger than the sample, so the cost grows with the queries shown, not with the test set.
 """
 from typing import List, Optional, Sequence
 
@@ -84,10 +83,9 @@ def analyze_queries(query_emb: np.ndarray, gallery_emb: np.ndarray, rows: Sequen
                     max_confusions: int = 3) -> List[dict]:
     """Ranks the gallery for each query of ``rows`` and describes the result.
 
-    Similarity is the cosine (rows L2-normalised), ties to the lower gallery index.
-    In leave-one-out mode (``exclude_self``: query i is gallery item i) the query
-    itself is removed from the shown ranking; ``gnd`` must then list it as junk
-    (:func:`label_ground_truth` does).
+    Similarity is the cosine (rows L2-normalised), ties to the lower gallery index. In leave-one-out
+    mode (``exclude_self``: query i is gallery item i) the query itself is removed from the shown
+    ranking; ``gnd`` must then list it as junk (:func:`label_ground_truth` does).
 
     ``gnd``: one ``{'ok', 'junk'}`` dict per row (gallery indices); ``k`` results kept per
     query; ``gallery_labels`` (n_g,) give the confusions (None: none), at most
@@ -96,10 +94,9 @@ def analyze_queries(query_emb: np.ndarray, gallery_emb: np.ndarray, rows: Sequen
     Returns:
         One dict per row: ``query``, ``results`` (top-k gallery indices), ``scores``,
         ``status`` ('correct' / 'wrong' / 'junk' each), ``ap`` (over the whole ranking, junk
-        removed; NaN without a correct item), ``n_relevant``, ``first_correct`` (1-based
-        rank, or None), ``failure`` (a wrong result before the first correct one) and
-        ``confusions`` (``[(label, count), ...]`` of the wrong results before it, most
-        frequent first).
+        removed; NaN without a correct item), ``n_relevant``, ``first_correct`` (1-based rank, or
+        None), ``failure`` (a wrong result before the first correct one) and ``confusions``
+        (``[(label, count), ...]`` of the wrong results before it, most frequent first).
     """
     rows = np.asarray(rows, dtype=np.int64)
     if len(rows) != len(gnd):

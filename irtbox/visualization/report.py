@@ -38,15 +38,13 @@ def show_results(out_dir: str, embeddings: np.ndarray, image_paths: Sequence[str
     With ``worst`` > 0, every query is ranked in full instead (the cost of ``map@all``) and
     the ``worst`` queries by AP are shown; ``failures.csv`` then lists all queries.
 
-    ``labels`` (n,) tell correct results from wrong ones, or else ``gnd``: one ``{'ok',
-    'junk'}`` dict per query (gallery positions among the non-queries), as for revisited
-    Oxford / Paris. ``metrics`` go to the page header; ``tile`` is a grid tile's side in
-    pixels.
+    ``labels`` (n,) tell correct results from wrong ones, or else ``gnd``: one ``{'ok', 'junk'}``
+    dict per query (gallery positions among the non-queries), as for revisited Oxford / Paris.
+    ``metrics`` go to the page header; ``tile`` is a grid tile's side in pixels.
 
     Returns:
-        The shown queries' records (see
-        :func:`~irtbox.visualization.ranking.analyze_queries`) with ``query`` and
-        ``results`` as sample indices.
+        The shown queries' records (see :func:`~irtbox.visualization.ranking.analyze_queries`) with
+        ``query`` and ``results`` as sample indices.
     """
     from tqdm import tqdm
     n = len(embeddings)

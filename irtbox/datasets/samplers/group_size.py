@@ -41,9 +41,8 @@ def check_aspect_bins(aspect_bins: Sequence[float], owner: str) -> Tuple[float, 
 
 def check_group_sizes(sizes: Sequence[Sequence[int]],
                       num_groups: int) -> Tuple[Tuple[int, int], ...]:
-    """``sizes`` as a tuple of (width, height), or a ValueError unless there
-    is one positive (w, h) per group with h / w
-    non-decreasing from group to group (wide groups get wide sizes; this
+    """``sizes`` as a tuple of (width, height), or a ValueError unless there is one positive (w,
+    h) per group with h / w non-decreasing from group to group (wide groups get wide sizes; this
     catches sizes given as (h, w))."""
     try:
         sizes = tuple((int(w), int(h)) for w, h in sizes)
@@ -65,9 +64,8 @@ def check_group_sizes(sizes: Sequence[Sequence[int]],
 def aspect_group(height, width, aspect_bins: Sequence[float] = DEFAULT_ASPECT_BINS) -> np.ndarray:
     """The group of images of size ``height`` x ``width`` (scalars or arrays).
 
-    Group g collects the aspect ratios r = h / w with
-    ``aspect_bins[g-1] <= r < aspect_bins[g]`` (``np.digitize``): group 0
-    is the widest images, group ``len(aspect_bins)`` the tallest.
+    Group g collects the aspect ratios r = h / w with ``aspect_bins[g-1] <= r < aspect_bins[g]``
+    (``np.digitize``): group 0 is the widest images, group ``len(aspect_bins)`` the tallest.
     """
     ratio = np.asarray(height, dtype=np.float64) / np.asarray(width, dtype=np.float64)
     return np.digitize(ratio, np.asarray(aspect_bins, dtype=np.float64))
@@ -141,17 +139,15 @@ def get_image_sizes(dataset, num_threads: int = 8) -> np.ndarray:
 
 @DATA_SAMPLERS.register_module()
 class GroupSizeSampler(BatchListSampler):
-    """Group-size sampling (Yokoo et al., "Two-stage Discriminative
-    Re-ranking for Large-scale Landmark Retrieval", CVPRW 2020; DToP Table
-    A12): yields indices whose consecutive chunks of ``batch_size`` are
-    batches of one aspect-ratio group each.
+    """Group-size sampling (Yokoo et al., "Two-stage Discriminative Re-ranking for Large-scale
+    Landmark Retrieval", CVPRW 2020; DToP Table A12): yields indices whose consecutive chunks of
+    ``batch_size`` are batches of one aspect-ratio group each.
 
-    Every image falls into a group by its aspect ratio r = h / w (:func:`aspect_group`;
-    default bins 0.67, 0.77, 1.33, 1.5 -> 5 groups), and
-    :class:`~irtbox.datasets.transforms.GroupResize`, with the same bins, resizes it to its
-    group's size: the group is a function of the image alone, so nothing travels from the
-    sampler to the transform. Image sizes come from the data list's ``width`` / ``height``,
-    else from the image headers, read once (:func:`get_image_sizes`).
+    Every image falls into a group by its aspect ratio r = h / w (:func:`aspect_group`; default bins
+    0.67, 0.77, 1.33, 1.5 -> 5 groups), and :class:`~irtbox.datasets.transforms.GroupResize`, with
+    the same bins, resizes it to its group's size: the group is a function of the image alone, so
+    nothing travels from the sampler to the transform. Image sizes come from the data list's
+    ``width`` / ``height``, else from the image headers, read once (:func:`get_image_sizes`).
 
     Epoch ``e``: with ``rng = default_rng([seed, e])``, every group is shuffled and cut into
     complete batches (the remainder dropped); all batches are shuffled together and the first

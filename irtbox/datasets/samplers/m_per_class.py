@@ -36,9 +36,8 @@ class _CyclicStream:
 
     ``take(k)`` returns the next ``k`` items. For ``k <= len(items)`` they are
     distinct: when the k items straddle two passes, the items already taken
-    from the old pass are deferred in the new one (a stable reorder). For
-    ``k > len(items)`` every item is returned, then the stream continues
-    (repeats are unavoidable).
+    from the old pass are deferred in the new one (a stable reorder). For ``k > len(items)`` every
+    item is returned, then the stream continues (repeats are unavoidable).
     """
 
     def __init__(self, items: np.ndarray, rng: Optional[np.random.Generator]):
@@ -81,8 +80,7 @@ class MPerClassSampler(BatchListSampler):
     r, r + W, ... ``batch_size`` must equal the dataloader's (:class:`BatchListSampler`).
 
     Args:
-        dataset: An MMEngine dataset with ``get_gt_labels()`` or
-            ``get_data_info(i)['gt_label']``.
+        dataset: An MMEngine dataset with ``get_gt_labels()`` or ``get_data_info(i)['gt_label']``.
         batch_size (int): Per-rank batch size, a multiple of ``m``.
         m (int): Images per class in a batch.
         shuffle (bool): Random permutations (True) or identity order.

@@ -18,9 +18,8 @@ class PackRetrievalInputs(BaseTransform):
     - ``inputs``: ``results['img']`` (H x W x C, as decoded) as a contiguous C x H x W tensor
       of the same dtype; channel order and scaling are left to the data preprocessor. A 2-D
       image becomes 1 x H x W.
-    - ``data_samples``: a :class:`DataSample` with ``gt_label`` when
-      ``results`` has one, and each key of ``meta_keys`` found in
-      ``results`` as a meta field (missing keys are skipped).
+    - ``data_samples``: a :class:`DataSample` with ``gt_label`` when ``results`` has one, and each
+      key of ``meta_keys`` found in ``results`` as a meta field (missing keys are skipped).
 
     Args:
         meta_keys (Sequence[str]): Keys copied to the data sample's metainfo.

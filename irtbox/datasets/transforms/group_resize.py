@@ -17,9 +17,8 @@ __all__ = ['GroupResize']
 
 @TRANSFORMS.register_module()
 class GroupResize(BaseTransform):
-    """Resize ``results['img']`` to the (width, height) of its image's
-    aspect-ratio group: the transform half of group-size sampling (Yokoo et
-    al., CVPRW 2020; DToP Table A12).
+    """Resize ``results['img']`` to the (width, height) of its image's aspect-ratio group: the
+    transform half of group-size sampling (Yokoo et al., CVPRW 2020; DToP Table A12).
 
     The group is :func:`~irtbox.datasets.samplers.group_size.aspect_group` of the
     *original* image size, as :class:`GroupSizeSampler` groups (``results['width']`` /
@@ -29,13 +28,11 @@ class GroupResize(BaseTransform):
     ``crop_scale=(a, b)`` first crops a random window of the image's aspect ratio and a
     fraction s ~ U(a, b) of its area: crop and scale augmentation at the group's size.
 
-    Reads ``img`` (H x W [x C]) and the size keys above; writes ``img``
-    (h x w [x C] with (w, h) the group's size), ``img_shape`` = (h, w) and
-    ``size_group`` (the group index).
+    Reads ``img`` (H x W [x C]) and the size keys above; writes ``img`` (h x w [x C] with (w, h) the
+    group's size), ``img_shape`` = (h, w) and ``size_group`` (the group index).
 
     Args:
-        aspect_bins (Sequence[float]): Increasing bins of h / w; must match
-            the sampler's.
+        aspect_bins (Sequence[float]): Increasing bins of h / w; must match the sampler's.
         sizes (Sequence[tuple[int, int]]): One (width, height) per group,
             from the widest group to the tallest. Defaults to Yokoo et al.:
             (512, 352), (512, 384), (448, 448), (384, 512), (352, 512).

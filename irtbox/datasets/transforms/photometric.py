@@ -11,11 +11,10 @@ __all__ = ['RandomIllumination', 'RandAugment']
 class RandomIllumination(BaseTransform):
     """Random brightness and contrast: ``x' = clip(c · (x − mean) + mean + b·255)``.
 
-    ``c`` is drawn uniformly from ``[1 − contrast, 1 + contrast]`` and ``b`` from
-    ``[−brightness, brightness]`` (``mean``: the image's mean intensity), with
-    probability ``prob``; the image keeps its dtype (uint8). DToP's
-    "illumination augmentation" (the supplementary gives no parameters; these
-    are our defaults).
+    ``c`` is drawn uniformly from ``[1 − contrast, 1 + contrast]`` and ``b`` from ``[−brightness,
+    brightness]`` (``mean``: the image's mean intensity), with probability ``prob``; the image keeps
+    its dtype (uint8). DToP's "illumination augmentation" (the supplementary gives no parameters;
+    these are our defaults).
 
     Required keys: ``img``. Modified keys: ``img``.
     """
@@ -45,9 +44,8 @@ class RandomIllumination(BaseTransform):
 class RandAugment(BaseTransform):
     """RandAugment (Cubuk et al. 2020): ``num_ops`` random operations of strength ``magnitude``.
 
-    Applies torchvision's ``RandAugment`` to the image (HWC BGR uint8 in and out;
-    the operations run on the RGB tensor). The training-recipe benchmark uses
-    3 operations at magnitude 9.
+    Applies torchvision's ``RandAugment`` to the image (HWC BGR uint8 in and out; the operations run
+    on the RGB tensor). The training-recipe benchmark uses 3 operations at magnitude 9.
 
     Required keys: ``img``. Modified keys: ``img``.
     """

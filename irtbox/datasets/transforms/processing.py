@@ -25,10 +25,9 @@ class RandomCrop(BaseTransform):
     """Crop a random ``crop_size`` window from ``results['img']`` (e.g. 224
     from a 256 x 256 resize, the category-level training augmentation of IRT).
 
-    Reads ``img`` (H x W [x C]); writes ``img`` (h x w [x C], a copy) and
-    ``img_shape`` = (h, w). The top-left corner is uniform over the valid
-    positions (``np.random``, seeded by MMEngine per worker). An image smaller
-    than the crop is an error (resize first).
+    Reads ``img`` (H x W [x C]); writes ``img`` (h x w [x C], a copy) and ``img_shape`` = (h, w).
+    The top-left corner is uniform over the valid positions (``np.random``, seeded by MMEngine per
+    worker). An image smaller than the crop is an error (resize first).
 
     Args:
         crop_size (int | tuple[int, int]): Output size; an int means square,
@@ -61,10 +60,9 @@ class RandomCrop(BaseTransform):
 
 @TRANSFORMS.register_module()
 class CropBBox(BaseTransform):
-    """Crop ``results['img']`` to the box ``results[bbox_key]`` = [x1, y1, x2,
-    y2] in pixels of the loaded image, as the revisited Oxford/Paris protocol
-    (Radenovic et al., "Revisiting Oxford and Paris", CVPR 2018) does with the
-    query images before any resizing.
+    """Crop ``results['img']`` to the box ``results[bbox_key]`` = [x1, y1, x2, y2] in pixels of the
+    loaded image, as the revisited Oxford/Paris protocol (Radenovic et al., "Revisiting Oxford and
+    Paris", CVPR 2018) does with the query images before any resizing.
 
     Coordinates are rounded half-to-even (as PIL's ``Image.crop`` in the reference code),
     right/bottom exclusive, clipped to the image: ``img[y1:y2, x1:x2]``; an empty box is an

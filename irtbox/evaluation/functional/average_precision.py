@@ -20,12 +20,10 @@ def average_precision(ranks: ArrayLike, gnd: Sequence[dict]) -> np.ndarray:
 
     1. the junk items are removed from the ranking (column i of ``ranks``),
        as the revisited Oxford / Paris protocol does;
-    2. the positives are ``ok`` minus ``junk`` (an item in both is ignored);
-       n = their number;
-    3. with p_j the 0-based position of the j-th positive (j = 0, 1, ...)
-       in the junk-free ranking, AP = (1/n) Σ_j (j + 1) / (p_j + 1), i.e.
-       the mean over the positives of the precision at each one's rank.
-       Positives at 0 and 2 give (1 + 2/3) / 2 = 0.8333.
+    2. the positives are ``ok`` minus ``junk`` (an item in both is ignored); n = their number;
+    3. with p_j the 0-based position of the j-th positive (j = 0, 1, ...) in the junk-free ranking,
+       AP = (1/n) Σ_j (j + 1) / (p_j + 1), i.e. the mean over the positives of the precision at each
+       one's rank. Positives at 0 and 2 give (1 + 2/3) / 2 = 0.8333.
 
     Not the trapezoid AP of the official revisited code
     (:func:`~irtbox.evaluation.functional.revisited_map`, 0.7917 in that example), which
@@ -55,11 +53,10 @@ def search_average_precision(query_emb: ArrayLike,
                              device: Optional[Union[str, torch.device]] = None) -> np.ndarray:
     """:func:`average_precision` of the full ranking by inner product, without ranking.
 
-    Equals ``average_precision(rank_database(query_emb, gallery_emb), gnd)``, but per
-    query only the positions of its ``ok`` and ``junk`` items in the stable order (ties
-    to the lower index) are counted from its similarities
-    (:func:`~irtbox.evaluation.functional.ranking.stable_ranks`). Memory: one
-    similarity block of the search core.
+    Equals ``average_precision(rank_database(query_emb, gallery_emb), gnd)``, but per query only the
+    positions of its ``ok`` and ``junk`` items in the stable order (ties to the lower index) are
+    counted from its similarities (:func:`~irtbox.evaluation.functional.ranking.stable_ranks`).
+    Memory: one similarity block of the search core.
 
     Args:
         query_emb: n_q x D; gallery_emb: N x D (inner products as given).

@@ -1,12 +1,10 @@
 """Descriptor analyses of El-Nouby et al. (IRT): dimensional collapse and pair similarities.
 
-- :func:`cumulative_energy` / :func:`effective_dimension`: the cumulative
-  energy of the principal components of the descriptors (Figs. 2 and 3 of the
-  paper), and a single number summarising it.
-- :func:`similarity_histograms`: histograms of the cosine similarities of
-  positive and negative pairs (Fig. 5) of a labelled set;
-  :func:`ground_truth_histograms`: the same for queries against a database
-  with per-query ground truth (revisited Oxford / Paris, the paper's Fig. 5).
+- :func:`cumulative_energy` / :func:`effective_dimension`: the cumulative energy of the principal
+  components of the descriptors (Figs. 2 and 3 of the paper), and a single number summarising it.
+- :func:`similarity_histograms`: histograms of the cosine similarities of positive and negative
+  pairs (Fig. 5) of a labelled set; :func:`ground_truth_histograms`: the same for queries against a
+  database with per-query ground truth (revisited Oxford / Paris, the paper's Fig. 5).
 
 All take descriptors as numpy arrays or torch tensors, work in float64 and
 never build an N x N matrix.
@@ -107,9 +105,8 @@ def similarity_histograms(embeddings: ArrayLike, labels: Union[ArrayLike, Sequen
 
     Which pairs:
 
-    - ``query_mask=None``: every unordered pair {i, j}, i < j, of the N
-      descriptors, each counted once (a descriptor is never paired with
-      itself);
+    - ``query_mask=None``: every unordered pair {i, j}, i < j, of the N descriptors, each counted
+      once (a descriptor is never paired with itself);
     - ``query_mask`` given (N booleans): every (query, gallery) pair, query i
       with ``query_mask[i]``, gallery j without (e.g. In-Shop's split); pairs
       inside the queries or inside the gallery are left out.
@@ -127,10 +124,9 @@ def similarity_histograms(embeddings: ArrayLike, labels: Union[ArrayLike, Sequen
     comparable values; ``progress``: a progress bar over the row blocks.
 
     Returns:
-        dict with ``edges`` (bins + 1 floats), ``positive`` and ``negative``
-        (int64 counts per bin), ``num_positive`` / ``num_negative`` (pairs
-        seen), ``mean_positive`` / ``mean_negative`` (their mean similarity,
-        NaN for no pairs), ``exact`` (False when rows were sampled) and
+        dict with ``edges`` (bins + 1 floats), ``positive`` and ``negative`` (int64 counts per bin),
+        ``num_positive`` / ``num_negative`` (pairs seen), ``mean_positive`` / ``mean_negative``
+        (their mean similarity, NaN for no pairs), ``exact`` (False when rows were sampled) and
         ``query_rows`` (the indices of the rows paired with the others, in
         increasing order: all rows, the queries, or the sampled ones).
     """
@@ -179,13 +175,11 @@ def ground_truth_histograms(query: ArrayLike, database: ArrayLike, gnd: Sequence
                             bins: int = 200, range: Tuple[float, float] = (-1.0, 1.0),
                             chunk_size: int = 1024, normalize: bool = True,
                             progress: bool = False) -> Dict[str, Union[np.ndarray, int, float]]:
-    """Histograms of the (query, database) pair similarities of a ground truth
-    given per query, e.g. the revisited Oxford / Paris protocols (IRT Fig. 5 uses
-    RParis, Medium).
+    """Histograms of the (query, database) pair similarities of a ground truth given per query, e.g.
+    the revisited Oxford / Paris protocols (IRT Fig. 5 uses RParis, Medium).
 
-    For query q, the positives are ``gnd[q]['ok']``, the junk is left out, every other
-    database item is a negative. Similarities, bins and the returned dict are as in
-    :func:`similarity_histograms`.
+    For query q, the positives are ``gnd[q]['ok']``, the junk is left out, every other database item
+    is a negative. Similarities, bins and the returned dict are as in :func:`similarity_histograms`.
 
     ``query`` n_q x D, ``database`` n_db x D; ``gnd`` as from
     :func:`~irtbox.evaluation.functional.build_revisited_gnd`.

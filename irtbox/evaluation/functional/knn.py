@@ -31,15 +31,13 @@ def knn(query: ArrayLike,
     Args:
         query: nq x D array or tensor.
         gallery: N x D array or tensor.
-        k: neighbours per query. Clipped to the number of gallery items a
-            query can have (N, or N - 1 with ``exclude_self``), so the result
-            may have fewer than ``k`` columns.
+        k: neighbours per query. Clipped to the number of gallery items a query can have (N,
+            or N - 1 with ``exclude_self``), so the result may have fewer than ``k`` columns.
         exclude_self: leave-one-out search (nq == N): item i is left out of query i's
             neighbours by index, not by dropping the first neighbour (duplicates, ties).
-        searcher: a :class:`~irtbox.evaluation.neighbours.Searcher` or its
-            config dict, e.g. ``ExactSearcher(chunk_size=256, device='cuda')``
-            or ``FaissSearcher()`` (exact too); ``None``: ``ExactSearcher()``
-            (chunks of at most 128 MB, on the query's device).
+        searcher: a :class:`~irtbox.evaluation.neighbours.Searcher` or its config dict, e.g.
+            ``ExactSearcher(chunk_size=256, device='cuda')`` or ``FaissSearcher()`` (exact too);
+            ``None``: ``ExactSearcher()`` (chunks of at most 128 MB, on the query's device).
         normalize: L2-normalise query and gallery rows first.
 
     Returns:

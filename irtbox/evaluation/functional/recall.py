@@ -39,8 +39,7 @@ def recall_from_relevance(relevant: np.ndarray, ks: Iterable[int]) -> Dict[int, 
         ks: the values of K.
 
     Returns:
-        {K: fraction of queries with at least one True among their first K
-        columns}, in [0, 1]. Every query counts, also one whose class has no
-        other member (it is always a miss).
+        {K: fraction of queries with at least one True among their first K columns}, in [0, 1].
+        Every query counts, also one whose class has no other member (it is always a miss).
     """
     return recall_from_first_hit(first_hit_ranks(relevant), ks)

@@ -1,16 +1,14 @@
 """α-weighted query expansion (αQE) and database-side augmentation (αDBA).
 
-Radenović, Tolias, Chum, "Fine-tuning CNN Image Retrieval with No Human
-Annotation", TPAMI 2018, Sec. 4.3 (αQE) and the αDBA of the revisited
-Oxford / Paris benchmark (Radenović et al., CVPR 2018). Both take and give
-embeddings; the neighbours come from the exact chunked search
-(:class:`~irtbox.evaluation.neighbours.ExactSearcher`: memory O(chunk_size x N),
-ties to the lower index, consumed a chunk at a time), never from an N x N matrix.
+Radenović, Tolias, Chum, "Fine-tuning CNN Image Retrieval with No Human Annotation", TPAMI 2018,
+Sec. 4.3 (αQE) and the αDBA of the revisited Oxford / Paris benchmark (Radenović et al., CVPR 2018).
+Both take and give embeddings; the neighbours come from the exact chunked search
+(:class:`~irtbox.evaluation.neighbours.ExactSearcher`: memory O(chunk_size x N), ties to the lower
+index, consumed a chunk at a time), never from an N x N matrix.
 
-Every vector is L2-normalised first (written x̂), and with s the inner
-product of normalised vectors a neighbour weighs w(s) = s^α for s > 0 and 0
-otherwise (a neighbour at negative similarity does not pull; s^α is also
-undefined there for fractional α). The vector itself weighs 1 = s(x̂, x̂)^α.
+Every vector is L2-normalised first (written x̂), and with s the inner product of normalised vectors
+a neighbour weighs w(s) = s^α for s > 0 and 0 otherwise (a neighbour at negative similarity does not
+pull; s^α is also undefined there for fractional α). The vector itself weighs 1 = s(x̂, x̂)^α.
 """
 from typing import Optional, Union
 
@@ -35,9 +33,8 @@ def alpha_query_expansion(query: ArrayLike,
                           device: Optional[Union[str, torch.device]] = None) -> ArrayLike:
     """αQE: q' = normalise(q̂ + Σ_{i=1..k} w(s_i) x̂_{r_i}).
 
-    r_1..r_k are the k database items most similar to q̂ (s_i = q̂ᵀx̂_{r_i}),
-    so k + 1 vectors are summed, the query itself included with weight 1.
-    k = 0 only normalises.
+    r_1..r_k are the k database items most similar to q̂ (s_i = q̂ᵀx̂_{r_i}), so k + 1 vectors are
+    summed, the query itself included with weight 1. k = 0 only normalises.
 
     Args:
         query: n_q x D; database: N x D (arrays or tensors).
@@ -61,9 +58,8 @@ def alpha_database_augmentation(database: ArrayLike,
                                 ) -> ArrayLike:
     """αDBA: x'_j = normalise(x̂_j + Σ_{i=1..k} w(s_ji) x̂_{n_ji}) for every database item j.
 
-    n_j1..n_jk are the k database items most similar to x̂_j other than j
-    itself (excluded by index, so duplicates still count). All sums use the
-    original vectors (one pass, not iterated).
+    n_j1..n_jk are the k database items most similar to x̂_j other than j itself (excluded by index,
+    so duplicates still count). All sums use the original vectors (one pass, not iterated).
 
     Args:
         database: N x D (array or tensor).

@@ -1,9 +1,8 @@
 """Every retrieval metric of a labelled query set from one streamed nearest-neighbour search.
 
-A searcher (:mod:`irtbox.evaluation.neighbours`) yields the top k of a chunk of queries at a
-time; each block is turned into per-query scalars (rank of the first correct item, AP@R,
-R-precision, Precision@1) and dropped, so the extra memory is one block, whatever the number
-of queries.
+A searcher (:mod:`irtbox.evaluation.neighbours`) yields the top k of a chunk of queries at a time;
+each block is turned into per-query scalars (rank of the first correct item, AP@R, R-precision,
+Precision@1) and dropped, so the extra memory is one block, whatever the number of queries.
 """
 from typing import Dict, Iterable, Union
 
@@ -61,12 +60,11 @@ def retrieval_metrics(query_emb,
         normalize: L2-normalise the embeddings first (cosine similarity).
 
     Returns:
-        ``{'recall@K': ...}`` for each K and, with ``map_at_r``, ``'map@r'``,
-        ``'r_precision'``, ``'precision@1'``; all fractions in [0, 1].
-        Recall@K counts every query; MAP@R, R-precision and Precision@1 drop
-        queries with R_i = 0 (Musgrave et al. 2020). With an approximate
-        searcher also ``'search_recall@10'``: the mean fraction of the exact
-        top 10 that the search returns, over a seeded sample of 500 queries.
+        ``{'recall@K': ...}`` for each K and, with ``map_at_r``, ``'map@r'``, ``'r_precision'``,
+        ``'precision@1'``; all fractions in [0, 1]. Recall@K counts every query; MAP@R, R-precision
+        and Precision@1 drop queries with R_i = 0 (Musgrave et al. 2020). With an approximate
+        searcher also ``'search_recall@10'``: the mean fraction of the exact top 10 that the search
+        returns, over a seeded sample of 500 queries.
     """
     leave_one_out = gallery_emb is None
     if leave_one_out != (gallery_labels is None):

@@ -38,9 +38,8 @@ def build_revisited_gnd(gnd_raw: Sequence[dict], protocol: str) -> List[Dict[str
     ok = hard, junk = junk ∪ easy (concatenations in this order, as the official code).
 
     Args:
-        gnd_raw: one dict per query with ``easy``, ``hard`` and ``junk``
-            (0-based database indices; a missing ``junk`` means none), as in
-            ``gnd_roxford5k.pkl['gnd']``.
+        gnd_raw: one dict per query with ``easy``, ``hard`` and ``junk`` (0-based database indices;
+            a missing ``junk`` means none), as in ``gnd_roxford5k.pkl['gnd']``.
         protocol: 'easy', 'medium' or 'hard'.
 
     Returns:
@@ -83,20 +82,16 @@ def revisited_map(ranks: ArrayLike,
 
     1. p = 0-based positions of its positives (``ok``) in the ranking, in
        increasing order; the junk items' positions likewise;
-    2. junk is removed: each p drops by the number of junk items ranked
-       before it;
+    2. junk is removed: each p drops by the number of junk items ranked before it;
     3. AP = Σ_j (p0_j + p1_j) / (2n) over the found positives j = 0, 1, ...
        with p0_j = 1 if p_j = 0 else j / p_j, p1_j = (j + 1) / (p_j + 1), and
        n = len(ok) (trapezoid rule: positives at 0 and 2 give 0.7917);
-    4. P@k: with 1-based positions q = p + 1 and kq = min(max(q), k),
-       P@k = #{q <= kq} / kq (the official quirk: a query whose positives
-       all rank within the top k gets 1);
-    5. a query with empty ``ok`` gets NaN for AP and every P@k and is left
-       out of the means.
+    4. P@k: with 1-based positions q = p + 1 and kq = min(max(q), k), P@k = #{q <= kq} / kq (the
+       official quirk: a query whose positives all rank within the top k gets 1);
+    5. a query with empty ``ok`` gets NaN for AP and every P@k and is left out of the means.
 
-    ``ranks`` may be truncated (the top rows of a ranking); positives below
-    the cut still count in n. A query none of whose positives is found gets
-    AP = P@k = 0 (the official code fails there).
+    ``ranks`` may be truncated (the top rows of a ranking); positives below the cut still count in
+    n. A query none of whose positives is found gets AP = P@k = 0 (the official code fails there).
 
     Args:
         ranks: n_db x n_q integer array or tensor; column i = database indices
@@ -133,10 +128,9 @@ def junk_free_positions(ranks: np.ndarray,
         ranks: n_db x n_q integer array (checked by the caller with
             ``_as_ranks``); column i = database indices for query i.
         gnd: n_q dicts with ``ok`` and optionally ``junk`` (database indices).
-        junk_wins: how an item both ``ok`` and ``junk`` counts. False (the
-            official revisited code): it is a positive, and junk for the
-            positives after it. True: it is junk only (positives = ok minus
-            junk).
+        junk_wins: how an item both ``ok`` and ``junk`` counts. False (the official revisited
+            code): it is a positive, and junk for the positives after it. True: it is junk only
+            (positives = ok minus junk).
 
     Yields:
         ``(i, positions, n_ok)`` for each query in order: positions (int64,
@@ -199,13 +193,11 @@ def rank_database(query_emb: ArrayLike,
         query_emb: n_q x D array or tensor.
         db_emb: n_db x D array or tensor.
         chunk_size: queries ranked at once.
-        device: where to compute (default: the query tensor's device, CPU for
-            numpy input).
+        device: where to compute (default: the query tensor's device, CPU for numpy input).
 
     Returns:
-        ranks: n_db x n_q int64, column i = database indices for query i
-            (the official convention); a numpy array for numpy input, a
-            tensor on the query's device for tensor input.
+        ranks: n_db x n_q int64, column i = database indices for query i (the official convention);
+            a numpy array for numpy input, a tensor on the query's device for tensor input.
     """
     as_tensor = isinstance(query_emb, torch.Tensor)
     out_device = query_emb.device if as_tensor else torch.device('cpu')
@@ -329,8 +321,7 @@ def _ap_and_precisions(pos: np.ndarray, n: int,
 
 
 def _as_ranks(ranks: ArrayLike) -> np.ndarray:
-    """``ranks`` (n_db x n_q integer array or tensor) as a numpy array, else an error naming
-    it."""
+    """``ranks`` (n_db x n_q integer array or tensor) as a numpy array, else an error naming it."""
     if isinstance(ranks, torch.Tensor):
         ranks = ranks.detach().cpu().numpy()
     ranks = np.asarray(ranks)

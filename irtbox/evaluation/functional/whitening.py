@@ -30,14 +30,12 @@ def learn_whitening(X: ArrayLike, qidxs: Sequence[int],
 
     - m = mean of the query descriptors x_{q_j};
     - S = (1/n) Σ_j (x_{q_j} − x_{p_j})(x_{q_j} − x_{p_j})ᵀ (D x D);
-    - L = lower Cholesky factor of S + αI, α = 0 if S is positive definite,
-      else the first of 1e-10, 1e-9, ... that makes it so (with a warning);
-      P1 = L⁻¹, so that P1 S P1ᵀ = I;
+    - L = lower Cholesky factor of S + αI, α = 0 if S is positive definite, else the first of 1e-10,
+      1e-9, ... that makes it so (with a warning); P1 = L⁻¹, so that P1 S P1ᵀ = I;
     - C = Σ_i P1 (x_i − m)(x_i − m)ᵀ P1ᵀ over ALL N descriptors (as in
       docs/protocols.md and the official code; m is still the query mean);
       eigenvectors V of C, eigenvalues in decreasing order;
-    - P = Vᵀ P1 (a rotation of the pair-whitened space, no eigenvalue
-      scaling).
+    - P = Vᵀ P1 (a rotation of the pair-whitened space, no eigenvalue scaling).
 
     Hence P S Pᵀ = I (rows of P orthonormal in the metric S) and P C' Pᵀ
     is diagonal and decreasing, C' = Σ_i (x_i − m)(x_i − m)ᵀ. Eigenvector
@@ -119,13 +117,11 @@ def apply_whitening(X: ArrayLike, m: ArrayLike, P: ArrayLike,
 
     Args:
         X: N x D descriptors.
-        m: (D,) mean; P: (D', D) projection (from :func:`learn_whitening`
-            or :func:`pca_whitening`).
+        m: (D,) mean; P: (D', D) projection (from :func:`learn_whitening` or :func:`pca_whitening`).
         dim: leading rows of P used; ``None``: all of them (▷128: 128).
 
     Returns:
-        N x dim float64, unit rows; numpy for numpy X, a tensor on X's
-        device for tensor X.
+        N x dim float64, unit rows; numpy for numpy X, a tensor on X's device for tensor X.
     """
     as_tensor = isinstance(X, torch.Tensor)
     x = X.detach().double() if as_tensor else torch.from_numpy(

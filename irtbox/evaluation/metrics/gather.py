@@ -53,9 +53,8 @@ def merge_by_sample_idx(parts: Sequence[Optional[dict]],
         parts: outputs of :func:`pack_results` (``None`` for an empty part).
         size: the dataset size, for a warning when fewer or more distinct
             samples arrived; ``None`` skips the check.
-        consistent: keys that a repeated sample index must repeat unchanged
-            (a clash means two different samples share an index), mapped to
-            their name in the error message.
+        consistent: keys that a repeated sample index must repeat unchanged (a clash means two
+            different samples share an index), mapped to their name in the error message.
 
     Returns:
         One array per key, rows in increasing ``sample_idx``.

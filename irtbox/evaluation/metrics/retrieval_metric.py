@@ -44,14 +44,13 @@ class RetrievalMetric(GatheredMetric):
     number of same-label gallery items (Musgrave et al., ECCV 2020, Sec. 3.2;
     queries with R = 0 are dropped from these three).
 
-    With ``map_at_all=True`` also ``map@all``: the mean over queries of the
-    non-interpolated AP over the whole gallery ranking
-    (:func:`~irtbox.evaluation.functional.search_average_precision`, exact whatever the
-    searcher, memory O(chunk_size x gallery)), positives = the gallery items with the query's
-    label, junk removed first; queries with no positive are dropped (NaN if none is left).
+    With ``map_at_all=True`` also ``map@all``: the mean over queries of the non-interpolated AP over
+    the whole gallery ranking (:func:`~irtbox.evaluation.functional.search_average_precision`, exact
+    whatever the searcher, memory O(chunk_size x gallery)), positives = the gallery items with the
+    query's label, junk removed first; queries with no positive are dropped (NaN if none is left).
     The junk is ``dataset_meta['junk']``, ``{query sample_idx: [gallery sample_idx, ...]}``
-    (:class:`~irtbox.datasets.CSVDataset` fills it from ``junk_file``); in leave-one-out mode
-    the query itself is junk too. Junk affects ``map@all`` only.
+    (:class:`~irtbox.datasets.CSVDataset` fills it from ``junk_file``); in leave-one-out mode the
+    query itself is junk too. Junk affects ``map@all`` only.
 
     Rank 0 computes with torch's threads set to its share of the node's cores (torchrun
     leaves each rank one: :func:`~irtbox.evaluation.metrics.resources.rank_threads`).

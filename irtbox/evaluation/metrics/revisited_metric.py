@@ -37,19 +37,16 @@ class RevisitedMetric(GatheredMetric):
     (:func:`~irtbox.evaluation.functional.revisited_metrics`: trapezoid AP, junk removed,
     mP@k with kq = min(max position, k), queries without positives left out).
 
-    Optional post-processing, before the ranking: αDBA on the database, then
-    αQE of the queries against the (augmented) database
-    (:mod:`irtbox.evaluation.functional.reranking`).
+    Optional post-processing, before the ranking: αDBA on the database, then αQE of the queries
+    against the (augmented) database (:mod:`irtbox.evaluation.functional.reranking`).
 
-    Outputs, ×100 as in the papers' tables: ``<name>/mAP_E``,
-    ``<name>/mAP_M``, ``<name>/mAP_H`` and ``<name>/mP@k_E`` ... for each k
-    of ``kappas``, where ``<name>`` is ``prefix`` if given, else
+    Outputs, ×100 as in the papers' tables: ``<name>/mAP_E``, ``<name>/mAP_M``, ``<name>/mAP_H`` and
+    ``<name>/mP@k_E`` ... for each k of ``kappas``, where ``<name>`` is ``prefix`` if given, else
     ``dataset_meta['dataset_name']`` (e.g. ``roxford5k``), else nothing.
 
-    After :meth:`evaluate`, ``self.last_outputs`` holds on rank 0 (``None``
-    elsewhere) the gathered data ordered by sample index: ``embeddings``
-    (n x D float32, before any post-processing), ``sample_idx`` (n int64),
-    ``is_query`` (n bool), and ``ap_E`` / ``ap_M`` / ``ap_H`` (n_q
+    After :meth:`evaluate`, ``self.last_outputs`` holds on rank 0 (``None`` elsewhere) the gathered
+    data ordered by sample index: ``embeddings`` (n x D float32, before any post-processing),
+    ``sample_idx`` (n int64), ``is_query`` (n bool), and ``ap_E`` / ``ap_M`` / ``ap_H`` (n_q
     per-query APs ×100, NaN where a query has no positives).
 
     Args:
@@ -57,9 +54,8 @@ class RevisitedMetric(GatheredMetric):
         kappas: the k of mP@k.
         query_expansion: ``None`` or ``dict(k=..., alpha=...)`` for αQE.
         database_augmentation: ``None`` or ``dict(k=..., alpha=...)`` for αDBA.
-        chunk_size: queries per similarity block (memory O(chunk_size x n_db);
-            ``None``: a block of at most 512 MB), also the chunk of the αQE / αDBA
-            searches (``None``: at most 128 MB).
+        chunk_size: queries per similarity block (memory O(chunk_size x n_db); ``None``: a block of
+            at most 512 MB), also the chunk of the αQE / αDBA searches (``None``: at most 128 MB).
         device: where similarities are computed (default: this rank's own GPU, else the CPU;
             :mod:`irtbox.evaluation.metrics.resources`).
         prefix: replaces the dataset name in the metric names.

@@ -53,12 +53,11 @@ def _unavailable(model_name: str, error: BaseException,
 
 
 def hub_unreachable(timeout: float = HUB_PROBE_TIMEOUT) -> Optional[str]:
-    """Why the Hugging Face hub cannot be reached ("ConnectError: ..."), from one request
-    without retries through huggingface_hub's own client (its proxies and endpoint,
-    ``HF_ENDPOINT``); None when it answers, when it is not to be asked (``HF_HUB_OFFLINE``)
-    or when huggingface_hub is not installed. Asked before a download because
-    huggingface_hub retries a failed connection for about 25 s per file (timm asks for two)
-    before giving up."""
+    """Why the Hugging Face hub cannot be reached ("ConnectError: ..."), from one request without
+    retries through huggingface_hub's own client (its proxies and endpoint, ``HF_ENDPOINT``);
+    None when it answers, when it is not to be asked (``HF_HUB_OFFLINE``) or when huggingface_hub
+    is not installed. Asked before a download because huggingface_hub retries a failed connection
+    for about 25 s per file (timm asks for two) before giving up."""
     try:
         from huggingface_hub import constants
         from huggingface_hub.utils import get_session

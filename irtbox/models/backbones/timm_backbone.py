@@ -51,22 +51,20 @@ class TimmBackbone(BaseModule):
     """Any timm model, returning the features of chosen layers.
 
     Forward contract: images B x 3 x H x W -> a tuple with one entry per layer
-    of ``out_indices``, in increasing layer order. Vision transformers (models with
-    prefix tokens and blocks, e.g. ``deit_small_patch16_224``) give a
-    :class:`~irtbox.structures.ViTFeatures` per layer: ``prefix`` B x P x D (P = 1
-    for CLS, 2 with a distillation token, more with register tokens) and ``grid``
-    B x D x h x w. Convolutional networks give B x C x h x w maps.
+    of ``out_indices``, in increasing layer order. Vision transformers (models with prefix tokens
+    and blocks, e.g. ``deit_small_patch16_224``) give a :class:`~irtbox.structures.ViTFeatures` per
+    layer: ``prefix`` B x P x D (P = 1 for CLS, 2 with a distillation token, more with register
+    tokens) and ``grid`` B x D x h x w. Convolutional networks give B x C x h x w maps.
 
     Position embedding (``pos_embed``; DToP, Song et al. WACV 2023, Table A9):
 
     - ``'timm'``: the model's own forward (fixed input size unless timm's
       ``dynamic_img_size=True`` is passed). Works for every timm model.
-    - ``'dpe-bilinear'`` / ``'dpe-bicubic'``: dynamic position embedding. Inputs
-      of any size; on every forward the gh x gw grid part of the learned position
-      embedding is resized to the input's token grid h x w
-      (:func:`resize_grid_pos_embed`, align_corners False, no antialias); the
-      prefix (CLS / DIST / register) entries are added unchanged. At the native
-      grid this equals ``'timm'`` exactly.
+    - ``'dpe-bilinear'`` / ``'dpe-bicubic'``: dynamic position embedding. Inputs of any size; on
+      every forward the gh x gw grid part of the learned position embedding is resized to the
+      input's token grid h x w (:func:`resize_grid_pos_embed`, align_corners False, no antialias);
+      the prefix (CLS / DIST / register) entries are added unchanged. At the native grid this equals
+      ``'timm'`` exactly.
     - ``'none'``: no position embedding at all (the model's learned one is removed, also
       from the state dict: a parameter no forward uses would stop DDP training).
     - ``'cpe'``: conditional position encoding (Chu et al. 2021, CPVT, "PEG"): no absolute
@@ -312,12 +310,11 @@ class TimmBackbone(BaseModule):
         """What timm's ``forward_intermediates`` gives, for the modes timm cannot run: the
         ViTFeatures of the blocks in ``indices``, each through the final norm when ``norm``.
 
-        timm's VisionTransformer resamples its position embedding only bicubic with
-        antialias (inside the private ``_pos_embed``), pads inputs bottom/right rather
-        than TF-"same", sizes a hybrid's grid floor(H / 16) where its ResNet stem gives
-        ceil(H / 16), and has no step between blocks for CPE; PiT's
-        ``forward_intermediates`` returns whole stages without prefix tokens. So these
-        modes run the timm modules block by block here.
+        timm's VisionTransformer resamples its position embedding only bicubic with antialias
+        (inside the private ``_pos_embed``), pads inputs bottom/right rather than TF-"same", sizes a
+        hybrid's grid floor(H / 16) where its ResNet stem gives ceil(H / 16), and has no step
+        between blocks for CPE; PiT's ``forward_intermediates`` returns whole stages without prefix
+        tokens. So these modes run the timm modules block by block here.
         """
         prefix, grid = self._embed(x)
         p = prefix.shape[1]

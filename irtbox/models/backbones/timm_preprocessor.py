@@ -11,12 +11,11 @@ __all__ = ['timm_mean_std', 'TimmDataPreprocessor']
 def timm_mean_std(model_name: str) -> Tuple[Tuple[float, ...], Tuple[float, ...]]:
     """Mean and std, on the 0-255 scale, that ``model_name``'s pretrained weights expect.
 
-    Read from ``timm.get_pretrained_cfg`` (no download; every timm architecture
-    has one). A tag picks the weights (``'vit_base_patch16_224.mae'``); without
-    one, timm's default tag is used.
+    Read from ``timm.get_pretrained_cfg`` (no download; every timm architecture has one). A tag
+    picks the weights (``'vit_base_patch16_224.mae'``); without one, timm's default tag is used.
     E.g. the hybrid ``vit_base_r50_s16_384`` -> (127.5,) * 3 twice (mean = std = 0.5);
-    ``deit_base_distilled_patch16_384`` -> ImageNet (123.675, 116.28, 103.53) /
-    (58.395, 57.12, 57.375).
+    ``deit_base_distilled_patch16_384`` -> ImageNet (123.675, 116.28, 103.53) / (58.395, 57.12,
+    57.375).
     """
     import timm
     if not timm.is_model(model_name.split('.')[0]):
@@ -42,8 +41,7 @@ class TimmDataPreprocessor(ImgDataPreprocessor):
             retriever's config it may be left out: the retriever takes the backbone's
             (:func:`with_backbone_model_name`).
         mean, std: explicit per-channel statistics, 0-255; both or neither.
-        **kwargs: the rest of ``ImgDataPreprocessor`` (``bgr_to_rgb``,
-            ``pad_size_divisor``, ...).
+        **kwargs: the rest of ``ImgDataPreprocessor`` (``bgr_to_rgb``, ``pad_size_divisor``, ...).
     """
 
     def __init__(self,

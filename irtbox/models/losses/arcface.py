@@ -26,14 +26,12 @@ _COS_EPS = 1e-7
 def arcface_target_logit(cos: Tensor, margin: float, easy_margin: bool = False) -> Tensor:
     """cos(θ + m) for target cosines ``cos`` = cos θ, elementwise (ArcFace Eq. 3).
 
-    cos(θ + m) = cos θ cos m − sin θ sin m, with cos θ clamped to
-    [−1 + 1e-7, 1 − 1e-7] so that sin θ = sqrt(1 − cos²θ) has a finite
-    derivative. Where θ + m would exceed π, cos(θ + m) would increase again
-    with θ (the margin would reward larger angles), so the usual fallback
-    ("th/mm" in the InsightFace implementation) is used: if cos θ <=
-    cos(π − m), the logit is cos θ − m sin m, a linear continuation below
-    the angular one. With ``easy_margin`` the margin applies only where
-    cos θ > 0 (elsewhere cos θ itself).
+    cos(θ + m) = cos θ cos m − sin θ sin m, with cos θ clamped to [−1 + 1e-7, 1 − 1e-7] so that
+    sin θ = sqrt(1 − cos²θ) has a finite derivative. Where θ + m would exceed π, cos(θ + m)
+    would increase again with θ (the margin would reward larger angles), so the usual fallback
+    ("th/mm" in the InsightFace implementation) is used: if cos θ <= cos(π − m), the logit is
+    cos θ − m sin m, a linear continuation below the angular one. With ``easy_margin`` the
+    margin applies only where cos θ > 0 (elsewhere cos θ itself).
     """
     cos = cos.clamp(-1.0 + _COS_EPS, 1.0 - _COS_EPS)
     sin = torch.sqrt(1.0 - cos * cos)
@@ -72,12 +70,11 @@ class ArcFaceLoss(ClassWeightLoss):
     Angular Margin Loss for Deep Face Recognition", CVPR 2019, Eq. 3); the
     training loss of DToP (margin 0.15) and of Yokoo et al. 2020.
 
-    One weight vector per training class, the parameter ``class_weights`` (C x D,
-    initialised like ``nn.Linear``; its own lr through
-    ``paramwise_cfg=dict(custom_keys={'class_weights': ...})``). Logits s·cos θ_j for the
-    other classes and s·cos(θ_y + m) for the target, then softmax cross-entropy; m = 0 is the
-    normalised softmax with temperature 1/s. The class matrix is never copied
-    (:class:`.cosine._CosineToClasses`): besides it and its gradient, only B x C tensors.
+    One weight vector per training class, the parameter ``class_weights`` (C x D, initialised like
+    ``nn.Linear``; its own lr through ``paramwise_cfg=dict(custom_keys={'class_weights': ...})``).
+    Logits s·cos θ_j for the other classes and s·cos(θ_y + m) for the target, then softmax
+    cross-entropy; m = 0 is the normalised softmax with temperature 1/s. The class matrix is never
+    copied (:class:`.cosine._CosineToClasses`): besides it and its gradient, only B x C tensors.
 
     Shapes: ``embeddings`` B x D, ``labels`` B in [0, num_classes) -> scalar.
 

@@ -16,10 +16,9 @@ __all__ = ['ClassWeightLoss']
 
 
 class ClassWeightLoss(nn.Module, ABC):
-    """Owns ``class_weights`` (C x D, an ``nn.Parameter`` so that an optimiser
-    parameter group can target it, e.g. ``paramwise_cfg.custom_keys``), drawn
-    uniformly in ±1/√D, and checks embeddings and labels against it; C = ``num_classes``,
-    the training classes, D = ``embed_dim``.
+    """Owns ``class_weights`` (C x D, an ``nn.Parameter`` so that an optimiser parameter group can
+    target it, e.g. ``paramwise_cfg.custom_keys``), drawn uniformly in ±1/√D, and checks embeddings
+    and labels against it; C = ``num_classes``, the training classes, D = ``embed_dim``.
 
     With ``partial_fc=dict(sample_rate=r, seed=None)`` the centres are sharded across the
     ranks (:mod:`.partial_fc`): ``class_weights`` holds this rank's rows

@@ -73,9 +73,8 @@ class ContrastiveLoss(MemoryPairLoss):
             0.5 (category level), 0.85 (particular objects). Defaults to 0.5.
         memory_size (int): XBM queue size; 0 (default) = no memory.
         embed_dim (int, optional): D; required when ``memory_size > 0``.
-        memory_start_iter (int): XBM warm-up: the memory is neither read nor
-            filled during the first ``memory_start_iter`` training calls.
-            Defaults to 0.
+        memory_start_iter (int): XBM warm-up: the memory is neither read nor filled during the first
+            ``memory_start_iter`` training calls. Defaults to 0.
     """
 
     def __init__(self, margin: float = 0.5, memory_size: int = 0,

@@ -60,10 +60,9 @@ def cosine_to_classes(embeddings: Tensor, class_weights: Tensor) -> Tensor:
 
 def margin_softmax_loss(embeddings: Tensor, labels: Tensor, class_weights: Tensor,
                         target_logit: Callable[[Tensor], Tensor], scale: float) -> Tensor:
-    """Cross-entropy of the logits s·cos θ_ij for j ≠ y_i and s·target_logit(cos θ_iy) for
-    the target (cosines of :func:`cosine_to_classes`), mean over the batch: the form of
-    ArcFace, CosFace and the normalised softmax. Only the B target entries go through
-    ``target_logit``."""
+    """Cross-entropy of the logits s·cos θ_ij for j ≠ y_i and s·target_logit(cos θ_iy) for the
+    target (cosines of :func:`cosine_to_classes`), mean over the batch: the form of ArcFace,
+    CosFace and the normalised softmax. Only the B target entries go through ``target_logit``."""
     cos = cosine_to_classes(embeddings, class_weights)
     target = labels[:, None]
     logits = cos.scatter(1, target, target_logit(cos.gather(1, target))).mul_(scale)

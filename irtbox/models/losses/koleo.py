@@ -11,11 +11,10 @@ __all__ = ['KoLeoLoss', 'koleo_loss']
 def koleo_loss(embeddings: Tensor, eps: float = 1e-8) -> Tensor:
     """IRT Eq. 5: −(1/N) Σ_i log(ρ_i + eps), ρ_i = min_{j≠i} ‖z_i − z_j‖ in the batch.
 
-    The nearest neighbour of each item is chosen without gradient (N x N
-    distances); ρ_i is then recomputed differentiably for that pair,
-    so the gradient is that of the min (flowing through the nearest pair).
-    ``eps`` keeps the log finite for duplicates (ρ_i = 0, where the norm's
-    gradient is 0).
+    The nearest neighbour of each item is chosen without gradient (N x N distances); ρ_i is then
+    recomputed differentiably for that pair, so the gradient is that of the min (flowing through the
+    nearest pair). ``eps`` keeps the log finite for duplicates (ρ_i = 0, where the norm's gradient
+    is 0).
 
     Args:
         embeddings (Tensor): N x D, N >= 2.
@@ -36,9 +35,8 @@ def koleo_loss(embeddings: Tensor, eps: float = 1e-8) -> Tensor:
 class KoLeoLoss(nn.Module):
     """KoLeo loss (Sablayrolles et al. 2019; IRT Eq. 5), weighted by λ in IRT_R.
 
-    Kozachenko–Leonenko entropy estimator up to constants: it grows the distance from each
-    embedding to its nearest neighbour in the rank's batch, against dimensional collapse.
-    Labels are unused.
+    Kozachenko–Leonenko entropy estimator up to constants: it grows the distance from each embedding
+    to its nearest neighbour in the rank's batch, against dimensional collapse. Labels are unused.
 
     L = −(1/B) Σ_i log(ρ_i + eps),  ρ_i = min_{j≠i} ‖z_i − z_j‖ (see :func:`koleo_loss`).
 

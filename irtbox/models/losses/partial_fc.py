@@ -12,16 +12,14 @@ How one step goes, on each of the W ranks (W = 1 works too, unsharded):
    ``torch.tensor_split`` of C into W contiguous parts).
 2. The embeddings (with their gradient, :class:`_AllGatherWithGrad`) and labels of every
    rank are gathered: N = sum of the ranks' batch sizes.
-3. :func:`sample_classes` draws the centres the step uses, in the *global* class space
-   and from a generator seeded by ``(seed, step)`` alone, so every rank draws the same
-   sample whatever the world size: every class that is a label of the gathered batch,
-   plus uniformly drawn others up to ``ceil(sample_rate * C)`` in all. Each rank uses the
-   part of the sample in its rows.
-4. Rank r computes the N x k_r logits of its sampled centres (the loss's formula: the
-   target entries through the margin, all scaled) and :class:`_ShardedCrossEntropy`
-   all-reduces the row max, the exp-sum and the target logit across ranks: every rank gets
-   the cross-entropy of the whole N x k softmax, the value one process computes on the
-   whole batch with the whole sample.
+3. :func:`sample_classes` draws the centres the step uses, in the *global* class space and from a
+   generator seeded by ``(seed, step)`` alone, so every rank draws the same sample whatever the
+   world size: every class that is a label of the gathered batch, plus uniformly drawn others up to
+   ``ceil(sample_rate * C)`` in all. Each rank uses the part of the sample in its rows.
+4. Rank r computes the N x k_r logits of its sampled centres (the loss's formula: the target
+   entries through the margin, all scaled) and :class:`_ShardedCrossEntropy` all-reduces the row
+   max, the exp-sum and the target logit across ranks: every rank gets the cross-entropy of the
+   whole N x k softmax, the value one process computes on the whole batch with the whole sample.
 5. Backward: rank r's centres get their exact gradient (zero for unsampled rows); the
    gathered embeddings' gradient is summed across ranks and each rank keeps its rows,
    **multiplied by W**, since DDP averages the backbone's gradients over the W ranks. The
@@ -213,15 +211,13 @@ def partial_fc_loss(embeddings: Tensor, labels: Tensor, shard: Tensor, shard_sta
     """Margin-softmax cross-entropy with the centres sharded across the ranks of the
     default process group (one process: unsharded), mean over the gathered batch.
 
-    logits_ij = scale·cos θ_ij for the sampled classes j ≠ y_i and
-    scale·target_logit(cos θ_iy) for the target, θ_ij the angle between embedding i and
-    centre j (:func:`.cosine.cosine_to_classes`).
+    logits_ij = scale·cos θ_ij for the sampled classes j ≠ y_i and scale·target_logit(cos θ_iy) for
+    the target, θ_ij the angle between embedding i and centre j (:func:`.cosine.cosine_to_classes`).
 
     Args:
         embeddings (Tensor): this rank's B_r x D.
         labels (Tensor): this rank's B_r class indices in [0, C).
-        shard (Tensor): this rank's rows ``[shard_start, shard_start + C_r)`` of the C x D
-            centres.
+        shard (Tensor): this rank's rows ``[shard_start, shard_start + C_r)`` of the C x D centres.
         num_classes (int): C.
         target_logit (callable): cos θ of the targets -> their logits before the scale.
         scale (float): s.

@@ -66,17 +66,14 @@ class PMLLoss(nn.Module):
 
     The 12 losses of the benchmark (Berton, Musgrave & Masone, Sec. 3; the
     equations are those of the papers cited by PML for each class):
-    contrastive ``ContrastiveLoss`` (Hadsell et al. 2006), ``CircleLoss``
-    (Sun et al. 2020, eq. 4), ``MultiSimilarityLoss`` (Wang et al. 2019,
-    eq. 8), ``NTXentLoss`` (Chen et al. 2020 / InfoNCE),
-    ``SignalToNoiseRatioContrastiveLoss`` (Yuan et al. 2019),
-    ``ThresholdConsistentMarginLoss`` (Zhang et al. 2023, added to a base
-    loss in the paper, alone here as in the benchmark), ``TripletMarginLoss``
-    (Weinberger & Saul 2009); classification ``ArcFaceLoss`` (Deng et al.
-    2019, eq. 3), ``CosFaceLoss`` (Wang et al. 2018, eq. 4),
-    ``NormalizedSoftmaxLoss`` (Zhai & Wu 2018), ``ProxyAnchorLoss`` (Kim et
-    al. 2020, eq. 4), ``SoftTripleLoss`` (Qian et al. 2019, eq. 10). Other
-    PML loss classes are accepted by name but only these 12 are tested.
+    contrastive ``ContrastiveLoss`` (Hadsell et al. 2006), ``CircleLoss`` (Sun et al. 2020, eq. 4),
+    ``MultiSimilarityLoss`` (Wang et al. 2019, eq. 8), ``NTXentLoss`` (Chen et al. 2020 / InfoNCE),
+    ``SignalToNoiseRatioContrastiveLoss`` (Yuan et al. 2019), ``ThresholdConsistentMarginLoss``
+    (Zhang et al. 2023, added to a base loss in the paper, alone here as in the benchmark),
+    ``TripletMarginLoss`` (Weinberger & Saul 2009); classification ``ArcFaceLoss`` (Deng et al.
+    2019, eq. 3), ``CosFaceLoss`` (Wang et al. 2018, eq. 4), ``NormalizedSoftmaxLoss`` (Zhai & Wu
+    2018), ``ProxyAnchorLoss`` (Kim et al. 2020, eq. 4), ``SoftTripleLoss`` (Qian et al. 2019, eq.
+    10). Other PML loss classes are accepted by name but only these 12 are tested.
 
     Shapes: ``embeddings`` B x D, ``labels`` B integers (in [0, num_classes)
     for the classification losses) -> scalar.

@@ -72,8 +72,7 @@ class ScalableNCALoss(MemoryPairLoss):
         temperature (float): τ. Defaults to 0.05 (as in SNCA).
         memory_size (int): queue size; 0 (default) = batch only.
         embed_dim (int, optional): D; required when ``memory_size > 0``.
-        memory_start_iter (int): warm-up training calls without memory.
-            Defaults to 0.
+        memory_start_iter (int): warm-up training calls without memory. Defaults to 0.
     """
 
     def __init__(self, temperature: float = 0.05, memory_size: int = 0,

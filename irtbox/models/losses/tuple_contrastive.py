@@ -1,5 +1,4 @@
-"""Contrastive loss on (query, positive, negatives) tuples (Radenović et al.,
-cnnimageretrieval)."""
+"""Contrastive loss on (query, positive, negatives) tuples (Radenović et al., cnnimageretrieval)."""
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -14,11 +13,10 @@ def tuple_contrastive_loss(embeddings: Tensor, num_negatives: int = 5, margin: f
                            eps: float = 1e-6) -> Tensor:
     """Sum over tuples of 0.5·d(q, p)² + Σ_n 0.5·max(0, margin − d(q, n))².
 
-    ``embeddings`` is T·(2 + num_negatives) x D, tuple after tuple, each ordered
-    (query, positive, negative_1, ..., negative_num_negatives); d(q, x) =
-    ‖q − x + eps‖₂, the ``eps`` as in the reference implementation (it keeps
-    the gradient of d finite for identical vectors). Summed over the T tuples
-    (the reference code accumulates one backward per tuple).
+    ``embeddings`` is T·(2 + num_negatives) x D, tuple after tuple, each ordered (query, positive,
+    negative_1, ..., negative_num_negatives); d(q, x) = ‖q − x + eps‖₂, the ``eps`` as in the
+    reference implementation (it keeps the gradient of d finite for identical vectors). Summed over
+    the T tuples (the reference code accumulates one backward per tuple).
     """
     size = 2 + num_negatives
     if embeddings.shape[0] % size:
@@ -36,13 +34,12 @@ class TupleContrastiveLoss(nn.Module):
     """The contrastive loss of the particular-object recipe (Radenović, Tolias &
     Chum, "Fine-tuning CNN Image Retrieval with No Human Annotation", TPAMI 2018).
 
-    For each tuple (query q, positive p, negatives n_1..n_k), with
-    d(q, x) = ‖q − x + 1e-6‖: 0.5·d(q, p)² + Σ_i 0.5·max(0, β − d(q, n_i))²,
-    summed over the tuples of the batch (docs/protocols.md, "Hard-negative tuple
-    mining"; IRT uses β = 0.85). The batch must be laid out tuple after tuple,
-    each as (query, positive, negatives...), which is what ``SfM120kDataset``
-    in tuple mode with ``tuple_collate`` produces. Labels are not used (the
-    layout carries the targets −1, 1, 0, ...).
+    For each tuple (query q, positive p, negatives n_1..n_k), with d(q, x) = ‖q − x + 1e-6‖:
+    0.5·d(q, p)² + Σ_i 0.5·max(0, β − d(q, n_i))², summed over the tuples of the batch
+    (docs/protocols.md, "Hard-negative tuple mining"; IRT uses β = 0.85). The batch must be laid out
+    tuple after tuple, each as (query, positive, negatives...), which is what ``SfM120kDataset`` in
+    tuple mode with ``tuple_collate`` produces. Labels are not used (the layout carries the targets
+    −1, 1, 0, ...).
 
     Shapes: ``embeddings`` T·(2 + num_negatives) x D (L2-normalised),
     ``labels`` the same length -> scalar.

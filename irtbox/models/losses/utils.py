@@ -48,11 +48,10 @@ def check_label_range(module, labels: Tensor, num_classes: int, name: str) -> No
 def loss_forward(min_batch: int = 1) -> Callable:
     """Decorate ``forward(self, embeddings, labels, ...)`` of a loss module.
 
-    Checks the inputs (:func:`check_embeddings_labels`, naming the loss
-    class), then runs the loss in float32 with autocast off: under AMP the
-    embeddings may be half/bfloat16, whose few significant digits are too
-    coarse for sums over thousands of pairs, margins near a similarity, logs
-    and softmaxes. Other dtypes (float32, float64) are left as they are.
+    Checks the inputs (:func:`check_embeddings_labels`, naming the loss class), then runs the loss
+    in float32 with autocast off: under AMP the embeddings may be half/bfloat16, whose few
+    significant digits are too coarse for sums over thousands of pairs, margins near a similarity,
+    logs and softmaxes. Other dtypes (float32, float64) are left as they are.
     """
 
     def decorate(forward: Callable) -> Callable:

@@ -41,9 +41,8 @@ class CrossBatchMemory(nn.Module):
     Args:
         size (int): number of entries (XBM / IRT: the training-set size).
         embed_dim (int): embedding dimension D.
-        start_iter (int): warm-up: the first ``start_iter`` calls of :meth:`step` neither
-            read nor fill the memory (a fast-changing model's embeddings are stale at once).
-            Defaults to 0.
+        start_iter (int): warm-up: the first ``start_iter`` calls of :meth:`step` neither read nor
+            fill the memory (a fast-changing model's embeddings are stale at once). Defaults to 0.
     """
 
     def __init__(self, size: int, embed_dim: int, start_iter: int = 0) -> None:
@@ -95,8 +94,7 @@ class CrossBatchMemory(nn.Module):
     def enqueue(self, embeddings: Tensor, labels: Tensor) -> None:
         """Write a batch (B x D, B) over the oldest entries, all ranks gathered.
 
-        When more entries arrive at once than ``size``, only the newest
-        ``size`` are kept.
+        When more entries arrive at once than ``size``, only the newest ``size`` are kept.
         """
         if embeddings.ndim != 2 or embeddings.shape[1] != self.embed_dim:
             raise ValueError('CrossBatchMemory.enqueue: embeddings must be B x '
@@ -146,13 +144,11 @@ def pair_loss_with_memory(pair_loss: PairLoss, memory: Optional[CrossBatchMemory
 
     1. Read the memory entries (M x D, M; none without a memory or during
        its warm-up), in the dtype of ``embeddings``.
-    2. ``loss = pair_loss(embeddings, labels, ref_embeddings=...,
-       ref_labels=...)`` (keywords, so a ``functools.partial`` that fixes
-       the loss's hyper-parameters by keyword fits).
-    3. In training mode (``memory.training``), enqueue ``memory_embeddings``
-       (e.g. momentum-encoder keys, in the order of ``labels``) if given, else
-       the detached ``embeddings``. The memory is read in eval mode but not
-       filled.
+    2. ``loss = pair_loss(embeddings, labels, ref_embeddings=..., ref_labels=...)`` (keywords, so a
+       ``functools.partial`` that fixes the loss's hyper-parameters by keyword fits).
+    3. In training mode (``memory.training``), enqueue ``memory_embeddings`` (e.g. momentum-encoder
+       keys, in the order of ``labels``) if given, else the detached ``embeddings``. The memory is
+       read in eval mode but not filled.
 
     The batch is enqueued only after the loss, so it is never its own positive. ``memory``
     None: the batch only (then ``memory_embeddings`` is an error). Returns the scalar of

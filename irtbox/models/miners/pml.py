@@ -19,9 +19,8 @@ class PMLMiner(nn.Module):
 
     The benchmark's default is ``'MultiSimilarityMiner'`` (Wang et al.,
     "Multi-Similarity Loss with General Pair Weighting", CVPR 2019, eq. 5-6):
-    with cosine similarity S, a negative pair (i, j) is kept if
-    S_ij + ε > min over the positives of i, and a positive pair if
-    S_ij - ε < max over the negatives of i; ε = 0.1.
+    with cosine similarity S, a negative pair (i, j) is kept if S_ij + ε > min over the positives of
+    i, and a positive pair if S_ij - ε < max over the negatives of i; ε = 0.1.
 
     Shapes: ``embeddings`` B x D, ``labels`` B -> the PML indices tuple (pair miner: anchor,
     positive, anchor, negative; triplet miner: anchor, positive, negative); no gradient.

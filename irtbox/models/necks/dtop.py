@@ -1,10 +1,9 @@
 """DToP neck: multi-layer global + local token pooling (Song et al., WACV 2023).
 
-"Boosting vision transformers for image retrieval" (DToP). Only the supplementary
-is available and no code was released, so the wiring below is a reconstruction
-(``configs/dtop/README.md``, "Reconstructed choices"); every reconstructed choice is a
-keyword option.
-Defaults, at D = 768 and k = 6 layers, on a B x 768 x h x w patch grid per layer:
+"Boosting vision transformers for image retrieval" (DToP). Only the supplementary is available
+and no code was released, so the wiring below is a reconstruction (``configs/dtop/README.md``,
+"Reconstructed choices"); every reconstructed choice is a keyword option. Defaults, at D = 768
+and k = 6 layers, on a B x 768 x h x w patch grid per layer:
 
     u = mean_l CLS_l                                 B x D        (Eqs. 5, 7)
     Y = mean_l grid_l                                B x D x h x w (Eqs. 6, 8)
@@ -95,10 +94,9 @@ class DToPNeck(nn.Module):
     any grid size. Output: B x N, not normalised.
 
     Pipeline (the module docstring): order ``'R2'`` aggregates the layers first (u, Y), then
-    ELM -> fusion h(Y, U) -> pooling -> fold to D (``local_fold``: ``'sum'`` a + b or
-    ``'linear'``, a learned 2D -> D layer) -> global-local fusion with u (2D); order ``'R1'``
-    runs the same per layer and aggregates the k outputs. A final linear layer maps to
-    ``out_dim`` when asked.
+    ELM -> fusion h(Y, U) -> pooling -> fold to D (``local_fold``: ``'sum'`` a + b or ``'linear'``,
+    a learned 2D -> D layer) -> global-local fusion with u (2D); order ``'R1'`` runs the same per
+    layer and aggregates the k outputs. A final linear layer maps to ``out_dim`` when asked.
 
     Args:
         in_channels: D, the token width (768 for ViT-B and R50+ViT-B).
@@ -109,11 +107,10 @@ class DToPNeck(nn.Module):
         global_token: ``'cls'``, ``'dist'`` or ``'patch'`` (mean of patch tokens).
         branches: ``'both'``; ``'global'`` (u only) or ``'local'`` (y only), the
             single-branch setting of Table A5.
-        elm: config of the ELM that computes U = ELM(Y) (Eq. 11), built with
-            ``MODELS.build``; ``in_channels`` is filled in (D). Default
-            ``dict(type='EnhancedLocalityModule')`` (C = 64; Table A10 switches off
-            ``irb`` / ``aspp`` / ``waveblock`` in it). ``None``: no ELM, for
-            ``fusion`` mode ``'y'``, which ignores U.
+        elm: config of the ELM that computes U = ELM(Y) (Eq. 11), built with ``MODELS.build``;
+            ``in_channels`` is filled in (D). Default ``dict(type='EnhancedLocalityModule')``
+            (C = 64; Table A10 switches off ``irb`` / ``aspp`` / ``waveblock`` in it).
+            ``None``: no ELM, for ``fusion`` mode ``'y'``, which ignores U.
         fusion: config of h(Y, U) (Eq. A13, Table A13), built with ``MODELS.build``;
             ``dim=1`` is filled in. Default ``dict(type='FeatureFusion',
             mode='orthogonal')`` (its own ``eps``, 1e-6). It must have ``out_channels(D)``.

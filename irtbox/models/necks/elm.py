@@ -1,9 +1,8 @@
 """DToP's enhanced locality module (ELM): IRB + ASPP + WaveBlock on a token map.
 
-Song et al., "Boosting vision transformers for image retrieval", WACV 2023: U = ELM(Y)
-(Eq. 11, Table A10). The paper names the three parts; their sizes are reconstructed: a
-reduced channel space C (64) keeps the DToP neck at the paper's ~0.3M parameters
-(``configs/dtop/README.md``).
+Song et al., "Boosting vision transformers for image retrieval", WACV 2023: U = ELM(Y) (Eq. 11,
+Table A10). The paper names the three parts; their sizes are reconstructed: a reduced channel
+space C (64) keeps the DToP neck at the paper's ~0.3M parameters (``configs/dtop/README.md``).
 """
 from typing import Sequence
 

@@ -1,10 +1,9 @@
 """Global poolers: one descriptor per image from a backbone's last returned layer.
 
-Each takes the backbone output (a tuple with one entry per layer) and pools the
-last entry. A ViT entry is a :class:`~irtbox.structures.ViTFeatures` (prefix
-B x P x D, grid B x D x h x w); a CNN entry is a map B x C x h x w. Token poolers
-need a ViT; map poolers accept both (for a ViT they pool the patch grid, prefix
-tokens excluded, as in IRT Table 9).
+Each takes the backbone output (a tuple with one entry per layer) and pools the last entry. A ViT
+entry is a :class:`~irtbox.structures.ViTFeatures` (prefix B x P x D, grid B x D x h x w); a CNN
+entry is a map B x C x h x w. Token poolers need a ViT; map poolers accept both (for a ViT they pool
+the patch grid, prefix tokens excluded, as in IRT Table 9).
 """
 import torch
 import torch.nn as nn

@@ -21,8 +21,7 @@ class LinearProjection(nn.Module):
 
     Args:
         in_dim (int): Dimension of the input descriptor (768 for ViT-B CLS).
-        out_dim (int | None): Dimension of the output descriptor; None for
-            the identity.
+        out_dim (int | None): Dimension of the output descriptor; None for the identity.
         bias (bool): Learn an additive bias. Defaults to True.
     """
 

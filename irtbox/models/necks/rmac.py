@@ -15,11 +15,10 @@ def rmac_regions(height: int, width: int, levels: int = 3,
                  overlap: float = 0.4) -> List[Tuple[int, int, int]]:
     """Square regions ``(top, left, side)`` of the R-MAC grid on an h x w map.
 
-    At level l = 1..L the side is ⌊2·min(h, w) / (l + 1)⌋ and the regions are
-    spread uniformly, their starts at ⌊i·(extent − side) / (n − 1)⌋. Along the
-    short side there are l regions; along the long side l + m, where m ∈ 1..6
-    makes consecutive level-1 regions overlap closest to ``overlap`` (the
-    region layout of the cnnimageretrieval R-MAC baseline of IRT Table 7).
+    At level l = 1..L the side is ⌊2·min(h, w) / (l + 1)⌋ and the regions are spread uniformly,
+    their starts at ⌊i·(extent − side) / (n − 1)⌋. Along the short side there are l regions; along
+    the long side l + m, where m ∈ 1..6 makes consecutive level-1 regions overlap closest to
+    ``overlap`` (the region layout of the cnnimageretrieval R-MAC baseline of IRT Table 7).
     """
     short, long_side = min(height, width), max(height, width)
     extra = 0
@@ -61,10 +60,9 @@ def rmac(x: torch.Tensor, levels: int = 3, eps: float = 1e-6,
 class RMACPool(nn.Module):
     """R-MAC descriptor of the last feature map (Tolias et al. 2016), B x C x h x w -> B x C.
 
-    Regions at ``levels`` scales (see :func:`rmac_regions`) plus, with
-    ``include_global``, the whole map (as in the cnnimageretrieval baseline);
-    each region's max-pooled vector is L2-normalised and the vectors are summed
-    (the retriever L2-normalises the sum). No regional PCA-whitening.
+    Regions at ``levels`` scales (see :func:`rmac_regions`) plus, with ``include_global``, the whole
+    map (as in the cnnimageretrieval baseline); each region's max-pooled vector is L2-normalised and
+    the vectors are summed (the retriever L2-normalises the sum). No regional PCA-whitening.
     """
 
     def __init__(self, levels: int = 3, eps: float = 1e-6, include_global: bool = True):
