@@ -82,7 +82,8 @@ class Cars196Dataset(BaseRetrievalDataset):
       ``relative_im_path`` (``car_ims/000001.jpg``), ``bbox_x1/y1/x2/y2``, ``class`` (1..196) and
       ``test``; image paths are relative to ``data_prefix['img_path']`` (default ``data_root``)::
 
-          data_root/cars_annos.mat data_root/car_ims/000001.jpg
+          data_root/cars_annos.mat
+          data_root/car_ims/000001.jpg
 
     - ``'csv'``, the common mirror of the official train/test release: the
       files ``csv_files`` (``file,x1,y1,x2,y2,class`` lines, no header), whose

@@ -64,7 +64,9 @@ class CSVDataset(BaseRetrievalDataset):
     """Images listed in a CSV file with a header row naming the columns
     ``path,label[,split][,is_query]`` (any order; other columns are ignored)::
 
-        path,label,split,is_query images/a.jpg,cat,train, images/b.jpg,dog,test,true
+        path,label,split,is_query
+        images/a.jpg,cat,train,
+        images/b.jpg,dog,test,true
         images/c.jpg,dog,test,false
 
     - ``path``: relative to ``data_prefix['img_path']`` (default ``data_root``), or absolute.
@@ -85,7 +87,8 @@ class CSVDataset(BaseRetrievalDataset):
     (e.g. other views of the query's object that are too hard or ambiguous to
     count either way), a CSV with the header ``query_path,gallery_path``::
 
-        query_path,gallery_path images/b.jpg,images/c.jpg
+        query_path,gallery_path
+        images/b.jpg,images/c.jpg
 
     Paths are written as in ``ann_file``. A line whose paths are not both in the selected
     split is skipped (one junk file serves several splits); a path not in ``ann_file``, or a

@@ -55,7 +55,8 @@ class InShopDataset(BaseRetrievalDataset):
     Layout (the official release)::
 
         data_root/
-            Eval/list_eval_partition.txt Img/img/WOMEN/Dresses/id_00000002/02_1_front.jpg
+            Eval/list_eval_partition.txt
+            Img/img/WOMEN/Dresses/id_00000002/02_1_front.jpg
 
     ``list_eval_partition.txt``: line 1 is the number of entries (checked),
     line 2 the header ``image_name item_id evaluation_status``, then one ``img/... id_XXXXXXXX

@@ -52,7 +52,8 @@ class NCCleanDataset(BaseRetrievalDataset):
 
         data_root/
             annotation_clean_train.txt   # one image per line: "<url or path> <label>"
-            annotation_clean_val.txt images/<file name of the url>
+            annotation_clean_val.txt
+            images/<file name of the url>
 
     Each line has two space-separated fields: the image's URL (the file is the last component
     of its path, as the downloaders save it) or path, and the landmark label, an integer or a

@@ -53,7 +53,8 @@ class SOPDataset(BaseRetrievalDataset):
 
         data_root/
             Ebay_train.txt   # header, then "image_id class_id super_class_id path"
-            Ebay_test.txt bicycle_final/111085122871_0.JPG
+            Ebay_test.txt
+            bicycle_final/111085122871_0.JPG
             ...
 
     ``split='train'`` reads ``Ebay_train.txt`` (59,551 images, 11,318

@@ -29,7 +29,8 @@ class EmbeddingHead(nn.Module):
     Example config (IRT_R with XBM on SOP)::
 
         head=dict(
-            type='EmbeddingHead', losses=dict(
+            type='EmbeddingHead',
+            losses=dict(
                 contrastive=dict(type='ContrastiveLoss', margin=0.5,
                                  memory_size=59551, embed_dim=384),
                 koleo=dict(type='KoLeoLoss')),
