@@ -163,13 +163,11 @@ class RevisitedDataset(BaseDataset):
 
     Samples, in this order (so that ``sample_idx`` says what an image is):
 
-    - ``0 .. nq-1``: the queries (``qimlist`` order), ``is_query=True`` and
-      ``bbox`` = their ``bbx``: put ``CropBBox`` right after loading in the
-      pipeline, so that queries are cropped before any resizing (protocol);
-    - ``nq .. nq+nd-1``: the database (``imlist`` order, database index =
-      ``sample_idx - nq``), ``is_query=False``;
-    - then, with ``distractors_list``, the R1M distractors, ``is_query=False``;
-      they are never positives.
+    - ``0 .. nq-1``: the queries (``qimlist`` order), ``is_query=True`` and ``bbox`` = their
+      ``bbx``: put ``CropBBox`` right after loading, so that queries are cropped before any
+      resizing (protocol);
+    - ``nq .. nq+nd-1``: the database (``imlist`` order, database index = ``sample_idx - nq``);
+    - then, with ``distractors_list``, the R1M distractors (never positives).
 
     A name listed twice (``imlist``, ``distractors_list``) is an error. No sample has a
     ``gt_label`` (relevance is per query, from ``gnd``). ``metainfo``: ``dataset_name``,
@@ -177,20 +175,20 @@ class RevisitedDataset(BaseDataset):
 
     Args:
         data_root (str): Folder of the ``gnd`` pickle and of ``jpg/``.
-        dataset_name (str): ``'roxford5k'`` or ``'rparis6k'``; names the
-            default pickle and the metric's prefix.
-        ann_file (str): The ground-truth pickle; ``''`` means
-            ``gnd_<dataset_name>.pkl``. Relative to ``data_root``.
-        data_prefix (dict | None): ``dict(img_path=...)``, the image folder
-            (default ``jpg``, relative to ``data_root``).
+        dataset_name (str): ``'roxford5k'`` or ``'rparis6k'``; names the default pickle and the
+            metric's prefix.
+        ann_file (str): The ground-truth pickle, relative to ``data_root``; ``''`` means
+            ``gnd_<dataset_name>.pkl``.
+        data_prefix (dict | None): ``dict(img_path=...)``, the image folder (default ``jpg``,
+            relative to ``data_root``).
         img_suffix (str): Appended to the names of ``imlist`` / ``qimlist``.
         distractors_list (str | None): Text file with one distractor image path per line (blank
             lines skipped); relative to ``distractors_root``.
         distractors_root (str): Folder the distractor paths are relative to.
         pipeline (Sequence[dict | Callable]): Transforms of a sample.
         test_mode (bool): MMEngine's flag; True by default (an evaluation set).
-        **kwargs: Passed to ``mmengine.dataset.BaseDataset`` (``indices`` is
-            refused: sample indices must stay aligned with ``gnd``).
+        **kwargs: Passed to ``mmengine.dataset.BaseDataset`` (``indices`` is refused: sample
+            indices must stay aligned with ``gnd``).
     """
 
     specs = (

@@ -22,27 +22,22 @@ __all__ = ['RetrievalMetric']
 
 @METRICS.register_module()
 class RetrievalMetric(GatheredMetric):
-    """Recall@K, MAP@R, R-precision and Precision@1 from one k-NN search (exact
-    by default), and optionally mAP over the full ranking with junk ignored.
+    """Recall@K, MAP@R, R-precision and Precision@1 from one k-NN search (exact by default), and
+    optionally mAP over the full ranking with junk ignored.
 
     Each data sample carries ``embedding`` (D), ``gt_label``, meta ``sample_idx`` and
     optionally ``is_query``. Embeddings from all ranks are gathered and ordered by
     ``sample_idx``; repeats (the DefaultSampler's padding) are dropped. Rank 0 computes
     (:func:`~irtbox.evaluation.functional.retrieval_metrics`):
 
-    - leave-one-out when no sample has ``is_query=True``: every sample queries
-      all the others, itself excluded by index (SOP, CUB-200, Cars196);
-    - query/gallery otherwise: samples with ``is_query=True`` are searched in
-      the other samples only (In-Shop).
+    - leave-one-out when no sample has ``is_query=True``: every sample queries all the others,
+      itself excluded by index (SOP, CUB-200, Cars196);
+    - query/gallery otherwise: the ``is_query=True`` samples search the others only (In-Shop).
 
-    Metrics, all in percent (as in the papers' tables and as
-    :class:`RevisitedMetric` reports; the functional API returns fractions):
-    ``recall@K`` for each K = percentage of queries with a same-label item in
-    their K nearest neighbours (Song et al., CVPR 2016; every query counts);
-    ``map@r`` = mean over queries of (1/R) Σ_{j≤R} rel_j·P@j, ``r_precision``
-    = mean of (Σ_{j≤R} rel_j)/R and ``precision@1`` = mean of rel_1, with R the
-    number of same-label gallery items (Musgrave et al., ECCV 2020, Sec. 3.2;
-    queries with R = 0 are dropped from these three).
+    Metrics in percent (as in the papers' tables; the functional API returns fractions):
+    ``recall@K`` = queries with a same-label item in their K nearest neighbours (Song et al., CVPR
+    2016; every query counts); ``map@r``, ``r_precision``, ``precision@1`` as in
+    :func:`~irtbox.evaluation.functional.map_at_r.map_at_r_per_query` (queries with R = 0 dropped).
 
     With ``map_at_all=True`` also ``map@all``: the mean over queries of the non-interpolated AP over
     the whole gallery ranking (:func:`~irtbox.evaluation.functional.search_average_precision`, exact
@@ -61,10 +56,9 @@ class RetrievalMetric(GatheredMetric):
 
     Args:
         ks: the K of Recall@K.
-        map_at_r: also compute MAP@R, R-precision and Precision@1 (the search
-            then selects max(R) neighbours per query).
-        map_at_all: also compute ``map@all`` (every positive's rank in the
-            full gallery ranking is counted for every query).
+        map_at_r: also compute MAP@R, R-precision and Precision@1 (the search then selects max(R)
+            neighbours per query).
+        map_at_all: also compute ``map@all`` (see above).
         search: the searcher (:mod:`irtbox.evaluation.neighbours`), a config dict or an
             instance; ``None``: ``dict(type='ExactSearcher')``. An approximate faiss one
             (``dict(type='FaissSearcher', factory='IVF4096,Flat', nprobe=32)``) adds

@@ -22,9 +22,8 @@ _RERANK_KEYS = ('k', 'alpha')
 class RevisitedMetric(GatheredMetric):
     """mAP and mP@k under the Easy / Medium / Hard protocols of ROxford5k / RParis6k.
 
-    Radenović, Iscen, Tolias, Avrithis, Chum, "Revisiting Oxford and Paris:
-    Large-Scale Image Retrieval Benchmarking", CVPR 2018 (docs/protocols.md,
-    "Revisited Oxford and Paris").
+    Radenović et al., "Revisiting Oxford and Paris: Large-Scale Image Retrieval Benchmarking",
+    CVPR 2018 (docs/protocols.md, "Revisited Oxford and Paris").
 
     Each data sample carries ``embedding`` (D), meta ``sample_idx`` and ``is_query``;
     embeddings are gathered from all ranks and ordered by ``sample_idx`` (padding repeats
@@ -59,10 +58,10 @@ class RevisitedMetric(GatheredMetric):
         device: where similarities are computed (default: this rank's own GPU, else the CPU;
             :mod:`irtbox.evaluation.metrics.resources`).
         prefix: replaces the dataset name in the metric names.
-        embedding_key: the data-sample field evaluated; ``'embedding_raw'`` is
-            the descriptor before the model's whitening (results without it).
-        tag: inserted in the names, ``<name>/<tag>/mAP_M`` (e.g. 'no_whitening'),
-            so two metrics on one dataset do not clash.
+        embedding_key: the data-sample field evaluated; ``'embedding_raw'`` is the descriptor
+            before the model's whitening (results without it).
+        tag: inserted in the names, ``<name>/<tag>/mAP_M`` (e.g. 'no_whitening'), so two metrics
+            on one dataset do not clash.
     """
 
     # A repeated sample index must repeat these (else two samples share an index).
