@@ -85,9 +85,8 @@ class Cars196Dataset(BaseRetrievalDataset):
           data_root/cars_annos.mat
           data_root/car_ims/000001.jpg
 
-    - ``'csv'``, the common mirror of the official train/test release: the
-      files ``csv_files`` (``file,x1,y1,x2,y2,class`` lines, no header), whose
-      file names are relative to the matching folder of ``csv_img_dirs``::
+    - ``'csv'``, the common mirror of the official train/test release: the files ``csv_files``
+      (``file,x1,y1,x2,y2,class`` lines, no header), names relative to their ``csv_img_dirs``::
 
           data_root/anno_train.csv   data_root/cars_train/00001.jpg
           data_root/anno_test.csv    data_root/cars_test/00001.jpg
@@ -100,13 +99,12 @@ class Cars196Dataset(BaseRetrievalDataset):
     split is evaluated leave-one-out. An image listed twice is an error.
 
     Args:
-        ann_format (str): ``'mat'``, ``'csv'`` or ``'auto'``: ``'mat'`` when
-            ``ann_file`` exists, else ``'csv'``.
+        ann_format (str): ``'mat'``, ``'csv'`` or ``'auto'`` (``'mat'`` when ``ann_file`` exists).
         csv_files (Sequence[str]): The csv mirror's annotation files, relative to ``data_root``.
-        csv_img_dirs (Sequence[str]): The image folder of each csv file,
-            relative to ``data_prefix['img_path']``.
-        num_train_classes (int): Classes ``1 .. num_train_classes`` form the
-            training split, the others the test split (98 in the protocol).
+        csv_img_dirs (Sequence[str]): The image folder of each csv file, relative to
+            ``data_prefix['img_path']``.
+        num_train_classes (int): Classes ``1 .. num_train_classes`` form the training split, the
+            others the test split (98 in the protocol).
         **kwargs: See :class:`BaseRetrievalDataset`; ``ann_file`` defaults to ``cars_annos.mat``.
     """
 

@@ -98,23 +98,23 @@ class SfM120kDataset(BaseRetrievalDataset):
     - plain (``tuples=False``): every image of the split, in ``cids`` order, with ``gt_label`` = its
       cluster id mapped in increasing order to ``0 .. C-1`` (``metainfo['classes']`` keeps the
       original ids). Used as a class-labelled training set and to read images by index.
-    - tuples (``tuples=True``): ``len(self)`` = ``min(qsize, number of pairs)``; item ``i``
-      is the list of the ``2 + nnum`` packed images of tuple ``i`` (query, positive, ``nnum``
-      negatives), each data sample carrying ``tuple_target`` (-1 query, 1 positive,
-      0 negative) and ``tuple_idx`` = ``i``. ``TupleMiningHook`` sets the tuples every epoch
-      (:meth:`set_tuples`); batch them with ``collate_fn=dict(type='tuple_collate')`` (B x
-      (2 + nnum) images) and ``persistent_workers=False`` (workers must see new tuples).
+    - tuples (``tuples=True``): ``len(self)`` = ``min(qsize, number of pairs)``; item ``i`` is the
+      list of the ``2 + nnum`` packed images of tuple ``i`` (query, positive, ``nnum`` negatives),
+      each data sample carrying ``tuple_target`` (-1 query, 1 positive, 0 negative) and
+      ``tuple_idx`` = ``i``. ``TupleMiningHook`` sets the tuples every epoch (:meth:`set_tuples`);
+      batch them with ``collate_fn=dict(type='tuple_collate')`` (B x (2 + nnum) images) and
+      ``persistent_workers=False`` (workers must see new tuples).
 
     Args:
         split (str): ``'train'`` or ``'val'``.
         data_root, ann_file, data_prefix: as :class:`BaseRetrievalDataset` (defaults above).
-        pipeline (Sequence[dict | Callable]): Transforms of one image; in tuple
-            mode it must end with ``PackRetrievalInputs``.
+        pipeline (Sequence[dict | Callable]): Transforms of one image; in tuple mode it must end
+            with ``PackRetrievalInputs``.
         tuples (bool): Tuple mode (above).
         qsize (int): Tuples per epoch (at most the number of pairs).
         nnum (int): Negatives per tuple.
-        **kwargs: See :class:`BaseRetrievalDataset` (``indices`` is refused:
-            ``qidxs`` / ``pidxs`` index the full split).
+        **kwargs: See :class:`BaseRetrievalDataset` (``indices`` is refused: ``qidxs`` /
+            ``pidxs`` index the full split).
     """
 
     specs = (DatasetSpec(
