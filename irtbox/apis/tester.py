@@ -1,10 +1,9 @@
 """Testing a model from its config, and what a test leaves: one
 :class:`~irtbox.structures.EmbeddingSet` per test set (and per extra metric of one).
 
-Set names: ``''`` for the only test set of a run, ``'0'``, ``'1'``, ... for those of a
-multi-dataset loop; a second metric of one test set that keeps embeddings too (e.g. with
-and without whitening) gets ``'<set>/<tag>'`` (``'<tag>'`` for a single test set), its
-``tag`` else ``'metric<j>'``.
+Set names: ``''`` for the only test set of a run, ``'0'``, ``'1'``, ... for those of a multi-dataset
+loop; a second metric of one test set that keeps embeddings too (e.g. with and without whitening)
+gets ``'<set>/<tag>'`` (``'<tag>'`` for a single test set), its ``tag`` else ``'metric<j>'``.
 """
 import dataclasses
 import json
@@ -153,9 +152,8 @@ def _metric_outputs(name: str, evaluator) -> Iterator[Tuple[str, dict]]:
 
 
 def dataset_image_ids(dataset, sample_idx: Sequence[int]) -> Tuple[List[str], str]:
-    """(image paths of the samples ``sample_idx`` of an MMEngine ``BaseDataset``, its
-    absolute data root or ``''``): the paths relative to the root where under it, else
-    absolute."""
+    """(image paths of the samples ``sample_idx`` of an MMEngine ``BaseDataset``, its absolute data
+    root or ``''``): the paths relative to the root where under it, else absolute."""
     root = osp.abspath(dataset.data_root) if getattr(dataset, 'data_root', '') else ''
     ids = []
     for i in sample_idx:

@@ -1,9 +1,8 @@
 """Miniatures: tiny datasets in the official file layout of each dataset irtbox reads, so that
 any config runs end to end in seconds (rehearsals) and tests have fixtures.
 
-Each dataset class's spec declares its own writer and the config keys that point it at a
-miniature (:mod:`irtbox.datasets.spec`); this module picks the writer of a kind and the kinds a
-config reads.
+Each dataset class's spec declares its own writer and the config keys that point it at a miniature
+(:mod:`irtbox.datasets.spec`); this module picks the writer of a kind and the kinds a config reads.
 """
 import copy
 import inspect

@@ -213,11 +213,10 @@ def rehearse_kinds(work_dir: str, configs: Optional[List[Tuple[ConfigKind, str]]
                    echo: Callable[[str], None] = print, keep_weights: bool = False,
                    jobs: int = 1, **options) -> List[KindRehearsal]:
     """Rehearse one config of every kind (``configs``, default :func:`rehearsal_set`), each in
-    ``<work_dir>/<config name>``, ``jobs`` at a time (each in a process of its own, its
-    output printed; with several, every phase gets ``cpu_count // jobs`` threads unless
-    ``OMP_NUM_THREADS`` is set); ``options``: those of
-    :func:`~irtbox.ops.rehearse.rehearse`. A passed rehearsal's weights are removed unless
-    ``keep_weights``. Returns the results in the order of ``configs``."""
+    ``<work_dir>/<config name>``, ``jobs`` at a time (each in a process of its own, its output
+    printed; with several, every phase gets ``cpu_count // jobs`` threads unless ``OMP_NUM_THREADS``
+    is set); ``options``: those of :func:`~irtbox.ops.rehearse.rehearse`. A passed rehearsal's
+    weights are removed unless ``keep_weights``. Returns the results in the order of ``configs``."""
     configs = rehearsal_set() if configs is None else configs
     tasks = [(f'{i}/{len(configs)}', kind, config, work_dir, keep_weights, options)
              for i, (kind, config) in enumerate(configs, 1)]

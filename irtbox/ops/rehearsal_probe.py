@@ -36,9 +36,8 @@ def _plain(value):
 
 @HOOKS.register_module()
 class RehearsalProbeHook(Hook):
-    """Record, on every rank, what a rehearsal checks, into
-    ``<out_dir>/<phase>_rank<r>.json`` at the end of the run (``phase``:
-    ``IRTBOX_REHEARSAL_PHASE``):
+    """Record, on every rank, what a rehearsal checks, into ``<out_dir>/<phase>_rank<r>.json`` at
+    the end of the run (``phase``: ``IRTBOX_REHEARSAL_PHASE``):
 
     - ``start`` / ``end``: the iteration and the digests of the backbone's and the whole
       model's state when training starts (after any resume) and ends;

@@ -1,11 +1,10 @@
 """Downloads that cannot leave a corrupt file: ``download(url, sha256)`` returns a verified path.
 
-An http(s) file is written to ``<dst>.part``, checked (size, then sha256) and only then
-renamed into place; an interrupted download resumes with an HTTP ``Range`` request, within
-the call and across calls. A verified file gets a record ``<dst>.sha256.json`` (size,
-mtime_ns, sha256), so a later call re-hashes it only when it changed (pooch has neither
-Range resume nor such a record). Offline (``IRTBOX_OFFLINE`` or ``HF_HUB_OFFLINE``) only
-verified cached files are returned.
+An http(s) file is written to ``<dst>.part``, checked (size, then sha256) and only then renamed into
+place; an interrupted download resumes with an HTTP ``Range`` request, within the call and across
+calls. A verified file gets a record ``<dst>.sha256.json`` (size, mtime_ns, sha256), so a later call
+re-hashes it only when it changed (pooch has neither Range resume nor such a record). Offline
+(``IRTBOX_OFFLINE`` or ``HF_HUB_OFFLINE``) only verified cached files are returned.
 """
 import contextlib
 import hashlib

@@ -17,8 +17,7 @@ def _status_mb(field: str):
 
 
 def peak_rss_mb() -> float:
-    """The process's peak resident set size in MB since its last ``exec`` (or
-    :func:`reset_peak`).
+    """The process's peak resident set size in MB since its last ``exec`` (or :func:`reset_peak`).
 
     ``/proc/self/status`` VmHWM belongs to the current address space, which ``exec`` replaces.
     ``getrusage``'s ``ru_maxrss`` is not used where VmHWM exists: Linux carries it over from
@@ -54,12 +53,11 @@ def _libc():
 
 
 def map_large_blocks() -> None:
-    """Blocks of 128 KB and more mapped and unmapped on their own for the rest of the process:
-    glibc otherwise raises that threshold as such blocks are freed, and a faiss index's lists,
-    which grow by doubling, leave their old buffers in the heap (docs/benchmarks.md, "Big
-    collections"). Process-wide, so the
-    command whose process's whole job is the build sets it (the search command's build from
-    an extraction's embeddings), not the library. A no-op off glibc."""
+    """Blocks of 128 KB and more mapped and unmapped on their own for the rest of the process: glibc
+    otherwise raises that threshold as such blocks are freed, and a faiss index's lists, which grow
+    by doubling, leave their old buffers in the heap (docs/benchmarks.md, "Big collections").
+    Process-wide, so the command whose process's whole job is the build sets it (the search
+    command's build from an extraction's embeddings), not the library. A no-op off glibc."""
     libc = _libc()
     if libc is not None:
         libc.mallopt(-3, 1 << 17)  # M_MMAP_THRESHOLD

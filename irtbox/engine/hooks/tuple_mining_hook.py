@@ -106,17 +106,15 @@ class TupleMiningHook(Hook):
     """Mines the training tuples of a tuple dataset before every epoch (Radenovic et al.,
     "Fine-tuning CNN Image Retrieval with No Human Annotation", TPAMI 2018, Sec. 3.3).
 
-    Draws ``len(dataset)`` query/positive pairs and a pool of ``poolsize`` images of the
-    split, embeds them with the current model (eval mode, single scale, projections learned
-    after training passed through: the descriptor the loss trains), takes each query's
-    ``dataset.nnum`` hardest negatives (:func:`mine_hard_negatives`) and hands the tuples to
-    ``dataset.set_tuples``.
+    Draws ``len(dataset)`` query/positive pairs and a pool of ``poolsize`` images of the split,
+    embeds them with the current model (eval mode, single scale, projections learned after training
+    passed through: the descriptor the loss trains), takes each query's ``dataset.nnum`` hardest
+    negatives (:func:`mine_hard_negatives`) and hands the tuples to ``dataset.set_tuples``.
 
     The draw is seeded by (``seed`` or the runner's seed, epoch), so resumed runs mine as
-    uninterrupted ones. Under DDP each rank embeds every ``world_size``-th image; rank 0
-    mines and broadcasts the tuples. Needs an epoch-based loop, a dataset like
-    ``SfM120kDataset(tuples=True)`` and ``persistent_workers=False`` (workers forked each
-    epoch see the new tuples).
+    uninterrupted ones. Under DDP each rank embeds every ``world_size``-th image; rank 0 mines and
+    broadcasts the tuples. Needs an epoch-based loop, a dataset like ``SfM120kDataset(tuples=True)``
+    and ``persistent_workers=False`` (workers forked each epoch see the new tuples).
 
     Args:
         poolsize (int): Images in the negative pool (at most the split's).

@@ -41,8 +41,7 @@ class Searcher(ABC):
     device (``dataclasses.replace``).
 
     Class attributes:
-        exhaustive: its blocks carry every gallery similarity
-            (:attr:`NeighbourBlock.similarities`).
+        exhaustive: its blocks carry every gallery similarity (:attr:`NeighbourBlock.similarities`).
         gpu_when_available: with no ``device`` set, a metric runs it on its rank's GPU when
             CUDA is available (torch runs anywhere; faiss needs faiss-gpu).
     """

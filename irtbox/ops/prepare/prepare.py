@@ -95,8 +95,7 @@ def prepare_dataset(info: DatasetSpec, root: str, mirror: Optional[str] = None,
         from_dir: A folder holding the files under their names (fetched by hand), verified
             and read in place, never deleted; folders of images are linked into the root.
         keep_archives: Keep the downloaded archives under ``<root>/downloads``.
-        check_space: Refuse to start when the disk has less free space than
-            :func:`space_needed`.
+        check_space: Refuse to start when the disk has less free space than :func:`space_needed`.
 
     Raises:
         PrepareError: a manual file is missing, the disk is too small or an archive is bad.
