@@ -8,8 +8,7 @@ they live outside irtbox.
 
 ``locations`` names the package that registers a registry's parts (imported on demand).
 The registries with nothing of ours are kept: without an 'irtbox' node in a tree MMEngine
-warns on every run ("Failed to search registry with scope irtbox").
-"""
+warns on every run ("Failed to search registry with scope irtbox")."""
 from mmengine.registry import DATA_SAMPLERS as MMENGINE_DATA_SAMPLERS
 from mmengine.registry import DATASETS as MMENGINE_DATASETS
 from mmengine.registry import EVALUATOR as MMENGINE_EVALUATOR

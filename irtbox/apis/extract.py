@@ -2,8 +2,7 @@
 pipeline; for big collections in resumable shards, on one process or several.
 
 Unreadable files are skipped, counted and listed, never a crash an hour in nor a silent drop;
-non-finite embeddings are an error, never a useless features file.
-"""
+non-finite embeddings are an error, never a useless features file."""
 import hashlib
 import json
 import logging

@@ -52,8 +52,7 @@ def init_model(config: Union[str, Config], checkpoint: Optional[str] = None,
     the model. With a checkpoint the backbone loads no pretrained weights of its own, so this
     works offline. The model keeps ``model.cfg``, ``model.checkpoint`` (the local file) and
     ``model.input_spec`` (:class:`~irtbox.models.input_spec.InputSpec`). ``device``:
-    :func:`~irtbox.utils.dist.resolve_device`.
-    """
+    :func:`~irtbox.utils.dist.resolve_device`."""
     cfg = config if isinstance(config, Config) else load_config(
         resolve_config(config), cfg_options)
     if cfg.get('model') is None:

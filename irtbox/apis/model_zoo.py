@@ -3,8 +3,7 @@
 ``Weights`` forms, extra indexes by ``IRTBOX_MODEL_INDEX``, malformed entries).
 
 ``Weights`` may also be a plain URL string (the mmpretrain form), verified by the sha256
-prefix in its name if any.
-"""
+prefix in its name if any."""
 import copy
 import difflib
 import fnmatch
@@ -56,8 +55,7 @@ class ZooEntry:
     """One model of the zoo, its paths resolved.
 
     ``weights`` is None (not released), ``{'source': 'timm', 'pretrained': str}``, or
-    ``{'url': str, 'sha256': str or None, 'size': int or None, 'embedding_dim': int or None}``.
-    """
+    ``{'url': str, 'sha256': str or None, 'size': int or None, 'embedding_dim': int or None}``."""
     name: str
     config: str
     weights: Optional[dict]

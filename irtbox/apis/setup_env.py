@@ -20,8 +20,7 @@ def register_all_modules(init_default_scope: bool = True) -> None:
     may unpickle, and set the default scope.
 
     Runners built from irtbox configs need no call to this (the registries locate
-    their modules lazily); it is for scripts that build modules directly.
-    """
+    their modules lazily); it is for scripts that build modules directly."""
     register_safe_globals()
     if not init_default_scope:
         return

@@ -3,8 +3,7 @@
 
 Set names: ``''`` for the only test set of a run, ``'0'``, ``'1'``, ... for those of a multi-dataset
 loop; a second metric of one test set that keeps embeddings too (e.g. with and without whitening)
-gets ``'<set>/<tag>'`` (``'<tag>'`` for a single test set), its ``tag`` else ``'metric<j>'``.
-"""
+gets ``'<set>/<tag>'`` (``'<tag>'`` for a single test set), its ``tag`` else ``'metric<j>'``."""
 import dataclasses
 import json
 import os
@@ -77,8 +76,7 @@ def run_test(config: str, checkpoint: Optional[str] = None, cfg_options: Optiona
     builds) on its test set(s) and return the metrics.
 
     ``out`` (:func:`write_results`) and ``show_dir`` (:func:`show_result_sets`) are written
-    by rank 0 and checked to be writable before the test runs.
-    """
+    by rank 0 and checked to be writable before the test runs."""
     if out is not None and not out.endswith(('.npz', '.json')):
         raise EvaluationSetupError(f'out must name a .npz or .json file, got {out}',
                                    argument='out')

@@ -14,8 +14,7 @@ class _MultiDatasetLoop(BaseLoop):
 
     ``dataloader`` and ``evaluator`` are lists of one entry per dataset. The metrics of all
     datasets are returned in one dict, so their names must differ (e.g. by prefix).
-    ``self.dataloader`` / ``self.evaluator`` are the first pair, for code that expects one.
-    """
+    ``self.dataloader`` / ``self.evaluator`` are the first pair, for code that expects one."""
 
     stage = ''
 

@@ -3,8 +3,7 @@
 It keeps only what happens inside ``Runner`` methods no hook reaches: the atomic checkpoint
 write, auto-resume from the newest *intact* checkpoint, strict and safe loading, the DDP
 wrapper on this process's device (Partial FC's rows kept out), a log of each run's own, and a
-``train_finally`` hook stage. The rest is done by :data:`DEFAULT_HOOKS`.
-"""
+``train_finally`` hook stage. The rest is done by :data:`DEFAULT_HOOKS`."""
 import itertools
 import os.path as osp
 import re
@@ -48,8 +47,7 @@ def find_resume_checkpoint(work_dir: str) -> Tuple[Optional[str], List[str]]:
 
     Candidates: the target of ``last_checkpoint``, then the ``iter_*``/``epoch_*`` files,
     highest number first (a kill between writing a checkpoint and ``last_checkpoint`` leaves
-    the newer file complete). Intact: :func:`checkpoint_problem` finds nothing.
-    """
+    the newer file complete). Intact: :func:`checkpoint_problem` finds nothing."""
     warnings, record = [], osp.join(work_dir, 'last_checkpoint')
     target = Path(record).read_text().strip() if osp.isfile(record) else None
     candidates = run_checkpoints(work_dir)
@@ -74,8 +72,7 @@ class IrtboxRunner(RunnerPrivates, Runner):
 
     Config key beyond MMEngine's: ``load_partial`` (default False): allow a checkpoint that
     matches the model only in part (mismatches logged and skipped, as MMEngine does).
-    ``resuming_from``: the checkpoint :meth:`resume` is loading, while it loads it.
-    """
+    ``resuming_from``: the checkpoint :meth:`resume` is loading, while it loads it."""
 
     def __init__(self, *args, load_from: Optional[str] = None, resume: bool = False, **kwargs):
         # MMEngine names a run <config>_<timestamp> and reuses a logger or visualizer of that

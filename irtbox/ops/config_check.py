@@ -11,8 +11,7 @@ a wrong key before the first iteration, and a rehearsal builds every part), exce
 left to the build; entries that hold no part (``init_cfg``, ``paramwise_cfg``, ...) are not checked.
 
 Values checked on the way: a learning rate is a number >= 0; ``max_iters`` / ``max_epochs`` /
-``val_interval`` are whole numbers >= 1 (MMEngine would stop at a bare ``assert``).
-"""
+``val_interval`` are whole numbers >= 1 (MMEngine would stop at a bare ``assert``)."""
 import difflib
 import functools
 import inspect

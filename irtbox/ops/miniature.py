@@ -28,8 +28,7 @@ def write_miniature(kind: str, root: str, image_fn: Optional[ImageFn] = None,
 
     ``image_fn(class_index, image_index)`` returns an H x W x 3 uint8 BGR image (None: the
     class-coloured stripes of ``class_image``, ``size`` pixels a side, default 32);
-    ``options``: the arguments of the kind's writer (mostly ``classes`` and ``per_class``).
-    """
+    ``options``: the arguments of the kind's writer (mostly ``classes`` and ``per_class``)."""
     writers = {name: spec.miniature for name, spec in dataset_specs().items() if spec.miniature}
     if kind not in writers:
         raise ValueError(f'write_miniature: unknown kind {kind!r}; expected one of '

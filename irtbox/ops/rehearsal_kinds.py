@@ -5,8 +5,7 @@ A config's kind (:func:`config_kind`) is made of the parts of a run that have th
 and can fail on their own: the backbone family, the necks, the losses, the hooks, the
 training sampler, the train loop and every dataset type read. Two configs of one kind differ
 only in numbers, which the rehearsal replaces by its own anyway. CI rehearses the cheapest
-config of each kind (:func:`rehearsal_set`).
-"""
+config of each kind (:func:`rehearsal_set`)."""
 import functools
 import glob
 import os

@@ -45,8 +45,7 @@ class RehearsalProbeHook(Hook):
     - ``hooks``: each hook's own stages that ran (see ``worked``);
     - ``unfitted``: fitted projections still unfitted at the end.
 
-    It runs last in every stage, so checkpoints are seen with what the other hooks added.
-    """
+    It runs last in every stage, so checkpoints are seen with what the other hooks added."""
 
     priority = 'LOWEST'
 

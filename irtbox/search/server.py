@@ -11,8 +11,7 @@ image, and a JSON API. FastAPI + uvicorn (``pip install irtbox[serve]``).
 
 Uploads are capped in bytes and pixels; memory is bounded across requests too: uploads are
 decoded in a small thread pool under a budget of decoded pixels held at once
-(:class:`PixelBudget`), each no larger than the model needs (:func:`query_min_side`).
-"""
+(:class:`PixelBudget`), each no larger than the model needs (:func:`query_min_side`)."""
 import os
 import os.path as osp
 import threading
@@ -39,8 +38,7 @@ class PixelBudget:
     ``with budget.hold() as held:`` gives an empty share; ``held.resize(n)`` waits until
     ``n`` pixels fit (growing) or gives some back (shrinking). A share larger than the whole
     budget is granted when nothing else is held (it runs alone rather than never).
-    ``in_use`` and ``peak``: the pixels held now and at most.
-    """
+    ``in_use`` and ``peak``: the pixels held now and at most."""
 
     def __init__(self, limit: int):
         if limit < 1:

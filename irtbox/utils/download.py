@@ -4,8 +4,7 @@ An http(s) file is written to ``<dst>.part``, checked (size, then sha256) and on
 place; an interrupted download resumes with an HTTP ``Range`` request, within the call and across
 calls. A verified file gets a record ``<dst>.sha256.json`` (size, mtime_ns, sha256), so a later call
 re-hashes it only when it changed (pooch has neither Range resume nor such a record). Offline
-(``IRTBOX_OFFLINE`` or ``HF_HUB_OFFLINE``) only verified cached files are returned.
-"""
+(``IRTBOX_OFFLINE`` or ``HF_HUB_OFFLINE``) only verified cached files are returned."""
 import contextlib
 import hashlib
 import http.client
@@ -357,8 +356,7 @@ def _cached_ok(dst: str, url: str, expected: Optional[str], online: bool,
                timeout: float) -> bool:
     """Whether the cached ``dst`` is good (a damaged one is warned of). Re-hashed only when
     changed since its record; with no known hash the record's is the reference; with no
-    record either, the size is compared with the server's (online only).
-    """
+    record either, the size is compared with the server's (online only)."""
     if not osp.isfile(dst):
         return False
     record = _read_record(dst)
@@ -477,8 +475,7 @@ def _open_resumable(url: str, part: str, timeout: float):
     """GET ``url`` continuing ``part``: (response, offset the body starts at).
 
     A 206 whose range starts where the part ends continues it; a 200 (Range ignored) is the
-    whole file; a 416 or any other range starts over from byte 0.
-    """
+    whole file; a 416 or any other range starts over from byte 0."""
     offset = _size(part)
     if offset:
         try:
@@ -511,8 +508,7 @@ def _fetch_once(url: str, part: str, progress: bool, timeout: float, need_length
 
     A body of no announced size ends where the connection closes, early or not: with
     ``need_length`` (no checksum) the size is asked by a HEAD request, and without one the
-    download is refused rather than taken for complete.
-    """
+    download is refused rather than taken for complete."""
     response, offset = _open_resumable(url, part, timeout)
     with response:
         total = _total_size(response, offset)

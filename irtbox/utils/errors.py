@@ -2,8 +2,7 @@
 
 Messages are plain text for a Python caller. An error about an argument carries its name as
 ``argument``; an error whose remedy is to pass other arguments carries them as ``remedy``
-({argument: value}). ``irtbox.cli`` words both as the command's options.
-"""
+({argument: value}). ``irtbox.cli`` words both as the command's options."""
 from typing import Any, Dict, Optional
 
 __all__ = ['IrtboxError', 'ArgumentError', 'with_prefix']
@@ -14,8 +13,7 @@ class IrtboxError(Exception):
     stands for, so ``except ValueError`` still catches it.
 
     ``argument``: the function argument the error concerns, or None. ``remedy``:
-    {argument: value} the caller may pass to get past the error, shown after the message.
-    """
+    {argument: value} the caller may pass to get past the error, shown after the message."""
 
     argument: Optional[str] = None
     remedy: Optional[Dict[str, Any]] = None

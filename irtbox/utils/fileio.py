@@ -15,8 +15,7 @@ def atomic_write(path: str, write: Callable[[str], None]) -> None:
 
     The temporary name ends with ``path``'s extension, for writers that pick their format by
     it (``np.savez``, ``savefig``). On any error the temporary is removed and an ``OSError``
-    names ``path``. The file gets the umask's mode, not the temporary's private one.
-    """
+    names ``path``. The file gets the umask's mode, not the temporary's private one."""
     folder = osp.dirname(osp.abspath(path))
     try:
         os.makedirs(folder, exist_ok=True)

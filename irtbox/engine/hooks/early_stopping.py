@@ -2,8 +2,7 @@
 Musgrave & Masone's recipe, ``docs/methods/dml_benchmark.md``).
 
 MMEngine's ``EarlyStoppingHook`` does not keep or reload weights, counts a tie as an
-improvement and only warns when the monitored key is missing; hence this hook.
-"""
+improvement and only warns when the monitored key is missing; hence this hook."""
 import copy
 import math
 import os.path as osp

@@ -137,8 +137,7 @@ class WhiteningFitHook(ProjectionFitHook):
     """Learns the model's ``LearnedWhitening`` from descriptors extracted as at test time.
 
     For ``method='learned'`` the dataset must carry the matching pairs in its metainfo
-    (``qidxs``, ``pidxs``). See :class:`ProjectionFitHook`.
-    """
+    (``qidxs``, ``pidxs``). See :class:`ProjectionFitHook`."""
 
     module_type = LearnedWhitening
     single_scale = False

@@ -29,8 +29,7 @@ class SyncNormStatsHook(Hook):
     memory at each step), so without this hook the ranks' BatchNorm statistics drift apart:
     validation, tuple mining and the projection fits would run each rank's share through a
     different model, while the checkpoint keeps rank 0's. MMEngine's ``SyncBuffersHook``
-    averages once per epoch: too late for iteration-based runs.
-    """
+    averages once per epoch: too late for iteration-based runs."""
 
     priority = 'ABOVE_NORMAL'  # before checkpoints (VERY_LOW) and validation
 

@@ -1,7 +1,6 @@
 """The one interface of a nearest-neighbour search by inner product: a frozen dataclass of
 settings, registered in :data:`~irtbox.registry.SEARCHERS` (a config's ``search=dict(...)``),
-whose blocks of results a metric consumes and drops.
-"""
+whose blocks of results a metric consumes and drops."""
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar, Iterator, Optional, Union

@@ -6,8 +6,7 @@ An index folder (format 2) holds ``manifest.json`` (factory, nprobe, k_factor, d
 names of the files below, ``root``: the folder relative ids are relative to, and their
 ``sha256``), ``index-<tag>.faiss``, the rows as an embeddings file ``embeddings-<tag>.npz`` and
 optionally the model's ``config-<tag>.py``. Loading checks each file's sha256, so an index
-edited or damaged since it was saved is refused, naming the file, rather than searched.
-"""
+edited or damaged since it was saved is refused, naming the file, rather than searched."""
 import json
 import mmap
 import os

@@ -6,8 +6,7 @@ A spec names its losses as its config paths spell them (``normsoftmax`` in
 ``model.head.losses`` (``PMLLoss``'s ``name``, else the ``type``): the benchmark's lists
 ``PML_CLASSIFICATION_LOSSES`` / ``PML_CONTRASTIVE_LOSSES``, or a registered subclass of
 ``ClassWeightLoss`` (one weight vector per class). Where the config does not exist (yet), the
-name alone is matched against those classes (``arcface`` -> ``ArcFaceLoss``).
-"""
+name alone is matched against those classes (``arcface`` -> ``ArcFaceLoss``)."""
 import os.path as osp
 import re
 from typing import Dict, List, Optional
