@@ -1,10 +1,8 @@
-"""Kinds of configs: what a rehearsal of a config exercises, so that rehearsing one config of
-each kind covers every shipped config.
-
-A config's kind (:func:`config_kind`) is made of the parts of a run that have their own code
-and can fail on their own: the backbone family, the necks, the losses, the hooks, the
-training sampler, the train loop and every dataset type read. Two configs of one kind differ
-only in numbers, which the rehearsal replaces by its own anyway. CI rehearses the cheapest
+"""Kinds of configs: what a rehearsal of a config exercises, so that rehearsing one config of each
+kind covers every shipped config. A config's kind (:func:`config_kind`) is made of the parts of a
+run that have their own code and can fail on their own: the backbone family, the necks, the losses,
+the hooks, the training sampler, the train loop and every dataset type read. Two configs of one kind
+differ only in numbers, which the rehearsal replaces by its own anyway. CI rehearses the cheapest
 config of each kind (:func:`rehearsal_set`)."""
 import functools
 import glob

@@ -1,7 +1,6 @@
 """Process groups for CPU-only (gloo) as well as GPU (nccl) jobs, the device rule, gathers.
-
-MMEngine's ``init_dist`` assumes CUDA and its DDP wrapper passes ``device_ids=[local_rank]``;
-both fail on CPU-only machines, and the second also where each task sees one GPU."""
+MMEngine's ``init_dist`` assumes CUDA and its DDP wrapper passes ``device_ids=[local_rank]``; both
+fail on CPU-only machines, and the second also where each task sees one GPU."""
 import datetime
 import inspect
 import logging

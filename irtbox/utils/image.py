@@ -1,9 +1,8 @@
-"""One image decoder for the whole toolbox, and one pixel cap checked before it decodes.
-
-A 20000 x 20000 PNG is a few kilobytes on disk and 1.2 GB once decoded, so the size is read
-from the header and refused above the cap before any pixel is decoded. :func:`decode_image`
-is the only place an image file becomes pixels (the pipelines' ``LoadImageFromFile`` and the
-search server's uploads), so a file gives the same pixels everywhere."""
+"""One image decoder for the whole toolbox, and one pixel cap checked before it decodes. A 20000 x
+20000 PNG is a few kilobytes on disk and 1.2 GB once decoded, so the size is read from the header
+and refused above the cap before any pixel is decoded. :func:`decode_image` is the only place an
+image file becomes pixels (the pipelines' ``LoadImageFromFile`` and the search server's uploads), so
+a file gives the same pixels everywhere."""
 import io
 import os
 import struct
@@ -56,11 +55,10 @@ def open_image_unlimited(data: bytes):
 
 
 def check_image_bytes(data: bytes, max_pixels: Optional[int] = None) -> Tuple[int, int]:
-    """(width, height) from the header of the encoded image ``data``, decoding no pixels.
-
-    Raises ValueError (empty, or no image header Pillow knows) or :class:`ImageTooLargeError`
-    (more than ``max_pixels``, default :func:`default_max_pixels`); the messages say what
-    is wrong and leave naming the file to the caller."""
+    """(width, height) from the header of the encoded image ``data``, decoding no pixels. Raises
+    ValueError (empty, or no image header Pillow knows) or :class:`ImageTooLargeError` (more than
+    ``max_pixels``, default :func:`default_max_pixels`); the messages say what is wrong and leave
+    naming the file to the caller."""
     max_pixels = default_max_pixels() if max_pixels is None else max_pixels
     if not data:
         raise ValueError('empty file (0 bytes)')

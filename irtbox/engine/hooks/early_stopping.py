@@ -1,8 +1,7 @@
-"""Early stopping on a validation metric, keeping and reloading the best weights (Berton,
-Musgrave & Masone's recipe, ``docs/methods/dml_benchmark.md``).
-
-MMEngine's ``EarlyStoppingHook`` does not keep or reload weights, counts a tie as an
-improvement and only warns when the monitored key is missing; hence this hook."""
+"""Early stopping on a validation metric, keeping and reloading the best weights (Berton, Musgrave &
+Masone's recipe, ``docs/methods/dml_benchmark.md``). MMEngine's ``EarlyStoppingHook`` does not keep
+or reload weights, counts a tie as an improvement and only warns when the monitored key is missing;
+hence this hook."""
 import copy
 import math
 import os.path as osp

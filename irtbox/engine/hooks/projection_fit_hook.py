@@ -134,10 +134,9 @@ class PCAFitHook(ProjectionFitHook):
 
 @HOOKS.register_module()
 class WhiteningFitHook(ProjectionFitHook):
-    """Learns the model's ``LearnedWhitening`` from descriptors extracted as at test time.
-
-    For ``method='learned'`` the dataset must carry the matching pairs in its metainfo
-    (``qidxs``, ``pidxs``). See :class:`ProjectionFitHook`."""
+    """Learns the model's ``LearnedWhitening`` from descriptors extracted as at test time. For
+    ``method='learned'`` the dataset must carry the matching pairs in its metainfo (``qidxs``,
+    ``pidxs``). See :class:`ProjectionFitHook`."""
 
     module_type = LearnedWhitening
     single_scale = False

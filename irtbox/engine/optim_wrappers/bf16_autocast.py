@@ -15,9 +15,8 @@ __all__ = ['bf16_autocast_available', 'BF16AutocastOptimWrapper']
 
 def bf16_autocast_available() -> bool:
     """True on a CUDA GPU with native bfloat16 support (Ampere and later).
-
-    ``torch.cuda.is_bf16_supported()`` also says True where bf16 is only emulated (V100,
-    T4), where bf16 autocast is slower than float32."""
+    ``torch.cuda.is_bf16_supported()`` also says True where bf16 is only emulated (V100, T4), where
+    bf16 autocast is slower than float32."""
     if not torch.cuda.is_available():
         return False
     if 'including_emulation' in inspect.signature(torch.cuda.is_bf16_supported).parameters:

@@ -1,10 +1,9 @@
-"""From nothing to a dataset's layout: download (resumable, verified), unpack, convert.
-
-For each file of a :class:`~irtbox.datasets.spec.DatasetSpec`: get it (official address,
-``mirror`` or ``from_dir``), verify it against its published checksum before anything reads
-it, unpack it beside the data and move the content into the layout the dataset classes read,
-then record the step in ``<root>/irtbox_prepare.json`` (size and sha256; without a published
-checksum, what was received the first time). A rerun skips the recorded steps."""
+"""From nothing to a dataset's layout: download (resumable, verified), unpack, convert. For each
+file of a :class:`~irtbox.datasets.spec.DatasetSpec`: get it (official address, ``mirror`` or
+``from_dir``), verify it against its published checksum before anything reads it, unpack it beside
+the data and move the content into the layout the dataset classes read, then record the step in
+``<root>/irtbox_prepare.json`` (size and sha256; without a published checksum, what was received the
+first time). A rerun skips the recorded steps."""
 import fnmatch
 import gzip
 import json
