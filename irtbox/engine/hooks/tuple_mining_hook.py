@@ -40,12 +40,10 @@ def check_enough_clusters(q_clusters, pool_clusters, nnum: int) -> None:
 
 def mine_hard_negatives(q_desc, pool_desc, q_clusters, pool_clusters, nnum: int = 5,
                         chunk_size: int = 256) -> np.ndarray:
-    """The hardest negatives of each query, at most one per cluster.
-
-    For each query, the pool is walked by decreasing similarity ``q · x`` (ties: pool
-    order); a candidate becomes a negative when its cluster is neither the query's nor that
-    of a negative already chosen, until ``nnum`` (Radenovic et al., TPAMI 2018, Sec. 3.3).
-    Memory O(chunk_size x P).
+    """The hardest negatives of each query, at most one per cluster. For each query, the pool is
+    walked by decreasing similarity ``q · x`` (ties: pool order); a candidate becomes a negative
+    when its cluster is neither the query's nor that of a negative already chosen, until ``nnum``
+    (Radenovic et al., TPAMI 2018, Sec. 3.3). Memory O(chunk_size x P).
 
     Args:
         q_desc: (Q, D) L2-normalised query descriptors.

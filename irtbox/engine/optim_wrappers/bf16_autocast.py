@@ -29,10 +29,9 @@ class BF16AutocastOptimWrapper(OptimWrapper):
     """:class:`~mmengine.optim.OptimWrapper` whose ``optim_context`` (the training forward and loss
     of ``model.train_step``) runs under ``torch.autocast(dtype=torch.bfloat16)``: the
     training-recipe benchmark's "bf16 autocast when available" (Berton, Musgrave & Masone, Sec. 3).
-
-    bf16 has float32's exponent range, so, unlike ``AmpOptimWrapper`` for float16, no loss
-    scaling is needed. Validation and testing are not affected; losses that need float32
-    turn autocast off themselves.
+    bf16 has float32's exponent range, so, unlike ``AmpOptimWrapper`` for float16, no loss scaling
+    is needed. Validation and testing are not affected; losses that need float32 turn autocast off
+    themselves.
 
     Args:
         enabled (bool | str): ``'auto'``: on a CUDA device with native bf16 support, float32

@@ -33,11 +33,9 @@ class NeighbourBlock:
 
 
 class Searcher(ABC):
-    """Nearest neighbours of query rows among gallery rows by inner product.
-
-    Subclasses are frozen dataclasses with at least the fields ``chunk_size`` and ``device``
-    (``None``: the searcher's default), so that a metric can place a copy on its rank's
-    device (``dataclasses.replace``).
+    """Nearest neighbours of query rows among gallery rows by inner product. Subclasses are frozen
+    dataclasses with at least the fields ``chunk_size`` and ``device`` (``None``: the searcher's
+    default), so that a metric can place a copy on its rank's device (``dataclasses.replace``).
 
     Class attributes:
         exhaustive: its blocks carry every gallery similarity (:attr:`NeighbourBlock.similarities`).
