@@ -6,10 +6,9 @@ registries (e.g. ``ImgDataPreprocessor``, ``AdamW``). Register your own parts in
 (``@MODELS.register_module()``) and name them in a config, with ``custom_imports`` when
 they live outside irtbox.
 
-``locations`` names the package that registers a registry's parts (imported on demand).
-The registries with nothing of ours are kept: without an 'irtbox' node in a tree MMEngine
-warns on every run ("Failed to search registry with scope irtbox").
-"""
+``locations`` names the package that registers a registry's parts (imported on demand). The
+registries without (nothing of ours: MMEngine's or torch's parts only) are kept: without an
+'irtbox' node in a tree MMEngine warns on every run ("Failed to search registry with scope irtbox")."""
 from mmengine.registry import DATA_SAMPLERS as MMENGINE_DATA_SAMPLERS
 from mmengine.registry import DATASETS as MMENGINE_DATASETS
 from mmengine.registry import EVALUATOR as MMENGINE_EVALUATOR
@@ -48,18 +47,14 @@ RUNNERS = Registry('runner', parent=MMENGINE_RUNNERS, locations=['irtbox.engine'
 LOOPS = Registry('loop', parent=MMENGINE_LOOPS, locations=['irtbox.engine'])
 # Hooks: PCA / whitening fitting, tuple mining, early stopping, non-finite-loss stop, ...
 HOOKS = Registry('hook', parent=MMENGINE_HOOKS, locations=['irtbox.engine'])
-# Log processors: MMEngine's LogProcessor (nothing of ours).
 LOG_PROCESSORS = Registry('log processor', parent=MMENGINE_LOG_PROCESSORS)
 
-# Optimizers: MMEngine's / torch's (AdamW, SGD; nothing of ours).
 OPTIMIZERS = Registry('optimizer', parent=MMENGINE_OPTIMIZERS)
 # Optimizer wrappers: bf16 autocast on the GPUs that support it.
 OPTIM_WRAPPERS = Registry(
     'optim_wrapper', parent=MMENGINE_OPTIM_WRAPPERS, locations=['irtbox.engine'])
-# Optimizer wrapper constructors: MMEngine's default, with paramwise_cfg (nothing of ours).
 OPTIM_WRAPPER_CONSTRUCTORS = Registry(
     'optimizer wrapper constructor', parent=MMENGINE_OPTIM_WRAPPER_CONSTRUCTORS)
-# Learning-rate and momentum schedulers: MMEngine's (nothing of ours).
 PARAM_SCHEDULERS = Registry('parameter scheduler', parent=MMENGINE_PARAM_SCHEDULERS)
 
 # Datasets: one file each under irtbox/datasets/, plus wrappers (benchmark splits, ...).
@@ -71,10 +66,8 @@ DATA_SAMPLERS = Registry(
 TRANSFORMS = Registry(
     'transform', parent=MMENGINE_TRANSFORMS, locations=['irtbox.datasets.transforms'])
 
-# Models: retrievers, backbones, necks, heads, losses, miners, data preprocessors (one
-# registry, as in MMEngine).
+# Models (one registry, as in MMEngine): retrievers, backbones, heads, losses, miners, ...
 MODELS = Registry('model', parent=MMENGINE_MODELS, locations=['irtbox.models'])
-# Model wrappers for distributed training: MMEngine's DDP wrapper (nothing of ours).
 MODEL_WRAPPERS = Registry('model_wrapper', parent=MMENGINE_MODEL_WRAPPERS)
 
 # Metrics: retrieval metrics, wrapping the pure functions of irtbox.evaluation.functional.
@@ -82,9 +75,7 @@ METRICS = Registry('metric', parent=MMENGINE_METRICS, locations=['irtbox.evaluat
 # Searchers: the nearest-neighbour search a metric runs (exact torch, faiss), built from its
 # ``search=dict(type=...)``. MMEngine has no such tree, so this one is a root of its own.
 SEARCHERS = Registry('searcher', scope='irtbox', locations=['irtbox.evaluation.neighbours'])
-# Evaluators: MMEngine's Evaluator (nothing of ours).
 EVALUATOR = Registry('evaluator', parent=MMENGINE_EVALUATOR)
 
-# Visualizers and their backends: MMEngine's Visualizer / LocalVisBackend (nothing of ours).
 VISUALIZERS = Registry('visualizer', parent=MMENGINE_VISUALIZERS)
 VISBACKENDS = Registry('vis_backend', parent=MMENGINE_VISBACKENDS)

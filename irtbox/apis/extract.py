@@ -1,9 +1,7 @@
-"""Embeddings of your own images (a folder, files or arrays) through the config's test
-pipeline; for big collections in resumable shards, on one process or several.
-
-Unreadable files are skipped, counted and listed, never a crash an hour in nor a silent drop;
-non-finite embeddings are an error, never a useless features file.
-"""
+"""Embeddings of your own images (a folder, files or arrays) through the config's test pipeline; for
+big collections in resumable shards, on one process or several. Unreadable files are skipped,
+counted and listed, never a crash an hour in nor a silent drop; non-finite embeddings are an error,
+never a useless features file."""
 import hashlib
 import json
 import logging

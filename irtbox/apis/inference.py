@@ -45,15 +45,13 @@ def without_pretrained_backbone(cfg: Config) -> Config:
 def init_model(config: Union[str, Config], checkpoint: Optional[str] = None,
                device: Union[str, torch.device, None] = None, cfg_options: Optional[dict] = None):
     """The retriever of ``config`` in eval mode, with ``checkpoint``'s weights when given.
-
     ``model(inputs, mode='tensor')`` then maps a normalised B x 3 x H x W batch to B x D
     L2-normalised embeddings (``model.data_preprocessor`` normalises raw uint8 batches).
-    ``checkpoint``: a path or http(s) URL, ``.pth`` or ``.safetensors``; every key must match
-    the model. With a checkpoint the backbone loads no pretrained weights of its own, so this
-    works offline. The model keeps ``model.cfg``, ``model.checkpoint`` (the local file) and
+    ``checkpoint``: a path or http(s) URL, ``.pth`` or ``.safetensors``; every key must match the
+    model. With a checkpoint the backbone loads no pretrained weights of its own, so this works
+    offline. The model keeps ``model.cfg``, ``model.checkpoint`` (the local file) and
     ``model.input_spec`` (:class:`~irtbox.models.input_spec.InputSpec`). ``device``:
-    :func:`~irtbox.utils.dist.resolve_device`.
-    """
+    :func:`~irtbox.utils.dist.resolve_device`."""
     cfg = config if isinstance(config, Config) else load_config(
         resolve_config(config), cfg_options)
     if cfg.get('model') is None:

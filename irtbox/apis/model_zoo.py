@@ -1,10 +1,7 @@
 """The model zoo's index: ``list_models``, ``get_entry`` and ``resolve_config`` over
-``model-index.yml`` and its metafiles, the OpenMMLab format (docs/model_zoo.md: the
-``Weights`` forms, extra indexes by ``IRTBOX_MODEL_INDEX``, malformed entries).
-
-``Weights`` may also be a plain URL string (the mmpretrain form), verified by the sha256
-prefix in its name if any.
-"""
+``model-index.yml`` and its metafiles, the OpenMMLab format (docs/model_zoo.md: the ``Weights``
+forms, extra indexes by ``IRTBOX_MODEL_INDEX``, malformed entries). ``Weights`` may also be a plain
+URL string (the mmpretrain form), verified by the sha256 prefix in its name if any."""
 import copy
 import difflib
 import fnmatch
@@ -53,11 +50,9 @@ class UnknownModelError(IrtboxError, KeyError):
 
 @dataclass(frozen=True)
 class ZooEntry:
-    """One model of the zoo, its paths resolved.
-
-    ``weights`` is None (not released), ``{'source': 'timm', 'pretrained': str}``, or
-    ``{'url': str, 'sha256': str or None, 'size': int or None, 'embedding_dim': int or None}``.
-    """
+    """One model of the zoo, its paths resolved. ``weights`` is None (not released), ``{'source':
+    'timm', 'pretrained': str}``, or ``{'url': str, 'sha256': str or None, 'size': int or None,
+    'embedding_dim': int or None}``."""
     name: str
     config: str
     weights: Optional[dict]

@@ -9,8 +9,7 @@ pass, and writes into ``out_dir``:
   once complete;
 - ``<name>.py``: the full config (``_base_`` files merged), so the folder stands alone;
 - ``model-index.yml``: the folder's zoo index, with this model's entry added or replaced.
-  Point ``IRTBOX_MODEL_INDEX`` at it and ``get_model(name)`` finds the model.
-"""
+  Point ``IRTBOX_MODEL_INDEX`` at it and ``get_model(name)`` finds the model."""
 import datetime
 import json
 import os

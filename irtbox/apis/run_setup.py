@@ -26,8 +26,7 @@ def load_run_config(path: str, cfg_options: Optional[dict] = None,
                     work_dir: Optional[str] = None, launcher: str = 'none') -> Config:
     """The config at ``path`` with ``cfg_options``, ``launcher`` and ``work_dir`` (default
     the config's, else ``./work_dirs/<config name>``); with CUDA, the loaders' defaults of
-    :func:`_default_loader_options`.
-    """
+    :func:`_default_loader_options`."""
     path = resolve_config(path)
     cfg = load_config(path, cfg_options)
     cfg.launcher = launcher

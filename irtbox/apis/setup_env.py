@@ -16,12 +16,9 @@ __all__ = ['register_all_modules']
 
 
 def register_all_modules(init_default_scope: bool = True) -> None:
-    """Register irtbox's modules (imported above) and the checkpoint classes ``torch.load``
-    may unpickle, and set the default scope.
-
-    Runners built from irtbox configs need no call to this (the registries locate
-    their modules lazily); it is for scripts that build modules directly.
-    """
+    """Register irtbox's modules (imported above) and the checkpoint classes ``torch.load`` may
+    unpickle, and set the default scope. Runners built from irtbox configs need no call to this (the
+    registries locate their modules lazily); it is for scripts that build modules directly."""
     register_safe_globals()
     if not init_default_scope:
         return

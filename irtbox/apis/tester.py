@@ -1,11 +1,8 @@
 """Testing a model from its config, and what a test leaves: one
-:class:`~irtbox.structures.EmbeddingSet` per test set (and per extra metric of one).
-
-Set names: ``''`` for the only test set of a run, ``'0'``, ``'1'``, ... for those of a
-multi-dataset loop; a second metric of one test set that keeps embeddings too (e.g. with
-and without whitening) gets ``'<set>/<tag>'`` (``'<tag>'`` for a single test set), its
-``tag`` else ``'metric<j>'``.
-"""
+:class:`~irtbox.structures.EmbeddingSet` per test set (and per extra metric of one). Set names:
+``''`` for the only test set of a run, ``'0'``, ``'1'``, ... for those of a multi-dataset loop; a
+second metric of one test set that keeps embeddings too (e.g. with and without whitening) gets
+``'<set>/<tag>'`` (``'<tag>'`` for a single test set), its ``tag`` else ``'metric<j>'``."""
 import dataclasses
 import json
 import os
@@ -74,12 +71,10 @@ def run_test(config: str, checkpoint: Optional[str] = None, cfg_options: Optiona
              work_dir: Optional[str] = None, launcher: str = 'none', out: Optional[str] = None,
              show_dir: Optional[str] = None, show_num: int = 50, show_topk: int = 8,
              show_seed: int = 0) -> Dict[str, float]:
-    """Test the model of ``config`` (with ``checkpoint``'s weights, else those the config
-    builds) on its test set(s) and return the metrics.
-
-    ``out`` (:func:`write_results`) and ``show_dir`` (:func:`show_result_sets`) are written
-    by rank 0 and checked to be writable before the test runs.
-    """
+    """Test the model of ``config`` (with ``checkpoint``'s weights, else those the config builds) on
+    its test set(s) and return the metrics. ``out`` (:func:`write_results`) and ``show_dir``
+    (:func:`show_result_sets`) are written by rank 0 and checked to be writable before the test
+    runs."""
     if out is not None and not out.endswith(('.npz', '.json')):
         raise EvaluationSetupError(f'out must name a .npz or .json file, got {out}',
                                    argument='out')
@@ -153,9 +148,8 @@ def _metric_outputs(name: str, evaluator) -> Iterator[Tuple[str, dict]]:
 
 
 def dataset_image_ids(dataset, sample_idx: Sequence[int]) -> Tuple[List[str], str]:
-    """(image paths of the samples ``sample_idx`` of an MMEngine ``BaseDataset``, its
-    absolute data root or ``''``): the paths relative to the root where under it, else
-    absolute."""
+    """(image paths of the samples ``sample_idx`` of an MMEngine ``BaseDataset``, its absolute data
+    root or ``''``): the paths relative to the root where under it, else absolute."""
     root = osp.abspath(dataset.data_root) if getattr(dataset, 'data_root', '') else ''
     ids = []
     for i in sample_idx:

@@ -11,11 +11,9 @@ __all__ = ['MultiDatasetValLoop', 'MultiDatasetTestLoop']
 
 class _MultiDatasetLoop(BaseLoop):
     """Runs the model over each dataset in turn and evaluates it with its own evaluator.
-
-    ``dataloader`` and ``evaluator`` are lists of one entry per dataset. The metrics of all
-    datasets are returned in one dict, so their names must differ (e.g. by prefix).
-    ``self.dataloader`` / ``self.evaluator`` are the first pair, for code that expects one.
-    """
+    ``dataloader`` and ``evaluator`` are lists of one entry per dataset. The metrics of all datasets
+    are returned in one dict, so their names must differ (e.g. by prefix). ``self.dataloader`` /
+    ``self.evaluator`` are the first pair, for code that expects one."""
 
     stage = ''
 

@@ -1,10 +1,8 @@
-"""``IrtboxRunner``: MMEngine's ``Runner`` with checkpoints that cannot silently lose work.
-
-It keeps only what happens inside ``Runner`` methods no hook reaches: the atomic checkpoint
-write, auto-resume from the newest *intact* checkpoint, strict and safe loading, the DDP
-wrapper on this process's device (Partial FC's rows kept out), a log of each run's own, and a
-``train_finally`` hook stage. The rest is done by :data:`DEFAULT_HOOKS`.
-"""
+"""``IrtboxRunner``: MMEngine's ``Runner`` with checkpoints that cannot silently lose work. It keeps
+only what happens inside ``Runner`` methods no hook reaches: the atomic checkpoint write,
+auto-resume from the newest *intact* checkpoint, strict and safe loading, the DDP wrapper on this
+process's device (Partial FC's rows kept out), a log of each run's own, and a ``train_finally`` hook
+stage. The rest is done by :data:`DEFAULT_HOOKS`."""
 import itertools
 import os.path as osp
 import re
@@ -45,11 +43,9 @@ _RUNS = itertools.count(1)  # the runners built in this process
 
 def find_resume_checkpoint(work_dir: str) -> Tuple[Optional[str], List[str]]:
     """The newest intact checkpoint in ``work_dir`` and the warnings about every file skipped.
-
-    Candidates: the target of ``last_checkpoint``, then the ``iter_*``/``epoch_*`` files,
-    highest number first (a kill between writing a checkpoint and ``last_checkpoint`` leaves
-    the newer file complete). Intact: :func:`checkpoint_problem` finds nothing.
-    """
+    Candidates: the target of ``last_checkpoint``, then the ``iter_*``/``epoch_*`` files, highest
+    number first (a kill between writing a checkpoint and ``last_checkpoint`` leaves the newer file
+    complete). Intact: :func:`checkpoint_problem` finds nothing."""
     warnings, record = [], osp.join(work_dir, 'last_checkpoint')
     target = Path(record).read_text().strip() if osp.isfile(record) else None
     candidates = run_checkpoints(work_dir)
@@ -70,12 +66,10 @@ def find_resume_checkpoint(work_dir: str) -> Tuple[Optional[str], List[str]]:
 
 @RUNNERS.register_module()
 class IrtboxRunner(RunnerPrivates, Runner):
-    """MMEngine's ``Runner`` with irtbox's checkpoints and default hooks (see the module).
-
-    Config key beyond MMEngine's: ``load_partial`` (default False): allow a checkpoint that
-    matches the model only in part (mismatches logged and skipped, as MMEngine does).
-    ``resuming_from``: the checkpoint :meth:`resume` is loading, while it loads it.
-    """
+    """MMEngine's ``Runner`` with irtbox's checkpoints and default hooks (see the module). Config
+    key beyond MMEngine's: ``load_partial`` (default False): allow a checkpoint that matches the
+    model only in part (mismatches logged and skipped, as MMEngine does). ``resuming_from``: the
+    checkpoint :meth:`resume` is loading, while it loads it."""
 
     def __init__(self, *args, load_from: Optional[str] = None, resume: bool = False, **kwargs):
         # MMEngine names a run <config>_<timestamp> and reuses a logger or visualizer of that

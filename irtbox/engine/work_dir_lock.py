@@ -1,13 +1,10 @@
-"""One training at a time in a work dir: two would overwrite each other's checkpoints and
-both report success.
-
-A training holds ``WORK_DIR/.irtbox.lock`` (PID, host, start time; created with ``O_EXCL``)
-while it writes there; a second one is refused naming the first. A lock left by a process of
-this host that is gone is taken over with a warning; one from another host never is (its
-process cannot be checked from here). A job restarted by torchrun's agent or requeued by
-Slurm takes over its own earlier attempt's lock, on any host: the record holds the job's id,
-and both restart a job only after every process of the earlier attempt has ended.
-"""
+"""One training at a time in a work dir: two would overwrite each other's checkpoints and both
+report success. A training holds ``WORK_DIR/.irtbox.lock`` (PID, host, start time; created with
+``O_EXCL``) while it writes there; a second one is refused naming the first. A lock left by a
+process of this host that is gone is taken over with a warning; one from another host never is (its
+process cannot be checked from here). A job restarted by torchrun's agent or requeued by Slurm takes
+over its own earlier attempt's lock, on any host: the record holds the job's id, and both restart a
+job only after every process of the earlier attempt has ended."""
 import atexit
 import contextlib
 import datetime

@@ -4,16 +4,14 @@ A misspelled argument (``default_hooks.checkpoint.intervall``) would otherwise s
 bare ``TypeError`` when that part is built, for a hook argument forwarded to
 ``Runner.save_checkpoint`` after the whole training.
 
-A ``dict(type=...)`` is resolved through the registry of the section it sits in; the accepted
-keys are the constructor's parameters. A constructor taking ``**kwargs`` is not checked (its
-build names a wrong key before the first iteration, and a rehearsal builds every part), except
-``CheckpointHook``, whose ``**kwargs`` go to ``Runner.save_checkpoint``. A type no registry
-knows is left to the build; entries that hold no part (``init_cfg``, ``paramwise_cfg``, ...)
-are not checked.
+A ``dict(type=...)`` is resolved through the registry of the section it sits in; the accepted keys
+are the constructor's parameters. A constructor taking ``**kwargs`` is not checked (its build names
+a wrong key before the first iteration, and a rehearsal builds every part), except
+``CheckpointHook``, whose ``**kwargs`` go to ``Runner.save_checkpoint``. A type no registry knows is
+left to the build; entries that hold no part (``init_cfg``, ``paramwise_cfg``, ...) are not checked.
 
 Values checked on the way: a learning rate is a number >= 0; ``max_iters`` / ``max_epochs`` /
-``val_interval`` are whole numbers >= 1 (MMEngine would stop at a bare ``assert``).
-"""
+``val_interval`` are whole numbers >= 1 (MMEngine would stop at a bare ``assert``)."""
 import difflib
 import functools
 import inspect
@@ -114,9 +112,8 @@ class _Checker:
             self.part(value, f'{where}.{key}', _CHILD_REGISTRIES.get(key, registries))
 
     def registered(self, node: Any, where: str, registries) -> None:
-        """Refuse a ``type`` no registry of ``registries`` (nor their parents) has, naming
-        the closest registered one (a scope-prefixed name, ``scope.Type``, is left to the
-        build)."""
+        """Refuse a ``type`` no registry of ``registries`` (nor their parents) has, naming the
+        closest registered one (a scope-prefixed name, ``scope.Type``, is left to the build)."""
         if isinstance(node, (list, tuple)):
             for i, item in enumerate(node):
                 self.registered(item, f'{where}.{i}', registries)

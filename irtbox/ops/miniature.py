@@ -1,9 +1,7 @@
-"""Miniatures: tiny datasets in the official file layout of each dataset irtbox reads, so that
-any config runs end to end in seconds (rehearsals) and tests have fixtures.
-
-Each dataset class's spec declares its own writer and the config keys that point it at a
-miniature (:mod:`irtbox.datasets.spec`); this module picks the writer of a kind and the kinds a
-config reads.
+"""Miniatures: tiny datasets in the official file layout of each dataset irtbox reads, so that any
+config runs end to end in seconds (rehearsals) and tests have fixtures. Each dataset class's spec
+declares its own writer and the config keys that point it at a miniature
+(:mod:`irtbox.datasets.spec`); this module picks the writer of a kind and the kinds a config reads.
 """
 import copy
 import inspect
@@ -24,13 +22,11 @@ MINIATURE_KINDS = tuple(name for name, spec in dataset_specs().items() if spec.m
 
 def write_miniature(kind: str, root: str, image_fn: Optional[ImageFn] = None,
                     size: Optional[int] = None, **options) -> str:
-    """Write a tiny dataset of ``kind`` in its official layout under ``root`` (which must not
-    exist or be empty: a leftover file could become part of the dataset); returns ``root``.
-
+    """Write a tiny dataset of ``kind`` in its official layout under ``root`` (which must not exist
+    or be empty: a leftover file could become part of the dataset); returns ``root``.
     ``image_fn(class_index, image_index)`` returns an H x W x 3 uint8 BGR image (None: the
-    class-coloured stripes of ``class_image``, ``size`` pixels a side, default 32);
-    ``options``: the arguments of the kind's writer (mostly ``classes`` and ``per_class``).
-    """
+    class-coloured stripes of ``class_image``, ``size`` pixels a side, default 32); ``options``: the
+    arguments of the kind's writer (mostly ``classes`` and ``per_class``)."""
     writers = {name: spec.miniature for name, spec in dataset_specs().items() if spec.miniature}
     if kind not in writers:
         raise ValueError(f'write_miniature: unknown kind {kind!r}; expected one of '

@@ -1,8 +1,7 @@
 """A config in miniature: the same model, hooks, losses and loops, on tiny data at a small
 input size, with every interval short enough that each hook fires within a few iterations.
 Each step :func:`miniaturize` takes is a function of its own, so that a reader sees exactly
-what a rehearsal changes.
-"""
+what a rehearsal changes."""
 import copy
 import os.path as osp
 from typing import Dict, Iterator, List, Optional, Tuple
@@ -70,8 +69,7 @@ def point_datasets(cfg: Config, data_dir: str, data_root: Optional[str] = None,
     """Point every dataset of ``cfg``'s loaders at miniature data written under
     ``data_dir/<kind>``, or, with ``data_root``, at the user's data (a config's
     ``/datasets/sop`` is looked up as ``<data_root>/sop``). ``subset`` keeps the first
-    ``subset`` items of each dataset. Returns one line per dataset.
-    """
+    ``subset`` items of each dataset. Returns one line per dataset."""
     done, written = [], {}
     for where, loader in loader_cfgs(cfg):
         dataset = loader.get('dataset')

@@ -1,12 +1,9 @@
-"""Kinds of configs: what a rehearsal of a config exercises, so that rehearsing one config of
-each kind covers every shipped config.
-
-A config's kind (:func:`config_kind`) is made of the parts of a run that have their own code
-and can fail on their own: the backbone family, the necks, the losses, the hooks, the
-training sampler, the train loop and every dataset type read. Two configs of one kind differ
-only in numbers, which the rehearsal replaces by its own anyway. CI rehearses the cheapest
-config of each kind (:func:`rehearsal_set`).
-"""
+"""Kinds of configs: what a rehearsal of a config exercises, so that rehearsing one config of each
+kind covers every shipped config. A config's kind (:func:`config_kind`) is made of the parts of a
+run that have their own code and can fail on their own: the backbone family, the necks, the losses,
+the hooks, the training sampler, the train loop and every dataset type read. Two configs of one kind
+differ only in numbers, which the rehearsal replaces by its own anyway. CI rehearses the cheapest
+config of each kind (:func:`rehearsal_set`)."""
 import functools
 import glob
 import os
@@ -213,11 +210,10 @@ def rehearse_kinds(work_dir: str, configs: Optional[List[Tuple[ConfigKind, str]]
                    echo: Callable[[str], None] = print, keep_weights: bool = False,
                    jobs: int = 1, **options) -> List[KindRehearsal]:
     """Rehearse one config of every kind (``configs``, default :func:`rehearsal_set`), each in
-    ``<work_dir>/<config name>``, ``jobs`` at a time (each in a process of its own, its
-    output printed; with several, every phase gets ``cpu_count // jobs`` threads unless
-    ``OMP_NUM_THREADS`` is set); ``options``: those of
-    :func:`~irtbox.ops.rehearse.rehearse`. A passed rehearsal's weights are removed unless
-    ``keep_weights``. Returns the results in the order of ``configs``."""
+    ``<work_dir>/<config name>``, ``jobs`` at a time (each in a process of its own, its output
+    printed; with several, every phase gets ``cpu_count // jobs`` threads unless ``OMP_NUM_THREADS``
+    is set); ``options``: those of :func:`~irtbox.ops.rehearse.rehearse`. A passed rehearsal's
+    weights are removed unless ``keep_weights``. Returns the results in the order of ``configs``."""
     configs = rehearsal_set() if configs is None else configs
     tasks = [(f'{i}/{len(configs)}', kind, config, work_dir, keep_weights, options)
              for i, (kind, config) in enumerate(configs, 1)]

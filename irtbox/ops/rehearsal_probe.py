@@ -36,9 +36,8 @@ def _plain(value):
 
 @HOOKS.register_module()
 class RehearsalProbeHook(Hook):
-    """Record, on every rank, what a rehearsal checks, into
-    ``<out_dir>/<phase>_rank<r>.json`` at the end of the run (``phase``:
-    ``IRTBOX_REHEARSAL_PHASE``):
+    """Record, on every rank, what a rehearsal checks, into ``<out_dir>/<phase>_rank<r>.json`` at
+    the end of the run (``phase``: ``IRTBOX_REHEARSAL_PHASE``):
 
     - ``start`` / ``end``: the iteration and the digests of the backbone's and the whole
       model's state when training starts (after any resume) and ends;
@@ -46,8 +45,7 @@ class RehearsalProbeHook(Hook):
     - ``hooks``: each hook's own stages that ran (see ``worked``);
     - ``unfitted``: fitted projections still unfitted at the end.
 
-    It runs last in every stage, so checkpoints are seen with what the other hooks added.
-    """
+    It runs last in every stage, so checkpoints are seen with what the other hooks added."""
 
     priority = 'LOWEST'
 

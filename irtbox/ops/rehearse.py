@@ -15,8 +15,7 @@ end) and ``test`` (on the last checkpoint). Every rank records what it saw
    from exactly it;
 6. every hook did its work (fit hooks, mining, validation, early stopping, checkpoints):
    not only its set-up stages; no fitted projection left unfitted;
-7. every validation and test metric is a finite number.
-"""
+7. every validation and test metric is a finite number."""
 import contextlib
 import json
 import os

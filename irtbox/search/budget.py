@@ -4,8 +4,7 @@
 near 4 sqrt(N); ``_HNSW32`` centroid search from HNSW_LISTS lists on) over ``SQ8`` codes (D
 bytes each), else over ``PQ<m>`` codes (the largest m dividing D that fits); every IVF entry
 also stores its 8-byte id. The codes need not be exact: the build re-ranks a shortlist exactly.
-autofaiss is not used: its releases pin ``numpy<2`` and bring pandas, pyarrow and fsspec.
-"""
+autofaiss is not used: its releases pin ``numpy<2`` and bring pandas, pyarrow and fsspec."""
 import math
 import re
 from dataclasses import dataclass

@@ -1,6 +1,5 @@
 """Build an index of a folder of images (embedded in resumable shards under
-``INDEX_DIR/build``, removed once the index is saved) or of the embeddings an extraction wrote.
-"""
+``INDEX_DIR/build``, removed once the index is saved) or of the embeddings an extraction wrote."""
 import json
 import mmap
 import os

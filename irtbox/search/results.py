@@ -21,13 +21,11 @@ def hit_caption(item: str) -> str:
 
 
 def write_results_html(path: str, results: List[dict]) -> None:
-    """One row per query: the query image, then its hits with rank and score.
-
-    ``results``: ``[{'query': path, 'hits': [{'rank', 'id', 'score', 'path'}, ...]}, ...]``
-    (``path``: the hit's file, default its id; relative paths are relative to the working
-    directory). Each caption shows the file's folder and name (in a folder per class: the
-    class). Written whole or not at all (:func:`~irtbox.utils.fileio.atomic_write_text`).
-    """
+    """One row per query: the query image, then its hits with rank and score. ``results``:
+    ``[{'query': path, 'hits': [{'rank', 'id', 'score', 'path'}, ...]}, ...]`` (``path``: the hit's
+    file, default its id; relative paths are relative to the working directory). Each caption shows
+    the file's folder and name (in a folder per class: the class). Written whole or not at all
+    (:func:`~irtbox.utils.fileio.atomic_write_text`)."""
     rows = []
     for result in results:
         cells = [f'<figure class="query"><img src="{html.escape(_src(result["query"]))}">'

@@ -11,8 +11,7 @@ image, and a JSON API. FastAPI + uvicorn (``pip install irtbox[serve]``).
 
 Uploads are capped in bytes and pixels; memory is bounded across requests too: uploads are
 decoded in a small thread pool under a budget of decoded pixels held at once
-(:class:`PixelBudget`), each no larger than the model needs (:func:`query_min_side`).
-"""
+(:class:`PixelBudget`), each no larger than the model needs (:func:`query_min_side`)."""
 import os
 import os.path as osp
 import threading
@@ -34,13 +33,10 @@ STATIC = osp.join(osp.dirname(osp.abspath(__file__)), 'static')
 
 
 class PixelBudget:
-    """At most ``limit`` decoded pixels held at once, over all requests.
-
-    ``with budget.hold() as held:`` gives an empty share; ``held.resize(n)`` waits until
-    ``n`` pixels fit (growing) or gives some back (shrinking). A share larger than the whole
-    budget is granted when nothing else is held (it runs alone rather than never).
-    ``in_use`` and ``peak``: the pixels held now and at most.
-    """
+    """At most ``limit`` decoded pixels held at once, over all requests. ``with budget.hold() as
+    held:`` gives an empty share; ``held.resize(n)`` waits until ``n`` pixels fit (growing) or gives
+    some back (shrinking). A share larger than the whole budget is granted when nothing else is held
+    (it runs alone rather than never). ``in_use`` and ``peak``: the pixels held now and at most."""
 
     def __init__(self, limit: int):
         if limit < 1:
@@ -108,11 +104,9 @@ def decode_upload(data: bytes, max_pixels: int, min_side: Optional[int] = None,
 def create_app(searcher, max_upload_bytes: int = 10 * 2**20, max_pixels: int = 40 * 10**6,
                max_k: int = 100, thumb_size: int = 160,
                decode_budget_pixels: Optional[int] = None, decode_threads: int = 2):
-    """The FastAPI app serving ``searcher`` (which must have its model).
-
-    ``decode_budget_pixels``: decoded pixels held at once over all requests (default
-    ``max_pixels``); an upload holds its share from before decoding until its search is done
-    (``state.decode_budget``)."""
+    """The FastAPI app serving ``searcher`` (which must have its model). ``decode_budget_pixels``:
+    decoded pixels held at once over all requests (default ``max_pixels``); an upload holds its
+    share from before decoding until its search is done (``state.decode_budget``)."""
     try:
         import fastapi
     except ImportError as err:

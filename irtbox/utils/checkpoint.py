@@ -1,10 +1,8 @@
 """Safe checkpoint loading (``torch.load(weights_only=True)`` with an allow-list).
-
-``weights_only=True`` rejects the objects MMEngine stores in its checkpoints (the message
-hub's history buffers and the numpy values inside them); turning it off would let a
-downloaded file run arbitrary code. So exactly those classes are allowed, and MMEngine's
-loaders go through the same safe ``torch.load`` while irtbox's runner loads.
-"""
+``weights_only=True`` rejects the objects MMEngine stores in its checkpoints (the message hub's
+history buffers and the numpy values inside them); turning it off would let a downloaded file run
+arbitrary code. So exactly those classes are allowed, and MMEngine's loaders go through the same
+safe ``torch.load`` while irtbox's runner loads."""
 import contextlib
 import hashlib
 import os
@@ -94,8 +92,7 @@ def safe_torch_load(path: str, map_location='cpu'):
 def checkpoint_problem(path: str, verify_crc: bool = True) -> Optional[str]:
     """What is wrong with the ``.pth`` file ``path`` (None when it looks intact), without
     unpickling it: missing, empty, truncated, a corrupt zip member (only with ``verify_crc``:
-    reads the whole file). A file that is no zip archive may be a legacy pickle: not reported.
-    """
+    reads the whole file). A file that is no zip archive may be a legacy pickle: not reported."""
     if not osp.isfile(path):
         return 'file not found'
     if os.path.getsize(path) == 0:
@@ -180,14 +177,11 @@ class CheckpointMismatchError(IrtboxError, ValueError):
 
 def load_model_weights(model: torch.nn.Module, checkpoint: Union[str, Dict[str, torch.Tensor]],
                        source: Optional[str] = None, training_parts: str = 'optional') -> None:
-    """Load ``checkpoint`` (a path or URL, ``.pth`` or ``.safetensors``, or a state dict
-    read from ``source``) into ``model``.
-
-    Every key and shape must match, except for the training-only parts
-    (:data:`TRAINING_ONLY_PREFIXES`): ``training_parts='optional'``: they may be absent (a
-    published checkpoint); ``'required'``: they must match (resuming); ``'ignored'``: left as
-    built when absent or of another shape (evaluation).
-    """
+    """Load ``checkpoint`` (a path or URL, ``.pth`` or ``.safetensors``, or a state dict read from
+    ``source``) into ``model``. Every key and shape must match, except for the training-only parts
+    (:data:`TRAINING_ONLY_PREFIXES`): ``training_parts='optional'``: they may be absent (a published
+    checkpoint); ``'required'``: they must match (resuming); ``'ignored'``: left as built when
+    absent or of another shape (evaluation)."""
     if training_parts not in ('optional', 'required', 'ignored'):
         raise ArgumentError(f"training_parts={training_parts!r}; expected 'optional', 'required' "
                             "or 'ignored'", 'training_parts')

@@ -1,9 +1,7 @@
-"""The one check of a numeric argument, shared by every layer.
-
-Each raises an ``ArgumentError`` (a ``ValueError``) naming the argument, what was expected
-and the value given, e.g. ``chunk_size must be a positive integer, got 0``; the caller that
-knows more (the registered class, the config entry) adds its own context around the call.
-"""
+"""The one check of a numeric argument, shared by every layer. Each raises an ``ArgumentError`` (a
+``ValueError``) naming the argument, what was expected and the value given, e.g. ``chunk_size must
+be a positive integer, got 0``; the caller that knows more (the registered class, the config entry)
+adds its own context around the call."""
 import argparse
 import numbers
 from typing import Callable, Iterable, Optional, Tuple, Union

@@ -1,8 +1,6 @@
 """Process groups for CPU-only (gloo) as well as GPU (nccl) jobs, the device rule, gathers.
-
-MMEngine's ``init_dist`` assumes CUDA and its DDP wrapper passes ``device_ids=[local_rank]``;
-both fail on CPU-only machines, and the second also where each task sees one GPU.
-"""
+MMEngine's ``init_dist`` assumes CUDA and its DDP wrapper passes ``device_ids=[local_rank]``; both
+fail on CPU-only machines, and the second also where each task sees one GPU."""
 import datetime
 import inspect
 import logging
@@ -47,8 +45,7 @@ def init_distributed(launcher: str, backend: str = None, port: int = None,
 
     The other arguments are a config's ``env_cfg.dist_cfg``, read as MMEngine's ``init_dist``
     reads it: ``backend`` (default nccl with CUDA, gloo without), ``timeout`` (seconds or a
-    timedelta), any other ``init_process_group`` argument passed on.
-    """
+    timedelta), any other ``init_process_group`` argument passed on."""
     if dist.is_available() and dist.is_initialized():
         return
     if timeout is not None:
@@ -91,8 +88,7 @@ def free_port(host: str = '127.0.0.1') -> int:
 def finish_distributed() -> bool:
     """End a finished job's process group (a barrier, then destroyed, logs flushed); returns
     whether there was one. Call it last, then ``os._exit(0)``: DDP still holds the gloo group
-    and tearing its threads down at interpreter exit sometimes aborts a finished rank.
-    """
+    and tearing its threads down at interpreter exit sometimes aborts a finished rank."""
     if not (dist.is_available() and dist.is_initialized()):
         return False
     dist.barrier()
@@ -129,8 +125,7 @@ def ddp_wrapper_cfg(model_wrapper_cfg=None, find_unused_parameters: bool = False
     - ``device_ids``: the current CUDA device, or None on the CPU (MMEngine's
       ``[LOCAL_RANK]`` names a missing device where each task sees only its own GPU);
     - buffers not re-sent from rank 0 at every step: a cross-batch memory is identical on
-      every rank already, and BatchNorm statistics are averaged by ``sync_norm_stats``.
-    """
+      every rank already, and BatchNorm statistics are averaged by ``sync_norm_stats``."""
     wrapper = dict(model_wrapper_cfg or dict(type='MMDistributedDataParallel'))
     wrapper.setdefault('type', 'MMDistributedDataParallel')
     wrapper_type = wrapper['type']

@@ -1,12 +1,9 @@
-"""Downloads that cannot leave a corrupt file: ``download(url, sha256)`` returns a verified path.
-
-An http(s) file is written to ``<dst>.part``, checked (size, then sha256) and only then
-renamed into place; an interrupted download resumes with an HTTP ``Range`` request, within
-the call and across calls. A verified file gets a record ``<dst>.sha256.json`` (size,
-mtime_ns, sha256), so a later call re-hashes it only when it changed (pooch has neither
-Range resume nor such a record). Offline (``IRTBOX_OFFLINE`` or ``HF_HUB_OFFLINE``) only
-verified cached files are returned.
-"""
+"""Downloads that cannot leave a corrupt file: ``download(url, sha256)`` returns a verified path. An
+http(s) file is written to ``<dst>.part``, checked (size, then sha256) and only then renamed into
+place; an interrupted download resumes with an HTTP ``Range`` request, within the call and across
+calls. A verified file gets a record ``<dst>.sha256.json`` (size, mtime_ns, sha256), so a later call
+re-hashes it only when it changed (pooch has neither Range resume nor such a record). Offline
+(``IRTBOX_OFFLINE`` or ``HF_HUB_OFFLINE``) only verified cached files are returned."""
 import contextlib
 import hashlib
 import http.client
@@ -358,8 +355,7 @@ def _cached_ok(dst: str, url: str, expected: Optional[str], online: bool,
                timeout: float) -> bool:
     """Whether the cached ``dst`` is good (a damaged one is warned of). Re-hashed only when
     changed since its record; with no known hash the record's is the reference; with no
-    record either, the size is compared with the server's (online only).
-    """
+    record either, the size is compared with the server's (online only)."""
     if not osp.isfile(dst):
         return False
     record = _read_record(dst)
@@ -475,11 +471,9 @@ def _get(url: str, offset: int, timeout: float):
 
 
 def _open_resumable(url: str, part: str, timeout: float):
-    """GET ``url`` continuing ``part``: (response, offset the body starts at).
-
-    A 206 whose range starts where the part ends continues it; a 200 (Range ignored) is the
-    whole file; a 416 or any other range starts over from byte 0.
-    """
+    """GET ``url`` continuing ``part``: (response, offset the body starts at). A 206 whose range
+    starts where the part ends continues it; a 200 (Range ignored) is the whole file; a 416 or any
+    other range starts over from byte 0."""
     offset = _size(part)
     if offset:
         try:
@@ -508,12 +502,10 @@ def _total_size(response, offset: int) -> Optional[int]:
 
 
 def _fetch_once(url: str, part: str, progress: bool, timeout: float, need_length: bool) -> str:
-    """One GET into ``part`` (appending on a resume); the sha256 of the complete part.
-
-    A body of no announced size ends where the connection closes, early or not: with
-    ``need_length`` (no checksum) the size is asked by a HEAD request, and without one the
-    download is refused rather than taken for complete.
-    """
+    """One GET into ``part`` (appending on a resume); the sha256 of the complete part. A body of no
+    announced size ends where the connection closes, early or not: with ``need_length`` (no
+    checksum) the size is asked by a HEAD request, and without one the download is refused rather
+    than taken for complete."""
     response, offset = _open_resumable(url, part, timeout)
     with response:
         total = _total_size(response, offset)

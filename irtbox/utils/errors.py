@@ -1,21 +1,17 @@
 """The base of the exceptions irtbox defines, and the fields that say which argument is at fault.
-
 Messages are plain text for a Python caller. An error about an argument carries its name as
 ``argument``; an error whose remedy is to pass other arguments carries them as ``remedy``
-({argument: value}). ``irtbox.cli`` words both as the command's options.
-"""
+({argument: value}). ``irtbox.cli`` words both as the command's options."""
 from typing import Any, Dict, Optional
 
 __all__ = ['IrtboxError', 'ArgumentError', 'with_prefix']
 
 
 class IrtboxError(Exception):
-    """The base of every exception irtbox defines; each also derives from the built-in it
-    stands for, so ``except ValueError`` still catches it.
-
-    ``argument``: the function argument the error concerns, or None. ``remedy``:
-    {argument: value} the caller may pass to get past the error, shown after the message.
-    """
+    """The base of every exception irtbox defines; each also derives from the built-in it stands
+    for, so ``except ValueError`` still catches it. ``argument``: the function argument the error
+    concerns, or None. ``remedy``: {argument: value} the caller may pass to get past the error,
+    shown after the message."""
 
     argument: Optional[str] = None
     remedy: Optional[Dict[str, Any]] = None

@@ -9,14 +9,11 @@ __all__ = ['atomic_write', 'atomic_write_text', 'rename_into_place', 'fsync_dir'
 
 
 def atomic_write(path: str, write: Callable[[str], None]) -> None:
-    """Call ``write(tmp)`` for a temporary file beside ``path``, fsync it, rename it onto
-    ``path`` and fsync the folder: a reader (or a crash, a power loss included) sees the old
-    file or the new one, never a part.
-
-    The temporary name ends with ``path``'s extension, for writers that pick their format by
-    it (``np.savez``, ``savefig``). On any error the temporary is removed and an ``OSError``
-    names ``path``. The file gets the umask's mode, not the temporary's private one.
-    """
+    """Call ``write(tmp)`` for a temporary file beside ``path``, fsync it, rename it onto ``path``
+    and fsync the folder: a reader (or a crash, a power loss included) sees the old file or the new
+    one, never a part. The temporary name ends with ``path``'s extension, for writers that pick
+    their format by it (``np.savez``, ``savefig``). On any error the temporary is removed and an
+    ``OSError`` names ``path``. The file gets the umask's mode, not the temporary's private one."""
     folder = osp.dirname(osp.abspath(path))
     try:
         os.makedirs(folder, exist_ok=True)

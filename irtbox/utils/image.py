@@ -1,10 +1,8 @@
-"""One image decoder for the whole toolbox, and one pixel cap checked before it decodes.
-
-A 20000 x 20000 PNG is a few kilobytes on disk and 1.2 GB once decoded, so the size is read
-from the header and refused above the cap before any pixel is decoded. :func:`decode_image`
-is the only place an image file becomes pixels (the pipelines' ``LoadImageFromFile`` and the
-search server's uploads), so a file gives the same pixels everywhere.
-"""
+"""One image decoder for the whole toolbox, and one pixel cap checked before it decodes. A 20000 x
+20000 PNG is a few kilobytes on disk and 1.2 GB once decoded, so the size is read from the header
+and refused above the cap before any pixel is decoded. :func:`decode_image` is the only place an
+image file becomes pixels (the pipelines' ``LoadImageFromFile`` and the search server's uploads), so
+a file gives the same pixels everywhere."""
 import io
 import os
 import struct
@@ -57,12 +55,10 @@ def open_image_unlimited(data: bytes):
 
 
 def check_image_bytes(data: bytes, max_pixels: Optional[int] = None) -> Tuple[int, int]:
-    """(width, height) from the header of the encoded image ``data``, decoding no pixels.
-
-    Raises ValueError (empty, or no image header Pillow knows) or :class:`ImageTooLargeError`
-    (more than ``max_pixels``, default :func:`default_max_pixels`); the messages say what
-    is wrong and leave naming the file to the caller.
-    """
+    """(width, height) from the header of the encoded image ``data``, decoding no pixels. Raises
+    ValueError (empty, or no image header Pillow knows) or :class:`ImageTooLargeError` (more than
+    ``max_pixels``, default :func:`default_max_pixels`); the messages say what is wrong and leave
+    naming the file to the caller."""
     max_pixels = default_max_pixels() if max_pixels is None else max_pixels
     if not data:
         raise ValueError('empty file (0 bytes)')
@@ -104,8 +100,7 @@ def decode_image(data: bytes, max_pixels: Optional[int] = None, channel_order: s
     (:func:`check_image_bytes`); an undecodable file raises ValueError saying why.
     ``min_side``: the short side the caller needs; a larger image is decoded smaller, by the
     largest whole factor that keeps it (the search server's queries). ``reserve(pixels)`` is
-    called with the pixels about to be decoded, and again with the result's (a memory budget).
-    """
+    called with the pixels about to be decoded, and again with the result's (a memory budget)."""
     if channel_order not in ('rgb', 'bgr'):
         raise ArgumentError(f"channel_order={channel_order!r}: expected 'rgb' or 'bgr'",
                             'channel_order')

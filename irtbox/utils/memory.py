@@ -17,26 +17,21 @@ def _status_mb(field: str):
 
 
 def peak_rss_mb() -> float:
-    """The process's peak resident set size in MB since its last ``exec`` (or
-    :func:`reset_peak`).
-
+    """The process's peak resident set size in MB since its last ``exec`` (or :func:`reset_peak`).
     ``/proc/self/status`` VmHWM belongs to the current address space, which ``exec`` replaces.
-    ``getrusage``'s ``ru_maxrss`` is not used where VmHWM exists: Linux carries it over from
-    the parent through fork + exec, so a contender started by a benchmark that had imported
-    torch would report at least the benchmark's own peak.
-    """
+    ``getrusage``'s ``ru_maxrss`` is not used where VmHWM exists: Linux carries it over from the
+    parent through fork + exec, so a contender started by a benchmark that had imported torch would
+    report at least the benchmark's own peak."""
     peak = _status_mb('VmHWM')
     return peak if peak is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def reset_peak() -> float:
-    """Reset the peak (VmHWM) to the current resident size and return that size in MB, so
-    that ``peak_rss_mb() - reset_peak()`` is the extra peak of what runs in between.
-
-    Writing 5 to ``/proc/self/clear_refs`` resets VmHWM (Linux >= 4.0); where that is not
-    possible the current peak is returned, so the extra peak is never overstated by the
-    set-up (it may be understated by it).
-    """
+    """Reset the peak (VmHWM) to the current resident size and return that size in MB, so that
+    ``peak_rss_mb() - reset_peak()`` is the extra peak of what runs in between. Writing 5 to
+    ``/proc/self/clear_refs`` resets VmHWM (Linux >= 4.0); where that is not possible the current
+    peak is returned, so the extra peak is never overstated by the set-up (it may be understated by
+    it)."""
     try:
         with open('/proc/self/clear_refs', 'w') as f:
             f.write('5')
@@ -54,12 +49,11 @@ def _libc():
 
 
 def map_large_blocks() -> None:
-    """Blocks of 128 KB and more mapped and unmapped on their own for the rest of the process:
-    glibc otherwise raises that threshold as such blocks are freed, and a faiss index's lists,
-    which grow by doubling, leave their old buffers in the heap (docs/benchmarks.md, "Big
-    collections"). Process-wide, so the
-    command whose process's whole job is the build sets it (the search command's build from
-    an extraction's embeddings), not the library. A no-op off glibc."""
+    """Blocks of 128 KB and more mapped and unmapped on their own for the rest of the process: glibc
+    otherwise raises that threshold as such blocks are freed, and a faiss index's lists, which grow
+    by doubling, leave their old buffers in the heap (docs/benchmarks.md, "Big collections").
+    Process-wide, so the command whose process's whole job is the build sets it (the search
+    command's build from an extraction's embeddings), not the library. A no-op off glibc."""
     libc = _libc()
     if libc is not None:
         libc.mallopt(-3, 1 << 17)  # M_MMAP_THRESHOLD

@@ -2,8 +2,7 @@
 resolution, the checkpoint loaders by prefix, the runner's "loaded" flag, the train loop's
 batch iterator, and the private methods of :data:`OVERRIDDEN`, which the mixins below route to
 public names. In ``utils`` because ``utils.config`` and ``utils.checkpoint`` need two of them.
-tests/test_utils/test_mmengine_compat.py checks each against the installed MMEngine.
-"""
+tests/test_utils/test_mmengine_compat.py checks each against the installed MMEngine."""
 import contextlib
 import threading
 from typing import Callable

@@ -1,9 +1,7 @@
-"""A ``CheckpointHook`` that deletes a checkpoint only once its successor is complete.
-
-MMEngine's removes the oldest checkpoint and the previous ``best_*.pth`` *before* it writes
-the new one, so a failed or killed save leaves fewer intact checkpoints than before (with
-``max_keep_ckpts=1`` none) and ``last_checkpoint`` naming a deleted file.
-"""
+"""A ``CheckpointHook`` that deletes a checkpoint only once its successor is complete. MMEngine's
+removes the oldest checkpoint and the previous ``best_*.pth`` *before* it writes the new one, so a
+failed or killed save leaves fewer intact checkpoints than before (with ``max_keep_ckpts=1`` none)
+and ``last_checkpoint`` naming a deleted file."""
 import os
 import os.path as osp
 import re

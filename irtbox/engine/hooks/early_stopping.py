@@ -1,9 +1,7 @@
-"""Early stopping on a validation metric, keeping and reloading the best weights (Berton,
-Musgrave & Masone's recipe, ``docs/methods/dml_benchmark.md``).
-
-MMEngine's ``EarlyStoppingHook`` does not keep or reload weights, counts a tie as an
-improvement and only warns when the monitored key is missing; hence this hook.
-"""
+"""Early stopping on a validation metric, keeping and reloading the best weights (Berton, Musgrave &
+Masone's recipe, ``docs/methods/dml_benchmark.md``). MMEngine's ``EarlyStoppingHook`` does not keep
+or reload weights, counts a tie as an improvement and only warns when the monitored key is missing;
+hence this hook."""
 import copy
 import math
 import os.path as osp
@@ -54,13 +52,12 @@ def early_stopping_step(state: StoppingState, score: float, rule: str = 'greater
 
 @HOOKS.register_module()
 class BestWeightsEarlyStoppingHook(Hook):
-    """Stops training when ``monitor`` stops improving; reloads the best weights at the end.
-
-    On an improvement the model's weights are copied (on the CPU) and, with ``save_best``,
-    written as ``<work_dir>/<best_filename>`` (without optimizer state). At ``after_train``
-    (before any ``runner.test()``) the best weights are loaded back, from memory or, after a
-    resumed run, from that file. With ``IterBasedTrainLoop(val_interval=N)`` a validation is
-    an "epoch" of N iterations.
+    """Stops training when ``monitor`` stops improving; reloads the best weights at the end. On an
+    improvement the model's weights are copied (on the CPU) and, with ``save_best``, written as
+    ``<work_dir>/<best_filename>`` (without optimizer state). At ``after_train`` (before any
+    ``runner.test()``) the best weights are loaded back, from memory or, after a resumed run, from
+    that file. With ``IterBasedTrainLoop(val_interval=N)`` a validation is an "epoch" of N
+    iterations.
 
     Args:
         monitor: validation metric name (with the evaluator's ``prefix/`` if it has one).

@@ -36,8 +36,7 @@ class PartialFCHook(Hook):
       and of each optimizer state tensor of their shape, one rank at a time, onto the CPU.
     - ``before_save_checkpoint`` (rank 0): puts them in place of rank 0's rows.
     - ``after_load_checkpoint`` (every rank): replaces the whole matrices by this rank's rows.
-    - ``before_train_iter``: tells each layer the iteration, which seeds its sampling.
-    """
+    - ``before_train_iter``: tells each layer the iteration, which seeds its sampling."""
 
     priority = 'VERY_HIGH'
 

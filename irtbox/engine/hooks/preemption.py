@@ -120,8 +120,7 @@ class PreemptionHook(Hook):
       with the same number of ranks restores them before its first new batch.
 
     The iteration-based loop resumes at the exact data position; an epoch-based loop restarts
-    the epoch in progress.
-    """
+    the epoch in progress."""
 
     priority = 'LOWEST'  # after CheckpointHook: it may have saved this very iteration
 

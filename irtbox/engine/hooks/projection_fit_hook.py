@@ -14,14 +14,12 @@ __all__ = ['ProjectionFitHook', 'PCAFitHook', 'WhiteningFitHook']
 
 
 class ProjectionFitHook(Hook):
-    """Fits the model's ``module_type`` modules on the descriptors they receive.
-
-    The descriptors are the modules' inputs while the model runs in eval mode over
-    ``dataloader`` (at a single scale when ``single_scale``, else as at test time). A fit
-    happens when the weights changed since the last one and the projection is about to be
-    used or saved: before validation, testing, and a checkpoint (which is then
-    self-contained). Under DDP each rank extracts part of the set and rank 0 fits and
-    broadcasts, so a fit before a checkpoint runs in ``prepare_checkpoint`` (every rank).
+    """Fits the model's ``module_type`` modules on the descriptors they receive. The descriptors are
+    the modules' inputs while the model runs in eval mode over ``dataloader`` (at a single scale
+    when ``single_scale``, else as at test time). A fit happens when the weights changed since the
+    last one and the projection is about to be used or saved: before validation, testing, and a
+    checkpoint (which is then self-contained). Under DDP each rank extracts part of the set and rank
+    0 fits and broadcasts, so a fit before a checkpoint runs in ``prepare_checkpoint`` (every rank).
 
     Args:
         dataloader: dataloader config (dataset, sampler, batch_size, ...).
@@ -134,11 +132,9 @@ class PCAFitHook(ProjectionFitHook):
 
 @HOOKS.register_module()
 class WhiteningFitHook(ProjectionFitHook):
-    """Learns the model's ``LearnedWhitening`` from descriptors extracted as at test time.
-
-    For ``method='learned'`` the dataset must carry the matching pairs in its metainfo
-    (``qidxs``, ``pidxs``). See :class:`ProjectionFitHook`.
-    """
+    """Learns the model's ``LearnedWhitening`` from descriptors extracted as at test time. For
+    ``method='learned'`` the dataset must carry the matching pairs in its metainfo (``qidxs``,
+    ``pidxs``). See :class:`ProjectionFitHook`."""
 
     module_type = LearnedWhitening
     single_scale = False

@@ -109,8 +109,7 @@ class ResumeCheckHook(Hook):
       another number of param groups) is refused.
 
     It edits the checkpoint as it is loaded, while the runner's optimizer and schedulers
-    still hold the config's values, and only when the runner resumes.
-    """
+    still hold the config's values, and only when the runner resumes."""
 
     priority = 'HIGHEST'  # refuse before any other hook acts on the checkpoint
 

@@ -22,15 +22,12 @@ def norm_running_stats(model: torch.nn.Module) -> list:
 
 @HOOKS.register_module()
 class SyncNormStatsHook(Hook):
-    """Average the running statistics of BatchNorm layers over the ranks after every
-    training iteration.
-
-    irtbox's DDP wrapper does not re-broadcast buffers (that would resend every cross-batch
-    memory at each step), so without this hook the ranks' BatchNorm statistics drift apart:
-    validation, tuple mining and the projection fits would run each rank's share through a
-    different model, while the checkpoint keeps rank 0's. MMEngine's ``SyncBuffersHook``
-    averages once per epoch: too late for iteration-based runs.
-    """
+    """Average the running statistics of BatchNorm layers over the ranks after every training
+    iteration. irtbox's DDP wrapper does not re-broadcast buffers (that would resend every
+    cross-batch memory at each step), so without this hook the ranks' BatchNorm statistics drift
+    apart: validation, tuple mining and the projection fits would run each rank's share through a
+    different model, while the checkpoint keeps rank 0's. MMEngine's ``SyncBuffersHook`` averages
+    once per epoch: too late for iteration-based runs."""
 
     priority = 'ABOVE_NORMAL'  # before checkpoints (VERY_LOW) and validation
 

@@ -40,12 +40,10 @@ def check_enough_clusters(q_clusters, pool_clusters, nnum: int) -> None:
 
 def mine_hard_negatives(q_desc, pool_desc, q_clusters, pool_clusters, nnum: int = 5,
                         chunk_size: int = 256) -> np.ndarray:
-    """The hardest negatives of each query, at most one per cluster.
-
-    For each query, the pool is walked by decreasing similarity ``q · x`` (ties: pool
-    order); a candidate becomes a negative when its cluster is neither the query's nor that
-    of a negative already chosen, until ``nnum`` (Radenovic et al., TPAMI 2018, Sec. 3.3).
-    Memory O(chunk_size x P).
+    """The hardest negatives of each query, at most one per cluster. For each query, the pool is
+    walked by decreasing similarity ``q · x`` (ties: pool order); a candidate becomes a negative
+    when its cluster is neither the query's nor that of a negative already chosen, until ``nnum``
+    (Radenovic et al., TPAMI 2018, Sec. 3.3). Memory O(chunk_size x P).
 
     Args:
         q_desc: (Q, D) L2-normalised query descriptors.
@@ -106,17 +104,15 @@ class TupleMiningHook(Hook):
     """Mines the training tuples of a tuple dataset before every epoch (Radenovic et al.,
     "Fine-tuning CNN Image Retrieval with No Human Annotation", TPAMI 2018, Sec. 3.3).
 
-    Draws ``len(dataset)`` query/positive pairs and a pool of ``poolsize`` images of the
-    split, embeds them with the current model (eval mode, single scale, projections learned
-    after training passed through: the descriptor the loss trains), takes each query's
-    ``dataset.nnum`` hardest negatives (:func:`mine_hard_negatives`) and hands the tuples to
-    ``dataset.set_tuples``.
+    Draws ``len(dataset)`` query/positive pairs and a pool of ``poolsize`` images of the split,
+    embeds them with the current model (eval mode, single scale, projections learned after training
+    passed through: the descriptor the loss trains), takes each query's ``dataset.nnum`` hardest
+    negatives (:func:`mine_hard_negatives`) and hands the tuples to ``dataset.set_tuples``.
 
     The draw is seeded by (``seed`` or the runner's seed, epoch), so resumed runs mine as
-    uninterrupted ones. Under DDP each rank embeds every ``world_size``-th image; rank 0
-    mines and broadcasts the tuples. Needs an epoch-based loop, a dataset like
-    ``SfM120kDataset(tuples=True)`` and ``persistent_workers=False`` (workers forked each
-    epoch see the new tuples).
+    uninterrupted ones. Under DDP each rank embeds every ``world_size``-th image; rank 0 mines and
+    broadcasts the tuples. Needs an epoch-based loop, a dataset like ``SfM120kDataset(tuples=True)``
+    and ``persistent_workers=False`` (workers forked each epoch see the new tuples).
 
     Args:
         poolsize (int): Images in the negative pool (at most the split's).

@@ -23,8 +23,7 @@ class WorkDirLockHook(Hook):
     - ``before_run`` of a training: rank 0 takes the lock; a training holding it already is
       refused on every rank before any weights are loaded.
     - ``before_train``: a run from iteration 0 names the checkpoints it overwrites.
-    - ``train_finally``: the lock is released. Evaluation takes no lock.
-    """
+    - ``train_finally``: the lock is released. Evaluation takes no lock."""
 
     priority = 'HIGHEST'  # the lock before any other hook's work
 

@@ -15,10 +15,8 @@ __all__ = ['bf16_autocast_available', 'BF16AutocastOptimWrapper']
 
 def bf16_autocast_available() -> bool:
     """True on a CUDA GPU with native bfloat16 support (Ampere and later).
-
-    ``torch.cuda.is_bf16_supported()`` also says True where bf16 is only emulated (V100,
-    T4), where bf16 autocast is slower than float32.
-    """
+    ``torch.cuda.is_bf16_supported()`` also says True where bf16 is only emulated (V100, T4), where
+    bf16 autocast is slower than float32."""
     if not torch.cuda.is_available():
         return False
     if 'including_emulation' in inspect.signature(torch.cuda.is_bf16_supported).parameters:
@@ -28,14 +26,12 @@ def bf16_autocast_available() -> bool:
 
 @OPTIM_WRAPPERS.register_module()
 class BF16AutocastOptimWrapper(OptimWrapper):
-    """:class:`~mmengine.optim.OptimWrapper` whose ``optim_context`` (the
-    training forward and loss of ``model.train_step``) runs under
-    ``torch.autocast(dtype=torch.bfloat16)``: the training-recipe benchmark's
-    "bf16 autocast when available" (Berton, Musgrave & Masone, Sec. 3).
-
-    bf16 has float32's exponent range, so, unlike ``AmpOptimWrapper`` for float16, no loss
-    scaling is needed. Validation and testing are not affected; losses that need float32
-    turn autocast off themselves.
+    """:class:`~mmengine.optim.OptimWrapper` whose ``optim_context`` (the training forward and loss
+    of ``model.train_step``) runs under ``torch.autocast(dtype=torch.bfloat16)``: the
+    training-recipe benchmark's "bf16 autocast when available" (Berton, Musgrave & Masone, Sec. 3).
+    bf16 has float32's exponent range, so, unlike ``AmpOptimWrapper`` for float16, no loss scaling
+    is needed. Validation and testing are not affected; losses that need float32 turn autocast off
+    themselves.
 
     Args:
         enabled (bool | str): ``'auto'``: on a CUDA device with native bf16 support, float32

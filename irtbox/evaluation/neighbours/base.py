@@ -1,7 +1,6 @@
 """The one interface of a nearest-neighbour search by inner product: a frozen dataclass of
 settings, registered in :data:`~irtbox.registry.SEARCHERS` (a config's ``search=dict(...)``),
-whose blocks of results a metric consumes and drops.
-"""
+whose blocks of results a metric consumes and drops."""
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar, Iterator, Optional, Union
@@ -34,15 +33,12 @@ class NeighbourBlock:
 
 
 class Searcher(ABC):
-    """Nearest neighbours of query rows among gallery rows by inner product.
-
-    Subclasses are frozen dataclasses with at least the fields ``chunk_size`` and ``device``
-    (``None``: the searcher's default), so that a metric can place a copy on its rank's
-    device (``dataclasses.replace``).
+    """Nearest neighbours of query rows among gallery rows by inner product. Subclasses are frozen
+    dataclasses with at least the fields ``chunk_size`` and ``device`` (``None``: the searcher's
+    default), so that a metric can place a copy on its rank's device (``dataclasses.replace``).
 
     Class attributes:
-        exhaustive: its blocks carry every gallery similarity
-            (:attr:`NeighbourBlock.similarities`).
+        exhaustive: its blocks carry every gallery similarity (:attr:`NeighbourBlock.similarities`).
         gpu_when_available: with no ``device`` set, a metric runs it on its rank's GPU when
             CUDA is available (torch runs anywhere; faiss needs faiss-gpu).
     """

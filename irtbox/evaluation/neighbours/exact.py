@@ -17,11 +17,10 @@ __all__ = ['ExactSearcher']
 @SEARCHERS.register_module()
 @dataclass(frozen=True)
 class ExactSearcher(Searcher):
-    """The exact top k by inner product, ties to the lower gallery index.
-
-    ``chunk_size`` queries are multiplied with the whole gallery at once and each row's top
-    k is selected without sorting it; the results equal a full stable sort. Each block
-    carries its similarity rows, for a metric to count a rank beyond k.
+    """The exact top k by inner product, ties to the lower gallery index. ``chunk_size`` queries are
+    multiplied with the whole gallery at once and each row's top k is selected without sorting it;
+    the results equal a full stable sort. Each block carries its similarity rows, for a metric to
+    count a rank beyond k.
 
     Args:
         chunk_size: queries per block (memory O(chunk_size x N)); ``None``: as many as keep

@@ -19,8 +19,7 @@ __all__ = [
 ]
 
 Device = Optional[Union[str, torch.device]]
-# faiss-gpu selects at most this many neighbours per query, and probes at most this many
-# IVF lists.
+# faiss-gpu selects at most this many neighbours per query, and probes at most this many IVF lists.
 FAISS_GPU_MAX_K = 2048
 # IVF-PQ codes of this many bytes or more make float32 lookup tables larger than a GPU's
 # shared memory; faiss-gpu then needs them in float16.
@@ -268,11 +267,10 @@ class FaissIndex:
 
     @classmethod
     def load(cls, path: str, **settings) -> 'FaissIndex':
-        """The index in the faiss file ``path``, with the constructor's ``settings`` (nprobe
-        is the file's unless given). On the CPU an IVF index is memory-mapped in place
-        (IO_FLAG_MMAP_IFC, searched as fast as lists in memory, unlike IO_FLAG_MMAP:
-        docs/benchmarks.md); its lists are copied into memory before anything is added.
-        Other indexes, and a GPU index, are read whole.
+        """The index in the faiss file ``path``, with the constructor's ``settings`` (nprobe is the
+        file's unless given). On the CPU an IVF index is memory-mapped in place (IO_FLAG_MMAP_IFC,
+        searched as fast as lists in memory, unlike IO_FLAG_MMAP: docs/benchmarks.md); its lists are
+        copied into memory before anything is added. Other indexes, and a GPU index, are read whole.
 
         Raises:
             IndexIntegrityError: faiss cannot read ``path``.

@@ -1,13 +1,11 @@
 """``Index``: the stored rows of a collection (L2-normalised embeddings and their ids), one
-:class:`~irtbox.evaluation.neighbours.faiss_index.FaissIndex` over them, exact re-ranking of
-its candidates, the one recall@k of an approximate index, and the index folder it is saved as.
-
-An index folder (format 2) holds ``manifest.json`` (factory, nprobe, k_factor, dim, count, the
-names of the files below, ``root``: the folder relative ids are relative to, and their
-``sha256``), ``index-<tag>.faiss``, the rows as an embeddings file ``embeddings-<tag>.npz`` and
-optionally the model's ``config-<tag>.py``. Loading checks each file's sha256, so an index
-edited or damaged since it was saved is refused, naming the file, rather than searched.
-"""
+:class:`~irtbox.evaluation.neighbours.faiss_index.FaissIndex` over them, exact re-ranking of its
+candidates, the one recall@k of an approximate index, and the index folder it is saved as. An index
+folder (format 2) holds ``manifest.json`` (factory, nprobe, k_factor, dim, count, the names of the
+files below, ``root``: the folder relative ids are relative to, and their ``sha256``),
+``index-<tag>.faiss``, the rows as an embeddings file ``embeddings-<tag>.npz`` and optionally the
+model's ``config-<tag>.py``. Loading checks each file's sha256, so an index edited or damaged since
+it was saved is refused, naming the file, rather than searched."""
 import json
 import mmap
 import os

@@ -1,8 +1,7 @@
 """Is a prepared tree right? :func:`check_dataset` builds each split with the class a config
 builds, then checks that every file the annotation names exists, that images decode (a seeded
 sample, or all), and that the counts per split are the published ones (the dataset
-classes' specs; every run checks the counts only: :func:`irtbox.datasets.spec.count_mismatch`).
-"""
+classes' specs; every run checks the counts only: :func:`irtbox.datasets.spec.count_mismatch`)."""
 import glob
 import os
 import os.path as osp

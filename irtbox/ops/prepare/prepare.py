@@ -1,11 +1,9 @@
-"""From nothing to a dataset's layout: download (resumable, verified), unpack, convert.
-
-For each file of a :class:`~irtbox.datasets.spec.DatasetSpec`: get it (official address,
-``mirror`` or ``from_dir``), verify it against its published checksum before anything reads
-it, unpack it beside the data and move the content into the layout the dataset classes read,
-then record the step in ``<root>/irtbox_prepare.json`` (size and sha256; without a published
-checksum, what was received the first time). A rerun skips the recorded steps.
-"""
+"""From nothing to a dataset's layout: download (resumable, verified), unpack, convert. For each
+file of a :class:`~irtbox.datasets.spec.DatasetSpec`: get it (official address, ``mirror`` or
+``from_dir``), verify it against its published checksum before anything reads it, unpack it beside
+the data and move the content into the layout the dataset classes read, then record the step in
+``<root>/irtbox_prepare.json`` (size and sha256; without a published checksum, what was received the
+first time). A rerun skips the recorded steps."""
 import fnmatch
 import gzip
 import json
@@ -95,8 +93,7 @@ def prepare_dataset(info: DatasetSpec, root: str, mirror: Optional[str] = None,
         from_dir: A folder holding the files under their names (fetched by hand), verified
             and read in place, never deleted; folders of images are linked into the root.
         keep_archives: Keep the downloaded archives under ``<root>/downloads``.
-        check_space: Refuse to start when the disk has less free space than
-            :func:`space_needed`.
+        check_space: Refuse to start when the disk has less free space than :func:`space_needed`.
 
     Raises:
         PrepareError: a manual file is missing, the disk is too small or an archive is bad.

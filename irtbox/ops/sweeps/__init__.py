@@ -1,11 +1,8 @@
-"""Sweeps: a grid of trainings (factor x value x dataset x loss x seed) run, collected into
-tables and drawn as the training-recipe benchmark's figures (``irtbox sweep``,
-``irtbox plot-sweep``).
-
-One job per module: ``spec`` (read, check and expand a grid spec), ``families`` (each loss's
-family, from its config), ``state`` (the files that say how far a run got), ``execute`` (run
-them, or print their commands), ``tables`` and ``figures``.
-"""
+"""Sweeps: a grid of trainings (factor x value x dataset x loss x seed) run, collected into tables
+and drawn as the training-recipe benchmark's figures (``irtbox sweep``, ``irtbox plot-sweep``). One
+job per module: ``spec`` (read, check and expand a grid spec), ``families`` (each loss's family,
+from its config), ``state`` (the files that say how far a run got), ``execute`` (run them, or print
+their commands), ``tables`` and ``figures``."""
 from .families import family_of, loss_families
 from .execute import run_all, run_one
 from .figures import plot_all, plot_factor

@@ -1,13 +1,10 @@
-"""The family of each loss of a sweep, 'contrastive' or 'classification' (the figures' line
-style): read from the loss its config trains, not listed again here.
-
-A spec names its losses as its config paths spell them (``normsoftmax`` in
-``dml_..._normsoftmax_...py``); the family comes from the loss class that config sets under
-``model.head.losses`` (``PMLLoss``'s ``name``, else the ``type``): the benchmark's lists
-``PML_CLASSIFICATION_LOSSES`` / ``PML_CONTRASTIVE_LOSSES``, or a registered subclass of
-``ClassWeightLoss`` (one weight vector per class). Where the config does not exist (yet), the
-name alone is matched against those classes (``arcface`` -> ``ArcFaceLoss``).
-"""
+"""The family of each loss of a sweep, 'contrastive' or 'classification' (the figures' line style):
+read from the loss its config trains, not listed again here. A spec names its losses as its config
+paths spell them (``normsoftmax`` in ``dml_..._normsoftmax_...py``); the family comes from the loss
+class that config sets under ``model.head.losses`` (``PMLLoss``'s ``name``, else the ``type``): the
+benchmark's lists ``PML_CLASSIFICATION_LOSSES`` / ``PML_CONTRASTIVE_LOSSES``, or a registered
+subclass of ``ClassWeightLoss`` (one weight vector per class). Where the config does not exist
+(yet), the name alone is matched against those classes (``arcface`` -> ``ArcFaceLoss``)."""
 import os.path as osp
 import re
 from typing import Dict, List, Optional

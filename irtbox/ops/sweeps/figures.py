@@ -36,9 +36,7 @@ def plot_factor(summary: List[dict], factor: str, metric: str, out_path: str,
                 band: str = 'minmax', xlabel: Optional[str] = None,
                 title: Optional[str] = None) -> str:
     """Draws one figure; ``summary`` rows as from :func:`~irtbox.ops.sweeps.tables.summarize`.
-
-    ``xlabel`` defaults to ``factor``; ``title``, when given, is the figure's suptitle.
-    """
+    ``xlabel`` defaults to ``factor``; ``title``, when given, is the figure's suptitle."""
     plt = pyplot()
     if band not in ('minmax', 'std'):
         raise ArgumentError(f"band must be 'minmax' or 'std', got {band!r}", 'band')
