@@ -24,31 +24,21 @@ class BaseRetrievalDataset(BaseDataset):
 
     Subclasses implement :meth:`parse_samples`, which returns one dict per image with ``img_path``
     (already joined with the image prefix) and ``gt_label`` holding the *original* class key (an int
-    id or a name), plus optional ``is_query`` / ``bbox``. This class then
-
-    - checks that the split is not empty (``ValueError`` otherwise),
-    - maps the class keys of the split, sorted (:meth:`sort_classes`: ints numerically,
-      before strings), to contiguous labels ``0 .. num_classes - 1``; the keys, in label
-      order, are ``metainfo['classes']``. A key is never converted (``'05'`` and ``'5'``
-      are two classes unless the format says labels are integers),
-    - caches the labels so that samplers and metrics read them without
-      decoding any image (:meth:`get_gt_labels`, :meth:`get_query_mask`).
+    id or a name), plus optional ``is_query`` / ``bbox``. This class refuses an empty split, maps
+    the sorted class keys (:meth:`sort_classes`; never converted: ``'05'`` and ``'5'`` are two
+    classes) to labels ``0 .. num_classes - 1`` (keys in ``metainfo['classes']``), and caches
+    the labels so samplers and metrics need no image (:meth:`get_gt_labels`,
+    :meth:`get_query_mask`).
 
     Args:
-        split (str | None): Which part of the dataset to load. Each subclass lists its valid values
-            in ``SPLITS`` (``None`` there means any value is accepted).
-        data_root (str): Root folder of the dataset; relative ``ann_file``
-            and ``data_prefix`` paths are joined to it.
-        ann_file (str): Annotation file; ``''`` picks the subclass default
-            (which may depend on the split).
-        data_prefix (dict | None): ``dict(img_path=...)``, the folder the image paths of the
-            annotation are relative to; ``None`` picks the subclass default ``DEFAULT_IMG_PREFIX``.
-        pipeline (Sequence[dict | Callable]): Transforms applied to a sample.
-        test_mode (bool): MMEngine's flag: when True a transform returning
-            ``None`` is an error instead of a trigger to draw another sample.
-        lazy_init (bool): Defer reading the annotation until first use.
-        **kwargs: Passed to ``mmengine.dataset.BaseDataset`` (``indices``,
-            ``serialize_data``, ``max_refetch``, ...).
+        split (str | None): Which part to load; valid values in the subclass's ``SPLITS``
+            (``None`` there: any).
+        data_root (str): Root folder; relative ``ann_file`` and ``data_prefix`` join it.
+        ann_file (str): Annotation file; ``''``: the subclass default (may depend on split).
+        data_prefix (dict | None): ``dict(img_path=...)``, the folder image paths are relative
+            to; ``None``: the subclass's ``DEFAULT_IMG_PREFIX``.
+        test_mode (bool): MMEngine's flag: a transform returning ``None`` is then an error.
+        **kwargs: Passed to ``mmengine.dataset.BaseDataset``.
     """
 
     SPLITS: Optional[Tuple[str, ...]] = ('train', 'test')

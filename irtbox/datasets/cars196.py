@@ -76,35 +76,22 @@ class Cars196Dataset(BaseRetrievalDataset):
     """Stanford Cars split by class: classes 1..98 train (8,054 images), 99..196 test (8,131
     images). The official ``test`` flag (a per-image classification split) is not used.
 
-    Two annotation formats, which give the same samples:
+    Two annotation formats give the same samples (layouts: docs/protocols.md, "Cars196"):
+    ``'mat'``, the devkit's ``cars_annos.mat`` (image paths relative to
+    ``data_prefix['img_path']``, default ``data_root``), and ``'csv'``, the mirror's
+    ``csv_files`` (``file,x1,y1,x2,y2,class``, no header; names relative to their
+    ``csv_img_dirs``), both read before the class split.
 
-    - ``'mat'``, the devkit's ``cars_annos.mat``: a 1 x N struct array ``annotations`` with
-      ``relative_im_path`` (``car_ims/000001.jpg``), ``bbox_x1/y1/x2/y2``, ``class`` (1..196) and
-      ``test``; image paths are relative to ``data_prefix['img_path']`` (default ``data_root``)::
-
-          data_root/cars_annos.mat
-          data_root/car_ims/000001.jpg
-
-    - ``'csv'``, the common mirror of the official train/test release: the files ``csv_files``
-      (``file,x1,y1,x2,y2,class`` lines, no header), names relative to their ``csv_img_dirs``::
-
-          data_root/anno_train.csv   data_root/cars_train/00001.jpg
-          data_root/anno_test.csv    data_root/cars_test/00001.jpg
-
-      Both files are read; the retrieval split is by class as above.
-
-    Every sample has ``bbox`` = the annotated box as ``[x1 - 1, y1 - 1, x2, y2]`` (0-based,
-    right/bottom exclusive, what ``CropBBox`` takes; the recipe benchmark does not crop).
-    Labels are the split's class ids mapped in increasing order to ``0 .. C-1``; the test
-    split is evaluated leave-one-out. An image listed twice is an error.
+    Every sample has ``bbox`` = ``[x1 - 1, y1 - 1, x2, y2]`` (0-based, right/bottom exclusive,
+    what ``CropBBox`` takes). Labels are the split's class ids mapped in increasing order to
+    ``0 .. C-1``; the test split is leave-one-out. An image listed twice is an error.
 
     Args:
         ann_format (str): ``'mat'``, ``'csv'`` or ``'auto'`` (``'mat'`` when ``ann_file`` exists).
-        csv_files (Sequence[str]): The csv mirror's annotation files, relative to ``data_root``.
-        csv_img_dirs (Sequence[str]): The image folder of each csv file, relative to
+        csv_files (Sequence[str]): The csv files, relative to ``data_root``.
+        csv_img_dirs (Sequence[str]): Each csv file's image folder, relative to
             ``data_prefix['img_path']``.
-        num_train_classes (int): Classes ``1 .. num_train_classes`` form the training split, the
-            others the test split (98 in the protocol).
+        num_train_classes (int): Classes ``1 .. num_train_classes`` train, the rest test.
         **kwargs: See :class:`BaseRetrievalDataset`; ``ann_file`` defaults to ``cars_annos.mat``.
     """
 

@@ -69,39 +69,24 @@ class CSVDataset(BaseRetrievalDataset):
         images/b.jpg,dog,test,true
         images/c.jpg,dog,test,false
 
-    - ``path``: relative to ``data_prefix['img_path']`` (default ``data_root``), or absolute.
-    - ``label``: with ``label_type='str'`` (default) a label is its text (``05`` and ``5``
-      are two classes, with a warning); with ``label_type='int'`` every label is an integer
-      (``05`` is ``5``). The selected rows' labels are sorted (numerically when all are
-      integers) and mapped to ``0 .. C-1``; ``metainfo['classes']`` holds them in order.
-    - ``split``: with ``split='x'`` only the rows whose split is ``x`` are
-      kept; ``split=None`` keeps every row.
-    - ``is_query``: ``1/true/yes`` or ``0/false/no`` (case-insensitive), or blank. When a selected
-      row has a value, every selected row must have one and the split is a query/gallery split; when
-      all are blank (e.g. training rows) no ``is_query`` is set (leave-one-out evaluation).
+    The column rules are in docs/protocols.md, "Your own data": ``path`` relative to
+    ``data_prefix['img_path']`` (default ``data_root``) or absolute; ``label`` text
+    (``label_type='str'``) or integer (``'int'``), sorted and mapped to ``0 .. C-1``
+    (``metainfo['classes']``); ``split`` selects rows; ``is_query`` set on all selected rows
+    (query/gallery) or on none (leave-one-out). Each image once per split, one label across
+    splits; a UTF-8 byte-order mark is accepted.
 
-    Each image is listed once per split (a repeat would count it twice in every metric), with
-    one label across splits. A UTF-8 byte-order mark is accepted.
-
-    Optional junk list (``junk_file``): gallery images to ignore for a query
-    (e.g. other views of the query's object that are too hard or ambiguous to
-    count either way), a CSV with the header ``query_path,gallery_path``::
-
-        query_path,gallery_path
-        images/b.jpg,images/c.jpg
-
-    Paths are written as in ``ann_file``. A line whose paths are not both in the selected
-    split is skipped (one junk file serves several splits); a path not in ``ann_file``, or a
-    query/gallery role swapped, is an error. The list ends up in ``metainfo['junk']`` as
-    ``{query sample index: [gallery sample index, ...]}``, read by
+    ``junk_file`` (header ``query_path,gallery_path``, paths as in ``ann_file``): gallery images
+    to ignore per query. Lines not both in the selected split are skipped (one file serves
+    several splits); an unknown path or a swapped role is an error. It becomes
+    ``metainfo['junk']``, ``{query sample index: [gallery sample index, ...]}``, read by
     :class:`~irtbox.evaluation.RetrievalMetric` for ``map@all``.
 
     Args:
         ann_file (str): The CSV file (required), relative to ``data_root``.
         split (str | None): Value of the ``split`` column to keep.
         junk_file (str | None): The junk CSV, relative to ``data_root``.
-        label_type (str): ``'str'`` (a label is its text) or ``'int'`` (labels
-            are integers; ``05`` is ``5``).
+        label_type (str): ``'str'`` or ``'int'``.
         **kwargs: See :class:`BaseRetrievalDataset`.
     """
 

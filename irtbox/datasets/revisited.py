@@ -150,28 +150,12 @@ def _point_at_r1m(cfg: dict, root: str) -> None:
 class RevisitedDataset(BaseDataset):
     """ROxford5k / RParis6k: 70 cropped queries searched in 4,993 / 6,322 images.
 
-    Layout (the official release)::
-
-        data_root/
-            gnd_roxford5k.pkl     # or gnd_rparis6k.pkl
-            jpg/all_souls_000013.jpg
-            ...
-
-    ``gnd_<dataset_name>.pkl`` holds ``imlist`` (database names, no extension), ``qimlist`` (query
-    names, not in the database) and ``gnd``, one dict per query with ``easy``, ``hard``, ``junk``
-    (0-based indices into ``imlist``) and ``bbx`` = [x1, y1, x2, y2] (query box, pixels).
-
-    Samples, in this order (so that ``sample_idx`` says what an image is):
-
-    - ``0 .. nq-1``: the queries (``qimlist`` order), ``is_query=True`` and ``bbox`` = their
-      ``bbx``: put ``CropBBox`` right after loading, so that queries are cropped before any
-      resizing (protocol);
-    - ``nq .. nq+nd-1``: the database (``imlist`` order, database index = ``sample_idx - nq``);
-    - then, with ``distractors_list``, the R1M distractors (never positives).
-
-    A name listed twice (``imlist``, ``distractors_list``) is an error. No sample has a
-    ``gt_label`` (relevance is per query, from ``gnd``). ``metainfo``: ``dataset_name``,
-    ``gnd``, ``num_queries``, ``num_database``, ``num_distractors``.
+    Layout, ``gnd`` pickle and sample order: docs/protocols.md, "ROxford5k and RParis6k". Samples
+    ``0 .. nq-1`` are the queries (``is_query=True``, ``bbox`` = their ``bbx``: put ``CropBBox``
+    right after loading), then the database in ``imlist`` order (database index = ``sample_idx -
+    nq``), then any R1M distractors; this order is what the metric relies on. No ``gt_label``
+    (relevance is per query, from ``gnd``); ``metainfo``: ``dataset_name``, ``gnd``,
+    ``num_queries``, ``num_database``, ``num_distractors``. A name listed twice is an error.
 
     Args:
         data_root (str): Folder of the ``gnd`` pickle and of ``jpg/``.
@@ -182,11 +166,8 @@ class RevisitedDataset(BaseDataset):
         data_prefix (dict | None): ``dict(img_path=...)``, the image folder (default ``jpg``,
             relative to ``data_root``).
         img_suffix (str): Appended to the names of ``imlist`` / ``qimlist``.
-        distractors_list (str | None): Text file with one distractor image path per line (blank
-            lines skipped); relative to ``distractors_root``.
-        distractors_root (str): Folder the distractor paths are relative to.
-        pipeline (Sequence[dict | Callable]): Transforms of a sample.
-        test_mode (bool): MMEngine's flag; True by default (an evaluation set).
+        distractors_list (str | None): One distractor path per line, relative to
+            ``distractors_root``.
         **kwargs: Passed to ``mmengine.dataset.BaseDataset`` (``indices`` is refused: sample
             indices must stay aligned with ``gnd``).
     """

@@ -84,34 +84,23 @@ def write_sfm120k(root: str, image_fn: ImageFn, classes: int = 8, per_class: int
 class SfM120kDataset(BaseRetrievalDataset):
     """SfM-120k: 117,369 images of 713 3D models (551 train, 162 val clusters).
 
-    Layout (the official release)::
+    Layout and pickle: docs/protocols.md, "SfM-120k". Two modes:
 
-        data_root/
-            retrieval-SfM-120k.pkl   # {'train': {...}, 'val': {...}}
-            ims/<cid[-2:]>/<cid[-4:-2]>/<cid[-6:-4]>/<cid>
-
-    Each split of the pickle has ``cids`` (image names), ``cluster`` (3D model id per image) and the
-    aligned query/positive lists ``qidxs``, ``pidxs`` (indices into ``cids``).
-
-    Two modes:
-
-    - plain (``tuples=False``): every image of the split, in ``cids`` order, with ``gt_label`` = its
-      cluster id mapped in increasing order to ``0 .. C-1`` (``metainfo['classes']`` keeps the
-      original ids). Used as a class-labelled training set and to read images by index.
-    - tuples (``tuples=True``): ``len(self)`` = ``min(qsize, number of pairs)``; item ``i`` is the
-      list of the ``2 + nnum`` packed images of tuple ``i`` (query, positive, ``nnum`` negatives),
-      each data sample carrying ``tuple_target`` (-1 query, 1 positive, 0 negative) and
-      ``tuple_idx`` = ``i``. ``TupleMiningHook`` sets the tuples every epoch (:meth:`set_tuples`);
-      batch them with ``collate_fn=dict(type='tuple_collate')`` (B x (2 + nnum) images) and
-      ``persistent_workers=False`` (workers must see new tuples).
+    - plain (``tuples=False``): every image of the split in ``cids`` order, ``gt_label`` = its
+      cluster id mapped in increasing order to ``0 .. C-1`` (``metainfo['classes']`` the ids).
+    - tuples (``tuples=True``): ``len(self)`` = ``min(qsize, number of pairs)``; item ``i`` is
+      the list of the ``2 + nnum`` packed images of tuple ``i`` (query, positive, negatives),
+      each with ``tuple_target`` (-1 / 1 / 0) and ``tuple_idx`` = ``i``. ``TupleMiningHook``
+      sets the tuples every epoch (:meth:`set_tuples`); use
+      ``collate_fn=dict(type='tuple_collate')`` and ``persistent_workers=False`` (workers must
+      see new tuples).
 
     Args:
         split (str): ``'train'`` or ``'val'``.
         data_root, ann_file, data_prefix: as :class:`BaseRetrievalDataset` (defaults above).
         pipeline (Sequence[dict | Callable]): Transforms of one image; in tuple mode it must end
             with ``PackRetrievalInputs``.
-        tuples (bool): Tuple mode (above).
-        qsize (int): Tuples per epoch (at most the number of pairs).
+        qsize (int): Tuples per epoch.
         nnum (int): Negatives per tuple.
         **kwargs: See :class:`BaseRetrievalDataset` (``indices`` is refused: ``qidxs`` /
             ``pidxs`` index the full split).

@@ -143,10 +143,9 @@ class GroupSizeSampler(BatchListSampler):
     Landmark Retrieval", CVPRW 2020; DToP Table A12): yields indices whose consecutive chunks of
     ``batch_size`` are batches of one aspect-ratio group each.
 
-    Every image falls into a group by its aspect ratio r = h / w (:func:`aspect_group`; default bins
-    0.67, 0.77, 1.33, 1.5 -> 5 groups), and :class:`~irtbox.datasets.transforms.GroupResize`, with
-    the same bins, resizes it to its group's size: the group is a function of the image alone, so
-    nothing travels from the sampler to the transform. Image sizes come from the data list's
+    Groups: docs/methods/dtop.md, "Group-size sampling". An image's group is a function of its
+    h / w alone (:func:`aspect_group`), so :class:`~irtbox.datasets.transforms.GroupResize`
+    with the same bins needs nothing from the sampler. Sizes come from the data list's
     ``width`` / ``height``, else from the image headers, read once (:func:`get_image_sizes`).
 
     Epoch ``e``: with ``rng = default_rng([seed, e])``, every group is shuffled and cut into
@@ -155,18 +154,11 @@ class GroupSizeSampler(BatchListSampler):
     so every rank gets K distinct complete batches. With ``shuffle=False`` the dataset order
     is kept.
 
-    ``batch_size`` must equal the dataloader's (:class:`BatchListSampler`). Use it in the
-    ``sampler`` slot of a training dataloader::
-
-        sampler=dict(type='GroupSizeSampler', batch_size=64)
+    ``batch_size`` must equal the dataloader's (:class:`BatchListSampler`).
 
     Args:
-        dataset: An MMEngine dataset (``get_data_info(i)`` with ``img_path``
-            and optionally ``width`` / ``height``).
-        batch_size (int): Per-rank batch size.
         aspect_bins (Sequence[float]): Increasing bins of h / w (G - 1 bins
             for G groups); must match ``GroupResize``'s.
-        shuffle (bool): Random order (True) or dataset order.
         seed, rank, world_size, infinite: as :class:`BatchListSampler`.
         num_threads (int): Threads reading image headers.
     """

@@ -77,18 +77,10 @@ def revisited_map(ranks: ArrayLike,
                   ) -> Tuple[float, np.ndarray, np.ndarray, np.ndarray]:
     """mAP and mP@k of the revisited Oxford / Paris evaluation, as fractions.
 
-    For query i, from its column of ``ranks`` (docs/protocols.md, "Average precision,
-    the official way"):
-
-    1. p = 0-based positions of its positives (``ok``) in the ranking, in
-       increasing order; the junk items' positions likewise;
-    2. junk is removed: each p drops by the number of junk items ranked before it;
-    3. AP = Σ_j (p0_j + p1_j) / (2n) over the found positives j = 0, 1, ...
-       with p0_j = 1 if p_j = 0 else j / p_j, p1_j = (j + 1) / (p_j + 1), and
-       n = len(ok) (trapezoid rule: positives at 0 and 2 give 0.7917);
-    4. P@k: with 1-based positions q = p + 1 and kq = min(max(q), k), P@k = #{q <= kq} / kq (the
-       official quirk: a query whose positives all rank within the top k gets 1);
-    5. a query with empty ``ok`` gets NaN for AP and every P@k and is left out of the means.
+    Per query, as docs/protocols.md, "Average precision, the official way", defines: positions
+    of the positives with the junk removed, trapezoid AP = Σ_j (p0_j + p1_j) / (2n) with
+    p0_j = 1 if p_j = 0 else j / p_j, p1_j = (j + 1) / (p_j + 1), n = len(ok); P@k with the
+    official kq = min(max position, k); empty ``ok``: NaN, left out of the means.
 
     ``ranks`` may be truncated (the top rows of a ranking); positives below the cut still count in
     n. A query none of whose positives is found gets AP = P@k = 0 (the official code fails there).
@@ -96,9 +88,7 @@ def revisited_map(ranks: ArrayLike,
     Args:
         ranks: n_db x n_q integer array or tensor; column i = database indices
             in order of decreasing similarity to query i.
-        gnd: n_q dicts with ``ok`` and optionally ``junk`` (database indices),
-            e.g. from :func:`build_revisited_gnd`.
-        kappas: the k of mP@k.
+        gnd: n_q dicts with ``ok`` and optionally ``junk`` (:func:`build_revisited_gnd`).
 
     Returns:
         (mAP, aps, mpr, prs): mAP (float; NaN if every ``ok`` is empty), aps

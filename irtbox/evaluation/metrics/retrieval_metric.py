@@ -34,18 +34,14 @@ class RetrievalMetric(GatheredMetric):
       itself excluded by index (SOP, CUB-200, Cars196);
     - query/gallery otherwise: the ``is_query=True`` samples search the others only (In-Shop).
 
-    Metrics in percent (as in the papers' tables; the functional API returns fractions):
-    ``recall@K`` = queries with a same-label item in their K nearest neighbours (Song et al., CVPR
-    2016; every query counts); ``map@r``, ``r_precision``, ``precision@1`` as in
-    :func:`~irtbox.evaluation.functional.map_at_r.map_at_r_per_query` (queries with R = 0 dropped).
-
-    With ``map_at_all=True`` also ``map@all``: the mean over queries of the non-interpolated AP over
-    the whole gallery ranking (:func:`~irtbox.evaluation.functional.search_average_precision`, exact
-    whatever the searcher, memory O(chunk_size x gallery)), positives = the gallery items with the
-    query's label, junk removed first; queries with no positive are dropped (NaN if none is left).
-    The junk is ``dataset_meta['junk']``, ``{query sample_idx: [gallery sample_idx, ...]}``
-    (:class:`~irtbox.datasets.CSVDataset` fills it from ``junk_file``); in leave-one-out mode the
-    query itself is junk too. Junk affects ``map@all`` only.
+    Metrics in percent (docs/protocols.md defines them): ``recall@K`` (hit rate, every query
+    counts); ``map@r``, ``r_precision``, ``precision@1`` as in
+    :func:`~irtbox.evaluation.functional.map_at_r.map_at_r_per_query`; with ``map_at_all=True``
+    ``map@all``, the AP over the whole gallery ranking
+    (:func:`~irtbox.evaluation.functional.search_average_precision`, exact whatever the searcher,
+    memory O(chunk_size x gallery)) with junk removed: ``dataset_meta['junk']``,
+    ``{query sample_idx: [gallery sample_idx, ...]}`` (from :class:`~irtbox.datasets.CSVDataset`'s
+    ``junk_file``), plus the query itself in leave-one-out.
 
     Rank 0 computes with torch's threads set to its share of the node's cores (torchrun
     leaves each rank one: :func:`~irtbox.evaluation.metrics.resources.rank_threads`).
@@ -59,11 +55,10 @@ class RetrievalMetric(GatheredMetric):
         map_at_r: also compute MAP@R, R-precision and Precision@1 (the search then selects max(R)
             neighbours per query).
         map_at_all: also compute ``map@all`` (see above).
-        search: the searcher (:mod:`irtbox.evaluation.neighbours`), a config dict or an
-            instance; ``None``: ``dict(type='ExactSearcher')``. An approximate faiss one
-            (``dict(type='FaissSearcher', factory='IVF4096,Flat', nprobe=32)``) adds
-            ``search_recall@10``. Device unset: an ExactSearcher runs on this rank's GPU
-            when there is one, a FaissSearcher on the CPU.
+        search: the searcher (:mod:`irtbox.evaluation.neighbours`), config or instance;
+            ``None``: ``dict(type='ExactSearcher')``. An approximate faiss one adds
+            ``search_recall@10``. Device unset: ExactSearcher on this rank's GPU if any,
+            FaissSearcher on the CPU.
         normalize: L2-normalise the embeddings before searching (cosine similarity).
         prefix: prepended to the metric names as ``prefix/name``.
     """

@@ -22,35 +22,19 @@ _RERANK_KEYS = ('k', 'alpha')
 class RevisitedMetric(GatheredMetric):
     """mAP and mP@k under the Easy / Medium / Hard protocols of ROxford5k / RParis6k.
 
-    Radenović et al., "Revisiting Oxford and Paris: Large-Scale Image Retrieval Benchmarking",
-    CVPR 2018 (docs/protocols.md, "Revisited Oxford and Paris").
+    Radenović et al., CVPR 2018; definitions in docs/protocols.md, "Revisited Oxford and Paris".
+    Samples carry ``embedding`` (D), meta ``sample_idx`` and ``is_query``, gathered from all
+    ranks in ``sample_idx`` order: queries in ``qimlist`` order, the database ``imlist`` then any
+    R1M distractors. Ground truth: ``dataset_meta['gnd']``, scored by
+    :func:`~irtbox.evaluation.functional.revisited_metrics`, after optional αDBA then αQE
+    (:mod:`irtbox.evaluation.functional.reranking`).
 
-    Each data sample carries ``embedding`` (D), meta ``sample_idx`` and ``is_query``;
-    embeddings are gathered from all ranks and ordered by ``sample_idx`` (padding repeats
-    dropped). The queries (``is_query=True``) are in ``qimlist`` order; the database is
-    ``imlist``, then any R1M distractors (never named by the ground truth: negatives).
-
-    The ground truth is ``dataset_meta['gnd']``: one dict per query with ``easy``, ``hard``,
-    ``junk`` (database indices). Per protocol the ranking by inner product (ties to the lower
-    index) is scored as the official code does
-    (:func:`~irtbox.evaluation.functional.revisited_metrics`: trapezoid AP, junk removed,
-    mP@k with kq = min(max position, k), queries without positives left out).
-
-    Optional post-processing, before the ranking: αDBA on the database, then αQE of the queries
-    against the (augmented) database (:mod:`irtbox.evaluation.functional.reranking`).
-
-    Outputs, ×100 as in the papers' tables: ``<name>/mAP_E``, ``<name>/mAP_M``, ``<name>/mAP_H`` and
-    ``<name>/mP@k_E`` ... for each k of ``kappas``, where ``<name>`` is ``prefix`` if given, else
-    ``dataset_meta['dataset_name']`` (e.g. ``roxford5k``), else nothing.
-
-    After :meth:`evaluate`, ``self.last_outputs`` holds on rank 0 (``None`` elsewhere) the gathered
-    data ordered by sample index: ``embeddings`` (n x D float32, before any post-processing),
-    ``sample_idx`` (n int64), ``is_query`` (n bool), and ``ap_E`` / ``ap_M`` / ``ap_H`` (n_q
-    per-query APs ×100, NaN where a query has no positives).
+    Outputs ×100: ``<name>/mAP_E`` ... ``<name>/mP@k_H`` for each k of ``kappas``; ``<name>`` is
+    ``prefix``, else ``dataset_meta['dataset_name']``, else nothing. ``self.last_outputs`` (rank
+    0) holds ``embeddings`` (n x D, before post-processing), ``sample_idx``, ``is_query`` and
+    ``ap_E`` / ``ap_M`` / ``ap_H`` (per query ×100, NaN without positives).
 
     Args:
-        protocols: some of 'easy', 'medium', 'hard'.
-        kappas: the k of mP@k.
         query_expansion: ``None`` or ``dict(k=..., alpha=...)`` for αQE.
         database_augmentation: ``None`` or ``dict(k=..., alpha=...)`` for αDBA.
         chunk_size: queries per similarity block (memory O(chunk_size x n_db); ``None``: a block of
@@ -58,10 +42,8 @@ class RevisitedMetric(GatheredMetric):
         device: where similarities are computed (default: this rank's own GPU, else the CPU;
             :mod:`irtbox.evaluation.metrics.resources`).
         prefix: replaces the dataset name in the metric names.
-        embedding_key: the data-sample field evaluated; ``'embedding_raw'`` is the descriptor
-            before the model's whitening (results without it).
-        tag: inserted in the names, ``<name>/<tag>/mAP_M`` (e.g. 'no_whitening'), so two metrics
-            on one dataset do not clash.
+        embedding_key: the field evaluated; ``'embedding_raw'``: the descriptor before whitening.
+        tag: inserted as ``<name>/<tag>/mAP_M`` so two metrics on one dataset do not clash.
     """
 
     # A repeated sample index must repeat these (else two samples share an index).

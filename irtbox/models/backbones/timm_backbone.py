@@ -56,49 +56,31 @@ class TimmBackbone(BaseModule):
     layer: ``prefix`` B x P x D (P = 1 for CLS, 2 with a distillation token, more with register
     tokens) and ``grid`` B x D x h x w. Convolutional networks give B x C x h x w maps.
 
-    Position embedding (``pos_embed``; DToP, Song et al. WACV 2023, Table A9):
+    Position embedding (``pos_embed``; DToP Table A9; docs/methods/dtop.md):
+    ``'timm'`` is the model's own forward (any timm model); ``'dpe-bilinear'`` /
+    ``'dpe-bicubic'`` resize the grid part of the learned embedding to each input's token grid
+    (:func:`resize_grid_pos_embed`; prefix entries unchanged; equal to ``'timm'`` at the native
+    grid); ``'none'`` removes the embedding, also from the state dict (an unused parameter stops
+    DDP); ``'cpe'`` (CPVT, Chu et al. 2021) adds t <- t + DWConv3x3(t) after the first block,
+    zero-initialised so a pretrained backbone starts as ``'none'``. The non-``'timm'`` modes run
+    their own token path, for timm's ``VisionTransformer`` family and PiT; inputs not a multiple
+    of the patch size are zero-padded TF-"same" (:func:`pad_same`).
 
-    - ``'timm'``: the model's own forward (fixed input size unless timm's
-      ``dynamic_img_size=True`` is passed). Works for every timm model.
-    - ``'dpe-bilinear'`` / ``'dpe-bicubic'``: dynamic position embedding. Inputs of any size; on
-      every forward the gh x gw grid part of the learned position embedding is resized to the
-      input's token grid h x w (:func:`resize_grid_pos_embed`, align_corners False, no antialias);
-      the prefix (CLS / DIST / register) entries are added unchanged. At the native grid this equals
-      ``'timm'`` exactly.
-    - ``'none'``: no position embedding at all (the model's learned one is removed, also
-      from the state dict: a parameter no forward uses would stop DDP training).
-    - ``'cpe'``: conditional position encoding (Chu et al. 2021, CPVT, "PEG"): no absolute
-      embedding; after the first block the patch tokens get a residual 3x3 depthwise conv,
-      t <- t + DWConv3x3(t), zero-initialised so that a pretrained backbone starts from the
-      ``'none'`` network.
+    Final norm (``norm``): ``'last'`` on the last block only (its CLS is timm's
+    ``forward_features`` one, the IRT descriptor); ``'all'`` on every returned layer (DToP);
+    ``'none'``. ``False`` / ``True`` mean ``'last'`` / ``'all'``.
 
-    The non-``'timm'`` modes run their own token path over the timm modules, for timm's
-    ``VisionTransformer`` family (ViT, hybrid R50+ViT, DeiT with a distillation token,
-    DeiT-3, register tokens) and PiT (its layers are the blocks of all its stages). An input
-    whose size is not a multiple of the patch size is zero-padded TF-"same" (:func:`pad_same`).
-
-    Final norm (``norm``): ``'last'`` applies the model's final norm to the last
-    block only, so its CLS token is timm's ``forward_features`` one (the IRT
-    descriptor); ``'all'`` to every returned layer (DToP); ``'none'`` to none
-    (raw block outputs). ``False`` / ``True`` mean ``'last'`` / ``'all'``.
-
-    Pretrained weights (``pretrained``, ``checkpoint``, or an ``init_cfg`` of type
-    ``'Pretrained'``, one of the three) are in the model as soon as it is built, and survive
-    ``init_weights()`` (put back after it). The runner's log names them (``weights_source``)
-    with the sha256 of this module's state dict.
+    Pretrained weights (``pretrained``, ``checkpoint`` or an ``init_cfg`` of type
+    ``'Pretrained'``, one of the three) are loaded at build and put back after
+    ``init_weights()``; the log names them with this module's state-dict sha256.
 
     Args:
         model_name: any name ``timm.list_models()`` knows.
-        pretrained: load timm's pretrained weights (from the hub or its cache; in a
-            distributed job rank 0 downloads, the other ranks read its cache).
-        checkpoint: a local path or an http(s) URL of a state dict for the timm
-            model (keys may carry a ``state_dict``/``model`` wrapper or a
-            ``module.``/``backbone.`` prefix). Loaded with ``weights_only``.
-        out_indices: layers to return; negative indices count from the end, e.g.
-            ``(-6, -5, -4, -3, -2, -1)`` for the last six blocks.
-        norm, pos_embed: see above.
-        **timm_kwargs: passed to ``timm.create_model`` (e.g. ``img_size``,
-            ``depth``, ``drop_path_rate``).
+        pretrained: timm's pretrained weights (rank 0 downloads, other ranks read its cache).
+        checkpoint: path or http(s) URL of a state dict (``state_dict``/``model`` wrapper and
+            ``module.``/``backbone.`` prefixes allowed), loaded ``weights_only``.
+        out_indices: layers to return; negative ones count from the end.
+        **timm_kwargs: passed to ``timm.create_model`` (``img_size``, ``drop_path_rate``, ...).
     """
 
     def __init__(self,

@@ -13,28 +13,12 @@ __all__ = ['EmbeddingHead']
 class EmbeddingHead(nn.Module):
     """Holds the training losses of a retriever and returns them as named terms.
 
-    ``loss(embeddings, labels, memory_embeddings=None)`` returns
-    ``{'loss_<name>': weight * loss(embeddings, labels)}`` for every configured
-    loss, so MMEngine logs each term and sums them (IRT_R: L = L_contr +
-    λ L_KoLeo, λ = 0.7).
-
-    - Weights default to 1; a loss of weight 0 is not computed (nor logged, nor does it fill
-      a memory), so λ = 0 in an ablation is exactly the loss without the term.
-    - The losses with a cross-batch memory (``uses_memory = True``) also get
-      ``memory_embeddings``, the momentum encoder's embeddings of the batch.
-
-    Shapes: ``embeddings`` B x D (L2-normalised), ``labels`` B,
-    ``memory_embeddings`` B x D or None -> dict of scalars.
-
-    Example config (IRT_R with XBM on SOP)::
-
-        head=dict(
-            type='EmbeddingHead',
-            losses=dict(
-                contrastive=dict(type='ContrastiveLoss', margin=0.5,
-                                 memory_size=59551, embed_dim=384),
-                koleo=dict(type='KoLeoLoss')),
-            loss_weights=dict(koleo=0.7))
+    Shapes: ``loss(embeddings B x D, labels B, memory_embeddings B x D or None)`` returns
+    ``{'loss_<name>': weight * loss(embeddings, labels)}`` per loss, which MMEngine logs and
+    sums (IRT_R: L = L_contr + λ L_KoLeo, λ = 0.7; a config: docs/architecture.md). A loss of
+    weight 0 is not computed, logged or fed to a memory, so λ = 0 is exactly the loss without
+    the term. Losses with ``uses_memory = True`` also get ``memory_embeddings``, the momentum
+    encoder's embeddings of the batch.
 
     Args:
         losses (dict): name -> loss config (built with ``MODELS.build``) or an

@@ -1,33 +1,19 @@
 """Partial FC: a class-centre matrix sharded across ranks, with sampled negative centres.
 
-An, Zhu et al., "Partial FC: Training 10 Million Identities on a Single Machine" (ICCVW
-2021) and "Killing Two Birds with One Stone: Efficient and Robust Training of Face
-Recognition CNNs by Partial FC" (CVPR 2022). Used by every irtbox loss with one centre per
-class (:class:`~.class_weights.ClassWeightLoss`: ArcFace, CosFace, normalised softmax) when
-it is given ``partial_fc=dict(sample_rate=...)``.
+An, Zhu et al., ICCVW 2021 / CVPR 2022. Used by every irtbox loss with one centre per class
+(:class:`~.class_weights.ClassWeightLoss`) given ``partial_fc=dict(sample_rate=...)``; when and
+why: docs/methods/dtop.md, "Many classes: Partial FC". One step on each of the W ranks:
 
-How one step goes, on each of the W ranks (W = 1 works too, unsharded):
-
-1. Rank r holds the rows ``[start_r, stop_r)`` of the C x D centres (:func:`shard_range`:
-   ``torch.tensor_split`` of C into W contiguous parts).
-2. The embeddings (with their gradient, :class:`_AllGatherWithGrad`) and labels of every
-   rank are gathered: N = sum of the ranks' batch sizes.
-3. :func:`sample_classes` draws the centres the step uses, in the *global* class space and from a
-   generator seeded by ``(seed, step)`` alone, so every rank draws the same sample whatever the
-   world size: every class that is a label of the gathered batch, plus uniformly drawn others up to
-   ``ceil(sample_rate * C)`` in all. Each rank uses the part of the sample in its rows.
-4. Rank r computes the N x k_r logits of its sampled centres (the loss's formula: the target
-   entries through the margin, all scaled) and :class:`_ShardedCrossEntropy` all-reduces the row
-   max, the exp-sum and the target logit across ranks: every rank gets the cross-entropy of the
-   whole N x k softmax, the value one process computes on the whole batch with the whole sample.
-5. Backward: rank r's centres get their exact gradient (zero for unsampled rows); the
-   gathered embeddings' gradient is summed across ranks and each rank keeps its rows,
-   **multiplied by W**, since DDP averages the backbone's gradients over the W ranks. The
-   centres are kept out of DDP: nothing of size C x D is communicated per step.
-
-The sharding divides the layer's memory (centres, gradient, optimizer state) by W.
-``sample_rate`` r < 1 makes the loss a sampled softmax costing a fraction r; 1.0 is the
-replicated loss exactly. When to use it: docs/methods/dtop.md, "Many classes: Partial FC".
+1. Rank r holds rows ``[start_r, stop_r)`` of the C x D centres (:func:`shard_range`).
+2. Embeddings (with gradient, :class:`_AllGatherWithGrad`) and labels of all ranks are gathered.
+3. :func:`sample_classes` draws, in the global class space from a generator seeded by
+   ``(seed, step)`` alone (same sample at any world size), every label of the batch plus
+   uniform others up to ``ceil(sample_rate * C)``; each rank uses the part in its rows.
+4. Rank r computes its N x k_r logits; :class:`_ShardedCrossEntropy` all-reduces the row max,
+   exp-sum and target logit, giving the cross-entropy of the whole N x k softmax.
+5. Backward: the embeddings' gradient is summed across ranks and each rank keeps its rows
+   **multiplied by W**, since DDP averages the backbone's gradients. The centres stay out of
+   DDP: nothing of size C x D is communicated per step.
 
 Checkpoints hold the whole C x D matrix and its optimizer state under the replicated layer's
 key (:class:`irtbox.engine.hooks.partial_fc.PartialFCHook` gathers and cuts them).

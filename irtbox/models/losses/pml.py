@@ -1,29 +1,15 @@
-"""Adapters to PyTorch Metric Learning (PML) losses: the 12 losses of the
-training-recipe benchmark (Berton, Musgrave & Masone), with PML's defaults.
+"""Adapters to PyTorch Metric Learning (PML) losses: the 12 losses of the training-recipe
+benchmark (Berton, Musgrave & Masone), with PML's defaults (docs/methods/dml_benchmark.md).
 
-Wrapped, not re-implemented: the study ran PML 2.9 with its defaults, so PML's code (its
-reducers, pair bookkeeping and miner included) is the definition of these losses. PML is an
-optional dependency, imported when a :class:`PMLLoss` or :class:`~irtbox.models.miners.PMLMiner`
-is built (:mod:`irtbox.models.pml_adapter`).
+Wrapped, not re-implemented: the study ran PML 2.9, so PML's code (reducers, pair bookkeeping,
+miner) defines these losses; ``'ArcFaceLoss'`` / ``'NormalizedSoftmaxLoss'`` run irtbox's formula
+in PML's form (:mod:`.pml_equivalents`). PML is imported only when built
+(:mod:`irtbox.models.pml_adapter`).
 
-The exception: ``name='ArcFaceLoss'`` / ``'NormalizedSoftmaxLoss'`` run irtbox's own
-formula in PML's form (:mod:`.pml_equivalents`).
-
-Classification ("stateful") losses keep their weights as ``nn.Parameter`` s of
-the wrapped PML module, which is the sub-module ``pml_loss``; their names are
-
-=========================  ====================  ===================
-loss                       parameter             shape
-=========================  ====================  ===================
-ArcFaceLoss, CosFaceLoss   ``pml_loss.W``        D x C
-NormalizedSoftmaxLoss      ``pml_loss.W``        D x C
-ProxyAnchorLoss            ``pml_loss.proxies``  C x D
-SoftTripleLoss             ``pml_loss.fc``       D x (C * centres)
-=========================  ====================  ===================
-
-so one optimizer parameter group covers all of them:
-``paramwise_cfg=dict(custom_keys={'pml_loss': dict(lr=1.0)})`` (it matches nothing for the
-contrastive losses, which have no parameters).
+Classification losses keep their weights in the sub-module ``pml_loss`` (``pml_loss.W`` D x C for
+ArcFace / CosFace / NormalizedSoftmax, ``pml_loss.proxies`` C x D for ProxyAnchor, ``pml_loss.fc``
+D x (C * centres) for SoftTriple), so ``paramwise_cfg=dict(custom_keys={'pml_loss':
+dict(lr=1.0)})`` covers all of them.
 """
 import inspect
 from typing import Union
@@ -64,34 +50,15 @@ class PMLLoss(nn.Module):
     ``name`` built from ``**kwargs`` (PML's argument names and 2.9 defaults), in float32 with
     autocast off (:func:`.utils.loss_forward`).
 
-    The 12 losses of the benchmark (Berton, Musgrave & Masone, Sec. 3; the
-    equations are those of the papers cited by PML for each class):
-    contrastive ``ContrastiveLoss`` (Hadsell et al. 2006), ``CircleLoss`` (Sun et al. 2020, eq. 4),
-    ``MultiSimilarityLoss`` (Wang et al. 2019, eq. 8), ``NTXentLoss`` (Chen et al. 2020 / InfoNCE),
-    ``SignalToNoiseRatioContrastiveLoss`` (Yuan et al. 2019), ``ThresholdConsistentMarginLoss``
-    (Zhang et al. 2023, added to a base loss in the paper, alone here as in the benchmark),
-    ``TripletMarginLoss`` (Weinberger & Saul 2009); classification ``ArcFaceLoss`` (Deng et al.
-    2019, eq. 3), ``CosFaceLoss`` (Wang et al. 2018, eq. 4), ``NormalizedSoftmaxLoss`` (Zhai & Wu
-    2018), ``ProxyAnchorLoss`` (Kim et al. 2020, eq. 4), ``SoftTripleLoss`` (Qian et al. 2019, eq.
-    10). Other PML loss classes are accepted by name but only these 12 are tested.
-
-    Shapes: ``embeddings`` B x D, ``labels`` B integers (in [0, num_classes)
-    for the classification losses) -> scalar.
-
-    Example (baseline of the benchmark)::
-
-        losses=dict(metric=dict(type='PMLLoss', name='MultiSimilarityLoss'))
-        losses=dict(metric=dict(type='PMLLoss', name='ArcFaceLoss',
-                                num_classes=78, embedding_size=768))
-        paramwise_cfg=dict(custom_keys={'pml_loss': dict(lr=1.0)})
+    The 12 tested losses, equations and defaults: docs/methods/dml_benchmark.md; other PML
+    classes are accepted by name. Shapes: ``embeddings`` B x D, ``labels`` B integers (in
+    [0, num_classes) for the classification losses) -> scalar.
 
     Args:
         name (str): PML loss class name, e.g. ``'MultiSimilarityLoss'``.
-        miner (dict | nn.Module | str | None): online miner whose indices tuple is passed
-            to the loss: a config (e.g. ``dict(type='PMLMiner', name='MultiSimilarityMiner')``),
-            a module, ``None`` (all pairs/triplets), or ``'auto'`` (default): the
-            multi-similarity miner (ε = 0.1) for the contrastive losses, none for the
-            classification ones, as in the benchmark.
+        miner (dict | nn.Module | str | None): online miner (config or module), ``None`` (all
+            pairs/triplets) or ``'auto'``: the multi-similarity miner (ε = 0.1) for the
+            contrastive losses, none for the classification ones, as in the benchmark.
         **kwargs: PML constructor arguments. ``num_classes`` and ``embedding_size`` are
             accepted by every loss (passed to the classes with weights, checked at each call
             for all), so one key, ``model.head.losses.metric.name``, switches the loss.

@@ -87,11 +87,8 @@ class LayerAggregation(nn.Module):
 class DToPNeck(nn.Module):
     """DToP's neck: k layers of ViTFeatures -> one global descriptor B x N.
 
-    Input: the backbone tuple, one :class:`~irtbox.structures.ViTFeatures`
-    (prefix B x P x D, grid B x D x h x w) per collected layer
-    (``TimmBackbone(out_indices=(-k, ..., -1), norm='all')`` passes every layer
-    through the final LayerNorm; ``norm='last'`` only the last); any k >= 1 and
-    any grid size. Output: B x N, not normalised.
+    Input: one :class:`~irtbox.structures.ViTFeatures` (prefix B x P x D, grid B x D x h x w)
+    per layer, any k >= 1 and grid size. Output: B x N, not normalised.
 
     Pipeline (the module docstring): order ``'R2'`` aggregates the layers first (u, Y), then
     ELM -> fusion h(Y, U) -> pooling -> fold to D (``local_fold``: ``'sum'`` a + b or ``'linear'``,
@@ -102,27 +99,22 @@ class DToPNeck(nn.Module):
         in_channels: D, the token width (768 for ViT-B and R50+ViT-B).
         aggregation: layer aggregation, ``'mean'``, ``'sum'`` or ``'softmax'``.
         num_layers: k; required for ``'softmax'``, else only checked when given.
-        order: ``'R2'`` (aggregate, then ELM/fuse/pool) or ``'R1'`` (per layer, then
-            aggregate the per-layer descriptors).
+        order: ``'R2'`` or ``'R1'`` (see above).
         global_token: ``'cls'``, ``'dist'`` or ``'patch'`` (mean of patch tokens).
         branches: ``'both'``; ``'global'`` (u only) or ``'local'`` (y only), the
             single-branch setting of Table A5.
-        elm: config of the ELM that computes U = ELM(Y) (Eq. 11), built with ``MODELS.build``;
-            ``in_channels`` is filled in (D). Default ``dict(type='EnhancedLocalityModule')``
-            (C = 64; Table A10 switches off ``irb`` / ``aspp`` / ``waveblock`` in it).
-            ``None``: no ELM, for ``fusion`` mode ``'y'``, which ignores U.
-        fusion: config of h(Y, U) (Eq. A13, Table A13), built with ``MODELS.build``;
-            ``dim=1`` is filled in. Default ``dict(type='FeatureFusion',
-            mode='orthogonal')`` (its own ``eps``, 1e-6). It must have ``out_channels(D)``.
-        pool: ``'gem'`` (learnable p, ``gem_p`` = 3) or ``'avg'``.
+        elm: config of U = ELM(Y) (Eq. 11; ``in_channels`` filled in), default
+            ``dict(type='EnhancedLocalityModule')``; ``None`` for ``fusion`` mode ``'y'``.
+        fusion: config of h(Y, U) (Eq. A13; ``dim=1`` filled in; must have
+            ``out_channels(D)``), default ``dict(type='FeatureFusion', mode='orthogonal')``.
+        pool: ``'gem'`` or ``'avg'``.
         gem_p, gem_learnable: GeM exponent and whether it is learned.
         local_fold: ``'sum'`` or ``'linear'`` (see above).
         global_fusion: ``'orthogonal'`` z = [y - proj_u(y); u] (DOLG-style) or
             ``'concat'`` z = [y; u].
         out_dim: N; ``None`` keeps the natural width (2D for ``'both'``, D otherwise).
-        project: force (True) or forbid (False) the output linear layer; ``None``
-            adds it when ``out_dim`` differs from the natural width. Table A5
-            uses an FC layer to N = 768 = D: ``project=True``.
+        project: force (True) or forbid (False) the output linear layer; ``None``: only when
+            ``out_dim`` differs from the natural width (Table A5's FC to N = D needs True).
         eps: denominator guard of the global-local orthogonal fusion (Eq. 12); the local
             fusion takes its own (``fusion.eps``).
     """

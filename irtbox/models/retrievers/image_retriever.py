@@ -27,29 +27,23 @@ class ImageRetriever(BaseModel):
     - ``'predict'``: the data samples, each with its ``embedding`` (D) set.
 
     Args:
-        backbone: config of the backbone (e.g. ``TimmBackbone``).
-        neck: one neck config or a list applied in order (pooler, PCA, ...).
-        head: config of the head that owns the losses; optional for test-only models.
-        data_preprocessor: batching and normalisation (``ImgDataPreprocessor``).
+        neck: one neck config or a list applied in order.
+        head: the head that owns the losses; optional for test-only models.
         normalize: L2-normalise the final descriptor (IRT: projection on the unit ball).
-        momentum: if set (e.g. 0.999, IRT on In-Shop), a momentum copy of backbone
-            and neck (MoCo, He et al. 2020) is updated before every training step,
-            ``θ_k ← m θ_k + (1 − m) θ``, and its embeddings of the batch are given to
-            the head as ``memory_embeddings`` to fill the cross-batch memory.
-        whitening: optional projection of the final descriptor (e.g. ``LearnedWhitening``),
-            in eval mode after multi-scale aggregation and L2, then L2 again; predict mode
-            also stores the descriptor before it as ``embedding_raw``.
-        test_scales: image scales at test time; the descriptor is the L2-normalised
-            ``(mean_s f(x_s)^p)^(1/p)``, ``f`` the single-scale descriptor and ``x_s`` the
-            normalised input resized bilinearly by ``s`` (docs/protocols.md, "Multi-scale
-            descriptors"). ``multi_scale_power='gem'`` takes p from the first neck with a
-            ``gem_power`` (``GeMPool``, ``DToPNeck`` with ``pool='gem'``).
-        query_test_scales: scales for the samples marked ``is_query`` in predict
-            mode, when queries and database differ (DToP Table A11); default:
-            ``test_scales`` for both. Each sample is embedded once, at its own scales.
+        momentum: m (e.g. 0.999, IRT on In-Shop): a momentum copy of backbone and neck (MoCo,
+            He et al. 2020), ``θ_k ← m θ_k + (1 − m) θ`` before every step, whose batch
+            embeddings go to the head as ``memory_embeddings`` (cross-batch memory).
+        whitening: optional projection (e.g. ``LearnedWhitening``) in eval mode after
+            multi-scale aggregation and L2, then L2 again; predict mode keeps the descriptor
+            before it as ``embedding_raw``.
+        test_scales: test-time scales, L2 of ``(mean_s f(x_s)^p)^(1/p)`` (docs/protocols.md,
+            "Multi-scale descriptors"); ``multi_scale_power='gem'`` takes p from the first neck
+            with a ``gem_power``.
+        query_test_scales: scales of the ``is_query`` samples when they differ from the
+            database's (DToP Table A11); default ``test_scales``.
 
-    ``input_spec`` (:class:`~irtbox.models.input_spec.InputSpec`) says what the retriever
-    takes: ``init_model`` resolves it from the config's test pipeline; None otherwise.
+    ``input_spec`` (:class:`~irtbox.models.input_spec.InputSpec`): what the retriever takes,
+    set by ``init_model`` from the config's test pipeline; None otherwise.
     """
 
     def __init__(self,
