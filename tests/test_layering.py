@@ -176,3 +176,22 @@ def test_scripts_only_run_a_command():
         assert code[0] == 'from irtbox.cli import run', path
         assert code[1].startswith('from irtbox.cli.') and code[1].endswith(' import main'), path
         assert code[2:] == ["if __name__ == '__main__':", '    run(main)'], path
+
+
+def test_the_library_imports_irtbox_at_the_top_of_its_modules():
+    """docs/architecture.md: outside irtbox/cli (which imports inside ``main`` for start-up
+    time), no function imports an irtbox module: the import graph is the one the top of each
+    file shows."""
+    inside = []
+    for path, package in modules():
+        if package[1:2] == ['cli']:
+            continue
+        for node in ast.walk(ast.parse(open(path).read(), path)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for inner in ast.walk(node):
+                    if (isinstance(inner, ast.ImportFrom) and (
+                            inner.level or (inner.module or '').startswith('irtbox'))) or (
+                            isinstance(inner, ast.Import)
+                            and any(a.name.startswith('irtbox') for a in inner.names)):
+                        inside.append(f'{osp.relpath(path, ROOT)}:{inner.lineno}')
+    assert not inside, inside
