@@ -118,8 +118,16 @@ class ProjectionFitHook(Hook):
                       f'{module.in_dim} -> {module.out_dim} on {feats.shape[0]} descriptors',
                       logger='current')
             self.fit_module(module, feats, loader.dataset)
-        for buf in module.buffers():
-            broadcast(buf, src=0)
+        share_fitted(module)
+
+
+def share_fitted(module) -> None:
+    """Rank 0's fitted buffers to every rank, and each rank's host copy of the fitted flag
+    read again from them: a flag cached beside a broadcast buffer would keep saying 'not
+    fitted' on the other ranks (their first validation would fail)."""
+    for buf in module.buffers():
+        broadcast(buf, src=0)
+    module.buffers_restored()
 
 
 @HOOKS.register_module()

@@ -67,3 +67,22 @@ def test_momentum_encoder_copy_is_left_alone(tmp_path, monkeypatch):
     state = safe_torch_load(osp.join(str(tmp_path), 'iter_2.pth'))['state_dict']
     assert bool(state['neck.1.fitted'])
     assert not bool(state['momentum_encoder.neck.1.fitted'])
+
+
+def test_a_rank_that_receives_the_fit_reads_its_flag_again(monkeypatch):
+    """Rank 1's view of a fit on 2 processes: the broadcast writes rank 0's buffers into its
+    module; its host copy of the fitted flag must follow, or its first validation fails with
+    'not fitted' (issue 47: the six ▷128 configs on 2 processes)."""
+    import irtbox.engine.hooks.projection_fit_hook as fit_hook
+    from irtbox.models.necks import PCAReduction
+    fitted_on_rank0 = PCAReduction(in_dim=4, out_dim=2)
+    fitted_on_rank0.set_projection(torch.arange(4.), torch.eye(4))
+    sent = dict(fitted_on_rank0.named_buffers())
+    receiver = PCAReduction(in_dim=4, out_dim=2).eval()
+    names = {id(buf): name for name, buf in receiver.named_buffers()}
+    monkeypatch.setattr(fit_hook, 'broadcast',
+                        lambda buf, src: buf.copy_(sent[names[id(buf)]]))
+    with pytest.raises(RuntimeError, match='not fitted'):
+        receiver(torch.ones(1, 4))
+    fit_hook.share_fitted(receiver)
+    assert torch.equal(receiver(torch.ones(1, 4)), torch.tensor([[1., 0.]]))
