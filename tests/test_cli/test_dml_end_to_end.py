@@ -91,7 +91,8 @@ def test_early_stopping_keeps_the_best(trained):
     saved = {osp.basename(p) for p in glob.glob(osp.join(work_dir, '*.pth'))}
     assert saved == {'best.pth', f'iter_{VAL_INTERVAL}.pth', f'iter_{stop}.pth'}
     best = safe_torch_load(osp.join(work_dir, 'best.pth'))
-    assert best['meta']['early_stopping'] == dict(best=100.0, wait=0, best_iter=VAL_INTERVAL)
+    assert best['meta']['early_stopping'] == dict(best=100.0, wait=0, best_iter=VAL_INTERVAL,
+                                                  validated_iter=VAL_INTERVAL)
     assert 'optimizer' not in best
     at_best = safe_torch_load(osp.join(work_dir, f'iter_{VAL_INTERVAL}.pth'))['state_dict']
     assert best['state_dict'].keys() == at_best.keys()
@@ -105,6 +106,31 @@ def test_early_stopping_keeps_the_best(trained):
     with open(scalars) as f:
         validations = [r for r in map(json.loads, f) if 'precision@1' in r]
     assert [r['precision@1'] for r in validations] == [100.0, 100.0]  # percent
+
+
+@pytest.mark.slow
+def test_resumed_from_a_validation_iteration_stops_as_uninterrupted(trained, tmp_path):
+    """iter_2.pth is written before iteration 2's validation (issue 47). Resumed from it, the
+    run validates iteration 2 first, so it stops where the uninterrupted run did (iteration 4,
+    a tie) with the same best weights; without that it would count iteration 4 as its first
+    best and train on to 6."""
+    loss, work_dir = trained
+    resumed_dir = str(tmp_path / 'resumed')
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(ROOT)
+        train_tool.main([CONFIGS[loss], '--work-dir', resumed_dir,
+                         '--resume', osp.join(work_dir, f'iter_{VAL_INTERVAL}.pth'),
+                         '--cfg-options', *train_options(loss)])
+    (log, ) = glob.glob(osp.join(resumed_dir, '*', '*.log'))
+    with open(log) as f:
+        text = f.read()
+    assert 'written before that iteration\'s validation; running it now' in text
+    assert f'early stopping at iteration {2 * VAL_INTERVAL}' in text
+    best = safe_torch_load(osp.join(resumed_dir, 'best.pth'))
+    whole = safe_torch_load(osp.join(work_dir, 'best.pth'))
+    assert best['meta']['early_stopping'] == whole['meta']['early_stopping']
+    for key, value in whole['state_dict'].items():
+        assert best['state_dict'][key].equal(value), key
 
 
 @pytest.mark.slow

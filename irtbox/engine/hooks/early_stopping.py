@@ -10,6 +10,7 @@ from typing import Dict, NamedTuple, Optional
 import torch
 from mmengine.hooks import Hook
 from mmengine.logging import print_log
+from mmengine.runner import EpochBasedTrainLoop
 
 from irtbox.registry import HOOKS
 from irtbox.utils.checkpoint import safe_torch_load
@@ -59,6 +60,11 @@ class BestWeightsEarlyStoppingHook(Hook):
     that file. With ``IterBasedTrainLoop(val_interval=N)`` a validation is an "epoch" of N
     iterations.
 
+    A checkpoint taken at a validation's iteration (or epoch) is written before that validation
+    runs, so it holds the state from before it; a run resumed from it runs that validation
+    again first (``before_train``), as the uninterrupted run did, so both go on from the same
+    state and the same best weights.
+
     Args:
         monitor: validation metric name (with the evaluator's ``prefix/`` if it has one).
         rule: ``'greater'`` (higher is better) or ``'less'``.
@@ -87,6 +93,8 @@ class BestWeightsEarlyStoppingHook(Hook):
         self.reload_best = reload_best
         self.state = StoppingState()
         self.best_iter: Optional[int] = None
+        self.validated_iter: Optional[int] = None  # the iteration of the last validation counted
+        self._resumed = False
         self._best_weights: Optional[Dict[str, torch.Tensor]] = None
 
     def before_run(self, runner) -> None:
@@ -101,6 +109,7 @@ class BestWeightsEarlyStoppingHook(Hook):
                            f'among the validation metrics {sorted(metrics)}; set monitor= to '
                            'one of them.')
         score = float(metrics[self.monitor])
+        self.validated_iter = runner.iter
         self.state, improved, stop = early_stopping_step(
             self.state, score, self.rule, self.min_delta, self.patience)
         if improved:
@@ -117,6 +126,14 @@ class BestWeightsEarlyStoppingHook(Hook):
             print_log(f'early stopping at iteration {runner.iter}: {self.monitor} has not '
                       f'improved for {self.state.wait} validations (best {self.state.best:.4f} '
                       f'at iteration {self.best_iter})', logger='current')
+
+    def before_train(self, runner) -> None:
+        if self._resumed and _validates_now(runner) and (
+                self.validated_iter is None or self.validated_iter < runner.iter):
+            print_log(f'{type(self).__name__}: the checkpoint of iteration {runner.iter} was '
+                      'written before that iteration\'s validation; running it now',
+                      logger='current')
+            runner.val_loop.run()
 
     def after_train(self, runner) -> None:
         if not self.reload_best or self.state.best is None:
@@ -137,7 +154,8 @@ class BestWeightsEarlyStoppingHook(Hook):
     # The stopping state travels in checkpoints, so a resumed run continues it.
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
         checkpoint.setdefault('meta', {})['early_stopping'] = dict(
-            best=self.state.best, wait=self.state.wait, best_iter=self.best_iter)
+            best=self.state.best, wait=self.state.wait, best_iter=self.best_iter,
+            validated_iter=self.validated_iter)
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         saved = checkpoint.get('meta', {}).get('early_stopping')
@@ -145,8 +163,21 @@ class BestWeightsEarlyStoppingHook(Hook):
         if saved is not None and resume_source(runner) is not None:
             self.state = StoppingState(saved['best'], saved['wait'])
             self.best_iter = saved['best_iter']
+            self.validated_iter = saved.get('validated_iter')
+            self._resumed = True
             self._best_weights = None
 
     def best_weights(self) -> Optional[Dict[str, torch.Tensor]]:
         """A copy of the best weights kept in memory (None before the first validation)."""
         return copy.deepcopy(self._best_weights)
+
+
+def _validates_now(runner) -> bool:
+    """Whether the train loop validates at the point it resumes from (MMEngine's rule: from
+    ``val_begin``, every ``val_interval`` iterations, or epochs for an epoch-based loop)."""
+    loop = runner.train_loop
+    interval, begin = getattr(loop, 'val_interval', None), getattr(loop, 'val_begin', 1)
+    if runner.val_loop is None or not interval:
+        return False
+    done = runner.epoch if isinstance(loop, EpochBasedTrainLoop) else runner.iter
+    return done >= begin and done % interval == 0

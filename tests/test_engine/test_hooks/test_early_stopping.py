@@ -90,7 +90,8 @@ def test_stops_after_patience_and_reloads_best(tmp_path):
     saved = safe_torch_load(osp.join(str(tmp_path), 'best.pth'))
     assert torch.all(saved['state_dict']['weight'] == 20)
     assert saved['meta']['iter'] == 20  # the iterations done (MMEngine's default: one more)
-    assert saved['meta']['early_stopping'] == dict(best=0.35, wait=0, best_iter=20)
+    assert saved['meta']['early_stopping'] == dict(best=0.35, wait=0, best_iter=20,
+                                                   validated_iter=20)
 
 
 @pytest.mark.parametrize('patience', [True, 0, 2.0])
@@ -123,6 +124,55 @@ def test_resumed_run_reloads_from_file(tmp_path):
     assert resumed.train_loop.stop_training and resumed.iter == 40
     new_hook.after_train(resumed)
     assert torch.all(resumed.model.weight == 10)
+
+
+@pytest.mark.parametrize('scores', [[0.75, 0.375, 0.5, 0.5, 0.25], [0.2, 0.9, 0.9, 0.1, 0.1]])
+def test_a_checkpoint_on_a_validation_iteration_resumes_as_if_uninterrupted(tmp_path, scores):
+    """The loop writes iteration 20's checkpoint before iteration 20's validation (issue 47):
+    the resumed run runs that validation first, then goes on as the uninterrupted run, to the
+    same state, the same stop and the same best weights (a tie at 20 must not replace them)."""
+    whole, whole_hook = FakeRunner(tmp_path / 'whole'), BestWeightsEarlyStoppingHook(patience=2)
+    (tmp_path / 'whole').mkdir()
+    run_sequence(whole, whole_hook, scores)
+
+    first = FakeRunner(tmp_path / 'cut')
+    (tmp_path / 'cut').mkdir()
+    first_hook = BestWeightsEarlyStoppingHook(patience=2)
+    run_sequence(first, first_hook, scores[:1])           # validation of iteration 10
+    first.iter = 20                                       # iteration 20 trained,
+    ckpt = {'meta': {}}
+    first_hook.before_save_checkpoint(first, ckpt)        # its checkpoint written, then killed
+
+    resumed, hook = FakeRunner(tmp_path / 'cut'), BestWeightsEarlyStoppingHook(patience=2)
+    resumed.resuming_from, resumed.iter, resumed.hook = 'iter_20.pth', 20, hook
+    with torch.no_grad():
+        resumed.model.weight.fill_(20)
+    resumed.train_loop = SimpleNamespace(stop_training=False, val_interval=10, val_begin=1)
+    resumed.val_loop = SimpleNamespace(run=lambda: hook.after_val_epoch(
+        resumed, {'precision@1': scores[1], 'map@r': 0.0}))
+    hook.after_load_checkpoint(resumed, ckpt)
+    hook.before_train(resumed)
+    if not resumed.train_loop.stop_training:
+        run_sequence(resumed, hook, scores[2:])
+    assert (hook.state, hook.best_iter, resumed.iter) == (
+        whole_hook.state, whole_hook.best_iter, whole.iter)
+    whole_hook.after_train(whole)
+    hook.after_train(resumed)
+    assert torch.equal(resumed.model.weight, whole.model.weight)
+
+
+def test_a_checkpoint_after_its_validation_is_not_validated_again(tmp_path):
+    runner, hook = FakeRunner(tmp_path), BestWeightsEarlyStoppingHook(patience=2)
+    run_sequence(runner, hook, [0.5, 0.6])
+    ckpt = {'meta': {}}
+    hook.before_save_checkpoint(runner, ckpt)   # written after iteration 20's validation
+    resumed, new_hook = FakeRunner(tmp_path), BestWeightsEarlyStoppingHook(patience=2)
+    resumed.resuming_from, resumed.iter = 'iter_20.pth', 20
+    resumed.train_loop = SimpleNamespace(stop_training=False, val_interval=10, val_begin=1)
+    resumed.val_loop = SimpleNamespace(run=lambda: pytest.fail('validated twice'))
+    new_hook.after_load_checkpoint(resumed, ckpt)
+    new_hook.before_train(resumed)
+    assert new_hook.state == hook.state
 
 
 def test_fine_tuning_does_not_inherit_state(tmp_path):
