@@ -20,8 +20,8 @@ from irtbox.utils.fileio import atomic_write
 from .miniature import miniature_kinds, point_at_miniature, write_miniature
 
 __all__ = ['DEFAULT_INPUT_SIZE', 'QUICK_INPUT_SIZE', 'miniaturize', 'point_datasets',
-           'scale_input_size', 'shallow_backbone', 'stand_in_weights', 'shorten_schedule',
-           'shrink_loaders', 'shrink_projections', 'loader_cfgs', 'config_data_roots',
+           'config_dicts', 'scale_input_size', 'shallow_backbone', 'stand_in_weights',
+           'shorten_schedule', 'shrink_loaders', 'shrink_projections', 'loader_cfgs', 'config_data_roots',
            'timm_kwargs', 'timm_model']
 
 DEFAULT_INPUT_SIZE = 64
@@ -53,15 +53,15 @@ def loader_cfgs(cfg: Config) -> Iterator[Tuple[str, dict]]:
             yield where, loader
 
 
-def _walk(node) -> Iterator[dict]:
+def config_dicts(node) -> Iterator[dict]:
     """Every dict inside ``node`` (dicts and lists, depth first), ``node`` included."""
     if isinstance(node, dict):
         yield node
         for value in node.values():
-            yield from _walk(value)
+            yield from config_dicts(value)
     elif isinstance(node, (list, tuple)):
         for value in node:
-            yield from _walk(value)
+            yield from config_dicts(value)
 
 
 def point_datasets(cfg: Config, data_dir: str, data_root: Optional[str] = None,
@@ -104,7 +104,7 @@ def config_data_roots(cfg: Config) -> List[str]:
     once, in the order found."""
     roots = []
     for _, loader in loader_cfgs(cfg):
-        for node in _walk(loader.get('dataset')):
+        for node in config_dicts(loader.get('dataset')):
             for key in _ROOT_KEYS:
                 value = node.get(key)
                 if isinstance(value, str) and value not in roots:
@@ -115,7 +115,7 @@ def config_data_roots(cfg: Config) -> List[str]:
 def _use_own_data(dataset: dict, data_root: str) -> None:
     """Re-point every data folder of ``dataset`` to the folder of the same name under
     ``data_root``; one that is not there is refused: the rehearsal would read nothing."""
-    for node in _walk(dataset):
+    for node in config_dicts(dataset):
         for key in _ROOT_KEYS:
             value = node.get(key)
             if isinstance(value, str):
@@ -176,7 +176,7 @@ def scale_input_size(cfg: Config, input_size: int) -> str:
     factor = target / side
     scaled = set()
     for _, loader in loader_cfgs(cfg):
-        for node in _walk(loader):
+        for node in config_dicts(loader):
             key = _SIZE_KEYS.get(type_name(node))
             if key is None or id(node) in scaled:  # a pipeline two loaders share: once
                 continue
@@ -319,7 +319,7 @@ def shrink_projections(cfg: Config) -> List[str]:
     128 images, a miniature holds a few. Returns a line per projection changed."""
     hooks = [h for h in cfg.get('custom_hooks') or [] if type_name(h) == 'PCAFitHook'
              and isinstance(h.get('dataloader'), dict)]
-    necks = [n for n in _walk(cfg.model.get('neck')) if type_name(n) == 'PCAReduction']
+    necks = [n for n in config_dicts(cfg.model.get('neck')) if type_name(n) == 'PCAReduction']
     if not hooks or not necks:
         return []
     samples = min(len(_built_dataset(h['dataloader'])) for h in hooks)

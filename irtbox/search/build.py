@@ -20,8 +20,8 @@ from irtbox.apis.identity import COMPARED
 from irtbox.evaluation.functional.checks import non_finite_rows
 from irtbox.evaluation.neighbours.faiss_index import (FaissIndex, empty_index, has_ivf,
                                                       min_training_vectors, train_index)
-from irtbox.evaluation.neighbours.index import (Index, RecallSample, read_manifest, read_rows,
-                                               recall_at_k)
+from irtbox.evaluation.neighbours.index import (Index, RecallSample, normalize, read_manifest,
+                                               read_rows, recall_at_k)
 from irtbox.structures.embeddings_file import load_embeddings, map_embeddings
 from irtbox.utils.dist import resolve_device
 from irtbox.utils.errors import ArgumentError, IrtboxError
@@ -223,8 +223,7 @@ def _write_rows(parts: list, sets: list, path: str, n: int, dim: int, progress: 
                 if len(bad):
                     raise FeaturesError(f'{source}: row {start + bad[0]} (and {len(bad) - 1} '
                                         'more in this chunk) is not finite (NaN or inf)')
-                norms = np.linalg.norm(block, axis=1, keepdims=True)
-                rows[at:at + len(block)] = block / np.maximum(norms, 1e-12)
+                rows[at:at + len(block)] = normalize(block)
                 _rows(rows, 0, 0)  # written back, its pages given back
                 at += len(block)
                 bar.update(len(block))

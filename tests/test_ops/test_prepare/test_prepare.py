@@ -22,6 +22,7 @@ from irtbox.cli import prepare as prepare_cli
 from irtbox.cli import worded
 from irtbox.datasets import count_mismatch, dataset_specs
 from irtbox.ops.miniature import write_miniature
+from irtbox.ops.miniaturize import config_dicts
 from irtbox.ops.prepare import (PrepareError, check_dataset, prepare_dataset, read_manifest,
                                 space_needed)
 from irtbox.registry import DATASETS as DATASET_REGISTRY
@@ -495,20 +496,11 @@ def test_the_shipped_dataset_configs_read_the_roots_prepare_writes():
             key = (view.dataset['type'], view.dataset.get('dataset_name'))
             roots.setdefault(key, info.default_root)
 
-    def walk(node):
-        if isinstance(node, dict):
-            yield node
-            for value in node.values():
-                yield from walk(value)
-        elif isinstance(node, (list, tuple)):
-            for value in node:
-                yield from walk(value)
-
     seen = set()
     paths = glob.glob(osp.join(CONFIGS_DIR, '_base_', 'datasets', '*.py')) + glob.glob(
         osp.join(CONFIGS_DIR, 'dtop', 'dtop_r50-vit-b_8xb8-30e_*.py'))  # the GLD / NC ones
     for path in paths:
-        for node in walk(Config.fromfile(path).to_dict()):
+        for node in config_dicts(Config.fromfile(path).to_dict()):
             key = (node.get('type'), node.get('dataset_name'))
             if key in roots and isinstance(node.get('data_root'), str):
                 assert node['data_root'] == roots[key], (path, key)
