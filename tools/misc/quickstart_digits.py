@@ -15,6 +15,10 @@ The two trainings run at the same time, one CPU thread each (on 2 cores this is
 faster than one after the other with 2 threads); each one's progress lines are
 shown with its name, and its full output is kept in WORK_DIR/<variant>/stdout.log.
 
+Every process runs with the CPU code paths pinned (PINNED_CPU) and a fixed number of threads,
+so that every x86 CPU with AVX2 prints the same table and the same weights sha256
+(docs/get_started.md, "The quick start's numbers").
+
   python tools/misc/quickstart_digits.py [--work-dir work_dirs/quickstart] [--iters 500]
 """
 import argparse
@@ -38,13 +42,22 @@ COLUMNS = [('recall@1', 'R@1'), ('recall@2', 'R@2'), ('recall@4', 'R@4'), ('reca
 ZOO_NAME = 'irt-r_vit-tiny_digits'
 SHOW_SUBDIR = osp.join('irt_r', 'show')  # IRT_R's result grids and results browser
 SHOWN = ('Iter(', 'Error', 'Traceback', 'results written')
+# What the numbers depend on besides the code: ATen's vectorised kernels, MKL's matrix products and
+# oneDNN's convolutions each pick a code path by the CPU (AVX-512 and AVX2 round differently), and
+# parallel reductions split by the number of threads. Pinned at AVX2, which every x86 CPU since
+# 2015 has (measured cost and the check: docs/benchmarks.md, tests/test_tools/test_quickstart.py).
+PINNED_CPU = {'ATEN_CPU_CAPABILITY': 'avx2', 'MKL_CBWR': 'AVX2', 'ONEDNN_MAX_CPU_ISA': 'AVX2'}
+TRAIN_THREADS, TEST_THREADS = 1, 2
 
 
-def start(name, cmd, log_path, threads=None):
+def pinned_env(threads):
+    """The environment of a quick-start process: this one's, with the CPU paths and threads pinned."""
+    return dict(os.environ, **PINNED_CPU, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+
+
+def start(name, cmd, log_path, threads):
     """Start ``cmd``; echo its progress lines prefixed with ``name``; keep all in ``log_path``."""
-    env = dict(os.environ)
-    if threads:
-        env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    env = pinned_env(threads)
     os.makedirs(osp.dirname(log_path), exist_ok=True)
     print(f'[{name}] $ ' + ' '.join(cmd), flush=True)
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
@@ -92,7 +105,7 @@ def main():
         wait(name, start(name, [sys.executable, 'tools/test.py', config, *checkpoint,
                                 '--work-dir', work_dir, '--out', out, *extra,
                                 '--cfg-options', *data],
-                         osp.join(work_dir, 'stdout.log')))
+                         osp.join(work_dir, 'stdout.log'), TEST_THREADS))
         with open(osp.splitext(out)[0] + '.json') as f:
             return json.load(f)
 
@@ -105,7 +118,7 @@ def main():
             '--cfg-options', f'train_dataloader.dataset.data_root={args.data_root}', *data,
             f'train_cfg.max_iters={args.iters}', f'train_cfg.val_interval={args.iters}',
             f'default_hooks.checkpoint.interval={args.iters}'
-        ], osp.join(work_dir, 'stdout.log'), threads=1)
+        ], osp.join(work_dir, 'stdout.log'), TRAIN_THREADS)
     for name, job in jobs.items():
         wait(name, job)
     for name, config in TRAINED:
