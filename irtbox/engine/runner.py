@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import List, Optional, Tuple
 
+import torch
 from mmengine.dist import broadcast, is_distributed, is_main_process
 from mmengine.runner import CheckpointLoader, Runner
 from mmengine.runner.checkpoint import load_state_dict
@@ -95,6 +96,23 @@ class IrtboxRunner(RunnerPrivates, Runner):
             elif isinstance(entry, dict):  # e.g. only max_skipped given: the type is ours
                 hooks[name] = {'type': hook_type, **entry}
         super().register_default_hooks(hooks)
+
+    def setup_env(self, env_cfg: dict) -> None:
+        """MMEngine's, and ``env_cfg.allow_tf32``: TensorFloat-32 for the float32 matrix products
+        and convolutions a GPU runs outside autocast (validation, float32 losses); absent: torch's
+        defaults. It changes nothing on a CPU."""
+        super().setup_env(env_cfg)
+        if 'allow_tf32' in env_cfg:
+            torch.backends.cuda.matmul.allow_tf32 = bool(env_cfg['allow_tf32'])
+            torch.backends.cudnn.allow_tf32 = bool(env_cfg['allow_tf32'])
+
+    @staticmethod
+    def build_dataloader(dataloader, seed=None, diff_rank_seed=False):
+        """MMEngine's, with ``pin_memory`` on by default where CUDA is (batches are copied to the
+        GPU while it computes); a config's own ``pin_memory`` wins."""
+        if isinstance(dataloader, dict) and torch.cuda.is_available():
+            dataloader = {'pin_memory': True, **dataloader}
+        return Runner.build_dataloader(dataloader, seed=seed, diff_rank_seed=diff_rank_seed)
 
     def wrap_model(self, model_wrapper_cfg, model):
         """MMEngine's, with the DDP wrapper on this process's device and Partial FC's sharded

@@ -167,3 +167,27 @@ def test_ddp_is_built_on_the_current_device(tmp_path, monkeypatch):
         assert device_ids == [0], (wrapper, default_args)
     buffers = [w.get('forward_sync_buffers', w.get('broadcast_buffers')) for w, _ in built]
     assert buffers == [False, True]
+
+
+def test_a_gpu_run_allows_tf32_and_pins_its_batches(tmp_path, monkeypatch):
+    """Issue 47 item 10: the default runtime's ``env_cfg.allow_tf32`` reaches torch (False turns
+    it off), and a dataloader built where CUDA is pins its batches unless the config says."""
+    import torch
+
+    from tests.gpu_semantics import FakeCuda
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    try:
+        for allow in (True, False):
+            cfg = Config.fromfile(TINY)
+            cfg.work_dir = str(tmp_path / str(allow))
+            cfg.env_cfg.allow_tf32 = allow
+            IrtboxRunner.from_cfg(cfg)
+            assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == (
+                allow, allow)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+    loader = dict(batch_size=2, dataset=list(range(4)), sampler=dict(type='DefaultSampler'))
+    assert not IrtboxRunner.build_dataloader(dict(loader)).pin_memory  # no CUDA: nothing to pin
+    FakeCuda(monkeypatch, count=1, current=0)
+    assert IrtboxRunner.build_dataloader(dict(loader)).pin_memory
+    assert not IrtboxRunner.build_dataloader(dict(loader, pin_memory=False)).pin_memory

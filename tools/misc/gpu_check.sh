@@ -6,7 +6,8 @@
 #   2. a 1-GPU rehearsal of one shipped config of each family through the NCCL launcher
 #      (trained, resumed from its checkpoint, tested; the NCCL rules of tests/gpu_semantics.py
 #      are real here);
-#   3. an AMP bf16 training step and its resume with tools/train.py.
+#   3. a bf16 training step and its resume with tools/train.py, under the optimizer wrapper the
+#      shipped configs use (BF16AutocastOptimWrapper, forced on).
 # Each step prints its time; the script stops at the first failure with its exit status.
 # Usage: bash tools/misc/gpu_check.sh [WORK_DIR]   (default work_dirs/gpu_check)
 set -euo pipefail
@@ -45,7 +46,7 @@ for config in "${CONFIGS[@]}"; do
     --nproc 1 --work-dir "$WORK/rehearse/$(basename "$config" .py)"
 done
 
-AMP=(--cfg-options optim_wrapper.type=AmpOptimWrapper optim_wrapper.dtype=bfloat16
+AMP=(--cfg-options optim_wrapper.type=BF16AutocastOptimWrapper optim_wrapper.enabled=True
      default_hooks.checkpoint.interval=2)
 step "bf16 training, 2 iterations" "$PYTHON" tools/train.py tests/data/configs/tiny_irt.py \
   --work-dir "$WORK/bf16" "${AMP[@]}" train_cfg.max_iters=2

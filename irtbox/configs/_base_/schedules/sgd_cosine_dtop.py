@@ -4,7 +4,10 @@ _base_ = ['../default_runtime.py']
 
 max_epochs = 30
 warmup_epochs = 3
-optim_wrapper = dict(optimizer=dict(type='SGD', lr=1e-3, momentum=0.9, weight_decay=1e-4))
+# bf16 autocast for the training forward and loss on GPUs with native bf16, float32 on CPUs
+# (BF16AutocastOptimWrapper, enabled='auto'; optim_wrapper.enabled=False trains in float32).
+optim_wrapper = dict(type='BF16AutocastOptimWrapper', enabled='auto',
+                     optimizer=dict(type='SGD', lr=1e-3, momentum=0.9, weight_decay=1e-4))
 param_scheduler = [
     dict(type='LinearLR', start_factor=1e-3, by_epoch=True, begin=0, end=warmup_epochs,
          convert_to_iter_based=True),
