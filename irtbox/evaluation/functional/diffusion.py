@@ -16,7 +16,8 @@ import numpy as np
 
 from irtbox.utils.checks import check_positive_int
 from irtbox.utils.errors import ArgumentError
-from .neighbour_graph import NeighbourGraph, neighbour_graph, unit_rows
+from ..neighbours.index import normalize as unit_rows
+from .neighbour_graph import NeighbourGraph, neighbour_graph
 
 __all__ = ['DiffusionGraph', 'diffusion_graph', 'diffusion_rerank', 'conjugate_gradient']
 

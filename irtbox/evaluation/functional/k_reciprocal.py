@@ -25,7 +25,8 @@ import numpy as np
 
 from irtbox.utils.checks import check_positive_int
 from irtbox.utils.errors import ArgumentError
-from .neighbour_graph import NeighbourGraph, neighbour_graph, unit_rows
+from ..neighbours.index import normalize as unit_rows
+from .neighbour_graph import NeighbourGraph, neighbour_graph
 from .ranking import blockwise_topk
 
 __all__ = ['k_reciprocal_rerank']

@@ -14,10 +14,10 @@ import numpy as np
 from irtbox.utils.checks import check_positive_int
 from irtbox.utils.errors import ArgumentError
 from irtbox.utils.fileio import atomic_write
+from ..neighbours.index import normalize as unit_rows
 from .ranking import blockwise_topk
 
-__all__ = ['NeighbourGraph', 'neighbour_graph', 'unit_rows', 'save_neighbour_graph',
-           'load_neighbour_graph']
+__all__ = ['NeighbourGraph', 'neighbour_graph', 'save_neighbour_graph', 'load_neighbour_graph']
 
 
 class NeighbourGraph(NamedTuple):
@@ -28,12 +28,6 @@ class NeighbourGraph(NamedTuple):
     ids: np.ndarray
     sims: np.ndarray
     farthest: Optional[np.ndarray] = None
-
-
-def unit_rows(rows) -> np.ndarray:
-    """float32 copy of ``rows`` (n x D) with unit L2 norm (a zero row stays zero)."""
-    rows = np.asarray(rows, dtype=np.float32)
-    return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
 
 
 def neighbour_graph(database, k: int, farthest: bool = False, chunk_size: int = 1024,

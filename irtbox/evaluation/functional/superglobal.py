@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from irtbox.utils.checks import check_positive_int
-from .neighbour_graph import unit_rows
+from ..neighbours.index import normalize as unit_rows
 
 __all__ = ['superglobal_rerank']
 
