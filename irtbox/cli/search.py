@@ -47,6 +47,9 @@ import os.path as osp
 from irtbox.cli import add_cfg_options, checkpoint_argument, command_parser, worded
 from irtbox.utils.checks import int_argument
 
+# irtbox.evaluation.functional.RERANKERS' names, spelled here so that --help imports no torch.
+RERANK_METHODS = ('diffusion', 'kreciprocal', 'superglobal')
+
 __all__ = ['parse_args', 'main', 'build', 'query', 'serve', 'load_searcher']
 
 
@@ -92,6 +95,9 @@ def parse_args(argv=None):
     query.add_argument('--k', type=int_argument(1), default=10,
                        help='results per query (default 10; at most 2048 on a GPU)')
     query.add_argument('--out', help='results.json or results.html')
+    query.add_argument('--rerank', choices=RERANK_METHODS, default=None,
+                       help='re-rank each query\'s shortlist with its paper\'s defaults '
+                            '(docs/methods/reranking.md)')
 
     serve = commands.add_parser('serve', help='serve a search page and a JSON API')
     serve.add_argument('index_dir', help='a folder written by build')
@@ -204,7 +210,9 @@ def query(args):
     # Each hit's file, wherever the command runs: ids relative to the build's folder joined.
     results = [dict(query=path, hits=[dict(h.to_dict(), path=searcher.path_of(h.id))
                                       for h in hits])
-               for path, hits in zip(args.images, searcher.search(args.images, k=args.k))]
+               for path, hits in zip(args.images, searcher.search(
+                   args.images, k=args.k,
+                   rerank=None if args.rerank is None else dict(type=args.rerank)))]
     for result in results:
         print(result['query'])
         for hit in result['hits']:

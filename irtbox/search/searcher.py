@@ -12,6 +12,7 @@ from mmengine.logging import print_log
 from irtbox.apis import init_model
 from irtbox.apis.extract import extract_features
 from irtbox.apis.identity import model_identity, model_identity_differences
+from irtbox.evaluation.functional.rerankers import check_rerank_cfg, rerank, rerank_graph
 from irtbox.evaluation.neighbours.faiss_index import IndexIntegrityError
 from irtbox.evaluation.neighbours.index import (Index, RowsError, check_files, normalize,
                                                read_index_rows, read_manifest, read_rows,
@@ -113,6 +114,8 @@ class ImageSearcher:
                                     identity=identity)
         self.batch_size, self.num_workers = batch_size, num_workers
         self.config = None
+        # The database graphs of the re-rankers used so far (add() drops them).
+        self._rerank_graphs = {}
 
     def __len__(self) -> int:
         return len(self.store)
@@ -185,6 +188,7 @@ class ImageSearcher:
             self.store.add(embeddings, ids)
         except RowsError as err:
             raise RowsError(f'ImageSearcher.add: {err}') from None
+        self._rerank_graphs.clear()
         return len(ids)
 
     def _query_embeddings(self, queries) -> Tuple[np.ndarray, bool]:
@@ -203,10 +207,13 @@ class ImageSearcher:
                              '; '.join(f'{path}: {reason}' for path, reason in failed))
         return embeddings, single
 
-    def search(self, queries, k: int = 10) -> Union[List[SearchHit], List[List[SearchHit]]]:
+    def search(self, queries, k: int = 10, rerank: Optional[dict] = None
+               ) -> Union[List[SearchHit], List[List[SearchHit]]]:
         """The ``k`` best items for each query: an image path or RGB array, a D-vector, or a
         list / N x D array of them. One query gives one list of hits, best first; several, a
-        list of lists. On the GPU, ``k`` above faiss-gpu's limit is a ``GpuTopKError``."""
+        list of lists. On the GPU, ``k`` above faiss-gpu's limit is a ``GpuTopKError``.
+        ``rerank``: a re-ranker's dict, e.g. ``dict(type='superglobal')``
+        (:meth:`rerank_positions`)."""
         if not len(self):
             raise QueryError('ImageSearcher.search: the index is empty; add images first')
         check_positive_int(k, 'k')
@@ -214,8 +221,9 @@ class ImageSearcher:
         if embeddings.shape[1] != self.dim:
             raise QueryError(f'ImageSearcher.search: {embeddings.shape[1]}-d queries, the index '
                              f'holds {self.dim}-d embeddings')
-        scores, positions = self.search_positions(normalize(embeddings),
-                                                  int(min(k, len(self))))
+        search = self.search_positions if rerank is None else \
+            (lambda q, n: self.rerank_positions(q, n, rerank))
+        scores, positions = search(normalize(embeddings), int(min(k, len(self))))
         hits = [[SearchHit(rank=r + 1, id=self.ids[p], score=float(s), position=int(p))
                  for r, (s, p) in enumerate((s, p) for s, p in zip(row_s, row_p) if p >= 0)]
                 for row_s, row_p in zip(scores, positions)]
@@ -224,6 +232,23 @@ class ImageSearcher:
     def search_positions(self, queries: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:
         """:meth:`Index.search <irtbox.evaluation.neighbours.index.Index.search>`."""
         return self.store.search(queries, k)
+
+    def rerank_positions(self, queries: np.ndarray, k: int, cfg: dict
+                         ) -> Tuple[np.ndarray, np.ndarray]:
+        """The re-ranker ``cfg``'s shortlist from the index, re-ranked
+        (:func:`~irtbox.evaluation.functional.rerankers.rerank`), its best ``k``: (scores,
+        positions). The database graph a method needs is computed on first use and kept."""
+        method, shortlist, params = check_rerank_cfg(cfg)
+        scores, positions = self.search_positions(queries, int(min(max(k, shortlist), len(self))))
+        if (positions < 0).any():
+            raise QueryError(f'ImageSearcher.search: the index found fewer than {shortlist} '
+                             f'candidates to re-rank; search more cells (nprobe)')
+        key = (method, params.get('k1', params.get('k')))
+        if key not in self._rerank_graphs:
+            self._rerank_graphs[key] = rerank_graph(cfg, self.embeddings)
+        positions, scores = rerank(cfg, queries, self.embeddings, positions, scores,
+                                   self._rerank_graphs[key])
+        return scores[:, :k], positions[:, :k]
 
     def recall_vs_exact(self, k: int = 10, num_queries: int = 1000, seed: int = 0) -> float:
         """The held-out recall@``k`` against exact search (:meth:`Index.recall_at_k

@@ -92,6 +92,11 @@ def test_build_then_query(photos, tmp_path, capsys, monkeypatch, renamed_onto):
     q = extract_features(model, [query], progress=False).embeddings[0]
     order = np.argsort(-(everything.embeddings @ q), kind='stable')[:5]
     assert [h['path'] for h in hits] == [everything.ids[i] for i in order]
+    # --rerank: the index's shortlist re-ranked by SuperGlobal, as on the extracted rows.
+    from irtbox.evaluation.functional import rerank_search
+    reranked = search_tool.main(['query', index, query, '--k', '5', '--rerank', 'superglobal'])
+    order = rerank_search(dict(type='superglobal'), q[None], everything.embeddings)[0][0, :5]
+    assert [h['path'] for h in reranked[0]['hits']] == [everything.ids[i] for i in order]
     html = str(tmp_path / 'results.html')
     search_tool.main(['query', index, query, '--k', '3', '--out', html])
     text = open(html).read()

@@ -193,3 +193,28 @@ def test_non_finite_embeddings_name_the_samples():
     with pytest.raises(ValueError, match=r'^RevisitedMetric: the model gave non-finite .* for 1 '
                        rf'of {N} test images \(sample_idx {QUERY_IDX[1]}\)'):
         metric.evaluate(size=N)
+
+
+@pytest.mark.parametrize('method', ['superglobal', 'kreciprocal', 'diffusion'])
+def test_rerank_heads_the_ranking(official_map, method):
+    """rerank=: the re-ranked shortlist first, then the rest by similarity, scored as the
+    official code scores that full ranking."""
+    from irtbox.evaluation.functional import rerank_search
+    emb, is_query = make_data(seed=3)
+    cfg = dict(type=method, shortlist=6, **dict(superglobal=dict(m=4, k=2),
+                                                 kreciprocal=dict(k1=3, k2=2),
+                                                 diffusion=dict(k=3, kq=2))[method])
+    metric = RevisitedMetric(rerank=cfg, chunk_size=2)
+    metric.dataset_meta = META
+    feed(metric, range(N), emb, is_query)
+    got = metric.evaluate(size=N)
+    query, db = emb[is_query], emb[~is_query]
+    head = rerank_search(cfg, query, db)[0]
+    order = np.argsort(-(db.astype(np.float64) @ query.astype(np.float64).T), axis=0,
+                       kind='stable')
+    ranks = np.stack([np.r_[h, [j for j in o if j not in h]] for h, o in zip(head, order.T)], 1)
+    for protocol, s in (('easy', 'E'), ('medium', 'M'), ('hard', 'H')):
+        mean_ap = official_map(ranks, build_revisited_gnd(GND, protocol), (1, 5, 10))[0]
+        assert got[f'roxford5k/mAP_{s}'] == pytest.approx(100 * mean_ap, rel=1e-9)
+    with pytest.raises(ValueError, match='type one of'):
+        RevisitedMetric(rerank=dict(type='dba'))

@@ -73,3 +73,26 @@ def test_an_index_on_a_gpu_is_asked_for_at_most_what_faiss_gpu_selects(monkeypat
     searcher.search_positions(rows[:2], 600)
     searcher.search_positions(rows[:2], 10)
     assert asked == [FAISS_GPU_MAX_K, 40]
+
+
+def test_search_with_a_reranker_is_the_reranked_shortlist():
+    """ImageSearcher.search(rerank=...): the index's shortlist re-ranked, as the functions do it
+    on the same rows; the graph is computed once and dropped when rows are added."""
+    from irtbox.cli.search import RERANK_METHODS
+    from irtbox.evaluation.functional import RERANKERS, rerank_search
+    assert RERANK_METHODS == tuple(sorted(RERANKERS))
+    rng = np.random.default_rng(0)
+    rows = rng.standard_normal((80, 8)).astype(np.float32)
+    queries = rng.standard_normal((2, 8)).astype(np.float32)
+    searcher = ImageSearcher()
+    searcher.add(rows)
+    for method in RERANK_METHODS:
+        cfg = dict(type=method, shortlist=30)
+        hits = searcher.search(queries, k=5, rerank=cfg)
+        ids, scores = rerank_search(cfg, queries, searcher.embeddings)
+        assert [[h.position for h in row] for row in hits] == ids[:, :5].tolist()
+        np.testing.assert_allclose([[h.score for h in row] for row in hits], scores[:, :5],
+                                   rtol=1e-6)
+    assert sum(g is not None for g in searcher._rerank_graphs.values()) == 2
+    searcher.add(rows[:3])
+    assert not searcher._rerank_graphs

@@ -207,7 +207,8 @@ def revisited_metrics(query_emb: ArrayLike,
                       gnds: Mapping[str, Sequence[dict]],
                       kappas: Sequence[int] = (1, 5, 10),
                       chunk_size: Optional[int] = None,
-                      device: Optional[Union[str, torch.device]] = None
+                      device: Optional[Union[str, torch.device]] = None,
+                      reranked: Optional[np.ndarray] = None
                       ) -> Dict[str, Tuple[float, np.ndarray, np.ndarray, np.ndarray]]:
     """:func:`revisited_map` of the full ranking by inner product, without ranking.
 
@@ -225,6 +226,9 @@ def revisited_metrics(query_emb: ArrayLike,
         chunk_size: queries per similarity block (``None``: a block of at
             most 512 MB, e.g. 128 queries at 1M images).
         device: where the similarities are computed (default: the query's).
+        reranked: n_q x K database indices that head each query's ranking (a re-ranked
+            shortlist, :mod:`~irtbox.evaluation.functional.rerankers`); the other items follow
+            in the order of the inner products.
 
     Returns:
         {name: (mAP, aps, mpr, prs)} as :func:`revisited_map` returns them.
@@ -250,6 +254,8 @@ def revisited_metrics(query_emb: ArrayLike,
             # Every ground truth names items of one small set: rank it once.
             items = np.unique(np.concatenate([a for gnd in checked.values() for a in gnd[i]]))
             item_ranks = stable_ranks(scores, items)
+            if reranked is not None:
+                item_ranks = _after_shortlist(item_ranks, items, scores, reranked[i])
             for name, gnd in checked.items():
                 ok, junk = gnd[i]
                 if len(ok) == 0:
@@ -261,6 +267,19 @@ def revisited_metrics(query_emb: ArrayLike,
     for name in checked:
         mean_ap, mpr = revisited_means(aps[name], prs[name])
         out[name] = (mean_ap, aps[name], mpr, prs[name])
+    return out
+
+
+def _after_shortlist(item_ranks: np.ndarray, items: np.ndarray, scores: np.ndarray,
+                     shortlist: np.ndarray) -> np.ndarray:
+    """Positions of ``items`` in the ranking ``shortlist`` then every other item in the order of
+    ``scores``: an item outside the shortlist moves up by the shortlist items it had above it."""
+    shortlist = np.asarray(shortlist, dtype=np.int64)
+    short_ranks = np.sort(stable_ranks(scores, shortlist))
+    out = len(shortlist) + item_ranks - np.searchsorted(short_ranks, item_ranks)
+    inside = np.isin(items, shortlist)
+    where = {int(j): t for t, j in enumerate(shortlist)}
+    out[inside] = [where[int(j)] for j in items[inside]]
     return out
 
 

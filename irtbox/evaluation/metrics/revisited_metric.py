@@ -8,6 +8,7 @@ from irtbox.registry import METRICS
 from irtbox.utils.checks import check_positive_int, check_positive_ints
 from irtbox.utils.dist import resolve_device
 from ..functional.reranking import alpha_database_augmentation, alpha_query_expansion
+from ..functional.rerankers import check_rerank_cfg, rerank_search
 from ..functional.revisited import PROTOCOLS, build_revisited_gnd, revisited_metrics
 from .gather import GatheredMetric, check_finite_embeddings, embedding_to_numpy
 from .resources import rank_threads
@@ -27,7 +28,8 @@ class RevisitedMetric(GatheredMetric):
     ranks in ``sample_idx`` order: queries in ``qimlist`` order, the database ``imlist`` then any
     R1M distractors. Ground truth: ``dataset_meta['gnd']``, scored by
     :func:`~irtbox.evaluation.functional.revisited_metrics`, after optional αDBA then αQE
-    (:mod:`irtbox.evaluation.functional.reranking`).
+    (:mod:`irtbox.evaluation.functional.reranking`) then a re-ranking of each query's shortlist
+    (:mod:`irtbox.evaluation.functional.rerankers`; the rest of the database follows it).
 
     Outputs ×100: ``<name>/mAP_E`` ... ``<name>/mP@k_H`` for each k of ``kappas``; ``<name>`` is
     ``prefix``, else ``dataset_meta['dataset_name']``, else nothing. ``self.last_outputs`` (rank
@@ -37,6 +39,9 @@ class RevisitedMetric(GatheredMetric):
     Args:
         query_expansion: ``None`` or ``dict(k=..., alpha=...)`` for αQE.
         database_augmentation: ``None`` or ``dict(k=..., alpha=...)`` for αDBA.
+        rerank: ``None`` or a re-ranker, e.g. ``dict(type='superglobal')``, ``dict(type=
+            'kreciprocal', k1=20)``, ``dict(type='diffusion', shortlist=1000)``
+            (docs/methods/reranking.md).
         chunk_size: queries per similarity block (memory O(chunk_size x n_db); ``None``: a block of
             at most 512 MB), also the chunk of the αQE / αDBA searches (``None``: at most 128 MB).
         device: where similarities are computed (default: this rank's own GPU, else the CPU;
@@ -59,6 +64,7 @@ class RevisitedMetric(GatheredMetric):
                  kappas: Sequence[int] = (1, 5, 10),
                  query_expansion: Optional[dict] = None,
                  database_augmentation: Optional[dict] = None,
+                 rerank: Optional[dict] = None,
                  chunk_size: Optional[int] = None,
                  device: Optional[Union[str, torch.device]] = None,
                  prefix: Optional[str] = None,
@@ -78,6 +84,9 @@ class RevisitedMetric(GatheredMetric):
         self.protocols, self.device = protocols, device
         self.query_expansion = _rerank_cfg(query_expansion, 'query_expansion')
         self.database_augmentation = _rerank_cfg(database_augmentation, 'database_augmentation')
+        if rerank is not None:
+            check_rerank_cfg(rerank, 'RevisitedMetric: rerank')
+        self.rerank = rerank
 
     def process(self, data_batch: Any, data_samples: Sequence) -> None:
         """Store each sample's embedding, index and query flag (CPU numpy)."""
@@ -114,9 +123,14 @@ class RevisitedMetric(GatheredMetric):
             query = alpha_query_expansion(query, database, **self.query_expansion,
                                           chunk_size=self.chunk_size, device=device)
 
+        reranked = None
+        if self.rerank is not None:
+            reranked = rerank_search(self.rerank, query, database,
+                                     dict(type='ExactSearcher', chunk_size=self.chunk_size,
+                                          device=device))[0]
         # One search for every protocol; no n_db x n_q ranking is built.
         results = revisited_metrics(query, database, gnds, self.kappas,
-                                    chunk_size=self.chunk_size, device=device)
+                                    chunk_size=self.chunk_size, device=device, reranked=reranked)
 
         name = self.prefix or (self.dataset_meta or {}).get('dataset_name')
         head = ''.join(f'{part}/' for part in (name, self.tag) if part)

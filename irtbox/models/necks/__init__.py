@@ -7,6 +7,7 @@ from .poolers import AvgPool, ClsTokenPool, DistTokenPool, GeMPool, MaxPool, gem
 from .projection import FittedProjection
 from .projection_head import LinearProjection
 from .rmac import RMACPool, rmac, rmac_regions
+from .superglobal import Gemp, Relup, Rgem, Sgem
 from .whitening import LearnedWhitening
 
 __all__ = ['AvgPool', 'ClsTokenPool', 'DistTokenPool', 'GeMPool', 'MaxPool', 'gem', 'L2Norm',
@@ -14,4 +15,5 @@ __all__ = ['AvgPool', 'ClsTokenPool', 'DistTokenPool', 'GeMPool', 'MaxPool', 'ge
            'FittedProjection', 'LinearProjection', 'LearnedWhitening', 'DToPNeck',
            'LayerAggregation', 'aggregate_layers', 'global_token', 'ASPP',
            'EnhancedLocalityModule', 'InvertedResidual', 'WaveBlock', 'FeatureFusion',
-           'fast_normalized_fusion', 'orthogonal_fusion', 'project_onto']
+           'fast_normalized_fusion', 'orthogonal_fusion', 'project_onto', 'Gemp', 'Rgem', 'Sgem',
+           'Relup']
