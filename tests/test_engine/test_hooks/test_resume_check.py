@@ -121,3 +121,30 @@ def test_identity_leaves_out_paths_and_the_schedule():
         "train_dataloader.dataset.type: 'SOPDataset' in the checkpoint, 'CUBDataset' in this "
         'config']
     assert training_differences(None, training_identity(cfg)) == []  # a checkpoint that records none
+
+
+def test_a_killed_saves_temporaries_go_when_the_next_training_holds_the_lock(tmp_path, caplog):
+    """Issue 48 item 5: the temporaries of saves killed mid-write (a full checkpoint each)
+    stayed through every later run. The training that takes the lock removes them; a training
+    refused the lock removes nothing (they may be the holder's saves in progress)."""
+    left = [tmp_path / '.iter_7.pth.k2j4h5g6.tmp.pth', tmp_path / '.best_recall@1_iter_6.pth.a1b2c3d4.tmp.pth']
+    for path in left:
+        path.write_bytes(b'PK\x03\x04' + bytes(1000))
+    kept = [tmp_path / 'iter_6.pth', tmp_path / '.notes.txt']
+    for path in kept:
+        path.write_bytes(b'x')
+    runner = SimpleNamespace(work_dir=str(tmp_path), logger=logging.getLogger('test'), iter=0,
+                             optim_wrapper=OptimWrapper(torch.optim.SGD(
+                                 [torch.nn.Parameter(torch.zeros(1))], lr=0.1)))
+    holder = WorkDirLockHook()
+    with caplog.at_level(logging.INFO, logger='test'):
+        holder.before_run(runner)
+    assert not any(path.exists() for path in left) and all(path.exists() for path in kept)
+    assert ('removed 2 checkpoint temporaries left by interrupted saves (2.0 kB): '
+            '.best_recall@1_iter_6.pth.a1b2c3d4.tmp.pth, .iter_7.pth.k2j4h5g6.tmp.pth') in caplog.text
+    in_progress = tmp_path / '.iter_8.pth.zzzzzzzz.tmp.pth'
+    in_progress.write_bytes(b'PK')
+    with pytest.raises(WorkDirLocked):
+        WorkDirLockHook().before_run(runner)
+    assert in_progress.exists()  # the holder's save in progress
+    holder.train_finally(runner)
