@@ -148,3 +148,54 @@ def test_a_killed_saves_temporaries_go_when_the_next_training_holds_the_lock(tmp
         WorkDirLockHook().before_run(runner)
     assert in_progress.exists()  # the holder's save in progress
     holder.train_finally(runner)
+
+
+@pytest.mark.parametrize('saved, now, world, skipped', [
+    # Issue 48 item 4: batch size 4 -> 8: 40 iterations trained 160 samples, 20 batches of 8.
+    (dict(batch_size=4), dict(batch_size=8), 1, 20),
+    # 2 processes -> 4 (an elastic restart): 40 x 4 x 2 = 320 samples, 20 batches of 4 x 4.
+    (dict(batch_size=4, processes=2), dict(batch_size=4), 4, 20),
+    # m 4 -> 2: an iteration trains as many samples; said, the same skip.
+    (dict(batch_size=8, sampler=dict(m=4)), dict(batch_size=8, sampler=dict(m=2)), 1, 40),
+    # 3 -> 2 processes of 4: 40 x 12 = 480 samples, 60 batches of 8.
+    (dict(batch_size=4, processes=3), dict(batch_size=4), 2, 60),
+])
+def test_a_changed_batch_size_skips_the_samples_trained_and_says_so(saved, now, world, skipped,
+                                                                    monkeypatch, caplog):
+    """Before: no word, and MMEngine's "Advance dataloader 40 steps" skipped 40 batches of
+    the new size (320 samples against the 160 trained)."""
+    from irtbox.engine.hooks import resume_check
+    monkeypatch.setattr(resume_check, 'get_world_size', lambda: saved.get('processes', 1))
+    settings = resume_check.data_settings(Config(dict(train_dataloader=saved)))
+    checkpoint = dict(meta=dict(iter=40, data_settings=settings))
+    monkeypatch.setattr(resume_check, 'get_world_size', lambda: world)
+    loop = SimpleNamespace(dataloader_iterator=iter(range(1000)))
+    runner = SimpleNamespace(cfg=Config(dict(train_dataloader=now)), optim_wrapper=None,
+                             resuming_from='w/iter_40.pth', logger=logging.getLogger('test'),
+                             train_loop=loop)
+    hook = ResumeCheckHook()
+    hook.after_load_checkpoint(runner, checkpoint)
+    runner.resuming_from = None
+    with caplog.at_level(logging.WARNING, logger='test'):
+        hook.before_train(runner)
+    for _ in range(40):  # MMEngine's advance over the iterations trained
+        next(loop.dataloader_iterator)
+    assert next(loop.dataloader_iterator) == skipped
+    lines = [r.getMessage() for r in caplog.records if 'what an iteration trains' in r.getMessage()]
+    assert len(lines) == 1 and '\n' not in lines[0] and 'w/iter_40.pth' in lines[0]
+    if skipped != 40:
+        assert f'resumes after {skipped} batches of the new size, not 40' in lines[0]
+
+
+def test_the_same_data_settings_say_nothing_and_skip_as_mmengine(monkeypatch, caplog):
+    from irtbox.engine.hooks import resume_check
+    cfg = Config(dict(train_dataloader=dict(batch_size=4)))
+    checkpoint = dict(meta=dict(iter=40, data_settings=resume_check.data_settings(cfg)))
+    loop = SimpleNamespace(dataloader_iterator=iter(range(1000)))
+    runner = SimpleNamespace(cfg=cfg, optim_wrapper=None, resuming_from='c.pth',
+                             logger=logging.getLogger('test'), train_loop=loop)
+    hook = ResumeCheckHook()
+    hook.after_load_checkpoint(runner, checkpoint)
+    with caplog.at_level(logging.WARNING, logger='test'):
+        hook.before_train(runner)
+    assert not caplog.records and next(loop.dataloader_iterator) == 0
