@@ -45,7 +45,8 @@ def test_the_slurm_launcher_sets_local_world_size(monkeypatch):
     monkeypatch.setenv('SLURM_LOCALID', '1')
     monkeypatch.setenv('SLURM_NODELIST', 'node[1-2]')
     monkeypatch.setenv('SLURM_TASKS_PER_NODE', '4(x2)')
-    monkeypatch.setattr('irtbox.utils.dist.subprocess.getstatusoutput', lambda command: (0, 'node1'))
+    monkeypatch.setattr('irtbox.utils.dist.subprocess.getstatusoutput',
+                        lambda command: (0, 'node1'))
     _slurm_env()
     assert (os.environ['LOCAL_WORLD_SIZE'], os.environ['LOCAL_RANK'], os.environ['RANK']) == \
         ('4', '1', '5')

@@ -127,7 +127,8 @@ def test_a_killed_saves_temporaries_go_when_the_next_training_holds_the_lock(tmp
     """Issue 48 item 5: the temporaries of saves killed mid-write (a full checkpoint each)
     stayed through every later run. The training that takes the lock removes them; a training
     refused the lock removes nothing (they may be the holder's saves in progress)."""
-    left = [tmp_path / '.iter_7.pth.k2j4h5g6.tmp.pth', tmp_path / '.best_recall@1_iter_6.pth.a1b2c3d4.tmp.pth']
+    left = [tmp_path / '.iter_7.pth.k2j4h5g6.tmp.pth',
+            tmp_path / '.best_recall@1_iter_6.pth.a1b2c3d4.tmp.pth']
     for path in left:
         path.write_bytes(b'PK\x03\x04' + bytes(1000))
     kept = [tmp_path / 'iter_6.pth', tmp_path / '.notes.txt']
@@ -141,7 +142,8 @@ def test_a_killed_saves_temporaries_go_when_the_next_training_holds_the_lock(tmp
         holder.before_run(runner)
     assert not any(path.exists() for path in left) and all(path.exists() for path in kept)
     assert ('removed 2 checkpoint temporaries left by interrupted saves (2.0 kB): '
-            '.best_recall@1_iter_6.pth.a1b2c3d4.tmp.pth, .iter_7.pth.k2j4h5g6.tmp.pth') in caplog.text
+            '.best_recall@1_iter_6.pth.a1b2c3d4.tmp.pth, .iter_7.pth.k2j4h5g6.tmp.pth'
+            ) in caplog.text
     in_progress = tmp_path / '.iter_8.pth.zzzzzzzz.tmp.pth'
     in_progress.write_bytes(b'PK')
     with pytest.raises(WorkDirLocked):
