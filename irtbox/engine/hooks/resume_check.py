@@ -160,7 +160,7 @@ class ResumeCheckHook(Hook):
     priority = 'HIGHEST'  # refuse before any other hook acts on the checkpoint
 
     def __init__(self) -> None:
-        self._resumed: Optional[tuple] = None  # (checkpoint, its data settings, iterations)
+        self._resumed: Optional[tuple] = None  # (checkpoint, its data settings)
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
         meta = checkpoint.setdefault('meta', {})
@@ -175,7 +175,7 @@ class ResumeCheckHook(Hook):
         trained (the loop's own skip counts iterations, in batches of the new size)."""
         if self._resumed is None:
             return
-        filename, saved, iters = self._resumed
+        (filename, saved), iters = self._resumed, runner.iter  # the loop's skip counts these
         self._resumed = None
         now = data_settings(runner.cfg)
         changed = [key for key in now if saved.get(key) is not None and now[key] is not None
@@ -200,7 +200,7 @@ class ResumeCheckHook(Hook):
             return
         meta = checkpoint.get('meta') or {}
         if isinstance(meta.get(DATA_KEY), dict):
-            self._resumed = (filename, meta[DATA_KEY], meta.get('iter'))
+            self._resumed = (filename, meta[DATA_KEY])
         differences = training_differences((checkpoint.get('meta') or {}).get(IDENTITY_KEY),
                                            training_identity(runner.cfg))
         if differences:

@@ -169,12 +169,12 @@ def test_a_changed_batch_size_skips_the_samples_trained_and_says_so(saved, now, 
     from irtbox.engine.hooks import resume_check
     monkeypatch.setattr(resume_check, 'get_world_size', lambda: saved.get('processes', 1))
     settings = resume_check.data_settings(Config(dict(train_dataloader=saved)))
-    checkpoint = dict(meta=dict(iter=40, data_settings=settings))
+    checkpoint = dict(meta=dict(data_settings=settings))
     monkeypatch.setattr(resume_check, 'get_world_size', lambda: world)
     loop = SimpleNamespace(dataloader_iterator=iter(range(1000)))
     runner = SimpleNamespace(cfg=Config(dict(train_dataloader=now)), optim_wrapper=None,
                              resuming_from='w/iter_40.pth', logger=logging.getLogger('test'),
-                             train_loop=loop)
+                             train_loop=loop, iter=40)
     hook = ResumeCheckHook()
     hook.after_load_checkpoint(runner, checkpoint)
     runner.resuming_from = None
@@ -192,10 +192,10 @@ def test_a_changed_batch_size_skips_the_samples_trained_and_says_so(saved, now, 
 def test_the_same_data_settings_say_nothing_and_skip_as_mmengine(monkeypatch, caplog):
     from irtbox.engine.hooks import resume_check
     cfg = Config(dict(train_dataloader=dict(batch_size=4)))
-    checkpoint = dict(meta=dict(iter=40, data_settings=resume_check.data_settings(cfg)))
+    checkpoint = dict(meta=dict(data_settings=resume_check.data_settings(cfg)))
     loop = SimpleNamespace(dataloader_iterator=iter(range(1000)))
     runner = SimpleNamespace(cfg=cfg, optim_wrapper=None, resuming_from='c.pth',
-                             logger=logging.getLogger('test'), train_loop=loop)
+                             logger=logging.getLogger('test'), train_loop=loop, iter=40)
     hook = ResumeCheckHook()
     hook.after_load_checkpoint(runner, checkpoint)
     with caplog.at_level(logging.WARNING, logger='test'):
