@@ -184,9 +184,8 @@ class ResumeCheckHook(Hook):
             return
         said = ', '.join(f'{key} {now[key]} (checkpoint: {saved[key]})' for key in changed)
         before, after = (_samples_per_iter(settings) for settings in (saved, now))
-        skip = ''
-        if before and after and hasattr(runner.train_loop, 'dataloader_iterator'):
-            batches = -(-iters * before // after)
+        skip, batches = '', -(-iters * before // after) if before and after else iters
+        if batches != iters and hasattr(runner.train_loop, 'dataloader_iterator'):
             wrap_train_iterator(runner.train_loop, _SkipTrained, iters, batches)
             skip = (f'; the {iters} iterations trained {iters * before} samples, so the data '
                     f'resumes after {batches} batches of the new size, not {iters}')

@@ -185,8 +185,8 @@ def test_a_changed_batch_size_skips_the_samples_trained_and_says_so(saved, now, 
     assert next(loop.dataloader_iterator) == skipped
     lines = [r.getMessage() for r in caplog.records if 'what an iteration trains' in r.getMessage()]
     assert len(lines) == 1 and '\n' not in lines[0] and 'w/iter_40.pth' in lines[0]
-    if skipped != 40:
-        assert f'resumes after {skipped} batches of the new size, not 40' in lines[0]
+    assert (f'resumes after {skipped} batches of the new size, not 40' in lines[0]) == \
+        (skipped != 40)
 
 
 def test_the_same_data_settings_say_nothing_and_skip_as_mmengine(monkeypatch, caplog):
