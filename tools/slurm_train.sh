@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Train on a Slurm cluster as a pre-emptible, requeueable batch job (docs/reliability.md, "On a cluster").
-# Usage: [GPUS=8 GPUS_PER_NODE=8 CPUS_PER_TASK=5 MAX_RESTARTS=3 SIGNAL_SECONDS=120 PORT=29500 \
+# Usage: [GPUS=8 GPUS_PER_NODE=8 CPUS_PER_TASK=5 MAX_RESTARTS=3 SIGNAL_SECONDS=120 PORT=... \
 #         SBATCH_ARGS=... SRUN_ARGS=...] tools/slurm_train.sh PARTITION JOB_NAME CONFIG [train.py args...]
 # Outside a job it submits itself with sbatch (--requeue, --signal=USR1@SIGNAL_SECONDS: Slurm's
 # warning before the time limit or a pre-emption; output in slurm-JOBID.out) and prints the job id.
@@ -25,8 +25,11 @@ fi
 # sed reads every name: `head -n1` would close the pipe early, and under pipefail the
 # SIGPIPE of scontrol (a job of several nodes) would end this script with status 141.
 HEAD=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)
+# The rendezvous port: PORT, else one of this job's own (irtbox.utils.cpus.job_port of step 0),
+# so two jobs sharing a node do not collide on a fixed port.
+PORT=${PORT:-$(( 15000 + (16 * SLURM_JOB_ID) % 15000 ))}
 # shellcheck disable=SC2086
 exec srun --nodes="${SLURM_NNODES:-$NODES}" --ntasks-per-node=1 --kill-on-bad-exit=0 ${SRUN_ARGS:-} \
     python -u -m irtbox train "$3" --nproc "$GPUS_PER_NODE" --nnodes "${SLURM_NNODES:-$NODES}" \
-    --rdzv-endpoint "$HEAD:${PORT:-29500}" --rdzv-id "$SLURM_JOB_ID" \
+    --rdzv-endpoint "$HEAD:$PORT" --rdzv-id "$SLURM_JOB_ID" \
     --max-restarts "${MAX_RESTARTS:-3}" "${@:4}"

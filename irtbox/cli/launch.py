@@ -14,7 +14,8 @@ this command.
   host of the job and a free port; its agent hosts the rendezvous) and the same
   ``--rdzv-id`` (default: ``RDZV_ID``, else ``SLURM_JOB_ID``; one machine: a fresh id). The
   environment variables ``NNODES``, ``MASTER_ADDR`` and ``PORT`` are the defaults of the
-  first two, as before.
+  first two, as before (without ``PORT``: under Slurm the job's own port,
+  :func:`irtbox.utils.cpus.job_port`, else 29500).
 - SIGTERM, SIGINT, SIGHUP, SIGQUIT and SIGUSR1 to the agent go to every worker (a training
   saves a checkpoint on SIGTERM / SIGUSR1); the agent waits ``TORCH_ELASTIC_SHUTDOWN_TIMEOUT``
   seconds (torch's default 30) for them, then kills them. Its exit status: 0; 75 when stopped
@@ -31,6 +32,7 @@ import uuid
 from typing import List, Optional, Sequence
 
 from irtbox.utils.checks import int_argument
+from irtbox.utils.cpus import job_port
 from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
 
 __all__ = ['add_launch_arguments', 'torchrun_command', 'relaunch', 'agent_main']
@@ -85,8 +87,10 @@ def torchrun_command(command: str, nproc: int, args: Sequence[str], env: Optiona
     nnodes = nnodes or env.get('NNODES', '1')
     if rdzv_endpoint is None:
         host = env.get('MASTER_ADDR', '127.0.0.1')
-        # One machine and no PORT: any free port (the agent's store picks one).
-        rdzv_endpoint = f'{host}:{env.get("PORT", "0" if nnodes == "1" else "29500")}'
+        # One machine and no PORT: any free port (the agent's store picks one); several: a
+        # port every machine derives alike, the job's own under Slurm.
+        port = env.get('PORT', '0' if nnodes == '1' else str(job_port(env) or 29500))
+        rdzv_endpoint = f'{host}:{port}'
     rdzv_id = rdzv_id or env.get('RDZV_ID') or env.get('SLURM_JOB_ID')
     if rdzv_id is None:
         if nnodes != '1':

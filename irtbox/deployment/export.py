@@ -68,6 +68,18 @@ class EmbeddingExport(nn.Module):
         return F.normalize(self.model.extract_feat(x), dim=-1)
 
 
+def _cpu_copy(model: nn.Module) -> nn.Module:
+    """A copy of ``model`` on the CPU: its parameters and buffers copied onto the CPU one at a
+    time (a deep copy, then moved, would need the model's size free on its GPU once more)."""
+    memo = {}
+    for tensor in [*model.parameters(), *model.buffers()]:
+        on_cpu = (tensor.detach().cpu() if tensor.is_cuda or tensor.device.type != 'cpu'
+                  else tensor.detach().clone())
+        memo[id(tensor)] = (nn.Parameter(on_cpu, tensor.requires_grad)
+                            if isinstance(tensor, nn.Parameter) else on_cpu)
+    return copy.deepcopy(model, memo).cpu()  # .cpu(): any tensor not registered
+
+
 def load_check_images(cfg, count: int, size: Tuple[int, int]) -> Tuple[torch.Tensor, str]:
     """(count x 3 x H x W uint8 RGB images, where they come from): the config's test images
     resized to ``size`` when the test dataset can be built, else seeded random pixels."""
@@ -326,7 +338,7 @@ def export_model(model: nn.Module, fmt: str, out: str, input_size: Optional[Sequ
            + list(model.buffers())):
         # Exported and checked on the CPU, where the check images and onnxruntime are: a
         # GPU model's first forward would fail on the device and read as a size problem.
-        model = copy.deepcopy(model).cpu()
+        model = _cpu_copy(model)
     module = EmbeddingExport(model).eval()
     images, source = load_check_images(model.cfg, batch_size, size)
     cast = (lambda x: x) if input_dtype == 'uint8' else (lambda x: x.float())

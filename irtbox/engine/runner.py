@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 import torch
-from mmengine.dist import broadcast, is_distributed, is_main_process
+from mmengine.dist import broadcast, broadcast_object_list, is_distributed, is_main_process
 from mmengine.runner import CheckpointLoader, Runner
 from mmengine.runner.checkpoint import load_state_dict
 
@@ -125,10 +125,26 @@ class IrtboxRunner(RunnerPrivates, Runner):
 
     def load_or_resume(self) -> None:
         """As MMEngine, but auto-resume falls back to the newest intact checkpoint and says
-        when there is none."""
+        when there is none; rank 0 chooses it and every rank resumes that one."""
         if has_loaded(self) or not self.auto_resume:
             return super().load_or_resume()
-        path, warnings = find_resume_checkpoint(self.work_dir)
+        # Rank 0 alone reads the work dir: ranks that saw it differently (NFS attribute
+        # caching after a restart, a read error on one node) would resume different
+        # iterations, and nothing re-syncs weights loaded after DDP is built.
+        decision, error = [None], None
+        if is_main_process():
+            try:
+                decision[0] = find_resume_checkpoint(self.work_dir)
+            except Exception as err:  # noqa: BLE001 (the other ranks must learn it, not wait)
+                decision[0], error = f'{type(err).__name__}: {err}', err
+        if is_distributed():
+            broadcast_object_list(decision, src=0)
+        if error is not None:
+            raise error
+        if isinstance(decision[0], str):
+            raise RuntimeError(f'resume: rank 0 could not choose a checkpoint in '
+                               f'{self.work_dir}: {decision[0]}')
+        path, warnings = decision[0]
         for message in warnings:
             self.logger.warning(f'resume: {message}')
         if path is None:

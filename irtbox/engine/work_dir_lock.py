@@ -1,10 +1,12 @@
 """One training at a time in a work dir: two would overwrite each other's checkpoints and both
-report success. A training holds ``WORK_DIR/.irtbox.lock`` (PID, host, start time; created with
-``O_EXCL``) while it writes there; a second one is refused naming the first. A lock left by a
-process of this host that is gone is taken over with a warning; one from another host never is (its
-process cannot be checked from here). A job restarted by torchrun's agent or requeued by Slurm takes
-over its own earlier attempt's lock, on any host: the record holds the job's id, and both restart a
-job only after every process of the earlier attempt has ended."""
+report success. A training holds a kernel lock (``flock``, through :mod:`filelock`) on
+``WORK_DIR/.irtbox.flock`` while it writes there, and records who it is (PID, host, start time,
+job) in ``WORK_DIR/.irtbox.lock``; a second one is refused naming the first. The kernel releases
+the lock when its holder dies, however it dies, so no staleness test is needed and two contenders
+cannot both take over: a record left by a killed holder is taken over with a warning. A record of
+another host is taken over only by a later attempt of the same job (torchrun's agent and Slurm's
+requeue restart a job only after every process of the earlier attempt has ended): where a
+filesystem's ``flock`` is local to each node, another host's live holder would not show here."""
 import atexit
 import contextlib
 import datetime
@@ -14,12 +16,16 @@ import os.path as osp
 import socket
 from typing import Callable, Optional
 
+import filelock
+
 from irtbox.utils.errors import IrtboxError
-from irtbox.utils.fileio import read_json
+from irtbox.utils.fileio import atomic_write_text, read_json
 
-__all__ = ['LOCK_NAME', 'WorkDirLock', 'WorkDirLocked', 'job_id']
+__all__ = ['LOCK_NAME', 'FLOCK_NAME', 'WorkDirLock', 'WorkDirLocked', 'job_id']
 
-LOCK_NAME = '.irtbox.lock'
+LOCK_NAME = '.irtbox.lock'  # the holder's record
+# What the kernel locks: a file of its own, as filelock may truncate the file it locks.
+FLOCK_NAME = '.irtbox.flock'
 
 
 def job_id() -> Optional[str]:
@@ -51,21 +57,6 @@ class WorkDirLocked(IrtboxError, RuntimeError):
                 "work dir overwrite each other's checkpoints")
 
 
-def _gone(holder: dict) -> bool:
-    """The holder is another process of this host that no longer runs."""
-    pid = holder.get('pid')
-    if holder.get('host') != socket.gethostname() or not isinstance(pid, int) \
-            or pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # PermissionError: running, under another user
-        pass
-    return False
-
-
 class WorkDirLock:
     """``with WorkDirLock(work_dir, warn=logger.warning): ...`` holds ``work_dir`` for this
     process, or raises :class:`WorkDirLocked` naming the holder."""
@@ -74,7 +65,12 @@ class WorkDirLock:
         self.work_dir = work_dir
         self.path = osp.join(work_dir, LOCK_NAME)
         self.warn = warn or (lambda message: None)
-        self.held = False
+        self._flock = filelock.FileLock(osp.join(work_dir, FLOCK_NAME), timeout=0,
+                                        thread_local=False)
+
+    @property
+    def held(self) -> bool:
+        return self._flock.is_locked
 
     def _record(self) -> dict:
         record = dict(pid=os.getpid(), host=socket.gethostname(),
@@ -90,62 +86,67 @@ class WorkDirLock:
         except FileNotFoundError:
             return None
         except (OSError, ValueError):
-            return {}  # half written by a holder that died while writing it: unknown holder
+            return {}  # unreadable: an unknown holder
+
+    def _take(self) -> bool:
+        """Take the kernel lock now; False when another process holds it."""
+        try:
+            self._flock.acquire()
+        except filelock.Timeout:
+            return False
+        return True
 
     def holder(self) -> Optional[dict]:
         """The record of the training holding the work dir (``pid``, ``host``, ``started``,
-        ``job``; ``{}`` when its record is unreadable), or None when the work dir is free or
-        its holder was a process of this host that is gone."""
-        holder = self._read()
-        return None if holder is None or _gone(holder) else holder
+        ``job``; ``{}`` when it left none readable), or None when the work dir is free (a
+        record of this host left by a holder that is gone included)."""
+        if self.held:
+            return self._read()
+        if not osp.isdir(self.work_dir):
+            return None
+        if not self._take():
+            return self._read() or {}
+        try:
+            left = self._read()
+            return left if left is not None and left.get('host') != socket.gethostname() else None
+        finally:
+            self._flock.release()
 
     def acquire(self) -> 'WorkDirLock':
         os.makedirs(self.work_dir, exist_ok=True)
-        for _ in range(3):  # a lock removed between our tries: try again
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                holder = self._read()
-                if holder is None:
-                    continue
-                if self._earlier_attempt(holder):
-                    self.warn(f'{self.path}: taking over the lock of an earlier attempt of this '
-                              f'job ({holder.get("job")}: PID {holder.get("pid")} on '
-                              f'{holder.get("host")}, started {holder.get("started")})')
-                elif _gone(holder):
-                    self.warn(f'{self.path}: taking over the lock of a training that is gone '
-                              f'(PID {holder.get("pid")} on {holder.get("host")}, started '
-                              f'{holder.get("started")}, no longer running)')
-                else:
-                    raise WorkDirLocked(self.work_dir, self.path, holder)
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(self.path)
-                continue
-            with os.fdopen(fd, 'w') as f:
-                json.dump(self._record(), f)
-                f.flush()
-                os.fsync(f.fileno())
-            self.held = True
-            atexit.register(self.release)
-            return self
-        raise WorkDirLocked(self.work_dir, self.path, None)
+        if not self._take():
+            raise WorkDirLocked(self.work_dir, self.path, self._read() or {})
+        try:
+            left = self._read()  # a record under a free lock: its holder is gone
+            if left is not None:
+                self._take_over(left)
+            atomic_write_text(self.path, json.dumps(self._record()))
+        except BaseException:
+            self._flock.release()
+            raise
+        atexit.register(self.release)
+        return self
 
-    def _earlier_attempt(self, holder: dict) -> bool:
-        """The holder is this job's attempt before a restart or requeue (not this process)."""
-        if job_id() is None or holder.get('job') != job_id():
-            return False
-        # On this host: only once it has ended.
-        return holder.get('host') != socket.gethostname() or _gone(holder)
+    def _take_over(self, left: dict) -> None:
+        """Warn about a gone holder's record; refuse one of another host (its lock may not
+        show here) unless it is an earlier attempt of this job."""
+        who = f'PID {left.get("pid")} on {left.get("host")}, started {left.get("started")}'
+        if job_id() is not None and left.get('job') == job_id():
+            self.warn(f'{self.path}: taking over the lock of an earlier attempt of this job '
+                      f'({left.get("job")}: {who})')
+        elif left.get('host') == socket.gethostname():
+            self.warn(f'{self.path}: taking over the lock of a training that is gone ({who}, '
+                      'no longer running)')
+        else:
+            raise WorkDirLocked(self.work_dir, self.path, left)
 
     def release(self) -> None:
         if not self.held:
             return
-        self.held = False
         atexit.unregister(self.release)
-        holder = self._read()
-        if holder and holder.get('pid') == os.getpid():
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(self.path)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self.path)
+        self._flock.release()
 
     def __enter__(self):
         return self.acquire()

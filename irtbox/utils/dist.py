@@ -15,7 +15,7 @@ import torch.distributed as dist
 from mmengine import dist as mmdist
 from mmengine.registry import MODEL_WRAPPERS
 
-from .cpus import local_world_size
+from .cpus import job_port, local_world_size
 from .exit_status import exit_with_parent
 
 __all__ = ['resolve_device', 'free_port', 'init_distributed', 'finish_distributed',
@@ -40,8 +40,12 @@ def init_distributed(launcher: str, backend: str = None, port: int = None,
     """Initialise ``torch.distributed`` for ``launcher`` in {'pytorch', 'slurm'}.
 
     ``pytorch``: the environment ``torchrun`` sets. ``slurm``: SLURM_PROCID / SLURM_NTASKS /
-    SLURM_LOCALID, the first host of SLURM_NODELIST as master, ``port`` (or MASTER_PORT,
-    default 29500).
+    SLURM_LOCALID, the first host of the step's node list (SLURM_STEP_NODELIST, else the
+    job's) as master, on MASTER_PORT, else ``port``, else :func:`job_port`.
+
+    With CUDA, the rank's device is LOCAL_RANK modulo the visible GPUs, and nccl is told it
+    (``device_id``: torch would otherwise guess rank modulo count, another rank's GPU where
+    ranks are not laid out in blocks).
 
     The other arguments are a config's ``env_cfg.dist_cfg``, read as MMEngine's ``init_dist``
     reads it: ``backend`` (default nccl with CUDA, gloo without), ``timeout`` (seconds or a
@@ -63,7 +67,12 @@ def init_distributed(launcher: str, backend: str = None, port: int = None,
     cuda = torch.cuda.is_available()
     backend = backend or ('nccl' if cuda else 'gloo')
     if cuda:
-        torch.cuda.set_device(int(os.environ.get('LOCAL_RANK', 0)) % torch.cuda.device_count())
+        device = torch.device('cuda', int(os.environ.get('LOCAL_RANK', 0))
+                              % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+        if 'nccl' in backend and 'device_id' in inspect.signature(
+                dist.distributed_c10d.init_process_group).parameters:  # torch >= 2.3
+            kwargs.setdefault('device_id', device)
     dist.init_process_group(backend=backend, **kwargs)
 
 
@@ -102,9 +111,15 @@ def finish_distributed() -> bool:
 def _slurm_env(port: int = None) -> None:
     env = os.environ
     rank, world = int(env['SLURM_PROCID']), int(env['SLURM_NTASKS'])
-    addr = subprocess.getoutput(f'scontrol show hostname {env["SLURM_NODELIST"]} | head -n1')
-    env.setdefault('MASTER_PORT', str(port or 29500))
-    env.setdefault('MASTER_ADDR', addr)
+    if 'MASTER_ADDR' not in env:  # the step's first node: a step may run on part of the job's
+        nodes = (env.get('SLURM_STEP_NODELIST') or env.get('SLURM_JOB_NODELIST')
+                 or env['SLURM_NODELIST'])
+        status, out = subprocess.getstatusoutput(f'scontrol show hostnames {nodes}')
+        if status != 0 or not out.split():
+            raise RuntimeError(f'launcher slurm: `scontrol show hostnames {nodes}` failed '
+                               f'({out.strip() or f"exit status {status}"}); set MASTER_ADDR')
+        env['MASTER_ADDR'] = out.split()[0]
+    env.setdefault('MASTER_PORT', str(port or job_port(env) or 29500))
     env.update(WORLD_SIZE=str(world), LOCAL_RANK=env.get('SLURM_LOCALID', '0'), RANK=str(rank))
     # What torchrun sets and Slurm does not: the ranks on this node, which share its cores.
     os.environ.setdefault('LOCAL_WORLD_SIZE', str(local_world_size()))

@@ -1,4 +1,5 @@
 """Files written whole or not at all."""
+import errno
 import json
 import os
 import os.path as osp
@@ -72,12 +73,25 @@ def rename_into_place(src: str, dst: str, sync: bool = True) -> None:
 
 
 def fsync_dir(folder: str) -> None:
-    """fsync a folder: a rename inside it survives a power loss only once this is done."""
-    fd = os.open(folder, os.O_RDONLY)
+    """fsync a folder: a rename inside it survives a power loss only once this is done. A
+    filesystem that refuses to sync folders (some network and FUSE ones) is let be: the rename
+    is done, only not made durable, and failing there would fail every save that succeeded.
+    Another error (EIO: a failing disk) is raised naming the folder."""
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as error:
+        if error.errno in _FSYNC_REFUSALS:
+            return
+        raise type(error)(error.errno, f'{error.strerror}: could not sync the folder {folder} '
+                          'after a rename into it') from error
+
+
+_FSYNC_REFUSALS = {errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EBADF, errno.EACCES,
+                   errno.EPERM, errno.EISDIR}
 
 
 def atomic_write_text(path: str, text: str) -> None:

@@ -23,6 +23,9 @@ def test_torchrun_command_runs_the_irtbox_command():
     assert {'--nnodes=1:3', '--rdzv-endpoint=h:1', '--rdzv-id=b'} <= set(line)
     line = launch.torchrun_command('train', 2, [], env={})
     assert '--rdzv-endpoint=127.0.0.1:0' in line and '--max-restarts=0' in line
+    # Several machines without PORT: under Slurm the job's own port, not a fixed 29500.
+    line = launch.torchrun_command('train', 2, [], env=dict(NNODES='2', SLURM_JOB_ID='77'))
+    assert '--rdzv-endpoint=127.0.0.1:16232' in line
     with pytest.raises(SystemExit, match='same --rdzv-id'):
         launch.torchrun_command('train', 2, [], env=dict(NNODES='2'))
 

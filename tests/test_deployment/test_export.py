@@ -364,3 +364,23 @@ def test_an_unfitted_projection_is_named_not_the_input_size(tmp_path):
     with pytest.raises(ValueError, match=r'^neck\.1 \(PCAReduction\): not fitted'):
         export_model(model, 'onnx', str(tmp_path / 'm.onnx'))
     assert os.listdir(tmp_path) == []
+
+
+def test_a_gpu_model_is_copied_onto_the_cpu_not_on_the_gpu(tmp_path, monkeypatch):
+    """Issue 47 item 9: the CPU copy of a GPU model was a deep copy on the GPU, then moved:
+    the model's size once more on a GPU that may hold little more than it. Here a copy of a
+    simulated GPU tensor fails; the copy's tensors are made on the CPU, one at a time."""
+    from tests.gpu_semantics import DeviceTensor, as_gpu_model
+    from irtbox.deployment.export import _cpu_copy as cpu_copy
+
+    def on_the_gpu(self, memo):
+        raise AssertionError('a GPU tensor deep-copied on the GPU')
+    model = as_gpu_model(torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2)))
+    model[1].weight.requires_grad_(False)
+    monkeypatch.setattr(DeviceTensor, '__deepcopy__', on_the_gpu, raising=False)
+    copy = cpu_copy(model)
+    assert not any(isinstance(t, DeviceTensor) for t in [*copy.parameters(), *copy.buffers()])
+    for mine, theirs in zip([*copy.parameters(), *copy.buffers()],
+                            [*model.parameters(), *model.buffers()]):
+        assert torch.equal(mine, theirs.cpu()) and mine.requires_grad == theirs.requires_grad
+    assert isinstance(copy[0].weight, torch.nn.Parameter)

@@ -191,3 +191,43 @@ def test_a_gpu_run_allows_tf32_and_pins_its_batches(tmp_path, monkeypatch):
     FakeCuda(monkeypatch, count=1, current=0)
     assert IrtboxRunner.build_dataloader(dict(loader)).pin_memory
     assert not IrtboxRunner.build_dataloader(dict(loader, pin_memory=False)).pin_memory
+def _resume_worker(rank, init_file, work_dirs, out_dir):
+    """Rank ``r`` auto-resumes with ``work_dirs[r]`` as its view of the work dir."""
+    import json
+    import logging
+    from types import SimpleNamespace
+
+    import torch
+    import torch.distributed as torch_dist
+    torch.set_num_threads(1)  # no OpenMP thread pool in a forked child
+    torch_dist.init_process_group('gloo', init_method=f'file://{init_file}', rank=rank,
+                                  world_size=2)
+    try:
+        resumed = []
+        runner = SimpleNamespace(_has_loaded=False, auto_resume=True, work_dir=work_dirs[rank],
+                                 logger=logging.getLogger('test'), resume=resumed.append)
+        IrtboxRunner.load_or_resume(runner)
+        with open(osp.join(out_dir, f'{rank}.json'), 'w') as f:
+            json.dump(resumed, f)
+    finally:
+        torch_dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_rank_0_alone_decides_which_checkpoint_every_rank_resumes(tmp_path):
+    """Issue 47 item 4: ranks that see the work dir differently (NFS attribute caching after a
+    restart, a read error on one node) resumed different iterations and drifted apart. Here
+    rank 1 sees a newer checkpoint than rank 0; both resume rank 0's choice."""
+    import json
+
+    import torch
+    import torch.multiprocessing as mp
+    views = [tmp_path / 'rank0', tmp_path / 'rank1']
+    for view, iters in zip(views, ([2], [2, 4])):
+        view.mkdir()
+        for i in iters:
+            torch.save({}, view / f'iter_{i}.pth')
+    mp.start_processes(_resume_worker, args=(str(tmp_path / 'init'), list(map(str, views)),
+                                             str(tmp_path)), nprocs=2, start_method='fork')
+    chosen = [json.loads((tmp_path / f'{rank}.json').read_text()) for rank in range(2)]
+    assert chosen == [[str(views[0] / 'iter_2.pth')]] * 2

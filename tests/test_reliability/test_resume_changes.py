@@ -87,3 +87,17 @@ def test_resume_into_another_optimizer_type_is_refused(run_copy, in_root):
         "SGD; AdamW's state cannot continue as SGD's. To start from its weights: "
         f'--cfg-options load_from={checkpoint} --no-resume (loads the weights only).')
     assert not (run_copy / 'iter_4.pth').exists()
+
+
+@pytest.mark.slow
+def test_resume_with_another_batch_size_says_so_and_skips_the_samples_trained(run_copy, in_root):
+    """Issue 48 item 4: batch size 4 -> 8 on resume went unsaid, and the data resumed after 2
+    batches of 8 (16 samples against the 8 trained)."""
+    train(run_copy, 'train_cfg.max_iters=3', 'train_dataloader.batch_size=8',
+          'train_dataloader.sampler.batch_size=8', resume=True)
+    log = run_log(run_copy)
+    assert (f"resume: the config changes what an iteration trains in {run_copy}/iter_2.pth: "
+            "training goes on with the config's train_dataloader.batch_size 8 (checkpoint: 4); "
+            'the 2 iterations trained 8 samples, so the data resumes after 1 batches of the new '
+            'size, not 2. The schedule stays in iterations.') in log
+    assert (run_copy / 'iter_3.pth').exists()

@@ -91,3 +91,36 @@ def test_lock_released_when_training_fails(tmp_path, in_root):
     assert not (work_dir / LOCK_NAME).exists()
     with WorkDirLock(str(work_dir)):  # free again
         assert (work_dir / LOCK_NAME).exists()
+
+
+def test_two_contenders_never_both_take_over(tmp_path):
+    """Issue 47 item 9: a contender that read a dead holder's record just before another
+    contender took over removed the new holder's lock and took it too. Here the holder's
+    record still names the dead process (as the late contender read it): the kernel's lock
+    refuses the contender all the same."""
+    held = WorkDirLock(str(tmp_path)).acquire()
+    (tmp_path / LOCK_NAME).write_text(json.dumps(
+        dict(pid=dead_pid(), host=socket.gethostname(), started='2024-01-01T00:00:00')))
+    with pytest.raises(WorkDirLocked, match='in use by another training'):
+        WorkDirLock(str(tmp_path)).acquire()
+    held.release()
+
+
+def test_the_lock_of_a_killed_holder_is_free_at_once(tmp_path):
+    """A holder killed (kill -9) leaves its record; the kernel released its lock, so the next
+    training takes the work dir with a warning naming the gone holder."""
+    code = ('import os, sys; from irtbox.engine.work_dir_lock import WorkDirLock; '
+            f'WorkDirLock({str(tmp_path)!r}).acquire(); print(os.getpid(), flush=True); '
+            'sys.stdin.read()')
+    proc = subprocess.Popen([sys.executable, '-c', code], cwd=ROOT, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    pid = int(proc.stdout.readline())
+    with pytest.raises(WorkDirLocked, match=f'PID {pid} on host'):
+        WorkDirLock(str(tmp_path)).acquire()
+    proc.kill()
+    proc.wait()
+    warned = []
+    with WorkDirLock(str(tmp_path), warn=warned.append):
+        assert json.loads((tmp_path / LOCK_NAME).read_text())['pid'] == os.getpid()
+    assert f'taking over the lock of a training that is gone (PID {pid}' in warned[0]
+    assert WorkDirLock(str(tmp_path)).holder() is None

@@ -58,14 +58,15 @@ def test_slurm_train_submits_a_requeueable_job_then_runs_torchrun_per_node(tmp_p
     assert argv[-4:] == ['gpu', 'job', 'cfg.py', '--amp']
     assert argv[-5].endswith('slurm_train.sh')
     # In the job: srun runs `irtbox train --nproc GPUS_PER_NODE` with the c10d rendezvous on
-    # the first node, the job id as the rendezvous id, and restarts.
+    # the first node on the job's own port (a fixed 29500 collided with another job's), the
+    # job id as the rendezvous id, and restarts.
     argv = run_with_fake_srun(tmp_path, 'slurm_train.sh', 'gpu', 'job', 'cfg.py', '--amp',
                               GPUS='16', SLURM_JOB_ID='77', SLURM_NNODES='2',
                               SLURM_JOB_NODELIST='n[1-2]', MAX_RESTARTS='2')
     assert '--ntasks-per-node=1' in argv
     tool_args = argv[argv.index('train') + 1:]
     assert tool_args == ['cfg.py', '--nproc', '8', '--nnodes', '2', '--rdzv-endpoint',
-                         'n1:29500', '--rdzv-id', '77', '--max-restarts', '2', '--amp']
+                         'n1:16232', '--rdzv-id', '77', '--max-restarts', '2', '--amp']
     parsed = train_tool.parse_args(tool_args)
     assert (parsed.launcher, parsed.nproc, parsed.max_restarts, parsed.amp) == \
         ('none', 8, 2, True)

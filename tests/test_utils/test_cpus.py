@@ -5,6 +5,7 @@ import os
 import pytest
 
 from irtbox.utils import cpus
+from irtbox.utils.cpus import job_port
 from irtbox.utils.dist import _slurm_env
 
 
@@ -22,6 +23,10 @@ def test_usable_cpus_follow_the_affinity(monkeypatch):
     (dict(SLURM_NTASKS_PER_NODE='8'), 8),
     (dict(SLURM_TASKS_PER_NODE='4(x2)'), 4),
     (dict(SLURM_TASKS_PER_NODE='2,1'), 2),
+    # This node's entry of an uneven list, the step's list before the job's.
+    (dict(SLURM_TASKS_PER_NODE='4(x2),3', SLURM_NODEID='2'), 3),
+    (dict(SLURM_TASKS_PER_NODE='4(x2),3', SLURM_NODEID='1'), 4),
+    (dict(SLURM_STEP_TASKS_PER_NODE='2(x3)', SLURM_TASKS_PER_NODE='8(x3)', SLURM_NODEID='1'), 2),
     (dict(), 1),
     (dict(LOCAL_WORLD_SIZE='zero'), 1),
 ])
@@ -40,7 +45,30 @@ def test_the_slurm_launcher_sets_local_world_size(monkeypatch):
     monkeypatch.setenv('SLURM_LOCALID', '1')
     monkeypatch.setenv('SLURM_NODELIST', 'node[1-2]')
     monkeypatch.setenv('SLURM_TASKS_PER_NODE', '4(x2)')
-    monkeypatch.setattr('irtbox.utils.dist.subprocess.getoutput', lambda command: 'node1')
+    monkeypatch.setattr('irtbox.utils.dist.subprocess.getstatusoutput',
+                        lambda command: (0, 'node1'))
     _slurm_env()
     assert (os.environ['LOCAL_WORLD_SIZE'], os.environ['LOCAL_RANK'], os.environ['RANK']) == \
         ('4', '1', '5')
+
+
+def test_the_slurm_master_is_the_steps_first_node_on_a_port_of_the_job(monkeypatch):
+    """Issue 47 item 9: MASTER_ADDR came from the job's node list (a step on some of its nodes
+    has another first node) and every job used port 29500, so two jobs on one node collided."""
+    monkeypatch.setattr(os, 'environ', {k: v for k, v in os.environ.items() if k not in (
+        'LOCAL_WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT')})
+    for key, value in dict(SLURM_PROCID='0', SLURM_NTASKS='2', SLURM_LOCALID='0',
+                           SLURM_NODELIST='node[1-4]', SLURM_STEP_NODELIST='node[3-4]',
+                           SLURM_JOB_ID='123456', SLURM_STEP_ID='2').items():
+        monkeypatch.setenv(key, value)
+    asked = []
+    monkeypatch.setattr('irtbox.utils.dist.subprocess.getstatusoutput',
+                        lambda command: asked.append(command) or (0, 'node3\nnode4'))
+    _slurm_env()
+    assert asked == ['scontrol show hostnames node[3-4]']
+    assert os.environ['MASTER_ADDR'] == 'node3'
+    port = int(os.environ['MASTER_PORT'])
+    assert port == 15000 + (16 * 123456 + 2) % 15000 and port != 29500
+    assert job_port(dict(SLURM_JOB_ID='123457', SLURM_STEP_ID='2')) != port  # the next job
+    assert job_port(dict(SLURM_JOB_ID='123456', SLURM_STEP_ID='3')) != port  # another step
+    assert job_port({}) is None

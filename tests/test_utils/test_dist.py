@@ -99,3 +99,16 @@ def test_resolve_device_is_this_ranks_gpu_else_the_cpu(monkeypatch):
     assert resolve_device(torch.device('cuda')) == torch.device('cuda', 1)
     assert resolve_device('cuda:0') == torch.device('cuda', 0)
     assert resolve_device('cpu') == torch.device('cpu')
+
+
+def test_nccl_is_told_this_ranks_device(started, monkeypatch):
+    """Issue 47 item 9: without ``device_id`` torch guesses rank % count, wrong where ranks
+    are not laid out in blocks. CUDA simulated: LOCAL_RANK 5 of 4 visible GPUs is GPU 1."""
+    from tests.gpu_semantics import FakeCuda
+    FakeCuda(monkeypatch, count=4)
+    monkeypatch.setenv('LOCAL_RANK', '5')
+    init_distributed('pytorch')
+    init_distributed('pytorch', backend='gloo')  # gloo binds no device
+    assert started == [dict(backend='nccl', device_id=torch.device('cuda', 1)),
+                       dict(backend='gloo')]
+    assert torch.cuda.current_device() == 1

@@ -1,10 +1,12 @@
 """atomic_write: the old file stays whole when writing fails; no temporary file is left."""
+import errno
 import os
+import stat
 
 import numpy as np
 import pytest
 
-from irtbox.utils.fileio import atomic_write, atomic_write_text
+from irtbox.utils.fileio import atomic_write, atomic_write_text, rename_into_place
 
 
 def test_replaces_and_keeps_the_extension(tmp_path):
@@ -86,3 +88,23 @@ def test_every_file_irtbox_puts_in_place_is_renamed_by_fileio():
                         and isinstance(node.value, ast.Name) and node.value.id == 'os':
                     found.append(f'{osp.relpath(path, package)}:{node.lineno}')
     assert not found, found
+
+
+@pytest.mark.parametrize('refusal', [errno.EINVAL, errno.EOPNOTSUPP, errno.EACCES])
+def test_a_folder_that_refuses_fsync_does_not_fail_saves(tmp_path, monkeypatch, refusal):
+    """Issue 47 item 9: a filesystem that refuses to fsync a directory (some network and FUSE
+    ones) failed every save after its rename had put the new file in place. Its files are
+    saved; a failing disk (EIO) still fails the save, naming the folder."""
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise OSError(refusal, os.strerror(refusal))
+        real_fsync(fd)
+    monkeypatch.setattr(os, 'fsync', fsync)
+    atomic_write_text(str(tmp_path / 'a.txt'), 'new')
+    assert (tmp_path / 'a.txt').read_text() == 'new'
+    rename_into_place(str(tmp_path / 'a.txt'), str(tmp_path / 'b.txt'))
+    refusal = errno.EIO
+    with pytest.raises(OSError, match=f'could not sync the folder {tmp_path} after a rename'):
+        atomic_write_text(str(tmp_path / 'c.txt'), 'new')

@@ -1,17 +1,21 @@
 """What a resumed training takes from its checkpoint and what from its config."""
 from typing import Dict, List, Optional
 
+from mmengine.dist import get_world_size
 from mmengine.hooks import Hook
 
 from irtbox.registry import HOOKS
 from irtbox.utils.errors import IrtboxError
+from irtbox.utils.mmengine_compat import wrap_train_iterator
 
 from .utils import resume_source
 
-__all__ = ['ResumeCheckHook', 'ResumeRefused', 'training_differences', 'training_identity']
+__all__ = ['ResumeCheckHook', 'ResumeRefused', 'data_settings', 'training_differences',
+           'training_identity']
 
-#: Where a checkpoint's ``meta`` holds its config's identity.
+#: Where a checkpoint's ``meta`` holds its config's identity, and what one iteration trained.
 IDENTITY_KEY = 'config_identity'
+DATA_KEY = 'data_settings'
 _PATH_KEYS = ('data_root', 'ann_file', 'checkpoint', 'cache_dir', 'data_prefix')
 
 
@@ -59,9 +63,47 @@ def training_differences(saved: Optional[dict], now: Dict[str, str], limit: int 
     return lines
 
 
+def data_settings(cfg) -> Dict[str, Optional[int]]:
+    """What one iteration trains: the batch size of each process, the sampler's images per
+    class (``m``) and the number of processes."""
+    loader = cfg.get('train_dataloader') or {}
+    sampler = loader.get('sampler') or {}
+    return {'train_dataloader.batch_size': loader.get('batch_size'),
+            'train_dataloader.sampler.m': sampler.get('m') if isinstance(sampler, dict) else None,
+            'processes': get_world_size()}
+
+
+class _SkipTrained:
+    """A train loop's batch iterator whose first ``advance`` batches (MMEngine's skip over
+    the iterations trained, at the old size) take ``skip`` batches of the new size instead."""
+
+    def __init__(self, iterator, advance: int, skip: int):
+        self._iterator, self._advance, self._skip = iterator, advance, skip
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._advance == 0:
+            return next(self._iterator)
+        self._advance -= 1
+        if self._advance == 0:  # MMEngine discards what the advance returns
+            for _ in range(self._skip):
+                next(self._iterator)
+        return None
+
+    def __getattr__(self, name):  # _dataloader, ... of MMEngine's iterator
+        return getattr(self._iterator, name)
+
+
 # Param group entries that are no training setting: the parameters, the learning rate
 # (scaled on its own), schedulers' bases, and how torch runs the update.
 _NOT_SETTINGS = ('params', 'lr', 'foreach', 'capturable', 'differentiable', 'fused')
+
+
+def _samples_per_iter(settings: dict) -> Optional[int]:
+    batch, processes = settings.get('train_dataloader.batch_size'), settings.get('processes')
+    return batch * processes if isinstance(batch, int) and isinstance(processes, int) else None
 
 
 class ResumeRefused(IrtboxError, RuntimeError):
@@ -107,11 +149,18 @@ class ResumeCheckHook(Hook):
       rate and its schedule scaled by new / old), with a warning; so do other settings.
       A change the resumed state cannot follow (a scheduled momentum, AMSGrad switched on,
       another number of param groups) is refused.
+    - Another batch size, sampler ``m`` or number of processes (:func:`data_settings`): training
+      goes on with the config's, said in one warning, and the iteration-based loop skips the
+      *samples* trained (iterations x batch size x processes, in batches of the new size,
+      rounded up) rather than as many batches as iterations. The schedule stays in iterations.
 
     It edits the checkpoint as it is loaded, while the runner's optimizer and schedulers
     still hold the config's values, and only when the runner resumes."""
 
     priority = 'HIGHEST'  # refuse before any other hook acts on the checkpoint
+
+    def __init__(self) -> None:
+        self._resumed: Optional[tuple] = None  # (checkpoint, its data settings)
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
         meta = checkpoint.setdefault('meta', {})
@@ -119,11 +168,38 @@ class ResumeCheckHook(Hook):
         if optimizer is not None:
             meta.setdefault('optimizer_type', type(optimizer).__name__)
         meta.setdefault(IDENTITY_KEY, training_identity(runner.cfg))
+        meta.setdefault(DATA_KEY, data_settings(runner.cfg))
+
+    def before_train(self, runner) -> None:
+        """A resumed run whose iteration means other samples: say so, and skip the samples
+        trained (the loop's own skip counts iterations, in batches of the new size)."""
+        if self._resumed is None:
+            return
+        (filename, saved), iters = self._resumed, runner.iter  # the loop's skip counts these
+        self._resumed = None
+        now = data_settings(runner.cfg)
+        changed = [key for key in now if saved.get(key) is not None and now[key] is not None
+                   and saved[key] != now[key]]
+        if not changed or not iters:
+            return
+        said = ', '.join(f'{key} {now[key]} (checkpoint: {saved[key]})' for key in changed)
+        before, after = (_samples_per_iter(settings) for settings in (saved, now))
+        skip, batches = '', -(-iters * before // after) if before and after else iters
+        if batches != iters and hasattr(runner.train_loop, 'dataloader_iterator'):
+            wrap_train_iterator(runner.train_loop, _SkipTrained, iters, batches)
+            skip = (f'; the {iters} iterations trained {iters * before} samples, so the data '
+                    f'resumes after {batches} batches of the new size, not {iters}')
+        runner.logger.warning(f'resume: the config changes what an iteration trains in '
+                              f'{filename}: training goes on with the config\'s {said}{skip}. '
+                              'The schedule stays in iterations.')
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         filename = resume_source(runner)
         if filename is None:
             return
+        meta = checkpoint.get('meta') or {}
+        if isinstance(meta.get(DATA_KEY), dict):
+            self._resumed = (filename, meta[DATA_KEY])
         differences = training_differences((checkpoint.get('meta') or {}).get(IDENTITY_KEY),
                                            training_identity(runner.cfg))
         if differences:

@@ -8,6 +8,7 @@ import random
 import signal
 import socket
 
+import filelock
 import numpy as np
 import pytest
 import torch
@@ -15,7 +16,7 @@ import torch
 from irtbox.cli import train as train_tool
 from irtbox.engine import PreemptionHook
 from irtbox.engine.hooks import preemption
-from irtbox.engine.work_dir_lock import LOCK_NAME, WorkDirLock, WorkDirLocked
+from irtbox.engine.work_dir_lock import FLOCK_NAME, LOCK_NAME, WorkDirLock, WorkDirLocked
 from irtbox.utils.checkpoint import safe_torch_load
 from tests.gpu_semantics import FakeCuda, cpu_generator_rules, on_device
 
@@ -159,12 +160,8 @@ def test_a_restarted_job_takes_over_its_own_lock_on_another_host(tmp_path, monke
     # On this host the earlier attempt must have ended; another job's lock is refused.
     monkeypatch.setenv('SLURM_JOB_ID', '7')
     write_lock(str(tmp_path / 'b'), host=socket.gethostname(), job='7')
-    with open(osp.join(tmp_path / 'b', LOCK_NAME)) as f:
-        record = json.load(f)
-    record['pid'] = os.getppid()  # running
-    with open(osp.join(tmp_path / 'b', LOCK_NAME), 'w') as f:
-        json.dump(record, f)
-    with pytest.raises(WorkDirLocked):
+    running = filelock.FileLock(osp.join(tmp_path / 'b', FLOCK_NAME), thread_local=False)
+    with running, pytest.raises(WorkDirLocked):  # the earlier attempt still holds the lock
         WorkDirLock(str(tmp_path / 'b')).acquire()
     # torchrun's run id counts as the job's id; its default 'none' does not.
     monkeypatch.delenv('SLURM_JOB_ID')

@@ -121,3 +121,83 @@ def test_identity_leaves_out_paths_and_the_schedule():
         "train_dataloader.dataset.type: 'SOPDataset' in the checkpoint, 'CUBDataset' in this "
         'config']
     assert training_differences(None, training_identity(cfg)) == []  # a checkpoint that records none
+
+
+def test_a_killed_saves_temporaries_go_when_the_next_training_holds_the_lock(tmp_path, caplog):
+    """Issue 48 item 5: the temporaries of saves killed mid-write (a full checkpoint each)
+    stayed through every later run. The training that takes the lock removes them; a training
+    refused the lock removes nothing (they may be the holder's saves in progress)."""
+    left = [tmp_path / '.iter_7.pth.k2j4h5g6.tmp.pth',
+            tmp_path / '.best_recall@1_iter_6.pth.a1b2c3d4.tmp.pth']
+    for path in left:
+        path.write_bytes(b'PK\x03\x04' + bytes(1000))
+    kept = [tmp_path / 'iter_6.pth', tmp_path / '.notes.txt']
+    for path in kept:
+        path.write_bytes(b'x')
+    runner = SimpleNamespace(work_dir=str(tmp_path), logger=logging.getLogger('test'), iter=0,
+                             optim_wrapper=OptimWrapper(torch.optim.SGD(
+                                 [torch.nn.Parameter(torch.zeros(1))], lr=0.1)))
+    holder = WorkDirLockHook()
+    with caplog.at_level(logging.INFO, logger='test'):
+        holder.before_run(runner)
+    assert not any(path.exists() for path in left) and all(path.exists() for path in kept)
+    assert ('removed 2 checkpoint temporaries left by interrupted saves (2.0 kB): '
+            '.best_recall@1_iter_6.pth.a1b2c3d4.tmp.pth, .iter_7.pth.k2j4h5g6.tmp.pth'
+            ) in caplog.text
+    in_progress = tmp_path / '.iter_8.pth.zzzzzzzz.tmp.pth'
+    in_progress.write_bytes(b'PK')
+    with pytest.raises(WorkDirLocked):
+        WorkDirLockHook().before_run(runner)
+    assert in_progress.exists()  # the holder's save in progress
+    holder.train_finally(runner)
+
+
+@pytest.mark.parametrize('saved, now, world, skipped', [
+    # Issue 48 item 4: batch size 4 -> 8: 40 iterations trained 160 samples, 20 batches of 8.
+    (dict(batch_size=4), dict(batch_size=8), 1, 20),
+    # 2 processes -> 4 (an elastic restart): 40 x 4 x 2 = 320 samples, 20 batches of 4 x 4.
+    (dict(batch_size=4, processes=2), dict(batch_size=4), 4, 20),
+    # m 4 -> 2: an iteration trains as many samples; said, the same skip.
+    (dict(batch_size=8, sampler=dict(m=4)), dict(batch_size=8, sampler=dict(m=2)), 1, 40),
+    # 3 -> 2 processes of 4: 40 x 12 = 480 samples, 60 batches of 8.
+    (dict(batch_size=4, processes=3), dict(batch_size=4), 2, 60),
+])
+def test_a_changed_batch_size_skips_the_samples_trained_and_says_so(saved, now, world, skipped,
+                                                                    monkeypatch, caplog):
+    """Before: no word, and MMEngine's "Advance dataloader 40 steps" skipped 40 batches of
+    the new size (320 samples against the 160 trained)."""
+    from irtbox.engine.hooks import resume_check
+    monkeypatch.setattr(resume_check, 'get_world_size', lambda: saved.get('processes', 1))
+    settings = resume_check.data_settings(Config(dict(train_dataloader=saved)))
+    checkpoint = dict(meta=dict(data_settings=settings))
+    monkeypatch.setattr(resume_check, 'get_world_size', lambda: world)
+    loop = SimpleNamespace(dataloader_iterator=iter(range(1000)))
+    runner = SimpleNamespace(cfg=Config(dict(train_dataloader=now)), optim_wrapper=None,
+                             resuming_from='w/iter_40.pth', logger=logging.getLogger('test'),
+                             train_loop=loop, iter=40)
+    hook = ResumeCheckHook()
+    hook.after_load_checkpoint(runner, checkpoint)
+    runner.resuming_from = None
+    with caplog.at_level(logging.WARNING, logger='test'):
+        hook.before_train(runner)
+    for _ in range(40):  # MMEngine's advance over the iterations trained
+        next(loop.dataloader_iterator)
+    assert next(loop.dataloader_iterator) == skipped
+    lines = [r.getMessage() for r in caplog.records if 'what an iteration trains' in r.getMessage()]
+    assert len(lines) == 1 and '\n' not in lines[0] and 'w/iter_40.pth' in lines[0]
+    assert (f'resumes after {skipped} batches of the new size, not 40' in lines[0]) == \
+        (skipped != 40)
+
+
+def test_the_same_data_settings_say_nothing_and_skip_as_mmengine(monkeypatch, caplog):
+    from irtbox.engine.hooks import resume_check
+    cfg = Config(dict(train_dataloader=dict(batch_size=4)))
+    checkpoint = dict(meta=dict(data_settings=resume_check.data_settings(cfg)))
+    loop = SimpleNamespace(dataloader_iterator=iter(range(1000)))
+    runner = SimpleNamespace(cfg=cfg, optim_wrapper=None, resuming_from='c.pth',
+                             logger=logging.getLogger('test'), train_loop=loop, iter=40)
+    hook = ResumeCheckHook()
+    hook.after_load_checkpoint(runner, checkpoint)
+    with caplog.at_level(logging.WARNING, logger='test'):
+        hook.before_train(runner)
+    assert not caplog.records and next(loop.dataloader_iterator) == 0
