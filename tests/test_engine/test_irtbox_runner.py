@@ -191,6 +191,8 @@ def test_a_gpu_run_allows_tf32_and_pins_its_batches(tmp_path, monkeypatch):
     FakeCuda(monkeypatch, count=1, current=0)
     assert IrtboxRunner.build_dataloader(dict(loader)).pin_memory
     assert not IrtboxRunner.build_dataloader(dict(loader, pin_memory=False)).pin_memory
+
+
 def _resume_worker(rank, init_file, work_dirs, out_dir):
     """Rank ``r`` auto-resumes with ``work_dirs[r]`` as its view of the work dir."""
     import json
