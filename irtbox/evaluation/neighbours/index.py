@@ -4,8 +4,9 @@ candidates, the one recall@k of an approximate index, and the index folder it is
 folder (format 2) holds ``manifest.json`` (factory, nprobe, k_factor, dim, count, the names of the
 files below, ``root``: the folder relative ids are relative to, and their ``sha256``),
 ``index-<tag>.faiss``, the rows as an embeddings file ``embeddings-<tag>.npz`` and optionally the
-model's ``config-<tag>.py``. Loading checks each file's sha256, so an index edited or damaged since
-it was saved is refused, naming the file, rather than searched."""
+model's config as JSON data, ``config-<tag>.json`` (an older irtbox wrote Python,
+``config-<tag>.py``, which loading does not run unless named). Loading checks each file's sha256, so an index edited or
+damaged since it was saved is refused, naming the file, rather than searched."""
 import json
 import mmap
 import os
@@ -22,7 +23,7 @@ from irtbox.structures.embeddings_file import EmbeddingSet, load_embeddings, sav
 from irtbox.utils.checks import check_positive_int
 from irtbox.utils.download import sha256sum
 from irtbox.utils.errors import IrtboxError
-from irtbox.utils.fileio import atomic_write, atomic_write_text, read_json
+from irtbox.utils.fileio import atomic_write_text, read_json
 from ..functional.checks import non_finite_rows
 from ..functional.ranking import blockwise_topk, stable_topk
 from .faiss_index import FAISS_GPU_MAX_K, FaissIndex, IndexIntegrityError, on_gpu
@@ -35,7 +36,7 @@ MANIFEST = 'manifest.json'
 FORMAT_VERSION = 2
 # What save() writes besides the manifest (named by a random tag per save), and the
 # temporary files of a save that was killed.
-_DATA_NAMES = r'(index-\w+\.faiss|embeddings-\w+\.npz|config-\w+\.py)'
+_DATA_NAMES = r'(index-\w+\.faiss|embeddings-\w+\.npz|config-\w+\.(json|py))'
 _DATA_FILE = re.compile(rf'^({_DATA_NAMES}|\.({_DATA_NAMES}|manifest\.json)\.\w+\.tmp(\.\w+)?)$')
 
 
@@ -168,19 +169,20 @@ class Index:
         sample = sample or RecallSample.draw(self.rows, k, num_queries, seed)
         return recall_at_k(lambda q, kk: self.search(q, min(kk, len(self.ids)))[1], sample)
 
-    def save(self, directory: str, config=None) -> None:
-        """Write the index folder; ``config``: anything with ``dump(path)``. The data files
-        get new names, then the manifest naming them is replaced in one rename, then the old
-        files are removed: a crash at any moment leaves the previous save readable."""
+    def save(self, directory: str, config: Optional[dict] = None) -> None:
+        """Write the index folder; ``config``: the model's config as plain data (JSON). The data
+        files get new names, then the manifest naming them is replaced in one rename, then the
+        old files are removed: a crash at any moment leaves the previous save readable."""
         os.makedirs(directory, exist_ok=True)
         self.root = osp.abspath(self.root or os.getcwd())
         tag = uuid.uuid4().hex[:12]
         files = dict(index=f'index-{tag}.faiss', embeddings=f'embeddings-{tag}.npz')
         if config is not None:  # so that a query needs only the index folder (and the weights)
-            files['config'] = f'config-{tag}.py'
+            files['config'] = f'config-{tag}.json'
         try:
-            if config is not None:
-                atomic_write(osp.join(directory, files['config']), config.dump)
+            if config is not None:  # data, not Python: loading the folder runs none of it
+                atomic_write_text(osp.join(directory, files['config']),
+                                  json.dumps(config, indent=1))
             self._write(directory, files)
         except BaseException:  # a full disk, an interrupt: this save's files go, the last stays
             if not _manifest_names(directory, files):  # (unless the new manifest is in place)
