@@ -309,6 +309,10 @@ def read_manifest(directory: str) -> dict:
         manifest = read_json(path)
     except ValueError as err:
         raise IndexIntegrityError(path, f'{path} is not valid JSON: {err}') from err
+    if not isinstance(manifest, dict):
+        raise IndexIntegrityError(path, f'{path}: a JSON {type(manifest).__name__}; expected an '
+                                  'object (the manifest ImageSearcher.save writes): rebuild '
+                                  'the index')
     if manifest.get('format_version') != FORMAT_VERSION:
         raise IndexIntegrityError(path, f'{path}: index format '
                                   f'{manifest.get("format_version")!r}, this irtbox reads format '
