@@ -3,6 +3,7 @@ import ast
 import difflib
 import json
 import os.path as osp
+import traceback
 
 from mmengine.config import Config, DictAction  # noqa: F401  (DictAction re-exported for cli)
 
@@ -93,6 +94,8 @@ def load_config(path: str, cfg_options: dict = None) -> Config:
         raise CustomImportError(f"{path}: custom_imports: importing '{name}' failed: "
                                 f'{type(reason).__name__}: {reason}') from reason
     except Exception as err:  # re-raised naming the config file
+        if not str(err).strip("'"):  # MMEngine's lazy-import mode blocks a call with no word
+            err.args = (_raising_line(err, path), )
         raise with_prefix(err, f'could not load config {path}') from err
     if cfg_options:
         check_option_paths(cfg, cfg_options, path)
@@ -176,6 +179,18 @@ def _literal(node):
     except ValueError:
         raise ValueError(f'line {node.lineno}: {ast.unparse(node)[:60]} is not a plain '
                          'value') from None
+
+
+def _raising_line(err: BaseException, path: str) -> str:
+    """What the config line that raised ``err`` (an exception without a message) did."""
+    frames = traceback.extract_tb(err.__traceback__)
+    own = [f for f in frames if osp.abspath(f.filename) == osp.abspath(path)]
+    where = f'line {own[-1].lineno}, {own[-1].line!r}: ' if own else ''
+    if frames and frames[-1].filename.endswith(osp.join('mmengine', 'config', 'lazy.py')):
+        return (f'{where}blocked by MMEngine\'s config loader ({type(err).__name__}): a config '
+                'that imports modules is read in its lazy-import mode, where an imported name '
+                'cannot be called; expected plain values (numbers, strings, lists, dicts)')
+    return f'{where}{type(err).__name__} without a message'
 
 
 def find_config(name: str, shipped_only: bool = False) -> str:
