@@ -108,8 +108,11 @@ def load_config(path: str, cfg_options: dict = None) -> Config:
 
 def config_data(cfg: Config, where: str) -> dict:
     """``cfg`` as plain data (what JSON holds), checked as :func:`config_from_data` checks it:
-    a config that a folder can carry and another machine load without running code."""
+    a config that a folder can carry and another machine load without running code. Its
+    ``custom_imports`` are left out: a model of your own modules loads from the config you
+    name."""
     data = json.loads(json.dumps(cfg.to_dict(), default=lambda value: _not_data(value, cfg)))
+    data.pop('custom_imports', None)
     _check_data(data, where)
     return data
 

@@ -106,3 +106,11 @@ def test_a_config_saved_as_data_loads_and_an_older_index_loads_with_its_config_n
     assert search_tool.main(['query', older, image, '--k', '3', '--config', TINY])[0]['hits'] \
         == hits
     assert len(ImageSearcher.load(older, model=load_index_model(older, config=TINY))) == 10
+    # A model of the user's own modules: saved without its custom_imports (which a load would
+    # import), loaded as data where its parts are registered, else with its config named.
+    model = init_model(TINY, checkpoint, cfg_options={'custom_imports': dict(
+        imports=['irtbox.models'], allow_failed_imports=False)})
+    searcher = ImageSearcher(model)
+    searcher.add(np.zeros((2, 32), np.float32) + 1)
+    searcher.save(str(tmp_path / 'own'))
+    assert 'custom_imports' not in load_index_model(str(tmp_path / 'own')).cfg
