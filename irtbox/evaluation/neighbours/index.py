@@ -5,8 +5,9 @@ folder (format 2) holds ``manifest.json`` (factory, nprobe, k_factor, dim, count
 files below, ``root``: the folder relative ids are relative to, and their ``sha256``),
 ``index-<tag>.faiss``, the rows as an embeddings file ``embeddings-<tag>.npz`` and optionally the
 model's config as JSON data, ``config-<tag>.json`` (an older irtbox wrote Python,
-``config-<tag>.py``, which loading does not run unless named). Loading checks each file's sha256, so an index edited or
-damaged since it was saved is refused, naming the file, rather than searched."""
+``config-<tag>.py``, which loading does not run unless named). Loading checks each file's
+sha256, so an index edited or damaged since it was saved is refused, naming the file, rather
+than searched."""
 import json
 import mmap
 import os
