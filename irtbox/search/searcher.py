@@ -17,7 +17,7 @@ from irtbox.evaluation.neighbours.index import (Index, RowsError, check_files, n
                                                read_index_rows, read_manifest, read_rows,
                                                rerank_exactly)
 from irtbox.utils.checks import check_positive_int
-from irtbox.utils.config import Config, ConfigError, config_data, config_from_data
+from irtbox.utils.config import Config, ConfigError, config_from_data
 from irtbox.utils.dist import resolve_device
 from irtbox.utils.errors import IrtboxError
 
@@ -244,9 +244,7 @@ class ImageSearcher:
         """Write the index folder (:meth:`Index.save
         <irtbox.evaluation.neighbours.index.Index.save>`) with the model's config."""
         self.identity  # computed from the model if not yet: saved with the rows
-        config = getattr(self.model, 'cfg', None) or self.config
-        self.store.save(directory, None if config is None else config_data(
-            config, f'the config of the index {directory}'))
+        self.store.save(directory, getattr(self.model, 'cfg', None) or self.config)
 
     @classmethod
     def load(cls, directory: str, model: Optional[torch.nn.Module] = None,

@@ -22,6 +22,7 @@ import torch
 
 from irtbox.structures.embeddings_file import EmbeddingSet, load_embeddings, save_embeddings
 from irtbox.utils.checks import check_positive_int
+from irtbox.utils.config import config_data
 from irtbox.utils.download import sha256sum
 from irtbox.utils.errors import IrtboxError
 from irtbox.utils.fileio import atomic_write_text, read_json
@@ -170,8 +171,9 @@ class Index:
         sample = sample or RecallSample.draw(self.rows, k, num_queries, seed)
         return recall_at_k(lambda q, kk: self.search(q, min(kk, len(self.ids)))[1], sample)
 
-    def save(self, directory: str, config: Optional[dict] = None) -> None:
-        """Write the index folder; ``config``: the model's config as plain data (JSON). The data
+    def save(self, directory: str, config=None) -> None:
+        """Write the index folder; ``config``: the model's config (a ``Config``, saved as plain
+        data: :func:`~irtbox.utils.config.config_data`) or that data (a dict). The data
         files get new names, then the manifest naming them is replaced in one rename, then the
         old files are removed: a crash at any moment leaves the previous save readable."""
         os.makedirs(directory, exist_ok=True)
@@ -182,8 +184,9 @@ class Index:
             files['config'] = f'config-{tag}.json'
         try:
             if config is not None:  # data, not Python: loading the folder runs none of it
-                atomic_write_text(osp.join(directory, files['config']),
-                                  json.dumps(config, indent=1))
+                data = config if isinstance(config, dict) else config_data(
+                    config, getattr(config, 'filename', None) or directory)
+                atomic_write_text(osp.join(directory, files['config']), json.dumps(data, indent=1))
             self._write(directory, files)
         except BaseException:  # a full disk, an interrupt: this save's files go, the last stays
             if not _manifest_names(directory, files):  # (unless the new manifest is in place)
