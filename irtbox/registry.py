@@ -27,12 +27,13 @@ from mmengine.registry import RUNNERS as MMENGINE_RUNNERS
 from mmengine.registry import TRANSFORMS as MMENGINE_TRANSFORMS
 from mmengine.registry import VISBACKENDS as MMENGINE_VISBACKENDS
 from mmengine.registry import VISUALIZERS as MMENGINE_VISUALIZERS
+from mmengine import registry as mmengine_registry
 from mmengine.registry import Registry
 
 __all__ = ['RUNNERS', 'LOOPS', 'HOOKS', 'LOG_PROCESSORS', 'OPTIMIZERS', 'OPTIM_WRAPPERS',
            'OPTIM_WRAPPER_CONSTRUCTORS', 'PARAM_SCHEDULERS', 'DATASETS', 'DATA_SAMPLERS',
            'TRANSFORMS', 'MODELS', 'MODEL_WRAPPERS', 'METRICS', 'SEARCHERS', 'EVALUATOR',
-           'VISUALIZERS', 'VISBACKENDS', 'type_name']
+           'VISUALIZERS', 'VISBACKENDS', 'type_name', 'unregistered_types']
 
 
 def type_name(node) -> str:
@@ -79,3 +80,32 @@ EVALUATOR = Registry('evaluator', parent=MMENGINE_EVALUATOR)
 
 VISUALIZERS = Registry('visualizer', parent=MMENGINE_VISUALIZERS)
 VISBACKENDS = Registry('vis_backend', parent=MMENGINE_VISBACKENDS)
+
+
+def unregistered_types(node, key: str = '') -> list:
+    """The keys (dotted, ``model.neck.0``) of the dicts in ``node`` whose ``type`` is not the
+    name of a part registered in irtbox's registries or MMEngine's (optionally scoped
+    ``irtbox.`` / ``mmengine.``): a config read as data names only those, since MMEngine
+    resolves any other string as a dotted import path (``'os.system'``) and calls it."""
+    names = set()
+    for registry in [*globals().values(), *vars(mmengine_registry).values()]:
+        if isinstance(registry, Registry):
+            registry.import_from_location()
+            names.update(registry.module_dict)
+    found = []
+
+    def walk(value, where):
+        if isinstance(value, dict):
+            kind = value.get('type')
+            scope, _, name = kind.rpartition('.') if isinstance(kind, str) else ('', '', None)
+            if 'type' in value and (scope not in ('', 'irtbox', 'mmengine') or name not in names):
+                found.append(where or '(top level)')
+            items = value.items()
+        elif isinstance(value, (list, tuple)):
+            items = enumerate(value)
+        else:
+            return
+        for k, v in items:
+            walk(v, f'{where}.{k}' if where else str(k))
+    walk(node, key)
+    return found

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import os.path as osp
+import re
 import time
 from typing import List, Optional, Sequence, Tuple, Union
 
@@ -29,8 +30,9 @@ from .inference import init_model
 from .model_zoo import resolve_config
 from .run_setup import dist_cfg_of
 
-__all__ = ['NonFiniteEmbeddingsError', 'EarlierShardsError', 'MissingShardsError', 'list_images',
-           'extract_features', 'prepare_shards', 'shard_paths', 'merge_shards', 'extract_sharded',
+__all__ = ['NonFiniteEmbeddingsError', 'EarlierShardsError', 'MissingShardsError',
+           'ShardsManifestError', 'list_images', 'extract_features', 'prepare_shards',
+           'read_shards_manifest', 'shard_paths', 'merge_shards', 'extract_sharded',
            'extract_folder', 'FEATURES_FILE']
 
 IMAGE_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.bmp', '.webp', '.tif', '.tiff', '.gif')
@@ -50,6 +52,10 @@ class EarlierShardsError(IrtboxError, FileExistsError):
 
 class MissingShardsError(IrtboxError, FileNotFoundError):
     """Shards of an unfinished extraction are missing."""
+
+
+class ShardsManifestError(IrtboxError, ValueError):
+    """An extraction's ``shards.json`` that is not one it wrote, or shards it does not list."""
 
 
 def list_images(folder: str, recursive: bool = True) -> List[str]:
@@ -261,7 +267,7 @@ def prepare_shards(model, out_dir: str, paths: Sequence[str], shard_size: int, r
         if not resume:
             raise EarlierShardsError(f'{out_dir} holds shards of an earlier extraction; choose '
                                      'another output folder', remedy=dict(resume=True))
-        found = read_json(path)
+        found = read_shards_manifest(out_dir)
         changed = [k for k in wanted if found.get(k) != wanted[k]]
         if changed:
             raise ValueError(f'cannot resume in {out_dir}: the earlier extraction had other '
@@ -274,11 +280,37 @@ def prepare_shards(model, out_dir: str, paths: Sequence[str], shard_size: int, r
         atomic_write_text(path, json.dumps(wanted, indent=1))
 
 
+def read_shards_manifest(out_dir: str) -> dict:
+    """``out_dir/shards.json``, checked to be an extraction's: an object whose ``shards`` is a
+    whole number >= 0."""
+    path = osp.join(out_dir, SHARDS_MANIFEST)
+    try:
+        manifest = read_json(path)
+    except ValueError as err:
+        raise ShardsManifestError(f'{path}: not valid JSON ({err}); expected the manifest an '
+                                  'extraction writes: extract again into a new folder') from None
+    shards = manifest.get('shards') if isinstance(manifest, dict) else None
+    if type(shards) is not int or shards < 0:
+        raise ShardsManifestError(f'{path}: "shards" is {shards!r}; expected a whole number >= 0 '
+                                  '(the manifest an extraction writes): extract again into a '
+                                  'new folder')
+    return manifest
+
+
 def shard_paths(out_dir: str, manifest: Optional[dict] = None) -> List[str]:
     """The shard files of the extraction in ``out_dir`` in order (``manifest``: its
     ``shards.json``, read when not given); a missing one is a :class:`MissingShardsError`."""
-    manifest = manifest or read_json(osp.join(out_dir, SHARDS_MANIFEST))
+    manifest = manifest or read_shards_manifest(out_dir)
     paths = [_shard_path(out_dir, i) for i in range(manifest['shards'])]
+    folder = osp.join(out_dir, 'shards')
+    unlisted = sorted(name for name in (os.listdir(folder) if osp.isdir(folder) else [])
+                      if re.fullmatch(r'shard_\d{6}\.npz', name)
+                      and int(name[6:12]) >= manifest['shards'])
+    if unlisted:  # indexing only the listed ones would drop images without a word
+        raise ShardsManifestError(
+            f'{osp.join(out_dir, SHARDS_MANIFEST)} lists {manifest["shards"]} shards, but '
+            f'{folder} also holds {", ".join(unlisted[:3])}{" ..." if len(unlisted) > 3 else ""}'
+            '; expected the shards of one extraction: extract again into a new folder')
     missing = [p for p in paths if not osp.isfile(p)]
     if missing:
         raise MissingShardsError(
@@ -294,7 +326,7 @@ def merge_shards(out_dir: str, identity: Optional[dict] = None) -> EmbeddingSet:
     path = osp.join(out_dir, SHARDS_MANIFEST)
     if not osp.isfile(path):
         raise FileNotFoundError(f'{path} not found: {out_dir} holds no sharded extraction')
-    manifest = read_json(path)
+    manifest = read_shards_manifest(out_dir)
     embeddings, ids, failed = [], [], []
     for shard_file in shard_paths(out_dir, manifest):
         shard = load_embeddings(shard_file)

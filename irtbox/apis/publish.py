@@ -23,7 +23,7 @@ from mmengine.config import Config
 from mmengine.logging import print_log
 
 from irtbox.utils.checkpoint import extract_state_dict, safe_torch_load
-from irtbox.utils.config import load_config
+from irtbox.utils.config import ConfigError, config_from_text, load_config
 from irtbox.utils.download import sha256sum
 from irtbox.utils.errors import ArgumentError
 from irtbox.utils.fileio import atomic_write, atomic_write_text, rename_into_place
@@ -46,7 +46,11 @@ def checkpoint_config(checkpoint: dict, config: Optional[str], source: str) -> C
     if not text:
         raise ArgumentError(f'{source} carries no config (meta.cfg); pass the config it was '
                             'trained with', 'config')
-    cfg = Config.fromstring(text, '.py')
+    # Read as data, not run: a checkpoint from elsewhere carries any text it likes.
+    try:
+        cfg = config_from_text(text, f'{source}: meta.cfg')
+    except ConfigError as err:
+        raise ArgumentError(f'{err}; pass the config it was trained with', 'config') from None
     cfg.setdefault('default_scope', 'irtbox')
     return cfg
 

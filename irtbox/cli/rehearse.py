@@ -117,6 +117,9 @@ def main(argv=None):
         report = rehearse(args.config, work_dir, **options)
     except (FileExistsError, FileNotFoundError, ValueError) as error:
         raise SystemExit(f'rehearse: {worded(error)}') from error
+    except KeyboardInterrupt as error:  # one line, not the traceback (the phase is stopped)
+        print(f'rehearse: {args.config}: {error or "interrupted"}', file=sys.stderr)
+        raise SystemExit(130) from None
     print(report.table())
     failure = report.first_failure
     if failure is not None:

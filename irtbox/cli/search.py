@@ -37,8 +37,9 @@ With --device cuda and faiss-gpu the index is searched on the current GPU (an in
 faiss has no GPU version of, such as HNSW32, stays on the CPU with a warning); there
 query --k is at most 2048, faiss-gpu's limit (--device cpu for more).
 The index folder holds the faiss index, the embeddings with the image list and the model's
-identity (one embeddings file, irtbox.structures.embeddings_file) and the config: querying it
-with another model is refused.
+identity (one embeddings file, irtbox.structures.embeddings_file) and the config as JSON data
+(loading runs no code from the folder; an older index keeps a Python config, used only when
+--config names it): querying it with another model is refused.
 """
 import argparse
 import json
@@ -112,6 +113,9 @@ def parse_args(argv=None):
                        help='the most results a request may ask for (default 100)')
     for command in (query, serve):
         command.add_argument('--checkpoint', help='where the build checkpoint is now, if it moved')
+        command.add_argument('--config', help='the model\'s config to build it from instead of '
+                             'the one the index keeps (needed for an older index, whose config '
+                             'is Python: loading runs only a config you name)')
         command.add_argument('--device', help='cpu or cuda (default: cuda if available)')
     args = parser.parse_args(argv)
     if args.command == 'build':
@@ -195,7 +199,7 @@ def load_searcher(args):
     from irtbox.search import ImageSearcher, load_index_model
     from irtbox.utils.dist import resolve_device
     device = resolve_device(args.device)
-    model = load_index_model(args.index_dir, args.checkpoint, device)
+    model = load_index_model(args.index_dir, args.checkpoint, device, config=args.config)
     return ImageSearcher.load(args.index_dir, model=model, device=device)
 
 

@@ -92,6 +92,12 @@ class BaseRetrievalDataset(BaseDataset):
         if not samples:
             raise ValueError(f'{type(self).__name__}: split {self.split!r} is '
                              f'empty (annotation: {self.ann_file!r})')
+        nan = [s for s in samples
+               if isinstance(s['gt_label'], float) and s['gt_label'] != s['gt_label']]
+        if nan:  # each NaN a class of its own in a set, one class in NumPy: no class at all
+            raise ValueError(f'{type(self).__name__} ({self.ann_file}): the label of '
+                             f'{nan[0].get("img_path")} is NaN ({len(nan)} of {len(samples)} '
+                             'samples are); expected a class for every image (NaN is no class)')
         keys = self.sort_classes({s['gt_label'] for s in samples})
         label_of = {k: i for i, k in enumerate(keys)}
         for s in samples:

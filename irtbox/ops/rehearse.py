@@ -42,8 +42,8 @@ from irtbox.utils.fileio import atomic_write, atomic_write_text, read_json
 from . import commands
 from .miniaturize import miniaturize
 
-__all__ = ['Check', 'PhaseResult', 'RehearsalReport', 'RehearsalDirError', 'rehearse',
-           'check_rehearsal', 'prepare_rehearsal']
+__all__ = ['Check', 'PhaseResult', 'RehearsalReport', 'RehearsalDirError',
+           'RehearsalInterrupted', 'rehearse', 'check_rehearsal', 'prepare_rehearsal']
 
 PHASES = ('train', 'resume', 'test')
 _MARKER = 'rehearsal.json'
@@ -52,6 +52,15 @@ _PROBE_MODULE = 'irtbox.ops.rehearsal_probe'
 
 class RehearsalDirError(IrtboxError, FileExistsError):
     """The work dir holds files of something else than a rehearsal."""
+
+
+class RehearsalInterrupted(IrtboxError, KeyboardInterrupt):
+    """Ctrl-C during the phase ``phase``, which was stopped (its log: ``log_path``)."""
+
+    def __init__(self, phase: str, log_path: str):
+        super().__init__(f'interrupted during the {phase} phase, which was stopped (its '
+                         f'processes ended; its output: {log_path})')
+        self.phase, self.log_path = phase, log_path
 
 
 @dataclass
@@ -157,8 +166,10 @@ def _run_phase(name: str, command: List[str], log_path: str, timeout: float) -> 
             os.killpg(proc.pid, signal.SIGKILL)  # the launcher and every rank
             proc.wait()
             returncode = None
-        except BaseException:  # Ctrl-C: the phase has its own session, so it is ended here
+        except BaseException as err:  # Ctrl-C: the phase has its own session: ended here
             _end_session(proc)
+            if isinstance(err, KeyboardInterrupt):
+                raise RehearsalInterrupted(name, log_path) from None
             raise
     return PhaseResult(name, command, time.monotonic() - start, returncode, log_path)
 

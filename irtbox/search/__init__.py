@@ -3,7 +3,9 @@ from irtbox.apis.identity import model_identity
 
 from .build import IndexBuild, build_index
 from .searcher import (CheckpointMovedError, ImageSearcher, IndexIntegrityError,
-                       IndexMismatchError, SearchHit, load_index_model)
+                       IndexMismatchError, SearchHit, UntrustedConfigError,
+                       load_index_model)
 
 __all__ = ['ImageSearcher', 'IndexMismatchError', 'IndexIntegrityError', 'CheckpointMovedError',
-           'SearchHit', 'load_index_model', 'model_identity', 'IndexBuild', 'build_index']
+           'UntrustedConfigError', 'SearchHit', 'load_index_model', 'model_identity', 'IndexBuild',
+           'build_index']

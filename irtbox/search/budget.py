@@ -97,17 +97,16 @@ def index_candidates(n: int, dim: int) -> List[IndexPlan]:
     return plans
 
 
-def plan_index(n: int, dim: int, max_index_memory: int,
+def plan_index(n: int, dim: int, max_index_memory: Optional[int],
                max_build_memory: Optional[int] = None) -> IndexPlan:
     """The best index (:func:`index_candidates` order) of at most ``max_index_memory`` bytes
-    whose build's peak is at most ``max_build_memory`` (the training sample cut down to 39
-    points per list to fit). :class:`IndexBudgetError` names the smallest budget that fits."""
+    (None: any size) whose build's peak is at most ``max_build_memory`` (the training sample
+    cut down to 39 points per list to fit). :class:`IndexBudgetError` names the smallest budget that fits."""
     if n < 1 or dim < 1:
         raise ArgumentError(f'plan_index: no vectors to index ({n} x {dim})', 'n', n)
     candidates = index_candidates(n, dim)
-    for plan in candidates:
-        if plan.index_bytes > max_index_memory:
-            continue
+    fits = [p for p in candidates if max_index_memory is None or p.index_bytes <= max_index_memory]
+    for plan in fits:
         if max_build_memory is None or plan.build_bytes <= max_build_memory:
             return plan
         least = _least_training(plan, dim)
@@ -117,17 +116,17 @@ def plan_index(n: int, dim: int, max_index_memory: int,
             return IndexPlan(plan.factory, plan.index_bytes, train,
                              plan.build_bytes - (plan.train_rows - train) * dim * 4)
     smallest = min(candidates, key=lambda p: p.index_bytes)
-    if smallest.index_bytes > max_index_memory:
+    if not fits:
         raise IndexBudgetError(
             f'max_index_memory {format_size(max_index_memory)} is too small for {n} x {dim} '
             f'vectors: the smallest index, {smallest.factory}, needs '
             f'{format_size(smallest.index_bytes)}', 'max_index_memory', max_index_memory)
-    fitting = [_least_training(p, dim) for p in candidates if p.index_bytes <= max_index_memory]
-    least = min(fitting, key=lambda p: p.build_bytes)
+    least = min((_least_training(p, dim) for p in fits), key=lambda p: p.build_bytes)
+    within = ('of any index' if max_index_memory is None else
+              f'that fits the index budget {format_size(max_index_memory)}')
     raise IndexBudgetError(
         f'max_build_memory {format_size(max_build_memory)} is too small for {n} x {dim} '
-        f'vectors: the smallest build that fits the index budget '
-        f'{format_size(max_index_memory)}, {least.factory}, needs '
+        f'vectors: the smallest build {within}, {least.factory}, needs '
         f'{format_size(least.build_bytes)}', 'max_build_memory', max_build_memory)
 
 

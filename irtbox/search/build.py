@@ -310,7 +310,7 @@ def _plan(n: int, dim: int, factory: Optional[str], max_index_memory: Optional[i
         # 39 training points per IVF list or PQ centroid, as faiss asks, and at least a chunk.
         return IndexPlan(factory, 0,
                          min(n, max(CHUNK_ROWS, 39 * min_training_vectors(factory))), 0)
-    return plan_index(n, dim, max_index_memory or 2**62, max_build_memory)
+    return plan_index(n, dim, max_index_memory, max_build_memory)
 
 
 def build_index_from_features(source: str, index_dir: str, factory: Optional[str] = None,

@@ -18,11 +18,13 @@ from irtbox.evaluation.neighbours.index import (Index, RowsError, check_files, n
                                                read_index_rows, read_manifest, read_rows,
                                                rerank_exactly)
 from irtbox.utils.checks import check_positive_int
+from irtbox.utils.config import Config, ConfigError, config_from_data
 from irtbox.utils.dist import resolve_device
 from irtbox.utils.errors import IrtboxError
 
-__all__ = ['IndexMismatchError', 'IndexIntegrityError', 'CheckpointMovedError', 'SearchHit',
-           'ImageSearcher', 'load_index_model', 'rerank_exactly', 'read_rows']
+__all__ = ['IndexMismatchError', 'IndexIntegrityError', 'CheckpointMovedError',
+           'UntrustedConfigError', 'SearchHit', 'ImageSearcher', 'load_index_model',
+           'rerank_exactly', 'read_rows']
 
 
 class IndexMismatchError(IrtboxError, ValueError):
@@ -37,6 +39,12 @@ class CheckpointMovedError(IrtboxError, FileNotFoundError):
         self.checkpoint = checkpoint
         super().__init__(f'index {directory} was built with checkpoint {checkpoint}, which is '
                          'not there any more (moved or deleted)')
+
+
+class UntrustedConfigError(IrtboxError, ValueError):
+    """An index folder's config that loading would run as Python (an older irtbox's): used only
+    when the caller names a config (``remedy``)."""
+    remedy = dict(config='CONFIG')
 
 
 class MissingFileError(IrtboxError, FileNotFoundError):
@@ -290,17 +298,26 @@ class ImageSearcher:
         return cls(model, batch_size=batch_size, num_workers=num_workers, store=store)
 
 
-def load_index_model(directory: str, checkpoint: Optional[str] = None,
-                     device: str = 'cpu') -> torch.nn.Module:
-    """The model that built the index in ``directory``: its saved config and the checkpoint
-    recorded at build time (or ``checkpoint``)."""
+def load_index_model(directory: str, checkpoint: Optional[str] = None, device: str = 'cpu',
+                     config: Union[str, Config, None] = None) -> torch.nn.Module:
+    """The model that built the index in ``directory``: its saved config, read as data (a
+    Python config of an older irtbox is refused, as loading would run it), or ``config``
+    (a file you trust), and the checkpoint recorded at build time (or ``checkpoint``)."""
     manifest = read_manifest(directory)
-    if 'config' not in manifest['files']:
+    name = manifest['files'].get('config')
+    if config is None and name is None:
         raise QueryError(f'index {directory} was built from embeddings, without a model; '
                          'query it with embeddings')
-    # The config runs as Python: checked first. The rows (read here for the checkpoint's
-    # path) are checked when the index is loaded, before any search.
-    check_files(directory, manifest, ('config',))
+    if config is None and not name.endswith('.json'):
+        raise UntrustedConfigError(
+            f'index {directory} keeps its model\'s config as Python ({name}, an older irtbox\'s '
+            'index), which loading would run: name the config to use, once you have read it')
+    if config is None:  # the rows (read here for the checkpoint's path) are checked on load
+        check_files(directory, manifest, ('config',))
+        try:
+            config = config_from_data(osp.join(directory, name))
+        except ConfigError as err:
+            raise UntrustedConfigError(str(err)) from None
     identity = read_index_rows(directory, manifest).identity or {}
     if checkpoint is None and identity.get('checkpoint') is not None:
         recorded, root = identity['checkpoint'], manifest['root']
@@ -310,5 +327,4 @@ def load_index_model(directory: str, checkpoint: Optional[str] = None,
             raise CheckpointMovedError(directory, checkpoint)
     elif checkpoint is not None and not osp.isfile(checkpoint) and '://' not in checkpoint:
         raise MissingFileError(f'checkpoint {checkpoint} not found', argument='checkpoint')
-    return init_model(osp.join(directory, manifest['files']['config']), checkpoint,
-                      device=device)
+    return init_model(config, checkpoint, device=device)

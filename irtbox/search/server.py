@@ -175,7 +175,12 @@ def create_app(searcher, max_upload_bytes: int = 10 * 2**20, max_pixels: int = 4
         return FileResponse(path, stat_result=stat)
 
     @app.post('/search')
-    def search(image: UploadFile = File(None), position: int = Form(None), k: int = Form(10)):
+    def search(request: fastapi.Request, image: UploadFile = File(None),
+               position: int = Form(None), k: int = Form(10)):
+        kind = request.headers.get('content-type', '').partition(';')[0].strip()
+        if kind not in ('multipart/form-data', 'application/x-www-form-urlencoded'):
+            raise HTTPException(422, f'POST /search takes form fields (multipart/form-data: '
+                                f'"image" or "position", and "k"), not {kind or "an empty body"}')
         if not 1 <= k <= max_k:
             raise HTTPException(422, f'k must be between 1 and {max_k}, got {k}')
         started = time.perf_counter()

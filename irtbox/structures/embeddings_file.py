@@ -227,8 +227,9 @@ class _Reader:
             self.npz = np.load(path, allow_pickle=False)
             self.infos = {i.filename[:-len('.npy')]: i
                           for i in zipfile.ZipFile(path).infolist()}
-        except (OSError, ValueError, zipfile.BadZipFile) as error:
-            raise ValueError(f'{path}: not a readable .npz ({error}); expected an embeddings '
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
+            reason = 'an empty file (0 bytes)' if not osp.getsize(path) else error
+            raise ValueError(f'{path}: not a readable .npz ({reason}); expected an embeddings '
                              'file (written by a test or an extraction)') from error
         self.keys = set(self.npz.files)
 
@@ -237,7 +238,11 @@ class _Reader:
             mapped = _memmap_member(self.path, self.infos[key])
             if mapped is not None:
                 return mapped
-        return self.npz[key]
+        try:
+            return self.npz[key]
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:  # a flipped bit
+            raise ValueError(f'{self.path}: its array {key!r} is damaged ({error}); expected an '
+                             'embeddings file as it was written: write it again') from error
 
     def get(self, key: str, convert=None):
         """The array ``key`` (through ``convert`` when given), None when the file has none."""

@@ -1,15 +1,21 @@
 """Loading configs with errors that name the file and the entry at fault."""
+import ast
 import difflib
+import json
 import os.path as osp
+import traceback
 
 from mmengine.config import Config, DictAction  # noqa: F401  (DictAction re-exported for cli)
 
+from irtbox.registry import unregistered_types
 from .errors import IrtboxError, with_prefix
+from .fileio import read_json
 from .mmengine_compat import base_path_resolver
 
 __all__ = ['ConfigError', 'CustomImportError', 'Config', 'DictAction', 'CONFIGS_DIR',
            'SHIPPED_PREFIX', 'find_config', 'load_config', 'check_top_level_keys',
-           'check_option_types', 'check_option_paths']
+           'check_option_types', 'check_option_paths', 'config_data', 'config_from_data',
+           'config_from_text']
 
 #: The configs irtbox ships, inside the installed package (a checkout's ``configs/`` links
 #: here), so that ``configs/irt/...py`` and the zoo's names work from any folder.
@@ -88,6 +94,8 @@ def load_config(path: str, cfg_options: dict = None) -> Config:
         raise CustomImportError(f"{path}: custom_imports: importing '{name}' failed: "
                                 f'{type(reason).__name__}: {reason}') from reason
     except Exception as err:  # re-raised naming the config file
+        if not str(err).strip("'"):  # MMEngine's lazy-import mode blocks a call with no word
+            err.args = (_raising_line(err, path), )
         raise with_prefix(err, f'could not load config {path}') from err
     if cfg_options:
         check_option_paths(cfg, cfg_options, path)
@@ -96,6 +104,96 @@ def load_config(path: str, cfg_options: dict = None) -> Config:
     check_top_level_keys(cfg, path)
     cfg.setdefault('default_scope', 'irtbox')
     return cfg
+
+
+def config_data(cfg: Config, where: str) -> dict:
+    """``cfg`` as plain data (what JSON holds), checked as :func:`config_from_data` checks it:
+    a config that a folder can carry and another machine load without running code. Its
+    ``custom_imports`` are left out: a model of your own modules loads from the config you
+    name."""
+    data = json.loads(json.dumps(cfg.to_dict(), default=lambda value: _not_data(value, cfg)))
+    data.pop('custom_imports', None)
+    _check_data(data, where)
+    return data
+
+
+def _not_data(value, cfg):
+    raise ConfigError(f'config {getattr(cfg, "filename", None) or ""}: {value!r} is not plain '
+                      'data (numbers, strings, lists, dicts); it cannot be saved as JSON')
+
+
+def _check_data(data, where: str) -> None:
+    """Refuse what would make loading ``data`` run code: ``_base_`` (Python files),
+    ``custom_imports`` (modules), another ``default_scope`` (its package), a ``type`` that no
+    registry holds (MMEngine imports and calls a dotted path)."""
+    if not isinstance(data, dict):
+        raise ConfigError(f'{where}: expected a JSON object (a config), got '
+                          f'{type(data).__name__}')
+    found = [key for key in ('_base_', 'custom_imports') if key in data]
+    if data.get('default_scope', 'irtbox') != 'irtbox':
+        found.append('default_scope')
+    found += [f'{key}.type' for key in unregistered_types(data)]
+    if found:
+        raise ConfigError(f'{where}: {", ".join(found[:5])}: a config read as data may name only '
+                          'the parts registered in irtbox (no _base_, custom_imports or dotted '
+                          'import path), since loading would otherwise run code')
+
+
+def config_from_data(path: str) -> Config:
+    """The config saved as JSON data by :func:`config_data` in ``path``, checked, read without
+    running any code (:func:`load_config` would run a ``_base_``'s Python)."""
+    try:
+        data = read_json(path)
+    except ValueError as err:
+        raise ConfigError(f'{path}: not valid JSON: {err}') from None
+    _check_data(data, path)
+    return Config(data, filename=path)
+
+
+def config_from_text(text: str, where: str) -> Config:
+    """A config's text as MMEngine prints it (``meta.cfg`` of a checkpoint: ``NAME = VALUE``
+    lines of literals and ``dict(...)``) read as data, without running it, and checked."""
+    data = {}
+    try:
+        for node in ast.parse(text).body:
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                    and isinstance(node.targets[0], ast.Name)):
+                raise ValueError(f'line {node.lineno} is not NAME = VALUE')
+            data[node.targets[0].id] = _literal(node.value)
+    except (SyntaxError, ValueError) as err:
+        raise ConfigError(f'{where}: {err}: expected a config of plain values (it is read as '
+                          'data, not run)') from None
+    _check_data(data, where)
+    return Config(data)
+
+
+def _literal(node):
+    """The value of ``node``: literals, lists, tuples, dicts and ``dict(key=...)``, no more."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == 'dict' \
+            and not node.args and all(k.arg for k in node.keywords):
+        return {k.arg: _literal(k.value) for k in node.keywords}
+    if isinstance(node, (ast.List, ast.Tuple)):
+        items = [_literal(e) for e in node.elts]
+        return items if isinstance(node, ast.List) else tuple(items)
+    if isinstance(node, ast.Dict) and None not in node.keys:
+        return {ast.literal_eval(k): _literal(v) for k, v in zip(node.keys, node.values)}
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        raise ValueError(f'line {node.lineno}: {ast.unparse(node)[:60]} is not a plain '
+                         'value') from None
+
+
+def _raising_line(err: BaseException, path: str) -> str:
+    """What the config line that raised ``err`` (an exception without a message) did."""
+    frames = traceback.extract_tb(err.__traceback__)
+    own = [f for f in frames if osp.abspath(f.filename) == osp.abspath(path)]
+    where = f'line {own[-1].lineno}, {own[-1].line!r}: ' if own else ''
+    if frames and frames[-1].filename.endswith(osp.join('mmengine', 'config', 'lazy.py')):
+        return (f'{where}blocked by MMEngine\'s config loader ({type(err).__name__}): a config '
+                'that imports modules is read in its lazy-import mode, where an imported name '
+                'cannot be called; expected plain values (numbers, strings, lists, dicts)')
+    return f'{where}{type(err).__name__} without a message'
 
 
 def find_config(name: str, shipped_only: bool = False) -> str:

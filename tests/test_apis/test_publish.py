@@ -143,3 +143,14 @@ def test_tools_test_accepts_the_release(checkpoint, tmp_path, monkeypatch):
         runs[run] = np.load(out)['embeddings']
     assert np.array_equal(runs['released'], runs['original'])
     assert not np.allclose(runs['released'], runs['none'])  # the weights were really loaded
+
+
+@pytest.mark.parametrize('text', ["__import__('os').system('touch {marker}')\nmodel = dict()",
+                                  "model = dict(type='os.system', command='touch {marker}')"])
+def test_a_checkpoint_config_is_read_as_data_not_run(tmp_path, text):
+    """A checkpoint from elsewhere carries any ``meta.cfg``: publishing reads it as data."""
+    from irtbox.apis.publish import checkpoint_config
+    marker = tmp_path / 'ran'
+    with pytest.raises(ValueError, match=r'x\.pth: meta\.cfg: .*pass the config it was trained'):
+        checkpoint_config(dict(meta=dict(cfg=text.format(marker=marker))), None, 'x.pth')
+    assert not marker.exists()

@@ -196,6 +196,10 @@ def test_status_reads_the_job_states(tmp_path, monkeypatch):
     assert slurm.run_status(run, queue) == ('running', 'Slurm 7_0 RUNNING')
     assert slurm.run_status(waiting, queue) == ('pending', 'Slurm 7_2 PENDING')
     assert slurm.run_status(other, queue) == ('pending', 'not started')
+    open(osp.join(other.work_dir, 'iter_5.pth'), 'w').close()  # an attempt that stopped
+    open(osp.join(other.work_dir, 'iter_10.pth'), 'w').close()
+    assert slurm.run_status(other, queue) == (
+        'pending', 'started, not finished: iter_10.pth saved, which the next attempt resumes from')
     assert slurm.unqueued([run, other, waiting], queue) == [other]
     monkeypatch.setenv('PATH', '/nonexistent')
     assert slurm.queue_states([run], str(tmp_path)) is None

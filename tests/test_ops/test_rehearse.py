@@ -163,3 +163,29 @@ def test_the_rehearsal_config_registers_its_probe(tmp_path):
     done = subprocess.run([sys.executable, '-c', code, path], capture_output=True, text=True,
                           cwd=ROOT)
     assert done.stdout.strip() == 'irtbox.ops.rehearsal_probe', done.stderr[-2000:]
+
+
+def test_ctrl_c_stops_the_phase_and_says_so_in_one_line(tmp_path, monkeypatch, capsys):
+    """Ctrl-C in a phase: its session is ended and the command prints one line naming the
+    phase (before: a 27-line KeyboardInterrupt traceback)."""
+    import os
+    import signal
+    import threading
+
+    from irtbox.cli import rehearse as rehearse_tool
+    from irtbox.ops import rehearse as rehearse_module
+    log = str(tmp_path / 'train.log')
+    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+    with pytest.raises(rehearse_module.RehearsalInterrupted) as error:
+        rehearse_module._run_phase('train', [sys.executable, '-c', 'import time; '
+                                             'time.sleep(60)'], log, timeout=120)
+    assert error.value.phase == 'train' and isinstance(error.value, KeyboardInterrupt)
+    monkeypatch.setattr(rehearse_module, 'rehearse', lambda *a, **k: (_ for _ in ()).throw(
+        rehearse_module.RehearsalInterrupted('resume', log)))
+    with pytest.raises(SystemExit) as stop:
+        rehearse_tool.main(['configs/quickstart/irt-r_vit-tiny_1xb64-500_digits.py',
+                            '--work-dir', str(tmp_path / 'w')])
+    assert stop.value.code == 130
+    assert capsys.readouterr().err.splitlines() == [
+        'rehearse: configs/quickstart/irt-r_vit-tiny_1xb64-500_digits.py: interrupted during '
+        f'the resume phase, which was stopped (its processes ended; its output: {log})']

@@ -212,6 +212,17 @@ def test_bad_requests(server, fields, message):
     assert status == 422 and message in str(body['detail'])
 
 
+def test_a_json_body_is_told_that_form_fields_are_expected(server):
+    url, _ = server
+    request = urllib.request.Request(url + '/search', data=b'{"position": 0, "k": 3}',
+                                     method='POST', headers={'Content-Type': 'application/json'})
+    with pytest.raises(urllib.error.HTTPError) as error:
+        urllib.request.urlopen(request, timeout=30)
+    detail = json.loads(error.value.read())['detail']
+    assert error.value.code == 422 and detail.startswith('POST /search takes form fields (') \
+        and detail.endswith('not application/json')
+
+
 @pytest.mark.slow
 def test_bounded_load(server):
     """200 searches, 20 at a time, on loopback: every one answered correctly."""

@@ -51,3 +51,15 @@ def test_nothing_found_says_where_it_looked(tmp_path, monkeypatch):
         resolve_config('irt-r_deit-s_1xb64-35k_sob')
     with pytest.raises(FileNotFoundError, match=f'not a config irtbox ships under {CONFIGS_DIR}'):
         find_config('irt-r_deit-s_1xb64-35k_sop')  # zoo names are the apis layer's
+
+
+@pytest.mark.parametrize('text, message', [
+    ('import torch\nx = torch.zeros(1)\n', r"line 2, 'x = torch.zeros\(1\)': blocked by MMEngine's "
+     r'config loader \(RuntimeError\): a config that imports modules is read in its lazy-import '
+     'mode'),
+    ('x = 1\nassert x == 2\n', "line 2, 'assert x == 2': AssertionError without a message$")])
+def test_an_error_without_a_message_names_the_config_line(tmp_path, text, message):
+    path = tmp_path / 'c.py'
+    path.write_text(text)
+    with pytest.raises(Exception, match=rf'^could not load config {path}: {message}'):
+        load_config(str(path))

@@ -3,12 +3,13 @@
 The errors name the argument at fault (``name``) and the value given; the function that was
 called is in the traceback.
 """
-from typing import Union
+from typing import Optional, Tuple, Union
 
 import numpy as np
 import torch
 
-__all__ = ['ArrayLike', 'as_float_matrix', 'as_vector', 'check_finite', 'non_finite_rows']
+__all__ = ['ArrayLike', 'as_float_matrix', 'as_vector', 'label_codes', 'check_finite',
+           'non_finite_rows']
 
 ArrayLike = Union[np.ndarray, torch.Tensor]
 
@@ -62,6 +63,45 @@ def as_vector(v, name: str, n: int, entry: str = 'entry') -> np.ndarray:
         raise ValueError(f'{name} must be 1-D with one {entry} per embedding ({n}), got '
                          f'shape {v.shape}.')
     return v
+
+
+def _labels(v, name: str, n: int) -> np.ndarray:
+    """``v`` as a 1-D array of ``n`` labels: an object array where strings and other values
+    mix (NumPy would turn 1 into '1'), without NaN."""
+    if isinstance(v, torch.Tensor):
+        v = v.detach().cpu().numpy()
+    if not isinstance(v, np.ndarray) and len({isinstance(x, str) for x in v}) > 1:
+        items = list(v)
+        v = np.empty(len(items), object)
+        v[:] = items
+    v = as_vector(v, name, n, entry='label')
+    nan = (np.flatnonzero(np.isnan(v)) if v.dtype.kind == 'f' else
+           [i for i, x in enumerate(v) if isinstance(x, float) and x != x]
+           if v.dtype == object else [])
+    if len(nan):
+        raise ValueError(f'{name}: the label of item {nan[0]} is NaN ({len(nan)} of {n} are); '
+                         'expected a class for every item (NaN is no class)')
+    return v
+
+
+def label_codes(query_labels, gallery_labels, nq: int, ng: Optional[int] = None
+                ) -> Tuple[np.ndarray, Optional[np.ndarray]]:
+    """The query and gallery labels (arrays, tensors or lists; ``gallery_labels`` None: none)
+    as int64 class codes, by the datasets' rule (``BaseRetrievalDataset``): a label is its
+    value, so ``1`` and ``1.0`` are one class, ``1`` and ``'1'`` two (as a CSV's ``'05'`` and
+    ``'5'``). A NaN label is refused, naming the item."""
+    q = _labels(query_labels, 'query_labels', nq)
+    g = None if gallery_labels is None else _labels(gallery_labels, 'gallery_labels', ng)
+    parts = [q] if g is None else [q, g]
+    kinds = {'number' if p.dtype.kind in 'biuf' else p.dtype.kind for p in parts}
+    if len(kinds) == 1 and kinds != {'O'}:
+        codes = np.unique(np.concatenate(parts), return_inverse=True)[1].astype(np.int64)
+    else:  # strings and numbers: Python's equality keeps 1 and '1' apart
+        seen = {}
+        codes = np.fromiter((seen.setdefault(x.item() if isinstance(x, np.generic) else x,
+                                             len(seen)) for p in parts for x in p),
+                            np.int64, sum(len(p) for p in parts))
+    return codes[:len(q)], None if g is None else codes[len(q):]
 
 
 def non_finite_rows(x: np.ndarray, rows: int = 1 << 16) -> np.ndarray:

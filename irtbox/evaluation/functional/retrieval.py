@@ -11,7 +11,7 @@ import torch
 
 from irtbox.utils.checks import check_positive_ints
 from ..neighbours import ExactSearcher, Searcher, build_searcher
-from .checks import ArrayLike, as_vector
+from .checks import ArrayLike, label_codes
 from .map_at_r import count_relevant, map_at_r_means, map_at_r_per_query
 from .ranking import prepare_pair, rank_of
 from .recall import first_hit_ranks, recall_from_first_hit
@@ -70,15 +70,14 @@ def retrieval_metrics(query_emb,
     if leave_one_out != (gallery_labels is None):
         raise ValueError('retrieval_metrics: give both gallery_emb and gallery_labels, or '
                          'neither (leave-one-out).')
-    query_labels = as_vector(query_labels, 'query_labels',
-                             _num_rows(query_emb, 'query_emb'), entry='label')
+    query_labels, gallery_labels = label_codes(
+        query_labels, gallery_labels, _num_rows(query_emb, 'query_emb'),
+        None if leave_one_out else _num_rows(gallery_emb, 'gallery_emb'))
     if len(query_labels) == 0:
         raise ValueError('retrieval_metrics: no queries; expected at least one.')
     if leave_one_out:
         gallery_emb, gallery_labels = query_emb, query_labels
     else:
-        gallery_labels = as_vector(gallery_labels, 'gallery_labels',
-                                   _num_rows(gallery_emb, 'gallery_emb'), entry='label')
         if len(gallery_labels) == 0:
             raise ValueError('retrieval_metrics: the gallery is empty; expected at least '
                              'one item.')

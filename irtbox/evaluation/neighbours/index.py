@@ -4,8 +4,10 @@ candidates, the one recall@k of an approximate index, and the index folder it is
 folder (format 2) holds ``manifest.json`` (factory, nprobe, k_factor, dim, count, the names of the
 files below, ``root``: the folder relative ids are relative to, and their ``sha256``),
 ``index-<tag>.faiss``, the rows as an embeddings file ``embeddings-<tag>.npz`` and optionally the
-model's ``config-<tag>.py``. Loading checks each file's sha256, so an index edited or damaged since
-it was saved is refused, naming the file, rather than searched."""
+model's config as JSON data, ``config-<tag>.json`` (an older irtbox wrote Python,
+``config-<tag>.py``, which loading does not run unless named). Loading checks each file's
+sha256, so an index edited or damaged since it was saved is refused, naming the file, rather
+than searched."""
 import json
 import mmap
 import os
@@ -20,9 +22,10 @@ import torch
 
 from irtbox.structures.embeddings_file import EmbeddingSet, load_embeddings, save_embeddings
 from irtbox.utils.checks import check_positive_int
+from irtbox.utils.config import config_data
 from irtbox.utils.download import sha256sum
 from irtbox.utils.errors import IrtboxError
-from irtbox.utils.fileio import atomic_write, atomic_write_text, read_json
+from irtbox.utils.fileio import atomic_write_text, read_json
 from ..functional.checks import non_finite_rows
 from ..functional.ranking import blockwise_topk, stable_topk
 from .faiss_index import FAISS_GPU_MAX_K, FaissIndex, IndexIntegrityError, on_gpu
@@ -35,7 +38,7 @@ MANIFEST = 'manifest.json'
 FORMAT_VERSION = 2
 # What save() writes besides the manifest (named by a random tag per save), and the
 # temporary files of a save that was killed.
-_DATA_NAMES = r'(index-\w+\.faiss|embeddings-\w+\.npz|config-\w+\.py)'
+_DATA_NAMES = r'(index-\w+\.faiss|embeddings-\w+\.npz|config-\w+\.(json|py))'
 _DATA_FILE = re.compile(rf'^({_DATA_NAMES}|\.({_DATA_NAMES}|manifest\.json)\.\w+\.tmp(\.\w+)?)$')
 
 
@@ -169,18 +172,21 @@ class Index:
         return recall_at_k(lambda q, kk: self.search(q, min(kk, len(self.ids)))[1], sample)
 
     def save(self, directory: str, config=None) -> None:
-        """Write the index folder; ``config``: anything with ``dump(path)``. The data files
-        get new names, then the manifest naming them is replaced in one rename, then the old
-        files are removed: a crash at any moment leaves the previous save readable."""
+        """Write the index folder; ``config``: the model's config (a ``Config``, saved as plain
+        data: :func:`~irtbox.utils.config.config_data`) or that data (a dict). The data
+        files get new names, then the manifest naming them is replaced in one rename, then the
+        old files are removed: a crash at any moment leaves the previous save readable."""
         os.makedirs(directory, exist_ok=True)
         self.root = osp.abspath(self.root or os.getcwd())
         tag = uuid.uuid4().hex[:12]
         files = dict(index=f'index-{tag}.faiss', embeddings=f'embeddings-{tag}.npz')
         if config is not None:  # so that a query needs only the index folder (and the weights)
-            files['config'] = f'config-{tag}.py'
+            files['config'] = f'config-{tag}.json'
         try:
-            if config is not None:
-                atomic_write(osp.join(directory, files['config']), config.dump)
+            if config is not None:  # data, not Python: loading the folder runs none of it
+                data = config if isinstance(config, dict) else config_data(
+                    config, getattr(config, 'filename', None) or directory)
+                atomic_write_text(osp.join(directory, files['config']), json.dumps(data, indent=1))
             self._write(directory, files)
         except BaseException:  # a full disk, an interrupt: this save's files go, the last stays
             if not _manifest_names(directory, files):  # (unless the new manifest is in place)
@@ -307,6 +313,10 @@ def read_manifest(directory: str) -> dict:
         manifest = read_json(path)
     except ValueError as err:
         raise IndexIntegrityError(path, f'{path} is not valid JSON: {err}') from err
+    if not isinstance(manifest, dict):
+        raise IndexIntegrityError(path, f'{path}: a JSON {type(manifest).__name__}; expected an '
+                                  'object (the manifest ImageSearcher.save writes): rebuild '
+                                  'the index')
     if manifest.get('format_version') != FORMAT_VERSION:
         raise IndexIntegrityError(path, f'{path}: index format '
                                   f'{manifest.get("format_version")!r}, this irtbox reads format '

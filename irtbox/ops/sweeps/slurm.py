@@ -29,7 +29,7 @@ from irtbox.utils.extras import require_extra
 from irtbox.utils.fileio import atomic_write_text
 from .execute import attempt
 from .spec import Run
-from .state import FAILED, PREEMPTED_MARK, state_of
+from .state import FAILED, PREEMPTED_MARK, saved_checkpoint, state_of
 
 __all__ = ['JOB_FILE', 'JOBS_DIR', 'SubmitError', 'RunTask', 'make_executor', 'submit_runs',
            'queue_states', 'run_status', 'unqueued']
@@ -176,7 +176,10 @@ def run_status(run: Run, queue: Optional[Dict[str, str]]) -> Tuple[str, str]:
     if state == 'failed':
         with open(osp.join(run.work_dir, FAILED)) as f:
             return 'failed', f.readline().strip()
-    detail = 'trained, not tested yet' if state == 'trained' else 'not started'
+    saved = saved_checkpoint(run.work_dir)
+    detail = ('trained, not tested yet' if state == 'trained' else
+              f'started, not finished: {saved} saved, which the next attempt resumes from'
+              if saved else 'not started')
     if job_id and queue is None:
         detail += f'; submitted as {job_id} (sacct unavailable: its queue state unknown)'
     return 'pending', detail

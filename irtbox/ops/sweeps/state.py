@@ -1,10 +1,12 @@
 """The files that record how far each run of a sweep got, in its work dir."""
+import os
 import os.path as osp
+import re
 
 from .spec import OFF_THE_SHELF, Run
 
 __all__ = ['RESULTS', 'EMBEDDINGS', 'TRAIN_DONE', 'FAILED', 'LOG', 'PREEMPTED_MARK', 'state_of',
-           'checkpoint_of']
+           'checkpoint_of', 'saved_checkpoint']
 
 RESULTS = 'test_results.json'
 # A test writes a .npz's metrics to the same name with .json: RESULTS.
@@ -38,3 +40,12 @@ def checkpoint_of(work_dir: str) -> str:
             return f.read().strip()
     raise FileNotFoundError(f'{work_dir}: training finished but left neither best.pth nor '
                             'last_checkpoint (does the config have a CheckpointHook?)')
+
+
+def saved_checkpoint(work_dir: str):
+    """The newest ``iter_N.pth`` / ``epoch_N.pth`` a training left in ``work_dir`` (the one
+    its next attempt resumes from), or None."""
+    found = [(int(m.group(2)), name) for name in (os.listdir(work_dir) if osp.isdir(work_dir)
+                                                  else [])
+             if (m := re.fullmatch(r'(iter|epoch)_(\d+)\.pth', name))]
+    return max(found)[1] if found else None
