@@ -112,9 +112,9 @@ def test_reranking_in_query_blocks_bounded_by_memory_equals_one_block(tmp_path, 
 
 
 def test_rows_are_read_in_few_calls_as_row_by_row(tmp_path, monkeypatch):
-    """Issue 47 item 8: one Python preadv per row. Rows are now read sorted, each once,
-    neighbours (at most _READ_GAP bytes apart) in one call; the rows are those of row-by-row
-    reads in the order asked, repeats and all."""
+    """Issue 47 item 8: one Python preadv per row. Rows are now read sorted, each once, a run
+    of consecutive rows in one call; the rows are those of row-by-row reads in the order
+    asked, repeats and all."""
     from irtbox.evaluation.neighbours import index as index_module
     rows, mapped = _mapped(tmp_path)
     calls = []
@@ -124,15 +124,14 @@ def test_rows_are_read_in_few_calls_as_row_by_row(tmp_path, monkeypatch):
     run = np.arange(100, 600)
     assert (read_rows(mapped, run) == rows[run]).all() and len(calls) == 1
     rng = np.random.default_rng(2)
-    mixed = np.concatenate([rng.integers(0, 1000, 300), run[::-1], [999, 0, 999]])
-    for gap, span in ((0, 2**20), (64, 2**20), (2**16, 640), (2**16, 2**24)):
-        monkeypatch.setattr(index_module, '_READ_GAP', gap)
+    scattered = np.setdiff1d(rng.integers(0, 1000, 300), np.arange(99, 601))
+    scattered = scattered[np.diff(scattered, prepend=-5) > 1]  # no two consecutive
+    mixed = np.concatenate([scattered, run[::-1], [999, 0, 999], scattered[:7]])
+    for span, runs in ((2**30, 1), (64 * 100, 5)):  # a run cut every 100 rows
         monkeypatch.setattr(index_module, '_READ_SPAN', span)
         calls.clear()
-        got = read_rows(mapped, mixed)
-        np.testing.assert_array_equal(got, np.stack([rows[p] for p in mixed]))
-        assert len(calls) <= len(np.unique(mixed)) - len(run) + 1 + (span < 2**20) * 100
-    assert len(calls) == 1  # the whole file within one gap and span
+        np.testing.assert_array_equal(read_rows(mapped, mixed), np.stack([rows[p] for p in mixed]))
+        assert len(calls) == len(np.setdiff1d(scattered, [0, 999])) + runs + 2
     assert read_rows(mapped, np.zeros(0, np.int64)).shape == (0, 16)
 
 

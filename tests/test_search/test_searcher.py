@@ -211,7 +211,8 @@ def test_killed_save_leaves_the_old_index(tmp_path):
     reloaded = ImageSearcher.load(folder)
     assert len(reloaded) == 200 and reloaded.search(x[:10], k=5) == expected
     reloaded.save(folder)  # the next save removes what the killed one left
-    assert len(set(os.listdir(folder)) - {LOCK_FILE}) == 3 and len(ImageSearcher.load(folder)) == 200
+    assert len(set(os.listdir(folder)) - {LOCK_FILE}) == 3
+    assert len(ImageSearcher.load(folder)) == 200
 
 
 class _Forbidden(torch.nn.Module):
@@ -466,5 +467,6 @@ def test_a_mapped_index_cut_short_is_an_error_not_a_bus_error(tmp_path):
                           capture_output=True, text=True, timeout=120,
                           env=dict(os.environ, PYTHONPATH=ROOT))
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.splitlines()[-1].startswith(f'IndexFileChangedError {path} changed since the index was '
-                                  'loaded (written over in place: ')
+    assert done.stdout.splitlines()[-1].startswith(
+        f'IndexFileChangedError {path} changed since the index was loaded (written over in '
+        'place: ')

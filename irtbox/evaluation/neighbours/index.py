@@ -57,10 +57,8 @@ LOCK_FILE = '.irtbox-index.lock'
 HOLDER_FILE = '.irtbox-index.lock.holder.json'
 # Bytes of candidate rows a re-ranking holds at once (read, then gathered per query).
 RERANK_MEMORY = 256 * 2**20
-# Rows at most this many bytes apart are read in one call, the gap read and dropped: a call
-# costs more than reading a few pages the page cache holds or the disk reads anyway.
-_READ_GAP = 64 * 2**10
-_READ_SPAN = 16 * 2**20  # bytes at most read in one call (the buffer holding a span)
+# Bytes at most read in one call (Linux reads at most 2 GiB a call).
+_READ_SPAN = 2**30
 
 
 class NotAnIndexError(IrtboxError, FileNotFoundError):
@@ -415,8 +413,8 @@ def read_rows(rows: np.ndarray, positions: np.ndarray) -> np.ndarray:
     """``rows[positions]``. Of a memory-mapped file's rows, read with ``os.preadv`` and no
     read-ahead, not through the map: a page fault maps and reads ahead pages around the one
     asked for, and every page mapped counts in the resident memory. The positions are read
-    sorted, each once, rows less than ``_READ_GAP`` bytes apart in one call (a span of at
-    most ``_READ_SPAN`` bytes): a Python call per row would cost more than the reading."""
+    sorted, each once, a run of consecutive rows in one call: a Python call per row costs
+    more than reading it."""
     whole = isinstance(rows, np.memmap) and isinstance(rows.base, mmap.mmap) \
         and rows.flags.c_contiguous and rows.ndim == 2 and getattr(rows, 'filename', None)
     positions = np.asarray(positions, np.int64)
@@ -425,28 +423,23 @@ def read_rows(rows: np.ndarray, positions: np.ndarray) -> np.ndarray:
     wanted, inverse = np.unique(positions, return_inverse=True)
     size = rows.strides[0]
     out = np.empty((len(wanted), rows.shape[1]), rows.dtype)
-    # A span starts where the gap from the row before is too long, and where it would reach
-    # _READ_SPAN bytes from the start of its run of near rows (its buffer bounded).
-    far = np.diff(wanted) * size > _READ_GAP + size
-    run = np.concatenate([[0], np.cumsum(far)])
-    first_of_run = wanted[np.concatenate([[0], np.flatnonzero(far) + 1])][run]
+    # A run ends before a gap, or at _READ_SPAN bytes from where it started.
+    gap = np.diff(wanted) != 1
+    first_of_run = wanted[np.concatenate([[0], np.flatnonzero(gap) + 1])][
+        np.concatenate([[0], np.cumsum(gap)])]
     piece = (wanted - first_of_run) // max(1, _READ_SPAN // size)
-    bounds = np.concatenate([[0], np.flatnonzero(far | (np.diff(piece) != 0)) + 1,
+    bounds = np.concatenate([[0], np.flatnonzero(gap | (np.diff(piece) != 0)) + 1,
                              [len(wanted)]])
+    view = memoryview(out.reshape(-1).view(np.uint8))
     with open(rows.filename, 'rb', buffering=0) as f:
         os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_RANDOM)
-        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-            first, last = int(wanted[lo]), int(wanted[hi - 1])
-            contiguous = last - first == hi - lo - 1  # read straight into the output
-            span = out[lo:hi] if contiguous else np.empty((last - first + 1, rows.shape[1]),
-                                                           rows.dtype)
+        for lo, hi, first in zip(bounds[:-1].tolist(), bounds[1:].tolist(),
+                                 wanted[bounds[:-1]].tolist()):
             at = rows.offset + first * size
-            if os.preadv(f.fileno(), [memoryview(span).cast('B')], at) != span.nbytes:
-                raise OSError(f'{rows.filename}: rows {first}-{last} (bytes {at}-'
-                              f'{at + span.nbytes}) are past the end of the file: it was cut '
-                              'short since it was opened')
-            if not contiguous:
-                out[lo:hi] = span[wanted[lo:hi] - first]
+            if os.preadv(f.fileno(), [view[lo * size:hi * size]], at) != (hi - lo) * size:
+                raise OSError(f'{rows.filename}: rows {first}-{first + hi - lo - 1} (bytes '
+                              f'{at}-{at + (hi - lo) * size}) are past the end of the file: '
+                              'it was cut short since it was opened')
     return out if len(wanted) == len(positions) and (wanted == positions).all() \
         else out[inverse.reshape(-1)]
 
