@@ -2,8 +2,10 @@
 from irtbox.apis.identity import model_identity
 
 from .build import IndexBuild, build_index
-from .searcher import (CheckpointMovedError, ImageSearcher, IndexIntegrityError,
-                       IndexMismatchError, SearchHit, load_index_model)
+from .searcher import (CheckpointMovedError, ImageSearcher, IndexFileChangedError,
+                       IndexFolderBusy, IndexIntegrityError, IndexMismatchError, SearchHit,
+                       load_index_model)
 
-__all__ = ['ImageSearcher', 'IndexMismatchError', 'IndexIntegrityError', 'CheckpointMovedError',
-           'SearchHit', 'load_index_model', 'model_identity', 'IndexBuild', 'build_index']
+__all__ = ['ImageSearcher', 'IndexMismatchError', 'IndexIntegrityError', 'IndexFolderBusy',
+           'IndexFileChangedError', 'CheckpointMovedError', 'SearchHit', 'load_index_model',
+           'model_identity', 'IndexBuild', 'build_index']

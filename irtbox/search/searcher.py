@@ -13,15 +13,17 @@ from irtbox.apis import init_model
 from irtbox.apis.extract import extract_features
 from irtbox.apis.identity import model_identity, model_identity_differences
 from irtbox.evaluation.neighbours.faiss_index import IndexIntegrityError
-from irtbox.evaluation.neighbours.index import (Index, RowsError, check_files, normalize,
+from irtbox.evaluation.neighbours.index import (Index, IndexFileChangedError, IndexFolderBusy,
+                                               RowsError, check_files, normalize,
                                                read_index_rows, read_manifest, read_rows,
                                                rerank_exactly)
 from irtbox.utils.checks import check_positive_int
 from irtbox.utils.dist import resolve_device
 from irtbox.utils.errors import IrtboxError
 
-__all__ = ['IndexMismatchError', 'IndexIntegrityError', 'CheckpointMovedError', 'SearchHit',
-           'ImageSearcher', 'load_index_model', 'rerank_exactly', 'read_rows']
+__all__ = ['IndexMismatchError', 'IndexIntegrityError', 'IndexFolderBusy', 'IndexFileChangedError',
+           'CheckpointMovedError', 'SearchHit', 'ImageSearcher', 'load_index_model',
+           'rerank_exactly', 'read_rows']
 
 
 class IndexMismatchError(IrtboxError, ValueError):

@@ -40,7 +40,7 @@ from ..functional.ranking import blockwise_topk, stable_topk
 from .faiss_index import FAISS_GPU_MAX_K, FaissIndex, IndexIntegrityError, on_gpu
 
 __all__ = ['Index', 'RowsError', 'NotAnIndexError', 'IndexFolderBusy', 'IndexFileChangedError',
-           'RecallSample', 'recall_at_k', 'rerank_exactly', 'search_reranked', 'candidate_count',
+           'RecallSample', 'recall_at_k', 'rerank_exactly', 'search_reranked',
            'read_rows', 'read_manifest', 'check_files', 'read_index_rows', 'index_folder_lock',
            'MANIFEST', 'FORMAT_VERSION', 'LOCK_FILE', 'HOLDER_FILE', 'RERANK_MEMORY']
 
@@ -182,9 +182,6 @@ class Index:
     Attributes:
         root: the folder relative ids are relative to (None until saved or loaded).
         build_info: what a build measured, saved as the manifest's ``build`` (or None).
-        capped: the first search whose candidates faiss-gpu's limit cut (``asked``,
-            ``searched``, ``k``, ``k_factor``), else None; saved in the manifest as
-            ``candidates_capped`` (a build's recall was measured so).
     """
 
     def __init__(self, factory: str = 'Flat', nprobe: Optional[int] = None, device=None,
@@ -197,13 +194,19 @@ class Index:
         self.ids: List[str] = []
         self.root: Optional[str] = None
         self.build_info: Optional[dict] = None
-        self.capped: Optional[dict] = None
         # The files a loaded index reads, as they were when loaded: path -> (device, inode,
         # size, mtime).
         self._files: Dict[str, tuple] = {}
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @property
+    def capped(self) -> Optional[dict]:
+        """The first search whose candidates faiss-gpu's limit cut (``asked``, ``searched``,
+        ``k``, ``k_factor``), else None; saved in the manifest as ``candidates_capped`` (a
+        build's recall was measured so)."""
+        return self.faiss_index.capped
 
     @property
     def dim(self) -> Optional[int]:
@@ -242,14 +245,6 @@ class Index:
         if not len(self.ids):
             raise RowsError('the index is empty; add rows first')
         self.check_unchanged()
-        asked, searched = candidate_count(self.faiss_index, len(self.rows), k, self.k_factor)
-        if searched < asked and self.capped is None:
-            self.capped = dict(asked=asked, searched=searched, k=k, k_factor=self.k_factor)
-            warnings.warn(f'faiss on the GPU selects at most {FAISS_GPU_MAX_K} candidates: '
-                          f're-ranking {searched} of the k_factor x k = {asked} asked (k={k}), '
-                          'so recall can be below the CPU\'s and the recall the build measured '
-                          "(the manifest's build.recall_at_10); a smaller k or k_factor, or "
-                          "device='cpu', re-ranks them all (said once per index)")
         return search_reranked(self.faiss_index, self.rows, queries, k, self.k_factor)
 
     def check_unchanged(self) -> None:
@@ -354,23 +349,24 @@ class Index:
         return self
 
 
-def candidate_count(faiss_index: FaissIndex, n: int, k: int, k_factor: int) -> Tuple[int, int]:
-    """(candidates asked: ``k_factor`` x k, at most the ``n`` rows; those searched for: on a
-    GPU at most the FAISS_GPU_MAX_K that faiss-gpu selects, never fewer than k)."""
-    asked = min(k * k_factor, n)
-    if k_factor > 1 and on_gpu(faiss_index.index):
-        return asked, max(k, min(asked, FAISS_GPU_MAX_K))
-    return asked, asked
-
-
 def search_reranked(faiss_index: FaissIndex, rows: np.ndarray, queries: np.ndarray, k: int,
                     k_factor: int) -> Tuple[np.ndarray, np.ndarray]:
     """``faiss_index.search(queries, k)``, its ``k_factor`` x k candidates re-ranked exactly
-    against ``rows`` (:func:`rerank_exactly`) when ``k_factor`` > 1 (on a GPU at most
-    :func:`candidate_count`'s)."""
+    against ``rows`` (:func:`rerank_exactly`) when ``k_factor`` > 1. On a GPU at most the
+    FAISS_GPU_MAX_K that faiss-gpu selects (never fewer than k): the first search so cut
+    warns and is recorded as ``faiss_index.capped``, since its recall differs from the CPU's."""
     if k_factor == 1:
         return faiss_index.search(queries, k)
-    searched = candidate_count(faiss_index, len(rows), k, k_factor)[1]
+    asked = searched = min(k * k_factor, len(rows))
+    if on_gpu(faiss_index.index):
+        searched = max(k, min(asked, FAISS_GPU_MAX_K))
+    if searched < asked and faiss_index.capped is None:
+        faiss_index.capped = dict(asked=asked, searched=searched, k=k, k_factor=k_factor)
+        warnings.warn(f'faiss on the GPU selects at most {FAISS_GPU_MAX_K} candidates: '
+                      f're-ranking {searched} of the k_factor x k = {asked} asked (k={k}), so '
+                      "recall can be below the CPU's and the recall a build measured (an "
+                      "index's manifest, build.recall_at_10); a smaller k or k_factor, or "
+                      "device='cpu', re-ranks them all (said once per index)")
     return rerank_exactly(rows, queries, faiss_index.search(queries, searched)[1], k)
 
 
