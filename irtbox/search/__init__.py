@@ -2,10 +2,10 @@
 from irtbox.apis.identity import model_identity
 
 from .build import IndexBuild, build_index
-from .searcher import (CheckpointMovedError, ImageSearcher, IndexIntegrityError,
-                       IndexMismatchError, SearchHit, UntrustedConfigError,
-                       load_index_model)
+from .searcher import (CheckpointMovedError, ImageSearcher, IndexFileChangedError,
+                       IndexFolderBusy, IndexIntegrityError, IndexMismatchError, SearchHit,
+                       UntrustedConfigError, load_index_model)
 
-__all__ = ['ImageSearcher', 'IndexMismatchError', 'IndexIntegrityError', 'CheckpointMovedError',
-           'UntrustedConfigError', 'SearchHit', 'load_index_model', 'model_identity', 'IndexBuild',
-           'build_index']
+__all__ = ['ImageSearcher', 'IndexMismatchError', 'IndexIntegrityError', 'IndexFolderBusy',
+           'IndexFileChangedError', 'CheckpointMovedError', 'UntrustedConfigError', 'SearchHit',
+           'load_index_model', 'model_identity', 'IndexBuild', 'build_index']

@@ -101,7 +101,8 @@ def plan_index(n: int, dim: int, max_index_memory: Optional[int],
                max_build_memory: Optional[int] = None) -> IndexPlan:
     """The best index (:func:`index_candidates` order) of at most ``max_index_memory`` bytes
     (None: any size) whose build's peak is at most ``max_build_memory`` (the training sample
-    cut down to 39 points per list to fit). :class:`IndexBudgetError` names the smallest budget that fits."""
+    cut down to 39 points per list to fit). :class:`IndexBudgetError` names the smallest budget
+    that fits."""
     if n < 1 or dim < 1:
         raise ArgumentError(f'plan_index: no vectors to index ({n} x {dim})', 'n', n)
     candidates = index_candidates(n, dim)

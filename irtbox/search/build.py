@@ -4,8 +4,10 @@ import json
 import mmap
 import os
 import os.path as osp
+import re
 import shutil
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Tuple
 
@@ -20,8 +22,8 @@ from irtbox.apis.identity import COMPARED
 from irtbox.evaluation.functional.checks import non_finite_rows
 from irtbox.evaluation.neighbours.faiss_index import (FaissIndex, empty_index, has_ivf,
                                                       min_training_vectors, train_index)
-from irtbox.evaluation.neighbours.index import (Index, RecallSample, normalize, read_manifest,
-                                               read_rows, recall_at_k)
+from irtbox.evaluation.neighbours.index import (Index, RecallSample, index_folder_lock, normalize,
+                                               read_manifest, read_rows, recall_at_k)
 from irtbox.structures.embeddings_file import load_embeddings, map_embeddings
 from irtbox.utils.dist import resolve_device
 from irtbox.utils.errors import ArgumentError, IrtboxError
@@ -104,7 +106,16 @@ def build_index(config, checkpoint: Optional[str], image_dir: str, index_dir: st
     Raises:
         OSError: a file cannot be written (a full disk); no file is left half-written, an
         earlier index in ``index_dir`` stays, and the shards are kept for ``resume``.
+        IndexFolderBusy (an OSError): another build or save writes ``index_dir``.
     """
+    with index_folder_lock(index_dir):  # before the model: a refusal costs nothing
+        return _build_index(config, checkpoint, image_dir, index_dir, factory, k_factor,
+                            batch_size, num_workers, shard_size, resume, device, cfg_options,
+                            progress)
+
+
+def _build_index(config, checkpoint, image_dir, index_dir, factory, k_factor, batch_size,
+                 num_workers, shard_size, resume, device, cfg_options, progress) -> IndexBuild:
     started = time.time()
     device = resolve_device(device)
     model = init_model(config, checkpoint, device=device, cfg_options=cfg_options)
@@ -131,8 +142,11 @@ def build_index(config, checkpoint: Optional[str], image_dir: str, index_dir: st
 
 # From the embeddings of an extraction.
 
-_ROWS_TMP = '.rows-from-features.npy.tmp'  # the normalised rows while the index is built
-_INDEX_TMP = '.index-from-features.faiss.tmp'  # the filled index while it is checked
+# A build's own temporaries (named by a random tag): the normalised rows while the index is
+# built, the filled index while it is checked; those of a killed build are removed by the next.
+_ROWS_TMP = '.rows-from-features.{}.npy.tmp'
+_INDEX_TMP = '.index-from-features.{}.faiss.tmp'
+_STALE_TMP = re.compile(r'^\.(rows|index)-from-features\.\w+\.(npy|faiss)\.tmp$')
 LATENCY_QUERIES = 200  # timed one by one (a Flat index of millions of rows is slow a query)
 SATURATED = 0.005  # recall@10 gained by doubling nprobe below which the codes limit it
 RERANK = 4  # default k_factor of an approximate index (x k candidates)
@@ -339,7 +353,17 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
 
     Raises:
         IndexBudgetError (a ValueError): no index fits the budget (naming one that does).
+        IndexFolderBusy (an OSError): another build or save writes ``index_dir``.
     """
+    with index_folder_lock(index_dir):
+        return _build_index_from_features(source, index_dir, factory, max_index_memory,
+                                          max_build_memory, config, target_recall, k_factor,
+                                          num_queries, seed, progress, log)
+
+
+def _build_index_from_features(source, index_dir, factory, max_index_memory, max_build_memory,
+                               config, target_recall, k_factor, num_queries, seed, progress,
+                               log) -> IndexBuild:
     started = time.time()
     parts, sets, identity, n, dim, ids = _read_parts(source)
     plan = _plan(n, dim, factory, max_index_memory, max_build_memory)
@@ -352,8 +376,12 @@ def build_index_from_features(source: str, index_dir: str, factory: Optional[str
         raise ConfigMovedError(f'the model\'s config {config} (recorded by the extraction) is '
                                'not there; pass its location')
     cfg = Config.fromfile(config)
-    os.makedirs(index_dir, exist_ok=True)
-    tmp, index_tmp = osp.join(index_dir, _ROWS_TMP), osp.join(index_dir, _INDEX_TMP)
+    for name in os.listdir(index_dir):  # a killed build's (the folder is this build's now)
+        if _STALE_TMP.match(name):
+            os.remove(osp.join(index_dir, name))
+    tag = uuid.uuid4().hex[:12]
+    tmp = osp.join(index_dir, _ROWS_TMP.format(tag))
+    index_tmp = osp.join(index_dir, _INDEX_TMP.format(tag))
     # The seconds of each step, in the report: where a build's time goes.
     stages, mark = {}, [started]
 

@@ -14,7 +14,8 @@ from irtbox.apis.extract import extract_features
 from irtbox.apis.identity import model_identity, model_identity_differences
 from irtbox.evaluation.functional.rerankers import check_rerank_cfg, rerank, rerank_graph
 from irtbox.evaluation.neighbours.faiss_index import IndexIntegrityError
-from irtbox.evaluation.neighbours.index import (Index, RowsError, check_files, normalize,
+from irtbox.evaluation.neighbours.index import (Index, IndexFileChangedError, IndexFolderBusy,
+                                               RowsError, check_files, normalize,
                                                read_index_rows, read_manifest, read_rows,
                                                rerank_exactly)
 from irtbox.utils.checks import check_positive_int
@@ -22,9 +23,9 @@ from irtbox.utils.config import Config, ConfigError, config_from_data
 from irtbox.utils.dist import resolve_device
 from irtbox.utils.errors import IrtboxError
 
-__all__ = ['IndexMismatchError', 'IndexIntegrityError', 'CheckpointMovedError',
-           'UntrustedConfigError', 'SearchHit', 'ImageSearcher', 'load_index_model',
-           'rerank_exactly', 'read_rows']
+__all__ = ['IndexMismatchError', 'IndexIntegrityError', 'IndexFolderBusy', 'IndexFileChangedError',
+           'CheckpointMovedError', 'UntrustedConfigError', 'SearchHit', 'ImageSearcher',
+           'load_index_model', 'rerank_exactly', 'read_rows']
 
 
 class IndexMismatchError(IrtboxError, ValueError):

@@ -9,6 +9,10 @@ image, and a JSON API. FastAPI + uvicorn (``pip install irtbox[serve]``).
 - ``GET /healthz``: ``{"status": "ok", "items", "dim", "factory"}`` (``factory``: the faiss
   factory string).
 
+A file of the served index changed since it was loaded (written over, cut short) is a 503 naming
+it, on ``/search`` and ``/healthz``, before anything reads it: the server stays up (a mapped
+file read after it was cut short would end it with SIGBUS).
+
 Uploads are capped in bytes and pixels; memory is bounded across requests too: uploads are
 decoded in a small thread pool under a budget of decoded pixels held at once
 (:class:`PixelBudget`), each no larger than the model needs (:func:`query_min_side`)."""
@@ -23,6 +27,7 @@ from typing import Optional
 
 import numpy as np
 
+from irtbox.evaluation.neighbours.index import IndexFileChangedError
 from irtbox.utils.image import decode_image
 
 from .results import hit_caption
@@ -156,8 +161,15 @@ def create_app(searcher, max_upload_bytes: int = 10 * 2**20, max_pixels: int = 4
     def index_page():
         return page
 
+    def unchanged() -> None:
+        try:
+            searcher.store.check_unchanged()
+        except IndexFileChangedError as err:
+            raise HTTPException(503, str(err)) from None
+
     @app.get('/healthz')
     def healthz():
+        unchanged()
         return dict(status='ok', items=len(searcher), dim=searcher.dim, factory=searcher.factory)
 
     @app.get('/thumb/{position}')
@@ -203,8 +215,10 @@ def create_app(searcher, max_upload_bytes: int = 10 * 2**20, max_pixels: int = 4
                 del data
             else:
                 item_path(position)
+                unchanged()  # before its row is read
                 query = searcher.embeddings[position]
             with lock:
+                unchanged()
                 hits = searcher.search(query, k=k)
         return dict(took_ms=round(1000 * (time.perf_counter() - started), 2),
                     hits=[dict(h.to_dict(), name=hit_caption(h.id),

@@ -174,3 +174,15 @@ def test_faiss_searcher_reranks_k_factor_x_k_candidates_exactly():
     with pytest.raises(ValueError, match='k_factor') as error:
         FaissSearcher(factory='IVF8,Flat', k_factor=0)
     assert error.value.argument == 'k_factor'
+
+
+def test_an_evaluation_on_a_gpu_says_when_its_candidates_are_cut(monkeypatch):
+    """Issue 47 item 8: faiss-gpu selects at most 2,048 candidates, so an evaluation re-ranking
+    k_factor x k of them on a GPU scored fewer without a word; now it warns (simulated on the
+    CPU with a cap of 50)."""
+    emb, _ = clustered(seed=4)
+    query, gallery = torch.from_numpy(emb[:50]), torch.from_numpy(emb)
+    monkeypatch.setattr('irtbox.evaluation.neighbours.index.on_gpu', lambda index: True)
+    monkeypatch.setattr('irtbox.evaluation.neighbours.index.FAISS_GPU_MAX_K', 50)
+    with pytest.warns(UserWarning, match=r're-ranking 50 of the k_factor x k = 80 asked'):
+        list(FaissSearcher(factory='IVF8,Flat', nprobe=8, k_factor=4).search(query, gallery, 20))

@@ -1,4 +1,7 @@
 """rerank_exactly: the best k of each query's candidates by exact inner product."""
+import os
+import warnings
+
 import numpy as np
 import pytest
 
@@ -70,7 +73,8 @@ def test_an_index_on_a_gpu_is_asked_for_at_most_what_faiss_gpu_selects(monkeypat
     monkeypatch.setattr(searcher.faiss_index, 'search',
                         lambda q, k: asked.append(k) or search(q, k))
     monkeypatch.setattr('irtbox.evaluation.neighbours.index.on_gpu', lambda index: True)
-    searcher.search_positions(rows[:2], 600)
+    with pytest.warns(UserWarning, match='selects at most 2048 candidates'):
+        searcher.search_positions(rows[:2], 600)
     searcher.search_positions(rows[:2], 10)
     assert asked == [FAISS_GPU_MAX_K, 40]
 
@@ -96,3 +100,93 @@ def test_search_with_a_reranker_is_the_reranked_shortlist():
     assert sum(g is not None for g in searcher._rerank_graphs.values()) == 2
     searcher.add(rows[:3])
     assert not searcher._rerank_graphs
+def _mapped(tmp_path, n=1000, d=16, seed=0):
+    rows = np.random.default_rng(seed).standard_normal((n, d)).astype(np.float32)
+    np.save(tmp_path / 'rows.npy', rows)
+    return rows, np.load(tmp_path / 'rows.npy', mmap_mode='r')
+
+
+def test_reranking_in_query_blocks_bounded_by_memory_equals_one_block(tmp_path, monkeypatch):
+    """Issue 47 item 8: re-ranking held nq x c x D floats at once (1000 x 2048 x 768: 6.3 GB).
+    Queries are now re-ranked in blocks whose rows fit ``memory``; the result is the same."""
+    from irtbox.evaluation.neighbours import index as index_module
+    rows, mapped = _mapped(tmp_path)
+    rng = np.random.default_rng(1)
+    queries = rng.standard_normal((37, 16)).astype(np.float32)
+    candidates = rng.integers(0, len(rows), (37, 30))
+    candidates[::4, -5:] = -1
+    candidates[1, :] = candidates[1, 0]  # one row, repeated
+    whole = rerank_exactly(mapped, queries, candidates, 6)
+    read = []
+    monkeypatch.setattr(index_module, 'read_rows',
+                        lambda r, p: read.append(len(p)) or read_rows(r, p))
+    per_query = 2 * 30 * 16 * 4
+    for memory in (1, per_query, 5 * per_query):
+        read.clear()
+        blocked = rerank_exactly(mapped, queries, candidates, 6, memory=memory)
+        np.testing.assert_array_equal(blocked[0], whole[0])
+        np.testing.assert_array_equal(blocked[1], whole[1])
+        queries_a_block = max(1, memory // per_query)
+        assert len(read) == -(-37 // queries_a_block)
+        assert max(read) <= 30 * queries_a_block
+    assert rerank_exactly(mapped, queries[:0], candidates[:0], 6)[1].shape == (0, 6)
+
+
+def test_rows_are_read_in_few_calls_as_row_by_row(tmp_path, monkeypatch):
+    """Issue 47 item 8: one Python preadv per row. Rows are now read sorted, each once, a run
+    of consecutive rows in one call; the rows are those of row-by-row reads in the order
+    asked, repeats and all."""
+    from irtbox.evaluation.neighbours import index as index_module
+    rows, mapped = _mapped(tmp_path)
+    calls = []
+    preadv = os.preadv
+    monkeypatch.setattr(os, 'preadv', lambda fd, buffers, at: calls.append(at) or
+                        preadv(fd, buffers, at))
+    run = np.arange(100, 600)
+    assert (read_rows(mapped, run) == rows[run]).all() and len(calls) == 1
+    rng = np.random.default_rng(2)
+    scattered = np.setdiff1d(rng.integers(0, 1000, 300), np.arange(99, 601))
+    scattered = scattered[np.diff(scattered, prepend=-5) > 1]  # no two consecutive
+    mixed = np.concatenate([scattered, run[::-1], [999, 0, 999], scattered[:7]])
+    for span, runs in ((2**30, 1), (64 * 100, 5)):  # a run cut every 100 rows
+        monkeypatch.setattr(index_module, '_READ_SPAN', span)
+        calls.clear()
+        np.testing.assert_array_equal(read_rows(mapped, mixed), np.stack([rows[p] for p in mixed]))
+        assert len(calls) == len(np.setdiff1d(scattered, [0, 999])) + runs + 2
+    assert read_rows(mapped, np.zeros(0, np.int64)).shape == (0, 16)
+
+
+def test_a_cut_short_file_is_an_error_naming_the_rows(tmp_path):
+    rows, mapped = _mapped(tmp_path)
+    # The file read is a shorter copy: the map itself stays whole (a map of a file cut short
+    # is a bus error when pytest prints it).
+    with open(tmp_path / 'rows.npy', 'rb') as f, open(tmp_path / 'short.npy', 'wb') as g:
+        g.write(f.read(128 + 500 * 64))
+    mapped.filename = str(tmp_path / 'short.npy')
+    with pytest.raises(OSError, match=r'short.npy: rows \d+-999 .* past the end of the file'):
+        read_rows(mapped, np.array([3, 999]))
+
+
+def test_the_gpu_candidate_cap_is_said_once_and_saved(tmp_path, monkeypatch):
+    """Issue 47 item 8: faiss-gpu's 2,048-candidate cap changed results without a word. Now
+    the first search it cuts warns (once) and the manifest records it (simulated on the CPU
+    with a cap of 50)."""
+    import json
+    rows = np.random.default_rng(0).standard_normal((500, 8)).astype(np.float32)
+    searcher = ImageSearcher(factory='Flat', k_factor=4)
+    searcher.add(rows, ids=[str(i) for i in range(500)], progress=False)
+    exact = searcher.search_positions(rows[:3], 20)
+    monkeypatch.setattr('irtbox.evaluation.neighbours.index.on_gpu', lambda index: True)
+    monkeypatch.setattr('irtbox.evaluation.neighbours.index.FAISS_GPU_MAX_K', 50)
+    with pytest.warns(UserWarning, match=r'at most 50 candidates: re-ranking 50 of the '
+                                         r'k_factor x k = 80 asked \(k=20\)'):
+        capped = searcher.search_positions(rows[:3], 20)
+    np.testing.assert_array_equal(capped[1][:, :5], exact[1][:, :5])  # a Flat index's best
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        searcher.search_positions(rows[:3], 30)
+        searcher.search_positions(rows[:3], 5)  # 20 candidates: not cut
+    assert searcher.store.capped == dict(asked=80, searched=50, k=20, k_factor=4)
+    searcher.save(str(tmp_path / 'index'))
+    with open(tmp_path / 'index' / 'manifest.json') as f:
+        assert json.load(f)['candidates_capped'] == searcher.store.capped

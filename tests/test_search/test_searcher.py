@@ -9,12 +9,14 @@ import os.path as osp
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
 import torch
 
 from irtbox.evaluation.functional import knn
+from irtbox.evaluation.neighbours.index import HOLDER_FILE, LOCK_FILE
 from irtbox.search import ImageSearcher, IndexIntegrityError, IndexMismatchError
 from irtbox.search import searcher as searcher_module
 from irtbox.structures import EmbeddingSet, load_embeddings, save_embeddings
@@ -169,10 +171,10 @@ def test_resave_replaces_files_and_refuses_other_folders(tmp_path):
     searcher = _flat(clustered(100, 8))
     folder = str(tmp_path / 'idx')
     searcher.save(folder)
-    first = set(os.listdir(folder))
+    first = set(os.listdir(folder)) - {LOCK_FILE}
     searcher.add(clustered(5, 8, seed=3), ids=[f'new{i}' for i in range(5)])
     searcher.save(folder)
-    second = set(os.listdir(folder))
+    second = set(os.listdir(folder)) - {LOCK_FILE}
     assert len(first) == len(second) == 3 and first & second == {'manifest.json'}
     assert len(ImageSearcher.load(folder)) == 105
     with pytest.raises(FileNotFoundError, match='not an irtbox index'):
@@ -204,11 +206,13 @@ def test_killed_save_leaves_the_old_index(tmp_path):
     np.save(str(tmp_path / 'more.npy'), x[200:])
     result = subprocess.run([sys.executable, '-c', textwrap.dedent(code)], cwd=ROOT)
     assert result.returncode == -9
-    assert len(os.listdir(folder)) > 3  # the killed save did write its data files
+    # The killed save did write its data files (its lock's holder record stays too).
+    assert len(set(os.listdir(folder)) - {LOCK_FILE, HOLDER_FILE}) > 3
     reloaded = ImageSearcher.load(folder)
     assert len(reloaded) == 200 and reloaded.search(x[:10], k=5) == expected
     reloaded.save(folder)  # the next save removes what the killed one left
-    assert len(os.listdir(folder)) == 3 and len(ImageSearcher.load(folder)) == 200
+    assert len(set(os.listdir(folder)) - {LOCK_FILE}) == 3
+    assert len(ImageSearcher.load(folder)) == 200
 
 
 class _Forbidden(torch.nn.Module):
@@ -383,3 +387,86 @@ def test_a_full_disk_during_save_leaves_the_folder_as_it_was(tmp_path, monkeypat
     assert sorted(os.listdir(folder)) == before  # no temporary file, no orphan
     monkeypatch.undo()
     assert ImageSearcher.load(folder).ids == [f'p/{i}.jpg' for i in range(len(x))]
+
+
+def _overwrite(path, change):
+    """Change ``path`` as ``cp`` or a truncation does: in place (the same inode), or replace
+    it by a rename (another inode)."""
+    with open(path, 'rb') as f:
+        data = f.read()
+    time.sleep(0.02)  # past the file system's timestamp granularity: a new mtime
+    if change == 'replaced':
+        with open(path + '.new', 'wb') as f:
+            f.write(data)
+        os.replace(path + '.new', path)
+        return
+    with open(path, 'r+b') as f:  # 'cp new old' writes the old inode
+        if change == 'cut short':
+            f.truncate(len(data) // 2)
+        else:
+            f.write(bytes(255 - b for b in data[:64]))
+
+
+@pytest.mark.parametrize('key', ['index', 'embeddings'])
+@pytest.mark.parametrize('change', ['written over', 'cut short', 'replaced'])
+def test_a_file_changed_under_a_loaded_index_is_an_error_naming_it(tmp_path, key, change):
+    """Issue 48 item 3: a loaded index's file written over or cut short in place (a mapped
+    IVF list file then ended the server with SIGBUS; a rows file gave wrong rows) or replaced:
+    the next search is refused, naming the file, before anything reads it."""
+    from irtbox.evaluation.neighbours.index import IndexFileChangedError
+    folder, manifest, x = saved(tmp_path)
+    searcher = ImageSearcher.load(folder)
+    path = osp.join(folder, manifest['files'][key])
+    _overwrite(path, change)
+    with pytest.raises(IndexFileChangedError) as info:
+        searcher.search(x[:2], k=3)
+    assert isinstance(info.value, OSError) and info.value.path == path
+    assert str(info.value).startswith(f'{path} changed since the index was loaded (')
+    assert '\n' not in str(info.value)
+
+
+def test_a_new_save_into_a_loaded_index_folder_leaves_it_searching(tmp_path):
+    """The safe way to replace an index: a save writes new files and removes the old ones; an
+    index loaded before keeps its files (removed, not changed) and answers as before."""
+    folder, _, x = saved(tmp_path)
+    searcher = ImageSearcher.load(folder)
+    before = searcher.search(x[:3], k=4)
+    other = ImageSearcher()
+    other.add(clustered(30, 8, seed=5), ids=[f'q/{i}.jpg' for i in range(30)])
+    other.save(folder)
+    assert searcher.search(x[:3], k=4) == before
+    assert ImageSearcher.load(folder).ids[0] == 'q/0.jpg'
+
+
+MAPPED_CUT_SHORT = textwrap.dedent('''
+    import sys
+    import numpy as np
+    from irtbox.search import ImageSearcher
+    folder, path = sys.argv[1:]
+    searcher = ImageSearcher.load(folder)
+    with open(path, 'r+b') as f:
+        f.truncate(4096)
+    try:
+        searcher.search(np.ones((1, 8), np.float32), k=3)
+    except OSError as err:
+        print(type(err).__name__, err)
+''')
+
+
+@pytest.mark.slow
+def test_a_mapped_index_cut_short_is_an_error_not_a_bus_error(tmp_path):
+    """The probe itself: an IVF index's lists mapped in place (IO_FLAG_MMAP_IFC), the file cut
+    short: before, the process died of SIGBUS; now the search is refused naming the file."""
+    searcher = ImageSearcher(factory='IVF4,Flat')
+    searcher.add(clustered(4000, 8), ids=[str(i) for i in range(4000)])
+    folder = str(tmp_path / 'idx')
+    searcher.save(folder)
+    with open(osp.join(folder, 'manifest.json')) as f:
+        path = osp.join(folder, json.load(f)['files']['index'])
+    done = subprocess.run([sys.executable, '-c', MAPPED_CUT_SHORT, folder, path],
+                          capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=ROOT))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-1].startswith(
+        f'IndexFileChangedError {path} changed since the index was loaded (written over in '
+        'place: ')

@@ -317,6 +317,32 @@ def test_a_file_gone_since_the_build_is_a_404_naming_it(tmp_path, monkeypatch):
         assert urllib.request.urlopen(url + '/thumb/0').read()[:2] == b'\xff\xd8'
 
 
+def test_a_file_of_the_served_index_changed_in_place_is_a_503_naming_it(tmp_path):
+    """Issue 48 item 3: ``cp new.faiss old.faiss`` over a served index (or a truncation) ended
+    the server with SIGBUS; now a search and /healthz answer 503 naming the file, and the
+    server stays up (what does not read the index still answers)."""
+    searcher = ImageSearcher()
+    searcher.add(np.eye(3, 4, dtype=np.float32), ids=['a.png', 'b.png', 'c.png'])
+    folder = str(tmp_path / 'index')
+    searcher.save(folder)
+    searcher = ImageSearcher.load(folder)
+    with open(osp.join(folder, 'manifest.json')) as f:
+        path = osp.join(folder, json.load(f)['files']['embeddings'])
+    with running(create_app(searcher)) as url:
+        assert post(url + '/search', {'position': 0, 'k': 2})[0] == 200
+        time.sleep(0.02)  # a new modification time
+        with open(path, 'r+b') as f:
+            f.truncate(100)
+        status, body = post(url + '/search', {'position': 0, 'k': 2})
+        assert status == 503
+        assert body['detail'].startswith(f'{path} changed since the index was loaded (written '
+                                         'over in place: ')
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(url + '/healthz')
+        assert info.value.code == 503 and path in json.loads(info.value.read())['detail']
+        assert urllib.request.urlopen(url + '/').status == 200
+
+
 @pytest.mark.slow
 def test_the_pixel_budget_waits_for_room_and_lets_an_oversized_share_run_alone():
     budget, seen = PixelBudget(100), []

@@ -198,6 +198,9 @@ class FaissIndex:
 
     Attributes:
         index: the faiss index, None until vectors are added (or one is loaded).
+        capped: the first re-ranked search of this index whose candidates faiss-gpu's limit
+            cut (``asked``, ``searched``, ``k``, ``k_factor``;
+            :func:`~irtbox.evaluation.neighbours.index.search_reranked`), else None.
     """
 
     def __init__(self, factory: str = 'Flat', nprobe: Optional[int] = None,
@@ -214,6 +217,7 @@ class FaissIndex:
         self.factory, self.nprobe, self.ef_search = factory, nprobe, ef_search
         self.device, self.gpu_temp_memory = device, gpu_temp_memory
         self.index = None
+        self.capped: Optional[dict] = None
         # An IVF index whose lists are a read-only memory map (load): 'in place' (faiss's
         # IO_FLAG_MMAP_IFC: written out as it is) or 'on disk' (IO_FLAG_MMAP: copied first).
         self._mapped: Optional[str] = None

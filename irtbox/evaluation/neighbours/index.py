@@ -7,16 +7,28 @@ files below, ``root``: the folder relative ids are relative to, and their ``sha2
 model's config as JSON data, ``config-<tag>.json`` (an older irtbox wrote Python,
 ``config-<tag>.py``, which loading does not run unless named). Loading checks each file's
 sha256, so an index edited or damaged since it was saved is refused, naming the file, rather
-than searched."""
+than searched.
+
+One writer at a time: a save (and a build, :func:`index_folder_lock`) holds the folder's lock. A
+loaded index's files are never changed under it by irtbox (a save writes new names and renames
+them into place); one changed by anything else (``cp`` over it, truncated) is noticed before a
+search reads it (:meth:`Index.check_unchanged`), not read (a mapped file cut short ends the
+process with SIGBUS)."""
+import contextlib
+import datetime
 import json
 import mmap
 import os
 import os.path as osp
 import re
+import socket
+import sys
 import uuid
+import warnings
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
+import filelock
 import numpy as np
 import torch
 
@@ -30,9 +42,10 @@ from ..functional.checks import non_finite_rows
 from ..functional.ranking import blockwise_topk, stable_topk
 from .faiss_index import FAISS_GPU_MAX_K, FaissIndex, IndexIntegrityError, on_gpu
 
-__all__ = ['Index', 'RowsError', 'NotAnIndexError', 'RecallSample', 'recall_at_k', 'rerank_exactly',
-           'search_reranked', 'read_rows', 'read_manifest', 'check_files', 'read_index_rows',
-           'MANIFEST', 'FORMAT_VERSION']
+__all__ = ['Index', 'RowsError', 'NotAnIndexError', 'IndexFolderBusy', 'IndexFileChangedError',
+           'RecallSample', 'recall_at_k', 'rerank_exactly', 'search_reranked',
+           'read_rows', 'read_manifest', 'check_files', 'read_index_rows', 'index_folder_lock',
+           'MANIFEST', 'FORMAT_VERSION', 'LOCK_FILE', 'HOLDER_FILE', 'RERANK_MEMORY']
 
 MANIFEST = 'manifest.json'
 FORMAT_VERSION = 2
@@ -40,10 +53,46 @@ FORMAT_VERSION = 2
 # temporary files of a save that was killed.
 _DATA_NAMES = r'(index-\w+\.faiss|embeddings-\w+\.npz|config-\w+\.(json|py))'
 _DATA_FILE = re.compile(rf'^({_DATA_NAMES}|\.({_DATA_NAMES}|manifest\.json)\.\w+\.tmp(\.\w+)?)$')
+# The lock a writer of the folder holds (flock: released by the kernel when its process ends,
+# so a killed build leaves no stale lock), and beside it the holder's record (the lock file
+# itself is truncated by every process that tries it).
+LOCK_FILE = '.irtbox-index.lock'
+HOLDER_FILE = '.irtbox-index.lock.holder.json'
+# Bytes of candidate rows a re-ranking holds at once (read, then gathered per query).
+RERANK_MEMORY = 256 * 2**20
+# Bytes at most read in one call (Linux reads at most 2 GiB a call).
+_READ_SPAN = 2**30
 
 
 class NotAnIndexError(IrtboxError, FileNotFoundError):
     """A folder without an index's manifest."""
+
+
+class IndexFolderBusy(IrtboxError, BlockingIOError):
+    """Another build or save holds the index folder ``directory``; ``holder``: its record
+    (``pid``, ``host``, ``command``, ``started``; ``{}`` when it has not written one yet)."""
+
+    def __init__(self, directory: str, holder: dict):
+        self.directory, self.holder = directory, holder
+        who = (f'PID {holder.get("pid")} on {holder.get("host")}, started '
+               f'{holder.get("started")}: {holder.get("command")}') if holder else \
+            'a process that has not yet recorded itself'
+        super().__init__(f'{directory} is being written by another build or save ({who}); '
+                         'two writers would mix their indexes: wait for it to end, or write '
+                         'into another folder')
+
+
+class IndexFileChangedError(IrtboxError, OSError):
+    """A file of a loaded index (``path``) changed since it was loaded (written over, cut
+    short, replaced): the loaded index no longer matches it, and reading a memory-mapped file
+    cut short would end the process."""
+
+    def __init__(self, path: str, change: str):
+        self.path = path
+        super().__init__(f'{path} changed since the index was loaded ({change}); the loaded '
+                         'index no longer matches it and is not searched: load the index again '
+                         '(restart the server). Replace an index by saving a new one, which '
+                         'renames new files into place, never by copying over its files')
 
 
 class RowsError(IrtboxError, ValueError):
@@ -55,6 +104,35 @@ def normalize(rows: np.ndarray) -> np.ndarray:
     """``rows`` L2-normalised, as float32 (a zero row stays zero)."""
     return (rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
             ).astype(np.float32)
+
+
+@contextlib.contextmanager
+def index_folder_lock(directory: str):
+    """Hold the index folder ``directory`` (created) for this process while the block writes
+    it, or raise :class:`IndexFolderBusy` naming the process that holds it. Re-entrant within
+    a thread: a build holding it saves under it."""
+    os.makedirs(directory, exist_ok=True)
+    lock = filelock.FileLock(osp.join(directory, LOCK_FILE), timeout=0, is_singleton=True)
+    holder = osp.join(directory, HOLDER_FILE)
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        try:
+            record = read_json(holder)
+        except (OSError, ValueError):
+            record = {}
+        raise IndexFolderBusy(directory, record if isinstance(record, dict) else {}) from None
+    try:
+        if lock.lock_counter == 1:
+            atomic_write_text(holder, json.dumps(dict(
+                pid=os.getpid(), host=socket.gethostname(), command=' '.join(sys.argv),
+                started=datetime.datetime.now().isoformat(timespec='seconds'))))
+        yield
+    finally:
+        if lock.lock_counter == 1:  # removed while still held: never another's record
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(holder)
+        lock.release()
 
 
 @dataclass
@@ -119,9 +197,19 @@ class Index:
         self.ids: List[str] = []
         self.root: Optional[str] = None
         self.build_info: Optional[dict] = None
+        # The files a loaded index reads, as they were when loaded: path -> (device, inode,
+        # size, mtime).
+        self._files: Dict[str, tuple] = {}
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @property
+    def capped(self) -> Optional[dict]:
+        """The first search whose candidates faiss-gpu's limit cut (``asked``, ``searched``,
+        ``k``, ``k_factor``), else None; saved in the manifest as ``candidates_capped`` (a
+        build's recall was measured so)."""
+        return self.faiss_index.capped
 
     @property
     def dim(self) -> Optional[int]:
@@ -159,7 +247,23 @@ class Index:
         most the FAISS_GPU_MAX_K candidates faiss-gpu selects)."""
         if not len(self.ids):
             raise RowsError('the index is empty; add rows first')
+        self.check_unchanged()
         return search_reranked(self.faiss_index, self.rows, queries, k, self.k_factor)
+
+    def check_unchanged(self) -> None:
+        """Raise :class:`IndexFileChangedError` naming a file this index was loaded from that
+        has changed since (another inode, size or modification time). A file removed is not
+        a change: its inode (mapped, or read as the map's) stays readable until closed."""
+        for path, known in self._files.items():
+            try:
+                now = _file_state(path)
+            except FileNotFoundError:
+                continue
+            if now != known:
+                change = ('replaced: another file' if now[:2] != known[:2] else
+                          f'written over in place: {known[2]} -> {now[2]} bytes'
+                          if now[2] != known[2] else 'written over in place')
+                raise IndexFileChangedError(path, change)
 
     def recall_at_k(self, k: int = 10, num_queries: int = 1000, seed: int = 0,
                     sample: Optional[RecallSample] = None) -> float:
@@ -175,8 +279,13 @@ class Index:
         """Write the index folder; ``config``: the model's config (a ``Config``, saved as plain
         data: :func:`~irtbox.utils.config.config_data`) or that data (a dict). The data
         files get new names, then the manifest naming them is replaced in one rename, then the
-        old files are removed: a crash at any moment leaves the previous save readable."""
-        os.makedirs(directory, exist_ok=True)
+        old files are removed: a crash at any moment leaves the previous save readable, and an
+        index loaded from the folder reads its old files (removed, not changed) until loaded
+        again. Holds the folder (:func:`index_folder_lock`): another writer is refused."""
+        with index_folder_lock(directory):
+            self._save(directory, config)
+
+    def _save(self, directory: str, config) -> None:
         self.root = osp.abspath(self.root or os.getcwd())
         tag = uuid.uuid4().hex[:12]
         files = dict(index=f'index-{tag}.faiss', embeddings=f'embeddings-{tag}.npz')
@@ -211,6 +320,8 @@ class Index:
                                 for name in files.values()})
         if self.build_info is not None:
             manifest['build'] = self.build_info
+        if self.capped is not None:  # a recall measured before the save was measured so
+            manifest['candidates_capped'] = self.capped
         atomic_write_text(osp.join(directory, MANIFEST), json.dumps(manifest, indent=1))
 
     @classmethod
@@ -220,6 +331,9 @@ class Index:
         CPU an IVF index's lists too; ``nprobe`` and ``k_factor`` by default the saved ones.
         Raises :class:`IndexIntegrityError` naming the file that is not as recorded."""
         manifest = read_manifest(directory)
+        paths = [osp.join(directory, manifest['files'][key]) for key in ('index', 'embeddings')]
+        # Before the sha256 check: a change from here on is a change under the loaded index.
+        states = {path: _file_state(path) for path in paths if osp.isfile(path)}
         check_files(directory, manifest, ('index', 'embeddings'))
         stored = read_index_rows(directory, manifest)
         self = cls(manifest['factory'], device=device, gpu_temp_memory=gpu_temp_memory,
@@ -230,6 +344,7 @@ class Index:
             nprobe=nprobe, device=device, gpu_temp_memory=gpu_temp_memory)
         self.rows, self.ids = stored.embeddings, list(stored.ids)
         self.root, self.build_info = manifest['root'], manifest.get('build')
+        self._files = states
         counts = dict(ids=len(self.ids), embeddings=len(self.rows),
                       indexed=len(self.faiss_index), manifest=manifest.get('count', len(stored)))
         if len(set(counts.values())) > 1:
@@ -243,40 +358,53 @@ class Index:
 def search_reranked(faiss_index: FaissIndex, rows: np.ndarray, queries: np.ndarray, k: int,
                     k_factor: int) -> Tuple[np.ndarray, np.ndarray]:
     """``faiss_index.search(queries, k)``, its ``k_factor`` x k candidates re-ranked exactly
-    against ``rows`` (:func:`rerank_exactly`) when ``k_factor`` > 1."""
+    against ``rows`` (:func:`rerank_exactly`) when ``k_factor`` > 1. On a GPU at most the
+    FAISS_GPU_MAX_K that faiss-gpu selects (never fewer than k): the first search so cut
+    warns and is recorded as ``faiss_index.capped``, since its recall differs from the CPU's."""
     if k_factor == 1:
         return faiss_index.search(queries, k)
-    wanted = min(k * k_factor, len(rows))
-    if on_gpu(faiss_index.index):  # faiss-gpu selects at most 2048 (never fewer than k)
-        wanted = max(k, min(wanted, FAISS_GPU_MAX_K))
-    return rerank_exactly(rows, queries, faiss_index.search(queries, wanted)[1], k)
+    asked = searched = min(k * k_factor, len(rows))
+    if on_gpu(faiss_index.index):
+        searched = max(k, min(asked, FAISS_GPU_MAX_K))
+    if searched < asked and faiss_index.capped is None:
+        faiss_index.capped = dict(asked=asked, searched=searched, k=k, k_factor=k_factor)
+        warnings.warn(f'faiss on the GPU selects at most {FAISS_GPU_MAX_K} candidates: '
+                      f're-ranking {searched} of the k_factor x k = {asked} asked (k={k}), so '
+                      "recall can be below the CPU's and the recall a build measured (an "
+                      "index's manifest, build.recall_at_10); a smaller k or k_factor, or "
+                      "device='cpu', re-ranks them all (said once per index)")
+    return rerank_exactly(rows, queries, faiss_index.search(queries, searched)[1], k)
 
 
 def rerank_exactly(rows: np.ndarray, queries: np.ndarray, candidates: np.ndarray, k: int,
-                   chunk: int = 1024) -> Tuple[np.ndarray, np.ndarray]:
+                   chunk: int = 1024, memory: int = RERANK_MEMORY) -> Tuple[np.ndarray, np.ndarray]:
     """The best ``k`` of each query's ``candidates`` by exact inner product.
 
     Args:
-        rows: N x D (of a memory map, only the candidates' rows are read, each once).
+        rows: N x D (of a memory map, only the candidates' rows are read, each once a block).
         queries: nq x D; candidates: nq x c positions into ``rows`` (-1: none), c >= k.
-        chunk: queries scored at once (memory chunk x c x D).
+        chunk: queries scored at once at most.
+        memory: bytes a block of queries holds at most (its candidates' rows, read and then
+            gathered per query: 2 x queries x c x D floats; at least one query a block).
 
     Returns:
         (nq x k inner products, nq x k positions), best first, equal scores in the
         candidates' order; -inf and -1 where a query has fewer than k candidates.
     """
-    wanted = np.unique(candidates[candidates >= 0])
-    block = read_rows(rows, wanted).astype(np.float32, copy=False)
-    where = np.searchsorted(wanted, np.maximum(candidates, 0))
+    per_query = 2 * candidates.shape[1] * queries.shape[1] * np.dtype(np.float32).itemsize
+    block = int(max(1, min(chunk, memory // max(per_query, 1))))
     scores, positions = [], []
-    for lo in range(0, len(candidates), chunk):
-        part = slice(lo, lo + chunk)
-        sims = np.einsum('qcd,qd->qc', block[where[part]], queries[part], dtype=np.float32) \
-            if len(wanted) else np.zeros(candidates[part].shape, np.float32)
-        sims[candidates[part] < 0] = -np.inf
+    for lo in range(0, len(candidates), block):
+        part = candidates[lo:lo + block]
+        wanted = np.unique(part[part >= 0])
+        held = read_rows(rows, wanted).astype(np.float32, copy=False)
+        where = np.searchsorted(wanted, np.maximum(part, 0))
+        sims = np.einsum('qcd,qd->qc', held[where], queries[lo:lo + block],
+                         dtype=np.float32) if len(wanted) else np.zeros(part.shape, np.float32)
+        sims[part < 0] = -np.inf
         best, columns = stable_topk(torch.from_numpy(sims), k)
         scores.append(best.numpy())
-        positions.append(np.take_along_axis(candidates[part], columns.numpy(), 1))
+        positions.append(np.take_along_axis(part, columns.numpy(), 1))
     scores = np.concatenate(scores) if scores else np.zeros((0, k), np.float32)
     positions = np.concatenate(positions) if positions else np.zeros((0, k), np.int64)
     positions[scores == -np.inf] = -1
@@ -284,24 +412,38 @@ def rerank_exactly(rows: np.ndarray, queries: np.ndarray, candidates: np.ndarray
 
 
 def read_rows(rows: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """``rows[positions]`` (sorted). Of a memory-mapped file's rows, read with ``os.preadv``
-    and no read-ahead, not through the map: a page fault maps and reads ahead pages around
-    the one asked for, and every page mapped counts in the resident memory."""
+    """``rows[positions]``. Of a memory-mapped file's rows, read with ``os.preadv`` and no
+    read-ahead, not through the map: a page fault maps and reads ahead pages around the one
+    asked for, and every page mapped counts in the resident memory. The positions are read
+    sorted, each once, a run of consecutive rows in one call: a Python call per row costs
+    more than reading it."""
     whole = isinstance(rows, np.memmap) and isinstance(rows.base, mmap.mmap) \
         and rows.flags.c_contiguous and rows.ndim == 2 and getattr(rows, 'filename', None)
-    if not whole or not osp.isfile(rows.filename):  # gone since mapped: the map still reads it
-        return np.asarray(rows[positions])
-    out = np.empty((len(positions), rows.shape[1]), rows.dtype)
+    positions = np.asarray(positions, np.int64)
+    if not whole or not osp.isfile(rows.filename) or not len(positions):  # gone since mapped:
+        return np.asarray(rows[positions])  # the map still reads it
+    wanted, inverse = np.unique(positions, return_inverse=True)
     size = rows.strides[0]
-    views = memoryview(out.reshape(len(positions), -1).view(np.uint8)).cast('B')
+    out = np.empty((len(wanted), rows.shape[1]), rows.dtype)
+    # A run ends before a gap, or at _READ_SPAN bytes from where it started.
+    gap = np.diff(wanted) != 1
+    first_of_run = wanted[np.concatenate([[0], np.flatnonzero(gap) + 1])][
+        np.concatenate([[0], np.cumsum(gap)])]
+    piece = (wanted - first_of_run) // max(1, _READ_SPAN // size)
+    bounds = np.concatenate([[0], np.flatnonzero(gap | (np.diff(piece) != 0)) + 1,
+                             [len(wanted)]])
+    view = memoryview(out.reshape(-1).view(np.uint8))
     with open(rows.filename, 'rb', buffering=0) as f:
         os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_RANDOM)
-        for i, position in enumerate(positions.tolist()):
-            at = rows.offset + position * size
-            if os.preadv(f.fileno(), [views[i * size:(i + 1) * size]], at) != size:
-                raise OSError(f'{rows.filename}: row {position} (byte {at}) is past the end '
-                              'of the file: it was cut short since it was opened')
-    return out
+        for lo, hi, first in zip(bounds[:-1].tolist(), bounds[1:].tolist(),
+                                 wanted[bounds[:-1]].tolist()):
+            at = rows.offset + first * size
+            if os.preadv(f.fileno(), [view[lo * size:hi * size]], at) != (hi - lo) * size:
+                raise OSError(f'{rows.filename}: rows {first}-{first + hi - lo - 1} (bytes '
+                              f'{at}-{at + (hi - lo) * size}) are past the end of the file: '
+                              'it was cut short since it was opened')
+    return out if len(wanted) == len(positions) and (wanted == positions).all() \
+        else out[inverse.reshape(-1)]
 
 
 def read_manifest(directory: str) -> dict:
@@ -358,6 +500,12 @@ def read_index_rows(directory: str, manifest: dict) -> EmbeddingSet:
         raise IndexIntegrityError(path, f'{path}: no ids; expected the embeddings file of an '
                                   'index (ImageSearcher.save): rebuild the index')
     return rows
+
+
+def _file_state(path: str) -> tuple:
+    """What tells a file changed: (device, inode, size, modification time in ns)."""
+    stat = os.stat(path)
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
 
 
 def _manifest_names(directory: str, files: dict) -> bool:
