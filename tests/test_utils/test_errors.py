@@ -2,7 +2,6 @@
 import builtins
 import importlib
 import inspect
-import os.path as osp
 import pkgutil
 
 import pytest
