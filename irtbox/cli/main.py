@@ -29,7 +29,7 @@ COMMANDS = {
     'publish': ('publish_model', 'publish a checkpoint into a model zoo folder'),
     'prepare-digits': ('prepare_digits', "write scikit-learn's digits as a retrieval dataset"),
     'prepare': ('prepare', 'download, verify and lay out a published dataset'),
-    'check': ('check', 'check a prepared dataset: files, images, counts per split'),
+    'check': ('check', 'check a prepared dataset (files, images, counts), or train/test overlap'),
     'sweep': ('sweep', 'run, collect and plot a grid of trainings'),
     'rehearse': ('rehearse', "rehearse a config's real run in miniature"),
     'browse-results': ('browse_results', 'result grids and an HTML browser from a results file'),

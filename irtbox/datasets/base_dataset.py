@@ -10,6 +10,8 @@ import numpy as np
 from mmengine.dataset import BaseDataset
 from mmengine.logging import print_log
 
+from irtbox.utils.fileio import read_json
+
 __all__ = ['BaseRetrievalDataset', 'image_prefix', 'read_lines', 'check_utf8',
            'check_unique_images', 'check_int_spellings', 'warn_int_spellings', 'is_int_text',
            'malformed', 'iter_csv_rows', 'parse_int']
@@ -38,6 +40,10 @@ class BaseRetrievalDataset(BaseDataset):
         data_prefix (dict | None): ``dict(img_path=...)``, the folder image paths are relative
             to; ``None``: the subclass's ``DEFAULT_IMG_PREFIX``.
         test_mode (bool): MMEngine's flag: a transform returning ``None`` is then an error.
+        exclude_classes (Sequence | str | None): class keys (as the split writes them: ``5`` and
+            ``'5'`` differ) whose images are left out before the labels are numbered, or the path
+            of a JSON file holding such a list (the overlap check's ``exclude_classes.json``);
+            a key the split lacks is an error.
         **kwargs: Passed to ``mmengine.dataset.BaseDataset``.
     """
 
@@ -53,11 +59,13 @@ class BaseRetrievalDataset(BaseDataset):
                  pipeline: Sequence = (),
                  test_mode: bool = False,
                  lazy_init: bool = False,
+                 exclude_classes: Union[Sequence[Hashable], str, None] = None,
                  **kwargs):
         if self.SPLITS is not None and split not in self.SPLITS:
             raise ValueError(f'{type(self).__name__}: split must be one of '
                              f'{list(self.SPLITS)}, got {split!r}')
         self.split = split
+        self.exclude_classes = exclude_classes
         self._gt_labels: Optional[np.ndarray] = None
         self._query_mask: Optional[np.ndarray] = None
         super().__init__(
@@ -89,6 +97,8 @@ class BaseRetrievalDataset(BaseDataset):
     # ------------------------------------------------------------ MMEngine API
     def load_data_list(self) -> List[dict]:
         samples = self.parse_samples()
+        if samples and self.exclude_classes is not None:
+            samples = self._without_excluded(samples)
         if not samples:
             raise ValueError(f'{type(self).__name__}: split {self.split!r} is '
                              f'empty (annotation: {self.ann_file!r})')
@@ -104,6 +114,27 @@ class BaseRetrievalDataset(BaseDataset):
             s['gt_label'] = label_of[s['gt_label']]
         self._metainfo['classes'] = tuple(keys)
         return samples
+
+    def _without_excluded(self, samples: List[dict]) -> List[dict]:
+        name, excluded = type(self).__name__, self.exclude_classes
+        if isinstance(excluded, str):
+            if not osp.isfile(excluded):
+                raise FileNotFoundError(f'{name}: exclude_classes: {excluded} not found')
+            excluded = read_json(excluded)
+        if not isinstance(excluded, (list, tuple)) or not all(
+                isinstance(k, (int, str)) for k in excluded):
+            raise ValueError(f'{name}: exclude_classes: expected a list of class keys (ints or '
+                             f'strings) or a JSON file holding one, got {str(excluded)[:80]}')
+        excluded = set(excluded)
+        unknown = sorted(excluded - {s['gt_label'] for s in samples}, key=_sort_key)
+        if unknown:
+            raise ValueError(f'{name}: exclude_classes: {len(unknown)} class'
+                             f'{"es" if len(unknown) > 1 else ""} not in split {self.split!r}: '
+                             f'{unknown[:5]} (keys are compared as written: 5 and \'5\' differ)')
+        kept = [s for s in samples if s['gt_label'] not in excluded]
+        print_log(f'{name}: exclude_classes left out {len(excluded)} classes, '
+                  f'{len(samples) - len(kept)} images of split {self.split!r}', logger='current')
+        return kept
 
     def full_init(self):
         if self._fully_initialized:

@@ -1,4 +1,6 @@
 """Behaviour shared by all retrieval datasets (BaseRetrievalDataset)."""
+import json
+import os
 import os.path as osp
 
 import numpy as np
@@ -80,3 +82,39 @@ def test_pipeline_end_to_end(data_dir):
 def test_data_prefix_needs_img_path(data_dir):
     with pytest.raises(ValueError, match="data_prefix must be a dict with the key 'img_path'"):
         SOPDataset(data_root=osp.join(data_dir, 'sop'), data_prefix=dict(img='x'))
+
+
+def _folder(root, classes):
+    for name in classes:
+        os.makedirs(osp.join(root, name), exist_ok=True)
+        for k in range(2):
+            open(osp.join(root, name, f'{k}.png'), 'wb').close()
+    return str(root)
+
+
+def test_exclude_classes_leaves_classes_out_from_a_list_or_a_json_file(tmp_path):
+    """exclude_classes (the overlap check's exclude file, or a list): those classes' images are
+    dropped before the labels are numbered, so the labels stay 0 .. num_classes - 1."""
+    from irtbox.datasets import FolderDataset
+    root = _folder(tmp_path / 'data', ['ant', 'bee', 'cat', 'dog'])
+    listed = FolderDataset(data_root=root, exclude_classes=['bee', 'dog'])
+    assert listed.metainfo['classes'] == ('ant', 'cat')
+    assert listed.get_gt_labels().tolist() == [0, 0, 1, 1]
+    path = tmp_path / 'exclude_classes.json'
+    path.write_text(json.dumps(['cat']))
+    from_file = FolderDataset(data_root=root, exclude_classes=str(path))
+    assert from_file.metainfo['classes'] == ('ant', 'bee', 'dog') and len(from_file) == 6
+
+
+@pytest.mark.parametrize('exclude, message', [
+    (['bee', 'eel'], "exclude_classes: 1 class not in split None: ['eel']"),
+    ([1], "exclude_classes: 1 class not in split None: [1]"),
+    ('missing.json', 'exclude_classes: missing.json'),
+    ({'a': 1}, 'exclude_classes: expected a list of class keys'),
+])
+def test_exclude_classes_refuses_what_it_cannot_apply(tmp_path, exclude, message):
+    from irtbox.datasets import FolderDataset
+    root = _folder(tmp_path / 'data', ['ant', 'bee'])
+    with pytest.raises((ValueError, FileNotFoundError)) as err:
+        FolderDataset(data_root=root, exclude_classes=exclude)
+    assert message in str(err.value)
