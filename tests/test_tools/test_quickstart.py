@@ -2,7 +2,8 @@
 
 A CPU's code paths are emulated through the switches its libraries read (MKL's instruction set,
 ATen's capability, oneDNN's ISA): a short training of the quick start's model under the quick
-start's pins gives the same weights with AVX-512 as with AVX2 only.
+start's pins gives the same weights with AVX-512 as with AVX2 only (the training is the one of
+tools/benchmarks/bench_quickstart_pins.py, which also measures what the pins cost).
 """
 import importlib.util
 import json
@@ -14,46 +15,24 @@ import sys
 import pytest
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-_spec = importlib.util.spec_from_file_location(
-    'quickstart_digits', osp.join(ROOT, 'tools', 'misc', 'quickstart_digits.py'))
-quickstart = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(quickstart)
-
 RECORDED = osp.join(ROOT, 'tests', 'data', 'quickstart_run.json')
-# What an AVX2-only CPU shows the libraries.
-AVX2_CPU = {'ATEN_CPU_CAPABILITY': 'avx2', 'MKL_ENABLE_INSTRUCTIONS': 'AVX2', 'ONEDNN_MAX_CPU_ISA': 'AVX2'}
-# Three AdamW steps of the quick start's IRT_R model on a fixed batch; prints the weights' sha256.
-TRAIN = '''
-import hashlib, torch
-from mmengine.config import Config
-import irtbox.models
-from irtbox.registry import MODELS
-torch.manual_seed(0)
-model = MODELS.build(Config.fromfile(CONFIG).model)
-optimizer = torch.optim.AdamW(model.parameters(), lr=2e-4, weight_decay=5e-4)
-generator = torch.Generator().manual_seed(1)
-labels = torch.arange(4).repeat_interleave(4)
-for _ in range(3):
-    inputs = torch.rand(16, 3, 32, 32, generator=generator) * 2 - 1
-    losses = model.head.loss(model.extract_feat(inputs), labels)
-    optimizer.zero_grad()
-    sum(value for key, value in losses.items() if 'loss' in key).backward()
-    optimizer.step()
-print(hashlib.sha256(b''.join(v.numpy().tobytes() for v in model.state_dict().values())).hexdigest())
-'''
+BENCH = osp.join(ROOT, 'tools', 'benchmarks', 'bench_quickstart_pins.py')
+_spec = importlib.util.spec_from_file_location('bench_quickstart_pins', BENCH)
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+quickstart = bench.quickstart  # tools/misc/quickstart_digits.py
 
 
 def train_in(envs):
-    """The weights' sha256 after TRAIN in a process with each environment (run side by side)."""
-    config = osp.join(quickstart.CONFIGS, quickstart.TRAINED[1][1])
-    code = TRAIN.replace('CONFIG', repr(config))
-    procs = [subprocess.Popen([sys.executable, '-c', code], env=dict(env, PYTHONPATH=ROOT), cwd=ROOT,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for env in envs]
+    """The weights' sha256 after three small training steps in a process with each environment,
+    the processes side by side."""
+    procs = [subprocess.Popen([sys.executable, BENCH, '--child', '--steps', '3', '--batch', '16'],
+                              env=dict(env, PYTHONPATH=ROOT), cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for env in envs]
     outs = [proc.communicate() for proc in procs]
     for proc, (_, err) in zip(procs, outs):
         assert proc.returncode == 0, err
-    return [out.strip() for out, _ in outs]
+    return [out.split()[0] for out, _ in outs]
 
 
 def has_avx512():
@@ -65,12 +44,11 @@ def has_avx512():
 
 @pytest.mark.slow
 def test_the_pinned_quick_start_trains_the_same_weights_with_avx512_as_with_avx2_only():
-    pinned = quickstart.pinned_env(quickstart.TRAIN_THREADS)
-    envs = [pinned, dict(pinned, **AVX2_CPU)]
-    unpinned = {key: value for key, value in pinned.items() if key not in quickstart.PINNED_CPU}
+    envs = bench.contenders()
+    names = ['this CPU, pinned', 'AVX2-only CPU, pinned']
     if has_avx512():  # the control: without the pins, the two CPUs train different weights
-        envs += [unpinned, dict(unpinned, **AVX2_CPU)]
-    hashes = train_in(envs)
+        names += ['this CPU', 'AVX2-only CPU']
+    hashes = train_in([envs[name] for name in names])
     assert hashes[0] == hashes[1]
     if has_avx512():
         assert hashes[2] != hashes[3], 'the emulated AVX2 CPU changed nothing: the check is void'
