@@ -19,6 +19,7 @@ import os
 
 from irtbox.cli import add_cfg_options, command_parser
 from irtbox.cli.launch import add_launch_arguments, relaunch
+from irtbox.cli.prechecks import check_inputs
 
 __all__ = ['parse_args', 'main', 'refusal_message']
 
@@ -132,37 +133,14 @@ def check_batch_sampler(cfg):
             'whole batches, so set both to the same value.')
 
 
-def refuse_missing_data(cfg, config):
-    """Stop in one line, before the runner logs its environment and config, when a dataset
-    the config reads is not there: the command that prepares it, or how to point at it."""
-    from irtbox.cli.prepare import prepare_command
-    from irtbox.ops.prepare.missing import missing_data
-    # What a training reads: its train split and, when it validates, its val split.
-    validates = all(cfg.get(k) is not None for k in ('val_dataloader', 'val_cfg',
-                                                     'val_evaluator'))
-    missing = missing_data(cfg, ('train_dataloader', 'val_dataloader')[:1 + validates])
-    if not missing:
-        return
-    first = missing[0]
-    how = (f'prepare it with `{prepare_command(first.prepared, first.data_root)}`'
-           if first.prepared else
-           'prepare it as docs/datasets.md describes')
-    more = (f' (also missing: {", ".join(m.data_root for m in missing[1:])})'
-            if len(missing) > 1 else '')
-    raise SystemExit(f'{config}: no dataset at {first.key}.data_root={first.data_root!r} '
-                     f'(relative to {os.getcwd()}); {how}, or give its folder with '
-                     f'--cfg-options {first.key}.data_root=PATH{more}')
-
-
 def main(argv=None):
     args = parse_args(argv)
+    # Before the environment and config dump, and under --nproc before any rank starts.
+    check_inputs(args.config, args.cfg_options, ('train_dataloader', 'val_dataloader'),
+                 checkpoint=None if args.resume in (None, 'auto') else args.resume,
+                 checkpoint_argument='--resume')
     relaunch('train', args, argv)
-    from irtbox.utils.config import CustomImportError
-    try:
-        cfg = build_cfg(args)
-    except CustomImportError as error:  # one line, not MMEngine's listing of sys.path
-        raise SystemExit(str(error)) from None
-    refuse_missing_data(cfg, args.config)
+    cfg = build_cfg(args)
     from irtbox.apis import build_runner
     from irtbox.engine import PREEMPTED_EXIT_STATUS, NonFiniteLossError, Preempted
     from irtbox.engine.hooks.preemption import requeue_slurm_job
