@@ -23,8 +23,9 @@ def input_problems(config: str, cfg_options: Optional[dict] = None,
     """The problems of a command's inputs: ``config`` (with ``cfg_options``) that does not
     load or whose keys or values are wrong; a dataset of its dataloaders ``loaders`` that is
     not there (``val_dataloader`` only where the config validates); ``checkpoint`` that is
-    neither a file nor a URL (named as ``checkpoint_argument``); ``folders`` ({argument: path}) that are not folders; ``outputs``
-    ({argument: (path, folder)}) that cannot be written."""
+    neither a file nor a URL (named as ``checkpoint_argument``); ``folders`` ({argument:
+    path}) that are not folders; ``outputs`` ({argument: (path, folder)}) that cannot be
+    written."""
     from irtbox.apis.run_setup import check_checkpoint, load_run_config
     from irtbox.utils.config import ConfigError, CustomImportError
     problems: List[Problem] = []
