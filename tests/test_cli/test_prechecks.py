@@ -72,3 +72,18 @@ def test_extract_and_search_build_check_their_inputs_first(fresh_folder):
         assert weights.startswith('CKPT: checkpoint not found: missing.pth')
         assert folder == f"IMAGE_DIR: no folder at 'photos' (relative to {fresh_folder})"
     assert sorted(os.listdir(fresh_folder)) == []
+
+
+@pytest.mark.slow
+def test_dist_train_sh_without_data_prints_one_line(tmp_path):
+    """The script itself, as the issue ran it: exit status 1, one line on stderr, nothing on
+    stdout (no torchrun banner, no rank's line)."""
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run(['bash', os.path.join(root, 'tools', 'dist_train.sh'), QUICKSTART, '8'],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHON=sys.executable, PYTHONPATH=root))
+    assert done.returncode == 1 and done.stdout == ''
+    (line, ) = done.stderr.splitlines()
+    assert 'no dataset at train_dataloader.dataset.data_root' in line
