@@ -14,9 +14,10 @@ from typing import Callable, Dict, Optional, Sequence
 
 from irtbox.utils.errors import IrtboxError
 from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
+from irtbox.utils.terminal import VERBOSE_VAR
 
 __all__ = ['run', 'checkpoint_argument', 'worded', 'module_doc', 'DEBUG_VAR', 'HelpFormatter',
-           'RESULTS_FLAGS', 'command_parser', 'add_cfg_options']
+           'RESULTS_FLAGS', 'command_parser', 'add_cfg_options', 'add_verbose_argument']
 
 #: ``IRTBOX_DEBUG=1``: an error ends a command with its traceback rather than one line.
 DEBUG_VAR = 'IRTBOX_DEBUG'
@@ -48,6 +49,22 @@ def add_cfg_options(parser, help: str = 'override config entries') -> None:
     from irtbox.utils.config import DictAction  # mmengine: not for every --help
     parser.add_argument('--cfg-options', nargs='+', action=DictAction, metavar='KEY=VALUE',
                         help=help)
+
+
+class _Verbose(argparse.Action):
+    """``--verbose``: sets the variable every rank and subprocess reads."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        os.environ[VERBOSE_VAR] = '1'
+        setattr(namespace, self.dest, True)
+
+
+def add_verbose_argument(parser) -> None:
+    """``--verbose``: MMEngine's environment, config and hooks dump on the terminal too (the
+    log file always holds it; ``IRTBOX_VERBOSE=1`` is the same)."""
+    parser.add_argument('--verbose', action=_Verbose, nargs=0, default=False,
+                        help='show the environment, config and hooks dump on the terminal '
+                        'too (the log file always has it; IRTBOX_VERBOSE=1 is the same)')
 
 
 def worded(error: BaseException, flags: Optional[Dict[str, str]] = None) -> str:

@@ -17,7 +17,7 @@ test set: ``name='0'``, ``'1'``, ... for a multi-dataset config).
 """
 import os
 
-from irtbox.cli import add_cfg_options, command_parser, worded
+from irtbox.cli import add_cfg_options, add_verbose_argument, command_parser, worded
 from irtbox.cli.launch import add_launch_arguments, relaunch
 from irtbox.cli.prechecks import check_inputs
 from irtbox.utils.checks import int_argument
@@ -46,6 +46,7 @@ def parse_args(argv=None):
                         help='results per query drawn')
     parser.add_argument('--show-seed', type=int, default=0, help='seed of the query sample')
     add_cfg_options(parser)
+    add_verbose_argument(parser)
     add_launch_arguments(parser)
     args = parser.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))

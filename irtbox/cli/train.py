@@ -17,7 +17,7 @@ iteration 0. docs/reliability.md, "What resumes, and how".
 """
 import os
 
-from irtbox.cli import add_cfg_options, command_parser
+from irtbox.cli import add_cfg_options, add_verbose_argument, command_parser
 from irtbox.cli.launch import add_launch_arguments, relaunch
 from irtbox.cli.prechecks import check_inputs
 
@@ -43,6 +43,7 @@ def parse_args(argv=None):
                         '(auto_scale_lr.base_batch_size in the config)')
     add_cfg_options(parser, 'override config entries, e.g. train_cfg.max_iters=100 '
                         'model.head.loss_weights.koleo=0.5')
+    add_verbose_argument(parser)
     add_launch_arguments(parser)
     args = parser.parse_args(argv)
     if args.no_resume and args.resume is not None:
@@ -151,6 +152,8 @@ def main(argv=None):
         runner = build_runner(cfg)
     except PretrainedWeightsUnavailable as error:  # one line per rank, not a hub traceback
         raise SystemExit(f'{args.config}: {error}') from error
+    from irtbox.cli.header import RunHeader
+    runner.register_hook(RunHeader(args.config))
     if restarted():
         runner.logger.warning(f'this job was restarted ({restarted()}): '
                               + ('resuming from the newest intact checkpoint of the work dir'
