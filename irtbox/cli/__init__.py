@@ -121,7 +121,9 @@ def run(main: Callable, argv: Optional[Sequence[str]] = None):
 
     An error ends the command with one line on stderr, ``irtbox: ErrorType: message``, and
     exit status 1: the library's messages name the file, key or value at fault, and a
-    traceback of hundreds of lines (after MMEngine's config dump) buries them.
+    traceback of hundreds of lines (after MMEngine's config dump) buries them. An error
+    raised inside torchvision, timm or mmengine gets the torch pair to install
+    (:func:`irtbox.cli.versions.version_hint`).
     ``IRTBOX_DEBUG=1`` shows the traceback instead.
     """
     try:
@@ -130,6 +132,9 @@ def run(main: Callable, argv: Optional[Sequence[str]] = None):
         if os.environ.get(DEBUG_VAR, '').strip().lower() in ('1', 'true', 'yes', 'on'):
             raise
         message = ' '.join(worded(error).split()) or repr(error)
+        from irtbox.cli.versions import version_hint  # only once something failed
+        hint = version_hint(error)
+        message += f'; {hint}' if hint else ''
         print(f'irtbox: {type(error).__name__}: {message} ({DEBUG_VAR}=1 shows the '
               'traceback)', file=sys.stderr, flush=True)
         raise SystemExit(1) from None
