@@ -36,7 +36,7 @@ def input_problems(config: str, cfg_options: Optional[dict] = None,
             problems.append(f'{checkpoint_argument}: {error} (expected a file or a URL)')
     for argument, path in (folders or {}).items():
         if not osp.isdir(path):
-            problems.append(f'{argument}: no folder at {path!r} (relative to {os.getcwd()})')
+            problems.append(f'{argument}: folder not found: {path!r} (relative to {os.getcwd()})')
     if outputs:
         from irtbox.apis.tester import EvaluationSetupError, check_output_path
         for argument, (path, folder) in outputs.items():

@@ -42,6 +42,7 @@ with another model is refused.
 """
 import argparse
 import json
+import os
 import os.path as osp
 
 from irtbox.cli import add_cfg_options, checkpoint_argument, command_parser, worded
@@ -196,6 +197,13 @@ def load_searcher(args):
     return ImageSearcher.load(args.index_dir, model=model, device=device)
 
 
+def shown_path(path: str) -> str:
+    """``path`` as a user can open it from here: relative to the working directory when it is
+    under it, else absolute (a hit's id is relative to the build's folder, not to here)."""
+    relative = osp.relpath(path)
+    return osp.abspath(path) if relative.startswith(os.pardir) else relative
+
+
 def query(args):
     """``query``: the hits of each image, printed and written to ``--out``."""
     from irtbox.search.results import write_results_html
@@ -211,7 +219,7 @@ def query(args):
     for result in results:
         print(result['query'])
         for hit in result['hits']:
-            print(f'  {hit["rank"]:3d}  {hit["score"]:.4f}  {hit["id"]}')
+            print(f'  {hit["rank"]:3d}  {hit["score"]:.4f}  {shown_path(hit["path"])}')
     gone = sorted({h['path'] for r in results for h in r['hits'] if not osp.isfile(h['path'])})
     if gone:
         print(f'warning: {len(gone)} of the hits\' files are not where the index recorded them '

@@ -70,7 +70,7 @@ def test_extract_and_search_build_check_their_inputs_first(fresh_folder):
             main(argv)
         weights, folder = lines_of(stop)
         assert weights.startswith('CKPT: checkpoint not found: missing.pth')
-        assert folder == f"IMAGE_DIR: no folder at 'photos' (relative to {fresh_folder})"
+        assert folder == f"IMAGE_DIR: folder not found: 'photos' (relative to {fresh_folder})"
     assert sorted(os.listdir(fresh_folder)) == []
 
 
