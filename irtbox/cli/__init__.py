@@ -44,10 +44,19 @@ def command_parser(description: str, epilog: Optional[str] = None,
                                    formatter_class=HelpFormatter, **kwargs)
 
 
+class _CfgOptions(argparse.Action):
+    """MMEngine's ``DictAction``, imported once the option is given: --help and the
+    refusals of the arguments need not import mmengine (nor torch)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from irtbox.utils.config import DictAction
+        DictAction(self.option_strings, self.dest, nargs=self.nargs)(
+            parser, namespace, values, option_string)
+
+
 def add_cfg_options(parser, help: str = 'override config entries') -> None:
     """``--cfg-options KEY=VALUE ...``, the config overrides of the commands that load one."""
-    from irtbox.utils.config import DictAction  # mmengine: not for every --help
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction, metavar='KEY=VALUE',
+    parser.add_argument('--cfg-options', nargs='+', action=_CfgOptions, metavar='KEY=VALUE',
                         help=help)
 
 
