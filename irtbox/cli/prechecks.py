@@ -5,7 +5,7 @@ and its input folders. Every problem found is one line, all of them at once; und
 rather than the same line once per rank among torchrun's failure report."""
 import os
 import os.path as osp
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from irtbox.cli import worded
 
@@ -19,13 +19,14 @@ def input_problems(config: str, cfg_options: Optional[dict] = None,
                    loaders: Sequence[str] = (), checkpoint: Optional[str] = None,
                    checkpoint_argument: str = 'CKPT',
                    folders: Optional[Dict[str, str]] = None,
-                   outputs: Optional[Dict[str, tuple]] = None) -> List[Problem]:
+                   outputs: Optional[Dict[str, tuple]] = None,
+                   more: Optional[Callable[[Any], List[str]]] = None) -> List[Problem]:
     """The problems of a command's inputs: ``config`` (with ``cfg_options``) that does not
     load or whose keys or values are wrong; a dataset of its dataloaders ``loaders`` that is
     not there (``val_dataloader`` only where the config validates); ``checkpoint`` that is
     neither a file nor a URL (named as ``checkpoint_argument``); ``folders`` ({argument:
     path}) that are not folders; ``outputs`` ({argument: (path, folder)}) that cannot be
-    written."""
+    written; and the lines ``more(cfg)`` gives (a command's options that the config refuses)."""
     from irtbox.apis.run_setup import check_checkpoint, load_run_config
     from irtbox.utils.config import ConfigError, CustomImportError
     problems: List[Problem] = []
@@ -52,7 +53,7 @@ def input_problems(config: str, cfg_options: Optional[dict] = None,
         return [str(error)] + problems
     except Exception as error:  # noqa: BLE001 (a config that does not load: nothing more to read)
         return [error] + problems
-    problems[:0] = _missing_data(cfg, config, loaders)
+    problems[:0] = _missing_data(cfg, config, loaders) + (more(cfg) if more else [])
     from irtbox.ops.config_check import check_config_keys
     try:
         check_config_keys(cfg)

@@ -53,27 +53,18 @@ def parse_args(argv=None):
 
 
 def build_cfg(args):
-    import torch
-
     from irtbox.apis import check_checkpoint, load_run_config
     from irtbox.ops.config_check import check_config_keys
     cfg = load_run_config(args.config, args.cfg_options, args.work_dir, args.launcher)
     check_config_keys(cfg)  # before any work: a misspelled key fails now, not after training
     check_training_parts(cfg, args.config)
+    refused = flag_problems(args, cfg)
+    if refused:
+        raise SystemExit(refused[0])
     if args.amp:
-        if cfg.optim_wrapper.get('type') == 'BF16AutocastOptimWrapper':
-            raise SystemExit(f'--amp: {args.config} already trains under bf16 autocast on GPUs '
-                             'that support it (BF16AutocastOptimWrapper, optim_wrapper.enabled); '
-                             "--amp would replace that by float16 with loss scaling. Leave it "
-                             'out, or set optim_wrapper.enabled=True to force bf16.')
-        if not torch.cuda.is_available():
-            raise SystemExit('--amp needs a CUDA GPU; none is available here.')
         cfg.optim_wrapper.type = 'AmpOptimWrapper'
         cfg.optim_wrapper.setdefault('loss_scale', 'dynamic')
     if args.auto_scale_lr:
-        if 'auto_scale_lr' not in cfg:
-            raise SystemExit(f'--auto-scale-lr: {args.config} has no auto_scale_lr entry '
-                             '(e.g. auto_scale_lr = dict(base_batch_size=64)).')
         cfg.auto_scale_lr.enable = True
     # Without --resume: resumed however the training is started (one process, a launcher, a
     # restarted or requeued job), so that "the same command resumes" holds for every way.
@@ -87,6 +78,24 @@ def build_cfg(args):
             raise SystemExit(f'--resume: {error}')
     check_batch_sampler(cfg)
     return cfg
+
+
+def flag_problems(args, cfg) -> list:
+    """What is wrong with ``--amp`` / ``--auto-scale-lr`` for ``cfg``: a line each."""
+    import torch
+    problems = []
+    if args.amp:
+        if (cfg.get('optim_wrapper') or {}).get('type') == 'BF16AutocastOptimWrapper':
+            problems.append(f'--amp: {args.config} already trains under bf16 autocast on GPUs '
+                            'that support it (BF16AutocastOptimWrapper, optim_wrapper.enabled); '
+                            "--amp would replace that by float16 with loss scaling. Leave it "
+                            'out, or set optim_wrapper.enabled=True to force bf16.')
+        elif not torch.cuda.is_available():
+            problems.append('--amp needs a CUDA GPU; none is available here.')
+    if args.auto_scale_lr and 'auto_scale_lr' not in cfg:
+        problems.append(f'--auto-scale-lr: {args.config} has no auto_scale_lr entry '
+                        '(e.g. auto_scale_lr = dict(base_batch_size=64)).')
+    return problems
 
 
 _RESTARTS = (('TORCHELASTIC_RESTART_COUNT', "torchrun's agent"),
@@ -139,7 +148,7 @@ def main(argv=None):
     # Before the environment and config dump, and under --nproc before any rank starts.
     check_inputs(args.config, args.cfg_options, ('train_dataloader', 'val_dataloader'),
                  checkpoint=None if args.resume in (None, 'auto') else args.resume,
-                 checkpoint_argument='--resume')
+                 checkpoint_argument='--resume', more=lambda cfg: flag_problems(args, cfg))
     relaunch('train', args, argv)
     cfg = build_cfg(args)
     from irtbox.apis import build_runner
