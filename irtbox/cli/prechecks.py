@@ -53,7 +53,7 @@ def input_problems(config: str, cfg_options: Optional[dict] = None,
         return [str(error)] + problems
     except Exception as error:  # noqa: BLE001 (a config that does not load: nothing more to read)
         return [error] + problems
-    problems[:0] = _missing_data(cfg, config, loaders) + (more(cfg) if more else [])
+    problems[:0] = (more(cfg) if more else []) + _missing_data(cfg, config, loaders)
     from irtbox.ops.config_check import check_config_keys
     try:
         check_config_keys(cfg)

@@ -123,13 +123,18 @@ def resumes_here(cfg) -> bool:
 def check_training_parts(cfg, config):
     """A config without the parts training needs (a test-only one) is refused in one line
     rather than MMEngine's "`_train_loop` should not be None"."""
+    problem = training_parts_problem(cfg, config)
+    if problem:
+        raise SystemExit(problem)
+
+
+def training_parts_problem(cfg, config) -> str:
+    """The line of :func:`check_training_parts`, '' when ``cfg`` can train."""
     missing = [key for key in ('train_dataloader', 'train_cfg', 'optim_wrapper')
                if not cfg.get(key)]
-    if missing:
-        raise SystemExit(
-            f'{config}: cannot train: it sets no {", ".join(missing)} (a test-only config); '
+    return (f'{config}: cannot train: it sets no {", ".join(missing)} (a test-only config); '
             f'evaluate it with tools/test.py {config} [CHECKPOINT], or train a config that '
-            'has them.')
+            'has them.') if missing else ''
 
 
 def check_batch_sampler(cfg):
@@ -148,7 +153,9 @@ def main(argv=None):
     # Before the environment and config dump, and under --nproc before any rank starts.
     check_inputs(args.config, args.cfg_options, ('train_dataloader', 'val_dataloader'),
                  checkpoint=None if args.resume in (None, 'auto') else args.resume,
-                 checkpoint_argument='--resume', more=lambda cfg: flag_problems(args, cfg))
+                 checkpoint_argument='--resume',
+                 more=lambda cfg: [p for p in [training_parts_problem(cfg, args.config)] if p]
+                 + flag_problems(args, cfg))
     relaunch('train', args, argv)
     cfg = build_cfg(args)
     from irtbox.apis import build_runner
