@@ -4,7 +4,7 @@ import re
 import pytest
 
 from irtbox.utils.config import ConfigError, load_config
-from tests.test_reliability.reliability_helpers import ROOT, TINY_CONFIG
+from tests.test_reliability.reliability_helpers import TINY_CONFIG
 from irtbox.cli import train as train_tool
 
 
