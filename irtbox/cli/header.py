@@ -1,4 +1,4 @@
-"""The few lines a training shows before its progress, in place of MMEngine's ~290-line dump
+"""The few lines a training or a test shows before its progress, in place of MMEngine's ~290-line dump
 of environment, config and hooks (kept in the log file: :mod:`irtbox.utils.terminal`): what
 runs, where it writes, on what data and device, and what to expect."""
 import datetime
@@ -22,7 +22,8 @@ def _size(loop) -> str:
 
 
 class RunHeader(Hook):
-    """Logs the header when the training starts (its datasets are built by then), and once
+    """Logs the header when the training or the test starts (its datasets are built by
+    then), and in a training once
     :data:`MEASURED` iterations have run after the first (its warm-up), the time the rest
     should take at their pace."""
 
@@ -45,8 +46,25 @@ class RunHeader(Hook):
                                f'iterations {done - self.MEASURED + 1}-{done})')
 
     def before_train(self, runner) -> None:
-        from irtbox.utils.dist import resolve_device
         cfg = runner.cfg
+        train = cfg.get('train_cfg') or {}
+        logger = (cfg.get('default_hooks') or {}).get('logger') or {}
+        checkpoint = (cfg.get('default_hooks') or {}).get('checkpoint') or {}
+        unit = 'epochs' if train.get('by_epoch') else 'iterations'
+        self._log(runner, f'train {_size(runner.train_loop)}' + (
+            f'; val {_size(runner.val_loop)}' if runner.val_loop is not None else ''),
+            f"{train.get('max_epochs' if unit == 'epochs' else 'max_iters')} {unit} "
+            f"from iteration {runner.iter}, validation every {train.get('val_interval', 1)}, "
+            f"progress with its eta every {logger.get('interval', 10)} iterations, "
+            f"checkpoints every {checkpoint.get('interval', '?')}")
+
+    def before_test(self, runner) -> None:
+        self._log(runner, f'test {_size(runner.test_loop)}',
+                  f"weights of {runner.cfg.get('load_from') or 'the config (no checkpoint)'}, "
+                  'progress with its eta, then the metrics')
+
+    def _log(self, runner, data: str, expect: str) -> None:
+        from irtbox.utils.dist import resolve_device
         files = [h.baseFilename for h in runner.logger.handlers
                  if isinstance(h, logging.FileHandler)]
         lines: List[str] = [
@@ -54,17 +72,7 @@ class RunHeader(Hook):
             f'work dir: {runner.work_dir}' + (f' (log: {files[0]}: with the environment, '
                                                f'config and hooks that {VERBOSE_VAR}=1 or '
                                                '--verbose shows here)' if files else ''),
-            f'data: train {_size(runner.train_loop)}'
-            + (f'; val {_size(runner.val_loop)}' if runner.val_loop is not None else ''),
-            f'device: {resolve_device().type}, {runner.world_size} process(es)']
-        train = cfg.get('train_cfg') or {}
-        logger = (cfg.get('default_hooks') or {}).get('logger') or {}
-        checkpoint = (cfg.get('default_hooks') or {}).get('checkpoint') or {}
-        unit = 'epochs' if train.get('by_epoch') else 'iterations'
-        lines.append(
-            f"expect: {train.get('max_epochs' if unit == 'epochs' else 'max_iters')} {unit} "
-            f"from iteration {runner.iter}, validation every {train.get('val_interval', 1)}, "
-            f"progress with its eta every {logger.get('interval', 10)} iterations, "
-            f"checkpoints every {checkpoint.get('interval', '?')}")
+            f'data: {data}', f'device: {resolve_device().type}, {runner.world_size} process(es)',
+            f'expect: {expect}']
         for line in lines:
             runner.logger.info(line)

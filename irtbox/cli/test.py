@@ -63,11 +63,13 @@ def main(argv=None):
                  outputs=dict(out=(args.out, False), show_dir=(args.show_dir, True)))
     relaunch('test', args, argv)
     from irtbox.apis.tester import EvaluationSetupError, run_test
+    from irtbox.cli.header import RunHeader
     from irtbox.utils.config import CustomImportError
     try:
         return run_test(args.config, args.checkpoint, cfg_options=args.cfg_options,
                         work_dir=args.work_dir, launcher=args.launcher, out=args.out,
                         show_dir=args.show_dir, show_num=args.show_num,
-                        show_topk=args.show_topk, show_seed=args.show_seed)
+                        show_topk=args.show_topk, show_seed=args.show_seed,
+                        hooks=[RunHeader(args.config)])
     except (EvaluationSetupError, CustomImportError) as error:
         raise SystemExit(worded(error)) from error

@@ -36,3 +36,15 @@ def test_the_terminal_shows_a_short_header_and_the_log_file_keeps_the_dump(tmp_p
     # The time the rest should take, from iterations 2-6 (the first one warms up).
     assert re.search(r'expect: about 0:00:0\d for the 1 iterations left \(.* s per iteration '
                      r'over iterations 2-6\)', terminal)
+
+
+@pytest.mark.slow
+def test_a_test_shows_its_header_and_no_dump(tmp_path, capsys, in_root):
+    from irtbox.cli import test as test_tool
+    test_tool.main([TINY_CONFIG, '--work-dir', str(tmp_path)])
+    out = capsys.readouterr()
+    terminal = out.out + out.err
+    assert not any(dump in terminal for dump in DUMPS), terminal
+    assert 'data: test 12 images (tests/data/sop)' in terminal
+    assert 'expect: weights of the config (no checkpoint), progress' in terminal
+    assert len(terminal.split('Iter(test)')[0].splitlines()) <= 8
