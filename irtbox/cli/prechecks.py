@@ -38,7 +38,8 @@ def input_problems(config: str, cfg_options: Optional[dict] = None,
     for argument, path in (folders or {}).items():
         if not osp.isdir(path):
             problems.append(f'{argument}: folder not found: {path!r} (relative to {os.getcwd()})')
-    if outputs:
+    # Rank 0 writes the outputs: another machine's rank may not see their folder.
+    if outputs and all(os.environ.get(k, '0') in ('', '0') for k in ('RANK', 'SLURM_PROCID')):
         from irtbox.apis.tester import EvaluationSetupError, check_output_path
         for argument, (path, folder) in outputs.items():
             if path is None:
