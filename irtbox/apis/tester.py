@@ -70,11 +70,11 @@ def _launch_rank() -> int:
 def run_test(config: str, checkpoint: Optional[str] = None, cfg_options: Optional[dict] = None,
              work_dir: Optional[str] = None, launcher: str = 'none', out: Optional[str] = None,
              show_dir: Optional[str] = None, show_num: int = 50, show_topk: int = 8,
-             show_seed: int = 0) -> Dict[str, float]:
+             show_seed: int = 0, hooks: Sequence = ()) -> Dict[str, float]:
     """Test the model of ``config`` (with ``checkpoint``'s weights, else those the config builds) on
     its test set(s) and return the metrics. ``out`` (:func:`write_results`) and ``show_dir``
     (:func:`show_result_sets`) are written by rank 0 and checked to be writable before the test
-    runs."""
+    runs. ``hooks``: more hooks for the runner (e.g. a command's terminal header)."""
     if out is not None and not out.endswith(('.npz', '.json')):
         raise EvaluationSetupError(f'out must name a .npz or .json file, got {out}',
                                    argument='out')
@@ -101,6 +101,8 @@ def run_test(config: str, checkpoint: Optional[str] = None, cfg_options: Optiona
         runner = build_runner(cfg)
     except PretrainedWeightsUnavailable as error:
         raise EvaluationSetupError(f'{config}: {error}') from error
+    for hook in hooks:
+        runner.register_hook(hook)
     metrics = runner.test()
     if (out or show_dir) and get_rank() == 0:
         sets = {}

@@ -14,9 +14,10 @@ from typing import Callable, Dict, Optional, Sequence
 
 from irtbox.utils.errors import IrtboxError
 from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
+from irtbox.utils.terminal import VERBOSE_VAR
 
 __all__ = ['run', 'checkpoint_argument', 'worded', 'module_doc', 'DEBUG_VAR', 'HelpFormatter',
-           'RESULTS_FLAGS', 'command_parser', 'add_cfg_options']
+           'RESULTS_FLAGS', 'command_parser', 'add_cfg_options', 'add_verbose_argument']
 
 #: ``IRTBOX_DEBUG=1``: an error ends a command with its traceback rather than one line.
 DEBUG_VAR = 'IRTBOX_DEBUG'
@@ -43,11 +44,36 @@ def command_parser(description: str, epilog: Optional[str] = None,
                                    formatter_class=HelpFormatter, **kwargs)
 
 
+class _CfgOptions(argparse.Action):
+    """MMEngine's ``DictAction``, imported once the option is given: --help and the
+    refusals of the arguments need not import mmengine (nor torch)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from irtbox.utils.config import DictAction
+        DictAction(self.option_strings, self.dest, nargs=self.nargs)(
+            parser, namespace, values, option_string)
+
+
 def add_cfg_options(parser, help: str = 'override config entries') -> None:
     """``--cfg-options KEY=VALUE ...``, the config overrides of the commands that load one."""
-    from irtbox.utils.config import DictAction  # mmengine: not for every --help
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction, metavar='KEY=VALUE',
+    parser.add_argument('--cfg-options', nargs='+', action=_CfgOptions, metavar='KEY=VALUE',
                         help=help)
+
+
+class _Verbose(argparse.Action):
+    """``--verbose``: sets the variable every rank and subprocess reads."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        os.environ[VERBOSE_VAR] = '1'
+        setattr(namespace, self.dest, True)
+
+
+def add_verbose_argument(parser) -> None:
+    """``--verbose``: MMEngine's environment, config and hooks dump on the terminal too (the
+    log file always holds it; ``IRTBOX_VERBOSE=1`` is the same)."""
+    parser.add_argument('--verbose', action=_Verbose, nargs=0, default=False,
+                        help='show the environment, config and hooks dump on the terminal '
+                        'too (the log file always has it; IRTBOX_VERBOSE=1 is the same)')
 
 
 def worded(error: BaseException, flags: Optional[Dict[str, str]] = None) -> str:
@@ -104,7 +130,9 @@ def run(main: Callable, argv: Optional[Sequence[str]] = None):
 
     An error ends the command with one line on stderr, ``irtbox: ErrorType: message``, and
     exit status 1: the library's messages name the file, key or value at fault, and a
-    traceback of hundreds of lines (after MMEngine's config dump) buries them.
+    traceback of hundreds of lines (after MMEngine's config dump) buries them. An error
+    raised inside torchvision, timm or mmengine gets the torch pair to install
+    (:func:`irtbox.cli.versions.version_hint`).
     ``IRTBOX_DEBUG=1`` shows the traceback instead.
     """
     try:
@@ -113,6 +141,9 @@ def run(main: Callable, argv: Optional[Sequence[str]] = None):
         if os.environ.get(DEBUG_VAR, '').strip().lower() in ('1', 'true', 'yes', 'on'):
             raise
         message = ' '.join(worded(error).split()) or repr(error)
+        from irtbox.cli.versions import version_hint  # only once something failed
+        hint = version_hint(error)
+        message += f'; {hint}' if hint else ''
         print(f'irtbox: {type(error).__name__}: {message} ({DEBUG_VAR}=1 shows the '
               'traceback)', file=sys.stderr, flush=True)
         raise SystemExit(1) from None

@@ -25,6 +25,7 @@ import os
 
 from irtbox.cli import add_cfg_options, checkpoint_argument, command_parser, worded
 from irtbox.cli.launch import add_launch_arguments, relaunch
+from irtbox.cli.prechecks import check_inputs
 from irtbox.utils.checks import int_argument
 
 __all__ = ['parse_args', 'main']
@@ -53,6 +54,8 @@ def parse_args(argv=None):
 def main(argv=None):
     """Run the command: :func:`irtbox.apis.extract_folder`; its result on rank 0."""
     args = parse_args(argv)
+    check_inputs(args.config, args.cfg_options, checkpoint=args.checkpoint,
+                 folders=dict(IMAGE_DIR=args.image_dir))  # before any rank starts
     relaunch('extract', args, argv)
     from irtbox.apis.extract import extract_folder
     try:

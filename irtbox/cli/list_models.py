@@ -9,10 +9,13 @@ Examples:
 
 Weights column: "released" (downloaded and sha256-checked by get_model), "timm" (the
 backbone's public pretrained weights, loaded by timm), "-" (not released: train it).
+Result column: the entry's first result, "(paper)" when it is the number the paper reports,
+"(these weights)" when it was measured with the entry's weights.
 """
 import csv
 import json
 import os.path as osp
+import re
 import sys
 
 from irtbox.cli import command_parser
@@ -37,10 +40,23 @@ def parse_args(argv=None):
 
 
 def first_result(entry) -> str:
+    """The entry's first result and whose it is: the paper's (``Source: paper, ...``), or
+    measured with these weights."""
     for result in entry.results:
+        whose = 'paper' if str(result.get('Source', '')).startswith('paper') else 'these weights'
         for metric, value in (result.get('Metrics') or {}).items():
-            return f'{result.get("Dataset", "")} {metric} {value}'.strip()
+            return f'{result.get("Dataset", "")} {metric} {value} ({whose})'.strip()
     return ''
+
+
+def embedding_dim(entry) -> str:
+    """The weights' embedding dimension, else the one the entry's descriptor names ("CLS
+    token, 384-d"); '' when neither says."""
+    dim = (entry.weights or {}).get('embedding_dim')
+    if dim:
+        return str(dim)
+    named = re.search(r'\b(\d+)-d\b', str((entry.metadata or {}).get('Descriptor', '')))
+    return named.group(1) if named else ''
 
 
 def rows(names, entries):
@@ -48,10 +64,9 @@ def rows(names, entries):
     out = []
     for name in names:
         entry = entries[name]
-        dim = (entry.weights or {}).get('embedding_dim') or ''
         config = osp.relpath(entry.config, ROOT) if entry.config.startswith(ROOT) else entry.config
         out.append(dict(name=name, weights='-' if entry.weights is None else entry.status,
-                        dim=str(dim), result=first_result(entry), config=config))
+                        dim=embedding_dim(entry), result=first_result(entry), config=config))
     return out
 
 

@@ -18,8 +18,11 @@ __all__ = ['parse_args', 'main', 'listing', 'prepare_command']
 
 
 def _size(num_bytes: int) -> str:
-    """'2.9 GB', or '6 MB' below a GB (where '0.0 GB' would say nothing)."""
-    return f'{num_bytes / 1e9:.1f} GB' if num_bytes >= 1e9 else f'{num_bytes / 1e6:.0f} MB'
+    """'2.9 GB', '120 GB' from 10 GB on, or '6 MB' below a GB (where '0.0 GB' would say
+    nothing); docs/datasets.md's table gives the same (tests/test_docs/test_dataset_sizes.py)."""
+    if num_bytes < 1e9:
+        return f'{num_bytes / 1e6:.0f} MB'
+    return f'{num_bytes / 1e9:.{0 if num_bytes >= 1e10 else 1}f} GB'
 
 
 def prepare_command(name: str, root: str) -> str:

@@ -43,6 +43,7 @@ identity (one embeddings file, irtbox.structures.embeddings_file) and the config
 """
 import argparse
 import json
+import os
 import os.path as osp
 
 from irtbox.cli import add_cfg_options, checkpoint_argument, command_parser, worded
@@ -155,9 +156,12 @@ def _build_paths(parser, args):
 
 def build(args):
     """``build``: :func:`irtbox.search.build.build_index`; the searcher."""
+    from irtbox.cli.prechecks import check_inputs
     from irtbox.search.build import FAILED_FILE, build_index
     if args.from_features:
         return _build_from_features(args)
+    check_inputs(args.config, args.cfg_options, checkpoint=args.checkpoint,
+                 folders=dict(IMAGE_DIR=args.image_dir))
     done = build_index(args.config, args.checkpoint, args.image_dir, args.index_dir,
                        factory=args.factory, batch_size=args.batch_size,
                        **({} if args.k_factor is None else dict(k_factor=args.k_factor)),
@@ -203,6 +207,13 @@ def load_searcher(args):
     return ImageSearcher.load(args.index_dir, model=model, device=device)
 
 
+def shown_path(path: str) -> str:
+    """``path`` as a user can open it from here: relative to the working directory when it is
+    under it, else absolute (a hit's id is relative to the build's folder, not to here)."""
+    relative = osp.relpath(path)
+    return osp.abspath(path) if relative.startswith(os.pardir) else relative
+
+
 def query(args):
     """``query``: the hits of each image, printed and written to ``--out``."""
     from irtbox.search.results import write_results_html
@@ -220,7 +231,7 @@ def query(args):
     for result in results:
         print(result['query'])
         for hit in result['hits']:
-            print(f'  {hit["rank"]:3d}  {hit["score"]:.4f}  {hit["id"]}')
+            print(f'  {hit["rank"]:3d}  {hit["score"]:.4f}  {shown_path(hit["path"])}')
     gone = sorted({h['path'] for r in results for h in r['hits'] if not osp.isfile(h['path'])})
     if gone:
         print(f'warning: {len(gone)} of the hits\' files are not where the index recorded them '

@@ -17,8 +17,9 @@ test set: ``name='0'``, ``'1'``, ... for a multi-dataset config).
 """
 import os
 
-from irtbox.cli import add_cfg_options, command_parser, worded
+from irtbox.cli import add_cfg_options, add_verbose_argument, command_parser, worded
 from irtbox.cli.launch import add_launch_arguments, relaunch
+from irtbox.cli.prechecks import check_inputs
 from irtbox.utils.checks import int_argument
 
 __all__ = ['parse_args', 'main']
@@ -45,6 +46,7 @@ def parse_args(argv=None):
                         help='results per query drawn')
     parser.add_argument('--show-seed', type=int, default=0, help='seed of the query sample')
     add_cfg_options(parser)
+    add_verbose_argument(parser)
     add_launch_arguments(parser)
     args = parser.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
@@ -56,16 +58,18 @@ def parse_args(argv=None):
 def main(argv=None):
     """Run ``tools/test.py``; returns the metrics."""
     args = parse_args(argv)
+    # Before the environment and config dump, and under --nproc before any rank starts.
+    check_inputs(args.config, args.cfg_options, ('test_dataloader', ), args.checkpoint,
+                 outputs=dict(out=(args.out, False), show_dir=(args.show_dir, True)))
     relaunch('test', args, argv)
-    from irtbox.apis.run_setup import load_run_config
     from irtbox.apis.tester import EvaluationSetupError, run_test
-    from irtbox.ops.config_check import check_config_keys
+    from irtbox.cli.header import RunHeader
     from irtbox.utils.config import CustomImportError
     try:
-        check_config_keys(load_run_config(args.config, args.cfg_options))
         return run_test(args.config, args.checkpoint, cfg_options=args.cfg_options,
                         work_dir=args.work_dir, launcher=args.launcher, out=args.out,
                         show_dir=args.show_dir, show_num=args.show_num,
-                        show_topk=args.show_topk, show_seed=args.show_seed)
+                        show_topk=args.show_topk, show_seed=args.show_seed,
+                        hooks=[RunHeader(args.config)])
     except (EvaluationSetupError, CustomImportError) as error:
         raise SystemExit(worded(error)) from error

@@ -17,8 +17,9 @@ iteration 0. docs/reliability.md, "What resumes, and how".
 """
 import os
 
-from irtbox.cli import add_cfg_options, command_parser
+from irtbox.cli import add_cfg_options, add_verbose_argument, command_parser
 from irtbox.cli.launch import add_launch_arguments, relaunch
+from irtbox.cli.prechecks import check_inputs
 
 __all__ = ['parse_args', 'main', 'refusal_message']
 
@@ -42,6 +43,7 @@ def parse_args(argv=None):
                         '(auto_scale_lr.base_batch_size in the config)')
     add_cfg_options(parser, 'override config entries, e.g. train_cfg.max_iters=100 '
                         'model.head.loss_weights.koleo=0.5')
+    add_verbose_argument(parser)
     add_launch_arguments(parser)
     args = parser.parse_args(argv)
     if args.no_resume and args.resume is not None:
@@ -51,27 +53,18 @@ def parse_args(argv=None):
 
 
 def build_cfg(args):
-    import torch
-
     from irtbox.apis import check_checkpoint, load_run_config
     from irtbox.ops.config_check import check_config_keys
     cfg = load_run_config(args.config, args.cfg_options, args.work_dir, args.launcher)
     check_config_keys(cfg)  # before any work: a misspelled key fails now, not after training
     check_training_parts(cfg, args.config)
+    refused = flag_problems(args, cfg)
+    if refused:
+        raise SystemExit(refused[0])
     if args.amp:
-        if cfg.optim_wrapper.get('type') == 'BF16AutocastOptimWrapper':
-            raise SystemExit(f'--amp: {args.config} already trains under bf16 autocast on GPUs '
-                             'that support it (BF16AutocastOptimWrapper, optim_wrapper.enabled); '
-                             "--amp would replace that by float16 with loss scaling. Leave it "
-                             'out, or set optim_wrapper.enabled=True to force bf16.')
-        if not torch.cuda.is_available():
-            raise SystemExit('--amp needs a CUDA GPU; none is available here.')
         cfg.optim_wrapper.type = 'AmpOptimWrapper'
         cfg.optim_wrapper.setdefault('loss_scale', 'dynamic')
     if args.auto_scale_lr:
-        if 'auto_scale_lr' not in cfg:
-            raise SystemExit(f'--auto-scale-lr: {args.config} has no auto_scale_lr entry '
-                             '(e.g. auto_scale_lr = dict(base_batch_size=64)).')
         cfg.auto_scale_lr.enable = True
     # Without --resume: resumed however the training is started (one process, a launcher, a
     # restarted or requeued job), so that "the same command resumes" holds for every way.
@@ -85,6 +78,24 @@ def build_cfg(args):
             raise SystemExit(f'--resume: {error}')
     check_batch_sampler(cfg)
     return cfg
+
+
+def flag_problems(args, cfg) -> list:
+    """What is wrong with ``--amp`` / ``--auto-scale-lr`` for ``cfg``: a line each."""
+    import torch
+    problems = []
+    if args.amp:
+        if (cfg.get('optim_wrapper') or {}).get('type') == 'BF16AutocastOptimWrapper':
+            problems.append(f'--amp: {args.config} already trains under bf16 autocast on GPUs '
+                            'that support it (BF16AutocastOptimWrapper, optim_wrapper.enabled); '
+                            "--amp would replace that by float16 with loss scaling. Leave it "
+                            'out, or set optim_wrapper.enabled=True to force bf16.')
+        elif not torch.cuda.is_available():
+            problems.append('--amp needs a CUDA GPU; none is available here.')
+    if args.auto_scale_lr and 'auto_scale_lr' not in cfg:
+        problems.append(f'--auto-scale-lr: {args.config} has no auto_scale_lr entry '
+                        '(e.g. auto_scale_lr = dict(base_batch_size=64)).')
+    return problems
 
 
 _RESTARTS = (('TORCHELASTIC_RESTART_COUNT', "torchrun's agent"),
@@ -112,13 +123,18 @@ def resumes_here(cfg) -> bool:
 def check_training_parts(cfg, config):
     """A config without the parts training needs (a test-only one) is refused in one line
     rather than MMEngine's "`_train_loop` should not be None"."""
+    problem = training_parts_problem(cfg, config)
+    if problem:
+        raise SystemExit(problem)
+
+
+def training_parts_problem(cfg, config) -> str:
+    """The line of :func:`check_training_parts`, '' when ``cfg`` can train."""
     missing = [key for key in ('train_dataloader', 'train_cfg', 'optim_wrapper')
                if not cfg.get(key)]
-    if missing:
-        raise SystemExit(
-            f'{config}: cannot train: it sets no {", ".join(missing)} (a test-only config); '
+    return (f'{config}: cannot train: it sets no {", ".join(missing)} (a test-only config); '
             f'evaluate it with tools/test.py {config} [CHECKPOINT], or train a config that '
-            'has them.')
+            'has them.') if missing else ''
 
 
 def check_batch_sampler(cfg):
@@ -132,37 +148,16 @@ def check_batch_sampler(cfg):
             'whole batches, so set both to the same value.')
 
 
-def refuse_missing_data(cfg, config):
-    """Stop in one line, before the runner logs its environment and config, when a dataset
-    the config reads is not there: the command that prepares it, or how to point at it."""
-    from irtbox.cli.prepare import prepare_command
-    from irtbox.ops.prepare.missing import missing_data
-    # What a training reads: its train split and, when it validates, its val split.
-    validates = all(cfg.get(k) is not None for k in ('val_dataloader', 'val_cfg',
-                                                     'val_evaluator'))
-    missing = missing_data(cfg, ('train_dataloader', 'val_dataloader')[:1 + validates])
-    if not missing:
-        return
-    first = missing[0]
-    how = (f'prepare it with `{prepare_command(first.prepared, first.data_root)}`'
-           if first.prepared else
-           'prepare it as docs/datasets.md describes')
-    more = (f' (also missing: {", ".join(m.data_root for m in missing[1:])})'
-            if len(missing) > 1 else '')
-    raise SystemExit(f'{config}: no dataset at {first.key}.data_root={first.data_root!r} '
-                     f'(relative to {os.getcwd()}); {how}, or give its folder with '
-                     f'--cfg-options {first.key}.data_root=PATH{more}')
-
-
 def main(argv=None):
     args = parse_args(argv)
+    # Before the environment and config dump, and under --nproc before any rank starts.
+    check_inputs(args.config, args.cfg_options, ('train_dataloader', 'val_dataloader'),
+                 checkpoint=None if args.resume in (None, 'auto') else args.resume,
+                 checkpoint_argument='--resume',
+                 more=lambda cfg: [p for p in [training_parts_problem(cfg, args.config)] if p]
+                 + flag_problems(args, cfg))
     relaunch('train', args, argv)
-    from irtbox.utils.config import CustomImportError
-    try:
-        cfg = build_cfg(args)
-    except CustomImportError as error:  # one line, not MMEngine's listing of sys.path
-        raise SystemExit(str(error)) from None
-    refuse_missing_data(cfg, args.config)
+    cfg = build_cfg(args)
     from irtbox.apis import build_runner
     from irtbox.engine import PREEMPTED_EXIT_STATUS, NonFiniteLossError, Preempted
     from irtbox.engine.hooks.preemption import requeue_slurm_job
@@ -173,6 +168,8 @@ def main(argv=None):
         runner = build_runner(cfg)
     except PretrainedWeightsUnavailable as error:  # one line per rank, not a hub traceback
         raise SystemExit(f'{args.config}: {error}') from error
+    from irtbox.cli.header import RunHeader
+    runner.register_hook(RunHeader(args.config))
     if restarted():
         runner.logger.warning(f'this job was restarted ({restarted()}): '
                               + ('resuming from the newest intact checkpoint of the work dir'

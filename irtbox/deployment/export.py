@@ -93,7 +93,8 @@ def load_check_images(cfg, count: int, size: Tuple[int, int]) -> Tuple[torch.Ten
             with open(p, 'rb') as f:
                 images.append(decode_image(f.read()))
         if len(images) == count:
-            source = f'{count} test images of {cfg.test_dataloader.dataset.get("type")}'
+            source = (f'{count} test image{"s" if count != 1 else ""} of '
+                      f'{cfg.test_dataloader.dataset.get("type")}')
             return _resized(images, size), source
     except Exception:  # noqa: BLE001  (no dataset here: random pixels are the fallback)
         pass

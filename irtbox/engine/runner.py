@@ -20,6 +20,7 @@ from irtbox.utils.checkpoint import (checkpoint_problem, extract_state_dict, loa
 from irtbox.utils.dist import ddp_wrapper_cfg
 from irtbox.utils.fileio import atomic_write
 from irtbox.utils.mmengine_compat import RunnerPrivates, has_loaded, set_has_loaded
+from irtbox.utils.terminal import keep_dumps_off_terminal
 
 from .hooks.checkpoint import run_checkpoints
 from .hooks.partial_fc import keep_out_of_ddp, sharded_parameter_names
@@ -84,6 +85,13 @@ class IrtboxRunner(RunnerPrivates, Runner):
         self.auto_resume = bool(resume) and load_from is None
         self.resuming_from: Optional[str] = None
         self.logger.addFilter(lambda record: not str(record.msg).startswith(_UNACTIONABLE))
+
+    def build_logger(self, *args, **kwargs):
+        """MMEngine's logger, its start-up dump kept for the log file
+        (:func:`~irtbox.utils.terminal.keep_dumps_off_terminal`)."""
+        logger = super().build_logger(*args, **kwargs)
+        keep_dumps_off_terminal(logger)
+        return logger
 
     def register_default_hooks(self, hooks=None) -> None:
         """MMEngine's default hooks plus :data:`DEFAULT_HOOKS`; set

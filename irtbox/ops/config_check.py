@@ -11,7 +11,10 @@ a wrong key before the first iteration, and a rehearsal builds every part), exce
 left to the build; entries that hold no part (``init_cfg``, ``paramwise_cfg``, ...) are not checked.
 
 Values checked on the way: a learning rate is a number >= 0; ``max_iters`` / ``max_epochs`` /
-``val_interval`` are whole numbers >= 1 (MMEngine would stop at a bare ``assert``)."""
+``val_interval`` are whole numbers >= 1 (MMEngine would stop at a bare ``assert``); and wherever
+they sit, the well-known keys of :data:`_VALUE_RULES` (``batch_size``, ``max_keep_ckpts``,
+``betas``, ...), which a wrong type otherwise breaks after the environment and config dump, or
+words confusingly (``batch_size='64'``: "64 differs from 64"). Not a schema: only those keys."""
 import difflib
 import functools
 import inspect
@@ -55,6 +58,26 @@ _DATALOADER_OWN = {'dataset', 'sampler', 'batch_sampler', 'collate_fn', 'worker_
 _WHOLE_NUMBERS = ('max_iters', 'max_epochs', 'val_interval')
 
 
+def _whole(low=None):
+    return (lambda v: _is_number(v) and v == int(v) and (low is None or v >= low),
+            'a whole number' + ('' if low is None else f' >= {low}'))
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# key -> (test of a value, what it expects), wherever the key sits; None passes (a default).
+_VALUE_RULES = {
+    'batch_size': _whole(1), 'num_workers': _whole(0),
+    'interval': _whole(), 'max_keep_ckpts': _whole(),  # -1: every iteration's / every one
+    'betas': (lambda v: isinstance(v, (list, tuple)) and len(v) == 2
+              and all(_is_number(b) for b in v), 'two numbers (b1, b2)'),
+    'weight_decay': (lambda v: _is_number(v) and v >= 0, 'a number >= 0'),
+    'momentum': (lambda v: _is_number(v) and v >= 0, 'a number >= 0'),
+}
+
+
 def check_config_keys(cfg: Config, path: Optional[str] = None) -> None:
     """Raise :class:`~irtbox.utils.config.ConfigError` at the first key of ``cfg`` that the
     part it configures does not take (or a learning rate / iteration count that cannot be
@@ -75,6 +98,7 @@ class _Checker:
         imports = cfg.get('custom_imports')
         if imports:
             import_modules_from_strings(**imports)
+        self.values(cfg, '')
         self.part(cfg.get('model'), 'model', (MODELS, ))
         hooks = cfg.get('default_hooks') or {}
         for name, hook in hooks.items():
@@ -94,6 +118,17 @@ class _Checker:
         # anything runs, and the build names a wrong argument: not checked here.
 
     # -- walking ---------------------------------------------------------------------------
+    def values(self, node: Any, where: str) -> None:
+        """Check the values of :data:`_VALUE_RULES`' keys anywhere in ``node``."""
+        items = (node.items() if isinstance(node, (dict, Config)) else
+                 enumerate(node) if isinstance(node, (list, tuple)) else ())
+        for key, value in items:
+            at = f'{where}.{key}' if where else str(key)
+            rule = _VALUE_RULES.get(key) if isinstance(key, str) else None
+            if rule and value is not None and not rule[0](value):
+                self.fail(at, f'expected {rule[1]}, got {value!r}')
+            self.values(value, at)
+
     def part(self, node: Any, where: str, registries) -> None:
         """Check ``node`` (a ``dict(type=...)``, a plain dict or list of them, or a value)."""
         if registries == _SKIP:

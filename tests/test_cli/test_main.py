@@ -37,14 +37,14 @@ def test_help_is_plain_text_without_rest_markup(argv, capsys):
     assert not re.search(r':\w+:`', out), out
 
 
-# `python -m irtbox ARGS`, then whether torch was imported.
+# `python -m irtbox ARGS`, then whether torch, timm or mmengine was imported.
 IMPORTS_TORCH = """import runpy, sys
 sys.argv = ['irtbox'] + sys.argv[1:]
 try:
     runpy.run_module('irtbox', run_name='__main__')
 except SystemExit:
     pass
-print('torch' in sys.modules)"""
+print(any(m in sys.modules for m in ('torch', 'timm', 'mmengine')))"""
 # Their --help needs nothing of torch's: it starts at once (docs/benchmarks.md). The others'
 # list what a registry or a torch module holds (datasets, input sizes, axes).
 LIGHT_HELP = ['train', 'test', 'extract', 'search', 'export', 'list-models', 'publish',
@@ -54,9 +54,19 @@ LIGHT_HELP = ['train', 'test', 'extract', 'search', 'export', 'list-models', 'pu
 
 @pytest.mark.parametrize('argv', [[]] + [[name] for name in LIGHT_HELP])
 def test_help_does_not_import_torch(argv):
+    """Nor timm or mmengine (issue 49 item 5: `irtbox --help` took 15-17 s under load)."""
     out = subprocess.run([sys.executable, '-c', IMPORTS_TORCH, *argv, '--help'],
                          capture_output=True, text=True, check=True).stdout
     assert out.startswith('usage: irtbox') and out.splitlines()[-1] == 'False', out[-500:]
+
+
+@pytest.mark.parametrize('argv', [
+    ['train'], ['test', 'c.py', '--out', 'x.txt'], ['train', 'c.py', '--resume', 'a', '--no-resume'],
+    ['extract', 'c.py'], ['search', 'build', 'c.py'], ['train', 'c.py', '--nproc', '0']])
+def test_a_refused_command_line_imports_none_of_them(argv):
+    done = subprocess.run([sys.executable, '-c', IMPORTS_TORCH, *argv], capture_output=True,
+                          text=True)
+    assert done.stdout.splitlines()[-1] == 'False' and 'error:' in done.stderr, done.stderr
 
 
 def test_module_doc_reads_the_docstring_without_importing():

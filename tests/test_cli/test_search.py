@@ -50,6 +50,12 @@ def renamed_onto(monkeypatch):
     return targets
 
 
+def test_a_hit_is_shown_as_a_path_that_opens_from_here(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert search_tool.shown_path(str(tmp_path / 'a' / 'b.png')) == osp.join('a', 'b.png')
+    assert search_tool.shown_path('/elsewhere/b.png') == '/elsewhere/b.png'
+
+
 @pytest.mark.slow
 def test_build_then_query(photos, tmp_path, capsys, monkeypatch, renamed_onto):
     folder, checkpoint = photos
@@ -113,7 +119,10 @@ def test_build_then_query(photos, tmp_path, capsys, monkeypatch, renamed_onto):
     try:
         capsys.readouterr()
         search_tool.main(['query', index, query, '--k', '3'])
-        assert f'e.g. {hits[1]["path"]}; rebuild' in capsys.readouterr().out
+        printed = capsys.readouterr().out
+        assert f'e.g. {hits[1]["path"]}; rebuild' in printed
+        # Queried from another folder: each hit printed as a path that opens from here.
+        assert f'    1  {hits[0]["score"]:.4f}  {query}\n' in printed
     finally:
         shutil.move(str(tmp_path / 'moved.png'), hits[1]['path'])
 
@@ -186,7 +195,7 @@ def test_the_library_errors_are_worded_for_the_flags():
 @pytest.mark.slow
 @pytest.mark.parametrize('argv, message', [
     (['query', 'nowhere', 'x.png'], 'not an irtbox index'),
-    (['build', CONFIG, 'none', 'no_such_folder', 'idx'], 'image folder not found'),
+    (['build', CONFIG, 'none', 'no_such_folder', 'idx'], 'IMAGE_DIR: folder not found'),
 ])
 def test_bad_input(argv, message, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

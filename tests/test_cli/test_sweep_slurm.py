@@ -268,6 +268,9 @@ def test_a_pre_empted_training_requeues_itself_unless_submitit_does(tmp_path, mo
     class PreemptedRunner:
         logger = logging.getLogger('test')
 
+        def register_hook(self, hook):  # the command's header
+            pass
+
         def train(self):
             raise Preempted('saved iter_2.pth', 'SIGUSR1', 'iter_2.pth')
 

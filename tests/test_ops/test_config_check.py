@@ -152,3 +152,28 @@ def test_shipped_configs_pass():
         except ConfigError as err:
             failures.append(str(err))
     assert not failures, '\n'.join(failures)
+
+
+@pytest.mark.parametrize('option, expected', [
+    # Before: "sampler.batch_size=64 differs from train_dataloader.batch_size=64".
+    ("train_dataloader.batch_size='4'",
+     "train_dataloader.batch_size: expected a whole number >= 1, got '4'"),
+    # Before: TypeError in CheckpointHook after the environment and config dump.
+    ('default_hooks.checkpoint.max_keep_ckpts=1.5',
+     'default_hooks.checkpoint.max_keep_ckpts: expected a whole number, got 1.5'),
+    # Before: IndexError after the dump.
+    ('optim_wrapper.optimizer.betas=(0.9,)',
+     r'optim_wrapper.optimizer.betas: expected two numbers \(b1, b2\), got \(0.9,\)'),
+    ('train_dataloader.num_workers=-1',
+     'train_dataloader.num_workers: expected a whole number >= 0, got -1'),
+])
+def test_well_known_values_are_checked_by_key(option, expected):
+    key, value = option.split('=', 1)
+    cfg = load_run_config(TINY_CONFIG, work_dir='unused')
+    node = cfg
+    *parents, last = key.split('.')
+    for part in parents:
+        node = node[part]
+    node[last] = eval(value)
+    with pytest.raises(ConfigError, match=f'{TINY_CONFIG}: {expected}$'):
+        check_config_keys(cfg)

@@ -75,8 +75,11 @@ def test_tools_print_an_error_in_one_line_and_the_traceback_on_demand(tmp_path, 
     with pytest.raises(SystemExit) as stop:
         run(train_tool.main, argv)
     assert stop.value.code == 1
-    assert capsys.readouterr().err == ('irtbox: ValueError: Invalid weight_decay value: -1 '
-                                       '(IRTBOX_DEBUG=1 shows the traceback)\n')
+    # Since issue 48 item 6 the value is refused by key before the dump (was torch's
+    # "Invalid weight_decay value: -1" after the optimizer's build).
+    assert capsys.readouterr().err == (
+        f'irtbox: ConfigError: {TINY_CONFIG}: optim_wrapper.optimizer.weight_decay: expected a '
+        'number >= 0, got -1 (IRTBOX_DEBUG=1 shows the traceback)\n')
     monkeypatch.setenv('IRTBOX_DEBUG', '1')
-    with pytest.raises(ValueError, match='Invalid weight_decay value'):
+    with pytest.raises(ValueError, match='weight_decay: expected a number >= 0'):
         run(train_tool.main, argv)
