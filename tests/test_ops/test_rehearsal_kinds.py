@@ -94,7 +94,7 @@ def test_the_cheapest_config_of_a_kind_is_chosen():
 @pytest.mark.parametrize('argv, message', [
     ([], 'give a config or --all-kinds'),
     (['x.py', '--all-kinds'], 'give a config or --all-kinds'),
-    (['x.py', '--list'], '--list and --jobs only with --all-kinds'),
+    (['x.py', '--list'], '--list, --only and --jobs only with --all-kinds'),
     (['--all-kinds', '--jobs', '0'], 'argument --jobs: the value must be a positive integer, '
                                      'got 0'),
 ])
