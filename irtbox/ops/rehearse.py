@@ -2,7 +2,8 @@
 run gets wrong before it has cost days.
 
 A rehearsal runs the config's own model and hooks (:func:`~irtbox.ops.miniaturize.miniaturize`)
-through the commands users run (:mod:`irtbox.ops.commands`), on ``nproc`` processes, in three phases, each under a time limit: ``train`` (the first half of a
+through the commands users run (:mod:`irtbox.ops.commands`), on ``nproc`` processes, in three
+phases, each under a time limit: ``train`` (the first half of a
 two-part schedule, ending in a checkpoint), ``resume`` (the same training resumed, to the
 end) and ``test`` (on the last checkpoint). Every rank records what it saw
 (:class:`~irtbox.ops.rehearsal_probe.RehearsalProbeHook`); :func:`check_rehearsal` then checks:

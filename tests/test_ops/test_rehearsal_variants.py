@@ -5,7 +5,6 @@ ranks (DDP, tiny inputs, random weights), so that a part only those configs use 
 several processes unseen by the every-kind rehearsal."""
 import copy
 import glob
-import os
 import os.path as osp
 
 import pytest
@@ -15,7 +14,6 @@ import torch.multiprocessing as mp
 from mmengine.config import Config
 
 from irtbox.ops.miniaturize import config_dicts, scale_input_size, shallow_backbone
-from irtbox.registry import type_name
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 INPUT = 32
