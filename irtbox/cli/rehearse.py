@@ -10,9 +10,11 @@ saved model and the resumed run started from it; every hook did its work (fit ho
 mining, validation, early stopping, checkpoints); every metric is finite. Exits 1 naming
 the first failed check; the report is written to <work-dir>/rehearsal.json.
 
---quick: one process, one iteration per phase (one epoch for epoch-based configs), inputs of
-32 pixels and a transformer backbone with the fewest blocks its outputs need: every code path
-of the config in seconds, without the comparison of ranks.
+--quick: 2 processes, one iteration per phase (one epoch for epoch-based configs), inputs of
+32 pixels and a transformer backbone with the fewest blocks its outputs need, the three phases
+in one launcher session (each rank runs them one after the other, each a fresh runner; the
+processes start once): every code path of the config, and what the ranks exchange (fitted
+buffers, gathers, checkpoints), in seconds.
 
 --all-kinds: instead of one config, the cheapest shipped config of each kind (what a rehearsal
 exercises: backbone family, necks, losses, Partial FC, hooks, sampler, loop, dataset types;
@@ -29,8 +31,12 @@ Examples:
   python tools/misc/rehearse.py my_config.py --data-root data --subset 64  # your own data
   python tools/misc/rehearse.py CONFIG --input-size 0     # the config's own input sizes
 """
+import argparse
+import importlib
+import os
 import os.path as osp
 import sys
+import time
 
 from irtbox.cli import add_cfg_options, command_parser, worded
 from irtbox.utils.checks import int_argument
@@ -47,16 +53,19 @@ def parse_args(argv=None):
     parser.add_argument('--list', action='store_true',
                         help='with --all-kinds: print the kinds and their configs, rehearse none')
     parser.add_argument('--quick', action='store_true',
-                        help='1 process, 1 iteration per phase, 32-pixel inputs, a shallow '
-                        'transformer backbone (unless --nproc / --iters / --input-size say '
-                        'otherwise)')
+                        help='1 iteration per phase, 32-pixel inputs, a shallow transformer '
+                        'backbone (unless --iters / --input-size say otherwise), the phases in '
+                        'one launcher session')
+    parser.add_argument('--only', nargs='+', metavar='TEXT',
+                        help='with --all-kinds: only the kinds whose chosen config path holds '
+                        'one of these texts (e.g. --only pca128 dtop/)')
     parser.add_argument('--jobs', type=int_argument(1), default=1,
                         help='with --all-kinds: rehearsals run at once, each in a process of '
                         'its own (default 1; 2 on 2 cores with --quick: much of a rehearsal is '
                         'one core starting processes)')
     parser.add_argument('--nproc', type=int_argument(1),
                         help='processes (GPUs with NCCL, else CPU processes with gloo); '
-                        'default 2, so that the ranks can be compared (1 with --quick)')
+                        'default 2, so that the ranks can be compared')
     parser.add_argument('--work-dir', help='where the rehearsal writes its data, weights, runs '
                         'and logs (default: ./work_dirs/rehearse/<config name>, with '
                         '--all-kinds ./work_dirs/rehearse_kinds); emptied first if an earlier '
@@ -81,13 +90,16 @@ def parse_args(argv=None):
     parser.add_argument('--timeout', type=float, default=600,
                         help='seconds a phase may take before it counts as hung (default 600)')
     add_cfg_options(parser, 'override config entries before the miniature is made')
+    # A one-session rehearsal's ranks (irtbox.ops.commands.rehearsal_session): not for users.
+    parser.add_argument('--session', help=argparse.SUPPRESS)
+    parser.add_argument('--launcher', default='none', help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
 def _defaults(args) -> None:
     """The values --quick (or the plain rehearsal) gives to what the command line left unset."""
     from irtbox.ops.miniaturize import DEFAULT_INPUT_SIZE, QUICK_INPUT_SIZE
-    quick = dict(nproc=1, iters=1, input_size=QUICK_INPUT_SIZE)
+    quick = dict(nproc=2, iters=1, input_size=QUICK_INPUT_SIZE)
     plain = dict(nproc=2, iters=2, input_size=DEFAULT_INPUT_SIZE)
     for key, value in (quick if args.quick else plain).items():
         if getattr(args, key) is None:
@@ -96,10 +108,12 @@ def _defaults(args) -> None:
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.session:
+        return _session(args, argv)
     if args.all_kinds == bool(args.config):
         raise SystemExit('rehearse: give a config or --all-kinds (not both)')
-    if (args.list or args.jobs != 1) and not args.all_kinds:
-        raise SystemExit('rehearse: --list and --jobs only with --all-kinds')
+    if (args.list or args.jobs != 1 or args.only) and not args.all_kinds:
+        raise SystemExit('rehearse: --list, --only and --jobs only with --all-kinds')
     if args.subset and not args.data_root:
         raise SystemExit('--subset: only with --data-root (the miniatures are already small)')
     _defaults(args)
@@ -107,7 +121,7 @@ def main(argv=None):
                    cfg_options=args.cfg_options,
                    input_size=args.input_size, data_root=args.data_root, subset=args.subset,
                    units=args.iters, batch_size=args.batch_size, workers=args.workers,
-                   shallow=args.quick)
+                   shallow=args.quick, one_session=args.quick)
     if args.all_kinds:
         return _all_kinds(args, options)
     from irtbox.ops.rehearse import rehearse
@@ -133,6 +147,38 @@ def main(argv=None):
     return report
 
 
+def _session(args, argv) -> None:
+    """Run the phases of the plan ``args.session`` one after the other on every rank (with
+    ``--nproc N``, first replace this process by a launcher of N of them), each phase the
+    command users run, in this process, with a fresh runner."""
+    from irtbox.cli.launch import relaunch
+    from irtbox.cli.main import COMMANDS
+    relaunch('rehearse', argparse.Namespace(launcher=args.launcher, nproc=args.nproc or 1,
+                                            max_restarts=0, nnodes=None, rdzv_endpoint=None,
+                                            rdzv_id=None), argv)
+    from irtbox.utils.fileio import read_json
+    for phase in read_json(args.session)['phases']:
+        command = list(phase['args'])
+        if phase.get('checkpoint_of'):  # the checkpoint the phase before it saved last
+            with open(osp.join(phase['checkpoint_of'], 'last_checkpoint')) as f:
+                command.insert(2, f.read().strip())
+        os.environ['IRTBOX_REHEARSAL_PHASE'] = phase['name']  # the probe's record of it
+        print(f'[rehearse session] phase {phase["name"]}: irtbox {" ".join(command)}',
+              flush=True)
+        module = importlib.import_module(f'irtbox.cli.{COMMANDS[command[0]][0]}')
+        start = time.monotonic()
+        module.main(command[1:] + ['--launcher', args.launcher])
+        _barrier()  # every rank's phase, and rank 0's files, done before the next starts
+        print(f'[rehearse session] phase {phase["name"]}: done in '
+              f'{time.monotonic() - start:.1f} s', flush=True)
+
+
+def _barrier() -> None:
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+
+
 def unchecked_data_line(config: str, cfg_options=None) -> str:
     """The summary's last line when the rehearsal ran on miniatures: the user's data was not
     read, and how to check it."""
@@ -152,6 +198,12 @@ def unchecked_data_line(config: str, cfg_options=None) -> str:
 def _all_kinds(args, options):
     from irtbox.ops.rehearsal_kinds import rehearsal_set, rehearse_kinds
     chosen = rehearsal_set()
+    if args.only:
+        chosen = [(kind, config) for kind, config in chosen
+                  if any(text in _shown(config) for text in args.only)]
+        if not chosen:
+            raise SystemExit(f'rehearse: --only {" ".join(args.only)}: no kind\'s config '
+                             'path holds any of these')
     if args.list:
         for i, (kind, config) in enumerate(chosen, 1):
             print(f'{i:>3} {_shown(config)}\n    {kind.describe()}')

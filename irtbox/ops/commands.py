@@ -10,7 +10,8 @@ from typing import List, Optional
 from .sweeps.spec import OFF_THE_SHELF, Run, value_dir
 from .sweeps.state import EMBEDDINGS, RESULTS, TRAIN_DONE
 
-__all__ = ['irtbox_command', 'nproc_options', 'rehearsal_train', 'rehearsal_test', 'sweep_train',
+__all__ = ['irtbox_command', 'nproc_options', 'rehearsal_train', 'rehearsal_test',
+           'rehearsal_phases', 'rehearsal_session', 'sweep_train',
            'sweep_test', 'emit_command']
 
 
@@ -37,6 +38,20 @@ def rehearsal_train(config: str, work_dir: str, options: dict, resume: bool,
 
 def rehearsal_test(config: str, checkpoint: str, work_dir: str, nproc: int) -> List[str]:
     return ['test', config, checkpoint, '--work-dir', work_dir] + nproc_options(nproc)
+
+
+def rehearsal_phases(config: str, run_dir: str, options: dict, test_dir: str) -> dict:
+    """The plan of a one-session rehearsal (``irtbox rehearse --session PLAN``): each phase's
+    name and command line, run on every rank one after the other; the test phase takes the
+    checkpoint named in ``<checkpoint_of>/last_checkpoint`` when it starts."""
+    return dict(phases=[
+        dict(name='train', args=rehearsal_train(config, run_dir, options, False, 1)),
+        dict(name='resume', args=rehearsal_train(config, run_dir, {}, True, 1)),
+        dict(name='test', args=['test', config, '--work-dir', test_dir], checkpoint_of=run_dir)])
+
+
+def rehearsal_session(plan: str, nproc: int) -> List[str]:
+    return ['rehearse', '--session', plan] + nproc_options(nproc)
 
 
 def sweep_train(run: Run, resume: bool = False, nproc: int = 1) -> List[str]:

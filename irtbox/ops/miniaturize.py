@@ -21,7 +21,8 @@ from .miniature import miniature_kinds, point_at_miniature, write_miniature
 
 __all__ = ['DEFAULT_INPUT_SIZE', 'QUICK_INPUT_SIZE', 'miniaturize', 'point_datasets',
            'config_dicts', 'scale_input_size', 'shallow_backbone', 'stand_in_weights',
-           'shorten_schedule', 'shrink_loaders', 'shrink_projections', 'loader_cfgs',
+           'shorten_schedule', 'shrink_loaders', 'shrink_projections', 'force_autocast',
+           'loader_cfgs',
            'config_data_roots', 'timm_kwargs', 'timm_model']
 
 DEFAULT_INPUT_SIZE = 64
@@ -332,6 +333,21 @@ def shrink_projections(cfg: Config) -> List[str]:
     return notes
 
 
+# Optimizer wrappers whose autocast 'auto' leaves off on a CPU and a GPU run turns on.
+_AUTOCAST_WRAPPERS = ('BF16AutocastOptimWrapper', )
+
+
+def force_autocast(cfg: Config) -> Optional[str]:
+    """Turn on the optimizer wrapper's autocast (``enabled=True``; ``'auto'`` is float32 on a
+    CPU), so that the rehearsal runs the mixed-precision step a GPU run takes. Returns a line
+    saying so, None for a wrapper without one."""
+    wrapper = cfg.get('optim_wrapper') or {}
+    if type_name(wrapper) not in _AUTOCAST_WRAPPERS or wrapper.get('enabled') is False:
+        return None
+    wrapper['enabled'] = True
+    return f'{type_name(wrapper)}: autocast forced on (enabled=True), as on a GPU'
+
+
 def miniaturize(cfg: Config, work_dir: str, input_size: int = DEFAULT_INPUT_SIZE,
                 data_root: Optional[str] = None, subset: Optional[int] = None,
                 units: int = 2, batch_size: int = 8, workers: int = 1,
@@ -350,6 +366,7 @@ def miniaturize(cfg: Config, work_dir: str, input_size: int = DEFAULT_INPUT_SIZE
         notes.append(scale_input_size(cfg, input_size))
     notes.append(stand_in_weights(cfg, osp.join(work_dir, 'weights'), use_cache=not shallower))
     first = shorten_schedule(cfg, units)
+    notes += [note for note in (force_autocast(cfg), ) if note]
     notes += shrink_loaders(cfg, batch_size, workers)
     notes += shrink_projections(cfg)
     cfg.work_dir = osp.join(work_dir, 'run')

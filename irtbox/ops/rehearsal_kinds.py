@@ -1,7 +1,9 @@
 """Kinds of configs: what a rehearsal of a config exercises, so that rehearsing one config of each
 kind covers every shipped config. A config's kind (:func:`config_kind`) is made of the parts of a
 run that have their own code and can fail on their own: the backbone family, the necks, the losses,
-the hooks, the training sampler, the train loop and every dataset type read. Two configs of one kind
+the hooks, the training sampler, the train loop, whether training validates (a checkpoint then falls
+on a validation iteration, and ranks exchange the validation's gathers), the optimizer wrapper
+(whose autocast the rehearsal forces on, as a GPU run has it) and every dataset type read. Two configs of one kind
 differ only in numbers, which the rehearsal replaces by its own anyway. CI rehearses the cheapest
 config of each kind (:func:`rehearsal_set`)."""
 import functools
@@ -35,6 +37,8 @@ class ConfigKind:
     hooks: Tuple[str, ...]
     sampler: str
     loop: str
+    validates: str  # 'val' when training validates, else '-'
+    optim_wrapper: str
     datasets: Tuple[str, ...]
 
     def describe(self) -> str:
@@ -116,14 +120,16 @@ def config_kind(cfg: Config) -> ConfigKind:
     train_cfg = cfg.get('train_cfg') or {}
     loop = type_name(train_cfg) or next(
         (name for key, name in _LOOP_BY_KEY if key in train_cfg), '')
+    validates = all(cfg.get(key) for key in ('val_dataloader', 'val_cfg', 'val_evaluator'))
     datasets = []
     for _, loader in loader_cfgs(cfg):
         if isinstance(loader.get('dataset'), dict):
             name = _dataset_name(loader['dataset'])
             if name not in datasets:
                 datasets.append(name)
+    wrapper = type_name(cfg.get('optim_wrapper') or {}) or 'OptimWrapper'
     return ConfigKind(arch, tuple(necks), tuple(losses), tuple(hooks), sampler_name, loop,
-                      tuple(datasets))
+                      'val' if validates else '', wrapper, tuple(datasets))
 
 
 def shipped_configs(root: str = CONFIGS_DIR) -> Dict[str, Config]:

@@ -42,6 +42,7 @@ class RehearsalProbeHook(Hook):
     - ``start`` / ``end``: the iteration and the digests of the backbone's and the whole
       model's state when training starts (after any resume) and ends;
     - ``saved``: each checkpoint's iteration and digest; ``val`` / ``test``: the metrics;
+    - ``val_iters``: the training iteration of each validation during training;
     - ``hooks``: each hook's own stages that ran (see ``worked``);
     - ``unfitted``: fitted projections still unfitted at the end.
 
@@ -51,7 +52,7 @@ class RehearsalProbeHook(Hook):
 
     def __init__(self, out_dir: str):
         self.out_dir = out_dir
-        self.record = dict(saved=[], val=[], test=[], hooks=defaultdict(list))
+        self.record = dict(saved=[], val=[], val_iters=[], test=[], hooks=defaultdict(list))
         self._own = defaultdict(set)  # the stages each hook defines
 
     # Every hook's own stages are wrapped so that the rehearsal sees which ran.
@@ -94,6 +95,7 @@ class RehearsalProbeHook(Hook):
 
     def after_val_epoch(self, runner, metrics=None) -> None:
         self.record['val'].append({k: _plain(v) for k, v in (metrics or {}).items()})
+        self.record['val_iters'].append(runner.iter)  # a checkpoint's meta.iter, if one fell here
 
     def after_test_epoch(self, runner, metrics=None) -> None:
         self.record['test'].append({k: _plain(v) for k, v in (metrics or {}).items()})

@@ -2,7 +2,8 @@
 run gets wrong before it has cost days.
 
 A rehearsal runs the config's own model and hooks (:func:`~irtbox.ops.miniaturize.miniaturize`)
-through the commands users run (:mod:`irtbox.ops.commands`), on ``nproc`` processes, in three phases, each under a time limit: ``train`` (the first half of a
+through the commands users run (:mod:`irtbox.ops.commands`), on ``nproc`` processes, in three
+phases, each under a time limit: ``train`` (the first half of a
 two-part schedule, ending in a checkpoint), ``resume`` (the same training resumed, to the
 end) and ``test`` (on the last checkpoint). Every rank records what it saw
 (:class:`~irtbox.ops.rehearsal_probe.RehearsalProbeHook`); :func:`check_rehearsal` then checks:
@@ -15,7 +16,13 @@ end) and ``test`` (on the last checkpoint). Every rank records what it saw
    from exactly it;
 6. every hook did its work (fit hooks, mining, validation, early stopping, checkpoints):
    not only its set-up stages; no fitted projection left unfitted;
-7. every validation and test metric is a finite number."""
+7. every validation and test metric is a finite number;
+8. a checkpoint fell on a validation iteration (where the config validates): what is saved
+   there must be what an uninterrupted run holds after that validation.
+
+``one_session``: the three phases in one launcher session instead of one each (every rank runs
+them one after the other, each phase a fresh runner): a process start per rehearsal rather than
+per phase, which is most of a quick rehearsal's time."""
 import contextlib
 import json
 import os
@@ -46,6 +53,7 @@ __all__ = ['Check', 'PhaseResult', 'RehearsalReport', 'RehearsalDirError',
            'RehearsalInterrupted', 'rehearse', 'check_rehearsal', 'prepare_rehearsal']
 
 PHASES = ('train', 'resume', 'test')
+SESSION = '+'.join(PHASES)  # the name of the one phase of a one-session rehearsal
 _MARKER = 'rehearsal.json'
 _PROBE_MODULE = 'irtbox.ops.rehearsal_probe'
 
@@ -102,8 +110,9 @@ class RehearsalReport:
         return next((c for c in self.checks if not c.ok), None)
 
     def table(self) -> str:
-        lines = [f'{"phase":<8} {"seconds":>8}  status']
-        lines += [f'{p.name:<8} {p.seconds:>8.1f}  {p.status}' for p in self.phases]
+        width = max([8] + [len(p.name) for p in self.phases])
+        lines = [f'{"phase":<{width}} {"seconds":>8}  status']
+        lines += [f'{p.name:<{width}} {p.seconds:>8.1f}  {p.status}' for p in self.phases]
         lines.append('')
         lines += [f'[{"PASS" if c.ok else "FAIL"}] {c.name}' + (f': {c.detail}' if c.detail
                                                               else '') for c in self.checks]
@@ -175,26 +184,33 @@ def _run_phase(name: str, command: List[str], log_path: str, timeout: float) -> 
 
 
 def rehearse(config: str, work_dir: str, nproc: int = 2, timeout: float = 600,
-             cfg_options: Optional[dict] = None, echo=print, **miniature) -> RehearsalReport:
+             cfg_options: Optional[dict] = None, echo=print, one_session: bool = False,
+             **miniature) -> RehearsalReport:
     """Rehearse ``config`` in ``work_dir`` (see the module doc) on ``nproc`` processes,
-    ``timeout`` seconds at most per phase; ``miniature``: the arguments of
-    :func:`~irtbox.ops.miniaturize.miniaturize`. The report also goes to ``rehearsal.json``."""
+    ``timeout`` seconds at most per phase (``one_session``: for the three phases' session);
+    ``miniature``: the arguments of :func:`~irtbox.ops.miniaturize.miniaturize`. The report
+    also goes to ``rehearsal.json``."""
     path, first, notes = prepare_rehearsal(config, work_dir, cfg_options, **miniature)
     report = RehearsalReport(config, work_dir, nproc, notes)
     for note in notes:
         echo(f'[rehearse] {note}')
     run_dir = osp.join(work_dir, 'run')
     os.makedirs(osp.join(work_dir, 'logs'), exist_ok=True)
-    plans = [('train', commands.rehearsal_train(path, run_dir, first, False, nproc)),
-             ('resume', commands.rehearsal_train(path, run_dir, {}, True, nproc)),
-             ('test', None)]
+    if one_session:
+        plan = osp.join(work_dir, 'session.json')
+        atomic_write_text(plan, json.dumps(commands.rehearsal_phases(
+            path, run_dir, first, osp.join(work_dir, 'test')), indent=1))
+        plans = [(SESSION, commands.rehearsal_session(plan, nproc))]
+    else:
+        plans = [('train', commands.rehearsal_train(path, run_dir, first, False, nproc)),
+                 ('resume', commands.rehearsal_train(path, run_dir, {}, True, nproc)),
+                 ('test', None)]
     for name, args in plans:
         if args is None:
             record = osp.join(run_dir, 'last_checkpoint')
             checkpoint = Path(record).read_text().strip() if osp.isfile(record) else None
             if not checkpoint:
-                report.checks.append(Check('phase test', False, f'no checkpoint in {run_dir}'))
-                break
+                break  # check_rehearsal: the test phase did not run
             args = commands.rehearsal_test(path, checkpoint, osp.join(work_dir, 'test'), nproc)
         echo(f'[rehearse] phase {name}: {nproc} process(es) ...')
         result = _run_phase(name, commands.irtbox_command(args),
@@ -270,7 +286,14 @@ def check_rehearsal(report: RehearsalReport, timeout: float) -> List[Check]:
                                 f'{phase.seconds:.1f} s' if phase.returncode == 0 else
                                 f'exit {phase.returncode} (log: {phase.log}: '
                                 f'{_failure_cause(phase.log) or _tail(phase.log)})'))
-    if not all(c.ok for c in checks) or len(report.phases) < len(PHASES):
+    ran = [p.name for p in report.phases]
+    if ran != [SESSION] and ran != list(PHASES[:len(ran)]):
+        checks.append(Check('phases', False, f'unexpected phases: {", ".join(ran)}'))
+    elif ran != [SESSION] and len(ran) < len(PHASES):
+        checks.append(Check(f'phase {PHASES[len(ran)]}', False,
+                            f'not run: no checkpoint in {osp.join(report.work_dir, "run")}'
+                            if all(c.ok for c in checks) else 'not run'))
+    if not all(c.ok for c in checks):
         return checks
     probe = osp.join(report.work_dir, 'probe')
     rec = {phase: _records(probe, phase, report.nproc) for phase in PHASES}
@@ -285,7 +308,22 @@ def check_rehearsal(report: RehearsalReport, timeout: float) -> List[Check]:
     checks.append(_check_round_trip(report, rec))
     checks.append(_check_hooks(rec))
     checks.append(_check_metrics(rec))
+    checks.append(_check_validation_checkpoint(rec))
     return checks
+
+
+def _check_validation_checkpoint(rec: Dict[str, Dict[int, dict]]) -> Check:
+    """Where training validates, a checkpoint fell on a validation iteration: the state it
+    saves there (early stopping's best, the weights) is what a resumed run starts from."""
+    name = 'a checkpoint fell on a validation iteration'
+    validated = {i for phase in ('train', 'resume') for i in rec[phase][0].get('val_iters', [])}
+    if not validated:
+        return Check(name, True, 'nothing to check: training does not validate')
+    saved = {s['iter'] for phase in ('train', 'resume') for s in rec[phase][0]['saved']}
+    both = sorted(validated & saved)
+    return Check(name, bool(both), f'iterations {both}' if both else
+                 f'validations at iterations {sorted(validated)}, checkpoints at '
+                 f'{sorted(saved)}')
 
 
 def _check_start_weights(report: RehearsalReport, train: Dict[int, dict]) -> Check:

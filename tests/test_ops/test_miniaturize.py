@@ -7,7 +7,8 @@ from mmengine.config import Config
 
 from irtbox.ops.miniaturize import (_built_dataset, miniaturize, point_datasets,
                                     scale_input_size, shallow_backbone, shorten_schedule,
-                                    shrink_loaders, shrink_projections, stand_in_weights)
+                                    shrink_loaders, shrink_projections, stand_in_weights,
+                                    force_autocast)
 from irtbox.datasets.samplers import get_dataset_labels
 from irtbox.registry import MODELS
 from irtbox.utils.checkpoint import state_digest
@@ -162,3 +163,17 @@ def test_a_quick_rehearsal_keeps_the_blocks_the_outputs_need():
     assert shallow_backbone(dtop) == 'backbone depth 12 -> 6 blocks (quick)'  # the last six
     assert dtop.model.backbone.depth == 6
     assert shallow_backbone(r50) is None and 'depth' not in r50.model.backbone
+
+
+def test_the_optimizer_wrappers_autocast_is_forced_on_as_on_a_gpu():
+    """IRT's configs train under BF16AutocastOptimWrapper(enabled='auto'): float32 on a CPU, so a
+    rehearsal on CPU never ran the bf16 step a GPU run takes unless it turns autocast on."""
+    irt = Config.fromfile(IRT_SOP)
+    assert irt.optim_wrapper.type == 'BF16AutocastOptimWrapper'
+    assert force_autocast(irt) and irt.optim_wrapper.enabled is True
+    off = Config.fromfile(IRT_SOP)
+    off.optim_wrapper.enabled = False  # the user's own choice: a GPU run keeps float32 too
+    assert force_autocast(off) is None and off.optim_wrapper.enabled is False
+    plain = Config.fromfile(TINY)
+    plain.optim_wrapper = dict(type='OptimWrapper', optimizer=dict(type='SGD', lr=0.1))
+    assert force_autocast(plain) is None and 'enabled' not in plain.optim_wrapper

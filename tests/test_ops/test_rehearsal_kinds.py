@@ -46,6 +46,9 @@ def test_a_kind_changes_with_each_part_and_not_with_numbers():
         'hooks': lambda cfg: cfg.update(custom_hooks=[dict(type='PCAFitHook',
                                                            dataloader=cfg.val_dataloader)]),
         'sampler': lambda cfg: cfg.train_dataloader.sampler.update(m=1),
+        'validates': lambda cfg: cfg.update(val_dataloader=None, val_cfg=None,
+                                            val_evaluator=None),
+        'optim_wrapper': lambda cfg: cfg.optim_wrapper.update(type='BF16AutocastOptimWrapper'),
         'datasets': lambda cfg: cfg.val_dataloader.update(dataset=dict(
             type='CUBDataset', data_root='data/cub')),
     }
@@ -94,7 +97,7 @@ def test_the_cheapest_config_of_a_kind_is_chosen():
 @pytest.mark.parametrize('argv, message', [
     ([], 'give a config or --all-kinds'),
     (['x.py', '--all-kinds'], 'give a config or --all-kinds'),
-    (['x.py', '--list'], '--list and --jobs only with --all-kinds'),
+    (['x.py', '--list'], '--list, --only and --jobs only with --all-kinds'),
     (['--all-kinds', '--jobs', '0'], 'argument --jobs: the value must be a positive integer, '
                                      'got 0'),
 ])

@@ -2,6 +2,7 @@
 what it guards went wrong."""
 import importlib
 import json
+import os
 import os.path as osp
 import subprocess
 import sys
@@ -9,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from irtbox.ops.rehearse import (PhaseResult, RehearsalReport, check_rehearsal,
+from irtbox.ops.rehearse import (SESSION, PhaseResult, RehearsalReport, check_rehearsal,
                                  prepare_rehearsal)
 from irtbox.utils.checkpoint import state_digest
 
@@ -189,3 +190,89 @@ def test_ctrl_c_stops_the_phase_and_says_so_in_one_line(tmp_path, monkeypatch, c
     assert capsys.readouterr().err.splitlines() == [
         'rehearse: configs/quickstart/irt-r_vit-tiny_1xb64-500_digits.py: interrupted during '
         f'the resume phase, which was stopped (its processes ended; its output: {log})']
+
+
+def test_a_test_phase_that_never_ran_fails(tmp_path, monkeypatch):
+    """No checkpoint left to test: the test phase does not start, and that is a failure (it
+    passed before: only the phases that ran were checked)."""
+    check_start_weights_off(monkeypatch)
+    report = write_run(tmp_path)
+    report.phases = report.phases[:2]
+    assert failed(report) == {'phase test': f'not run: no checkpoint in {tmp_path / "run"}'}
+
+
+def test_one_session_is_checked_as_its_three_phases(tmp_path, monkeypatch):
+    check_start_weights_off(monkeypatch)
+    report = write_run(tmp_path)
+    report.phases = [PhaseResult(SESSION, [], 3.0, 0, str(tmp_path / 'session.log'))]
+    assert failed(report) == {}
+    (tmp_path / 'probe' / 'test_rank1.json').unlink()
+    assert failed(report) == {'probe records': 'missing: test rank 1'}
+
+
+def test_a_validation_without_a_checkpoint_there_fails(tmp_path, monkeypatch):
+    """Issue 47 item 2 hides where no checkpoint falls on a validation iteration: the
+    miniature's schedule must keep one there."""
+    check_start_weights_off(monkeypatch)
+
+    def validated_at(iteration):
+        def change(record):
+            record['val_iters'] = [iteration]
+        return change
+    aside = {(phase, 0): validated_at(3) for phase in ('train', 'resume')}
+    (tmp_path / 'a').mkdir()
+    (tmp_path / 'b').mkdir()
+    assert failed(write_run(tmp_path / 'a', aside)) == {
+        'a checkpoint fell on a validation iteration':
+        'validations at iterations [3], checkpoints at [2, 4]'}
+    on = {(phase, 0): validated_at(4) for phase in ('train', 'resume')}
+    assert failed(write_run(tmp_path / 'b', on)) == {}
+
+
+def test_quick_runs_two_processes_in_one_session(tmp_path, monkeypatch):
+    """--quick: 2 ranks (what they exchange is rehearsed: issue 47 item 1 passed on one), the
+    phases in one launcher session; a plain rehearsal keeps a session per phase."""
+    from irtbox.cli import rehearse as rehearse_tool
+    from irtbox.ops import rehearse as rehearse_module
+    seen = []
+
+    def fake(config, work_dir, **options):
+        seen.append(options)
+        raise FileNotFoundError('stop here')
+    monkeypatch.setattr(rehearse_module, 'rehearse', fake)
+    for extra in (['--quick'], []):
+        with pytest.raises(SystemExit):
+            rehearse_tool.main(['c.py', '--work-dir', str(tmp_path)] + extra)
+    assert [(o['nproc'], o['one_session'], o['shallow']) for o in seen] == [
+        (2, True, True), (2, False, False)]
+
+
+def test_a_session_runs_each_phase_in_this_process_in_order(tmp_path, monkeypatch):
+    """Each rank of a one-session rehearsal runs the commands of the plan in order, each
+    phase named for the probe, the test phase on the checkpoint the resume saved last."""
+    from irtbox.cli import rehearse as rehearse_tool
+    from irtbox.ops import commands
+    calls = []
+
+    def command(name):
+        def main(argv):
+            calls.append((name, os.environ['IRTBOX_REHEARSAL_PHASE'], argv))
+            if argv[-3:] == ['--resume', '--launcher', 'none']:
+                (tmp_path / 'run' / 'last_checkpoint').write_text(str(tmp_path / 'c.pth\n'))
+        return main
+    for name in ('train', 'test'):
+        monkeypatch.setattr(importlib.import_module(f'irtbox.cli.{name}'), 'main', command(name))
+    monkeypatch.delenv('IRTBOX_REHEARSAL_PHASE', raising=False)
+    (tmp_path / 'run').mkdir()
+    plan = tmp_path / 'session.json'
+    plan.write_text(json.dumps(commands.rehearsal_phases('r.py', str(tmp_path / 'run'),
+                                                         {'train_cfg.max_iters': '1'},
+                                                         str(tmp_path / 'test'))))
+    rehearse_tool.main(['--session', str(plan)])
+    run, test = str(tmp_path / 'run'), str(tmp_path / 'test')
+    assert calls == [
+        ('train', 'train', ['r.py', '--work-dir', run, '--cfg-options', 'train_cfg.max_iters=1',
+                            '--launcher', 'none']),
+        ('train', 'resume', ['r.py', '--work-dir', run, '--resume', '--launcher', 'none']),
+        ('test', 'test', ['r.py', str(tmp_path / 'c.pth'), '--work-dir', test,
+                          '--launcher', 'none'])]
