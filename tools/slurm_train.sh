@@ -25,8 +25,10 @@ fi
 # sed reads every name: `head -n1` would close the pipe early, and under pipefail the
 # SIGPIPE of scontrol (a job of several nodes) would end this script with status 141.
 HEAD=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)
+# --kill-on-bad-exit=1: a node whose agent gives up (its restarts spent) ends the other nodes' tasks,
+# which would otherwise wait in a collective for the process group's timeout (hours on NCCL).
 # shellcheck disable=SC2086
-exec srun --nodes="${SLURM_NNODES:-$NODES}" --ntasks-per-node=1 --kill-on-bad-exit=0 ${SRUN_ARGS:-} \
+exec srun --nodes="${SLURM_NNODES:-$NODES}" --ntasks-per-node=1 --kill-on-bad-exit=1 ${SRUN_ARGS:-} \
     python -u -m irtbox train "$3" --nproc "$GPUS_PER_NODE" --nnodes "${SLURM_NNODES:-$NODES}" \
     --rdzv-endpoint "$HEAD:${PORT:-29500}" --rdzv-id "$SLURM_JOB_ID" \
     --max-restarts "${MAX_RESTARTS:-3}" "${@:4}"

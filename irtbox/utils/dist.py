@@ -1,6 +1,7 @@
 """Process groups for CPU-only (gloo) as well as GPU (nccl) jobs, the device rule, gathers.
 MMEngine's ``init_dist`` assumes CUDA and its DDP wrapper passes ``device_ids=[local_rank]``; both
 fail on CPU-only machines, and the second also where each task sees one GPU."""
+import contextlib
 import datetime
 import inspect
 import logging
@@ -8,7 +9,7 @@ import os
 import socket
 import subprocess
 import sys
-from typing import List, Union
+from typing import Iterator, List, Optional, Union
 
 import torch
 import torch.distributed as dist
@@ -16,11 +17,12 @@ from mmengine import dist as mmdist
 from mmengine.registry import MODEL_WRAPPERS
 
 from .cpus import local_world_size
+from .errors import IrtboxError
 from .exit_status import exit_with_parent
 
 __all__ = ['resolve_device', 'free_port', 'init_distributed', 'finish_distributed',
            'adapt_cfg_to_device',
-           'ddp_wrapper_cfg', 'all_gather_cat', 'gather_round_robin']
+           'ddp_wrapper_cfg', 'all_gather_cat', 'gather_round_robin', 'PeerFailed', 'fail_together']
 
 def resolve_device(device: Union[str, torch.device, None] = None) -> torch.device:
     """The one device rule: ``device`` as given, else this rank's GPU when torch sees one,
@@ -178,3 +180,34 @@ def gather_round_robin(local: torch.Tensor, n: int) -> torch.Tensor:
     for rank, part in enumerate(parts):
         out[rank:rank + world * len(part):world] = part
     return out[:n]
+
+
+class PeerFailed(IrtboxError, RuntimeError):
+    """Another rank failed where the ranks meet (:func:`fail_together`); the message names
+    that rank and its error."""
+
+
+@contextlib.contextmanager
+def fail_together(what: str) -> Iterator[None]:
+    """Run the block on this rank, then tell every rank whether it raised on any (one small
+    gather of each rank's error text, or None), before the collective that follows it.
+
+    Work that may fail on some ranks only (rank 0's compute while the others wait in a
+    broadcast) would otherwise leave the others waiting in that collective until the process
+    group's timeout (hours on NCCL; gloo fails at once, so CPU runs hide it). A rank that
+    raised raises its own error again; the others raise :class:`PeerFailed` naming the
+    first failing rank and its error. Every rank must enter it (a collective)."""
+    error: Optional[BaseException] = None
+    try:
+        yield
+    except Exception as err:  # noqa: BLE001 (every error is told to the other ranks)
+        error = err
+    if mmdist.get_world_size() > 1:
+        told = mmdist.all_gather_object(None if error is None else f'{type(error).__name__}: {error}')
+        failed = [(rank, text) for rank, text in enumerate(told) if text is not None]
+        if failed and error is None:
+            rank, text = failed[0]
+            raise PeerFailed(f'{what}: rank {rank} failed ({text}); rank '
+                             f'{mmdist.get_rank()} stops too')
+    if error is not None:
+        raise error

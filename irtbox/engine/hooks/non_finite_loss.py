@@ -9,6 +9,7 @@ from mmengine.hooks import Hook
 from mmengine.optim import OptimWrapper
 
 from irtbox.registry import HOOKS
+from irtbox.utils.dist import fail_together
 from irtbox.utils.errors import IrtboxError
 from .utils import bare_model
 
@@ -91,6 +92,7 @@ class NonFiniteLossHook(Hook):
         self._drop_window = False
         self._buffers = None
         self._finite = _HostFlag()
+        self._checked = False
 
     def before_train(self, runner) -> None:
         """Guard the optimizer wrapper's update (an OptimWrapperDict is checked after the
@@ -160,8 +162,23 @@ class NonFiniteLossHook(Hook):
         runner.logger.warning(f'{where}: update skipped ({self.skipped} of at most '
                               f'{self.max_skipped})')
 
+    def prepare_checkpoint(self, runner) -> None:
+        """On every rank, before rank 0 writes: refuse a checkpoint whose weights are not all
+        finite on any rank (each checks its own: Partial FC's centres differ between ranks),
+        every rank told (a check on rank 0 alone would leave the others waiting)."""
+        with fail_together(f'iteration {runner.iter + 1}: the checkpoint\'s finite check'):
+            self._check_finite(runner)
+        self._checked = True
+
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
-        """Refuse to write a checkpoint whose weights are not all finite."""
+        """Refuse to write a checkpoint whose weights are not all finite (already checked
+        when the runner called :meth:`prepare_checkpoint`, as IrtboxRunner does)."""
+        if not self._checked:
+            self._check_finite(runner)
+        self._checked = False
+
+    @staticmethod
+    def _check_finite(runner) -> None:
         for name, value in bare_model(runner).state_dict().items():
             if value.is_floating_point() and not torch.isfinite(value).all():
                 raise NonFiniteLossError(

@@ -17,6 +17,7 @@ from mmengine.dist import (all_gather, all_gather_object, broadcast_object_list,
 from mmengine.evaluator import BaseMetric
 from mmengine.logging import print_log
 
+from irtbox.utils.dist import fail_together
 from ..functional.checks import non_finite_rows
 
 __all__ = ['GatheredMetric', 'embedding_to_numpy', 'check_finite_embeddings']
@@ -183,16 +184,18 @@ class GatheredMetric(BaseMetric):
         return self._compute(merge_by_sample_idx([pack_results(results)], None, self.consistent))
 
     def evaluate(self, size: int) -> Dict[str, float]:
-        """Gather every rank's results by sample index, compute on rank 0, broadcast."""
-        data = gather_by_sample_idx(self.results, size, self.consistent)
+        """Gather every rank's results by sample index, compute on rank 0, broadcast (an
+        error on rank 0 reaches every rank first: :func:`~irtbox.utils.dist.fail_together`)."""
+        parts = gather_arrays(pack_results(self.results))
         self.results.clear()
         out = [None]
-        if is_main_process():
-            out[0] = self._compute(data)
-            if self.prefix_names and self.prefix:
-                out[0] = {f'{self.prefix}/{k}': v for k, v in out[0].items()}
-        else:
-            self.last_outputs = None
+        with fail_together(f'{type(self).__name__}: computing the metrics on rank 0'):
+            if is_main_process():
+                out[0] = self._compute(merge_by_sample_idx(parts, size, self.consistent))
+                if self.prefix_names and self.prefix:
+                    out[0] = {f'{self.prefix}/{k}': v for k, v in out[0].items()}
+            else:
+                self.last_outputs = None
         broadcast_object_list(out)
         return out[0]
 
