@@ -17,12 +17,15 @@ simulated so that CI (which never has a GPU) fails when code breaks them.
 import contextlib
 import os
 import os.path as osp
+import sys
+import weakref
 from typing import Iterator, List
 
 import torch
+from torch.overrides import TorchFunctionMode
 
-__all__ = ['FakeCuda', 'DeviceTensor', 'as_gpu_model', 'on_device', 'cpu_generator_rules', 'host_reads', 'nccl_rules',
-           'NcclRuleBroken', 'rank_env', 'ENV_FLAG']
+__all__ = ['FakeCuda', 'DeviceTensor', 'as_gpu_model', 'on_device', 'cpu_generator_rules', 'host_reads', 'HostRead',
+           'nccl_rules', 'NcclRuleBroken', 'rank_env', 'ENV_FLAG']
 
 #: The environment variable that turns :func:`nccl_rules` on in a rank (see :func:`rank_env`).
 ENV_FLAG = 'IRTBOX_TEST_NCCL_RULES'
@@ -154,27 +157,107 @@ def cpu_generator_rules() -> Iterator[None]:
         torch.set_rng_state = original
 
 
+# Ops whose result (or its shape) the host must wait for when their tensor is on a GPU.
+_READS = {'item', 'tolist', 'cpu', 'numpy', '__bool__', '__int__', '__float__', '__index__',
+          'unique', 'unique_consecutive', 'nonzero', 'argwhere', 'masked_select', 'repeat_interleave'}
+# Factories: with no device given they make a host tensor on a GPU machine too.
+_FACTORIES = {'tensor', 'as_tensor', 'from_numpy', 'zeros', 'ones', 'empty', 'full', 'arange',
+              'linspace', 'rand', 'randn', 'randint', 'randperm', 'eye', 'new_tensor'}
+
+
+class HostRead(str):
+    """One entry of :func:`host_reads`' log: equal to ``'read'``; ``op`` the operation and
+    ``where`` the ``file:line`` of the code that made it."""
+
+    def __new__(cls, op: str, where: str):
+        read = super().__new__(cls, 'read')
+        read.op, read.where = op, where
+        return read
+
+
+def _masked(index) -> bool:
+    """Whether an indexing argument holds a boolean mask (its selection's size is data)."""
+    items = index if isinstance(index, (tuple, list)) else (index, )
+    return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in items)
+
+
+def _caller() -> str:
+    """``file:line`` of the innermost frame outside torch and this module."""
+    frame = sys._getframe(2)
+    while frame is not None and (frame.f_code.co_filename.startswith(_TORCH_DIR)
+                                 or frame.f_code.co_filename == __file__):
+        frame = frame.f_back
+    return '?' if frame is None else f'{frame.f_code.co_filename}:{frame.f_lineno}'
+
+
+_TORCH_DIR = osp.dirname(torch.__file__)
+
+
+class _HostReads(TorchFunctionMode):
+    """Records the reads of :func:`host_reads`, telling host tensors from device ones."""
+
+    def __init__(self, log: List[str]):
+        super().__init__()
+        self.log = log
+        # Tensors a GPU run would also hold on the host, by id (a WeakSet compares tensors
+        # with ==), each dropped when its tensor is.
+        self.host = {}
+
+    def _on_device(self, tensor) -> bool:
+        if not isinstance(tensor, torch.Tensor):
+            return False
+        ref = self.host.get(id(tensor))
+        return tensor.is_cuda or ref is None or ref() is not tensor
+
+    def _keep_on_host(self, tensor) -> None:
+        key = id(tensor)
+        self.host[key] = weakref.ref(tensor, lambda _: self.host.pop(key, None))
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, '__name__', '')
+        first = args[0] if args else None
+        if self._on_device(first) and (
+                name in _READS or (name in ('__getitem__', '__setitem__', 'index_put',
+                                            'index_put_') and _masked(args[1]))
+                or (name == 'where' and len(args) == 1)):
+            self.log.append(HostRead(name, _caller()))
+        out = func(*args, **kwargs)
+        if isinstance(out, torch.Tensor) and not out.is_cuda and self._made_on_host(
+                name, args, kwargs):
+            self._keep_on_host(out)
+        return out
+
+    def _made_on_host(self, name, args, kwargs) -> bool:
+        tensors = [t for a in list(args) + list(kwargs.values())
+                   for t in (a if isinstance(a, (list, tuple)) else (a, ))
+                   if isinstance(t, torch.Tensor)]
+        if name in ('cpu', 'numpy') or (name in _FACTORIES and 'device' not in kwargs
+                                         and name != 'new_tensor'):
+            return True
+        if name == 'to' or name.endswith('_like') or name.startswith('new_'):
+            # .to(x.device) cannot be told from no move on the CPU: the source decides
+            return bool(tensors) and not self._on_device(tensors[0])
+        return bool(tensors) and not any(self._on_device(t) for t in tensors)
+
+
 @contextlib.contextmanager
 def host_reads(log: List[str] = None) -> Iterator[List[str]]:
-    """Record every read of a tensor's value by the host (``bool()``, ``int()``,
-    ``float()``, ``.item()``, ``.tolist()``): on a GPU each one waits for the work queued
-    before it, so code run at every iteration should make none. Yields the list it appends
-    ``'read'`` to (or ``log``, shared with other recorders, for the order of events)."""
-    log = [] if log is None else log
-    saved = {}
-    for name in ('__bool__', '__int__', '__float__', '__index__', 'item', 'tolist'):
-        original = getattr(torch.Tensor, name)
-        saved[name] = original
+    """Record every operation that makes the host wait for a device tensor's value or size:
+    ``bool()``, ``int()``, ``float()``, ``.item()``, ``.tolist()``, ``.cpu()``, ``.numpy()``,
+    ``torch.unique``, ``nonzero``, ``masked_select``, boolean-mask indexing and writes (a
+    ``TorchFunctionMode``, in this thread). On a GPU each one waits for the work queued before
+    it, so code run at every iteration should make none, or few and known.
 
-        def reading(self, *args, _original=original, **kwargs):
-            log.append('read')
-            return _original(self, *args, **kwargs)
-        setattr(torch.Tensor, name, reading)
-    try:
+    What a GPU run would hold on the host is not counted: tensors made by factories without a
+    device (``torch.tensor([n])``), by ``.cpu()``, or computed from such tensors only; every
+    other tensor (the model's, the batch's, anything made before) counts as on the device. A
+    host tensor moved with ``.to(x.device)`` stays a host tensor here (the CPU cannot tell
+    the move from none). Yields the list it appends each read to (a :class:`HostRead`, equal
+    to ``'read'``; or ``log``, shared with other recorders, for the order of events)."""
+    log = [] if log is None else log
+    with _HostReads(log):
         yield log
-    finally:
-        for name, original in saved.items():
-            setattr(torch.Tensor, name, original)
 
 
 _COLLECTIVES = ('all_reduce', 'all_gather', 'all_gather_into_tensor', 'broadcast', 'reduce',

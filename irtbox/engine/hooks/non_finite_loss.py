@@ -93,12 +93,14 @@ class NonFiniteLossHook(Hook):
         self._buffers = None
         self._finite = _HostFlag()
         self._checked = False
+        self._guarding = False
 
     def before_train(self, runner) -> None:
         """Guard the optimizer wrapper's update (an OptimWrapperDict is checked after the
         iteration only, as its parts update separately)."""
         wrapper = runner.optim_wrapper
-        if isinstance(wrapper, OptimWrapper):
+        self._guarding = isinstance(wrapper, OptimWrapper)
+        if self._guarding:
             wrapper.update_params = self._guarded(wrapper)
 
     def _guarded(self, wrapper):
@@ -137,7 +139,11 @@ class NonFiniteLossHook(Hook):
             self._buffers[name].copy_(buffer.detach(), non_blocking=True)
 
     def after_train_iter(self, runner, batch_idx: int, data_batch=None, outputs=None) -> None:
-        """Count a non-finite iteration; stop past ``max_skipped``."""
+        """Count a non-finite iteration; stop past ``max_skipped``. The loss terms are read
+        (each read waits for the GPU) only when the guarded update found the loss non-finite,
+        to name them, or when no update is guarded (an OptimWrapperDict)."""
+        if self._guarding and not self._skip_this_iter:
+            return
         terms = _non_finite_terms(outputs)
         if not (terms or self._skip_this_iter):
             return
@@ -176,6 +182,7 @@ class NonFiniteLossHook(Hook):
         if not self._checked:
             self._check_finite(runner)
         self._checked = False
+        self._guarding = False
 
     @staticmethod
     def _check_finite(runner) -> None:
