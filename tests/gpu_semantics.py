@@ -25,7 +25,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 __all__ = ['FakeCuda', 'DeviceTensor', 'as_gpu_model', 'on_device', 'cpu_generator_rules', 'host_reads', 'HostRead',
-           'nccl_rules', 'NcclRuleBroken', 'rank_env', 'ENV_FLAG']
+           'nccl_rules', 'NcclRuleBroken', 'rules_from_the_start', 'rank_env', 'ENV_FLAG',
+           'WAIT_VAR']
 
 #: The environment variable that turns :func:`nccl_rules` on in a rank (see :func:`rank_env`).
 ENV_FLAG = 'IRTBOX_TEST_NCCL_RULES'
@@ -223,7 +224,8 @@ class _HostReads(TorchFunctionMode):
                 or (name == 'where' and len(args) == 1)):
             self.log.append(HostRead(name, _caller()))
         out = func(*args, **kwargs)
-        if isinstance(out, torch.Tensor) and not out.is_cuda and self._made_on_host(
+        # (a result that is its input, as .cpu() of a CPU tensor, keeps what it was)
+        if isinstance(out, torch.Tensor) and out is not first and not out.is_cuda and self._made_on_host(
                 name, args, kwargs):
             self._keep_on_host(out)
         return out
@@ -252,8 +254,8 @@ def host_reads(log: List[str] = None) -> Iterator[List[str]]:
     What a GPU run would hold on the host is not counted: tensors made by factories without a
     device (``torch.tensor([n])``), by ``.cpu()``, or computed from such tensors only; every
     other tensor (the model's, the batch's, anything made before) counts as on the device. A
-    host tensor moved with ``.to(x.device)`` stays a host tensor here (the CPU cannot tell
-    the move from none). Yields the list it appends each read to (a :class:`HostRead`, equal
+    host tensor moved with ``.to(x.device)`` stays a host tensor here, and ``.cpu()`` of a
+    tensor is that tensor (the CPU cannot tell either from no move). Yields the list it appends each read to (a :class:`HostRead`, equal
     to ``'read'``; or ``log``, shared with other recorders, for the order of events)."""
     log = [] if log is None else log
     with _HostReads(log):
@@ -267,9 +269,65 @@ _COLLECTIVES = ('all_reduce', 'all_gather', 'all_gather_into_tensor', 'broadcast
 _POINT_TO_POINT = ('send', 'recv', 'isend', 'irecv', 'batch_isend_irecv')
 
 
+_UNSHAPED = ('all_to_all', 'all_to_all_single')  # ranks may send different shapes
+#: The environment variable with the seconds a rank waits, before a collective, for the other
+#: ranks to issue theirs (default 300): past it the collective fails instead of hanging.
+WAIT_VAR = 'IRTBOX_TEST_COLLECTIVE_WAIT'
+
+
 class NcclRuleBroken(RuntimeError):
     """What NCCL would refuse, or do at a cost that gloo does not show, was asked of
     ``torch.distributed``."""
+
+
+_SIDE: list = [None, None]  # [the default group, the gloo group the ranks compare on]
+
+
+def _side_group():
+    """The gloo group of every rank that :func:`nccl_rules` compares the ranks' collectives
+    on, made once per default group (every rank calls it at the same point), or None
+    without a process group."""
+    import datetime
+
+    import torch.distributed as dist
+    if not dist.is_initialized():
+        return None
+    if _SIDE[0] is not dist.group.WORLD:
+        seconds = float(os.environ.get(WAIT_VAR, 300))
+        _SIDE[:] = [dist.group.WORLD, dist.new_group(
+            backend='gloo', timeout=datetime.timedelta(seconds=seconds))]
+    return _SIDE[1]
+
+
+def _described(name, args, kwargs) -> str:
+    """What the ranks must agree on: the collective, and the shape and dtype of its first
+    tensor (the input, or the output every rank holds alike)."""
+    first = next((a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)),
+                 None)
+    if first is None or name in _UNSHAPED:
+        return name
+    return f'{name} of a {tuple(first.shape)} {str(first.dtype).replace("torch.", "")} tensor'
+
+
+def _agree(gather_object, side, described: str) -> None:
+    """Compare ``described`` with every rank's (over ``side``); NcclRuleBroken naming the
+    first rank that differs, or when the others do not issue a collective in time."""
+    import torch.distributed as dist
+    rank, world = dist.get_rank(), dist.get_world_size()
+    told = [None] * world
+    try:
+        with torch._C.DisableTorchFunction():  # the check's own reads are not the code's
+            gather_object(told, described, group=side)
+    except RuntimeError as error:
+        raise NcclRuleBroken(
+            f'rank {rank} issued {described}; not every rank issued a collective within '
+            f'{os.environ.get(WAIT_VAR, 300)} s ({WAIT_VAR}) or a rank has left: on NCCL a '
+            f'hang until the process group\'s timeout ({" ".join(str(error).split())[:200]})'
+        ) from None
+    other = next((r for r in range(world) if told[r] != described), None)
+    if other is not None:
+        raise NcclRuleBroken(f'rank {rank} issued {described} while rank {other} issued '
+                             f'{told[other]}: on NCCL the ranks would hang or exchange garbage')
 
 
 @contextlib.contextmanager
@@ -280,7 +338,12 @@ def nccl_rules() -> Iterator[List[str]]:
       a communicator for each pair of ranks that uses them (GPU memory and start-up time on
       every device); collectives of the main process group are what irtbox uses;
     - a collective given a tensor on another device than the one the process group
-      communicates on (``mmengine.dist.get_comm_device()``) is refused.
+      communicates on (``mmengine.dist.get_comm_device()``) is refused;
+    - before each collective of the default group the ranks compare it (its name, and the
+      shape and dtype of its tensor) over a side gloo group: one that differs fails on every
+      rank, naming the rank that differs (on NCCL: a hang, or garbage received); a collective
+      that the other ranks do not issue within :data:`WAIT_VAR` seconds, or after a rank has
+      left, fails instead of waiting for the process group's timeout.
 
     That NCCL takes CUDA tensors only cannot be told apart on a CPU, where every tensor
     is a CPU tensor: the device a collective's buffers are made on is checked by unit
@@ -290,6 +353,8 @@ def nccl_rules() -> Iterator[List[str]]:
     from mmengine.dist import get_comm_device
     called: List[str] = []
     saved = []
+    gather_object = dist.all_gather_object
+    _side_group()  # made now, where every rank enters: later, ranks may be in different places
 
     def checked(name, function):
         def wrapper(*args, **kwargs):
@@ -300,6 +365,11 @@ def nccl_rules() -> Iterator[List[str]]:
                 if tensor.device != device:
                     raise NcclRuleBroken(f'torch.distributed.{name} was given a tensor on '
                                          f'{tensor.device}; the group communicates on {device}')
+            group = kwargs.get('group', next((a for a in args
+                                              if isinstance(a, dist.ProcessGroup)), None))
+            side = _side_group()
+            if side is not None and group in (None, dist.group.WORLD):
+                _agree(gather_object, side, _described(name, args, kwargs))
             called.append(name)
             return function(*args, **kwargs)
         return wrapper
@@ -325,10 +395,37 @@ def nccl_rules() -> Iterator[List[str]]:
             setattr(dist, name, value)
 
 
+def rules_from_the_start() -> None:
+    """Turn :func:`nccl_rules` on in this process, and in the ranks it forks, from the moment
+    a process group starts (``init_process_group`` made to enter it), for the process's whole
+    life; idempotent. ``tests/conftest.py`` calls it in the test process, the
+    ``sitecustomize`` of ``tests/gpu_semantics_site`` in every process started with
+    :data:`ENV_FLAG` (spawned, forkserver and subprocess ranks)."""
+    import torch.distributed as dist
+    if getattr(dist.init_process_group, '_with_rules', False):
+        return
+    init = dist.init_process_group
+
+    def init_process_group(*args, **kwargs):
+        out = init(*args, **kwargs)
+        if not _RULES:
+            _RULES.append(nccl_rules())
+            _RULES[0].__enter__()  # held: a context manager that is collected exits
+        else:
+            _side_group()  # a new default group: its side group, made where every rank is
+        return out
+    init_process_group._with_rules = True
+    dist.init_process_group = init_process_group
+
+
+_RULES: list = []
+
+
 def rank_env(env: dict = None) -> dict:
-    """``env`` (default: this process's) for a rank started by a test, with
-    :func:`nccl_rules` on from its start: the ranks import ``sitecustomize`` from
-    ``tests/gpu_semantics_site``, which enters it when :data:`ENV_FLAG` is set."""
+    """``env`` (default: this process's) for a process started by a test, with
+    :func:`nccl_rules` on from its process group's start: it imports ``sitecustomize`` from
+    ``tests/gpu_semantics_site``, which calls :func:`rules_from_the_start` when
+    :data:`ENV_FLAG` is set."""
     env = dict(os.environ if env is None else env)
     env[ENV_FLAG] = '1'
     env['PYTHONPATH'] = os.pathsep.join(
