@@ -7,12 +7,14 @@ simulated so that CI (which never has a GPU) fails when code breaks them.
   CPU byte tensors.
 - :class:`DeviceTensor` / :func:`on_device`: a checkpoint as loaded onto a GPU. Such a
   tensor refuses ``.numpy()`` and the CPU generator until ``.cpu()`` is called.
-- :func:`host_reads`: every read of a tensor's value by the host, each of which waits
-  for the GPU: code run at every iteration should make none.
-- :func:`nccl_rules`: ``torch.distributed`` with the NCCL rules a CPU run can check
-  (no point-to-point, tensors on the group's device). The multi-process tests turn it on
-  in their ranks through :func:`rank_env` (a ``sitecustomize`` in
-  ``tests/gpu_semantics_site``).
+- :func:`host_reads`: every operation that makes the host wait for a device tensor (a
+  read of its value, ``.cpu()``, ``torch.unique``, ``nonzero``, mask indexing), each with
+  the line that made it: code run at every iteration should make none, or few and known.
+- :func:`nccl_rules`: ``torch.distributed`` with the NCCL rules a CPU run can check (no
+  point-to-point, tensors on the group's device, every rank issuing the same collective of
+  the same shape). It is on in every process group the tests start
+  (:func:`rules_from_the_start`: ``tests/conftest.py`` for forked ranks, the ``sitecustomize``
+  of ``tests/gpu_semantics_site`` for the others, through :func:`rank_env`).
 """
 import contextlib
 import os
@@ -24,8 +26,8 @@ from typing import Iterator, List
 import torch
 from torch.overrides import TorchFunctionMode
 
-__all__ = ['FakeCuda', 'DeviceTensor', 'as_gpu_model', 'on_device', 'cpu_generator_rules', 'host_reads', 'HostRead',
-           'nccl_rules', 'NcclRuleBroken', 'rules_from_the_start', 'rank_env', 'ENV_FLAG',
+__all__ = ['FakeCuda', 'DeviceTensor', 'as_gpu_model', 'on_device', 'cpu_generator_rules',
+           'host_reads', 'HostRead', 'nccl_rules', 'NcclRuleBroken', 'rules_from_the_start', 'rank_env', 'ENV_FLAG',
            'WAIT_VAR']
 
 #: The environment variable that turns :func:`nccl_rules` on in a rank (see :func:`rank_env`).
@@ -225,8 +227,8 @@ class _HostReads(TorchFunctionMode):
             self.log.append(HostRead(name, _caller()))
         out = func(*args, **kwargs)
         # (a result that is its input, as .cpu() of a CPU tensor, keeps what it was)
-        if isinstance(out, torch.Tensor) and out is not first and not out.is_cuda and self._made_on_host(
-                name, args, kwargs):
+        if isinstance(out, torch.Tensor) and out is not first and not out.is_cuda \
+                and self._made_on_host(name, args, kwargs):
             self._keep_on_host(out)
         return out
 
@@ -255,8 +257,9 @@ def host_reads(log: List[str] = None) -> Iterator[List[str]]:
     device (``torch.tensor([n])``), by ``.cpu()``, or computed from such tensors only; every
     other tensor (the model's, the batch's, anything made before) counts as on the device. A
     host tensor moved with ``.to(x.device)`` stays a host tensor here, and ``.cpu()`` of a
-    tensor is that tensor (the CPU cannot tell either from no move). Yields the list it appends each read to (a :class:`HostRead`, equal
-    to ``'read'``; or ``log``, shared with other recorders, for the order of events)."""
+    tensor is that tensor (the CPU cannot tell either from no move). Yields the list it
+    appends each read to (a :class:`HostRead`, equal to ``'read'``; or ``log``, shared with
+    other recorders, for the order of events)."""
     log = [] if log is None else log
     with _HostReads(log):
         yield log
@@ -414,8 +417,15 @@ def rules_from_the_start() -> None:
         else:
             _side_group()  # a new default group: its side group, made where every rank is
         return out
+    destroy = dist.destroy_process_group
+
+    def destroy_process_group(*args, **kwargs):
+        if not args and kwargs.get('group') is None:  # the default group: its side group too
+            _SIDE[:] = [None, None]  # a gloo group left alive would hang the ranks forked later
+        return destroy(*args, **kwargs)
     init_process_group._with_rules = True
     dist.init_process_group = init_process_group
+    dist.destroy_process_group = destroy_process_group
 
 
 _RULES: list = []

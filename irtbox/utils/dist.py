@@ -21,8 +21,8 @@ from .errors import IrtboxError
 from .exit_status import exit_with_parent
 
 __all__ = ['resolve_device', 'free_port', 'init_distributed', 'finish_distributed',
-           'adapt_cfg_to_device',
-           'ddp_wrapper_cfg', 'host_group', 'rows_per_rank', 'all_gather_cat', 'gather_round_robin', 'PeerFailed', 'fail_together']
+           'adapt_cfg_to_device', 'ddp_wrapper_cfg', 'host_group', 'rows_per_rank',
+           'all_gather_cat', 'gather_round_robin', 'PeerFailed', 'fail_together']
 
 def resolve_device(device: Union[str, torch.device, None] = None) -> torch.device:
     """The one device rule: ``device`` as given, else this rank's GPU when torch sees one,

@@ -1,8 +1,8 @@
 """Turns on ``tests.gpu_semantics.nccl_rules`` in a process started with
 ``IRTBOX_TEST_NCCL_RULES=1`` (``tests/conftest.py`` sets it for every process the tests start,
 ``tests.gpu_semantics.rank_env`` for ranks): once ``torch.distributed`` is imported, its process
-group starts under the rules (``rules_from_the_start``, at the first ``init_process_group``), so a rank that breaks one of NCCL's
-rules fails as it would on GPUs, however it was started. A process that never imports
+group starts under the rules (``rules_from_the_start``, at the first ``init_process_group``), so
+a rank that breaks one of NCCL's rules fails as it would on GPUs, however it was started. A process that never imports
 ``torch.distributed`` (a light command) does not import torch for it."""
 import os
 import sys
