@@ -92,7 +92,6 @@ class NonFiniteLossHook(Hook):
         self._drop_window = False
         self._buffers = None
         self._finite = _HostFlag()
-        self._checked = False
         self._guarding = False
 
     def before_train(self, runner) -> None:
@@ -174,15 +173,12 @@ class NonFiniteLossHook(Hook):
         every rank told (a check on rank 0 alone would leave the others waiting)."""
         with fail_together(f'iteration {runner.iter + 1}: the checkpoint\'s finite check'):
             self._check_finite(runner)
-        self._checked = True
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
-        """Refuse to write a checkpoint whose weights are not all finite (already checked
-        when the runner called :meth:`prepare_checkpoint`, as IrtboxRunner does)."""
-        if not self._checked:
-            self._check_finite(runner)
-        self._checked = False
-        self._guarding = False
+        """Refuse to write a checkpoint whose weights are not all finite: checked again on
+        rank 0, for what another hook's ``prepare_checkpoint`` changed after the check above
+        (a projection fitted there), and under a runner without that stage."""
+        self._check_finite(runner)
 
     @staticmethod
     def _check_finite(runner) -> None:
