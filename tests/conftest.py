@@ -36,9 +36,20 @@ def _share_the_cores_between_workers():
         os.environ.setdefault('OMP_NUM_THREADS', str(threads))
 
 
+def _nccl_rules_in_every_rank():
+    """The NCCL rules a CPU run can check (``tests/gpu_semantics.py``) in every process group
+    the tests start, however its ranks start: forked ranks inherit them from this process;
+    every process started from here (spawned, forkserver, a subprocess, a rehearsal's ranks)
+    gets them through the environment (``sitecustomize`` of ``tests/gpu_semantics_site``)."""
+    from tests.gpu_semantics import rank_env, rules_from_the_start
+    os.environ.update(rank_env())
+    rules_from_the_start()
+
+
 def pytest_configure(config):
     _without_process_size_costs()
     _share_the_cores_between_workers()
+    _nccl_rules_in_every_rank()
     config.addinivalue_line('markers', 'gpu: needs a CUDA device (skipped without one)')
     config.addinivalue_line('markers', 'slow: a test over ~0.3 s on 2 cores gets this mark; the '
                             'fast subset is -m "not slow"')

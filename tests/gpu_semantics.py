@@ -7,22 +7,28 @@ simulated so that CI (which never has a GPU) fails when code breaks them.
   CPU byte tensors.
 - :class:`DeviceTensor` / :func:`on_device`: a checkpoint as loaded onto a GPU. Such a
   tensor refuses ``.numpy()`` and the CPU generator until ``.cpu()`` is called.
-- :func:`host_reads`: every read of a tensor's value by the host, each of which waits
-  for the GPU: code run at every iteration should make none.
-- :func:`nccl_rules`: ``torch.distributed`` with the NCCL rules a CPU run can check
-  (no point-to-point, tensors on the group's device). The multi-process tests turn it on
-  in their ranks through :func:`rank_env` (a ``sitecustomize`` in
-  ``tests/gpu_semantics_site``).
+- :func:`host_reads`: every operation that makes the host wait for a device tensor (a
+  read of its value, ``.cpu()``, ``torch.unique``, ``nonzero``, mask indexing), each with
+  the line that made it: code run at every iteration should make none, or few and known.
+- :func:`nccl_rules`: ``torch.distributed`` with the NCCL rules a CPU run can check (no
+  point-to-point, tensors on the group's device, every rank issuing the same collective of
+  the same shape). It is on in every process group the tests start
+  (:func:`rules_from_the_start`: ``tests/conftest.py`` for forked ranks, the ``sitecustomize``
+  of ``tests/gpu_semantics_site`` for the others, through :func:`rank_env`).
 """
 import contextlib
 import os
 import os.path as osp
+import sys
+import weakref
 from typing import Iterator, List
 
 import torch
+from torch.overrides import TorchFunctionMode
 
-__all__ = ['FakeCuda', 'DeviceTensor', 'as_gpu_model', 'on_device', 'cpu_generator_rules', 'host_reads', 'nccl_rules',
-           'NcclRuleBroken', 'rank_env', 'ENV_FLAG']
+__all__ = ['FakeCuda', 'DeviceTensor', 'as_gpu_model', 'on_device', 'cpu_generator_rules',
+           'host_reads', 'HostRead', 'nccl_rules', 'NcclRuleBroken', 'rules_from_the_start', 'rank_env', 'ENV_FLAG',
+           'WAIT_VAR']
 
 #: The environment variable that turns :func:`nccl_rules` on in a rank (see :func:`rank_env`).
 ENV_FLAG = 'IRTBOX_TEST_NCCL_RULES'
@@ -154,27 +160,109 @@ def cpu_generator_rules() -> Iterator[None]:
         torch.set_rng_state = original
 
 
+# Ops whose result (or its shape) the host must wait for when their tensor is on a GPU.
+_READS = {'item', 'tolist', 'cpu', 'numpy', '__bool__', '__int__', '__float__', '__index__',
+          'unique', 'unique_consecutive', 'nonzero', 'argwhere', 'masked_select', 'repeat_interleave'}
+# Factories: with no device given they make a host tensor on a GPU machine too.
+_FACTORIES = {'tensor', 'as_tensor', 'from_numpy', 'zeros', 'ones', 'empty', 'full', 'arange',
+              'linspace', 'rand', 'randn', 'randint', 'randperm', 'eye', 'new_tensor'}
+
+
+class HostRead(str):
+    """One entry of :func:`host_reads`' log: equal to ``'read'``; ``op`` the operation and
+    ``where`` the ``file:line`` of the code that made it."""
+
+    def __new__(cls, op: str, where: str):
+        read = super().__new__(cls, 'read')
+        read.op, read.where = op, where
+        return read
+
+
+def _masked(index) -> bool:
+    """Whether an indexing argument holds a boolean mask (its selection's size is data)."""
+    items = index if isinstance(index, (tuple, list)) else (index, )
+    return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in items)
+
+
+def _caller() -> str:
+    """``file:line`` of the innermost frame outside torch and this module."""
+    frame = sys._getframe(2)
+    while frame is not None and (frame.f_code.co_filename.startswith(_TORCH_DIR)
+                                 or frame.f_code.co_filename == __file__):
+        frame = frame.f_back
+    return '?' if frame is None else f'{frame.f_code.co_filename}:{frame.f_lineno}'
+
+
+_TORCH_DIR = osp.dirname(torch.__file__)
+
+
+class _HostReads(TorchFunctionMode):
+    """Records the reads of :func:`host_reads`, telling host tensors from device ones."""
+
+    def __init__(self, log: List[str]):
+        super().__init__()
+        self.log = log
+        # Tensors a GPU run would also hold on the host, by id (a WeakSet compares tensors
+        # with ==), each dropped when its tensor is.
+        self.host = {}
+
+    def _on_device(self, tensor) -> bool:
+        if not isinstance(tensor, torch.Tensor):
+            return False
+        ref = self.host.get(id(tensor))
+        return tensor.is_cuda or ref is None or ref() is not tensor
+
+    def _keep_on_host(self, tensor) -> None:
+        key = id(tensor)
+        self.host[key] = weakref.ref(tensor, lambda _: self.host.pop(key, None))
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, '__name__', '')
+        first = args[0] if args else None
+        if self._on_device(first) and (
+                name in _READS or (name in ('__getitem__', '__setitem__', 'index_put',
+                                            'index_put_') and _masked(args[1]))
+                or (name == 'where' and len(args) == 1)):
+            self.log.append(HostRead(name, _caller()))
+        out = func(*args, **kwargs)
+        # (a result that is its input, as .cpu() of a CPU tensor, keeps what it was)
+        if isinstance(out, torch.Tensor) and out is not first and not out.is_cuda \
+                and self._made_on_host(name, args, kwargs):
+            self._keep_on_host(out)
+        return out
+
+    def _made_on_host(self, name, args, kwargs) -> bool:
+        tensors = [t for a in list(args) + list(kwargs.values())
+                   for t in (a if isinstance(a, (list, tuple)) else (a, ))
+                   if isinstance(t, torch.Tensor)]
+        if name in ('cpu', 'numpy') or (name in _FACTORIES and 'device' not in kwargs
+                                         and name != 'new_tensor'):
+            return True
+        if name == 'to' or name.endswith('_like') or name.startswith('new_'):
+            # .to(x.device) cannot be told from no move on the CPU: the source decides
+            return bool(tensors) and not self._on_device(tensors[0])
+        return bool(tensors) and not any(self._on_device(t) for t in tensors)
+
+
 @contextlib.contextmanager
 def host_reads(log: List[str] = None) -> Iterator[List[str]]:
-    """Record every read of a tensor's value by the host (``bool()``, ``int()``,
-    ``float()``, ``.item()``, ``.tolist()``): on a GPU each one waits for the work queued
-    before it, so code run at every iteration should make none. Yields the list it appends
-    ``'read'`` to (or ``log``, shared with other recorders, for the order of events)."""
-    log = [] if log is None else log
-    saved = {}
-    for name in ('__bool__', '__int__', '__float__', '__index__', 'item', 'tolist'):
-        original = getattr(torch.Tensor, name)
-        saved[name] = original
+    """Record every operation that makes the host wait for a device tensor's value or size:
+    ``bool()``, ``int()``, ``float()``, ``.item()``, ``.tolist()``, ``.cpu()``, ``.numpy()``,
+    ``torch.unique``, ``nonzero``, ``masked_select``, boolean-mask indexing and writes (a
+    ``TorchFunctionMode``, in this thread). On a GPU each one waits for the work queued before
+    it, so code run at every iteration should make none, or few and known.
 
-        def reading(self, *args, _original=original, **kwargs):
-            log.append('read')
-            return _original(self, *args, **kwargs)
-        setattr(torch.Tensor, name, reading)
-    try:
+    What a GPU run would hold on the host is not counted: tensors made by factories without a
+    device (``torch.tensor([n])``), by ``.cpu()``, or computed from such tensors only; every
+    other tensor (the model's, the batch's, anything made before) counts as on the device. A
+    host tensor moved with ``.to(x.device)`` stays a host tensor here, and ``.cpu()`` of a
+    tensor is that tensor (the CPU cannot tell either from no move). Yields the list it
+    appends each read to (a :class:`HostRead`, equal to ``'read'``; or ``log``, shared with
+    other recorders, for the order of events)."""
+    log = [] if log is None else log
+    with _HostReads(log):
         yield log
-    finally:
-        for name, original in saved.items():
-            setattr(torch.Tensor, name, original)
 
 
 _COLLECTIVES = ('all_reduce', 'all_gather', 'all_gather_into_tensor', 'broadcast', 'reduce',
@@ -184,9 +272,65 @@ _COLLECTIVES = ('all_reduce', 'all_gather', 'all_gather_into_tensor', 'broadcast
 _POINT_TO_POINT = ('send', 'recv', 'isend', 'irecv', 'batch_isend_irecv')
 
 
+_UNSHAPED = ('all_to_all', 'all_to_all_single')  # ranks may send different shapes
+#: The environment variable with the seconds a rank waits, before a collective, for the other
+#: ranks to issue theirs (default 300): past it the collective fails instead of hanging.
+WAIT_VAR = 'IRTBOX_TEST_COLLECTIVE_WAIT'
+
+
 class NcclRuleBroken(RuntimeError):
     """What NCCL would refuse, or do at a cost that gloo does not show, was asked of
     ``torch.distributed``."""
+
+
+_SIDE: list = [None, None]  # [the default group, the gloo group the ranks compare on]
+
+
+def _side_group():
+    """The gloo group of every rank that :func:`nccl_rules` compares the ranks' collectives
+    on, made once per default group (every rank calls it at the same point), or None
+    without a process group."""
+    import datetime
+
+    import torch.distributed as dist
+    if not dist.is_initialized():
+        return None
+    if _SIDE[0] is not dist.group.WORLD:
+        seconds = float(os.environ.get(WAIT_VAR, 300))
+        _SIDE[:] = [dist.group.WORLD, dist.new_group(
+            backend='gloo', timeout=datetime.timedelta(seconds=seconds))]
+    return _SIDE[1]
+
+
+def _described(name, args, kwargs) -> str:
+    """What the ranks must agree on: the collective, and the shape and dtype of its first
+    tensor (the input, or the output every rank holds alike)."""
+    first = next((a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)),
+                 None)
+    if first is None or name in _UNSHAPED:
+        return name
+    return f'{name} of a {tuple(first.shape)} {str(first.dtype).replace("torch.", "")} tensor'
+
+
+def _agree(gather_object, side, described: str) -> None:
+    """Compare ``described`` with every rank's (over ``side``); NcclRuleBroken naming the
+    first rank that differs, or when the others do not issue a collective in time."""
+    import torch.distributed as dist
+    rank, world = dist.get_rank(), dist.get_world_size()
+    told = [None] * world
+    try:
+        with torch._C.DisableTorchFunction():  # the check's own reads are not the code's
+            gather_object(told, described, group=side)
+    except RuntimeError as error:
+        raise NcclRuleBroken(
+            f'rank {rank} issued {described}; not every rank issued a collective within '
+            f'{os.environ.get(WAIT_VAR, 300)} s ({WAIT_VAR}) or a rank has left: on NCCL a '
+            f'hang until the process group\'s timeout ({" ".join(str(error).split())[:200]})'
+        ) from None
+    other = next((r for r in range(world) if told[r] != described), None)
+    if other is not None:
+        raise NcclRuleBroken(f'rank {rank} issued {described} while rank {other} issued '
+                             f'{told[other]}: on NCCL the ranks would hang or exchange garbage')
 
 
 @contextlib.contextmanager
@@ -197,7 +341,12 @@ def nccl_rules() -> Iterator[List[str]]:
       a communicator for each pair of ranks that uses them (GPU memory and start-up time on
       every device); collectives of the main process group are what irtbox uses;
     - a collective given a tensor on another device than the one the process group
-      communicates on (``mmengine.dist.get_comm_device()``) is refused.
+      communicates on (``mmengine.dist.get_comm_device()``) is refused;
+    - before each collective of the default group the ranks compare it (its name, and the
+      shape and dtype of its tensor) over a side gloo group: one that differs fails on every
+      rank, naming the rank that differs (on NCCL: a hang, or garbage received); a collective
+      that the other ranks do not issue within :data:`WAIT_VAR` seconds, or after a rank has
+      left, fails instead of waiting for the process group's timeout.
 
     That NCCL takes CUDA tensors only cannot be told apart on a CPU, where every tensor
     is a CPU tensor: the device a collective's buffers are made on is checked by unit
@@ -207,6 +356,8 @@ def nccl_rules() -> Iterator[List[str]]:
     from mmengine.dist import get_comm_device
     called: List[str] = []
     saved = []
+    gather_object = dist.all_gather_object
+    _side_group()  # made now, where every rank enters: later, ranks may be in different places
 
     def checked(name, function):
         def wrapper(*args, **kwargs):
@@ -217,6 +368,11 @@ def nccl_rules() -> Iterator[List[str]]:
                 if tensor.device != device:
                     raise NcclRuleBroken(f'torch.distributed.{name} was given a tensor on '
                                          f'{tensor.device}; the group communicates on {device}')
+            group = kwargs.get('group', next((a for a in args
+                                              if isinstance(a, dist.ProcessGroup)), None))
+            side = _side_group()
+            if side is not None and group in (None, dist.group.WORLD):
+                _agree(gather_object, side, _described(name, args, kwargs))
             called.append(name)
             return function(*args, **kwargs)
         return wrapper
@@ -242,10 +398,44 @@ def nccl_rules() -> Iterator[List[str]]:
             setattr(dist, name, value)
 
 
+def rules_from_the_start() -> None:
+    """Turn :func:`nccl_rules` on in this process, and in the ranks it forks, from the moment
+    a process group starts (``init_process_group`` made to enter it), for the process's whole
+    life; idempotent. ``tests/conftest.py`` calls it in the test process, the
+    ``sitecustomize`` of ``tests/gpu_semantics_site`` in every process started with
+    :data:`ENV_FLAG` (spawned, forkserver and subprocess ranks)."""
+    import torch.distributed as dist
+    if getattr(dist.init_process_group, '_with_rules', False):
+        return
+    init = dist.init_process_group
+
+    def init_process_group(*args, **kwargs):
+        out = init(*args, **kwargs)
+        if not _RULES:
+            _RULES.append(nccl_rules())
+            _RULES[0].__enter__()  # held: a context manager that is collected exits
+        else:
+            _side_group()  # a new default group: its side group, made where every rank is
+        return out
+    destroy = dist.destroy_process_group
+
+    def destroy_process_group(*args, **kwargs):
+        if not args and kwargs.get('group') is None:  # the default group: its side group too
+            _SIDE[:] = [None, None]  # a gloo group left alive would hang the ranks forked later
+        return destroy(*args, **kwargs)
+    init_process_group._with_rules = True
+    dist.init_process_group = init_process_group
+    dist.destroy_process_group = destroy_process_group
+
+
+_RULES: list = []
+
+
 def rank_env(env: dict = None) -> dict:
-    """``env`` (default: this process's) for a rank started by a test, with
-    :func:`nccl_rules` on from its start: the ranks import ``sitecustomize`` from
-    ``tests/gpu_semantics_site``, which enters it when :data:`ENV_FLAG` is set."""
+    """``env`` (default: this process's) for a process started by a test, with
+    :func:`nccl_rules` on from its process group's start: it imports ``sitecustomize`` from
+    ``tests/gpu_semantics_site``, which calls :func:`rules_from_the_start` when
+    :data:`ENV_FLAG` is set."""
     env = dict(os.environ if env is None else env)
     env[ENV_FLAG] = '1'
     env['PYTHONPATH'] = os.pathsep.join(

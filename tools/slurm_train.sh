@@ -28,8 +28,10 @@ HEAD=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)
 # The rendezvous port: PORT, else one of this job's own (irtbox.utils.cpus.job_port of step 0),
 # so two jobs sharing a node do not collide on a fixed port.
 PORT=${PORT:-$(( 15000 + (16 * SLURM_JOB_ID) % 15000 ))}
+# --kill-on-bad-exit=1: a node whose agent gives up (its restarts spent) ends the other nodes' tasks,
+# which would otherwise wait in a collective for the process group's timeout (hours on NCCL).
 # shellcheck disable=SC2086
-exec srun --nodes="${SLURM_NNODES:-$NODES}" --ntasks-per-node=1 --kill-on-bad-exit=0 ${SRUN_ARGS:-} \
+exec srun --nodes="${SLURM_NNODES:-$NODES}" --ntasks-per-node=1 --kill-on-bad-exit=1 ${SRUN_ARGS:-} \
     python -u -m irtbox train "$3" --nproc "$GPUS_PER_NODE" --nnodes "${SLURM_NNODES:-$NODES}" \
     --rdzv-endpoint "$HEAD:$PORT" --rdzv-id "$SLURM_JOB_ID" \
     --max-restarts "${MAX_RESTARTS:-3}" "${@:4}"

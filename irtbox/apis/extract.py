@@ -2,6 +2,7 @@
 big collections in resumable shards, on one process or several. Unreadable files are skipped,
 counted and listed, never a crash an hour in nor a silent drop; non-finite embeddings are an error,
 never a useless features file."""
+import contextlib
 import hashlib
 import json
 import logging
@@ -21,7 +22,7 @@ from tqdm import tqdm
 from irtbox.models.input_spec import input_spec_of
 from irtbox.structures.embeddings_file import EmbeddingSet, load_embeddings, save_embeddings
 from irtbox.utils.config import load_config
-from irtbox.utils.dist import init_distributed
+from irtbox.utils.dist import fail_together, init_distributed
 from irtbox.utils.errors import ArgumentError, IrtboxError, with_prefix
 from irtbox.utils.fileio import atomic_write_text, read_json
 
@@ -363,19 +364,20 @@ def extract_sharded(model, paths: Sequence[str], out_dir: str, shard_size: int =
     distributed = dist.is_available() and dist.is_initialized()
     rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
     paths = list(paths)
-    try:
-        if shard_size < 1:
-            raise ArgumentError(f'shard_size must be positive, got {shard_size}', 'shard_size')
-        identity = identity or model_identity(model)
+    if shard_size < 1:
+        raise ArgumentError(f'shard_size must be positive, got {shard_size}', 'shard_size')
+    identity = identity or model_identity(model)
+    # Each phase ends where the ranks meet, with every rank told of an error on any (rank 0's
+    # manifest, a shard's non-finite embeddings): no rank waits for the others' timeout.
+    with _ranked(rank, world, 'the extraction\'s manifest'):
         if rank == 0:  # the manifest is written (or checked) before the others look at it
             prepare_shards(model, out_dir, paths, shard_size, resume, identity=identity)
-        if world > 1:
-            dist.barrier()
-            if rank > 0:  # every rank's job (its image list, its model) is rank 0's
-                prepare_shards(model, out_dir, paths, shard_size, True, write=False,
-                               identity=identity)
+    computed = []
+    with _ranked(rank, world, 'the extraction\'s shards'):
+        if rank > 0:  # every rank's job (its image list, its model) is rank 0's
+            prepare_shards(model, out_dir, paths, shard_size, True, write=False,
+                           identity=identity)
         count = -(-len(paths) // shard_size)
-        computed = []
         for index in range(rank, count, world):
             target = _shard_path(out_dir, index)
             if osp.isfile(target):
@@ -387,13 +389,21 @@ def extract_sharded(model, paths: Sequence[str], out_dir: str, shard_size: int =
             save_embeddings(target, EmbeddingSet(embeddings, ids=ids, failed=failed,
                                                  identity=identity))
             computed.append(index)
-    except (FileNotFoundError, FileExistsError, ValueError) as err:
-        if world == 1:
-            raise
-        raise with_prefix(err, f'rank {rank}') from err
-    if world > 1:
-        dist.barrier()
     return (merge_shards(out_dir, identity) if rank == 0 else None), computed
+
+
+@contextlib.contextmanager
+def _ranked(rank: int, world: int, what: str):
+    """One phase of a sharded extraction: on several ranks, an error names its rank and every
+    rank learns of it before going on (:func:`~irtbox.utils.dist.fail_together`)."""
+    if world == 1:
+        yield
+        return
+    with fail_together(what):
+        try:
+            yield
+        except (FileNotFoundError, FileExistsError, ValueError) as err:
+            raise with_prefix(err, f'rank {rank}') from err
 
 
 def extract_folder(config, checkpoint: Optional[str], image_dir: str, out_dir: str,

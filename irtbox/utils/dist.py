@@ -1,6 +1,7 @@
 """Process groups for CPU-only (gloo) as well as GPU (nccl) jobs, the device rule, gathers.
 MMEngine's ``init_dist`` assumes CUDA and its DDP wrapper passes ``device_ids=[local_rank]``; both
 fail on CPU-only machines, and the second also where each task sees one GPU."""
+import contextlib
 import datetime
 import inspect
 import logging
@@ -8,7 +9,7 @@ import os
 import socket
 import subprocess
 import sys
-from typing import List, Union
+from typing import Iterator, List, Optional, Union
 
 import torch
 import torch.distributed as dist
@@ -16,11 +17,12 @@ from mmengine import dist as mmdist
 from mmengine.registry import MODEL_WRAPPERS
 
 from .cpus import job_port, local_world_size
+from .errors import IrtboxError
 from .exit_status import exit_with_parent
 
 __all__ = ['resolve_device', 'free_port', 'init_distributed', 'finish_distributed',
-           'adapt_cfg_to_device',
-           'ddp_wrapper_cfg', 'all_gather_cat', 'gather_round_robin']
+           'adapt_cfg_to_device', 'ddp_wrapper_cfg', 'host_group', 'rows_per_rank',
+           'all_gather_cat', 'gather_round_robin', 'PeerFailed', 'fail_together']
 
 def resolve_device(device: Union[str, torch.device, None] = None) -> torch.device:
     """The one device rule: ``device`` as given, else this rank's GPU when torch sees one,
@@ -161,24 +163,57 @@ def ddp_wrapper_cfg(model_wrapper_cfg=None, find_unused_parameters: bool = False
     return wrapper
 
 
+def host_group():
+    """A gloo group of every rank, for what the hosts hold (row counts, flags): exchanged
+    without the device's stream, so nobody waits for the GPU to read the result. The default
+    group itself where it is gloo; else made at the first call, with the default group's
+    timeout (every rank calls it at the same point, as any collective)."""
+    world = dist.group.WORLD
+    if dist.get_backend() == 'gloo':
+        return world
+    if _HOST_GROUP[0] is not world:  # none yet, or one of an earlier, destroyed default group
+        _HOST_GROUP[:] = [world, dist.new_group(backend='gloo', timeout=_timeout_of(world))]
+    return _HOST_GROUP[1]
+
+
+_HOST_GROUP: list = [None, None]  # [the default group, its host group]
+
+
+def _timeout_of(group) -> Optional[datetime.timedelta]:
+    """``group``'s timeout (None, the default, where torch does not say)."""
+    try:
+        return group._get_backend(torch.device('cuda')).options._timeout
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def rows_per_rank(rows: int) -> List[int]:
+    """Every rank's ``rows`` (a host-side number, e.g. ``len(tensor)``), in rank order,
+    exchanged between the hosts (:func:`host_group`): gathering a length on the device and
+    reading it would wait for the GPU at every call."""
+    sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(mmdist.get_world_size())]
+    dist.all_gather(sizes, torch.tensor([rows]), group=host_group())
+    return torch.cat(sizes).tolist()
+
+
 def _all_gather_parts(tensor: torch.Tensor, sizes: List[int]) -> List[torch.Tensor]:
     """Every rank's ``tensor`` (``sizes[r]`` rows on rank r), in rank order; all_gather needs
     equal shapes, so each is padded to the largest and cut back."""
+    if len(set(sizes)) == 1:
+        return mmdist.all_gather(tensor)
     padded = tensor.new_zeros((max(sizes), ) + tuple(tensor.shape[1:]))
     padded[:len(tensor)] = tensor
     return [g[:k].to(tensor.device) for g, k in zip(mmdist.all_gather(padded), sizes)]
 
 
-def _gathered_sizes(tensor: torch.Tensor) -> List[int]:
-    return [int(s) for s in mmdist.all_gather(torch.tensor([len(tensor)], device=tensor.device))]
-
-
-def all_gather_cat(*tensors: torch.Tensor) -> tuple:
+def all_gather_cat(*tensors: torch.Tensor, sizes: Optional[List[int]] = None) -> tuple:
     """Concatenate each tensor (n_r x ..., n_r may differ between ranks) over all ranks, in
-    rank order, on every rank."""
+    rank order, on every rank. ``sizes``: every rank's n_r when the caller has them
+    (:func:`rows_per_rank`), else exchanged here between the hosts; no value is read back
+    from the device."""
     if mmdist.get_world_size() == 1:
         return tensors
-    sizes = _gathered_sizes(tensors[0])
+    sizes = rows_per_rank(len(tensors[0])) if sizes is None else sizes
     return tuple(torch.cat(_all_gather_parts(t, sizes)) for t in tensors)
 
 
@@ -188,8 +223,39 @@ def gather_round_robin(local: torch.Tensor, n: int) -> torch.Tensor:
     world = mmdist.get_world_size()
     if world == 1:
         return local[:n]
-    parts = _all_gather_parts(local, _gathered_sizes(local))
+    parts = _all_gather_parts(local, rows_per_rank(len(local)))
     out = local.new_empty((world * max(len(p) for p in parts), ) + tuple(local.shape[1:]))
     for rank, part in enumerate(parts):
         out[rank:rank + world * len(part):world] = part
     return out[:n]
+
+
+class PeerFailed(IrtboxError, RuntimeError):
+    """Another rank failed where the ranks meet (:func:`fail_together`); the message names
+    that rank and its error."""
+
+
+@contextlib.contextmanager
+def fail_together(what: str) -> Iterator[None]:
+    """Run the block on this rank, then tell every rank whether it raised on any (one small
+    gather of each rank's error text, or None), before the collective that follows it.
+
+    Work that may fail on some ranks only (rank 0's compute while the others wait in a
+    broadcast) would otherwise leave the others waiting in that collective until the process
+    group's timeout (hours on NCCL; gloo fails at once, so CPU runs hide it). A rank that
+    raised raises its own error again; the others raise :class:`PeerFailed` naming the
+    first failing rank and its error. Every rank must enter it (a collective)."""
+    error: Optional[BaseException] = None
+    try:
+        yield
+    except Exception as err:  # noqa: BLE001 (every error is told to the other ranks)
+        error = err
+    if mmdist.get_world_size() > 1:
+        told = mmdist.all_gather_object(None if error is None else f'{type(error).__name__}: {error}')
+        failed = [(rank, text) for rank, text in enumerate(told) if text is not None]
+        if failed and error is None:
+            rank, text = failed[0]
+            raise PeerFailed(f'{what}: rank {rank} failed ({text}); rank '
+                             f'{mmdist.get_rank()} stops too')
+    if error is not None:
+        raise error

@@ -9,6 +9,7 @@ from mmengine.hooks import Hook
 from mmengine.optim import OptimWrapper
 
 from irtbox.registry import HOOKS
+from irtbox.utils.dist import fail_together
 from irtbox.utils.errors import IrtboxError
 from .utils import bare_model
 
@@ -91,12 +92,14 @@ class NonFiniteLossHook(Hook):
         self._drop_window = False
         self._buffers = None
         self._finite = _HostFlag()
+        self._guarding = False
 
     def before_train(self, runner) -> None:
         """Guard the optimizer wrapper's update (an OptimWrapperDict is checked after the
         iteration only, as its parts update separately)."""
         wrapper = runner.optim_wrapper
-        if isinstance(wrapper, OptimWrapper):
+        self._guarding = isinstance(wrapper, OptimWrapper)
+        if self._guarding:
             wrapper.update_params = self._guarded(wrapper)
 
     def _guarded(self, wrapper):
@@ -135,7 +138,11 @@ class NonFiniteLossHook(Hook):
             self._buffers[name].copy_(buffer.detach(), non_blocking=True)
 
     def after_train_iter(self, runner, batch_idx: int, data_batch=None, outputs=None) -> None:
-        """Count a non-finite iteration; stop past ``max_skipped``."""
+        """Count a non-finite iteration; stop past ``max_skipped``. The loss terms are read
+        (each read waits for the GPU) only when the guarded update found the loss non-finite,
+        to name them, or when no update is guarded (an OptimWrapperDict)."""
+        if self._guarding and not self._skip_this_iter:
+            return
         terms = _non_finite_terms(outputs)
         if not (terms or self._skip_this_iter):
             return
@@ -160,8 +167,21 @@ class NonFiniteLossHook(Hook):
         runner.logger.warning(f'{where}: update skipped ({self.skipped} of at most '
                               f'{self.max_skipped})')
 
+    def prepare_checkpoint(self, runner) -> None:
+        """On every rank, before rank 0 writes: refuse a checkpoint whose weights are not all
+        finite on any rank (each checks its own: Partial FC's centres differ between ranks),
+        every rank told (a check on rank 0 alone would leave the others waiting)."""
+        with fail_together(f'iteration {runner.iter + 1}: the checkpoint\'s finite check'):
+            self._check_finite(runner)
+
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
-        """Refuse to write a checkpoint whose weights are not all finite."""
+        """Refuse to write a checkpoint whose weights are not all finite: checked again on
+        rank 0, for what another hook's ``prepare_checkpoint`` changed after the check above
+        (a projection fitted there), and under a runner without that stage."""
+        self._check_finite(runner)
+
+    @staticmethod
+    def _check_finite(runner) -> None:
         for name, value in bare_model(runner).state_dict().items():
             if value.is_floating_point() and not torch.isfinite(value).all():
                 raise NonFiniteLossError(

@@ -10,11 +10,13 @@ from typing import Dict, List, Optional
 
 import numpy as np
 import torch
-from mmengine.dist import all_gather_object, all_reduce, get_rank, get_world_size, is_distributed
+import torch.distributed
+from mmengine.dist import all_gather_object, get_rank, get_world_size, is_distributed
 from mmengine.hooks import CheckpointHook, Hook
 
 from irtbox.registry import HOOKS
 from irtbox.utils.checks import check_number
+from irtbox.utils.dist import host_group
 from irtbox.utils.errors import IrtboxError
 from irtbox.utils.exit_status import PREEMPTED_EXIT_STATUS
 from irtbox.utils.fileio import atomic_write_text
@@ -112,7 +114,8 @@ class PreemptionHook(Hook):
 
     - ``signals`` (default SIGTERM and SIGUSR1: Slurm's ``--signal=USR1@120``, torchrun's
       agent forwarding a SIGTERM): after the iteration in progress every rank knows (one
-      all-reduce per iteration), that iteration's checkpoint is saved through the config's
+      all-reduce of two host numbers per iteration, over gloo between the hosts: nothing waits
+      for the GPU), that iteration's checkpoint is saved through the config's
       ``CheckpointHook`` and :class:`Preempted` ends training.
     - ``checkpoint_minutes``: also save at the first iteration ending this many minutes
       after the last save, bounding what a hard kill costs. None: only the configured interval.
@@ -175,9 +178,12 @@ class PreemptionHook(Hook):
                and time.monotonic() - self._last_save >= 60 * self.checkpoint_minutes)
         received = self._received
         if is_distributed():  # every rank decides the same, at the same iteration
-            flags = torch.tensor([float(received), float(due)], dtype=torch.float64)
-            all_reduce(flags, op='max')
-            received, due = int(flags[0].item()), bool(flags[1].item())
+            # Host values agreed between the hosts (a gloo group): on the device's stream the
+            # read would wait for the GPU at every iteration.
+            flags = torch.tensor([received, int(due)], dtype=torch.int64)
+            torch.distributed.all_reduce(flags, op=torch.distributed.ReduceOp.MAX,
+                                         group=host_group())
+            received, due = flags[0].item(), bool(flags[1].item())
         if not (received or due):
             return
         if received and runner.iter + 1 >= runner.max_iters:

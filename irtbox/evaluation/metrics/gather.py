@@ -12,11 +12,13 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
-from mmengine.dist import (all_gather, all_gather_object, broadcast_object_list, get_world_size,
-                           is_main_process)
+import torch.distributed
+from mmengine.dist import (all_gather_object, broadcast_object_list, get_comm_device,
+                           get_world_size, is_main_process)
 from mmengine.evaluator import BaseMetric
 from mmengine.logging import print_log
 
+from irtbox.utils.dist import fail_together
 from ..functional.checks import non_finite_rows
 
 __all__ = ['GatheredMetric', 'embedding_to_numpy', 'check_finite_embeddings']
@@ -88,8 +90,10 @@ def gather_arrays(part: Optional[Dict[str, np.ndarray]]) -> Optional[List[Option
     """Every rank's ``part`` (arrays of equal length under the same keys, or None), in rank
     order, on rank 0; None on the other ranks (a collective: every rank calls it).
 
-    Each array is sent as a tensor in padded blocks of rows of at most 32 MB per rank, so a
-    rank holds one block from each rank at a time, whatever the size of the test set.
+    Each array is sent to rank 0 as a tensor in padded blocks of rows (``gather``, not
+    ``all_gather``: only rank 0 receives and keeps them), each block at most 32 MB and no
+    longer than the largest part (the parts' sizes travel first), so rank 0 holds one block
+    from each rank at a time, whatever the size of the test set, and a small part sends little.
     """
     world = get_world_size()
     if world == 1:
@@ -102,7 +106,7 @@ def gather_arrays(part: Optional[Dict[str, np.ndarray]]) -> Optional[List[Option
     layout = next((lay for _, lay in shared if lay is not None), None)
     if layout is None:  # no rank processed anything
         return [None] * world if is_main_process() else None
-    main = is_main_process()
+    main, device = is_main_process(), get_comm_device()
     out = [dict() if n else None for n in sizes] if main else None
     for key, (dtype, trailing) in layout.items():
         dtype = np.dtype(dtype)
@@ -113,13 +117,15 @@ def gather_arrays(part: Optional[Dict[str, np.ndarray]]) -> Optional[List[Option
         local = local.view(np.uint8) if dtype == np.bool_ else local
         gathered = [[] for _ in range(world)] if main else None
         for start in range(0, max(sizes), block):
-            chunk = np.zeros((block, ) + tuple(trailing), local.dtype)
-            mine = local[start:start + block]
+            chunk = np.zeros((min(block, max(sizes) - start), ) + tuple(trailing), local.dtype)
+            mine = local[start:start + len(chunk)]
             chunk[:len(mine)] = mine
-            parts = all_gather(torch.from_numpy(chunk))
+            chunk = torch.from_numpy(chunk).to(device)
+            parts = [torch.empty_like(chunk) for _ in range(world)] if main else None
+            torch.distributed.gather(chunk, parts, dst=0)
             if main:
                 for rank, tensor in enumerate(parts):
-                    keep = max(0, min(block, sizes[rank] - start))
+                    keep = max(0, min(len(chunk), sizes[rank] - start))
                     if keep:
                         gathered[rank].append(tensor[:keep].cpu().numpy())
         if main:
@@ -183,16 +189,18 @@ class GatheredMetric(BaseMetric):
         return self._compute(merge_by_sample_idx([pack_results(results)], None, self.consistent))
 
     def evaluate(self, size: int) -> Dict[str, float]:
-        """Gather every rank's results by sample index, compute on rank 0, broadcast."""
-        data = gather_by_sample_idx(self.results, size, self.consistent)
+        """Gather every rank's results by sample index, compute on rank 0, broadcast (an
+        error on rank 0 reaches every rank first: :func:`~irtbox.utils.dist.fail_together`)."""
+        parts = gather_arrays(pack_results(self.results))
         self.results.clear()
         out = [None]
-        if is_main_process():
-            out[0] = self._compute(data)
-            if self.prefix_names and self.prefix:
-                out[0] = {f'{self.prefix}/{k}': v for k, v in out[0].items()}
-        else:
-            self.last_outputs = None
+        with fail_together(f'{type(self).__name__}: computing the metrics on rank 0'):
+            if is_main_process():
+                out[0] = self._compute(merge_by_sample_idx(parts, size, self.consistent))
+                if self.prefix_names and self.prefix:
+                    out[0] = {f'{self.prefix}/{k}': v for k, v in out[0].items()}
+            else:
+                self.last_outputs = None
         broadcast_object_list(out)
         return out[0]
 

@@ -27,7 +27,7 @@ from mmengine import dist as mmdist
 from torch import Tensor
 
 from irtbox.utils.checks import check_int
-from irtbox.utils.dist import all_gather_cat
+from irtbox.utils.dist import all_gather_cat, rows_per_rank
 from .cosine import cosine_to_classes
 
 __all__ = ['check_partial_fc', 'shard_range', 'shard_sizes', 'init_shard', 'step_generator',
@@ -116,13 +116,15 @@ def sample_classes(labels: Tensor, num_classes: int, sample_rate: float,
     the same on every device; float32 scores of a million classes would tie) with the
     positives' set above 1, so it depends on the generator and the labels only.
     """
-    positives = torch.unique(labels)
-    k = min(num_classes, max(len(positives), math.ceil(sample_rate * num_classes)))
+    k = math.ceil(sample_rate * num_classes)
+    if k < len(labels):  # P may exceed k: count them (a host read: P sets a shape)
+        k = max(k, len(torch.unique(labels)))
+    k = min(num_classes, k)  # else P <= len(labels) <= k, known without reading the labels
     if k >= num_classes:
         return None
     scores = torch.rand(num_classes, generator=generator, dtype=torch.float64)
     scores = scores.to(labels.device)
-    scores[positives] = 2.0
+    scores[labels] = 2.0
     return torch.topk(scores, k, sorted=False).indices.sort().values
 
 
@@ -134,8 +136,10 @@ class _AllGatherWithGrad(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, labels: Tensor) -> Tuple[Tensor, Tensor]:
         rank = mmdist.get_rank()
-        x, labels, owner = all_gather_cat(x.detach(), labels, torch.full_like(labels, rank))
-        ctx.mine, ctx.world = owner == rank, mmdist.get_world_size()
+        sizes = rows_per_rank(len(x))  # known on the host: this rank's rows are a slice
+        x, labels = all_gather_cat(x.detach(), labels, sizes=sizes)
+        ctx.mine = slice(sum(sizes[:rank]), sum(sizes[:rank + 1]))
+        ctx.world = len(sizes)
         ctx.mark_non_differentiable(labels)
         return x, labels
 
@@ -168,26 +172,36 @@ class _ShardedCrossEntropy(torch.autograd.Function):
             dist.all_reduce(row_max, op=dist.ReduceOp.MAX)
         probs = (logits - row_max[:, None]).exp_()
         total = probs.sum(dim=1)
-        here = target >= 0
-        rows = here.nonzero().squeeze(1)
+        # Each row's target column where this rank holds it, column 0 (unused) elsewhere:
+        # gathers and scatters of fixed shape, where selecting the rows would read a count.
+        here, cols = _target_columns(target, logits.shape[1])
         # The exp-sums and the target logits (each on one rank, 0 elsewhere): one all-reduce.
         sums = logits.new_zeros(2, n)
         sums[0] = total
-        sums[1, rows] = logits.detach()[rows, target[rows]]
+        if cols is not None:
+            sums[1] = torch.where(here, logits.detach().gather(1, cols).squeeze(1), 0.0)
         if world > 1:
             dist.all_reduce(sums)
         total, target_logit = sums[0], sums[1]
         probs.div_(total[:, None])
-        ctx.save_for_backward(probs, rows, target[rows])
+        ctx.save_for_backward(probs, here, cols)
         return (row_max + total.log() - target_logit).mean()
 
     @staticmethod
     def backward(ctx, grad: Tensor):
-        probs, rows, cols = ctx.saved_tensors
+        probs, here, cols = ctx.saved_tensors
         out = probs.clone()
-        out[rows, cols] -= 1.0
+        if cols is not None:  # -1 at the targets held here (adding -0.0 elsewhere changes nothing)
+            out.scatter_add_(1, cols, -here.to(out.dtype)[:, None])
         out.mul_(grad / len(probs))
         return out, None
+
+
+def _target_columns(target: Tensor, width: int) -> Tuple[Tensor, Optional[Tensor]]:
+    """(rows whose target this rank holds, N x 1 columns: the target's there, 0 elsewhere);
+    the columns are None when this rank has no column at all."""
+    here = target >= 0
+    return here, (target.clamp(min=0)[:, None] if width else None)
 
 
 def partial_fc_loss(embeddings: Tensor, labels: Tensor, shard: Tensor, shard_start: int,
@@ -224,22 +238,26 @@ def partial_fc_loss(embeddings: Tensor, labels: Tensor, shard: Tensor, shard_sta
             raise ValueError('partial_fc_loss: sample_rate < 1 needs the step\'s generator')
         sample = sample_classes(y, num_classes, sample_rate, generator)
         if sample is not None:
-            local = sample[(sample >= shard_start) & (sample < stop)] - shard_start
+            # The sample is sorted: this rank's part is a slice, whose bounds (one host read
+            # of two numbers) set the shape of its logits.
+            lo, hi = torch.searchsorted(sample, sample.new_tensor([shard_start, stop])).tolist()
+            local = sample[lo:hi] - shard_start
     here = (y >= shard_start) & (y < stop)
-    target = torch.full_like(y, -1)
     if local is None:
         weights = shard
-        target[here] = y[here] - shard_start
+        target = torch.where(here, y - shard_start, -1)
     else:
         weights = shard.index_select(0, local)
-        # The sample holds every label of the batch, so each is found.
-        target[here] = torch.searchsorted(local, y[here] - shard_start)
+        # The sample holds every label of the batch, so each held here is found.
+        target = torch.where(here, torch.searchsorted(local, y - shard_start), -1)
     cos = cosine_to_classes(x, weights)
-    rows = here.nonzero().squeeze(1)
-    cols = target[rows]
-    phi = target_logit(cos[rows, cols])
-    logits = cos.index_put((rows, cols), phi).mul_(scale)
-    return _ShardedCrossEntropy.apply(logits, target)
+    here, cols = _target_columns(target, cos.shape[1])
+    if cols is None:
+        return _ShardedCrossEntropy.apply(cos * scale, target)
+    # The targets' logits put in place, the other rows' column 0 put back as it was.
+    picked = cos.gather(1, cols)
+    logits = cos.scatter(1, cols, torch.where(here[:, None], target_logit(picked), picked))
+    return _ShardedCrossEntropy.apply(logits.mul_(scale), target)
 
 
 def gather_rows(local: Tensor, sizes: List[int]) -> Optional[Tensor]:
