@@ -419,7 +419,7 @@ def _check_path(root):
 def test_prepare_command_lists_and_refuses_two_sources(capsys):
     assert prepare_cli.main([]) is None
     out = capsys.readouterr().out
-    assert all(name in out for name in SPECS) and '500.0 GB' in out
+    assert all(name in out for name in SPECS) and ' 500 GB ' in out  # whole GB from 10 GB on
     ncclean = next(line for line in out.splitlines() if line.split()[0] == 'ncclean')
     expected = sum(f.size for f in SPECS['ncclean'].files) / 1e6  # under a GB: in MB
     assert f' {expected:.0f} MB ' in ncclean and ' 0.0 GB' not in out
