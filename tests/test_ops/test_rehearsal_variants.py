@@ -4,6 +4,7 @@ config per distinct value, built from the config, trained one step and run in ev
 ranks (DDP, tiny inputs, random weights), so that a part only those configs use cannot break on
 several processes unseen by the every-kind rehearsal."""
 import copy
+import functools
 import glob
 import os.path as osp
 
@@ -37,6 +38,7 @@ def ignored_parts(cfg: Config) -> dict:
     return parts
 
 
+@functools.lru_cache(maxsize=None)
 def representatives() -> dict:
     """{config: its model config, shrunk} for the first config (by path) of every distinct
     value of each ignored part."""
@@ -98,16 +100,24 @@ def _rank(rank, world, init_file, models):
         torch_dist.destroy_process_group()
 
 
+CHUNKS = 4  # the models are spread over separate tests, which pytest-xdist runs side by side
+
+
 @pytest.mark.slow
-def test_every_variant_the_kind_ignores_trains_and_embeds_on_two_ranks(tmp_path):
-    chosen = representatives()
-    names = {osp.basename(p) for p in chosen}
-    # Each ignored part has its representative (the list names what the kinds miss).
+def test_each_ignored_part_has_its_representative():
+    names = {osp.basename(p) for p in representatives()}
+    # The list names what the kinds miss.
     assert {'dtop_r50-vit-b_fusion-concat_8xb8-30e_sfm120k.py',
             'dtop_r50-vit-b_no-aspp_8xb8-30e_sfm120k.py',
             'dtop_r50-vit-b_q-multi-db-single_8xb8-30e_sfm120k.py'} <= names, sorted(names)
     assert any('local-patch' in name for name in names), sorted(names)
-    models = {name: tiny_model_cfg(cfg) for name, cfg in chosen.items()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('chunk', range(CHUNKS))
+def test_every_variant_the_kind_ignores_trains_and_embeds_on_two_ranks(tmp_path, chunk):
+    chosen = sorted(representatives().items())[chunk::CHUNKS]
+    models = {name: tiny_model_cfg(cfg) for name, cfg in chosen}
     mp.get_context('forkserver').set_forkserver_preload([__name__])
     mp.start_processes(_rank, args=(2, str(tmp_path / 'init'), models), nprocs=2,
                        start_method='forkserver')
