@@ -85,8 +85,10 @@ def parse_args(argv=None):
                         'with --quick; epoch-based schedules run one epoch per phase)')
     parser.add_argument('--batch-size', type=int_argument(1), default=8,
                         help='largest batch per process (default 8)')
-    parser.add_argument('--workers', type=int_argument(0), default=1,
-                        help='most dataloader workers per loader (default 1)')
+    parser.add_argument('--workers', type=int_argument(0), default=None,
+                        help='most dataloader workers per loader (default 1; 0 with --quick, '
+                        'whose phases share a process: the workers a phase leaves took '
+                        'about 5 s each to stop in the next one)')
     parser.add_argument('--timeout', type=float, default=600,
                         help='seconds a phase may take before it counts as hung (default 600)')
     add_cfg_options(parser, 'override config entries before the miniature is made')
@@ -99,8 +101,8 @@ def parse_args(argv=None):
 def _defaults(args) -> None:
     """The values --quick (or the plain rehearsal) gives to what the command line left unset."""
     from irtbox.ops.miniaturize import DEFAULT_INPUT_SIZE, QUICK_INPUT_SIZE
-    quick = dict(nproc=2, iters=1, input_size=QUICK_INPUT_SIZE)
-    plain = dict(nproc=2, iters=2, input_size=DEFAULT_INPUT_SIZE)
+    quick = dict(nproc=2, iters=1, input_size=QUICK_INPUT_SIZE, workers=0)
+    plain = dict(nproc=2, iters=2, input_size=DEFAULT_INPUT_SIZE, workers=1)
     for key, value in (quick if args.quick else plain).items():
         if getattr(args, key) is None:
             setattr(args, key, value)

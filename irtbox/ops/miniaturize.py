@@ -310,8 +310,8 @@ def shrink_loaders(cfg: Config, batch_size: int, workers: int) -> List[str]:
                 sampler['batch_size'] = loader['batch_size']
         if 'num_workers' in loader:
             loader['num_workers'] = min(int(loader['num_workers']), workers)
-        if not loader.get('num_workers'):
-            loader['persistent_workers'] = False
+        if not loader.get('num_workers') and loader.get('persistent_workers'):
+            loader['persistent_workers'] = False  # torch refuses it without workers
     return notes
 
 
