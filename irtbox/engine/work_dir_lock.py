@@ -9,7 +9,6 @@ requeue restart a job only after every process of the earlier attempt has ended)
 filesystem's ``flock`` is local to each node, another host's live holder would not show here."""
 import atexit
 import contextlib
-import datetime
 import json
 import os
 import os.path as osp
@@ -19,7 +18,8 @@ from typing import Callable, Optional
 import filelock
 
 from irtbox.utils.errors import IrtboxError
-from irtbox.utils.fileio import atomic_write_text, read_json
+from irtbox.utils.fileio import atomic_write_text
+from irtbox.utils.lock_record import lock_record, read_lock_record
 
 __all__ = ['LOCK_NAME', 'FLOCK_NAME', 'WorkDirLock', 'WorkDirLocked', 'job_id']
 
@@ -72,21 +72,8 @@ class WorkDirLock:
     def held(self) -> bool:
         return self._flock.is_locked
 
-    def _record(self) -> dict:
-        record = dict(pid=os.getpid(), host=socket.gethostname(),
-                      started=datetime.datetime.now().isoformat(timespec='seconds'))
-        if job_id() is not None:
-            record['job'] = job_id()
-        return record
-
     def _read(self) -> Optional[dict]:
-        try:
-            record = read_json(self.path)
-            return record if isinstance(record, dict) else {}
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError):
-            return {}  # unreadable: an unknown holder
+        return read_lock_record(self.path)
 
     def _take(self) -> bool:
         """Take the kernel lock now; False when another process holds it."""
@@ -120,7 +107,8 @@ class WorkDirLock:
             left = self._read()  # a record under a free lock: its holder is gone
             if left is not None:
                 self._take_over(left)
-            atomic_write_text(self.path, json.dumps(self._record()))
+            job = job_id()
+            atomic_write_text(self.path, json.dumps(lock_record(**({'job': job} if job else {}))))
         except BaseException:
             self._flock.release()
             raise

@@ -22,8 +22,7 @@ from .miniature import miniature_kinds, point_at_miniature, write_miniature
 __all__ = ['DEFAULT_INPUT_SIZE', 'QUICK_INPUT_SIZE', 'miniaturize', 'point_datasets',
            'config_dicts', 'scale_input_size', 'shallow_backbone', 'stand_in_weights',
            'shorten_schedule', 'shrink_loaders', 'shrink_projections', 'force_autocast',
-           'loader_cfgs',
-           'config_data_roots', 'timm_kwargs', 'timm_model']
+           'loader_cfgs', 'config_data_roots', 'timm_kwargs', 'timm_model']
 
 DEFAULT_INPUT_SIZE = 64
 QUICK_INPUT_SIZE = 32  # a quick rehearsal's input side

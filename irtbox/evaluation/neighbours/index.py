@@ -15,13 +15,11 @@ them into place); one changed by anything else (``cp`` over it, truncated) is no
 search reads it (:meth:`Index.check_unchanged`), not read (a mapped file cut short ends the
 process with SIGBUS)."""
 import contextlib
-import datetime
 import json
 import mmap
 import os
 import os.path as osp
 import re
-import socket
 import sys
 import uuid
 import warnings
@@ -38,6 +36,7 @@ from irtbox.utils.config import config_data
 from irtbox.utils.download import sha256sum
 from irtbox.utils.errors import IrtboxError
 from irtbox.utils.fileio import atomic_write_text, read_json
+from irtbox.utils.lock_record import lock_record, read_lock_record
 from ..functional.checks import non_finite_rows
 from ..functional.ranking import blockwise_topk, stable_topk
 from .faiss_index import FAISS_GPU_MAX_K, FaissIndex, IndexIntegrityError, on_gpu
@@ -117,16 +116,10 @@ def index_folder_lock(directory: str):
     try:
         lock.acquire()
     except filelock.Timeout:
-        try:
-            record = read_json(holder)
-        except (OSError, ValueError):
-            record = {}
-        raise IndexFolderBusy(directory, record if isinstance(record, dict) else {}) from None
+        raise IndexFolderBusy(directory, read_lock_record(holder) or {}) from None
     try:
         if lock.lock_counter == 1:
-            atomic_write_text(holder, json.dumps(dict(
-                pid=os.getpid(), host=socket.gethostname(), command=' '.join(sys.argv),
-                started=datetime.datetime.now().isoformat(timespec='seconds'))))
+            atomic_write_text(holder, json.dumps(lock_record(command=' '.join(sys.argv))))
         yield
     finally:
         if lock.lock_counter == 1:  # removed while still held: never another's record
