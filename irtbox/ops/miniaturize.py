@@ -21,7 +21,8 @@ from .miniature import miniature_kinds, point_at_miniature, write_miniature
 
 __all__ = ['DEFAULT_INPUT_SIZE', 'QUICK_INPUT_SIZE', 'miniaturize', 'point_datasets',
            'config_dicts', 'scale_input_size', 'shallow_backbone', 'stand_in_weights',
-           'shorten_schedule', 'shrink_loaders', 'shrink_projections', 'force_autocast',
+           'shorten_schedule', 'shrink_loaders', 'shrink_projections', 'fit_classifiers',
+           'force_autocast',
            'loader_cfgs', 'config_data_roots', 'timm_kwargs', 'timm_model']
 
 DEFAULT_INPUT_SIZE = 64
@@ -332,6 +333,28 @@ def shrink_projections(cfg: Config) -> List[str]:
     return notes
 
 
+def fit_classifiers(cfg: Config) -> List[str]:
+    """Give each of the head's classifiers (a loss's ``num_classes``) at least the classes of
+    the training miniature: a miniature holds its own number of classes, more than a small
+    config's classifier has (the digits configs' 5), and a batch drawing the extra ones would
+    fail the label range check. Returns a line per classifier changed."""
+    loader = cfg.get('train_dataloader')
+    head = cfg.model.get('head')
+    if not isinstance(loader, dict) or not isinstance(head, dict):
+        return []
+    classes = None
+    notes = []
+    for node in config_dicts(head):
+        if isinstance(node.get('num_classes'), int):
+            if classes is None:  # labels are contiguous class indices
+                classes = int(get_dataset_labels(_built_dataset(loader)).max()) + 1
+            if node['num_classes'] < classes:
+                notes.append(f'{type_name(node)} num_classes {node["num_classes"]} -> '
+                             f"{classes} (the miniature's training classes)")
+                node['num_classes'] = classes
+    return notes
+
+
 # Optimizer wrappers whose autocast 'auto' leaves off on a CPU and a GPU run turns on.
 _AUTOCAST_WRAPPERS = ('BF16AutocastOptimWrapper', )
 
@@ -368,5 +391,7 @@ def miniaturize(cfg: Config, work_dir: str, input_size: int = DEFAULT_INPUT_SIZE
     notes += [note for note in (force_autocast(cfg), ) if note]
     notes += shrink_loaders(cfg, batch_size, workers)
     notes += shrink_projections(cfg)
+    if data_root is None:  # on the user's own data, a classifier too small is the user's to see
+        notes += fit_classifiers(cfg)
     cfg.work_dir = osp.join(work_dir, 'run')
     return cfg, first, notes

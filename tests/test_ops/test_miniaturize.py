@@ -5,10 +5,10 @@ import pytest
 import torch
 from mmengine.config import Config
 
-from irtbox.ops.miniaturize import (_built_dataset, miniaturize, point_datasets,
-                                    scale_input_size, shallow_backbone, shorten_schedule,
-                                    shrink_loaders, shrink_projections, stand_in_weights,
-                                    force_autocast)
+from irtbox.ops.miniaturize import (_built_dataset, fit_classifiers, miniaturize,
+                                    point_datasets, scale_input_size, shallow_backbone,
+                                    shorten_schedule, shrink_loaders, shrink_projections,
+                                    stand_in_weights, force_autocast)
 from irtbox.datasets.samplers import get_dataset_labels
 from irtbox.registry import MODELS
 from irtbox.utils.checkpoint import state_digest
@@ -21,6 +21,8 @@ DML = osp.join(ROOT, 'configs', 'dml_benchmark',
 DML_M1 = osp.join(ROOT, 'configs', 'dml_benchmark', 'dml_dinov2-vit-b_arcface_1xb256-39k_sop.py')
 IRT_SOP_PCA = osp.join(ROOT, 'configs', 'irt', 'irt-r_deit-s-pca128_1xb64-35k_sop.py')
 TINY = osp.join(ROOT, 'tests', 'data', 'configs', 'tiny_irt.py')
+DIGITS = osp.join(ROOT, 'configs', 'dml_benchmark', 'digits',
+                  'dml_vit-tiny_normsoftmax_1xb40-320_digits.py')
 
 
 def sizes(pipeline):
@@ -114,6 +116,23 @@ def test_a_loader_two_entries_share_is_scaled_once_and_pca_fits_its_data(tmp_pat
     assert shrink_projections(cfg) == [f'PCAReduction out_dim 128 -> {images} (the descriptors '
                                        'its fit hook sees)']
     assert cfg.model.neck[-1].out_dim == images
+
+
+def test_a_classifier_covers_the_training_classes_of_the_miniature(tmp_path):
+    """The digits configs' classifier has the 5 classes that train on the real data (digits
+    0-4); the CSV miniature's training part holds 6, so a batch that drew the 6th failed with
+    'labels must lie in [0, 5)' on whichever rank drew it (issue 47: rank 1 of a 2-process quick
+    rehearsal). The miniature's classifier covers its classes; a larger one is kept."""
+    cfg = Config.fromfile(DIGITS)
+    point_datasets(cfg, str(tmp_path))
+    classes = int(get_dataset_labels(_built_dataset(cfg.train_dataloader)).max()) + 1
+    assert classes == 6 and cfg.model.head.losses.metric.num_classes == 5
+    assert fit_classifiers(cfg) == ["PMLLoss num_classes 5 -> 6 (the miniature's training classes)"]
+    assert cfg.model.head.losses.metric.num_classes == 6
+    sop = Config.fromfile(IRT_SOP)
+    point_datasets(sop, str(tmp_path / 'sop'))
+    before = sop.model.head.to_dict()
+    assert fit_classifiers(sop) == [] and sop.model.head.to_dict() == before
 
 
 @pytest.mark.slow
