@@ -27,8 +27,8 @@ STEPS = 3
 
 def _worker(rank, tmp):
     torch.set_num_threads(1)
-    # Labels on a GPU are range-checked at the first call only (test_host_reads.py); these
-    # CPU labels would be checked at every call.
+    # Labels on a GPU are range-checked without a read after the first call (test_host_reads.py);
+    # these CPU labels would be read at every call.
     class_weights.check_label_range = lambda *args: None
     dist.init_process_group('gloo', init_method=f'file://{tmp}/init', rank=rank, world_size=2)
     try:
