@@ -11,13 +11,15 @@ from typing import List, Optional, Tuple
 
 import torch
 from mmengine.dist import broadcast, broadcast_object_list, is_distributed, is_main_process
+from mmengine.logging import print_log
 from mmengine.runner import CheckpointLoader, Runner
 from mmengine.runner.checkpoint import load_state_dict
 
+from irtbox.models.input_spec import fixed_input_size
 from irtbox.registry import RUNNERS
 from irtbox.utils.checkpoint import (checkpoint_problem, extract_state_dict, load_model_weights,
                                      safe_checkpoint_loaders)
-from irtbox.utils.dist import ddp_wrapper_cfg
+from irtbox.utils.dist import ddp_wrapper_cfg, resolve_device
 from irtbox.utils.fileio import atomic_write
 from irtbox.utils.mmengine_compat import RunnerPrivates, has_loaded, set_has_loaded
 from irtbox.utils.terminal import keep_dumps_off_terminal
@@ -41,6 +43,7 @@ _UNACTIONABLE = ('"FileClient" will be deprecated in future',
                  '"HardDiskBackend" is the alias of "LocalBackend"',
                  'The prefix is not set in metric class')
 _RUNS = itertools.count(1)  # the runners built in this process
+_FUSABLE = re.compile(r'^(torch\.optim\.)?AdamW?$')  # the optimizers built fused on a GPU
 
 
 def find_resume_checkpoint(work_dir: str) -> Tuple[Optional[str], List[str]]:
@@ -106,10 +109,26 @@ class IrtboxRunner(RunnerPrivates, Runner):
         super().register_default_hooks(hooks)
 
     def setup_env(self, env_cfg: dict) -> None:
-        """MMEngine's, and ``env_cfg.allow_tf32``: TensorFloat-32 for the float32 matrix products
-        and convolutions a GPU runs outside autocast (validation, float32 losses); absent: torch's
-        defaults. It changes nothing on a CPU."""
-        super().setup_env(env_cfg)
+        """MMEngine's, and
+
+        - ``env_cfg.allow_tf32``: TensorFloat-32 for the float32 matrix products and
+          convolutions a GPU runs outside autocast (validation, float32 losses); absent: torch's
+          defaults;
+        - ``env_cfg.cudnn_benchmark='auto'``: cuDNN times its convolution algorithms once per
+          input shape, on a GPU where every pipeline of the config gives one input size
+          (:func:`~irtbox.models.input_spec.fixed_input_size`); with images of their own sizes it
+          would time them again at every batch. True / False force it (MMEngine's key);
+          ``randomness.deterministic=True`` turns it off.
+
+        Neither changes anything on a CPU."""
+        benchmark = env_cfg.get('cudnn_benchmark')
+        if benchmark == 'auto':
+            size = fixed_input_size(self.cfg) if resolve_device().type == 'cuda' else None
+            benchmark = size is not None
+            if benchmark:  # logged here: the logger does not exist yet
+                print_log(f'cudnn.benchmark on: every pipeline gives {size[0]} x {size[1]} '
+                          'inputs', logger='current')
+        super().setup_env({**env_cfg, 'cudnn_benchmark': benchmark})
         if 'allow_tf32' in env_cfg:
             torch.backends.cuda.matmul.allow_tf32 = bool(env_cfg['allow_tf32'])
             torch.backends.cudnn.allow_tf32 = bool(env_cfg['allow_tf32'])
@@ -121,6 +140,16 @@ class IrtboxRunner(RunnerPrivates, Runner):
         if isinstance(dataloader, dict) and torch.cuda.is_available():
             dataloader = {'pin_memory': True, **dataloader}
         return Runner.build_dataloader(dataloader, seed=seed, diff_rank_seed=diff_rank_seed)
+
+    def build_optim_wrapper(self, optim_wrapper):
+        """MMEngine's, with Adam and AdamW ``fused`` where every parameter is on a GPU (one
+        kernel for the step instead of several per tensor); a config's own ``fused`` wins."""
+        optimizer = optim_wrapper.get('optimizer') if isinstance(optim_wrapper, dict) else None
+        if isinstance(optimizer, dict) and _FUSABLE.match(str(
+                getattr(optimizer.get('type'), '__name__', optimizer.get('type')))) and all(
+                p.is_cuda for p in self.model.parameters()):
+            optim_wrapper = {**optim_wrapper, 'optimizer': {'fused': True, **optimizer}}
+        return super().build_optim_wrapper(optim_wrapper)
 
     def wrap_model(self, model_wrapper_cfg, model):
         """MMEngine's, with the DDP wrapper on this process's device and Partial FC's sharded

@@ -233,3 +233,78 @@ def test_rank_0_alone_decides_which_checkpoint_every_rank_resumes(tmp_path):
                                              str(tmp_path)), nprocs=2, start_method='fork')
     chosen = [json.loads((tmp_path / f'{rank}.json').read_text()) for rank in range(2)]
     assert chosen == [[str(views[0] / 'iter_2.pth')]] * 2
+
+
+def test_adam_and_adamw_are_fused_where_every_parameter_is_on_a_gpu(tmp_path):
+    """Issue 47 item 10: one kernel per step instead of one per tensor on CUDA; the CPU keeps
+    torch's default, and a config's own ``fused`` wins."""
+    from tests.gpu_semantics import as_gpu_model
+    cfg = Config.fromfile(TINY)
+    cfg.work_dir = str(tmp_path)
+    runner = IrtboxRunner.from_cfg(cfg)
+
+    def fused(optimizer=None, **wrapper):
+        wrapper = dict(wrapper, optimizer=dict(cfg.optim_wrapper.optimizer, **(optimizer or {})))
+        return runner.build_optim_wrapper(wrapper).optimizer.defaults.get('fused')
+    assert not fused()  # on the CPU: torch's default
+    as_gpu_model(runner.model)
+    assert fused() is True
+    assert fused(optimizer=dict(type='Adam')) is True
+    assert fused(optimizer=dict(fused=False)) is False
+    assert not fused(optimizer=dict(type='SGD', lr=0.1))  # AdamW and Adam only
+
+
+def test_cudnn_benchmark_is_on_where_every_input_has_one_size(tmp_path, monkeypatch):
+    """Issue 47 item 10: the default runtime's ``cudnn_benchmark='auto'``: on a GPU, on when
+    every pipeline of the config gives one input size (cuDNN tunes once per shape: a landmark
+    set of images of their own sizes would tune at every batch); off on a CPU. True / False
+    force it."""
+    import torch
+
+    from tests.gpu_semantics import FakeCuda
+    assert Config.fromfile(TINY).env_cfg.cudnn_benchmark == 'auto'
+    saved = torch.backends.cudnn.benchmark
+    try:
+        torch.backends.cudnn.benchmark = False
+        cfg = Config.fromfile(TINY)
+        cfg.work_dir = str(tmp_path)
+        runner = IrtboxRunner.from_cfg(cfg)
+        assert torch.backends.cudnn.benchmark is False  # no GPU
+        FakeCuda(monkeypatch, count=1, current=0)
+        runner.setup_env(dict(cudnn_benchmark='auto'))
+        assert torch.backends.cudnn.benchmark is True  # every image resized to 32 x 32
+        torch.backends.cudnn.benchmark = False
+        for loader in ('train_dataloader', 'test_dataloader'):
+            varying = Config.fromfile(TINY)
+            varying.work_dir = str(tmp_path)
+            varying[loader].dataset.pipeline[1] = dict(type='Resize', scale=(32, 32),
+                                                       keep_ratio=True)
+            runner.cfg = varying
+            runner.setup_env(dict(cudnn_benchmark='auto'))
+            assert torch.backends.cudnn.benchmark is False, loader
+        runner.setup_env(dict(cudnn_benchmark=True))
+        assert torch.backends.cudnn.benchmark is True
+    finally:
+        torch.backends.cudnn.benchmark = saved
+
+
+def test_compile_in_the_config_compiles_the_training_step(tmp_path, monkeypatch):
+    """Issue 47 item 10: ``compile=True`` (or a dict of ``torch.compile`` arguments) reaches
+    ``torch.compile`` through MMEngine's runner; absent, nothing is compiled."""
+    import torch
+    compiled = []
+
+    def fake_compile(fn, **kwargs):
+        compiled.append((getattr(fn, '__name__', fn), kwargs))
+        return fn
+    monkeypatch.setattr(torch, 'compile', fake_compile)
+    for setting, expected in ((None, []), (True, [('train_step', {})]),
+                              (dict(mode='max-autotune'), [('train_step', {'mode': 'max-autotune'})])):
+        compiled.clear()
+        cfg = Config.fromfile(TINY)
+        cfg.work_dir = str(tmp_path / str(len(str(setting))))
+        cfg.train_cfg.update(max_iters=1, val_interval=100)
+        if setting is not None:
+            cfg.compile = setting
+        IrtboxRunner.from_cfg(cfg).train()
+        assert compiled == expected, setting
