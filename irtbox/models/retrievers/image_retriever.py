@@ -29,6 +29,8 @@ class ImageRetriever(BaseModel):
     Args:
         neck: one neck config or a list applied in order.
         head: the head that owns the losses; optional for test-only models.
+        data_preprocessor: default ``ImgDataPreprocessor``; ``non_blocking=True`` unless it says
+            otherwise (a batch's copy to the GPU does not wait).
         normalize: L2-normalise the final descriptor (IRT: projection on the unit ball).
         momentum: m (e.g. 0.999, IRT on In-Shop): a momentum copy of backbone and neck (MoCo,
             He et al. 2020), ``θ_k ← m θ_k + (1 − m) θ`` before every step, whose batch
@@ -60,6 +62,10 @@ class ImageRetriever(BaseModel):
                  init_cfg=None):
         if data_preprocessor is None:
             data_preprocessor = dict(type='ImgDataPreprocessor')
+        if isinstance(data_preprocessor, dict):
+            # On a GPU batches come pinned (the runner's and the extraction's loaders), so
+            # their copies need not wait; on a CPU there is no copy.
+            data_preprocessor = {'non_blocking': True, **data_preprocessor}
         data_preprocessor = with_backbone_model_name(data_preprocessor, backbone)
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         self.backbone = MODELS.build(backbone)
