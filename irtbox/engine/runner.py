@@ -27,6 +27,7 @@ from irtbox.utils.terminal import keep_dumps_off_terminal
 from .hooks.checkpoint import run_checkpoints
 from .hooks.partial_fc import keep_out_of_ddp, sharded_parameter_names
 from .hooks.utils import bare_model, is_training
+from .optim_wrappers import bf16_inference
 
 __all__ = ['DEFAULT_HOOKS', 'IrtboxRunner', 'find_resume_checkpoint', 'run_checkpoints']
 
@@ -140,6 +141,14 @@ class IrtboxRunner(RunnerPrivates, Runner):
         if isinstance(dataloader, dict) and torch.cuda.is_available():
             dataloader = {'pin_memory': True, **dataloader}
         return Runner.build_dataloader(dataloader, seed=seed, diff_rank_seed=diff_rank_seed)
+
+    def build_model(self, model):
+        """MMEngine's, with the model's ``bf16_inference`` (testing under bf16 autocast) set
+        from the config (:func:`~irtbox.engine.optim_wrappers.bf16_inference`)."""
+        model = super().build_model(model)
+        if hasattr(model, 'bf16_inference'):
+            model.bf16_inference = bf16_inference(self.cfg)
+        return model
 
     def build_optim_wrapper(self, optim_wrapper):
         """MMEngine's, with Adam and AdamW ``fused`` where every parameter is on a GPU (one

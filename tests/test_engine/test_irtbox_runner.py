@@ -308,3 +308,15 @@ def test_compile_in_the_config_compiles_the_training_step(tmp_path, monkeypatch)
             cfg.compile = setting
         IrtboxRunner.from_cfg(cfg).train()
         assert compiled == expected, setting
+
+
+def test_the_runners_model_tests_in_bf16_as_the_config_trains(tmp_path, monkeypatch):
+    """Issue 47 item 10: the runner sets its model's ``bf16_inference`` from the config, as
+    ``init_model`` does (tests/test_apis/test_extract.py)."""
+    from irtbox.engine.optim_wrappers import bf16_autocast
+    monkeypatch.setattr(bf16_autocast, 'bf16_autocast_available', lambda: True)
+    for wrapper, expected in (('OptimWrapper', False), ('BF16AutocastOptimWrapper', True)):
+        cfg = Config.fromfile(TINY)
+        cfg.work_dir = str(tmp_path / wrapper)
+        cfg.optim_wrapper.type = wrapper
+        assert IrtboxRunner.from_cfg(cfg).model.bf16_inference is expected

@@ -46,6 +46,9 @@ class ImageRetriever(BaseModel):
 
     ``input_spec`` (:class:`~irtbox.models.input_spec.InputSpec`): what the retriever takes,
     set by ``init_model`` from the config's test pipeline; None otherwise.
+    ``bf16_inference`` (default False): in eval mode on a GPU, the backbone and necks run under
+    bf16 autocast and the descriptors come out in float32; ``init_model`` and the runner set it
+    from the config (``irtbox.engine.bf16_inference``). A CPU forward never changes.
     """
 
     def __init__(self,
@@ -77,6 +80,7 @@ class ImageRetriever(BaseModel):
         self.test_scales = tuple(test_scales)
         self.query_test_scales = None if query_test_scales is None else tuple(query_test_scales)
         self._input_spec = None  # init_model sets it (see input_spec)
+        self.bf16_inference = False  # init_model and the runner set it from the config
         if multi_scale_power == 'gem' and self._gem_power() is None:
             raise ValueError("ImageRetriever: multi_scale_power='gem' needs a GeMPool neck (or "
                              "another neck with a gem_power, e.g. DToPNeck with pool='gem')")
@@ -120,7 +124,12 @@ class ImageRetriever(BaseModel):
                      if getattr(neck, 'gem_power', None) is not None), None)
 
     def _embed(self, inputs: torch.Tensor, backbone, neck) -> torch.Tensor:
-        x = neck(backbone(inputs))
+        if self.training or not (self.bf16_inference and inputs.is_cuda):
+            x = neck(backbone(inputs))  # training: under the optimizer wrapper's autocast
+        else:
+            with torch.autocast('cuda', dtype=torch.bfloat16):
+                x = neck(backbone(inputs))
+            x = x.float()  # L2, multi-scale and whitening in float32
         return F.normalize(x, dim=-1) if self.normalize else x
 
     def extract_feat(self, inputs: torch.Tensor) -> torch.Tensor:

@@ -159,3 +159,31 @@ def test_batches_go_to_the_device_without_blocking(preprocessor, expected):
     with _Copies() as copies:
         model.data_preprocessor(batch, True)
     assert copies.non_blocking and set(copies.non_blocking) == {expected}
+
+
+def test_bf16_inference_runs_the_network_under_autocast_on_a_gpu_only(monkeypatch):
+    """Issue 47 item 10: with ``bf16_inference`` (set from the config by ``init_model`` and
+    the runner) an eval-mode forward on a GPU runs the backbone and necks under bf16 autocast
+    and gives float32 descriptors; on a CPU, and in training (the optimizer wrapper's own
+    autocast), nothing changes."""
+    from tests.gpu_semantics import DeviceTensor
+    model = build(head=HEAD).eval()
+    assert model.bf16_inference is False
+    x = torch.randn(2, 3, 32, 32)
+    plain = model(x, mode='tensor')
+    model.bf16_inference = True
+    assert torch.equal(model(x, mode='tensor'), plain)  # the CPU: bit for bit
+    entered = []
+    real = torch.autocast
+
+    def recording(device_type, dtype=None, **kwargs):
+        entered.append((device_type, dtype))
+        return real('cpu', dtype=dtype, **kwargs)  # the CPU's bf16, where CUDA's is not
+    monkeypatch.setattr(torch, 'autocast', recording)
+    out = model(x.as_subclass(DeviceTensor), mode='tensor')
+    assert entered == [('cuda', torch.bfloat16)]
+    assert out.dtype == torch.float32 and not torch.equal(out, plain)
+    entered.clear()
+    model.train()
+    model(x.as_subclass(DeviceTensor), samples([0, 1]), mode='loss')
+    assert ('cuda', torch.bfloat16) not in entered  # (the losses leave autocast themselves)
