@@ -118,13 +118,15 @@ class IrtboxRunner(RunnerPrivates, Runner):
         - ``env_cfg.cudnn_benchmark='auto'``: cuDNN times its convolution algorithms once per
           input shape, on a GPU where every pipeline of the config gives one input size
           (:func:`~irtbox.models.input_spec.fixed_input_size`); with images of their own sizes it
-          would time them again at every batch. True / False force it (MMEngine's key);
-          ``randomness.deterministic=True`` turns it off.
+          would time them again at every batch; off with ``randomness.deterministic=True``.
+          True / False force it (MMEngine's key).
 
         Neither changes anything on a CPU."""
         benchmark = env_cfg.get('cudnn_benchmark')
-        if benchmark == 'auto':
-            size = fixed_input_size(self.cfg) if resolve_device().type == 'cuda' else None
+        if benchmark == 'auto':  # off where MMEngine would turn it off, warning, for determinism
+            deterministic = (self.cfg.get('randomness') or {}).get('deterministic')
+            size = (fixed_input_size(self.cfg) if resolve_device().type == 'cuda'
+                    and not deterministic else None)
             benchmark = size is not None
             if benchmark:  # logged here: the logger does not exist yet
                 print_log(f'cudnn.benchmark on: every pipeline gives {size[0]} x {size[1]} '

@@ -282,6 +282,10 @@ def test_cudnn_benchmark_is_on_where_every_input_has_one_size(tmp_path, monkeypa
             runner.cfg = varying
             runner.setup_env(dict(cudnn_benchmark='auto'))
             assert torch.backends.cudnn.benchmark is False, loader
+        runner.cfg = Config.fromfile(TINY)
+        runner.cfg.randomness = dict(seed=0, deterministic=True)  # MMEngine would turn it off
+        runner.setup_env(dict(cudnn_benchmark='auto'))
+        assert torch.backends.cudnn.benchmark is False
         runner.setup_env(dict(cudnn_benchmark=True))
         assert torch.backends.cudnn.benchmark is True
     finally:
