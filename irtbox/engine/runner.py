@@ -152,6 +152,22 @@ class IrtboxRunner(RunnerPrivates, Runner):
             model.bf16_inference = bf16_inference(self.cfg)
         return model
 
+    def compile_model(self, target: str) -> None:
+        """``compile`` in the config (True, or a dict of ``torch.compile``'s arguments): the
+        model's backbone and necks compiled in place (``nn.Module.compile``; the state dict
+        keeps its keys), one graph for training and one for testing. MMEngine compiles the
+        whole training step instead, which here recompiled at every step (the batch's sample
+        metadata, the cross-batch memory's counters) until torch gave up on it. A model
+        without a backbone and necks: MMEngine's."""
+        setting, model = self.cfg.get('compile'), bare_model(self)
+        parts = [getattr(model, name, None) for name in ('backbone', 'neck')]
+        if not setting or not all(isinstance(part, torch.nn.Module) for part in parts):
+            return super().compile_model(target)
+        for part in parts:
+            part.compile(**({} if setting is True else dict(setting)))
+        self.logger.info('compile: the backbone and necks are compiled; the first iterations '
+                         '(and the first test) take longer')
+
     def build_optim_wrapper(self, optim_wrapper):
         """MMEngine's, with Adam and AdamW ``fused`` where every parameter is on a GPU (one
         kernel for the step instead of several per tensor); a config's own ``fused`` wins."""
