@@ -8,6 +8,7 @@ import torch
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
+from irtbox.engine.optim_wrappers import bf16_inference
 from irtbox.models.backbones import PretrainedWeightsUnavailable
 from irtbox.models.input_spec import resolve_input_spec
 from irtbox.registry import MODELS
@@ -50,7 +51,8 @@ def init_model(config: Union[str, Config], checkpoint: Optional[str] = None,
     ``checkpoint``: a path or http(s) URL, ``.pth`` or ``.safetensors``; every key must match the
     model. With a checkpoint the backbone loads no pretrained weights of its own, so this works
     offline. The model keeps ``model.cfg``, ``model.checkpoint`` (the local file) and
-    ``model.input_spec`` (:class:`~irtbox.models.input_spec.InputSpec`). ``device``:
+    ``model.input_spec`` (:class:`~irtbox.models.input_spec.InputSpec`) and
+    ``model.bf16_inference`` (:func:`~irtbox.engine.optim_wrappers.bf16_inference`). ``device``:
     :func:`~irtbox.utils.dist.resolve_device`."""
     cfg = config if isinstance(config, Config) else load_config(
         resolve_config(config), cfg_options)
@@ -67,6 +69,8 @@ def init_model(config: Union[str, Config], checkpoint: Optional[str] = None,
     # What extraction, search indexes and export need to know of the model's origin.
     model.cfg, model.checkpoint = cfg, checkpoint
     model.input_spec = resolve_input_spec(model, cfg)
+    if hasattr(model, 'bf16_inference'):  # as the runner's model
+        model.bf16_inference = bf16_inference(cfg)
     return model.to(resolve_device(device)).eval()
 
 

@@ -11,13 +11,15 @@ from typing import List, Optional, Tuple
 
 import torch
 from mmengine.dist import broadcast, broadcast_object_list, is_distributed, is_main_process
+from mmengine.logging import print_log
 from mmengine.runner import CheckpointLoader, Runner
 from mmengine.runner.checkpoint import load_state_dict
 
+from irtbox.models.input_spec import fixed_input_size
 from irtbox.registry import RUNNERS
 from irtbox.utils.checkpoint import (checkpoint_problem, extract_state_dict, load_model_weights,
                                      safe_checkpoint_loaders)
-from irtbox.utils.dist import ddp_wrapper_cfg
+from irtbox.utils.dist import ddp_wrapper_cfg, resolve_device
 from irtbox.utils.fileio import atomic_write
 from irtbox.utils.mmengine_compat import RunnerPrivates, has_loaded, set_has_loaded
 from irtbox.utils.terminal import keep_dumps_off_terminal
@@ -25,6 +27,7 @@ from irtbox.utils.terminal import keep_dumps_off_terminal
 from .hooks.checkpoint import run_checkpoints
 from .hooks.partial_fc import keep_out_of_ddp, sharded_parameter_names
 from .hooks.utils import bare_model, is_training
+from .optim_wrappers import bf16_inference
 
 __all__ = ['DEFAULT_HOOKS', 'IrtboxRunner', 'find_resume_checkpoint', 'run_checkpoints']
 
@@ -41,6 +44,7 @@ _UNACTIONABLE = ('"FileClient" will be deprecated in future',
                  '"HardDiskBackend" is the alias of "LocalBackend"',
                  'The prefix is not set in metric class')
 _RUNS = itertools.count(1)  # the runners built in this process
+_FUSABLE = re.compile(r'^(torch\.optim\.)?AdamW?$')  # the optimizers built fused on a GPU
 
 
 def find_resume_checkpoint(work_dir: str) -> Tuple[Optional[str], List[str]]:
@@ -106,10 +110,28 @@ class IrtboxRunner(RunnerPrivates, Runner):
         super().register_default_hooks(hooks)
 
     def setup_env(self, env_cfg: dict) -> None:
-        """MMEngine's, and ``env_cfg.allow_tf32``: TensorFloat-32 for the float32 matrix products
-        and convolutions a GPU runs outside autocast (validation, float32 losses); absent: torch's
-        defaults. It changes nothing on a CPU."""
-        super().setup_env(env_cfg)
+        """MMEngine's, and
+
+        - ``env_cfg.allow_tf32``: TensorFloat-32 for the float32 matrix products and
+          convolutions a GPU runs outside autocast (validation, float32 losses); absent: torch's
+          defaults;
+        - ``env_cfg.cudnn_benchmark='auto'``: cuDNN times its convolution algorithms once per
+          input shape, on a GPU where every pipeline of the config gives one input size
+          (:func:`~irtbox.models.input_spec.fixed_input_size`); with images of their own sizes it
+          would time them again at every batch; off with ``randomness.deterministic=True``.
+          True / False force it (MMEngine's key).
+
+        Neither changes anything on a CPU."""
+        benchmark = env_cfg.get('cudnn_benchmark')
+        if benchmark == 'auto':  # off where MMEngine would turn it off, warning, for determinism
+            deterministic = (self.cfg.get('randomness') or {}).get('deterministic')
+            size = (fixed_input_size(self.cfg) if resolve_device().type == 'cuda'
+                    and not deterministic else None)
+            benchmark = size is not None
+            if benchmark:  # logged here: the logger does not exist yet
+                print_log(f'cudnn.benchmark on: every pipeline gives {size[0]} x {size[1]} '
+                          'inputs', logger='current')
+        super().setup_env({**env_cfg, 'cudnn_benchmark': benchmark})
         if 'allow_tf32' in env_cfg:
             torch.backends.cuda.matmul.allow_tf32 = bool(env_cfg['allow_tf32'])
             torch.backends.cudnn.allow_tf32 = bool(env_cfg['allow_tf32'])
@@ -121,6 +143,40 @@ class IrtboxRunner(RunnerPrivates, Runner):
         if isinstance(dataloader, dict) and torch.cuda.is_available():
             dataloader = {'pin_memory': True, **dataloader}
         return Runner.build_dataloader(dataloader, seed=seed, diff_rank_seed=diff_rank_seed)
+
+    def build_model(self, model):
+        """MMEngine's, with the model's ``bf16_inference`` (testing under bf16 autocast) set
+        from the config (:func:`~irtbox.engine.optim_wrappers.bf16_inference`)."""
+        model = super().build_model(model)
+        if hasattr(model, 'bf16_inference'):
+            model.bf16_inference = bf16_inference(self.cfg)
+        return model
+
+    def compile_model(self, target: str) -> None:
+        """``compile`` in the config (True, or a dict of ``torch.compile``'s arguments): the
+        model's backbone and necks compiled in place (``nn.Module.compile``; the state dict
+        keeps its keys), one graph for training and one for testing. MMEngine compiles the
+        whole training step instead, which here recompiled at every step (the batch's sample
+        metadata, the cross-batch memory's counters) until torch gave up on it. A model
+        without a backbone and necks: MMEngine's."""
+        setting, model = self.cfg.get('compile'), bare_model(self)
+        parts = [getattr(model, name, None) for name in ('backbone', 'neck')]
+        if not setting or not all(isinstance(part, torch.nn.Module) for part in parts):
+            return super().compile_model(target)
+        for part in parts:
+            part.compile(**({} if setting is True else dict(setting)))
+        self.logger.info('compile: the backbone and necks are compiled; the first iterations '
+                         '(and the first test) take longer')
+
+    def build_optim_wrapper(self, optim_wrapper):
+        """MMEngine's, with Adam and AdamW ``fused`` where every parameter is on a GPU (one
+        kernel for the step instead of several per tensor); a config's own ``fused`` wins."""
+        optimizer = optim_wrapper.get('optimizer') if isinstance(optim_wrapper, dict) else None
+        if isinstance(optimizer, dict) and _FUSABLE.match(str(
+                getattr(optimizer.get('type'), '__name__', optimizer.get('type')))) and all(
+                p.is_cuda for p in self.model.parameters()):
+            optim_wrapper = {**optim_wrapper, 'optimizer': {'fused': True, **optimizer}}
+        return super().build_optim_wrapper(optim_wrapper)
 
     def wrap_model(self, model_wrapper_cfg, model):
         """MMEngine's, with the DDP wrapper on this process's device and Partial FC's sharded

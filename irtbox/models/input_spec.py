@@ -16,8 +16,8 @@ import torch
 
 from irtbox.registry import TRANSFORMS
 
-__all__ = ['REFERENCE_SIDE', 'InputSpec', 'config_test_pipeline', 'resolve_input_spec',
-           'input_spec_of']
+__all__ = ['REFERENCE_SIDE', 'InputSpec', 'config_pipelines', 'config_test_pipeline',
+           'fixed_input_size', 'resolve_input_spec', 'input_spec_of']
 
 # The side of the square image whose network input is InputSpec.size (timm's default input
 # size); only pipelines whose output follows the image's size depend on it.
@@ -102,13 +102,22 @@ def _is_file_loader(transform) -> bool:
 def config_test_pipeline(cfg) -> List[dict]:
     """The transforms of the config's (first) test dataset, through dataset wrappers; empty
     when it has none."""
-    loader = cfg.get('test_dataloader')
-    if isinstance(loader, (list, tuple)):
-        loader = loader[0] if loader else None
-    dataset = (loader or {}).get('dataset') or {}
-    while 'pipeline' not in dataset and isinstance(dataset.get('dataset'), dict):
-        dataset = dataset['dataset']
-    return list(dataset.get('pipeline') or [])
+    return next(iter(config_pipelines(cfg, 'test_dataloader')), [])
+
+
+def config_pipelines(cfg, loader: str) -> List[List[dict]]:
+    """The transforms of each dataset of the config's ``loader`` (``'train_dataloader'``, a
+    list of loaders for a multi-dataset loop, ...), through dataset wrappers; a dataset
+    without a pipeline is left out."""
+    loaders = cfg.get(loader) or []
+    pipelines = []
+    for entry in loaders if isinstance(loaders, (list, tuple)) else [loaders]:
+        dataset = (entry or {}).get('dataset') or {}
+        while 'pipeline' not in dataset and isinstance(dataset.get('dataset'), dict):
+            dataset = dataset['dataset']
+        if dataset.get('pipeline'):
+            pipelines.append(list(dataset['pipeline']))
+    return pipelines
 
 
 def _output_size(transforms: list, shape: Tuple[int, int], where: str) -> Tuple[int, int]:
@@ -150,6 +159,35 @@ def _flips_channels(preprocessor, mean, std) -> bool:
                 (out - normalised(values)).abs().sum())
 
 
+def _measure(built: list, where: str) -> Tuple[Tuple[int, int], str]:
+    """(size, size_varies) of :class:`InputSpec`: the sizes the transforms after the file
+    loader give the probe images."""
+    size, larger, wide = (_output_size([t for t in built if not _is_file_loader(t)], shape,
+                                       where) for shape in _PROBES)
+    return size, 'never' if size == larger == wide else 'aspect' if size == larger else 'image'
+
+
+def fixed_input_size(cfg) -> Optional[Tuple[int, int]]:
+    """The one (H, W) every image of the config's training, validation and test pipelines
+    becomes, or None: sizes that vary, no training pipeline, or a pipeline the probe images
+    cannot pass (e.g. one that expects tuples)."""
+    sizes = set()
+    pipelines = {loader: config_pipelines(cfg, loader)
+                 for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader')}
+    if not pipelines['train_dataloader']:
+        return None
+    for loader, each in pipelines.items():
+        for pipeline in each:
+            try:
+                size, varies = _measure(_build(pipeline), loader)
+            except Exception:  # noqa: BLE001 (a speed setting; the run reports a bad pipeline)
+                return None  # e.g. one of tuples, which the probe images do not fit
+            if varies != 'never':
+                return None
+            sizes.add(size)
+    return sizes.pop() if len(sizes) == 1 else None
+
+
 def resolve_input_spec(model: torch.nn.Module, cfg) -> InputSpec:
     """The :class:`InputSpec` of ``model`` (its ``data_preprocessor``, its test scales) fed by
     the test pipeline of ``cfg``. ValueError naming the transform when the pipeline fails on
@@ -159,10 +197,7 @@ def resolve_input_spec(model: torch.nn.Module, cfg) -> InputSpec:
     pipeline = tuple(ConfigDict(t).to_dict() for t in config_test_pipeline(cfg))
     built = _build(pipeline)
     loaders = [t for t in built if _is_file_loader(t)]
-    # The sizes the transforms after the file loader give the probe images.
-    size, larger, wide = (_output_size([t for t in built if not _is_file_loader(t)], shape,
-                                       where) for shape in _PROBES)
-    varies = 'never' if size == larger == wide else 'aspect' if size == larger else 'image'
+    size, varies = _measure(built, where)
     # mmcv 2's loaders always decode BGR (it has no channel option); a loader that decodes
     # otherwise says so in a channel_order attribute, as mmcv 1's did.
     pixel_order = getattr(loaders[0], 'channel_order', 'bgr') if loaders else 'bgr'

@@ -16,6 +16,7 @@ __all__ = ['OVERRIDDEN', 'RunnerPrivates', 'CheckpointHookPrivates', 'base_path_
 #: (MMEngine class path, private method, its parameters) that irtbox overrides or calls.
 OVERRIDDEN = (
     ('mmengine.runner.Runner', '_init_model_weights', ('self',)),
+    ('mmengine.runner.Runner', '_maybe_compile', ('self', 'target')),
     ('mmengine.hooks.CheckpointHook', '_save_checkpoint', ('self', 'runner')),
     ('mmengine.hooks.CheckpointHook', '_save_checkpoint_with_step',
      ('self', 'runner', 'step', 'meta')),
@@ -71,7 +72,8 @@ def wrap_train_iterator(loop, wrap: Callable, *args) -> None:
 
 class RunnerPrivates:
     """Mixed into a ``Runner`` subclass before ``Runner``: MMEngine's private
-    ``_init_model_weights`` calls the public :meth:`init_model_weights`."""
+    ``_init_model_weights`` and ``_maybe_compile`` call the public :meth:`init_model_weights`
+    and :meth:`compile_model`."""
 
     def _init_model_weights(self) -> None:
         self.init_model_weights()
@@ -79,6 +81,14 @@ class RunnerPrivates:
     def init_model_weights(self) -> None:
         """MMEngine's: each module's ``init_weights``, then rank 0's weights to all ranks."""
         super()._init_model_weights()
+
+    def _maybe_compile(self, target: str) -> None:
+        self.compile_model(target)
+
+    def compile_model(self, target: str) -> None:
+        """MMEngine's: ``torch.compile`` of the model's method ``target`` (``'train_step'``)
+        when the config says ``compile``."""
+        super()._maybe_compile(target)
 
 
 class CheckpointHookPrivates:

@@ -234,3 +234,22 @@ def test_batches_are_page_locked_for_a_gpu_model(monkeypatch, on_gpu):
     with pytest.raises(Built):
         extract_features(model, [np.zeros((8, 8, 3), np.uint8)], progress=False, identity=False)
     assert seen == [on_gpu]
+
+
+def test_extraction_runs_as_the_config_tests_in_bf16_or_not(monkeypatch, model):
+    """Issue 47 item 10: ``init_model`` gives the model the config's ``bf16_inference`` (bf16
+    autocast on a GPU with native bf16 where the config trains so, or says
+    ``test_autocast=True``); on a CPU the embeddings stay those of float32, bit for bit."""
+    from irtbox.engine.optim_wrappers import bf16_autocast
+    assert model.bf16_inference is False  # no GPU here
+    monkeypatch.setattr(bf16_autocast, 'bf16_autocast_available', lambda: True)
+    assert init_model(TINY).bf16_inference is False  # tiny_irt trains in float32
+    forced = init_model(TINY, cfg_options=dict(test_autocast=True))
+    assert forced.bf16_inference is True
+    assert init_model(TINY, cfg_options=dict(
+        optim_wrapper=dict(type='BF16AutocastOptimWrapper'))).bf16_inference is True
+    forced.load_state_dict(model.state_dict())
+    paths = list_images(SOP)[:3]
+    a = extract_features(model, paths, progress=False, identity=False).embeddings
+    b = extract_features(forced, paths, progress=False, identity=False).embeddings
+    assert b.dtype == np.float32 and np.array_equal(a, b)

@@ -95,3 +95,34 @@ def test_partial_fc_resumes_on_the_gpu(tmp_path):
     assert runner.iter == 3
     centres = [p for name, p in runner.model.named_parameters() if 'class_weights' in name]
     assert centres and all(p.is_cuda for p in centres)
+
+
+def test_the_speed_settings_take_effect_on_the_gpu(tmp_path):
+    """Issue 47 item 10 on a real GPU (their CPU simulations: test_irtbox_runner.py,
+    test_timm_backbone.py, test_image_retriever.py): cudnn.benchmark for the fixed-size tiny
+    config, fused AdamW, channels_last convolutions, and a bf16 test forward whose float32
+    descriptors agree with float32 ones."""
+    import torch.nn.functional as F
+
+    from irtbox.engine.hooks.utils import bare_model
+    from irtbox.engine.optim_wrappers import bf16_autocast_available
+    cfg = tiny_cfg(tmp_path, 2)
+    cfg.optim_wrapper.type = 'BF16AutocastOptimWrapper'
+    cfg.model.backbone.channels_last = True
+    runner = IrtboxRunner.from_cfg(cfg)
+    assert torch.backends.cudnn.benchmark
+    runner.train()
+    assert runner.optim_wrapper.optimizer.defaults['fused'] is True
+    model = bare_model(runner).eval()
+    assert model.bf16_inference is bf16_autocast_available()
+    seen = []
+    model.backbone.model.patch_embed.proj.register_forward_pre_hook(lambda m, args: seen.append(
+        args[0].is_contiguous(memory_format=torch.channels_last)))
+    x = torch.randn(4, 3, 32, 32, device='cuda')
+    with torch.no_grad():
+        model.bf16_inference = True
+        bf16 = model(x, mode='tensor')
+        model.bf16_inference = False
+        fp32 = model(x, mode='tensor')
+    assert seen == [True, True] and bf16.dtype == torch.float32
+    assert F.cosine_similarity(bf16, fp32).min() > 0.99

@@ -233,3 +233,110 @@ def test_rank_0_alone_decides_which_checkpoint_every_rank_resumes(tmp_path):
                                              str(tmp_path)), nprocs=2, start_method='fork')
     chosen = [json.loads((tmp_path / f'{rank}.json').read_text()) for rank in range(2)]
     assert chosen == [[str(views[0] / 'iter_2.pth')]] * 2
+
+
+def test_adam_and_adamw_are_fused_where_every_parameter_is_on_a_gpu(tmp_path):
+    """Issue 47 item 10: one kernel per step instead of one per tensor on CUDA; the CPU keeps
+    torch's default, and a config's own ``fused`` wins."""
+    from tests.gpu_semantics import as_gpu_model
+    cfg = Config.fromfile(TINY)
+    cfg.work_dir = str(tmp_path)
+    runner = IrtboxRunner.from_cfg(cfg)
+
+    def fused(optimizer=None, **wrapper):
+        wrapper = dict(wrapper, optimizer=dict(cfg.optim_wrapper.optimizer, **(optimizer or {})))
+        return runner.build_optim_wrapper(wrapper).optimizer.defaults.get('fused')
+    assert not fused()  # on the CPU: torch's default
+    as_gpu_model(runner.model)
+    assert fused() is True
+    assert fused(optimizer=dict(type='Adam')) is True
+    assert fused(optimizer=dict(fused=False)) is False
+    assert not fused(optimizer=dict(type='SGD', lr=0.1))  # AdamW and Adam only
+
+
+def test_cudnn_benchmark_is_on_where_every_input_has_one_size(tmp_path, monkeypatch):
+    """Issue 47 item 10: the default runtime's ``cudnn_benchmark='auto'``: on a GPU, on when
+    every pipeline of the config gives one input size (cuDNN tunes once per shape: a landmark
+    set of images of their own sizes would tune at every batch); off on a CPU. True / False
+    force it."""
+    import torch
+
+    from tests.gpu_semantics import FakeCuda
+    assert Config.fromfile(TINY).env_cfg.cudnn_benchmark == 'auto'
+    saved = torch.backends.cudnn.benchmark
+    try:
+        torch.backends.cudnn.benchmark = False
+        cfg = Config.fromfile(TINY)
+        cfg.work_dir = str(tmp_path)
+        runner = IrtboxRunner.from_cfg(cfg)
+        assert torch.backends.cudnn.benchmark is False  # no GPU
+        FakeCuda(monkeypatch, count=1, current=0)
+        runner.setup_env(dict(cudnn_benchmark='auto'))
+        assert torch.backends.cudnn.benchmark is True  # every image resized to 32 x 32
+        torch.backends.cudnn.benchmark = False
+        for loader in ('train_dataloader', 'test_dataloader'):
+            varying = Config.fromfile(TINY)
+            varying.work_dir = str(tmp_path)
+            varying[loader].dataset.pipeline[1] = dict(type='Resize', scale=(32, 32),
+                                                       keep_ratio=True)
+            runner.cfg = varying
+            runner.setup_env(dict(cudnn_benchmark='auto'))
+            assert torch.backends.cudnn.benchmark is False, loader
+        runner.cfg = Config.fromfile(TINY)
+        runner.cfg.randomness = dict(seed=0, deterministic=True)  # MMEngine would turn it off
+        runner.setup_env(dict(cudnn_benchmark='auto'))
+        assert torch.backends.cudnn.benchmark is False
+        runner.setup_env(dict(cudnn_benchmark=True))
+        assert torch.backends.cudnn.benchmark is True
+    finally:
+        torch.backends.cudnn.benchmark = saved
+
+
+def test_compile_in_the_config_compiles_the_backbone_and_necks(tmp_path, monkeypatch):
+    """Issue 47 item 10: ``compile=True`` (or a dict of ``torch.compile`` arguments) compiles
+    the retriever's backbone and necks in place (MMEngine's whole training step recompiled
+    at every step: measured in the docs); absent or False, nothing is compiled; a model
+    without a backbone gets MMEngine's."""
+    import torch
+
+    from irtbox.engine.hooks.utils import bare_model
+    compiled = []
+
+    def fake_compile(fn, **kwargs):
+        owner = getattr(fn, '__self__', None)
+        compiled.append((type(owner).__name__ if owner is not None else fn.__name__, kwargs))
+        return fn
+    monkeypatch.setattr(torch, 'compile', fake_compile)
+    parts = ['TimmBackbone', 'Sequential']
+    cfg = Config.fromfile(TINY)
+    cfg.work_dir = str(tmp_path)
+    cfg.train_cfg.update(max_iters=1, val_interval=100)
+    cfg.compile = True
+    runner = IrtboxRunner.from_cfg(cfg)
+    runner.train()  # MMEngine's train() asks for it
+    assert compiled == [(part, {}) for part in parts]
+    assert not any(key.startswith('_orig_mod') for key in bare_model(runner).state_dict())
+    for setting, expected in ((None, []), (False, []), (dict(mode='max-autotune'),
+                                                        [(part, {'mode': 'max-autotune'})
+                                                         for part in parts])):
+        compiled.clear()
+        runner.cfg.compile = setting
+        runner.compile_model('train_step')
+        assert compiled == expected, setting
+    compiled.clear()
+    runner.model = torch.nn.Linear(2, 2)
+    runner.cfg.compile = True
+    runner.compile_model('forward')
+    assert compiled == [('Linear', {})]  # MMEngine's: the model's method
+
+
+def test_the_runners_model_tests_in_bf16_as_the_config_trains(tmp_path, monkeypatch):
+    """Issue 47 item 10: the runner sets its model's ``bf16_inference`` from the config, as
+    ``init_model`` does (tests/test_apis/test_extract.py)."""
+    from irtbox.engine.optim_wrappers import bf16_autocast
+    monkeypatch.setattr(bf16_autocast, 'bf16_autocast_available', lambda: True)
+    for wrapper, expected in (('OptimWrapper', False), ('BF16AutocastOptimWrapper', True)):
+        cfg = Config.fromfile(TINY)
+        cfg.work_dir = str(tmp_path / wrapper)
+        cfg.optim_wrapper.type = wrapper
+        assert IrtboxRunner.from_cfg(cfg).model.bf16_inference is expected

@@ -7,7 +7,9 @@
 #      (trained, resumed from its checkpoint, tested; the NCCL rules of tests/gpu_semantics.py
 #      are real here);
 #   3. a bf16 training step and its resume with tools/train.py, under the optimizer wrapper the
-#      shipped configs use (BF16AutocastOptimWrapper, forced on).
+#      shipped configs use (BF16AutocastOptimWrapper, forced on), with channels_last batches
+#      (the tests marked gpu check fused AdamW, cudnn.benchmark and bf16 testing);
+#   4. the torch.compile opt-in (compile=True): 2 compiled training iterations.
 # Each step prints its time; the script stops at the first failure with its exit status.
 # Usage: bash tools/misc/gpu_check.sh [WORK_DIR]   (default work_dirs/gpu_check)
 set -euo pipefail
@@ -47,10 +49,12 @@ for config in "${CONFIGS[@]}"; do
 done
 
 AMP=(--cfg-options optim_wrapper.type=BF16AutocastOptimWrapper optim_wrapper.enabled=True
-     default_hooks.checkpoint.interval=2)
+     model.backbone.channels_last=True default_hooks.checkpoint.interval=2)
 step "bf16 training, 2 iterations" "$PYTHON" tools/train.py tests/data/configs/tiny_irt.py \
   --work-dir "$WORK/bf16" "${AMP[@]}" train_cfg.max_iters=2
 step "bf16 training resumed to 4 iterations" "$PYTHON" tools/train.py \
   tests/data/configs/tiny_irt.py --work-dir "$WORK/bf16" --resume "${AMP[@]}" \
   train_cfg.max_iters=4
+step "compiled training, 2 iterations" "$PYTHON" tools/train.py tests/data/configs/tiny_irt.py \
+  --work-dir "$WORK/compile" --cfg-options compile=True train_cfg.max_iters=2
 echo "[gpu_check] every check passed"

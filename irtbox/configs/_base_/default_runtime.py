@@ -11,7 +11,9 @@ default_hooks = dict(
 )
 
 env_cfg = dict(
-    cudnn_benchmark=False,
+    # 'auto': on a GPU, cuDNN tunes its convolutions once per input shape where every pipeline
+    # gives one size (category-level sets), not where sizes vary (landmarks). True / False force it.
+    cudnn_benchmark='auto',
     mp_cfg=dict(mp_start_method='fork', opencv_num_threads=0),
     # timeout: seconds a collective waits for the other ranks (NCCL's default is 10 min).
     # Some steps run on rank 0 alone while the others wait: the metric's search (a landmark

@@ -1,3 +1,3 @@
-from .bf16_autocast import BF16AutocastOptimWrapper, bf16_autocast_available
+from .bf16_autocast import BF16AutocastOptimWrapper, bf16_autocast_available, bf16_inference
 
-__all__ = ['BF16AutocastOptimWrapper', 'bf16_autocast_available']
+__all__ = ['BF16AutocastOptimWrapper', 'bf16_autocast_available', 'bf16_inference']

@@ -10,7 +10,7 @@ from torch import nn
 
 from irtbox.registry import OPTIM_WRAPPERS
 
-__all__ = ['bf16_autocast_available', 'BF16AutocastOptimWrapper']
+__all__ = ['bf16_autocast_available', 'bf16_inference', 'BF16AutocastOptimWrapper']
 
 
 def bf16_autocast_available() -> bool:
@@ -22,6 +22,20 @@ def bf16_autocast_available() -> bool:
     if 'including_emulation' in inspect.signature(torch.cuda.is_bf16_supported).parameters:
         return torch.cuda.is_bf16_supported(including_emulation=False)
     return torch.cuda.get_device_capability() >= (8, 0)
+
+
+def bf16_inference(cfg) -> bool:
+    """Whether the model of config ``cfg`` tests and extracts under bf16 autocast (set on it as
+    ``model.bf16_inference`` by ``init_model`` and the runner): the config's ``test_autocast``
+    (True / False), else as it trains (a :class:`BF16AutocastOptimWrapper` not disabled); and
+    only on a CUDA GPU with native bf16 (:func:`bf16_autocast_available`)."""
+    wanted = cfg.get('test_autocast')
+    if wanted is None:
+        wrapper = cfg.get('optim_wrapper') or {}
+        wanted = wrapper.get('type') in (
+            'BF16AutocastOptimWrapper', 'irtbox.BF16AutocastOptimWrapper',
+            BF16AutocastOptimWrapper) and wrapper.get('enabled', 'auto') is not False
+    return bool(wanted) and bf16_autocast_available()
 
 
 @OPTIM_WRAPPERS.register_module()

@@ -80,6 +80,10 @@ class TimmBackbone(BaseModule):
         checkpoint: path or http(s) URL of a state dict (``state_dict``/``model`` wrapper and
             ``module.``/``backbone.`` prefixes allowed), loaded ``weights_only``.
         out_indices: layers to return; negative ones count from the end.
+        channels_last: on a GPU, give the model its batches in ``torch.channels_last``
+            memory format, which cuDNN's convolutions run faster (and the layers after them
+            keep); never on a CPU. None: where the model has convolutions beyond a ViT's one
+            patch projection (a CNN, a hybrid's ResNet stem).
         **timm_kwargs: passed to ``timm.create_model`` (``img_size``, ``drop_path_rate``, ...).
     """
 
@@ -90,6 +94,7 @@ class TimmBackbone(BaseModule):
                  out_indices: Union[int, Sequence[int]] = -1,
                  norm: Union[bool, str] = 'last',
                  pos_embed: str = 'timm',
+                 channels_last: Optional[bool] = None,
                  init_cfg=None,
                  **timm_kwargs):
         super().__init__(init_cfg=init_cfg)
@@ -123,6 +128,8 @@ class TimmBackbone(BaseModule):
                                f"{self.model.pretrained_cfg.get('hf_hub_id') or model_name}"
                                if pretrained else 'random initialisation')
         self.model_name = model_name
+        self.channels_last = channels_last if channels_last is not None else sum(
+            isinstance(m, nn.Conv2d) for m in self.model.modules()) > 1
         self.pos_embed_mode = pos_embed
         self.norm = norm
         self.embed_dim = self.model.num_features
@@ -224,6 +231,8 @@ class TimmBackbone(BaseModule):
         self.weights_source = f'checkpoint {checkpoint}'
 
     def forward(self, x: torch.Tensor) -> Tuple:
+        if self.channels_last and x.is_cuda:  # cuDNN then keeps the convolutions' outputs so
+            x = x.contiguous(memory_format=torch.channels_last)
         indices = list(self.out_indices)
         if not self.is_vit:
             return tuple(self.model.forward_intermediates(

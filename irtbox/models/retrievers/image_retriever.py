@@ -29,6 +29,8 @@ class ImageRetriever(BaseModel):
     Args:
         neck: one neck config or a list applied in order.
         head: the head that owns the losses; optional for test-only models.
+        data_preprocessor: default ``ImgDataPreprocessor``; ``non_blocking=True`` unless it says
+            otherwise (a batch's copy to the GPU does not wait).
         normalize: L2-normalise the final descriptor (IRT: projection on the unit ball).
         momentum: m (e.g. 0.999, IRT on In-Shop): a momentum copy of backbone and neck (MoCo,
             He et al. 2020), ``θ_k ← m θ_k + (1 − m) θ`` before every step, whose batch
@@ -44,6 +46,9 @@ class ImageRetriever(BaseModel):
 
     ``input_spec`` (:class:`~irtbox.models.input_spec.InputSpec`): what the retriever takes,
     set by ``init_model`` from the config's test pipeline; None otherwise.
+    ``bf16_inference`` (default False): in eval mode on a GPU, the backbone and necks run under
+    bf16 autocast and the descriptors come out in float32; ``init_model`` and the runner set it
+    from the config (``irtbox.engine.bf16_inference``). A CPU forward never changes.
     """
 
     def __init__(self,
@@ -60,6 +65,10 @@ class ImageRetriever(BaseModel):
                  init_cfg=None):
         if data_preprocessor is None:
             data_preprocessor = dict(type='ImgDataPreprocessor')
+        if isinstance(data_preprocessor, dict):
+            # On a GPU batches come pinned (the runner's and the extraction's loaders), so
+            # their copies need not wait; on a CPU there is no copy.
+            data_preprocessor = {'non_blocking': True, **data_preprocessor}
         data_preprocessor = with_backbone_model_name(data_preprocessor, backbone)
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         self.backbone = MODELS.build(backbone)
@@ -71,6 +80,7 @@ class ImageRetriever(BaseModel):
         self.test_scales = tuple(test_scales)
         self.query_test_scales = None if query_test_scales is None else tuple(query_test_scales)
         self._input_spec = None  # init_model sets it (see input_spec)
+        self.bf16_inference = False  # init_model and the runner set it from the config
         if multi_scale_power == 'gem' and self._gem_power() is None:
             raise ValueError("ImageRetriever: multi_scale_power='gem' needs a GeMPool neck (or "
                              "another neck with a gem_power, e.g. DToPNeck with pool='gem')")
@@ -114,7 +124,12 @@ class ImageRetriever(BaseModel):
                      if getattr(neck, 'gem_power', None) is not None), None)
 
     def _embed(self, inputs: torch.Tensor, backbone, neck) -> torch.Tensor:
-        x = neck(backbone(inputs))
+        if self.training or not (self.bf16_inference and inputs.is_cuda):
+            x = neck(backbone(inputs))  # training: under the optimizer wrapper's autocast
+        else:
+            with torch.autocast('cuda', dtype=torch.bfloat16):
+                x = neck(backbone(inputs))
+            x = x.float()  # L2, multi-scale and whitening in float32
         return F.normalize(x, dim=-1) if self.normalize else x
 
     def extract_feat(self, inputs: torch.Tensor) -> torch.Tensor:

@@ -72,3 +72,21 @@ def test_auto_is_off_without_cuda(monkeypatch):
 def test_auto_on_this_gpu():
     capability = torch.cuda.get_device_capability()
     assert bf16_autocast_available() is (capability >= (8, 0))
+
+
+@pytest.mark.parametrize('cfg, expected', [
+    (dict(optim_wrapper=dict(type='BF16AutocastOptimWrapper', enabled='auto')), True),
+    (dict(optim_wrapper=dict(type='BF16AutocastOptimWrapper')), True),
+    (dict(optim_wrapper=dict(type='BF16AutocastOptimWrapper', enabled=True)), True),
+    (dict(optim_wrapper=dict(type='BF16AutocastOptimWrapper', enabled=False)), False),
+    (dict(optim_wrapper=dict(type='BF16AutocastOptimWrapper'), test_autocast=False), False),
+    (dict(optim_wrapper=dict(type='OptimWrapper')), False),
+    (dict(optim_wrapper=dict(type='OptimWrapper'), test_autocast=True), True),
+    (dict(), False)])
+def test_testing_and_extraction_autocast_as_the_training_does(monkeypatch, cfg, expected):
+    """Issue 47 item 10: a config that trains under bf16 autocast tests and extracts so too
+    (``test_autocast`` True / False says otherwise), on a GPU with native bf16 only."""
+    from irtbox.engine.optim_wrappers import bf16_autocast, bf16_inference
+    assert bf16_inference(cfg) is False  # no GPU here
+    monkeypatch.setattr(bf16_autocast, 'bf16_autocast_available', lambda: True)
+    assert bf16_inference(cfg) is expected

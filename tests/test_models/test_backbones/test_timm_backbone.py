@@ -398,3 +398,40 @@ def test_gradient_checkpointing_gives_the_same_outputs_and_gradients():
                         backbone.model.blocks[0].attn.qkv.weight.grad.clone()))
     for plain, checkpointed in zip(*results):
         torch.testing.assert_close(checkpointed, plain)
+
+
+def _first_conv_input_format(backbone, x):
+    """The memory format of the input that reaches the backbone's first convolution."""
+    seen = []
+    conv = next(m for m in backbone.model.modules() if isinstance(m, torch.nn.Conv2d))
+    handle = conv.register_forward_pre_hook(lambda module, args: seen.append(
+        args[0].is_contiguous(memory_format=torch.channels_last)))
+    try:
+        out = backbone(x)
+    finally:
+        handle.remove()
+    return ('channels_last' if seen[0] else 'contiguous'), out
+
+
+def test_cnn_parts_run_channels_last_on_a_gpu_only():
+    """Issue 47 item 10: a backbone with convolutional parts (a CNN, the R50 stem of DToP's
+    hybrid) takes its batches channels_last on a GPU, where cuDNN's convolutions are faster
+    so; a ViT's one patch convolution is left as it is, and so is every CPU run (the same
+    output, bit for bit). ``channels_last`` True / False forces it on a GPU."""
+    from tests.gpu_semantics import DeviceTensor
+    assert TimmBackbone('test_resnet').channels_last
+    assert TimmBackbone('vit_tiny_r_s16_p8_224', img_size=32, depth=1).channels_last  # R26 + ViT
+    assert not tiny_vit().channels_last
+    assert tiny_vit(channels_last=True).channels_last
+    torch.manual_seed(0)
+    cnn = TimmBackbone('test_resnet', out_indices=(-2, -1)).eval()
+    x = torch.randn(2, 3, 32, 32)
+    fmt, on_cpu = _first_conv_input_format(cnn, x)
+    assert fmt == 'contiguous'
+    cnn.channels_last = False
+    for a, b in zip(on_cpu, cnn(x)):
+        assert torch.equal(a, b)
+    cnn.channels_last = True
+    assert _first_conv_input_format(cnn, x.as_subclass(DeviceTensor))[0] == 'channels_last'
+    cnn.channels_last = False
+    assert _first_conv_input_format(cnn, x.as_subclass(DeviceTensor))[0] == 'contiguous'

@@ -130,3 +130,60 @@ def test_gem_power_comes_from_the_neck():
     assert float(model._gem_power()) == 2.5
     with pytest.raises(ValueError, match='needs a GeMPool'):
         ImageRetriever(backbone=BACKBONE, neck=[dict(neck, pool='avg')], multi_scale_power='gem')
+
+
+class _Copies(torch.overrides.TorchFunctionMode):
+    """The ``non_blocking`` of every ``Tensor.to`` inside it."""
+
+    def __init__(self):
+        super().__init__()
+        self.non_blocking = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.Tensor.to:
+            self.non_blocking.append(kwargs.get('non_blocking', False))
+        return func(*args, **kwargs)
+
+
+@pytest.mark.parametrize('preprocessor, expected', [
+    (None, True), (dict(type='ImgDataPreprocessor', mean=[0.5] * 3, std=[0.5] * 3), True),
+    (dict(type='ImgDataPreprocessor', non_blocking=False), False)])
+def test_batches_go_to_the_device_without_blocking(preprocessor, expected):
+    """Issue 47 item 10: the data preprocessor's host-to-device copies of a batch (pinned by
+    the runner's and the extraction's loaders on a GPU) do not wait; a config's own
+    ``non_blocking`` wins. On the CPU the copy is no copy: nothing changes."""
+    model = build(data_preprocessor=preprocessor)
+    batch = dict(inputs=[torch.randint(0, 255, (3, 32, 32), dtype=torch.uint8)],
+                 data_samples=samples([0]))
+    with _Copies() as copies:
+        model.data_preprocessor(batch, True)
+    assert copies.non_blocking and set(copies.non_blocking) == {expected}
+
+
+def test_bf16_inference_runs_the_network_under_autocast_on_a_gpu_only(monkeypatch):
+    """Issue 47 item 10: with ``bf16_inference`` (set from the config by ``init_model`` and
+    the runner) an eval-mode forward on a GPU runs the backbone and necks under bf16 autocast
+    and gives float32 descriptors; on a CPU, and in training (the optimizer wrapper's own
+    autocast), nothing changes."""
+    from tests.gpu_semantics import DeviceTensor
+    model = build(head=HEAD).eval()
+    assert model.bf16_inference is False
+    x = torch.randn(2, 3, 32, 32)
+    plain = model(x, mode='tensor')
+    model.bf16_inference = True
+    assert torch.equal(model(x, mode='tensor'), plain)  # the CPU: bit for bit
+    entered = []
+    real = torch.autocast
+
+    def recording(device_type, dtype=None, **kwargs):
+        entered.append((device_type, dtype))
+        return real('cpu', dtype=dtype, **kwargs)  # the CPU's bf16, where CUDA's is not
+    monkeypatch.setattr(torch, 'autocast', recording)
+    out = model(x.as_subclass(DeviceTensor), mode='tensor')
+    assert entered == [('cuda', torch.bfloat16)]
+    assert out.dtype == torch.float32 and not torch.equal(out, plain)
+    entered.clear()
+    model.train()
+    model(x.as_subclass(DeviceTensor), samples([0, 1]), mode='loss')
+    assert ('cuda', torch.bfloat16) not in entered  # (the losses leave autocast themselves)
