@@ -58,7 +58,7 @@ def build_cfg(args):
     cfg = load_run_config(args.config, args.cfg_options, args.work_dir, args.launcher)
     check_config_keys(cfg)  # before any work: a misspelled key fails now, not after training
     check_training_parts(cfg, args.config)
-    refused = flag_problems(args, cfg)
+    refused = flag_problems(args, cfg) + amp_device_problems(args, cfg)
     if refused:
         raise SystemExit(refused[0])
     if args.amp:
@@ -80,22 +80,31 @@ def build_cfg(args):
     return cfg
 
 
+def _bf16(cfg) -> bool:
+    return (cfg.get('optim_wrapper') or {}).get('type') == 'BF16AutocastOptimWrapper'
+
+
 def flag_problems(args, cfg) -> list:
-    """What is wrong with ``--amp`` / ``--auto-scale-lr`` for ``cfg``: a line each."""
-    import torch
+    """What is wrong with ``--amp`` / ``--auto-scale-lr`` for ``cfg``: a line each (the
+    config alone; torch-free)."""
     problems = []
-    if args.amp:
-        if (cfg.get('optim_wrapper') or {}).get('type') == 'BF16AutocastOptimWrapper':
-            problems.append(f'--amp: {args.config} already trains under bf16 autocast on GPUs '
-                            'that support it (BF16AutocastOptimWrapper, optim_wrapper.enabled); '
-                            "--amp would replace that by float16 with loss scaling. Leave it "
-                            'out, or set optim_wrapper.enabled=True to force bf16.')
-        elif not torch.cuda.is_available():
-            problems.append('--amp needs a CUDA GPU; none is available here.')
+    if args.amp and _bf16(cfg):
+        problems.append(f'--amp: {args.config} already trains under bf16 autocast on GPUs '
+                        'that support it (BF16AutocastOptimWrapper, optim_wrapper.enabled); '
+                        "--amp would replace that by float16 with loss scaling. Leave it "
+                        'out, or set optim_wrapper.enabled=True to force bf16.')
     if args.auto_scale_lr and 'auto_scale_lr' not in cfg:
         problems.append(f'--auto-scale-lr: {args.config} has no auto_scale_lr entry '
                         '(e.g. auto_scale_lr = dict(base_batch_size=64)).')
     return problems
+
+
+def amp_device_problems(args, cfg) -> list:
+    """``--amp`` where torch sees no CUDA GPU (asked of torch, so after the torch-free checks)."""
+    import torch
+    if args.amp and not _bf16(cfg) and not torch.cuda.is_available():
+        return ['--amp needs a CUDA GPU; none is available here.']
+    return []
 
 
 _RESTARTS = (('TORCHELASTIC_RESTART_COUNT', "torchrun's agent"),
@@ -155,7 +164,8 @@ def main(argv=None):
                  checkpoint=None if args.resume in (None, 'auto') else args.resume,
                  checkpoint_argument='--resume',
                  more=lambda cfg: [p for p in [training_parts_problem(cfg, args.config)] if p]
-                 + flag_problems(args, cfg))
+                 + flag_problems(args, cfg),
+                 more_with_torch=lambda cfg: amp_device_problems(args, cfg))
     relaunch('train', args, argv)
     cfg = build_cfg(args)
     from irtbox.apis import build_runner
