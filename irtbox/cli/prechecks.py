@@ -114,16 +114,15 @@ def prepare_command(name: str, root: str) -> str:
 def _missing_data(cfg, config: str, loaders: Sequence[str]) -> List[str]:
     """A line per dataset of ``loaders`` whose folder is not there: the command that prepares
     it, or how to point at it."""
-    from irtbox.ops.config_inputs import DIGITS, is_digits, missing_roots
+    from irtbox.ops.config_inputs import missing_roots, named_dataset
     validates = all(cfg.get(k) is not None for k in ('val_dataloader', 'val_cfg',
                                                      'val_evaluator'))
     loaders = [key for key in loaders if key != 'val_dataloader' or validates]
     lines = []
     for key, dataset in missing_roots(cfg, loaders):
         root = dataset['data_root']
-        if is_digits(root):
-            prepared = DIGITS
-        else:  # declared by its dataset class: the only refusal here that imports torch
+        prepared = named_dataset(dataset, root)
+        if prepared is None:  # declared by its dataset class: the one refusal here with torch
             from irtbox.ops.prepare.missing import prepared_dataset
             prepared = prepared_dataset(dataset, root)
         how = (f'prepare it with `{prepare_command(prepared, root)}`' if prepared

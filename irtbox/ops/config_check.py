@@ -58,8 +58,9 @@ _DATALOADER_OWN = {'dataset', 'sampler', 'batch_sampler', 'collate_fn', 'worker_
 
 def check_config_keys(cfg: Config, path: Optional[str] = None) -> None:
     """Raise :class:`~irtbox.utils.config.ConfigError` at the first key of ``cfg`` that the
-    part it configures does not take (or a value :func:`~irtbox.ops.config_inputs.
-    check_config_values` refuses), naming ``path`` (default ``cfg.filename``), the key path and the closest valid key."""
+    part it configures does not take (or a value that
+    :func:`~irtbox.ops.config_inputs.check_config_values` refuses), naming ``path`` (default
+    ``cfg.filename``), the key path and the closest valid key."""
     _Checker(cfg, path or getattr(cfg, 'filename', None) or 'the config').run()
 
 

@@ -1,17 +1,19 @@
 """What the check of a command's inputs reads of a config without importing torch (nor timm or
 MMEngine's runner), so that a refusal takes well under a second: the values of well-known keys
-(:func:`check_config_values`) and the dataset folders it reads that are not there
-(:func:`missing_roots`). The keys' check against the registries, which import the parts (and
+(:func:`check_config_values`), the dataset folders it reads that are not there
+(:func:`missing_roots`) and, where the folder says it, the dataset that fills one
+(:func:`named_dataset`). The keys' check against the registries, which import the parts (and
 torch), is :mod:`irtbox.ops.config_check`'s, and runs only once these pass."""
 import os.path as osp
-from typing import Any, Iterator, List, Sequence, Tuple
+from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
 from mmengine.config import Config
 
+from irtbox.registry import type_name
 from irtbox.utils.config import ConfigError
 
-__all__ = ['check_config_values', 'missing_roots', 'is_digits', 'DIGITS', 'LOADER_KEYS',
-           'VALUE_RULES']
+__all__ = ['check_config_values', 'missing_roots', 'is_digits', 'named_dataset', 'DIGITS',
+           'LOADER_KEYS', 'VALUE_RULES', 'PREPARED_CLASSES']
 
 #: What :func:`~irtbox.ops.prepare.missing.prepared_dataset` names for the quick start's digits
 #: (``prepare_digits``).
@@ -67,6 +69,32 @@ def check_config_values(cfg: Config, path: str) -> None:
 def is_digits(data_root: str) -> bool:
     """Whether ``data_root`` is the quick start's digits (a folder named :data:`DIGITS`)."""
     return osp.basename(osp.normpath(data_root)) == DIGITS
+
+
+#: The datasets ``irtbox prepare`` writes into ``data/NAME`` and the class that reads each: a copy
+#: of what the dataset classes declare (their ``specs``), which :func:`named_dataset` reads
+#: without importing them (and torch); tests/test_ops/test_config_inputs.py keeps it equal.
+PREPARED_CLASSES = {
+    'cars196': 'Cars196Dataset', 'cub': 'CUBDataset', 'gldv1noisy': 'GLDv1NoisyDataset',
+    'gldv2clean': 'GLDv2CleanDataset', 'inat2018': 'INaturalist2018Dataset',
+    'inshop': 'InShopDataset', 'ncclean': 'NCCleanDataset', 'roxford5k': 'RevisitedDataset',
+    'rparis6k': 'RevisitedDataset', 'sfm120k': 'SfM120kDataset', 'sop': 'SOPDataset',
+}
+
+
+def named_dataset(dataset: dict, data_root: str) -> Optional[str]:
+    """The prepared dataset that fills ``data_root`` where the folder's name says it: the
+    digits (:data:`DIGITS`), or NAME of :data:`PREPARED_CLASSES` for a folder ``.../NAME`` read
+    by NAME's class (and, for a class of several, ``dataset_name=NAME`` or none), as every
+    shipped config reads it; None: only the dataset classes know
+    (:func:`~irtbox.ops.prepare.missing.prepared_dataset`)."""
+    if is_digits(data_root):
+        return DIGITS
+    name = osp.basename(osp.normpath(data_root))
+    if PREPARED_CLASSES.get(name) == type_name(dataset.get('type')) and \
+            dataset.get('dataset_name', name) == name:
+        return name
+    return None
 
 
 def _datasets(node, key: str) -> Iterator[Tuple[str, dict]]:

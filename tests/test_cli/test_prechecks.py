@@ -140,9 +140,15 @@ NO_DIGITS = (f"{QUICKSTART}: no dataset at train_dataloader.dataset.data_root='d
              '(relative to {cwd}); prepare it with `irtbox prepare-digits --out data/digits`, '
              'or give its folder with --cfg-options train_dataloader.dataset.data_root=PATH')
 TEST_ONLY = 'quickstart/irt-o_vit-tiny_digits.py'
+SOP = 'irt/irt-o_deit-s_sop.py'
 # (command, files the folder holds, the lines expected on stderr); {cwd}: the folder.
 REFUSALS = {
     'missing dataset': (['irtbox', 'train', QUICKSTART], {}, [NO_DIGITS]),
+    'missing dataset of a shipped config': (
+        ['irtbox', 'test', SOP], {},
+        [f"{SOP}: no dataset at test_dataloader.dataset.data_root='data/sop' (relative to "
+         '{cwd}); prepare it with `irtbox prepare sop --root data/sop`, or give its folder with '
+         '--cfg-options test_dataloader.dataset.data_root=PATH']),
     'missing dataset, tools/train.py': (['tools/train.py', QUICKSTART], {}, [NO_DIGITS]),
     'missing dataset, dist_train.sh': (['tools/dist_train.sh', QUICKSTART, '2'], {}, [NO_DIGITS]),
     'missing checkpoint, tools/test.py': (
@@ -211,14 +217,15 @@ def test_a_refusal_imports_no_torch_timm_or_runner(case, tmp_path):
     assert modules < MODULE_BUDGET
 
 
-def test_a_missing_dataset_of_the_registry_imports_no_timm_or_runner(tmp_path):
-    """Which `irtbox prepare NAME` fills it is declared by the dataset's class (torch), but
-    the model's libraries are not needed."""
-    status, out, err, _ = refuse(tmp_path, 'irtbox', 'test', 'irt/irt-o_deit-s_sop.py',
+def test_a_missing_folder_of_another_name_asks_the_dataset_classes(tmp_path):
+    """Which `irtbox prepare NAME` fills a folder not named after its dataset is declared by
+    the dataset's class (torch), but the model's libraries are not needed."""
+    status, out, err, _ = refuse(tmp_path, 'irtbox', 'test', SOP, '--cfg-options',
+                                 'test_dataloader.dataset.data_root=mine/products',
                                  blocked='timm,mmengine.runner')
     assert status == 1 and out == ''
     (line, ) = err
-    assert 'prepare it with `irtbox prepare sop --root data/sop`' in line
+    assert 'prepare it with `irtbox prepare sop --root mine/products`' in line
 
 
 def test_a_misspelled_key_is_still_refused_before_any_work(tmp_path):
