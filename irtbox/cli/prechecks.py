@@ -37,7 +37,7 @@ def input_problems(config: str, cfg_options: Optional[dict] = None,
     registries and the lines of ``more_with_torch(cfg)``."""
     from irtbox.ops.config_inputs import check_config_values
     from irtbox.utils.checks import check_checkpoint
-    from irtbox.utils.config import ConfigError, CustomImportError, load_config
+    from irtbox.utils.config import CustomImportError, load_config
     from irtbox.utils.fileio import write_problem
     problems: List[Problem] = []
     if checkpoint is not None:
@@ -59,22 +59,26 @@ def input_problems(config: str, cfg_options: Optional[dict] = None,
         return [str(error)] + problems
     except Exception as error:  # noqa: BLE001 (a config that does not load: nothing more to read)
         return [error] + problems
-    try:
-        check_config_values(cfg, config)
-        first = []
-    except ConfigError as error:
-        first = [error]
-    problems[:0] = first + (more(cfg) if more else []) + _missing_data(cfg, config, loaders)
+    problems[:0] = (_raised(check_config_values, cfg, config) + (more(cfg) if more else [])
+                    + _missing_data(cfg, config, loaders))
     if problems:
         return problems
     from irtbox.ops.config_check import check_config_keys  # the registries: torch
+    return _raised(check_config_keys, cfg, config) or (more_with_torch(cfg) if more_with_torch
+                                                        else [])
+
+
+def _raised(check: Callable, *args) -> List[Problem]:
+    """The config's error ``check(*args)`` raises, as a problem (a custom import's, its
+    message alone); none when it passes."""
+    from irtbox.utils.config import ConfigError, CustomImportError
     try:
-        check_config_keys(cfg, config)
+        check(*args)
     except CustomImportError as error:
         return [str(error)]
     except ConfigError as error:
         return [error]
-    return more_with_torch(cfg) if more_with_torch else []
+    return []
 
 
 def check_inputs(*args, **kwargs) -> None:

@@ -12,8 +12,8 @@ from mmengine.config import Config
 from irtbox.registry import type_name
 from irtbox.utils.config import ConfigError
 
-__all__ = ['check_config_values', 'missing_roots', 'is_digits', 'named_dataset', 'DIGITS',
-           'LOADER_KEYS', 'VALUE_RULES', 'PREPARED_CLASSES']
+__all__ = ['check_config_values', 'missing_roots', 'named_dataset', 'DIGITS', 'LOADER_KEYS',
+           'VALUE_RULES', 'PREPARED_CLASSES']
 
 #: What :func:`~irtbox.ops.prepare.missing.prepared_dataset` names for the quick start's digits
 #: (``prepare_digits``).
@@ -66,11 +66,6 @@ def check_config_values(cfg: Config, path: str) -> None:
     walk(cfg, '')
 
 
-def is_digits(data_root: str) -> bool:
-    """Whether ``data_root`` is the quick start's digits (a folder named :data:`DIGITS`)."""
-    return osp.basename(osp.normpath(data_root)) == DIGITS
-
-
 #: The datasets ``irtbox prepare`` writes into ``data/NAME`` and the class that reads each: a copy
 #: of what the dataset classes declare (their ``specs``), which :func:`named_dataset` reads
 #: without importing them (and torch); tests/test_ops/test_config_inputs.py keeps it equal.
@@ -88,11 +83,9 @@ def named_dataset(dataset: dict, data_root: str) -> Optional[str]:
     by NAME's class (and, for a class of several, ``dataset_name=NAME`` or none), as every
     shipped config reads it; None: only the dataset classes know
     (:func:`~irtbox.ops.prepare.missing.prepared_dataset`)."""
-    if is_digits(data_root):
-        return DIGITS
     name = osp.basename(osp.normpath(data_root))
-    if PREPARED_CLASSES.get(name) == type_name(dataset.get('type')) and \
-            dataset.get('dataset_name', name) == name:
+    if name == DIGITS or (PREPARED_CLASSES.get(name) == type_name(dataset)
+                          and dataset.get('dataset_name', name) == name):
         return name
     return None
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
 from irtbox.datasets.spec import spec_of_config
-from irtbox.ops.config_inputs import DIGITS, LOADER_KEYS, is_digits, missing_roots
+from irtbox.ops.config_inputs import DIGITS, LOADER_KEYS, missing_roots, named_dataset
 
 __all__ = ['MissingData', 'missing_data', 'prepared_dataset', 'DIGITS']
 
@@ -22,9 +22,11 @@ class MissingData:
 
 def prepared_dataset(dataset: dict, data_root: str) -> Optional[str]:
     """The name of the prepared dataset (a dataset class's spec, or :data:`DIGITS`) whose
-    splits are built by the same class with the same distinguishing arguments as ``dataset``."""
-    if is_digits(data_root):
-        return DIGITS
+    splits are built by the same class with the same distinguishing arguments as ``dataset``
+    (:func:`~irtbox.ops.config_inputs.named_dataset` where the folder says it)."""
+    named = named_dataset(dataset, data_root)
+    if named:
+        return named
     spec = spec_of_config(dataset)
     return spec.name if spec and spec.files else None
 
