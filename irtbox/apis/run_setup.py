@@ -10,7 +10,7 @@ import irtbox.engine  # noqa: F401  (registers IrtboxRunner)
 from irtbox.engine.hooks.dataset_counts import DatasetCountCheckHook
 from irtbox.registry import RUNNERS, type_name
 from irtbox.utils.checkpoint import register_safe_globals
-from irtbox.utils.checks import check_checkpoint  # noqa: F401  (here since before it was light)
+from irtbox.utils.checks import check_checkpoint  # noqa: F401  (its home before: the check is torch-free now)
 from irtbox.utils.config import ConfigError, load_config
 from irtbox.utils.dist import adapt_cfg_to_device, init_distributed
 
