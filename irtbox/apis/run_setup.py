@@ -10,6 +10,7 @@ import irtbox.engine  # noqa: F401  (registers IrtboxRunner)
 from irtbox.engine.hooks.dataset_counts import DatasetCountCheckHook
 from irtbox.registry import RUNNERS, type_name
 from irtbox.utils.checkpoint import register_safe_globals
+from irtbox.utils.checks import check_checkpoint  # noqa: F401  (its home before: the check is torch-free now)
 from irtbox.utils.config import ConfigError, load_config
 from irtbox.utils.dist import adapt_cfg_to_device, init_distributed
 
@@ -54,13 +55,6 @@ def _default_loader_options(cfg: Config) -> None:
             loader.setdefault('pin_memory', True)
             if persistent and loader.get('num_workers', 0) > 0:
                 loader.setdefault('persistent_workers', True)
-
-
-def check_checkpoint(path: str) -> str:
-    """``path`` when it is a file or a URL, else ``FileNotFoundError``."""
-    if not osp.isfile(path) and not path.startswith(('http://', 'https://')):
-        raise FileNotFoundError(f'checkpoint not found: {path}')
-    return path
 
 
 def build_runner(cfg: Config):

@@ -7,7 +7,6 @@ import dataclasses
 import json
 import os
 import os.path as osp
-import tempfile
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -19,7 +18,7 @@ from irtbox.models.backbones import PretrainedWeightsUnavailable
 from irtbox.models.input_spec import InputSpec, config_test_pipeline, resolve_input_spec
 from irtbox.structures.embeddings_file import EMBEDDINGS_FORMAT, EmbeddingSet, save_embeddings
 from irtbox.utils.errors import IrtboxError
-from irtbox.utils.fileio import atomic_write, atomic_write_text
+from irtbox.utils.fileio import atomic_write, atomic_write_text, write_problem
 from irtbox.visualization import show_results
 
 from .identity import model_identity
@@ -38,25 +37,10 @@ class EvaluationSetupError(IrtboxError, RuntimeError):
 
 def check_output_path(path: str, argument: str, folder: bool = False) -> None:
     """Raise :class:`EvaluationSetupError` naming ``argument`` unless a file (with ``folder``,
-    a folder) can be written at ``path``. Nothing is left behind."""
-    path = osp.abspath(path)
-    if osp.exists(path) and osp.isdir(path) != folder:
-        raise EvaluationSetupError(f'{argument} {path}: exists and is not a '
-                                   f"{'folder' if folder else 'file'}", argument=argument)
-    parent = path if folder else osp.dirname(path)
-    while not osp.exists(parent):
-        parent = osp.dirname(parent)
-    if not osp.isdir(parent):
-        raise EvaluationSetupError(f'{argument} {path}: {parent} is a file, not a folder; '
-                                   'expected a path in a writable folder', argument=argument)
-    try:
-        # Really create a file: permission bits say nothing of read-only mounts, ACLs or root.
-        with tempfile.TemporaryFile(dir=parent, prefix='.irtbox-write-check-'):
-            pass
-    except OSError as error:
-        reason = error.strerror or error
-        raise EvaluationSetupError(f'{argument} {path}: cannot write in {parent} ({reason}); '
-                                   'expected a writable folder', argument=argument) from error
+    a folder) can be written at ``path`` (:func:`~irtbox.utils.fileio.write_problem`)."""
+    problem = write_problem(path, folder)
+    if problem:
+        raise EvaluationSetupError(f'{argument} {problem}', argument=argument)
 
 
 def _launch_rank() -> int:

@@ -2,17 +2,22 @@
 processes: its config (its keys and well-known values), the datasets it reads, its checkpoint
 and its input folders. Every problem found is one line, all of them at once; under ``--nproc``
 (``tools/dist_train.sh CONFIG 8``) the check runs once, before the launcher starts any rank,
-rather than the same line once per rank among torchrun's failure report."""
+rather than the same line once per rank among torchrun's failure report.
+
+The checks import no torch, timm or MMEngine's runner: a refusal takes well under a second
+(docs/benchmarks.md, "Command start-up"). Only once they pass are the config's keys checked
+against the registries (importing the parts, and torch), with what else needs torch."""
 import os
 import os.path as osp
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
-from irtbox.cli import worded
+from irtbox.cli import option_of, worded
 
-__all__ = ['input_problems', 'check_inputs']
+__all__ = ['input_problems', 'check_inputs', 'prepare_command']
 
 # A problem: an error of the library (raised as it is when it is the only one), or a line.
 Problem = Union[BaseException, str]
+Lines = Callable[[Any], List[str]]
 
 
 def input_problems(config: str, cfg_options: Optional[dict] = None,
@@ -20,15 +25,20 @@ def input_problems(config: str, cfg_options: Optional[dict] = None,
                    checkpoint_argument: str = 'CKPT',
                    folders: Optional[Dict[str, str]] = None,
                    outputs: Optional[Dict[str, tuple]] = None,
-                   more: Optional[Callable[[Any], List[str]]] = None) -> List[Problem]:
+                   more: Optional[Lines] = None,
+                   more_with_torch: Optional[Lines] = None) -> List[Problem]:
     """The problems of a command's inputs: ``config`` (with ``cfg_options``) that does not
-    load or whose keys or values are wrong; a dataset of its dataloaders ``loaders`` that is
+    load or whose values are wrong; a dataset of its dataloaders ``loaders`` that is
     not there (``val_dataloader`` only where the config validates); ``checkpoint`` that is
     neither a file nor a URL (named as ``checkpoint_argument``); ``folders`` ({argument:
     path}) that are not folders; ``outputs`` ({argument: (path, folder)}) that cannot be
-    written; and the lines ``more(cfg)`` gives (a command's options that the config refuses)."""
-    from irtbox.apis.run_setup import check_checkpoint, load_run_config
-    from irtbox.utils.config import ConfigError, CustomImportError
+    written; and the lines ``more(cfg)`` gives (a command's options that the config refuses).
+    None of these imports torch; when they find nothing, the config's keys against the
+    registries and the lines of ``more_with_torch(cfg)``."""
+    from irtbox.ops.config_inputs import check_config_values
+    from irtbox.utils.checks import check_checkpoint
+    from irtbox.utils.config import CustomImportError, load_config
+    from irtbox.utils.fileio import write_problem
     problems: List[Problem] = []
     if checkpoint is not None:
         try:
@@ -40,29 +50,35 @@ def input_problems(config: str, cfg_options: Optional[dict] = None,
             problems.append(f'{argument}: folder not found: {path!r} (relative to {os.getcwd()})')
     # Rank 0 writes the outputs: another machine's rank may not see their folder.
     if outputs and all(os.environ.get(k, '0') in ('', '0') for k in ('RANK', 'SLURM_PROCID')):
-        from irtbox.apis.tester import EvaluationSetupError, check_output_path
-        for argument, (path, folder) in outputs.items():
-            if path is None:
-                continue
-            try:
-                check_output_path(path, argument, folder=folder)
-            except EvaluationSetupError as error:
-                problems.append(worded(error))
+        problems += [f'{option_of(argument)} {problem}' for argument, (path, folder)
+                     in outputs.items() if path is not None
+                     for problem in [write_problem(path, folder)] if problem]
     try:
-        cfg = load_run_config(config, cfg_options)
+        cfg = load_config(_config_file(config), cfg_options)
     except CustomImportError as error:  # its message alone, not MMEngine's listing of sys.path
         return [str(error)] + problems
     except Exception as error:  # noqa: BLE001 (a config that does not load: nothing more to read)
         return [error] + problems
-    problems[:0] = (more(cfg) if more else []) + _missing_data(cfg, config, loaders)
-    from irtbox.ops.config_check import check_config_keys
+    problems[:0] = (_raised(check_config_values, cfg, config) + (more(cfg) if more else [])
+                    + _missing_data(cfg, config, loaders))
+    if problems:
+        return problems
+    from irtbox.ops.config_check import check_config_keys  # the registries: torch
+    return _raised(check_config_keys, cfg, config) or (more_with_torch(cfg) if more_with_torch
+                                                        else [])
+
+
+def _raised(check: Callable, *args) -> List[Problem]:
+    """The config's error ``check(*args)`` raises, as a problem (a custom import's, its
+    message alone); none when it passes."""
+    from irtbox.utils.config import ConfigError, CustomImportError
     try:
-        check_config_keys(cfg)
+        check(*args)
     except CustomImportError as error:
-        problems.insert(0, str(error))
+        return [str(error)]
     except ConfigError as error:
-        problems.insert(0, error)
-    return problems
+        return [error]
+    return []
 
 
 def check_inputs(*args, **kwargs) -> None:
@@ -77,19 +93,45 @@ def check_inputs(*args, **kwargs) -> None:
                                    for p in problems))
 
 
+def _config_file(config: str) -> str:
+    """The config file ``config`` names: a file or a config irtbox ships, else (not a path)
+    a model zoo name, whose lookup imports the library (and torch)."""
+    from irtbox.utils.config import find_config
+    try:
+        return find_config(config)
+    except FileNotFoundError:
+        if config.endswith('.py') or os.sep in config:  # no zoo name is a path
+            raise
+    from irtbox.apis.model_zoo import resolve_config
+    return resolve_config(config)
+
+
+def prepare_command(name: str, root: str) -> str:
+    """The command that prepares the dataset ``name`` (a prepared dataset, or the quick start's
+    digits: :func:`~irtbox.ops.prepare.missing.prepared_dataset`) into ``root``."""
+    from irtbox.ops.config_inputs import DIGITS
+    if name == DIGITS:
+        return f'irtbox prepare-digits --out {root}'
+    return f'irtbox prepare {name} --root {root}'
+
+
 def _missing_data(cfg, config: str, loaders: Sequence[str]) -> List[str]:
     """A line per dataset of ``loaders`` whose folder is not there: the command that prepares
     it, or how to point at it."""
-    from irtbox.cli.prepare import prepare_command
-    from irtbox.ops.prepare.missing import missing_data
+    from irtbox.ops.config_inputs import missing_roots, named_dataset
     validates = all(cfg.get(k) is not None for k in ('val_dataloader', 'val_cfg',
                                                      'val_evaluator'))
     loaders = [key for key in loaders if key != 'val_dataloader' or validates]
     lines = []
-    for missing in missing_data(cfg, loaders):
-        how = (f'prepare it with `{prepare_command(missing.prepared, missing.data_root)}`'
-               if missing.prepared else 'prepare it as docs/datasets.md describes')
-        lines.append(f'{config}: no dataset at {missing.key}.data_root={missing.data_root!r} '
+    for key, dataset in missing_roots(cfg, loaders):
+        root = dataset['data_root']
+        prepared = named_dataset(dataset, root)
+        if prepared is None:  # declared by its dataset class: the one refusal here with torch
+            from irtbox.ops.prepare.missing import prepared_dataset
+            prepared = prepared_dataset(dataset, root)
+        how = (f'prepare it with `{prepare_command(prepared, root)}`' if prepared
+               else 'prepare it as docs/datasets.md describes')
+        lines.append(f'{config}: no dataset at {key}.data_root={root!r} '
                      f'(relative to {os.getcwd()}); {how}, or give its folder with '
-                     f'--cfg-options {missing.key}.data_root=PATH')
+                     f'--cfg-options {key}.data_root=PATH')
     return lines

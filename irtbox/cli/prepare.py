@@ -9,6 +9,7 @@ Examples:
 """
 
 from irtbox.cli import command_parser, worded
+from irtbox.cli.prechecks import prepare_command  # noqa: F401  (its home before)
 from irtbox.datasets import dataset_spec, dataset_specs
 from irtbox.ops.prepare import PrepareError, prepare_dataset
 from irtbox.utils.checks import int_argument
@@ -23,15 +24,6 @@ def _size(num_bytes: int) -> str:
     if num_bytes < 1e9:
         return f'{num_bytes / 1e6:.0f} MB'
     return f'{num_bytes / 1e9:.{0 if num_bytes >= 1e10 else 1}f} GB'
-
-
-def prepare_command(name: str, root: str) -> str:
-    """The command that prepares the dataset ``name`` (a prepared dataset, or the quick start's
-    digits: :func:`~irtbox.ops.prepare.missing.prepared_dataset`) into ``root``."""
-    from irtbox.ops.prepare.missing import DIGITS
-    if name == DIGITS:
-        return f'irtbox prepare-digits --out {root}'
-    return f'irtbox prepare {name} --root {root}'
 
 
 def listing() -> str:

@@ -157,11 +157,11 @@ def _build_paths(parser, args):
 def build(args):
     """``build``: :func:`irtbox.search.build.build_index`; the searcher."""
     from irtbox.cli.prechecks import check_inputs
-    from irtbox.search.build import FAILED_FILE, build_index
     if args.from_features:
         return _build_from_features(args)
     check_inputs(args.config, args.cfg_options, checkpoint=args.checkpoint,
                  folders=dict(IMAGE_DIR=args.image_dir))
+    from irtbox.search.build import FAILED_FILE, build_index  # torch: after the checks
     done = build_index(args.config, args.checkpoint, args.image_dir, args.index_dir,
                        factory=args.factory, batch_size=args.batch_size,
                        **({} if args.k_factor is None else dict(k_factor=args.k_factor)),

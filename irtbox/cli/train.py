@@ -53,14 +53,10 @@ def parse_args(argv=None):
 
 
 def build_cfg(args):
+    """The config of the training ``args`` ask for, its inputs checked by :func:`main` first
+    (:func:`~irtbox.cli.prechecks.check_inputs`: keys, values, training parts, flags)."""
     from irtbox.apis import check_checkpoint, load_run_config
-    from irtbox.ops.config_check import check_config_keys
     cfg = load_run_config(args.config, args.cfg_options, args.work_dir, args.launcher)
-    check_config_keys(cfg)  # before any work: a misspelled key fails now, not after training
-    check_training_parts(cfg, args.config)
-    refused = flag_problems(args, cfg)
-    if refused:
-        raise SystemExit(refused[0])
     if args.amp:
         cfg.optim_wrapper.type = 'AmpOptimWrapper'
         cfg.optim_wrapper.setdefault('loss_scale', 'dynamic')
@@ -76,26 +72,34 @@ def build_cfg(args):
             cfg.resume, cfg.load_from = True, check_checkpoint(args.resume)
         except FileNotFoundError as error:
             raise SystemExit(f'--resume: {error}')
-    check_batch_sampler(cfg)
     return cfg
 
 
+def _bf16(cfg) -> bool:
+    return (cfg.get('optim_wrapper') or {}).get('type') == 'BF16AutocastOptimWrapper'
+
+
 def flag_problems(args, cfg) -> list:
-    """What is wrong with ``--amp`` / ``--auto-scale-lr`` for ``cfg``: a line each."""
-    import torch
+    """What is wrong with ``--amp`` / ``--auto-scale-lr`` for ``cfg``: a line each (the
+    config alone; torch-free)."""
     problems = []
-    if args.amp:
-        if (cfg.get('optim_wrapper') or {}).get('type') == 'BF16AutocastOptimWrapper':
-            problems.append(f'--amp: {args.config} already trains under bf16 autocast on GPUs '
-                            'that support it (BF16AutocastOptimWrapper, optim_wrapper.enabled); '
-                            "--amp would replace that by float16 with loss scaling. Leave it "
-                            'out, or set optim_wrapper.enabled=True to force bf16.')
-        elif not torch.cuda.is_available():
-            problems.append('--amp needs a CUDA GPU; none is available here.')
+    if args.amp and _bf16(cfg):
+        problems.append(f'--amp: {args.config} already trains under bf16 autocast on GPUs '
+                        'that support it (BF16AutocastOptimWrapper, optim_wrapper.enabled); '
+                        "--amp would replace that by float16 with loss scaling. Leave it "
+                        'out, or set optim_wrapper.enabled=True to force bf16.')
     if args.auto_scale_lr and 'auto_scale_lr' not in cfg:
         problems.append(f'--auto-scale-lr: {args.config} has no auto_scale_lr entry '
                         '(e.g. auto_scale_lr = dict(base_batch_size=64)).')
     return problems
+
+
+def amp_device_problems(args, cfg) -> list:
+    """``--amp`` where torch sees no CUDA GPU (asked of torch, so after the torch-free checks)."""
+    import torch
+    if args.amp and not _bf16(cfg) and not torch.cuda.is_available():
+        return ['--amp needs a CUDA GPU; none is available here.']
+    return []
 
 
 _RESTARTS = (('TORCHELASTIC_RESTART_COUNT', "torchrun's agent"),
@@ -120,16 +124,9 @@ def resumes_here(cfg) -> bool:
         os.path.join(cfg.work_dir, 'last_checkpoint'))
 
 
-def check_training_parts(cfg, config):
-    """A config without the parts training needs (a test-only one) is refused in one line
-    rather than MMEngine's "`_train_loop` should not be None"."""
-    problem = training_parts_problem(cfg, config)
-    if problem:
-        raise SystemExit(problem)
-
-
 def training_parts_problem(cfg, config) -> str:
-    """The line of :func:`check_training_parts`, '' when ``cfg`` can train."""
+    """Why ``cfg`` cannot train (a test-only config), '' when it can: one line rather than
+    MMEngine's "`_train_loop` should not be None"."""
     missing = [key for key in ('train_dataloader', 'train_cfg', 'optim_wrapper')
                if not cfg.get(key)]
     return (f'{config}: cannot train: it sets no {", ".join(missing)} (a test-only config); '
@@ -137,15 +134,23 @@ def training_parts_problem(cfg, config) -> str:
             'has them.') if missing else ''
 
 
-def check_batch_sampler(cfg):
-    """A batch-composing sampler (M-per-class, ...) must agree with the loader's batch size."""
+def batch_sampler_problem(cfg) -> str:
+    """A batch-composing sampler (M-per-class, ...) must agree with the loader's batch size:
+    the line that says it does not, else ''."""
     loader = cfg.get('train_dataloader') or {}
     sampler = loader.get('sampler') or {}
     if 'batch_size' in sampler and sampler['batch_size'] != loader.get('batch_size'):
-        raise SystemExit(
-            f'{cfg.filename}: train_dataloader.sampler.batch_size={sampler["batch_size"]} differs '
-            f'from train_dataloader.batch_size={loader.get("batch_size")}; the sampler composes '
-            'whole batches, so set both to the same value.')
+        return (f'{cfg.filename}: train_dataloader.sampler.batch_size={sampler["batch_size"]} '
+                f'differs from train_dataloader.batch_size={loader.get("batch_size")}; the '
+                'sampler composes whole batches, so set both to the same value.')
+    return ''
+
+
+def check_batch_sampler(cfg):
+    """:func:`batch_sampler_problem`, raised as ``SystemExit``."""
+    problem = batch_sampler_problem(cfg)
+    if problem:
+        raise SystemExit(problem)
 
 
 def main(argv=None):
@@ -154,8 +159,10 @@ def main(argv=None):
     check_inputs(args.config, args.cfg_options, ('train_dataloader', 'val_dataloader'),
                  checkpoint=None if args.resume in (None, 'auto') else args.resume,
                  checkpoint_argument='--resume',
-                 more=lambda cfg: [p for p in [training_parts_problem(cfg, args.config)] if p]
-                 + flag_problems(args, cfg))
+                 more=lambda cfg: [p for p in [training_parts_problem(cfg, args.config),
+                                               batch_sampler_problem(cfg)] if p]
+                 + flag_problems(args, cfg),
+                 more_with_torch=lambda cfg: amp_device_problems(args, cfg))
     relaunch('train', args, argv)
     cfg = build_cfg(args)
     from irtbox.apis import build_runner

@@ -10,11 +10,9 @@ a wrong key before the first iteration, and a rehearsal builds every part), exce
 ``CheckpointHook``, whose ``**kwargs`` go to ``Runner.save_checkpoint``. A type no registry knows is
 left to the build; entries that hold no part (``init_cfg``, ``paramwise_cfg``, ...) are not checked.
 
-Values checked on the way: a learning rate is a number >= 0; ``max_iters`` / ``max_epochs`` /
-``val_interval`` are whole numbers >= 1 (MMEngine would stop at a bare ``assert``); and wherever
-they sit, the well-known keys of :data:`_VALUE_RULES` (``batch_size``, ``max_keep_ckpts``,
-``betas``, ...), which a wrong type otherwise breaks after the environment and config dump, or
-words confusingly (``batch_size='64'``: "64 differs from 64"). Not a schema: only those keys."""
+Values checked first, without the registries (:func:`irtbox.ops.config_inputs.check_config_values`,
+which the check of a command's inputs runs before it imports torch): wherever they sit, the
+well-known keys of its ``VALUE_RULES`` (``lr``, ``max_iters``, ``batch_size``, ``betas``, ...)."""
 import difflib
 import functools
 import inspect
@@ -28,6 +26,7 @@ from torch.utils.data import DataLoader
 
 import irtbox.engine  # noqa: F401  (registers the runner, hooks, loops)
 from irtbox.engine.runner import DEFAULT_HOOKS
+from irtbox.ops.config_inputs import check_config_values
 from irtbox.registry import (DATA_SAMPLERS, DATASETS, EVALUATOR, HOOKS, LOOPS, METRICS, MODELS,
                              OPTIM_WRAPPERS, OPTIMIZERS, PARAM_SCHEDULERS, RUNNERS, SEARCHERS,
                              TRANSFORMS)
@@ -55,33 +54,13 @@ _DEFAULT_HOOK_TYPES = dict(
 # Keys MMEngine's Runner.build_dataloader reads itself before the rest goes to DataLoader.
 _DATALOADER_OWN = {'dataset', 'sampler', 'batch_sampler', 'collate_fn', 'worker_init_fn',
                    'num_batch_per_epoch', 'disable_subprocess_warning'}
-_WHOLE_NUMBERS = ('max_iters', 'max_epochs', 'val_interval')
-
-
-def _whole(low=None):
-    return (lambda v: _is_number(v) and v == int(v) and (low is None or v >= low),
-            'a whole number' + ('' if low is None else f' >= {low}'))
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-# key -> (test of a value, what it expects), wherever the key sits; None passes (a default).
-_VALUE_RULES = {
-    'batch_size': _whole(1), 'num_workers': _whole(0),
-    'interval': _whole(), 'max_keep_ckpts': _whole(),  # -1: every iteration's / every one
-    'betas': (lambda v: isinstance(v, (list, tuple)) and len(v) == 2
-              and all(_is_number(b) for b in v), 'two numbers (b1, b2)'),
-    'weight_decay': (lambda v: _is_number(v) and v >= 0, 'a number >= 0'),
-    'momentum': (lambda v: _is_number(v) and v >= 0, 'a number >= 0'),
-}
 
 
 def check_config_keys(cfg: Config, path: Optional[str] = None) -> None:
     """Raise :class:`~irtbox.utils.config.ConfigError` at the first key of ``cfg`` that the
-    part it configures does not take (or a learning rate / iteration count that cannot be
-    one), naming ``path`` (default ``cfg.filename``), the key path and the closest valid key."""
+    part it configures does not take (or a value that
+    :func:`~irtbox.ops.config_inputs.check_config_values` refuses), naming ``path`` (default
+    ``cfg.filename``), the key path and the closest valid key."""
     _Checker(cfg, path or getattr(cfg, 'filename', None) or 'the config').run()
 
 
@@ -98,7 +77,7 @@ class _Checker:
         imports = cfg.get('custom_imports')
         if imports:
             import_modules_from_strings(**imports)
-        self.values(cfg, '')
+        check_config_values(cfg, self.path)
         self.part(cfg.get('model'), 'model', (MODELS, ))
         hooks = cfg.get('default_hooks') or {}
         for name, hook in hooks.items():
@@ -118,17 +97,6 @@ class _Checker:
         # anything runs, and the build names a wrong argument: not checked here.
 
     # -- walking ---------------------------------------------------------------------------
-    def values(self, node: Any, where: str) -> None:
-        """Check the values of :data:`_VALUE_RULES`' keys anywhere in ``node``."""
-        items = (node.items() if isinstance(node, (dict, Config)) else
-                 enumerate(node) if isinstance(node, (list, tuple)) else ())
-        for key, value in items:
-            at = f'{where}.{key}' if where else str(key)
-            rule = _VALUE_RULES.get(key) if isinstance(key, str) else None
-            if rule and value is not None and not rule[0](value):
-                self.fail(at, f'expected {rule[1]}, got {value!r}')
-            self.values(value, at)
-
     def part(self, node: Any, where: str, registries) -> None:
         """Check ``node`` (a ``dict(type=...)``, a plain dict or list of them, or a value)."""
         if registries == _SKIP:
@@ -207,11 +175,6 @@ class _Checker:
         where = f'{split}_cfg'
         if not isinstance(loop, dict):
             return
-        for key in _WHOLE_NUMBERS:
-            value = loop.get(key, 1)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-                    value != int(value) or value < 1:
-                self.fail(f'{where}.{key}', f'expected a whole number >= 1, got {value!r}')
         # No type: the loop MMEngine builds, a train loop chosen by ``by_epoch``, which it reads.
         train = 'EpochBasedTrainLoop' if loop.get('by_epoch') else 'IterBasedTrainLoop'
         kind = dict(train=train, val='ValLoop', test='TestLoop')[split]
@@ -223,15 +186,10 @@ class _Checker:
             return
         # The wrapper itself (its constructor takes some keys out first) is built when training
         # starts, before the first iteration, and that build names a wrong argument.
-        where = 'optim_wrapper'
-        optimizer = wrapper.get('optimizer')
-        lr = optimizer.get('lr', 0) if isinstance(optimizer, dict) else 0
-        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr >= 0:
-            self.fail(f'{where}.optimizer.lr',
-                      f'expected a learning rate: a number >= 0, got {lr!r}')
         for key, value in wrapper.items():
             if key != 'type':
-                self.part(value, f'{where}.{key}', _CHILD_REGISTRIES.get(key, (OPTIM_WRAPPERS, )))
+                self.part(value, f'optim_wrapper.{key}',
+                          _CHILD_REGISTRIES.get(key, (OPTIM_WRAPPERS, )))
 
 
 def _resolve(kind: Any, registries) -> Optional[Callable]:

@@ -1,15 +1,24 @@
 """The one check of a numeric argument, shared by every layer. Each raises an ``ArgumentError`` (a
 ``ValueError``) naming the argument, what was expected and the value given, e.g. ``chunk_size must
 be a positive integer, got 0``; the caller that knows more (the registered class, the config entry)
-adds its own context around the call."""
+adds its own context around the call. Also the check of a checkpoint argument, a file or a URL
+(torch-free, as every check here: a command refuses a bad argument before importing torch)."""
 import argparse
 import numbers
+import os.path as osp
 from typing import Callable, Iterable, Optional, Tuple, Union
 
 from .errors import ArgumentError
 
 __all__ = ['check_int', 'check_positive_int', 'check_number', 'check_positive_ints',
-           'int_argument']
+           'int_argument', 'check_checkpoint']
+
+
+def check_checkpoint(path: str) -> str:
+    """``path`` when it is a file or a URL, else ``FileNotFoundError``."""
+    if not osp.isfile(path) and not path.startswith(('http://', 'https://')):
+        raise FileNotFoundError(f'checkpoint not found: {path}')
+    return path
 
 
 def _expected_int(minimum: int, maximum: Optional[int] = None) -> str:

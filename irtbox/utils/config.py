@@ -96,6 +96,8 @@ def load_config(path: str, cfg_options: dict = None) -> Config:
     except Exception as err:  # re-raised naming the config file
         if not str(err).strip("'"):  # MMEngine's lazy-import mode blocks a call with no word
             err.args = (_raising_line(err, path), )
+        if isinstance(err, SyntaxError) and err.filename in (None, '<unknown>'):
+            err.filename = path  # MMEngine parses the file's text without its name
         raise with_prefix(err, f'could not load config {path}') from err
     if cfg_options:
         check_option_paths(cfg, cfg_options, path)

@@ -46,6 +46,8 @@ def with_prefix(error: BaseException, prefix: str) -> BaseException:
     new = type(error).__new__(type(error), text)
     new.__dict__.update(vars(error))
     new.args = (text, )
+    if isinstance(new, SyntaxError):  # its message is its msg, which __new__ leaves None
+        new.msg = text
     if isinstance(new, ArgumentError):
         new.message = text
     return new

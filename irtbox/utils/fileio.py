@@ -1,4 +1,4 @@
-"""Files written whole or not at all."""
+"""Files written whole or not at all, and whether a path can be written before any work."""
 import errno
 import json
 import os
@@ -6,7 +6,8 @@ import os.path as osp
 import tempfile
 from typing import Callable
 
-__all__ = ['atomic_write', 'atomic_write_text', 'rename_into_place', 'fsync_dir', 'read_json']
+__all__ = ['atomic_write', 'atomic_write_text', 'rename_into_place', 'fsync_dir', 'read_json',
+           'write_problem']
 
 
 def atomic_write(path: str, write: Callable[[str], None]) -> None:
@@ -106,3 +107,24 @@ def read_json(path: str):
     """The JSON value in the file ``path``."""
     with open(path) as f:
         return json.load(f)
+
+
+def write_problem(path: str, folder: bool = False) -> str:
+    """Why a file (with ``folder``, a folder) cannot be written at ``path``, as
+    ``'ABSPATH: reason'``; '' when it can. Nothing is left behind."""
+    path = osp.abspath(path)
+    if osp.exists(path) and osp.isdir(path) != folder:
+        return f"{path}: exists and is not a {'folder' if folder else 'file'}"
+    parent = path if folder else osp.dirname(path)
+    while not osp.exists(parent):
+        parent = osp.dirname(parent)
+    if not osp.isdir(parent):
+        return f'{path}: {parent} is a file, not a folder; expected a path in a writable folder'
+    try:
+        # Really create a file: permission bits say nothing of read-only mounts, ACLs or root.
+        with tempfile.TemporaryFile(dir=parent, prefix='.irtbox-write-check-'):
+            pass
+    except OSError as error:
+        return (f'{path}: cannot write in {parent} ({error.strerror or error}); expected a '
+                'writable folder')
+    return ''

@@ -1,6 +1,8 @@
 """Every command checks its inputs before it builds a model, dumps its environment and config,
 or starts processes: one line per problem, all of them at once (issue 49 items 2 and 3)."""
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -78,8 +80,6 @@ def test_extract_and_search_build_check_their_inputs_first(fresh_folder):
 def test_dist_train_sh_without_data_prints_one_line(tmp_path):
     """The script itself, as the issue ran it: exit status 1, one line on stderr, nothing on
     stdout (no torchrun banner, no rank's line)."""
-    import subprocess
-    import sys
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     done = subprocess.run(['bash', os.path.join(root, 'tools', 'dist_train.sh'), QUICKSTART, '8'],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120,
@@ -87,3 +87,153 @@ def test_dist_train_sh_without_data_prints_one_line(tmp_path):
     assert done.returncode == 1 and done.stdout == ''
     (line, ) = done.stderr.splitlines()
     assert 'no dataset at train_dataloader.dataset.data_root' in line
+
+
+# -- refusals start without torch (issue 49 item 5) -----------------------------------------
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# Put first on PYTHONPATH: importing a name of IRTBOX_TEST_BLOCKED fails loudly (not an
+# ImportError, which a library may catch), and at exit the number of modules imported is
+# written to IRTBOX_TEST_MODULES.
+GUARD = """import atexit, os, sys
+BLOCKED = os.environ['IRTBOX_TEST_BLOCKED'].split(',')
+
+
+class Guard:
+    def find_spec(self, name, path=None, target=None):
+        if any(name == b or name.startswith(b + '.') for b in BLOCKED):
+            raise RuntimeError(f'guard: {name} imported')
+
+
+sys.meta_path.insert(0, Guard())
+
+
+@atexit.register
+def count():
+    with open(os.environ['IRTBOX_TEST_MODULES'], 'w') as f:
+        f.write(str(len(sys.modules)))
+"""
+HEAVY = 'torch,timm,mmengine.runner'
+# What a refusal may import: mmengine's Config and registries, numpy, yaml (~470 modules when
+# this was written; importing torch alone brings ~1000 more).
+MODULE_BUDGET = 700
+
+
+def refuse(folder, *command, blocked=HEAVY):
+    """Run ``command`` (``irtbox ...``, ``tools/x.py ...`` or ``tools/x.sh ...``) in ``folder``
+    under the guard; (exit status, stdout, stderr lines, modules imported)."""
+    guard = folder.parent / f'{folder.name}-guard'
+    guard.mkdir(exist_ok=True)
+    (guard / 'sitecustomize.py').write_text(GUARD)
+    modules = guard / 'modules'
+    head, *rest = command
+    line = ([sys.executable, '-m', 'irtbox', *rest] if head == 'irtbox' else
+            ['bash', os.path.join(ROOT, head), *rest] if head.endswith('.sh') else
+            [sys.executable, os.path.join(ROOT, head), *rest])
+    done = subprocess.run(line, cwd=folder, capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHON=sys.executable,
+                                   PYTHONPATH=f'{guard}{os.pathsep}{ROOT}',
+                                   IRTBOX_TEST_BLOCKED=blocked, IRTBOX_TEST_MODULES=str(modules)))
+    return done.returncode, done.stdout, done.stderr.splitlines(), int(modules.read_text())
+
+
+NO_DIGITS = (f"{QUICKSTART}: no dataset at train_dataloader.dataset.data_root='data/digits' "
+             '(relative to {cwd}); prepare it with `irtbox prepare-digits --out data/digits`, '
+             'or give its folder with --cfg-options train_dataloader.dataset.data_root=PATH')
+TEST_ONLY = 'quickstart/irt-o_vit-tiny_digits.py'
+SOP = 'irt/irt-o_deit-s_sop.py'
+# (command, files the folder holds, the lines expected on stderr); {cwd}: the folder.
+REFUSALS = {
+    'missing dataset': (['irtbox', 'train', QUICKSTART], {}, [NO_DIGITS]),
+    'missing dataset of a shipped config': (
+        ['irtbox', 'test', SOP], {},
+        [f"{SOP}: no dataset at test_dataloader.dataset.data_root='data/sop' (relative to "
+         '{cwd}); prepare it with `irtbox prepare sop --root data/sop`, or give its folder with '
+         '--cfg-options test_dataloader.dataset.data_root=PATH']),
+    'missing dataset, tools/train.py': (['tools/train.py', QUICKSTART], {}, [NO_DIGITS]),
+    'missing dataset, dist_train.sh': (['tools/dist_train.sh', QUICKSTART, '2'], {}, [NO_DIGITS]),
+    'missing checkpoint, tools/test.py': (
+        ['tools/test.py', QUICKSTART, 'missing.pth'], {'data/digits/': ''},
+        ['CKPT: checkpoint not found: missing.pth (expected a file or a URL)']),
+    'missing resume checkpoint': (
+        ['irtbox', 'train', QUICKSTART, '--resume', 'gone.pth'], {'data/digits/': ''},
+        ['--resume: checkpoint not found: gone.pth (expected a file or a URL)']),
+    'missing image folder, search build': (
+        ['irtbox', 'search', 'build', QUICKSTART, 'w.pth', 'photos', 'index'], {'w.pth': ''},
+        ["IMAGE_DIR: folder not found: 'photos' (relative to {cwd})"]),
+    'missing image folder, extract': (
+        ['irtbox', 'extract', QUICKSTART, 'w.pth', 'photos', 'out'], {'w.pth': ''},
+        ["IMAGE_DIR: folder not found: 'photos' (relative to {cwd})"]),
+    'unwritable --show-dir': (
+        ['irtbox', 'test', QUICKSTART, '--show-dir', 'a_file'], {'data/digits/': '', 'a_file': ''},
+        ['--show-dir {cwd}/a_file: exists and is not a folder']),
+    'flag the config refuses': (
+        ['irtbox', 'train', QUICKSTART, '--auto-scale-lr'], {'data/digits/': ''},
+        [f'--auto-scale-lr: {QUICKSTART} has no auto_scale_lr entry '
+         '(e.g. auto_scale_lr = dict(base_batch_size=64)).']),
+    'test-only config': (
+        ['irtbox', 'train', TEST_ONLY], {'data/digits/': ''},
+        [f'{TEST_ONLY}: cannot train: it sets no train_dataloader, train_cfg, optim_wrapper (a '
+         f'test-only config); evaluate it with tools/test.py {TEST_ONLY} [CHECKPOINT], or train '
+         'a config that has them.']),
+    'config file not found': (
+        ['irtbox', 'train', 'configs/irt/nope.py'], {},
+        ['irtbox: FileNotFoundError: config file not found: configs/irt/nope.py (not a file, '
+         'not a config irtbox ships under {configs}) (IRTBOX_DEBUG=1 shows the traceback)']),
+    'config syntax': (
+        ['irtbox', 'train', 'bad.py'], {'bad.py': 'model = dict(\n'},
+        ["irtbox: SyntaxError: could not load config bad.py: '(' was never closed "
+         '(bad.py, line 1) (IRTBOX_DEBUG=1 shows the traceback)']),
+    'config value': (
+        ['irtbox', 'test', 'mine.py'],
+        {'data/digits/': '', 'mine.py': f"_base_ = ['irtbox::{QUICKSTART}']\n"
+                                         "test_dataloader = dict(batch_size='4')\n"},
+        ["irtbox: ConfigError: mine.py: test_dataloader.batch_size: expected a whole number "
+         ">= 1, got '4' (IRTBOX_DEBUG=1 shows the traceback)"]),
+    'cfg-options value': (
+        ['irtbox', 'train', QUICKSTART, '--cfg-options', 'train_cfg.max_iters=many'],
+        {'data/digits/': ''},
+        ["irtbox: ConfigError: --cfg-options train_cfg.max_iters='many': expected a number, as "
+         'train_cfg.max_iters = 500 in {config} (IRTBOX_DEBUG=1 shows the traceback)']),
+}
+
+
+@pytest.mark.parametrize('case', list(REFUSALS))
+def test_a_refusal_imports_no_torch_timm_or_runner(case, tmp_path):
+    """`irtbox train CONFIG` without data took ~7 s under load to say so, importing torch,
+    timm and MMEngine's runner; the checks need none of them."""
+    command, files, expected = REFUSALS[case]
+    for name, text in files.items():  # a name ending in / is a folder
+        (tmp_path / name.rstrip('/')).parent.mkdir(parents=True, exist_ok=True)
+        if name.endswith('/'):
+            (tmp_path / name).mkdir()
+        else:
+            (tmp_path / name).write_text(text)
+    status, out, err, modules = refuse(tmp_path, *command)
+    from irtbox.utils.config import CONFIGS_DIR
+    assert err == [line.format(cwd=tmp_path, configs=CONFIGS_DIR,
+                               config=os.path.join(CONFIGS_DIR, QUICKSTART))
+                   for line in expected]
+    assert status == 1 and out == ''
+    assert modules < MODULE_BUDGET
+
+
+def test_a_missing_folder_of_another_name_asks_the_dataset_classes(tmp_path):
+    """Which `irtbox prepare NAME` fills a folder not named after its dataset is declared by
+    the dataset's class (torch), but the model's libraries are not needed."""
+    status, out, err, _ = refuse(tmp_path, 'irtbox', 'test', SOP, '--cfg-options',
+                                 'test_dataloader.dataset.data_root=mine/products',
+                                 blocked='timm,mmengine.runner')
+    assert status == 1 and out == ''
+    (line, ) = err
+    assert 'prepare it with `irtbox prepare sop --root mine/products`' in line
+
+
+def test_a_misspelled_key_is_still_refused_before_any_work(tmp_path):
+    """The registries' check of every key runs once the torch-free checks pass."""
+    (tmp_path / 'data' / 'digits').mkdir(parents=True)  # an empty dataset folder: not missing
+    status, out, err, _ = refuse(tmp_path, 'irtbox', 'train', QUICKSTART, '--cfg-options',
+                                 'default_hooks.checkpoint.intervall=5', blocked='nothing')
+    assert status == 1 and out == ''
+    (line, ) = err
+    assert "default_hooks.checkpoint.intervall: CheckpointHook takes no argument 'intervall'" \
+        in line
