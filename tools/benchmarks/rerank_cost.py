@@ -111,7 +111,8 @@ def main():
               f'{os.cpu_count()} CPUs, {args.threads or "default"} thread(s), graph '
               f'{args.graph}' + (f' (nlist {args.nlist or "√N"}, nprobe {args.nprobe})'
                                   if args.graph == 'ivf' else '') + '\n')
-        print('| step | wall s | CPU s | extra peak RSS (MB) | wall / search |\n|---|---|---|---|---|')
+        print('| step | wall s | CPU s | extra peak RSS (MB) | wall / search |\n'
+              '|---|---|---|---|---|')
         floor, recall = None, None
         for step in STEPS:
             out = subprocess.run([sys.executable, osp.abspath(__file__), '--child', step] +

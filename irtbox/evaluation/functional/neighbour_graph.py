@@ -5,8 +5,8 @@ block_rows, never N x N) and saved beside an index. Exact, with the ranking core
 or approximate (``method='ivf'``): faiss's k-means splits the database into nlist lists, each
 item searches the nprobe lists nearest to it (faiss's IVF-Flat search, the same result), time
 about N² D nprobe / nlist. The lists are scanned as matrix products, a list against every item
-that probes it, not item by item as faiss's IVF search does (here 15 times slower a
-multiply-add: docs/benchmarks.md).
+that probes it, not item by item as faiss's IVF search does (9 times the CPU time here:
+docs/benchmarks.md).
 
 The database is any N x D array that slices (an array, an ``np.memmap``, an ``Index``'s rows);
 rows are L2-normalised as they are read, so similarities are cosines.
