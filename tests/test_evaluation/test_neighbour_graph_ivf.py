@@ -63,6 +63,12 @@ def test_rerank_with_a_full_ivf_graph_equals_the_exact_graph():
         got = rerank(full, q, db, ids, scores, rerank_graph(full, db))
         np.testing.assert_array_equal(got[0], exact[0])
         np.testing.assert_allclose(got[1], exact[1], atol=1e-6)
+        # Without a graph given, rerank builds the one its dict names (as a config's metric).
+        rough = dict(cfg, graph=dict(method='ivf', nlist=8, nprobe=2))
+        got = rerank(rough, q, db, ids, scores)
+        np.testing.assert_array_equal(got[0], rerank(rough, q, db, ids, scores,
+                                                     rerank_graph(rough, db))[0])
+        assert (got[0] != exact[0]).any()
 
 
 def test_ivf_graph_checks():

@@ -72,11 +72,13 @@ def rerank_graph(cfg: dict, database) -> Optional[NeighbourGraph]:
 
 def rerank(cfg: dict, query, database, ids, scores,
            graph: Optional[NeighbourGraph] = None) -> Tuple[np.ndarray, np.ndarray]:
-    """The candidates ``ids`` / ``scores`` (Q x K, best first) re-ranked by ``cfg``'s method.
+    """The candidates ``ids`` / ``scores`` (Q x K, best first) re-ranked by ``cfg``'s method,
+    with ``graph`` (``None``: :func:`rerank_graph` computes the one ``cfg`` names).
 
     Returns (Q x K int64 ids, Q x K float64 scores), best first."""
     method, _, params = check_rerank_cfg(cfg)
     function = RERANKERS[method][0]
+    graph = rerank_graph(cfg, database) if graph is None else graph
     data = dict(query=query, database=database, ids=ids, scores=scores, graph=graph)
     wanted = inspect.signature(function).parameters
     return function(**{key: value for key, value in data.items() if key in wanted}, **params)
