@@ -100,6 +100,10 @@ def parse_args(argv=None):
     query.add_argument('--rerank', choices=RERANK_METHODS, default=None,
                        help='re-rank each query\'s shortlist with its paper\'s defaults '
                             '(docs/methods/reranking.md)')
+    query.add_argument('--rerank-graph', choices=('exact', 'ivf'), default='exact',
+                       help='the database graph of kreciprocal and diffusion: exact (time N²D) '
+                            'or ivf (approximate, for large indexes); computed on first use '
+                            'and kept in the index folder')
 
     serve = commands.add_parser('serve', help='serve a search page and a JSON API')
     serve.add_argument('index_dir', help='a folder written by build')
@@ -227,7 +231,7 @@ def query(args):
                                       for h in hits])
                for path, hits in zip(args.images, searcher.search(
                    args.images, k=args.k,
-                   rerank=None if args.rerank is None else dict(type=args.rerank)))]
+                   rerank=_rerank_cfg(args)))]
     for result in results:
         print(result['query'])
         for hit in result['hits']:
@@ -244,6 +248,12 @@ def query(args):
             write_results_html(args.out, results)
         print(f'results written to {args.out}')
     return results
+
+
+def _rerank_cfg(args):
+    if args.rerank is None or args.rerank == 'superglobal' or args.rerank_graph == 'exact':
+        return None if args.rerank is None else dict(type=args.rerank)
+    return dict(type=args.rerank, graph=dict(method=args.rerank_graph))
 
 
 def serve(args):

@@ -1,6 +1,7 @@
 """``ImageSearcher``: a retrieval model and the :class:`~irtbox.evaluation.neighbours.index.Index`
 of a collection."""
 import dataclasses
+import json
 import os
 import os.path as osp
 from typing import List, Optional, Sequence, Tuple, Union
@@ -12,12 +13,14 @@ from mmengine.logging import print_log
 from irtbox.apis import init_model
 from irtbox.apis.extract import extract_features
 from irtbox.apis.identity import model_identity, model_identity_differences
+from irtbox.evaluation.functional.neighbour_graph import (StaleGraphError, load_neighbour_graph,
+                                                          save_neighbour_graph)
 from irtbox.evaluation.functional.rerankers import check_rerank_cfg, rerank, rerank_graph
 from irtbox.evaluation.neighbours.faiss_index import IndexIntegrityError
 from irtbox.evaluation.neighbours.index import (Index, IndexFileChangedError, IndexFolderBusy,
-                                               RowsError, check_files, normalize,
-                                               read_index_rows, read_manifest, read_rows,
-                                               rerank_exactly)
+                                               RowsError, check_files, index_folder_lock,
+                                               normalize, read_index_rows, read_manifest,
+                                               read_rows, rerank_exactly)
 from irtbox.utils.checks import check_positive_int
 from irtbox.utils.config import Config, ConfigError, config_from_data
 from irtbox.utils.dist import resolve_device
@@ -123,8 +126,10 @@ class ImageSearcher:
                                     identity=identity)
         self.batch_size, self.num_workers = batch_size, num_workers
         self.config = None
-        # The database graphs of the re-rankers used so far (add() drops them).
+        # The database graphs of the re-rankers used so far (add() drops them), and the index
+        # folder they are saved in with the sha256 of its embeddings (load and save set it).
         self._rerank_graphs = {}
+        self._folder: Optional[Tuple[str, str]] = None
 
     def __len__(self) -> int:
         return len(self.store)
@@ -198,6 +203,7 @@ class ImageSearcher:
         except RowsError as err:
             raise RowsError(f'ImageSearcher.add: {err}') from None
         self._rerank_graphs.clear()
+        self._folder = None
         return len(ids)
 
     def _query_embeddings(self, queries) -> Tuple[np.ndarray, bool]:
@@ -252,12 +258,43 @@ class ImageSearcher:
         if (positions < 0).any():
             raise QueryError(f'ImageSearcher.search: the index found fewer than {shortlist} '
                              f'candidates to re-rank; search more cells (nprobe)')
-        key = (method, params.get('k1', params.get('k')))
-        if key not in self._rerank_graphs:
-            self._rerank_graphs[key] = rerank_graph(cfg, self.embeddings)
         positions, scores = rerank(cfg, queries, self.embeddings, positions, scores,
-                                   self._rerank_graphs[key])
+                                   self.rerank_graph(cfg))
         return scores[:, :k], positions[:, :k]
+
+    def rerank_graph(self, cfg: dict):
+        """The database graph the re-ranker ``cfg`` needs (``None``: none), computed on first
+        use and kept; of an index saved or loaded, kept in its folder too, as
+        ``rerank-graph-<type>.npz`` with the sha256 of the index's embeddings and the graph's
+        settings: a later load reads it, and a graph of other rows or settings is refused
+        (computed again and replaced). A folder another process holds, or one this process
+        may not write, keeps its file; the graph is then only kept in memory."""
+        method, _, params = check_rerank_cfg(cfg)
+        meta = dict(type=method, k=params.get('k1' if method == 'kreciprocal' else 'k'),
+                    graph=cfg.get('graph', {}))
+        key = json.dumps(meta, sort_keys=True)
+        if method == 'superglobal' or key in self._rerank_graphs:
+            return self._rerank_graphs.get(key)
+        graph = path = None
+        if self._folder is not None:
+            path, meta['rows'] = osp.join(self._folder[0], f'rerank-graph-{method}.npz'), \
+                self._folder[1]
+            if osp.isfile(path):
+                try:
+                    graph = load_neighbour_graph(path, meta)
+                except StaleGraphError as err:
+                    print_log(str(err), logger='current')
+        if graph is None:
+            graph = rerank_graph(cfg, self.embeddings)
+            if path is not None:
+                try:
+                    with index_folder_lock(self._folder[0]):
+                        save_neighbour_graph(path, graph, meta)
+                except (IndexFolderBusy, OSError) as err:
+                    print_log(f'the re-ranking graph is not saved in {self._folder[0]}: {err}',
+                              logger='current')
+        self._rerank_graphs[key] = graph
+        return graph
 
     def recall_vs_exact(self, k: int = 10, num_queries: int = 1000, seed: int = 0) -> float:
         """The held-out recall@``k`` against exact search (:meth:`Index.recall_at_k
@@ -271,6 +308,7 @@ class ImageSearcher:
         <irtbox.evaluation.neighbours.index.Index.save>`) with the model's config."""
         self.identity  # computed from the model if not yet: saved with the rows
         self.store.save(directory, getattr(self.model, 'cfg', None) or self.config)
+        self._folder = _folder(directory)
 
     @classmethod
     def load(cls, directory: str, model: Optional[torch.nn.Module] = None,
@@ -296,7 +334,15 @@ class ImageSearcher:
             store.identity = current
         print_log(f'loaded index {directory}: {len(store)} items, {store.faiss_index.factory}',
                   logger='current')
-        return cls(model, batch_size=batch_size, num_workers=num_workers, store=store)
+        searcher = cls(model, batch_size=batch_size, num_workers=num_workers, store=store)
+        searcher._folder = _folder(directory)
+        return searcher
+
+
+def _folder(directory: str) -> Tuple[str, str]:
+    """(the index folder, the sha256 of its embeddings file): what a saved graph belongs to."""
+    manifest = read_manifest(directory)
+    return directory, manifest['sha256'][manifest['files']['embeddings']]
 
 
 def load_index_model(directory: str, checkpoint: Optional[str] = None, device: str = 'cpu',

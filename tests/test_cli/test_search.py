@@ -259,3 +259,13 @@ def test_build_without_a_checkpoint_of_random_weights_is_refused(photos, tmp_pat
                        'random weights .* no query could use this index'):
         search_tool.main(['build', CONFIG, 'none', folder, str(index), '--num-workers', '0'])
     assert not (index / 'manifest.json').exists()
+
+
+def test_rerank_graph_flag_names_the_graph():
+    from irtbox.cli.search import _rerank_cfg
+    query = ['query', 'index', 'a.png', '--rerank']
+    assert _rerank_cfg(search_tool.parse_args(query + ['diffusion', '--rerank-graph', 'ivf'])) \
+        == dict(type='diffusion', graph=dict(method='ivf'))
+    assert _rerank_cfg(search_tool.parse_args(query + ['kreciprocal'])) == dict(type='kreciprocal')
+    assert _rerank_cfg(search_tool.parse_args(query + ['superglobal', '--rerank-graph', 'ivf'])) \
+        == dict(type='superglobal')

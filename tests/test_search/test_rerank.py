@@ -190,3 +190,34 @@ def test_the_gpu_candidate_cap_is_said_once_and_saved(tmp_path, monkeypatch):
     searcher.save(str(tmp_path / 'index'))
     with open(tmp_path / 'index' / 'manifest.json') as f:
         assert json.load(f)['candidates_capped'] == searcher.store.capped
+
+
+def test_a_loaded_index_keeps_its_rerank_graph_in_its_folder(tmp_path, monkeypatch):
+    """The database graph of a re-ranker is computed once, saved in the index folder and read
+    by the next load; a graph of other settings or of another index's rows is refused (computed
+    again and replaced)."""
+    import irtbox.search.searcher as searcher_module
+    computed = []
+    original = searcher_module.rerank_graph
+    monkeypatch.setattr(searcher_module, 'rerank_graph',
+                        lambda cfg, db: computed.append(cfg) or original(cfg, db))
+    rng = np.random.default_rng(0)
+    rows, queries = rng.standard_normal((80, 8)), rng.standard_normal((2, 8))
+    folder, cfg = str(tmp_path / 'index'), dict(type='diffusion', k=10, shortlist=30)
+    first = ImageSearcher()
+    first.add(rows)
+    first.save(folder)
+
+    def search(cfg):
+        return [[h.position for h in row] for row in
+                ImageSearcher.load(folder).search(queries, k=5, rerank=cfg)]
+    hits = search(cfg)
+    assert os.path.isfile(os.path.join(folder, 'rerank-graph-diffusion.npz'))
+    assert search(cfg) == hits and len(computed) == 1  # read back, not computed
+    twelve = search(dict(cfg, k=12))
+    assert len(computed) == 2  # other settings: computed again
+    other = ImageSearcher()
+    other.add(rows[::-1].copy())
+    other.save(folder)  # another index in the folder: the graph there is stale
+    assert search(dict(cfg, k=12)) == [[79 - p for p in row] for row in twelve]
+    assert len(computed) == 3

@@ -5,7 +5,8 @@ shortlist=..., **its function's keyword arguments)``, as a metric's ``rerank=`` 
 search`` name it. It chains after any search (exact, or an ``Index`` / faiss index): it takes the
 query embeddings, the database rows (an array that slices: an array, a memmap, an ``Index``'s
 rows), the initial ids and scores (Q x shortlist, best first), and the database's neighbour
-graph when the method needs one (:func:`rerank_graph`, computed once and saveable).
+graph when the method needs one (:func:`rerank_graph`, computed once and saveable; the dict's
+``graph=dict(method='ivf', nlist=..., nprobe=...)`` makes it approximate: ``neighbour_graph``).
 """
 import inspect
 from typing import Optional, Tuple
@@ -30,12 +31,23 @@ RERANKERS = {
 _DATA = ('query', 'database', 'ids', 'scores', 'graph')
 
 
+_GRAPH = ('method', 'nlist', 'nprobe', 'seed', 'chunk_size', 'block_rows')
+
+
 def check_rerank_cfg(cfg: dict, name: str = 'rerank') -> Tuple[str, int, dict]:
     """(method, shortlist, the function's keyword arguments) of a re-ranker's dict."""
     if not isinstance(cfg, dict) or cfg.get('type') not in RERANKERS:
         raise ArgumentError(f'{name} must be a dict with type one of {sorted(RERANKERS)}, got '
                             f'{cfg!r}.', name)
-    params = {key: value for key, value in cfg.items() if key not in ('type', 'shortlist')}
+    graph = cfg.get('graph', {})
+    if graph and cfg['type'] == 'superglobal':
+        raise ArgumentError(f'{name}: superglobal needs no graph, got graph={graph!r}.', name)
+    unknown = sorted(set(graph) - set(_GRAPH)) if isinstance(graph, dict) else graph
+    if unknown:
+        raise ArgumentError(f'{name}.graph must be a dict of neighbour_graph\'s {list(_GRAPH)}, '
+                            f'not {unknown!r}.', name)
+    params = {key: value for key, value in cfg.items()
+              if key not in ('type', 'shortlist', 'graph')}
     function, shortlist = RERANKERS[cfg['type']]
     known = set(inspect.signature(function).parameters) - set(_DATA)
     unknown = sorted(set(params) - known)
@@ -52,20 +64,21 @@ def check_rerank_cfg(cfg: dict, name: str = 'rerank') -> Tuple[str, int, dict]:
 def rerank_graph(cfg: dict, database) -> Optional[NeighbourGraph]:
     """The database's neighbour graph the re-ranker of ``cfg`` needs (``None``: none)."""
     method, _, params = check_rerank_cfg(cfg)
-    if method == 'kreciprocal':
-        return neighbour_graph(database, params.get('k1', 20), farthest=True)
-    if method == 'diffusion':
-        return neighbour_graph(database, params.get('k', 50))
-    return None
+    if method == 'superglobal':
+        return None
+    k = params.get('k1', 20) if method == 'kreciprocal' else params.get('k', 50)
+    return neighbour_graph(database, k, farthest=method == 'kreciprocal', **cfg.get('graph', {}))
 
 
 def rerank(cfg: dict, query, database, ids, scores,
            graph: Optional[NeighbourGraph] = None) -> Tuple[np.ndarray, np.ndarray]:
-    """The candidates ``ids`` / ``scores`` (Q x K, best first) re-ranked by ``cfg``'s method.
+    """The candidates ``ids`` / ``scores`` (Q x K, best first) re-ranked by ``cfg``'s method,
+    with ``graph`` (``None``: :func:`rerank_graph` computes the one ``cfg`` names).
 
     Returns (Q x K int64 ids, Q x K float64 scores), best first."""
     method, _, params = check_rerank_cfg(cfg)
     function = RERANKERS[method][0]
+    graph = rerank_graph(cfg, database) if graph is None else graph
     data = dict(query=query, database=database, ids=ids, scores=scores, graph=graph)
     wanted = inspect.signature(function).parameters
     return function(**{key: value for key, value in data.items() if key in wanted}, **params)

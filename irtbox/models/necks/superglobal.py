@@ -77,7 +77,7 @@ class Gemp(nn.Module):
 class Sgem(nn.Module):
     """Scale-GeM over the descriptors of S test scales (paper Eq. 3): with ``infinity`` (the
     official default) the element-wise max of the L2-normalised descriptors; else
-    (mean_s (x_s - γ)^p_s)^(1/p_s) + γ, γ the smallest entry (p_s = 10).
+    (mean_s (x_s - γ)^p_s)^(1/p_s) + γ, γ the image's smallest entry (p_s = 10).
 
     A sequence of S tensors B x D (or an S x B x D tensor) -> B x D.
     """
@@ -90,5 +90,6 @@ class Sgem(nn.Module):
         x = torch.stack(list(descriptors)) if not torch.is_tensor(descriptors) else descriptors
         if self.infinity:
             return F.normalize(x, dim=-1).amax(dim=0)
-        low = x.min()
-        return (x - low).pow(self.p).mean(dim=0).pow(1 / self.p) + low
+        # γ is each image's own smallest entry (the official code embeds one image at a time).
+        low = x.amin(dim=(0, -1), keepdim=True)
+        return ((x - low).pow(self.p).mean(dim=0, keepdim=True).pow(1 / self.p) + low)[0]

@@ -43,6 +43,10 @@ class ImageRetriever(BaseModel):
             with a ``gem_power``.
         query_test_scales: scales of the ``is_query`` samples when they differ from the
             database's (DToP Table A11); default ``test_scales``.
+        multi_scale: how the scales' descriptors combine: ``'mean'`` (the power mean of
+            ``multi_scale_power``), ``'sgem'`` (SuperGlobal's Scale-GeM with its defaults, the
+            element-wise max: :class:`~irtbox.models.necks.Sgem`) or a module's dict taking
+            the list of descriptors, e.g. ``dict(type='Sgem', p=10, infinity=False)``; then L2.
 
     ``input_spec`` (:class:`~irtbox.models.input_spec.InputSpec`): what the retriever takes,
     set by ``init_model`` from the config's test pipeline; None otherwise.
@@ -62,6 +66,7 @@ class ImageRetriever(BaseModel):
                  test_scales: Sequence[float] = (1.0,),
                  query_test_scales: Optional[Sequence[float]] = None,
                  multi_scale_power: Union[float, str] = 1.0,
+                 multi_scale: Union[str, dict] = 'mean',
                  init_cfg=None):
         if data_preprocessor is None:
             data_preprocessor = dict(type='ImgDataPreprocessor')
@@ -88,6 +93,11 @@ class ImageRetriever(BaseModel):
             raise ValueError("ImageRetriever: multi_scale_power must be a number or 'gem', got "
                              f'{multi_scale_power!r}')
         self.multi_scale_power = multi_scale_power
+        if multi_scale != 'mean' and multi_scale != 'sgem' and not isinstance(multi_scale, dict):
+            raise ValueError("ImageRetriever: multi_scale must be 'mean', 'sgem' or a dict of a "
+                             f"module (e.g. dict(type='Sgem', p=10)), got {multi_scale!r}")
+        self.multi_scale_pool = None if multi_scale == 'mean' else MODELS.build(
+            dict(type='Sgem') if multi_scale == 'sgem' else multi_scale)
         if momentum is not None and not 0.0 <= momentum < 1.0:
             raise ValueError(f'ImageRetriever: momentum must be in [0, 1), got {momentum}')
         self.momentum = momentum
@@ -151,16 +161,19 @@ class ImageRetriever(BaseModel):
         p = self.multi_scale_power
         if p == 'gem':
             p = float(self._gem_power())
-        acc = 0
+        acc, descs = 0, []
         for scale in scales:
             x = inputs if scale == 1.0 else F.interpolate(
                 inputs, scale_factor=scale, mode='bilinear', align_corners=False)
             desc = self._embed(x, self.backbone, self.neck)
+            if self.multi_scale_pool is not None:
+                descs.append(desc)
+                continue
             if p != 1.0 and bool((desc < 0).any()):
                 raise ValueError(f'ImageRetriever: multi_scale_power={p} needs non-negative '
                                  'descriptors (e.g. GeM of ReLU maps); use 1 for a plain mean.')
             acc = acc + desc.pow(p)
-        desc = (acc / len(scales)).pow(1.0 / p)
+        desc = self.multi_scale_pool(descs) if descs else (acc / len(scales)).pow(1.0 / p)
         return F.normalize(desc, dim=-1) if self.normalize else desc
 
     def forward(self, inputs: torch.Tensor, data_samples: Optional[List[DataSample]] = None,

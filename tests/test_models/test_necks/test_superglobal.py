@@ -28,8 +28,16 @@ def test_gemp_relup_sgem():
     torch.testing.assert_close(Sgem()(scales), torch.maximum(torch.maximum(unit[0], unit[1]),
                                                              unit[2]))
     stack = torch.stack(scales)
-    low = stack.min()
+    low = stack.amin(dim=(0, 2), keepdim=True)  # each image's own smallest entry
     torch.testing.assert_close(Sgem(infinity=False)(stack),
-                               ((stack - low) ** 10).mean(0) ** 0.1 + low)
+                               (((stack - low) ** 10).mean(0) ** 0.1 + low)[0])
+    # A hand-computed case: scales [0, 1] and [1, 0] of one image, γ = 0.
+    pair = [torch.tensor([[0.0, 1.0]]), torch.tensor([[1.0, 0.0]])]
+    torch.testing.assert_close(Sgem(infinity=False)(pair), torch.full((1, 2), 0.5 ** 0.1))
+    torch.testing.assert_close(Sgem()([torch.tensor([[1.0, 0.0]]), torch.tensor([[0.6, 0.8]])]),
+                               torch.tensor([[1.0, 0.8]]))
+    # An image's descriptor does not depend on the others of its batch.
+    torch.testing.assert_close(Sgem(infinity=False)(stack[:, :1]),
+                               Sgem(infinity=False)(stack)[:1])
     neck = torch.nn.Sequential(*[MODELS.build(dict(type=t)) for t in ('Relup', 'Rgem', 'Gemp')])
     assert neck((x, )).shape == (2, 4)

@@ -77,6 +77,27 @@ def test_multi_scale_descriptor():
     torch.testing.assert_close(model(x, mode='tensor'), expected)
 
 
+def test_multi_scale_sgem():
+    """multi_scale='sgem': SuperGlobal's Scale-GeM of the per-scale descriptors (its default:
+    their element-wise max), then L2; a dict sets its p."""
+    torch.manual_seed(1)
+    kwargs = dict(backbone=dict(BACKBONE, dynamic_img_size=True), neck=[dict(type='GeMPool')],
+                  test_scales=(1.0, 0.5))
+    model = ImageRetriever(multi_scale='sgem', **kwargs).eval()
+    x = torch.randn(2, 3, 32, 32)
+    single = [F.normalize(model.neck(model.backbone(s)), dim=-1)
+              for s in (x, F.interpolate(x, scale_factor=0.5, mode='bilinear', align_corners=False))]
+    torch.testing.assert_close(model(x, mode='tensor'),
+                               F.normalize(torch.maximum(single[0], single[1]), dim=-1))
+    powered = ImageRetriever(multi_scale=dict(type='Sgem', p=3, infinity=False), **kwargs).eval()
+    powered.load_state_dict(model.state_dict())
+    low = torch.minimum(single[0], single[1]).amin(1, keepdim=True)
+    expected = (((single[0] - low) ** 3 + (single[1] - low) ** 3) / 2) ** (1 / 3) + low
+    torch.testing.assert_close(powered(x, mode='tensor'), F.normalize(expected, dim=-1))
+    with pytest.raises(ValueError, match="multi_scale must be 'mean', 'sgem' or a dict"):
+        ImageRetriever(multi_scale='max', **kwargs)
+
+
 def test_multi_scale_power_needs_non_negative_descriptors():
     model = ImageRetriever(backbone=dict(BACKBONE, dynamic_img_size=True), neck=[dict(type='AvgPool')],
                            test_scales=(1.0, 0.5), multi_scale_power=3.0).eval()
