@@ -13,6 +13,7 @@ import os.path as osp
 import sys
 
 from irtbox.cli import add_cfg_options, checkpoint_argument, command_parser
+from irtbox.cli.prepare import prepare_command
 from irtbox.datasets import dataset_spec, dataset_specs
 from irtbox.ops.prepare import check_dataset, format_report
 from irtbox.utils.checks import int_argument
@@ -127,9 +128,10 @@ def main(argv=None):
     args = parse_args(argv)
     info = dataset_spec(args.name, preparable=True)
     expected = _read_counts(args.counts) if args.counts else None
-    report = check_dataset(info, args.root or info.default_root, full=args.full,
-                           sample=args.sample, seed=args.seed, workers=args.workers,
-                           expected=expected)
+    root = args.root or info.default_root
+    report = check_dataset(info, root, full=args.full, sample=args.sample, seed=args.seed,
+                           workers=args.workers, expected=expected,
+                           prepare_hint=f'run `{prepare_command(info.name, root)}`')
     print(format_report(report))
     if args.json:
         atomic_write_text(args.json, json.dumps(report, indent=1))

@@ -58,13 +58,16 @@ def _decodes(path: str) -> Optional[str]:
 
 def check_dataset(info: DatasetSpec, root: str, full: bool = False, sample: int = 1000,
                   seed: int = 0, workers: Optional[int] = None,
-                  expected: Optional[Dict[str, Dict[str, int]]] = None) -> dict:
+                  expected: Optional[Dict[str, Dict[str, int]]] = None,
+                  prepare_hint: Optional[str] = None) -> dict:
     """Check the tree of ``info`` under ``root``; returns the report (a JSON-ready dict).
 
     Args:
         full: Decode every image instead of a sample of ``sample`` per split.
         expected: Counts per split replacing the published ones (a subset made on purpose):
             ``{'train': {'images': 32, 'classes': 8}}``.
+        prepare_hint: How to prepare the tree, in the caller's words (the command line gives
+            its command); default: :func:`prepare_dataset`.
 
     Report: ``dataset``, ``root``, ``ok`` (no error), ``splits`` (per split ``counts``,
     ``expected``, ``missing``, ``decoded``, ``undecodable``) and ``problems``, each with
@@ -72,7 +75,8 @@ def check_dataset(info: DatasetSpec, root: str, full: bool = False, sample: int 
     ``where`` and ``fix``.
     """
     report = dict(dataset=info.name, root=root, ok=True, splits={}, problems=[])
-    prepare_fix = f'prepare it (prepare_dataset of {info.name}, root {root}; see docs/datasets.md)'
+    prepare_fix = (f'{prepare_hint} (see docs/datasets.md)' if prepare_hint else
+                   f'prepare it (prepare_dataset of {info.name}, root {root}; see docs/datasets.md)')
     if not osp.isdir(root):
         _problem(report, 'error', 'the dataset folder does not exist', root, prepare_fix)
         report['ok'] = False

@@ -384,6 +384,14 @@ def test_check_names_a_miscounted_split(sop_copy, capsys):
     assert 'test: 31 images (published: 32)' in capsys.readouterr().out
 
 
+def test_check_from_the_command_line_names_the_command_that_prepares(tmp_path, capsys):
+    """The fix line docs/datasets.md shows: the command, not the Python function."""
+    root = tmp_path / 'sop'
+    with pytest.raises(SystemExit):
+        check_cli.main(['sop', '--root', str(root)])
+    assert f'fix: run `irtbox prepare sop --root {root}` (see docs/datasets.md)' in capsys.readouterr().out
+
+
 @pytest.mark.slow
 def test_check_names_a_wrong_layout(sop_copy, capsys):
     nested = sop_copy / 'Stanford_Online_Products'
