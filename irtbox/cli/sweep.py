@@ -40,7 +40,7 @@ from irtbox.ops.sweeps import (EMBEDDINGS, FAILED, LOG, PREEMPTED_MARK, RESULTS,
                            expand, load_spec, plot_all, run_all, select_runs, state_of,
                            summarize, write_table)
 from irtbox.utils.checks import int_argument
-from irtbox.utils.extras import MissingExtraError
+from irtbox.utils.extras import MissingExtraError, require_extra
 
 __all__ = ['parse_args', 'main']
 
@@ -156,6 +156,10 @@ def main(argv=None):
                                    args.keep_embeddings))
         return runs
     if args.launcher == 'slurm' and not args.collect_only:
+        try:  # before any line about the runs: nothing can be submitted without it
+            require_extra(['submitit'], 'slurm', 'a sweep on Slurm')
+        except MissingExtraError as error:
+            raise SystemExit(f'--launcher slurm: {error}')
         queue = slurm.queue_states(runs, args.work_root)
         todo = slurm.unqueued(runs, queue)
         busy = len([r for r in runs if state_of(r) != 'done']) - len(todo)

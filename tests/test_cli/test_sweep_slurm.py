@@ -115,7 +115,7 @@ def test_without_slurm_is_one_line(grid, monkeypatch):
         sweep.main([spec, '--work-root', root, '--launcher', 'slurm'])
 
 
-def test_without_submitit_is_one_line(grid, monkeypatch):
+def test_without_submitit_is_one_line(grid, monkeypatch, capsys):
     import importlib.util
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, 'find_spec',
@@ -123,6 +123,8 @@ def test_without_submitit_is_one_line(grid, monkeypatch):
     spec, root, _ = grid
     with pytest.raises(SystemExit, match=r'needs submitit, .*pip install "irtbox\[slurm\]"'):
         sweep.main([spec, '--work-root', root, '--launcher', 'slurm'])
+    printed = capsys.readouterr()
+    assert printed.out == printed.err == ''  # no "submitting 9" before the refusal
 
 
 def test_slurm_params_are_key_value(grid, capsys):
