@@ -14,7 +14,9 @@ the first failed check; the report is written to <work-dir>/rehearsal.json.
 32 pixels and a transformer backbone with the fewest blocks its outputs need, the three phases
 in one launcher session (each rank runs them one after the other, each a fresh runner; the
 processes start once): every code path of the config, and what the ranks exchange (fitted
-buffers, gathers, checkpoints), in seconds.
+buffers, gathers, checkpoints), in seconds. With --all-kinds, up to --kinds-per-session kinds
+share one session (a kind that fails there fails alone; one that crashes or hangs it is
+rehearsed again in a session of its own).
 
 --all-kinds: instead of one config, the cheapest shipped config of each kind (what a rehearsal
 exercises: backbone family, necks, losses, Partial FC, hooks, sampler, loop, dataset types;
@@ -65,11 +67,11 @@ def parse_args(argv=None):
                         help='with --all-kinds: rehearsals run at once, each in a process of '
                         'its own (default 1; 2 on 2 cores with --quick: much of a rehearsal is '
                         'one core starting processes)')
-    parser.add_argument('--kinds-per-session', type=int_argument(1), default=8, metavar='K',
+    parser.add_argument('--kinds-per-session', type=int_argument(1), default=6, metavar='K',
                         help='with --all-kinds --quick: up to K kinds rehearsed one after the '
                         'other in one launcher session (one process start for them; a kind '
                         'that fails ends alone, one that crashes or hangs the session is '
-                        'rehearsed again alone); fewer where a job would get none; default 8')
+                        'rehearsed again alone); fewer where a job would get none; default 6')
     parser.add_argument('--nproc', type=int_argument(1),
                         help='processes (GPUs with NCCL, else CPU processes with gloo); '
                         'default 2, so that the ranks can be compared')

@@ -226,10 +226,10 @@ def _rehearse_one(position: str, kind: ConfigKind, config: str, work_dir: str,
                     echo)
 
 
-def _rehearse_batch(tasks: list, echo=print) -> List[KindRehearsal]:
+def _rehearse_batch(tasks: list, plan: str, echo=print) -> List[KindRehearsal]:
     """The kinds of ``tasks`` (arguments of :func:`_rehearse_one`) in one launcher session
-    (:func:`~irtbox.ops.rehearse.rehearse_batch`); a kind the session ended before is
-    rehearsed again in a session of its own, so that a crash or a hang is its own."""
+    (:func:`~irtbox.ops.rehearse.rehearse_batch`, its plan ``plan``); a kind the session ended
+    before is rehearsed again in a session of its own, so that a crash or a hang is its own."""
     if len(tasks) == 1:
         return [_rehearse_one(*tasks[0], echo=echo)]
     work_dir, options = tasks[0][3], tasks[0][5]
@@ -244,8 +244,6 @@ def _rehearse_batch(tasks: list, echo=print) -> List[KindRehearsal]:
                 config, folder, options.get('cfg_options'), **miniature))))
         except Exception as error:  # noqa: BLE001  (one kind that cannot start stops no other)
             results[i] = _could_not_start(position, name, kind, config, error, echo)
-    first, last = (task[0].split('/')[0] for task in (tasks[0], tasks[-1]))
-    plan = osp.join(work_dir, 'sessions', f'kinds_{first}-{last}.json')
     reports = rehearse_batch([member for _, member in members], plan, options.get('nproc', 2),
                              options.get('timeout', 600)) if members else []
     for (i, (config, folder, _)), report in zip(members, reports):
@@ -268,8 +266,8 @@ def rehearse_kinds(work_dir: str, configs: Optional[List[Tuple[ConfigKind, str]]
     ``<work_dir>/<config name>``, ``jobs`` at a time (each in a process of its own, its output
     printed; with several, every phase gets ``cpu_count // jobs`` threads unless ``OMP_NUM_THREADS``
     is set); ``options``: those of :func:`~irtbox.ops.rehearse.rehearse`. With ``one_session``,
-    up to ``kinds_per_session`` consecutive kinds share one launcher session (fewer where that
-    leaves a job without a session: ``ceil(kinds / jobs)`` at most), its plan and log in
+    up to ``kinds_per_session`` kinds share one launcher session (fewer where that leaves a
+    job without a session: ``ceil(kinds / jobs)`` at most), its plan and log in
     ``<work_dir>/sessions``; each kind is still checked on its own work dir, and ``timeout``
     is each kind's. A passed rehearsal's weights are removed unless ``keep_weights``. Returns
     the results in the order of ``configs``."""
@@ -277,14 +275,23 @@ def rehearse_kinds(work_dir: str, configs: Optional[List[Tuple[ConfigKind, str]]
     tasks = [(f'{i}/{len(configs)}', kind, config, work_dir, keep_weights, options)
              for i, (kind, config) in enumerate(configs, 1)]
     size = min(kinds_per_session, -(-len(tasks) // jobs)) if options.get('one_session') else 1
-    batches = [tasks[i:i + size] for i in range(0, len(tasks), max(1, size))]
+    count = -(-len(tasks) // size) if tasks else 0
+    # Every count-th kind: the kinds come sorted by path, a family's (and its cost) together,
+    # so each session gets a mix and the sessions take about as long.
+    batches = [list(range(first, len(tasks), count)) for first in range(count)]
+    calls = [([tasks[i] for i in batch], osp.join(work_dir, 'sessions', f'session_{n}.json'))
+             for n, batch in enumerate(batches, 1)]
     if jobs <= 1:
-        return [result for batch in batches for result in _rehearse_batch(batch, echo=echo)]
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-    os.environ.setdefault('OMP_NUM_THREADS', str(max(1, (os.cpu_count() or 1) // jobs)))
-    # spawn: a forked copy of this process would carry its torch state into every worker.
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context('spawn')) as pool:
-        echo_flushed = functools.partial(print, flush=True)
-        futures = [pool.submit(_rehearse_batch, batch, echo=echo_flushed) for batch in batches]
-        return [result for future in futures for result in future.result()]
+        outcomes = [_rehearse_batch(*call, echo=echo) for call in calls]
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        os.environ.setdefault('OMP_NUM_THREADS', str(max(1, (os.cpu_count() or 1) // jobs)))
+        # spawn: a forked copy of this process would carry its torch state into every worker.
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context('spawn')) as pool:
+            echo_flushed = functools.partial(print, flush=True)
+            futures = [pool.submit(_rehearse_batch, *call, echo=echo_flushed) for call in calls]
+            outcomes = [future.result() for future in futures]
+    results = {i: result for batch, outcome in zip(batches, outcomes)
+               for i, result in zip(batch, outcome)}
+    return [results[i] for i in range(len(tasks))]

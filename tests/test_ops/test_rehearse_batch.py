@@ -3,9 +3,11 @@
 fails there fails alone. The sessions here are real (torchrun, 2 gloo ranks, the batch's own
 rank-side code), their phases stand-ins: one collective each, the checkpoint record a test
 phase reads."""
+import concurrent.futures
 import json
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
@@ -108,22 +110,35 @@ def test_a_batch_runs_in_one_session_and_a_failing_kind_fails_alone(tmp_path, mo
     assert (work / 'a' / 'logs' / 'train+resume+test_rank0.log').read_text().count(
         'done in') == 3
     assert 'phase test' not in (work / 'b' / 'logs' / 'train+resume+test_rank0.log').read_text()
-    detail = results[2].report.first_failure.detail  # c, alone: torchrun names the rank
-    assert 'rank 1: ' in detail and 'ValueError: forced before the collective' in detail
+    # c, alone: torchrun names the rank (the quoted line can be a stdout line that torchrun
+    # wrote after rank 1's traceback: the log holds the error)
+    detail = results[2].report.first_failure.detail
+    assert detail.startswith(f'exit 1 (log: {work / "c" / "logs" / "train+resume+test.log"}: '
+                             'rank 1: ')
+    assert 'ValueError: forced before the collective' in (
+        work / 'c' / 'logs' / 'train+resume+test.log').read_text()
 
 
-def test_kinds_per_session_groups_consecutive_kinds_and_leaves_no_job_idle(monkeypatch):
+def test_kinds_per_session_mixes_the_kinds_and_leaves_no_job_idle(monkeypatch):
+    """Up to K kinds a session, every n-th kind (a family's kinds, listed together, spread
+    over the sessions), fewer where a job would get none; the results in the kinds' order."""
     batches = []
-    monkeypatch.setattr(rehearsal_kinds, '_rehearse_batch', lambda tasks, echo: (
-        batches.append([t[2] for t in tasks]) or [t[2] for t in tasks]))
+    monkeypatch.setattr(rehearsal_kinds, '_rehearse_batch', lambda tasks, plan, echo: (
+        batches.append([t[2][0] for t in tasks]) or [t[2] for t in tasks]))
     configs = [(KIND, f'{n}.py') for n in 'abcde']
-    assert rehearse_kinds('w', configs, kinds_per_session=8, one_session=True) == [
-        c for _, c in configs]
-    assert rehearse_kinds('w', configs, kinds_per_session=2, one_session=True)
-    assert rehearse_kinds('w', configs, kinds_per_session=8, one_session=False)
-    assert batches == [['a.py', 'b.py', 'c.py', 'd.py', 'e.py'],
-                       ['a.py', 'b.py'], ['c.py', 'd.py'], ['e.py'],
-                       ['a.py'], ['b.py'], ['c.py'], ['d.py'], ['e.py']]
+    for k in (8, 2):
+        assert rehearse_kinds('w', configs, kinds_per_session=k, one_session=True) == [
+            c for _, c in configs]
+    rehearse_kinds('w', configs, kinds_per_session=8, one_session=False)
+
+    class InThreads(ThreadPoolExecutor):  # the jobs' processes, as threads
+        def __init__(self, jobs, mp_context=None):
+            super().__init__(jobs)
+    monkeypatch.setattr(concurrent.futures, 'ProcessPoolExecutor', InThreads)
+    monkeypatch.setenv('OMP_NUM_THREADS', '1')
+    rehearse_kinds('w', configs, jobs=2, kinds_per_session=8, one_session=True)
+    assert batches == [list('abcde'), list('ad'), list('be'), list('c'), *map(list, 'abcde'),
+                       list('ace'), list('bd')]
 
 
 def test_a_rehearsal_leaves_the_process_state_as_it_found_it(monkeypatch):
