@@ -14,7 +14,9 @@ the first failed check; the report is written to <work-dir>/rehearsal.json.
 32 pixels and a transformer backbone with the fewest blocks its outputs need, the three phases
 in one launcher session (each rank runs them one after the other, each a fresh runner; the
 processes start once): every code path of the config, and what the ranks exchange (fitted
-buffers, gathers, checkpoints), in seconds.
+buffers, gathers, checkpoints), in seconds. With --all-kinds, up to --kinds-per-session kinds
+share one session (a kind that fails there fails alone; one that crashes or hangs it is
+rehearsed again in a session of its own).
 
 --all-kinds: instead of one config, the cheapest shipped config of each kind (what a rehearsal
 exercises: backbone family, necks, losses, Partial FC, hooks, sampler, loop, dataset types;
@@ -32,7 +34,9 @@ Examples:
   python tools/misc/rehearse.py CONFIG --input-size 0     # the config's own input sizes
 """
 import argparse
+import contextlib
 import importlib
+import json
 import os
 import os.path as osp
 import sys
@@ -63,6 +67,11 @@ def parse_args(argv=None):
                         help='with --all-kinds: rehearsals run at once, each in a process of '
                         'its own (default 1; 2 on 2 cores with --quick: much of a rehearsal is '
                         'one core starting processes)')
+    parser.add_argument('--kinds-per-session', type=int_argument(1), default=6, metavar='K',
+                        help='with --all-kinds --quick: up to K kinds rehearsed one after the '
+                        'other in one launcher session (one process start for them; a kind '
+                        'that fails ends alone, one that crashes or hangs the session is '
+                        'rehearsed again alone); fewer where a job would get none; default 6')
     parser.add_argument('--nproc', type=int_argument(1),
                         help='processes (GPUs with NCCL, else CPU processes with gloo); '
                         'default 2, so that the ranks can be compared')
@@ -152,27 +161,149 @@ def main(argv=None):
 def _session(args, argv) -> None:
     """Run the phases of the plan ``args.session`` one after the other on every rank (with
     ``--nproc N``, first replace this process by a launcher of N of them), each phase the
-    command users run, in this process, with a fresh runner."""
+    command users run, in this process, with a fresh runner; a batch's plan
+    (:func:`irtbox.ops.rehearse.rehearse_batch`) lists several rehearsals, each run so."""
     from irtbox.cli.launch import relaunch
-    from irtbox.cli.main import COMMANDS
     relaunch('rehearse', argparse.Namespace(launcher=args.launcher, nproc=args.nproc or 1,
                                             max_restarts=0, nnodes=None, rdzv_endpoint=None,
                                             rdzv_id=None), argv)
     from irtbox.utils.fileio import read_json
-    for phase in read_json(args.session)['phases']:
-        command = list(phase['args'])
-        if phase.get('checkpoint_of'):  # the checkpoint the phase before it saved last
-            with open(osp.join(phase['checkpoint_of'], 'last_checkpoint')) as f:
-                command.insert(2, f.read().strip())
-        os.environ['IRTBOX_REHEARSAL_PHASE'] = phase['name']  # the probe's record of it
-        print(f'[rehearse session] phase {phase["name"]}: irtbox {" ".join(command)}',
-              flush=True)
-        module = importlib.import_module(f'irtbox.cli.{COMMANDS[command[0]][0]}')
-        start = time.monotonic()
-        module.main(command[1:] + ['--launcher', args.launcher])
-        _barrier()  # every rank's phase, and rank 0's files, done before the next starts
-        print(f'[rehearse session] phase {phase["name"]}: done in '
-              f'{time.monotonic() - start:.1f} s', flush=True)
+    plan = read_json(args.session)
+    if 'rehearsals' not in plan:  # one rehearsal: an error ends the session (torchrun names it)
+        for phase in plan['phases']:
+            _phase(phase, args.launcher)
+            _barrier()  # every rank's phase, and rank 0's files, done before the next starts
+        return
+    for i, member in enumerate(plan['rehearsals'], 1):
+        _member(member, args.launcher, f'{i}/{len(plan["rehearsals"])}')
+
+
+def _phase(phase: dict, launcher: str) -> None:
+    from irtbox.cli.main import COMMANDS
+    command = list(phase['args'])
+    if phase.get('checkpoint_of'):  # the checkpoint the phase before it saved last
+        with open(osp.join(phase['checkpoint_of'], 'last_checkpoint')) as f:
+            command.insert(2, f.read().strip())
+    os.environ['IRTBOX_REHEARSAL_PHASE'] = phase['name']  # the probe's record of it
+    print(f'[rehearse session] phase {phase["name"]}: irtbox {" ".join(command)}', flush=True)
+    module = importlib.import_module(f'irtbox.cli.{COMMANDS[command[0]][0]}')
+    start = time.monotonic()
+    module.main(command[1:] + ['--launcher', launcher])
+    print(f'[rehearse session] phase {phase["name"]}: done in {time.monotonic() - start:.1f} s',
+          flush=True)
+
+
+# How long a rank whose phase failed waits for the others to end that phase too: past it, they
+# are taken to wait for it in a collective it left, and it leaves the session (so do they), whose
+# rehearsals left are then rehearsed one session each.
+_PEERS_GRACE = 30.0
+
+
+def _member(member: dict, launcher: str, position: str) -> None:
+    """One rehearsal of a batch session on this rank: its phases, its output into its own log
+    (:func:`irtbox.ops.rehearse.member_log`), what the process-wide state its runners set
+    restored after it. After each phase the ranks tell each other over files whether it
+    failed (not over the process group: the failing rank may have left it mid-collective); a
+    failure on any rank ends the rehearsal on every rank, then a barrier checks that the group
+    still works before the next rehearsal's collectives."""
+    import traceback
+
+    from irtbox.ops.rehearse import member_log, member_record
+    from irtbox.utils.fileio import atomic_write_text
+    rank, world = int(os.environ.get('RANK', 0)), int(os.environ.get('WORLD_SIZE', 1))
+    log = member_log(member['work_dir'], rank)
+    print(f'[rehearse session] rehearsal {position}: {member["work_dir"]} (output: {log})',
+          flush=True)
+    start, status, error = time.monotonic(), 0, None
+    with _output_to(log), _process_state_kept():
+        for phase in member['phases']:
+            try:
+                _phase(phase, launcher)
+            except Exception as err:  # noqa: BLE001  (this rehearsal's failure, not the batch's)
+                traceback.print_exc()
+                status, error = 1, f'{type(err).__name__}: {err}'
+            except SystemExit as err:  # a command's own exit (its message already printed)
+                if err.code not in (None, 0):
+                    if not isinstance(err.code, int):  # the message Python would print
+                        print(err.code, file=sys.stderr, flush=True)
+                    status = err.code if isinstance(err.code, int) else 1
+                    error = f'SystemExit: {err.code}'
+            ended = osp.join(member['work_dir'], 'logs', f'ended_{phase["name"]}_rank')
+            if _peers_failed(ended, rank, world, error):
+                break
+    atomic_write_text(member_record(member['work_dir'], rank), json.dumps(dict(
+        seconds=time.monotonic() - start, status=status, error=error)))
+    _barrier()  # the process group still works: the next rehearsal's collectives can start
+    print(f'[rehearse session] rehearsal {position}: '
+          + (f'failed on this rank ({error})' if error else 'ended'), flush=True)
+
+
+def _peers_failed(prefix: str, rank: int, world: int, error) -> bool:
+    """Whether any rank failed the phase: each writes ``<prefix><rank>.json`` (its error or
+    null) and waits for every other's."""
+    from irtbox.utils.fileio import atomic_write_text, read_json
+    atomic_write_text(f'{prefix}{rank}.json', json.dumps(error))
+    paths = [f'{prefix}{r}.json' for r in range(world)]
+    deadline = time.monotonic() + _PEERS_GRACE
+    while not all(map(osp.isfile, paths)):
+        if error is not None and time.monotonic() > deadline:
+            print(f'[rehearse session] rank {rank}: the other ranks did not end the phase '
+                  f'within {_PEERS_GRACE:.0f} s of its error: leaving the session', flush=True)
+            os._exit(1)  # the launcher ends the others; the rest is rehearsed one by one
+        time.sleep(0.05)
+    return any(read_json(path) is not None for path in paths)
+
+
+@contextlib.contextmanager
+def _output_to(path: str):
+    """This process's stdout and stderr (the file descriptors: C++ warnings too) into
+    ``path`` for the block."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        with open(path, 'a') as log:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd, copy in zip((1, 2), saved):
+            os.dup2(copy, fd)
+            os.close(copy)
+
+
+@contextlib.contextmanager
+def _process_state_kept():
+    """The environment variables and torch's process-wide switches (cuDNN's, TF32,
+    deterministic algorithms, the default dtype) as they were before the block: a runner sets
+    some (``env_cfg``, ``randomness``), and the next rehearsal of the session must not inherit
+    them. MMEngine's named instances (message hub, visualizer, logger, scope) need nothing:
+    each runner of a process gets its own name (``IrtboxRunner``)."""
+    import gc
+
+    import torch
+    environ = dict(os.environ)
+    switches = [(torch.backends.cudnn, 'benchmark'), (torch.backends.cudnn, 'deterministic'),
+                (torch.backends.cudnn, 'allow_tf32'), (torch.backends.cuda.matmul, 'allow_tf32')]
+    values = [getattr(owner, name) for owner, name in switches]
+    deterministic = (torch.are_deterministic_algorithms_enabled(),
+                     torch.is_deterministic_algorithms_warn_only_enabled())
+    dtype = torch.get_default_dtype()
+    try:
+        yield
+    finally:
+        for key in set(os.environ) - set(environ):
+            del os.environ[key]
+        os.environ.update(environ)
+        for (owner, name), value in zip(switches, values):
+            setattr(owner, name, value)
+        if (torch.are_deterministic_algorithms_enabled(),
+                torch.is_deterministic_algorithms_warn_only_enabled()) != deterministic:
+            torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
+        torch.set_default_dtype(dtype)
+        gc.collect()  # the rehearsal's runners, models and loaders, before the next one's
 
 
 def _barrier() -> None:
@@ -212,7 +343,8 @@ def _all_kinds(args, options):
         print(f'rehearse: {len(chosen)} kinds')
         return chosen
     work_dir = args.work_dir or osp.join('work_dirs', 'rehearse_kinds')
-    results = rehearse_kinds(work_dir, chosen, jobs=args.jobs, **options)
+    results = rehearse_kinds(work_dir, chosen, jobs=args.jobs,
+                             kinds_per_session=args.kinds_per_session, **options)
     failed = [r for r in results if not r.ok]
     for result in results:
         status = 'pass' if result.ok else 'FAIL'

@@ -18,7 +18,7 @@ from mmengine.config import Config
 from irtbox.registry import type_name
 from irtbox.utils.config import CONFIGS_DIR
 from .miniaturize import loader_cfgs, timm_kwargs, timm_model
-from .rehearse import RehearsalReport, rehearse
+from .rehearse import RehearsalReport, prepare_rehearsal, rehearse, rehearse_batch
 
 __all__ = ['ConfigKind', 'KindRehearsal', 'config_kind', 'shipped_configs', 'rehearsal_cost',
            'rehearsal_set', 'rehearse_kinds']
@@ -191,19 +191,15 @@ def _drop_weights(work_dir: str) -> None:
             os.remove(path)
 
 
-def _rehearse_one(position: str, kind: ConfigKind, config: str, work_dir: str,
-                  keep_weights: bool, options: dict, echo=print) -> KindRehearsal:
+def _announce(position: str, kind: ConfigKind, config: str, echo) -> str:
     name = osp.splitext(osp.basename(config))[0]
     echo(f'[rehearse] kind {position}: {name} ({kind.describe()})')
-    folder = osp.join(work_dir, name)
-    try:
-        report = rehearse(config, folder, echo=lambda line: None, **options)
-    except Exception as error:  # noqa: BLE001  (one kind that cannot start stops no other)
-        result = KindRehearsal(kind, config, error=f'{type(error).__name__}: {error}')
-        echo(f'[rehearse] kind {position}: {name}: could not start: {result.error}')
-        return result
-    result = KindRehearsal(kind, config, report)
-    failure = report.first_failure
+    return name
+
+
+def _outcome(position: str, name: str, result: KindRehearsal, folder: str, keep_weights: bool,
+             echo) -> KindRehearsal:
+    failure = result.report.first_failure
     echo(f'[rehearse] kind {position}: {name}: '
          + ('passed' if failure is None else f'FAILED: {failure.name}: {failure.detail}')
          + f' ({result.seconds:.0f} s)')
@@ -212,24 +208,90 @@ def _rehearse_one(position: str, kind: ConfigKind, config: str, work_dir: str,
     return result
 
 
+def _could_not_start(position: str, name: str, kind: ConfigKind, config: str, error, echo):
+    result = KindRehearsal(kind, config, error=f'{type(error).__name__}: {error}')
+    echo(f'[rehearse] kind {position}: {name}: could not start: {result.error}')
+    return result
+
+
+def _rehearse_one(position: str, kind: ConfigKind, config: str, work_dir: str,
+                  keep_weights: bool, options: dict, echo=print) -> KindRehearsal:
+    name = _announce(position, kind, config, echo)
+    folder = osp.join(work_dir, name)
+    try:
+        report = rehearse(config, folder, echo=lambda line: None, **options)
+    except Exception as error:  # noqa: BLE001  (one kind that cannot start stops no other)
+        return _could_not_start(position, name, kind, config, error, echo)
+    return _outcome(position, name, KindRehearsal(kind, config, report), folder, keep_weights,
+                    echo)
+
+
+def _rehearse_batch(tasks: list, plan: str, echo=print) -> List[KindRehearsal]:
+    """The kinds of ``tasks`` (arguments of :func:`_rehearse_one`) in one launcher session
+    (:func:`~irtbox.ops.rehearse.rehearse_batch`, its plan ``plan``); a kind the session ended
+    before is rehearsed again in a session of its own, so that a crash or a hang is its own."""
+    if len(tasks) == 1:
+        return [_rehearse_one(*tasks[0], echo=echo)]
+    work_dir, options = tasks[0][3], tasks[0][5]
+    miniature = {k: v for k, v in options.items()
+                 if k not in ('nproc', 'timeout', 'cfg_options', 'one_session')}
+    results, members = {}, []
+    for i, (position, kind, config, _, _, _) in enumerate(tasks):
+        name = _announce(position, kind, config, echo)
+        folder = osp.join(work_dir, name)
+        try:
+            members.append((i, (config, folder, prepare_rehearsal(
+                config, folder, options.get('cfg_options'), **miniature))))
+        except Exception as error:  # noqa: BLE001  (one kind that cannot start stops no other)
+            results[i] = _could_not_start(position, name, kind, config, error, echo)
+    reports = rehearse_batch([member for _, member in members], plan, options.get('nproc', 2),
+                             options.get('timeout', 600)) if members else []
+    for (i, (config, folder, _)), report in zip(members, reports):
+        position, kind = tasks[i][0], tasks[i][1]
+        name = osp.basename(folder)
+        if report is None:
+            echo(f'[rehearse] kind {position}: {name}: its batch session ended before it did '
+                 '(a crash or a hang): rehearsed again in a session of its own')
+            results[i] = _rehearse_one(*tasks[i], echo=echo)
+        else:
+            results[i] = _outcome(position, name, KindRehearsal(kind, config, report), folder,
+                                  tasks[i][4], echo)
+    return [results[i] for i in range(len(tasks))]
+
+
 def rehearse_kinds(work_dir: str, configs: Optional[List[Tuple[ConfigKind, str]]] = None,
                    echo: Callable[[str], None] = print, keep_weights: bool = False,
-                   jobs: int = 1, **options) -> List[KindRehearsal]:
+                   jobs: int = 1, kinds_per_session: int = 1, **options) -> List[KindRehearsal]:
     """Rehearse one config of every kind (``configs``, default :func:`rehearsal_set`), each in
     ``<work_dir>/<config name>``, ``jobs`` at a time (each in a process of its own, its output
     printed; with several, every phase gets ``cpu_count // jobs`` threads unless ``OMP_NUM_THREADS``
-    is set); ``options``: those of :func:`~irtbox.ops.rehearse.rehearse`. A passed rehearsal's
-    weights are removed unless ``keep_weights``. Returns the results in the order of ``configs``."""
+    is set); ``options``: those of :func:`~irtbox.ops.rehearse.rehearse`. With ``one_session``,
+    up to ``kinds_per_session`` kinds share one launcher session (fewer where that leaves a
+    job without a session: ``ceil(kinds / jobs)`` at most), its plan and log in
+    ``<work_dir>/sessions``; each kind is still checked on its own work dir, and ``timeout``
+    is each kind's. A passed rehearsal's weights are removed unless ``keep_weights``. Returns
+    the results in the order of ``configs``."""
     configs = rehearsal_set() if configs is None else configs
     tasks = [(f'{i}/{len(configs)}', kind, config, work_dir, keep_weights, options)
              for i, (kind, config) in enumerate(configs, 1)]
+    size = min(kinds_per_session, -(-len(tasks) // jobs)) if options.get('one_session') else 1
+    count = -(-len(tasks) // size) if tasks else 0
+    # Every count-th kind: the kinds come sorted by path, a family's (and its cost) together,
+    # so each session gets a mix and the sessions take about as long.
+    batches = [list(range(first, len(tasks), count)) for first in range(count)]
+    calls = [([tasks[i] for i in batch], osp.join(work_dir, 'sessions', f'session_{n}.json'))
+             for n, batch in enumerate(batches, 1)]
     if jobs <= 1:
-        return [_rehearse_one(*task, echo=echo) for task in tasks]
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-    os.environ.setdefault('OMP_NUM_THREADS', str(max(1, (os.cpu_count() or 1) // jobs)))
-    # spawn: a forked copy of this process would carry its torch state into every worker.
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context('spawn')) as pool:
-        echo_flushed = functools.partial(print, flush=True)
-        futures = [pool.submit(_rehearse_one, *task, echo=echo_flushed) for task in tasks]
-        return [future.result() for future in futures]
+        outcomes = [_rehearse_batch(*call, echo=echo) for call in calls]
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        os.environ.setdefault('OMP_NUM_THREADS', str(max(1, (os.cpu_count() or 1) // jobs)))
+        # spawn: a forked copy of this process would carry its torch state into every worker.
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context('spawn')) as pool:
+            echo_flushed = functools.partial(print, flush=True)
+            futures = [pool.submit(_rehearse_batch, *call, echo=echo_flushed) for call in calls]
+            outcomes = [future.result() for future in futures]
+    results = {i: result for batch, outcome in zip(batches, outcomes)
+               for i, result in zip(batch, outcome)}
+    return [results[i] for i in range(len(tasks))]

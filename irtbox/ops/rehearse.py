@@ -22,7 +22,9 @@ end) and ``test`` (on the last checkpoint). Every rank records what it saw
 
 ``one_session``: the three phases in one launcher session instead of one each (every rank runs
 them one after the other, each phase a fresh runner): a process start per rehearsal rather than
-per phase, which is most of a quick rehearsal's time."""
+per phase, which is most of a quick rehearsal's time. :func:`rehearse_batch` runs several
+prepared rehearsals in one session (every rank runs each one's phases, its output in a log of
+its own; an error on any rank ends that rehearsal only): one process start for the batch."""
 import contextlib
 import json
 import os
@@ -34,7 +36,7 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from irtbox.apis.model_zoo import resolve_config
 from irtbox.engine.runner import run_checkpoints
@@ -50,7 +52,8 @@ from . import commands
 from .miniaturize import miniaturize
 
 __all__ = ['Check', 'PhaseResult', 'RehearsalReport', 'RehearsalDirError',
-           'RehearsalInterrupted', 'rehearse', 'check_rehearsal', 'prepare_rehearsal']
+           'RehearsalInterrupted', 'rehearse', 'rehearse_batch', 'check_rehearsal',
+           'prepare_rehearsal', 'member_log', 'member_record']
 
 PHASES = ('train', 'resume', 'test')
 SESSION = '+'.join(PHASES)  # the name of the one phase of a one-session rehearsal
@@ -158,7 +161,24 @@ def _end_session(proc: subprocess.Popen, grace: float = 30) -> None:
         proc.wait()
 
 
-def _run_phase(name: str, command: List[str], log_path: str, timeout: float) -> PhaseResult:
+def member_log(work_dir: str, rank: int) -> str:
+    """Where rank ``rank`` of a batch session writes its output while it rehearses the
+    rehearsal of ``work_dir`` (:func:`rehearse_batch`)."""
+    return osp.join(work_dir, 'logs', f'{SESSION}_rank{rank}.log')
+
+
+def member_record(work_dir: str, rank: int) -> str:
+    """Where rank ``rank`` of a batch session records how the rehearsal of ``work_dir`` ended
+    on it: ``seconds``, ``status`` (the exit status its commands would have had) and ``error``
+    (``Type: message``, or None)."""
+    return osp.join(work_dir, 'logs', f'{SESSION}_rank{rank}.json')
+
+
+def _run_phase(name: str, command: List[str], log_path: str, timeout: float,
+               progress: Optional[Callable[[], int]] = None) -> PhaseResult:
+    """Run ``command`` in a session of its own, killed (with every process of it) after
+    ``timeout`` seconds; with ``progress``, ``timeout`` seconds after ``progress()`` last
+    changed (a batch session: each rehearsal of it gets ``timeout``)."""
     env = dict(os.environ, IRTBOX_REHEARSAL_PHASE=name, PORT=str(free_port()),
                HF_HUB_OFFLINE='1',  # a rehearsal never downloads: weights are cached or stand-ins
                **{EXIT_WITH_PARENT_VAR: '1'},  # a rehearsal killed takes its phase along
@@ -169,12 +189,21 @@ def _run_phase(name: str, command: List[str], log_path: str, timeout: float) -> 
     with open(log_path, 'w') as log:
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)
+        deadline, seen = start + timeout, progress and progress()
         try:
-            returncode = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # the launcher and every rank
-            proc.wait()
-            returncode = None
+            while True:
+                try:
+                    returncode = proc.wait(timeout=max(0.0, min(
+                        deadline - time.monotonic(), 1.0 if progress else timeout)))
+                    break
+                except subprocess.TimeoutExpired:
+                    if progress and progress() != seen:
+                        deadline, seen = time.monotonic() + timeout, progress()
+                    elif time.monotonic() >= deadline:
+                        os.killpg(proc.pid, signal.SIGKILL)  # the launcher and every rank
+                        proc.wait()
+                        returncode = None
+                        break
         except BaseException as err:  # Ctrl-C: the phase has its own session: ended here
             _end_session(proc)
             if isinstance(err, KeyboardInterrupt):
@@ -198,8 +227,7 @@ def rehearse(config: str, work_dir: str, nproc: int = 2, timeout: float = 600,
     os.makedirs(osp.join(work_dir, 'logs'), exist_ok=True)
     if one_session:
         plan = osp.join(work_dir, 'session.json')
-        atomic_write_text(plan, json.dumps(commands.rehearsal_phases(
-            path, run_dir, first, osp.join(work_dir, 'test')), indent=1))
+        atomic_write_text(plan, json.dumps(_phases_plan(path, work_dir, first), indent=1))
         plans = [(SESSION, commands.rehearsal_session(plan, nproc))]
     else:
         plans = [('train', commands.rehearsal_train(path, run_dir, first, False, nproc)),
@@ -220,9 +248,59 @@ def rehearse(config: str, work_dir: str, nproc: int = 2, timeout: float = 600,
              f'(log: {result.log})')
         if result.returncode != 0:
             break
+    return _checked(report, timeout)
+
+
+def _checked(report: RehearsalReport, timeout: float) -> RehearsalReport:
     report.checks = check_rehearsal(report, timeout)
-    atomic_write_text(osp.join(work_dir, _MARKER), json.dumps(asdict(report), indent=1))
+    atomic_write_text(osp.join(report.work_dir, _MARKER), json.dumps(asdict(report), indent=1))
     return report
+
+
+def _phases_plan(path: str, work_dir: str, first: dict) -> dict:
+    return commands.rehearsal_phases(path, osp.join(work_dir, 'run'), first,
+                                     osp.join(work_dir, 'test'))
+
+
+def _member_records(work_dir: str, nproc: int) -> Optional[List[dict]]:
+    paths = [member_record(work_dir, rank) for rank in range(nproc)]
+    return [read_json(p) for p in paths] if all(map(osp.isfile, paths)) else None
+
+
+def rehearse_batch(members: Sequence[Tuple[str, str, tuple]], plan: str, nproc: int = 2,
+                   timeout: float = 600) -> List[Optional[RehearsalReport]]:
+    """The one-session rehearsals of ``members`` ((config, work_dir, what
+    :func:`prepare_rehearsal` returned for it)), one after the other in ONE launcher session
+    (plan ``plan``, its output beside it with ``.log``): each rank runs every phase of each,
+    each phase a fresh runner, as a one-session rehearsal does, its output in
+    :func:`member_log`. An error in a phase on any rank ends that rehearsal on every rank (the
+    ranks agree on it, then check that their process group still works) and the session goes
+    on with the next one; each rehearsal is then checked on its own work dir, as
+    :func:`rehearse` checks it. ``timeout``: seconds each rehearsal may take. Returns the
+    reports in order; None for a rehearsal the session ended before (a crash, a hang, a rank
+    that left): rehearse it in a session of its own, where its failure is its own."""
+    for folder in [osp.dirname(plan)] + [osp.join(w, 'logs') for _, w, _ in members]:
+        os.makedirs(folder, exist_ok=True)
+    atomic_write_text(plan, json.dumps(dict(rehearsals=[
+        dict(work_dir=work_dir, **_phases_plan(path, work_dir, first))
+        for _, work_dir, (path, first, _) in members]), indent=1))
+    command = commands.irtbox_command(commands.rehearsal_session(plan, nproc))
+    _run_phase(SESSION, command, osp.splitext(plan)[0] + '.log', timeout,
+               progress=lambda: sum(_member_records(w, nproc) is not None
+                                    for _, w, _ in members))
+    reports = []
+    for config, work_dir, (_, _, notes) in members:
+        records = _member_records(work_dir, nproc)
+        if records is None:
+            reports.append(None)
+            continue
+        failed = [rank for rank, record in enumerate(records) if record['status']]
+        report = RehearsalReport(config, work_dir, nproc, notes, phases=[PhaseResult(
+            SESSION, command, max(r['seconds'] for r in records),
+            records[failed[0]]['status'] if failed else 0,
+            member_log(work_dir, failed[0] if failed else 0))])
+        reports.append(_checked(report, timeout))
+    return reports
 
 
 def _log_lines(path: str) -> List[str]:
