@@ -1,8 +1,9 @@
 """What a command checks before it builds a model, logs its environment and config, or starts
-processes: its config (its keys and well-known values), the datasets it reads, its checkpoint
-and its input files and folders. Every problem found is one line, all of them at once; under ``--nproc``
-(``tools/dist_train.sh CONFIG 8``) the check runs once, before the launcher starts any rank,
-rather than the same line once per rank among torchrun's failure report.
+processes: its config (its keys and well-known values), the datasets it reads, its checkpoint,
+its input files and folders and its outputs. Every problem found is one line, all of them at
+once; under ``--nproc`` (``tools/dist_train.sh CONFIG 8``) the check runs once, before the
+launcher starts any rank, rather than the same line once per rank among torchrun's failure
+report.
 
 The checks import no torch, timm or MMEngine's runner: a refusal takes well under a second
 (docs/benchmarks.md, "Command start-up"). Only once they pass are the config's keys checked

@@ -26,8 +26,10 @@ __all__ = ['parse_args', 'main']
 
 def parse_args(argv=None):
     parser = command_parser('Publish an irtbox checkpoint into a model zoo folder.', __doc__)
-    parser.add_argument('checkpoint', metavar='CKPT', help='training checkpoint (.pth or .safetensors)')
-    parser.add_argument('out_dir', metavar='OUT_DIR', help='zoo folder to write into (created when missing)')
+    parser.add_argument('checkpoint', metavar='CKPT',
+                        help='training checkpoint (.pth or .safetensors)')
+    parser.add_argument('out_dir', metavar='OUT_DIR',
+                        help='zoo folder to write into (created when missing)')
     parser.add_argument('--name', help='zoo name of the model (default: the config file name, '
                         'else the checkpoint file name)')
     parser.add_argument('--format', choices=['safetensors', 'pth'], default='safetensors',
