@@ -1,8 +1,7 @@
-"""What tools/ and users call. Each name is imported from its module on first use (PEP 562):
+"""The toolbox's Python API. Each name is imported from its module on first use (PEP 562):
 importing one module of the package, such as the zoo's index (``irtbox.apis.model_zoo``, YAML
-only), does not import the others and torch with them, so that ``irtbox list-models`` and a
-refusal naming a zoo model start in well under a second (docs/benchmarks.md, "Command
-start-up")."""
+only), does not import the others and torch with them: ``irtbox list-models`` and a refusal
+naming a zoo model start without torch (docs/benchmarks.md, "Command start-up")."""
 import importlib
 
 # name -> the module of this package that defines it
