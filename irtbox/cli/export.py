@@ -80,19 +80,26 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    from irtbox.apis import init_model
-    from irtbox.deployment import ExportCheckError, export_model
+    from irtbox.cli.prechecks import check_inputs
     from irtbox.utils.extras import require_extra
-    try:
-        if args.format == 'onnx':  # before the model is built
+    failures = (OSError, ValueError, ImportError)
+    try:  # before the model is built
+        if args.format == 'onnx':
             require_extra(('onnx', 'onnxruntime'), 'deploy', 'tools/deployment/export.py '
                           '--format onnx')
+        check_inputs(args.config, args.cfg_options, checkpoint=args.checkpoint,
+                     outputs={'--out': (args.out, False)})
+    except failures as err:
+        raise SystemExit(f'export: {worded(err)}')
+    from irtbox.apis import init_model  # torch: after the checks
+    from irtbox.deployment import ExportCheckError, export_model
+    try:
         model = init_model(args.config, args.checkpoint, cfg_options=args.cfg_options)
         report = export_model(model, args.format, args.out, input_size=args.input_size,
                               dynamic_batch=args.fixed_batch is None,
                               dynamic_size=args.dynamic_size, batch_size=args.batch_size,
                               input_dtype=args.input_dtype, opset=args.opset, dynamo=args.dynamo)
-    except (ExportCheckError, OSError, ValueError, ImportError) as err:
+    except (ExportCheckError, *failures) as err:
         raise SystemExit(f'export: {worded(err)}')
     inp = report['input']
     print(f'exported {args.out} ({report["exporter"]}): images {inp["dtype"]} RGB NCHW '

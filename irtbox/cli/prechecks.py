@@ -1,17 +1,18 @@
 """What a command checks before it builds a model, logs its environment and config, or starts
-processes: its config (its keys and well-known values), the datasets it reads, its checkpoint
-and its input folders. Every problem found is one line, all of them at once; under ``--nproc``
-(``tools/dist_train.sh CONFIG 8``) the check runs once, before the launcher starts any rank,
-rather than the same line once per rank among torchrun's failure report.
+processes: its config (its keys and well-known values), the datasets it reads, its checkpoint,
+its input files and folders and its outputs. Every problem found is one line, all of them at
+once; under ``--nproc`` (``tools/dist_train.sh CONFIG 8``) the check runs once, before the
+launcher starts any rank, rather than the same line once per rank among torchrun's failure
+report.
 
 The checks import no torch, timm or MMEngine's runner: a refusal takes well under a second
 (docs/benchmarks.md, "Command start-up"). Only once they pass are the config's keys checked
 against the registries (importing the parts, and torch), with what else needs torch."""
 import os
 import os.path as osp
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from irtbox.cli import option_of, worded
+from irtbox.cli import worded
 
 __all__ = ['input_problems', 'check_inputs', 'prepare_command']
 
@@ -20,10 +21,11 @@ Problem = Union[BaseException, str]
 Lines = Callable[[Any], List[str]]
 
 
-def input_problems(config: str, cfg_options: Optional[dict] = None,
+def input_problems(config: Optional[str], cfg_options: Optional[dict] = None,
                    loaders: Sequence[str] = (), checkpoint: Optional[str] = None,
                    checkpoint_argument: str = 'CKPT',
                    folders: Optional[Dict[str, str]] = None,
+                   files: Sequence[Tuple[str, str]] = (),
                    outputs: Optional[Dict[str, tuple]] = None,
                    more: Optional[Lines] = None,
                    more_with_torch: Optional[Lines] = None) -> List[Problem]:
@@ -31,10 +33,12 @@ def input_problems(config: str, cfg_options: Optional[dict] = None,
     load or whose values are wrong; a dataset of its dataloaders ``loaders`` that is
     not there (``val_dataloader`` only where the config validates); ``checkpoint`` that is
     neither a file nor a URL (named as ``checkpoint_argument``); ``folders`` ({argument:
-    path}) that are not folders; ``outputs`` ({argument: (path, folder)}) that cannot be
-    written; and the lines ``more(cfg)`` gives (a command's options that the config refuses).
-    None of these imports torch; when they find nothing, the config's keys against the
-    registries and the lines of ``more_with_torch(cfg)``."""
+    path}) that are not folders, ``files`` ((argument, path), ...) that are not files;
+    ``outputs`` ({argument: (path, folder)}) that cannot be written; and the lines
+    ``more(cfg)`` gives (a command's options that the config refuses). Arguments are named
+    as given (``'CKPT'``, ``'--out'``). None of these imports torch; when they find nothing,
+    the config's keys against the registries and the lines of ``more_with_torch(cfg)``.
+    ``config`` None: no config (``publish_model`` reads the checkpoint's), only the paths."""
     from irtbox.ops.config_inputs import check_config_values
     from irtbox.utils.checks import check_checkpoint
     from irtbox.utils.config import CustomImportError, load_config
@@ -48,11 +52,15 @@ def input_problems(config: str, cfg_options: Optional[dict] = None,
     for argument, path in (folders or {}).items():
         if not osp.isdir(path):
             problems.append(f'{argument}: folder not found: {path!r} (relative to {os.getcwd()})')
+    problems += [f'{argument}: file not found: {path!r} (relative to {os.getcwd()})'
+                 for argument, path in files if not osp.isfile(path)]
     # Rank 0 writes the outputs: another machine's rank may not see their folder.
     if outputs and all(os.environ.get(k, '0') in ('', '0') for k in ('RANK', 'SLURM_PROCID')):
-        problems += [f'{option_of(argument)} {problem}' for argument, (path, folder)
+        problems += [f'{argument} {problem}' for argument, (path, folder)
                      in outputs.items() if path is not None
                      for problem in [write_problem(path, folder)] if problem]
+    if config is None:
+        return problems
     try:
         cfg = load_config(_config_file(config), cfg_options)
     except CustomImportError as error:  # its message alone, not MMEngine's listing of sys.path
@@ -95,7 +103,7 @@ def check_inputs(*args, **kwargs) -> None:
 
 def _config_file(config: str) -> str:
     """The config file ``config`` names: a file or a config irtbox ships, else (not a path)
-    a model zoo name, whose lookup imports the library (and torch)."""
+    a model zoo name (its index is YAML: no torch)."""
     from irtbox.utils.config import find_config
     try:
         return find_config(config)
@@ -126,7 +134,7 @@ def _missing_data(cfg, config: str, loaders: Sequence[str]) -> List[str]:
     for key, dataset in missing_roots(cfg, loaders):
         root = dataset['data_root']
         prepared = named_dataset(dataset, root)
-        if prepared is None:  # declared by its dataset class: the one refusal here with torch
+        if prepared is None:  # only its dataset class knows: the one refusal here with torch
             from irtbox.ops.prepare.missing import prepared_dataset
             prepared = prepared_dataset(dataset, root)
         how = (f'prepare it with `{prepare_command(prepared, root)}`' if prepared

@@ -26,8 +26,10 @@ __all__ = ['parse_args', 'main']
 
 def parse_args(argv=None):
     parser = command_parser('Publish an irtbox checkpoint into a model zoo folder.', __doc__)
-    parser.add_argument('checkpoint', help='training checkpoint (.pth or .safetensors)')
-    parser.add_argument('out_dir', help='zoo folder to write into (created when missing)')
+    parser.add_argument('checkpoint', metavar='CKPT',
+                        help='training checkpoint (.pth or .safetensors)')
+    parser.add_argument('out_dir', metavar='OUT_DIR',
+                        help='zoo folder to write into (created when missing)')
     parser.add_argument('--name', help='zoo name of the model (default: the config file name, '
                         'else the checkpoint file name)')
     parser.add_argument('--format', choices=['safetensors', 'pth'], default='safetensors',
@@ -43,13 +45,20 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    from irtbox.cli.prechecks import check_inputs
+    failures = (FileNotFoundError, ValueError, RuntimeError)
+    try:  # before the checkpoint is read (torch)
+        check_inputs(args.config, checkpoint=args.checkpoint,
+                     outputs={'OUT_DIR': (args.out_dir, True)})
+    except failures as err:
+        raise SystemExit(f'publish_model: {worded(err)}')
     from irtbox.apis import publish_checkpoint
     try:
         info = publish_checkpoint(args.checkpoint, args.out_dir, name=args.name,
                                   fmt=args.format, config=args.config,
                                   url_prefix=args.url_prefix,
                                   keep_training_state=args.keep_training_state)
-    except (FileNotFoundError, ValueError, RuntimeError) as err:
+    except failures as err:
         raise SystemExit(f'publish_model: {worded(err)}')
     print(f'published {info["name"]}: {info["path"]} ({info["size"]:,} bytes, '
           f'{info["embedding_dim"]}-d embeddings)')

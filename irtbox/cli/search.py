@@ -45,6 +45,7 @@ import argparse
 import json
 import os
 import os.path as osp
+import sys
 
 from irtbox.cli import add_cfg_options, checkpoint_argument, command_parser, worded
 from irtbox.utils.checks import int_argument
@@ -92,8 +93,8 @@ def parse_args(argv=None):
     add_cfg_options(build)
 
     query = commands.add_parser('query', help='search an index with query images')
-    query.add_argument('index_dir', help='a folder written by build')
-    query.add_argument('images', nargs='+', help='query image files')
+    query.add_argument('index_dir', metavar='INDEX_DIR', help='a folder written by build')
+    query.add_argument('images', nargs='+', metavar='IMAGE', help='query image files')
     query.add_argument('--k', type=int_argument(1), default=10,
                        help='results per query (default 10; at most 2048 on a GPU)')
     query.add_argument('--out', help='results.json or results.html')
@@ -106,7 +107,7 @@ def parse_args(argv=None):
                             'and kept in the index folder')
 
     serve = commands.add_parser('serve', help='serve a search page and a JSON API')
-    serve.add_argument('index_dir', help='a folder written by build')
+    serve.add_argument('index_dir', metavar='INDEX_DIR', help='a folder written by build')
     serve.add_argument('--host', default='127.0.0.1',
                        help='address to bind (default 127.0.0.1: this machine only)')
     serve.add_argument('--port', type=int, default=8000, help='default 8000')
@@ -202,8 +203,12 @@ def _build_from_features(args):
     return done.searcher
 
 
-def load_searcher(args):
-    """The index of ``args.index_dir`` with the model that built it."""
+def load_searcher(args, images=()):
+    """The index of ``args.index_dir`` with the model that built it; first (without torch)
+    the paths given, and the query ``images``, are checked."""
+    from irtbox.cli.prechecks import check_inputs
+    check_inputs(args.config, checkpoint=args.checkpoint, checkpoint_argument='--checkpoint',
+                 folders=dict(INDEX_DIR=args.index_dir), files=[('IMAGE', p) for p in images])
     from irtbox.search import ImageSearcher, load_index_model
     from irtbox.utils.dist import resolve_device
     device = resolve_device(args.device)
@@ -220,12 +225,9 @@ def shown_path(path: str) -> str:
 
 def query(args):
     """``query``: the hits of each image, printed and written to ``--out``."""
+    searcher = load_searcher(args, args.images)
     from irtbox.search.results import write_results_html
     from irtbox.utils.fileio import atomic_write_text
-    searcher = load_searcher(args)
-    missing = [p for p in args.images if not osp.isfile(p)]
-    if missing:
-        raise SystemExit(f'query image(s) not found: {", ".join(missing)}')
     # Each hit's file, wherever the command runs: ids relative to the build's folder joined.
     results = [dict(query=path, hits=[dict(h.to_dict(), path=searcher.path_of(h.id))
                                       for h in hits])
@@ -258,11 +260,11 @@ def _rerank_cfg(args):
 
 def serve(args):
     """``serve``: the web page and JSON API until interrupted."""
-    from irtbox.search.server import serve as run_server
     from irtbox.utils.extras import require_extra
     # Before the model and the index are loaded.
     require_extra(('fastapi', 'uvicorn', 'multipart'), 'serve', 'tools/search.py serve')
     searcher = load_searcher(args)
+    from irtbox.search.server import serve as run_server
     print(f'serving {args.index_dir} ({len(searcher)} images) on http://{args.host}:{args.port}')
     run_server(searcher, host=args.host, port=args.port,
                max_upload_bytes=int(args.max_upload_mb * 2**20),
@@ -281,6 +283,8 @@ def main(argv=None):
 
 def _worded_for_flags(err: Exception) -> str:
     """The library's error ``err`` with its remedy in this command's flags."""
+    if 'irtbox.search' not in sys.modules:  # a refusal before any search: spare torch
+        return worded(err)
     from irtbox.evaluation.neighbours.faiss_index import GpuTopKError
     from irtbox.search import CheckpointMovedError, IndexIntegrityError
     from irtbox.search.build import ShardsKeptError

@@ -60,7 +60,7 @@ def main(argv=None):
     args = parse_args(argv)
     # Before the environment and config dump, and under --nproc before any rank starts.
     check_inputs(args.config, args.cfg_options, ('test_dataloader', ), args.checkpoint,
-                 outputs=dict(out=(args.out, False), show_dir=(args.show_dir, True)))
+                 outputs={'--out': (args.out, False), '--show-dir': (args.show_dir, True)})
     relaunch('test', args, argv)
     from irtbox.apis.tester import EvaluationSetupError, run_test
     from irtbox.cli.header import RunHeader

@@ -1,9 +1,9 @@
 """What the check of a command's inputs reads of a config without importing torch (nor timm or
 MMEngine's runner), so that a refusal takes well under a second: the values of well-known keys
 (:func:`check_config_values`), the dataset folders it reads that are not there
-(:func:`missing_roots`) and, where the folder says it, the dataset that fills one
-(:func:`named_dataset`). The keys' check against the registries, which import the parts (and
-torch), is :mod:`irtbox.ops.config_check`'s, and runs only once these pass."""
+(:func:`missing_roots`) and, where the dataset's class (or the digits' folder) names it, the
+dataset that fills one (:func:`named_dataset`). The keys' check against the registries, which import
+the parts (and torch), is :mod:`irtbox.ops.config_check`'s, and runs only once these pass."""
 import os.path as osp
 from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
@@ -78,16 +78,18 @@ PREPARED_CLASSES = {
 
 
 def named_dataset(dataset: dict, data_root: str) -> Optional[str]:
-    """The prepared dataset that fills ``data_root`` where the folder's name says it: the
-    digits (:data:`DIGITS`), or NAME of :data:`PREPARED_CLASSES` for a folder ``.../NAME`` read
-    by NAME's class (and, for a class of several, ``dataset_name=NAME`` or none), as every
-    shipped config reads it; None: only the dataset classes know
-    (:func:`~irtbox.ops.prepare.missing.prepared_dataset`)."""
-    name = osp.basename(osp.normpath(data_root))
-    if name == DIGITS or (PREPARED_CLASSES.get(name) == type_name(dataset)
-                          and dataset.get('dataset_name', name) == name):
-        return name
-    return None
+    """The prepared dataset that fills ``data_root``, from names alone: the digits
+    (:data:`DIGITS`) for a folder ``.../digits``, else the one NAME of :data:`PREPARED_CLASSES`
+    whose class the config's ``type`` names (for a class of several, ``dataset_name=NAME``),
+    wherever its folder is. None: only the dataset classes know
+    (:func:`~irtbox.ops.prepare.missing.prepared_dataset`: another class, or a class of several
+    datasets without ``dataset_name``, which reads its default)."""
+    if osp.basename(osp.normpath(data_root)) == DIGITS:
+        return DIGITS
+    read_by = type_name(dataset)
+    named = [name for name, cls in PREPARED_CLASSES.items()
+             if cls == read_by and dataset.get('dataset_name', name) == name]
+    return named[0] if len(named) == 1 else None
 
 
 def _datasets(node, key: str) -> Iterator[Tuple[str, dict]]:

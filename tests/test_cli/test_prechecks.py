@@ -141,6 +141,7 @@ NO_DIGITS = (f"{QUICKSTART}: no dataset at train_dataloader.dataset.data_root='d
              'or give its folder with --cfg-options train_dataloader.dataset.data_root=PATH')
 TEST_ONLY = 'quickstart/irt-o_vit-tiny_digits.py'
 SOP = 'irt/irt-o_deit-s_sop.py'
+ZOO_NAME = 'irt-o_deit-s_sop'  # its config: SOP's
 # (command, files the folder holds, the lines expected on stderr); {cwd}: the folder.
 REFUSALS = {
     'missing dataset': (['irtbox', 'train', QUICKSTART], {}, [NO_DIGITS]),
@@ -151,6 +152,17 @@ REFUSALS = {
          '--cfg-options test_dataloader.dataset.data_root=PATH']),
     'missing dataset, tools/train.py': (['tools/train.py', QUICKSTART], {}, [NO_DIGITS]),
     'missing dataset, dist_train.sh': (['tools/dist_train.sh', QUICKSTART, '2'], {}, [NO_DIGITS]),
+    'missing dataset, a model zoo name': (
+        ['tools/test.py', ZOO_NAME], {},
+        [f"{ZOO_NAME}: no dataset at test_dataloader.dataset.data_root='data/sop' (relative to "
+         '{cwd}); prepare it with `irtbox prepare sop --root data/sop`, or give its folder '
+         'with --cfg-options test_dataloader.dataset.data_root=PATH']),
+    # The folder does not name the dataset: its class (a name in the config) does.
+    'missing dataset in a folder of another name': (
+        ['irtbox', 'test', SOP, '--cfg-options', 'test_dataloader.dataset.data_root=mine/products'],
+        {}, [f"{SOP}: no dataset at test_dataloader.dataset.data_root='mine/products' (relative "
+             'to {cwd}); prepare it with `irtbox prepare sop --root mine/products`, or give its '
+             'folder with --cfg-options test_dataloader.dataset.data_root=PATH']),
     'missing checkpoint, tools/test.py': (
         ['tools/test.py', QUICKSTART, 'missing.pth'], {'data/digits/': ''},
         ['CKPT: checkpoint not found: missing.pth (expected a file or a URL)']),
@@ -163,6 +175,36 @@ REFUSALS = {
     'missing image folder, extract': (
         ['irtbox', 'extract', QUICKSTART, 'w.pth', 'photos', 'out'], {'w.pth': ''},
         ["IMAGE_DIR: folder not found: 'photos' (relative to {cwd})"]),
+    'missing checkpoint and unwritable --out, export': (
+        ['irtbox', 'export', QUICKSTART, 'missing.pth', '--format', 'torchscript', '--out',
+         'a_file/m.pt'], {'a_file': ''},
+        ['CKPT: checkpoint not found: missing.pth (expected a file or a URL)',
+         '--out {cwd}/a_file/m.pt: {cwd}/a_file is a file, not a folder; expected a path in a '
+         'writable folder']),
+    'config file not found, export': (
+        ['tools/deployment/export.py', 'nope.py', 'none', '--format', 'torchscript', '--out',
+         'm.pt'], {},
+        ['export: config file not found: nope.py (not a file, not a config irtbox ships under '
+         '{configs})']),
+    'missing checkpoint, config and zoo folder, publish': (
+        ['tools/misc/publish_model.py', 'missing.pth', 'a_file', '--config', 'nope.py'],
+        {'a_file': ''},
+        ['FileNotFoundError: config file not found: nope.py (not a file, not a config irtbox '
+         'ships under {configs})',
+         'CKPT: checkpoint not found: missing.pth (expected a file or a URL)',
+         'OUT_DIR {cwd}/a_file: exists and is not a folder']),
+    'missing index folder, images and checkpoint, search query': (
+        ['irtbox', 'search', 'query', 'nowhere', 'a.png', '--checkpoint', 'gone.pth'], {},
+        ['--checkpoint: checkpoint not found: gone.pth (expected a file or a URL)',
+         "INDEX_DIR: folder not found: 'nowhere' (relative to {cwd})",
+         "IMAGE: file not found: 'a.png' (relative to {cwd})"]),
+    'missing images, search query': (
+        ['tools/search.py', 'query', 'index', 'a.png', 'b.png'], {'index/': ''},
+        ["IMAGE: file not found: 'a.png' (relative to {cwd})",
+         "IMAGE: file not found: 'b.png' (relative to {cwd})"]),
+    'missing index folder, search serve': (
+        ['irtbox', 'search', 'serve', 'nowhere'], {},
+        ["INDEX_DIR: folder not found: 'nowhere' (relative to {cwd})"]),
     'unwritable --show-dir': (
         ['irtbox', 'test', QUICKSTART, '--show-dir', 'a_file'], {'data/digits/': '', 'a_file': ''},
         ['--show-dir {cwd}/a_file: exists and is not a folder']),
@@ -217,15 +259,11 @@ def test_a_refusal_imports_no_torch_timm_or_runner(case, tmp_path):
     assert modules < MODULE_BUDGET
 
 
-def test_a_missing_folder_of_another_name_asks_the_dataset_classes(tmp_path):
-    """Which `irtbox prepare NAME` fills a folder not named after its dataset is declared by
-    the dataset's class (torch), but the model's libraries are not needed."""
-    status, out, err, _ = refuse(tmp_path, 'irtbox', 'test', SOP, '--cfg-options',
-                                 'test_dataloader.dataset.data_root=mine/products',
-                                 blocked='timm,mmengine.runner')
-    assert status == 1 and out == ''
-    (line, ) = err
-    assert 'prepare it with `irtbox prepare sop --root mine/products`' in line
+def test_list_models_imports_no_torch(tmp_path):
+    """The zoo's index is YAML: listing it took 16 s under load, importing torch."""
+    status, out, err, modules = refuse(tmp_path, 'irtbox', 'list-models', 'irt-o_deit-s')
+    assert status == 0 and err == [] and 'irt-o_deit-s_sop' in out
+    assert modules < MODULE_BUDGET
 
 
 def test_a_misspelled_key_is_still_refused_before_any_work(tmp_path):

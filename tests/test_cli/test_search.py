@@ -194,7 +194,8 @@ def test_the_library_errors_are_worded_for_the_flags():
 
 @pytest.mark.slow
 @pytest.mark.parametrize('argv, message', [
-    (['query', 'nowhere', 'x.png'], 'not an irtbox index'),
+    (['query', 'nowhere', 'x.png'], "INDEX_DIR: folder not found: 'nowhere'"),
+    (['query', '.', CONFIG], 'not an irtbox index'),  # a file: the folder is read first
     (['build', CONFIG, 'none', 'no_such_folder', 'idx'], 'IMAGE_DIR: folder not found'),
 ])
 def test_bad_input(argv, message, tmp_path, monkeypatch):

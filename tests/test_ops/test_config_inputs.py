@@ -5,7 +5,7 @@ import os.path as osp
 
 import pytest
 
-from irtbox.datasets.spec import _declared
+from irtbox.datasets.spec import _declared, spec_of_config
 from irtbox.ops.config_inputs import PREPARED_CLASSES, missing_roots, named_dataset
 from irtbox.ops.prepare.missing import prepared_dataset
 from irtbox.utils.config import CONFIGS_DIR, load_config
@@ -18,16 +18,22 @@ def test_the_copy_of_the_prepared_datasets_is_what_the_classes_declare():
     assert PREPARED_CLASSES == declared
 
 
-def test_a_folder_that_does_not_say_it_is_left_to_the_classes():
-    assert named_dataset(dict(type='SOPDataset'), 'data/sop/') == 'sop'
-    assert named_dataset(dict(type='irtbox.CUBDataset'), '/mnt/cub') == 'cub'
-    assert named_dataset(dict(type='FolderDataset'), 'x/digits') == 'digits'
-    for dataset, root in ((dict(type='CSVDataset'), 'data/cub'),  # another class
-                          (dict(type='SOPDataset'), 'data/my_sop'),  # another folder
-                          (dict(type='RevisitedDataset', dataset_name='rparis6k'),
-                           'data/roxford5k')):  # another of the class's datasets
-        assert named_dataset(dataset, root) is None
-        assert prepared_dataset(dataset, root) is not None or dataset['type'] == 'CSVDataset'
+def test_the_dataset_is_named_by_its_class_as_the_classes_name_it():
+    """Without importing the classes (torch) where the config's names say it, wherever the
+    folder is; else the classes tell."""
+    for dataset, root, named in (
+            (dict(type='SOPDataset'), 'data/sop/', 'sop'),
+            (dict(type='irtbox.CUBDataset'), '/mnt/cub', 'cub'),
+            (dict(type='FolderDataset'), 'x/digits', 'digits'),
+            (dict(type='SOPDataset'), 'mine/products', 'sop'),
+            (dict(type='RevisitedDataset', dataset_name='rparis6k'), 'data/roxford5k', 'rparis6k'),
+            (dict(type='RevisitedDataset'), 'data/rparis6k', None),  # reads its default
+            (dict(type='CSVDataset'), 'data/cub', None)):  # another class
+        assert named_dataset(dataset, root) == named, (dataset, root)
+        if named not in (None, 'digits'):
+            assert spec_of_config(dataset).name == named
+    assert prepared_dataset(dict(type='RevisitedDataset'), 'data/rparis6k') == 'roxford5k'
+    assert prepared_dataset(dict(type='CSVDataset'), 'data/cub') is None
 
 
 def _configs(pattern):

@@ -23,7 +23,7 @@ class MissingData:
 def prepared_dataset(dataset: dict, data_root: str) -> Optional[str]:
     """The name of the prepared dataset (a dataset class's spec, or :data:`DIGITS`) whose
     splits are built by the same class with the same distinguishing arguments as ``dataset``
-    (:func:`~irtbox.ops.config_inputs.named_dataset` where the folder says it)."""
+    (:func:`~irtbox.ops.config_inputs.named_dataset` where the names say it)."""
     named = named_dataset(dataset, data_root)
     if named:
         return named
