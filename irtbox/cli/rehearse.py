@@ -67,7 +67,7 @@ def parse_args(argv=None):
                         help='with --all-kinds: rehearsals run at once, each in a process of '
                         'its own (default 1; 2 on 2 cores with --quick: much of a rehearsal is '
                         'one core starting processes)')
-    parser.add_argument('--kinds-per-session', type=int_argument(1), default=6, metavar='K',
+    parser.add_argument('--kinds-per-session', type=int_argument(1), metavar='K',
                         help='with --all-kinds --quick: up to K kinds rehearsed one after the '
                         'other in one launcher session (one process start for them; a kind '
                         'that fails ends alone, one that crashes or hangs the session is '
@@ -125,6 +125,9 @@ def main(argv=None):
         raise SystemExit('rehearse: give a config or --all-kinds (not both)')
     if (args.list or args.jobs != 1 or args.only) and not args.all_kinds:
         raise SystemExit('rehearse: --list, --only and --jobs only with --all-kinds')
+    if args.kinds_per_session is not None and not (args.all_kinds and args.quick):
+        raise SystemExit('rehearse: --kinds-per-session only with --all-kinds --quick (a full '
+                         'rehearsal runs each phase in processes of its own)')
     if args.subset and not args.data_root:
         raise SystemExit('--subset: only with --data-root (the miniatures are already small)')
     _defaults(args)
@@ -344,7 +347,7 @@ def _all_kinds(args, options):
         return chosen
     work_dir = args.work_dir or osp.join('work_dirs', 'rehearse_kinds')
     results = rehearse_kinds(work_dir, chosen, jobs=args.jobs,
-                             kinds_per_session=args.kinds_per_session, **options)
+                             kinds_per_session=args.kinds_per_session or 6, **options)
     failed = [r for r in results if not r.ok]
     for result in results:
         status = 'pass' if result.ok else 'FAIL'

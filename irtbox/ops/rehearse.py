@@ -317,6 +317,7 @@ def _tail(path: str, lines: int = 5) -> str:
 
 _ROOT_CAUSE = re.compile(r'Root Cause \(first observed failure\):\s*\[\d+\]:.*?'
                          r'rank\s*:\s*(\d+) \(local_rank: (\d+)\)', re.S)
+_RANK_PREFIX = re.compile(r'^\[rank\d+\]: ?')
 
 
 def _failure_cause(path: str) -> Optional[str]:
@@ -327,7 +328,9 @@ def _failure_cause(path: str) -> Optional[str]:
     if cause is not None:
         prefix = f'[default{cause.group(2)}]:'
         lines = [line[len(prefix):] for line in lines if line.startswith(prefix)]
-    lines = [line.rstrip() for line in lines if line.strip()]
+    # torch's distributed error handler prefixes a rank's traceback lines with '[rankN]: '
+    lines = [_RANK_PREFIX.sub('', line).rstrip() for line in lines]
+    lines = [line for line in lines if line.strip()]
     starts = [i for i, line in enumerate(lines) if line.startswith('Traceback (most recent')]
     if starts:  # the first line of the last traceback that is not a frame: the exception
         found = next((line for line in lines[starts[-1] + 1:] if not line[0].isspace()), None)

@@ -70,3 +70,23 @@ def test_a_failed_phase_quotes_the_failing_ranks_exception(tmp_path):
     assert result.returncode != 0
     assert 'Root Cause' in log.read_text()
     assert _failure_cause(str(log)) == "rank 1: KeyError: 'mAP'"
+
+
+def test_the_cause_is_found_under_torchs_rank_prefix(tmp_path):
+    # torch's distributed error handler writes '[rank1]: ' before each traceback line, and a
+    # rank can print a line after its traceback: the exception is still the one quoted.
+    from irtbox.ops.rehearse import _failure_cause
+    log = tmp_path / 'train.log'
+    log.write_text('\n'.join([
+        "[default1]:[rank1]: Traceback (most recent call last):",
+        "[default1]:[rank1]:   File \"run.py\", line 3, in <module>",
+        "[default1]:[rank1]:     raise KeyError('mAP')",
+        "[default1]:[rank1]: KeyError: 'mAP'",
+        "[default1]:a line printed after it",
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  time      : 2026-11-29_03:30:00",
+        "  host      : here",
+        "  rank      : 1 (local_rank: 1)",
+    ]) + '\n')
+    assert _failure_cause(str(log)) == "rank 1: KeyError: 'mAP'"
