@@ -105,13 +105,11 @@ def digits_root(tmp_path_factory):
     return root
 
 
-@pytest.fixture(scope='module')
-def timm_cache():
-    """Route ``timm.create_model`` through a cache: each distinct call creates the model once
-    (random weights; a pretrained download is refused); later calls get a copy of it (a
+def caching_timm_create(create):
+    """``create`` (``timm.create_model``) through a cache: each distinct call creates the model
+    once (random weights; a pretrained download is refused); later calls get a copy of it (a
     backbone may change its timm model, e.g. drop an unused position embedding)."""
-    import timm
-    create, cache = timm.create_model, {}
+    cache = {}
 
     def cached(name, pretrained=False, **kwargs):
         assert not pretrained, 'tests build random weights: nothing can be downloaded'
@@ -119,8 +117,16 @@ def timm_cache():
         if key not in cache:
             cache[key] = create(name, pretrained=False, **kwargs)
         return copy.deepcopy(cache[key])
+    return cached
 
-    timm.create_model = cached
+
+@pytest.fixture(scope='module')
+def timm_cache():
+    """Route ``timm.create_model`` through a cache (:func:`caching_timm_create`) in this
+    module's tests."""
+    import timm
+    create = timm.create_model
+    timm.create_model = caching_timm_create(create)
     yield
     timm.create_model = create
 

@@ -65,10 +65,16 @@ def _rank(rank, world, init_file, models):
     from mmengine.registry import DefaultScope
     from torch.nn.parallel import DistributedDataParallel
 
+    import timm
+
     from irtbox.apis.setup_env import register_all_modules
     from irtbox.registry import MODELS
     from irtbox.structures import DataSample
+    from tests.conftest import caching_timm_create
     torch.set_num_threads(1)
+    # The configs share two backbones: each timm model is made once a rank, then copied (the
+    # ranks make the same calls from the same seed, so their weights still agree).
+    timm.create_model = caching_timm_create(timm.create_model)
     torch_dist.init_process_group('gloo', init_method=f'file://{init_file}', rank=rank,
                                   world_size=world)
     register_all_modules(init_default_scope=False)
@@ -115,7 +121,10 @@ def test_each_ignored_part_has_its_representative():
 
 @pytest.mark.slow
 @pytest.mark.parametrize('chunk', range(CHUNKS))
-def test_every_variant_the_kind_ignores_trains_and_embeds_on_two_ranks(tmp_path, chunk):
+def test_every_variant_the_kind_ignores_trains_and_embeds_on_two_ranks(tmp_path, chunk,
+                                                                      timm_cache):
+    # timm_cache: shrinking reads each backbone's structure off a timm model on the meta device
+    # (two a config, seconds each); the configs share two backbones, so each is made once.
     chosen = sorted(representatives().items())[chunk::CHUNKS]
     models = {name: tiny_model_cfg(cfg) for name, cfg in chosen}
     mp.get_context('forkserver').set_forkserver_preload([__name__])
