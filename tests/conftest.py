@@ -56,7 +56,12 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Skip the tests marked ``gpu`` on a machine without CUDA."""
+    """Start the files that hold ``slow`` tests first (each file's tests kept together, so its
+    fixtures are made once), so that under pytest-xdist the long multi-process tests do not
+    run last on one worker while the other idles; skip the tests marked ``gpu`` on a machine
+    without CUDA."""
+    slow_files = {item.path for item in items if item.get_closest_marker('slow') is not None}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: order within a file kept
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason='needs a CUDA device')

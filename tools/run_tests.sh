@@ -17,5 +17,6 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
          "the browser tests will be skipped"
   fi
 fi
-# One pytest worker per core (pytest-xdist): the tests are independent of each other.
-exec "$PYTHON" -m pytest tests -q -n auto "$@"
+# One pytest worker per core (pytest-xdist): the tests are independent of each other; a worker
+# that runs out of tests takes some of the other's (worksteal: the long tests end unevenly).
+exec "$PYTHON" -m pytest tests -q -n auto --dist worksteal "$@"

@@ -386,7 +386,8 @@ def test_a9_variants_train_two_iterations_on_two_processes():
     from irtbox.utils.dist import free_port
     modes = [load(c).model.backbone.pos_embed for c in CONFIGS if c.startswith('tableA9/')]
     assert sorted(modes) == ['cpe', 'dpe-bicubic', 'none']
-    # Forked ranks: spawned ones (tools/dist_train.sh) would import torch and irtbox again,
-    # seconds each, for what the DDP reducer decides alone.
+    # Ranks from a fork server (one import of torch and irtbox for both): a forked child of
+    # this worker could not run a backward once the worker has run one (autograd's threads).
+    mp.get_context('forkserver').set_forkserver_preload([__name__])
     mp.start_processes(_a9_ranks, args=(2, free_port(), modes), nprocs=2, join=True,
-                       start_method='fork')
+                       start_method='forkserver')

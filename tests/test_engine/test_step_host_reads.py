@@ -63,7 +63,10 @@ def _worker(rank, tmp):
 
 @pytest.mark.slow
 def test_a_training_step_reads_within_its_budget(tmp_path):
-    mp.start_processes(_worker, args=(str(tmp_path), ), nprocs=2, start_method='fork')
+    # forkserver: a forked child of a process that has run a backward cannot run one (autograd's
+    # threads), and which tests ran before this one in the worker depends on the scheduling.
+    mp.get_context('forkserver').set_forkserver_preload([__name__])
+    mp.start_processes(_worker, args=(str(tmp_path), ), nprocs=2, start_method='forkserver')
     for rank in range(2):
         steps = json.loads((tmp_path / f'{rank}.json').read_text())
         assert len(steps) == STEPS
