@@ -18,5 +18,6 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
   fi
 fi
 # One pytest worker per core (pytest-xdist): the tests are independent of each other; a worker
-# that runs out of tests takes some of the other's (worksteal: the long tests end unevenly).
-exec "$PYTHON" -m pytest tests -q -n auto --dist worksteal "$@"
+# that runs out of tests takes some of the other's (worksteal: the long tests end unevenly); the
+# 15 slowest are listed, so that a CI log says where the suite's time goes.
+exec "$PYTHON" -m pytest tests -q -n auto --dist worksteal --durations=15 "$@"
