@@ -332,7 +332,7 @@ def unchecked_data_line(config: str, cfg_options=None) -> str:
 
 
 def _all_kinds(args, options):
-    from irtbox.ops.rehearsal_kinds import rehearsal_set, rehearse_kinds
+    from irtbox.ops.rehearsal_kinds import KINDS_PER_SESSION, rehearsal_set, rehearse_kinds
     chosen = rehearsal_set()
     if args.only:
         chosen = [(kind, config) for kind, config in chosen
@@ -347,7 +347,8 @@ def _all_kinds(args, options):
         return chosen
     work_dir = args.work_dir or osp.join('work_dirs', 'rehearse_kinds')
     results = rehearse_kinds(work_dir, chosen, jobs=args.jobs,
-                             kinds_per_session=args.kinds_per_session or 6, **options)
+                             kinds_per_session=args.kinds_per_session or KINDS_PER_SESSION,
+                             **options)
     failed = [r for r in results if not r.ok]
     for result in results:
         status = 'pass' if result.ok else 'FAIL'

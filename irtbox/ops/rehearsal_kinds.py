@@ -20,8 +20,8 @@ from irtbox.utils.config import CONFIGS_DIR
 from .miniaturize import loader_cfgs, timm_kwargs, timm_model
 from .rehearse import RehearsalReport, prepare_rehearsal, rehearse, rehearse_batch
 
-__all__ = ['ConfigKind', 'KindRehearsal', 'config_kind', 'shipped_configs', 'rehearsal_cost',
-           'rehearsal_set', 'rehearse_kinds']
+__all__ = ['KINDS_PER_SESSION', 'ConfigKind', 'KindRehearsal', 'config_kind', 'shipped_configs',
+           'rehearsal_cost', 'rehearsal_set', 'rehearse_kinds']
 
 # The loops train_cfg names through ``max_epochs`` / ``max_iters`` without a ``type``.
 _LOOP_BY_KEY = (('max_epochs', 'EpochBasedTrainLoop'), ('max_iters', 'IterBasedTrainLoop'))
@@ -259,9 +259,15 @@ def _rehearse_batch(tasks: list, plan: str, echo=print) -> List[KindRehearsal]:
     return [results[i] for i in range(len(tasks))]
 
 
+#: Kinds a quick session holds at most: 6 makes the sessions 6 times fewer than the kinds
+#: while the last one to end stays short (docs/reliability.md, "Every kind of config").
+KINDS_PER_SESSION = 6
+
+
 def rehearse_kinds(work_dir: str, configs: Optional[List[Tuple[ConfigKind, str]]] = None,
                    echo: Callable[[str], None] = print, keep_weights: bool = False,
-                   jobs: int = 1, kinds_per_session: int = 1, **options) -> List[KindRehearsal]:
+                   jobs: int = 1, kinds_per_session: int = KINDS_PER_SESSION,
+                   **options) -> List[KindRehearsal]:
     """Rehearse one config of every kind (``configs``, default :func:`rehearsal_set`), each in
     ``<work_dir>/<config name>``, ``jobs`` at a time (each in a process of its own, its output
     printed; with several, every phase gets ``cpu_count // jobs`` threads unless ``OMP_NUM_THREADS``
