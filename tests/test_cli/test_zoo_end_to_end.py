@@ -14,7 +14,6 @@ from mmengine.dataset import pseudo_collate
 
 from irtbox.apis import get_model, init_model
 from irtbox.datasets import FolderDataset
-from irtbox.datasets.digits import prepare_digits
 from irtbox.utils.config import load_config
 from irtbox.utils.download import OfflineError
 from irtbox.cli import train as train_tool
@@ -54,17 +53,17 @@ def digit_embeddings(model, data_root):
 
 
 @pytest.mark.slow
-def test_quickstart_model_through_a_served_zoo(zoo_server, tmp_path, monkeypatch):
+def test_quickstart_model_through_a_served_zoo(zoo_server, tmp_path, monkeypatch, digits_root):
     folder, url = zoo_server
-    data_root = str(tmp_path / 'digits')
-    prepare_digits(data_root)
+    data_root = str(digits_root)  # the session's digits (prepare_digits), read only
     work_dir = str(tmp_path / 'train')
     monkeypatch.chdir(ROOT)
     train_tool.main([CONFIG, '--work-dir', work_dir, '--cfg-options',
                      *[f'{loader}.dataset.data_root={data_root}' for loader in
                        ('train_dataloader', 'val_dataloader', 'test_dataloader')],
-                     'train_cfg.max_iters=3',
-                     'train_cfg.val_interval=100', 'default_hooks.checkpoint.interval=3'])
+                     'train_cfg.max_iters=3', 'train_cfg.val_interval=100',
+                     'train_cfg.val_begin=100',  # no validation (not even after the last iteration)
+                     'default_hooks.checkpoint.interval=3'])
     checkpoint = osp.join(work_dir, 'iter_3.pth')
     info = publish_model.main([checkpoint, folder, '--config', CONFIG, '--name', 'digits-irt-r',
                                '--url-prefix', url])

@@ -56,7 +56,8 @@ def test_the_shipped_dataset_configs_name_their_dataset_as_the_classes_do(path, 
 
 
 @pytest.mark.slow
-def test_every_shipped_config_names_its_datasets_as_the_classes_do(tmp_path, monkeypatch):
+def test_every_shipped_config_names_its_datasets_as_the_classes_do(tmp_path, monkeypatch,
+                                                                   shipped_configs_parsed_once):
     for path in _configs('**/*.py'):
         if '_base_' not in path:
             _agree(path, tmp_path, monkeypatch)

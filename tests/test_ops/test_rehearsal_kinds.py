@@ -61,7 +61,7 @@ def test_a_kind_changes_with_each_part_and_not_with_numbers():
 
 
 @pytest.mark.slow
-def test_every_kind_of_the_shipped_configs_is_rehearsed_in_ci():
+def test_every_kind_of_the_shipped_configs_is_rehearsed_in_ci(shipped_configs_parsed_once):
     """CI runs ``--all-kinds --quick`` on 2 processes, which rehearses the cheapest config of each
     kind; this fails when a shipped config brings a kind that set leaves out, or one that no
     rehearsal can run (a dataset without a miniature, a backbone the rehearsal cannot scale)."""

@@ -40,6 +40,7 @@ for Easy / Medium / Hard (the revisitop interface); ``revisited_metrics`` = the 
 without a ranking.
 """
 import argparse
+import importlib.util
 import json
 import os
 import os.path as osp
@@ -202,13 +203,9 @@ def spawn(args, name, folder):
 
 
 def available(name):
-    if name != 'pml':
-        return True
-    try:
-        import pytorch_metric_learning  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Whether a contender can run here (pml: installed); the parent imports nothing heavy for
+    it (importing PyTorch Metric Learning would load torch into the parent: ~2 s for nothing)."""
+    return name != 'pml' or importlib.util.find_spec('pytorch_metric_learning') is not None
 
 
 def main():
