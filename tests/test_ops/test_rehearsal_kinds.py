@@ -99,8 +99,10 @@ def test_the_cheapest_config_of_a_kind_is_chosen():
     ([], 'give a config or --all-kinds'),
     (['x.py', '--all-kinds'], 'give a config or --all-kinds'),
     (['x.py', '--list'], '--list, --only and --jobs only with --all-kinds'),
-    (['x.py', '--quick', '--kinds-per-session', '3'], '--kinds-per-session only with --all-kinds --quick'),
-    (['--all-kinds', '--kinds-per-session', '3'], '--kinds-per-session only with --all-kinds --quick'),
+    (['x.py', '--quick', '--kinds-per-session', '3'],
+     '--kinds-per-session only with --all-kinds --quick'),
+    (['--all-kinds', '--kinds-per-session', '3'],
+     '--kinds-per-session only with --all-kinds --quick'),
     (['--all-kinds', '--jobs', '0'], 'argument --jobs: the value must be a positive integer, '
                                      'got 0'),
 ])
