@@ -66,9 +66,11 @@ def _irtbox_rank(rank, world, port, run_id, cwd, argv):
     """A rank as torchrun starts one (its environment, one thread, ``irtbox COMMAND
     --launcher pytorch ARGS``), forked from the fork server."""
     import gc
+    import multiprocessing
 
     import torch
     gc.freeze()  # the preloaded modules: not collected, so neither scanned nor copied
+    multiprocessing.set_start_method('fork', force=True)  # a fresh interpreter's default
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), GROUP_RANK='0',
                       ROLE_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
                       MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port),

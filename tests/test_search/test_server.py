@@ -412,6 +412,9 @@ UPLOADS = 20
 def _serve(port, gallery, max_pixels, config):
     """The server: a model of ``config`` (random weights), ``gallery`` added, on ``port``."""
     import uvicorn
+    # A fresh interpreter's default, not the fork server's (whose semaphores, tqdm's lock,
+    # would be left to the resource tracker by a process that ends on its signal).
+    multiprocessing.set_start_method('fork', force=True)
     torch.manual_seed(0)
     searcher = ImageSearcher(init_model(config))
     searcher.add(gallery, progress=False)
