@@ -39,3 +39,66 @@ def dist_train(config, work_dir, *args, **popen_kwargs):
                **popen_kwargs.pop('env', {}))
     return subprocess.Popen(['bash', 'tools/dist_train.sh', str(config), '2', '--work-dir',
                              str(work_dir), *args], cwd=ROOT, env=env, **popen_kwargs)
+
+
+
+# What the fork server of a test process imports once, for every rank forked from it: a rank
+# of a training imports the rest of torch (torch._dynamo, with the first optimizer), MMEngine's
+# runner, timm, every registered part (the config's keys are checked) and matplotlib (the
+# visualizer), seconds per rank otherwise. The first test of a process to start the fork
+# server sets its modules; every test that starts one should pass these (:func:`forkserver`).
+FORKSERVER_PRELOAD = ['torch._dynamo', 'mmengine.runner', 'timm', 'irtbox.ops.config_check',
+                      'irtbox.cli.train', 'irtbox.apis', 'matplotlib.figure',
+                      'matplotlib.backends.backend_agg', 'tests.shared_runs']
+
+
+def forkserver(*modules):
+    """The start method ``'forkserver'``, its server (when this call starts it) preloading
+    :data:`FORKSERVER_PRELOAD` and ``modules`` (e.g. the calling test module, for its rank
+    function). A fork of a test process that has run a backward cannot run one (autograd's
+    threads); a spawned process imports everything again."""
+    import torch.multiprocessing as mp
+    mp.get_context('forkserver').set_forkserver_preload([*FORKSERVER_PRELOAD, *modules])
+    return 'forkserver'
+
+
+def _irtbox_rank(rank, world, port, run_id, cwd, argv):
+    """A rank as torchrun starts one (its environment, one thread, ``irtbox COMMAND
+    --launcher pytorch ARGS``), forked from the fork server."""
+    import gc
+    import multiprocessing
+
+    import torch
+    gc.freeze()  # the preloaded modules: not collected, so neither scanned nor copied
+    multiprocessing.set_start_method('fork', force=True)  # a fresh interpreter's default
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), GROUP_RANK='0',
+                      ROLE_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
+                      MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port),
+                      TORCHELASTIC_RUN_ID=run_id, TORCHELASTIC_RESTART_COUNT='0',
+                      OMP_NUM_THREADS='1', CUDA_VISIBLE_DEVICES='')
+    torch.set_num_threads(1)
+    os.chdir(cwd)
+    from irtbox.cli.main import main
+    main([argv[0], '--launcher', 'pytorch', *argv[1:]])
+
+
+def forked_ranks(command, *args, nproc=2, timeout=600):
+    """``irtbox COMMAND ARGS`` on ``nproc`` CPU ranks (gloo) as ``tools/dist_*.sh`` runs each
+    of them (``--launcher pytorch``, torchrun's environment, one thread, in the repository
+    root), forked from the fork server (:func:`forkserver`) rather than started by the
+    launcher as fresh interpreters: for the tests of what the ranks compute, not of the
+    launcher. Raises if a rank fails or the ranks take over ``timeout`` seconds."""
+    import time
+    import uuid
+
+    import torch.multiprocessing as mp
+    context = mp.start_processes(
+        _irtbox_rank, args=(nproc, free_port(), uuid.uuid4().hex, ROOT,
+                            [command, *map(str, args)]),
+        nprocs=nproc, join=False, start_method=forkserver())
+    deadline = time.monotonic() + timeout
+    while not context.join(timeout=1):
+        if time.monotonic() > deadline:
+            for process in context.processes:
+                process.kill()
+            raise TimeoutError(f'irtbox {command} on {nproc} forked ranks: over {timeout} s')

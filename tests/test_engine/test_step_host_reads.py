@@ -18,6 +18,7 @@ from irtbox.engine.hooks import NonFiniteLossHook, PreemptionHook
 from irtbox.models.losses import ArcFaceLoss, class_weights
 from irtbox.models.losses.xbm import CrossBatchMemory
 from tests.gpu_semantics import host_reads
+from tests.shared_runs import forkserver
 
 # Reads a step may make, by irtbox file: the sampled classes of this rank (two numbers that
 # set the logits' shape) and the non-finite guard's one flag (read after the backward is queued).
@@ -65,8 +66,8 @@ def _worker(rank, tmp):
 def test_a_training_step_reads_within_its_budget(tmp_path):
     # forkserver: a forked child of a process that has run a backward cannot run one (autograd's
     # threads), and which tests ran before this one in the worker depends on the scheduling.
-    mp.get_context('forkserver').set_forkserver_preload([__name__])
-    mp.start_processes(_worker, args=(str(tmp_path), ), nprocs=2, start_method='forkserver')
+    mp.start_processes(_worker, args=(str(tmp_path), ), nprocs=2,
+                       start_method=forkserver(__name__))
     for rank in range(2):
         steps = json.loads((tmp_path / f'{rank}.json').read_text())
         assert len(steps) == STEPS

@@ -4,12 +4,12 @@ page in a real headless Chromium."""
 import contextlib
 import io
 import json
+import multiprocessing
 import os
 import os.path as osp
 import shutil
 import socket
 import struct
-import subprocess
 import sys
 import threading
 import time
@@ -29,6 +29,7 @@ from irtbox.search import ImageSearcher
 from irtbox.search.results import hit_caption
 from irtbox.search.server import PixelBudget, create_app, decode_upload, query_min_side
 from irtbox.utils.image import ImageTooLargeError
+from tests.shared_runs import forkserver
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIG = osp.join(ROOT, 'configs', 'quickstart', 'irt-r_vit-tiny_1xb64-500_digits.py')
@@ -407,21 +408,18 @@ MAX_PIXELS = 10 * 10**6  # the server's cap; the decode budget is the cap (its d
 DECODE_THREADS = 2  # the server's default
 UPLOADS = 20
 
-SERVER = '''
-import sys
-import torch
-from PIL import Image
-from irtbox.apis import init_model
-from irtbox.search import ImageSearcher
-from irtbox.search.server import create_app
-import uvicorn
-port, gallery, max_pixels = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-torch.manual_seed(0)
-searcher = ImageSearcher(init_model(sys.argv[4]))
-searcher.add(gallery, progress=False)
-app = create_app(searcher, max_upload_bytes=2 * 2**20, max_pixels=max_pixels)
-uvicorn.run(app, host='127.0.0.1', port=port, log_level='warning')
-'''
+
+def _serve(port, gallery, max_pixels, config):
+    """The server: a model of ``config`` (random weights), ``gallery`` added, on ``port``."""
+    import uvicorn
+    # A fresh interpreter's default, not the fork server's (whose semaphores, tqdm's lock,
+    # would be left to the resource tracker by a process that ends on its signal).
+    multiprocessing.set_start_method('fork', force=True)
+    torch.manual_seed(0)
+    searcher = ImageSearcher(init_model(config))
+    searcher.add(gallery, progress=False)
+    app = create_app(searcher, max_upload_bytes=2 * 2**20, max_pixels=max_pixels)
+    uvicorn.run(app, host='127.0.0.1', port=port, log_level='warning')
 
 
 def memory(pid):
@@ -450,14 +448,14 @@ def test_concurrent_large_uploads_stay_within_the_decode_budget(tmp_path, digits
         buffer = io.BytesIO()
         image.convert('RGB').resize((SIDE, SIDE), Image.NEAREST).save(buffer, format='PNG')
     big = buffer.getvalue()
-    script = tmp_path / 'server.py'
-    script.write_text(SERVER)
     with socket.socket() as s:
         s.bind(('127.0.0.1', 0))
         port = s.getsockname()[1]
     url = f'http://127.0.0.1:{port}'
-    server = subprocess.Popen([sys.executable, str(script), str(port), str(gallery),
-                               str(MAX_PIXELS), CONFIG], cwd=ROOT)
+    # Its own process, forked from the fork server that has imported torch and irtbox once.
+    server = multiprocessing.get_context(forkserver(__name__)).Process(
+        target=_serve, args=(port, str(gallery), MAX_PIXELS, CONFIG), daemon=True)
+    server.start()
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -465,7 +463,7 @@ def test_concurrent_large_uploads_stay_within_the_decode_budget(tmp_path, digits
                 urllib.request.urlopen(url + '/healthz', timeout=1).read()
                 break
             except OSError:
-                assert server.poll() is None, f'the server exited ({server.returncode})'
+                assert server.is_alive(), f'the server exited ({server.exitcode})'
                 assert time.monotonic() < deadline, 'the server did not start within 120 s'
                 time.sleep(0.1)
 
@@ -490,7 +488,7 @@ def test_concurrent_large_uploads_stay_within_the_decode_budget(tmp_path, digits
         after, peak = memory(server.pid)
     finally:
         server.terminate()
-        server.wait(timeout=30)
+        server.join(timeout=30)
     assert [status for status, _ in results] == [200] * UPLOADS, results[0]
     assert all(body['hits'][0]['id'] == query for _, body in results)
     # At most the budget's pixels are decoded at once, at Pillow's 4 bytes per RGB pixel; each

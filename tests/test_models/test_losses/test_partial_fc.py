@@ -16,6 +16,7 @@ from irtbox.models.losses import (ArcFaceLoss, CosFaceLoss, NormalizedSoftmaxLos
                                   cosface_loss, normalized_softmax_loss)
 from irtbox.models.losses.partial_fc import (init_shard, sample_classes, shard_range,
                                              step_generator, whole_state_dict)
+from tests.shared_runs import forkserver
 
 C, D, SEED = 23, 6, 7
 # name -> (class, constructor arguments, the replicated formula on (x, y, W))
@@ -151,9 +152,8 @@ def run_world(tmp_path, world, resume_from=None):
     # Ranks forked from a fork server that has imported this module (torch, irtbox) once: a
     # fork of the test process itself fails after it has run a backward pass ("autograd's
     # threading ... fork"), a spawned rank imports everything again.
-    mp.get_context('forkserver').set_forkserver_preload([__name__])
     mp.start_processes(_worker, args=(world, str(tmp_path / f'init{world}'), str(tmp_path),
-                                      resume_from), nprocs=world, start_method='forkserver')
+                                      resume_from), nprocs=world, start_method=forkserver(__name__))
     return [torch.load(tmp_path / f'world{world}_rank{r}.pth') for r in range(world)]
 
 
