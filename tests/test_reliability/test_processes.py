@@ -35,7 +35,7 @@ def test_killed_launcher_leaves_no_orphans(tmp_path):
         while not re.search(r'Iter\(train\) \[\s*3/100000\]', (tmp_path / 'out.log').read_text()):
             assert launcher.poll() is None and time.time() < deadline, \
                 (tmp_path / 'out.log').read_text()[-3000:]
-            time.sleep(0.5)
+            time.sleep(0.1)
         # The DDP wrapper of CPU runs used to warn (broadcast_buffers FutureWarning) every run.
         assert 'FutureWarning' not in (tmp_path / 'out.log').read_text()
         torchrun = launcher.pid  # dist_train.sh and `irtbox train --nproc` exec into it
