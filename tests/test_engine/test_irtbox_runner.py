@@ -1,4 +1,5 @@
-"""IrtboxRunner's own behaviour beyond MMEngine's (checkpoints and resume: tests/test_reliability)."""
+"""IrtboxRunner's own behaviour beyond MMEngine's (checkpoints and resume:
+tests/test_reliability)."""
 import glob
 import os.path as osp
 

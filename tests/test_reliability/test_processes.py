@@ -81,7 +81,8 @@ def test_cpu_ddp_wrapper_raises_no_deprecation_warning(tmp_path):
 REHEARSAL = '''
 import sys
 from irtbox.ops.rehearse import _run_phase
-PHASE = ("from irtbox.utils.exit_status import exit_with_parent_if_asked; exit_with_parent_if_asked(); "
+PHASE = ("from irtbox.utils.exit_status import exit_with_parent_if_asked; "
+         "exit_with_parent_if_asked(); "
          "import time; print('training', flush=True); time.sleep(600)")
 _run_phase('train', [sys.executable, '-c', PHASE], sys.argv[1], 600)
 '''
