@@ -1,4 +1,5 @@
-"""IrtboxRunner's own behaviour beyond MMEngine's (checkpoints and resume: tests/test_reliability)."""
+"""IrtboxRunner's own behaviour beyond MMEngine's (checkpoints and resume:
+tests/test_reliability)."""
 import glob
 import os.path as osp
 
@@ -340,3 +341,23 @@ def test_the_runners_model_tests_in_bf16_as_the_config_trains(tmp_path, monkeypa
         cfg.work_dir = str(tmp_path / wrapper)
         cfg.optim_wrapper.type = wrapper
         assert IrtboxRunner.from_cfg(cfg).model.bf16_inference is expected
+
+
+def test_the_environment_is_collected_only_where_the_log_shows_it(monkeypatch):
+    """A rank > 0 logs errors only (no log file of its own): MMEngine's environment dump,
+    which imports torchvision and runs the C compiler, is skipped there."""
+    import logging
+    collected = []
+    monkeypatch.setattr(mmengine_runner, 'collect_env', lambda: collected.append(1) or {})
+    runner = object.__new__(IrtboxRunner)
+    runner._randomness_cfg, runner._seed, runner._launcher = {}, 0, 'pytorch'
+    runner._distributed, runner._world_size, runner.cfg = True, 2, Config()
+    shown = []
+    for level in (logging.ERROR, logging.INFO):
+        handler = logging.Handler(level)
+        handler.emit = shown.append
+        runner.logger = logging.getLogger(f'test_log_env_{level}')
+        runner.logger.setLevel(logging.INFO)
+        runner.logger.handlers = [handler]
+        runner._log_env({})
+        assert len(collected) == len(shown) == (level == logging.INFO)

@@ -3,9 +3,7 @@ checkpoint, strict loading, a clear refusal of files that are no checkpoint."""
 import os
 import re
 import shutil
-import subprocess
-import sys
-import textwrap
+import signal
 
 import pytest
 import torch
@@ -13,6 +11,7 @@ import torch
 from irtbox.apis import init_model
 from irtbox.apis.inference import CheckpointMismatchError
 from irtbox.utils.checkpoint import checkpoint_problem, safe_torch_load
+from tests.forked_process import run_in_process
 from tests.test_reliability.reliability_helpers import ROOT, TINY_CONFIG, run_log
 from irtbox.cli import test as test_tool
 from irtbox.cli import train as train_tool
@@ -173,13 +172,13 @@ def test_fresh_run_warns_before_overwriting(four_iterations, tmp_path, in_root):
     assert 'holds checkpoints of an earlier run (iter_4.pth, iter_2.pth)' in run_log(str(work_dir))
 
 
-KILL_DURING_SAVE = textwrap.dedent('''
-    import os, signal, sys
+def train_killed_during_save(argv):
+    """``irtbox train ARGV``, the process killed halfway through writing the bytes of the 2nd
+    checkpoint."""
     from mmengine.fileio.backends import LocalBackend
     put = LocalBackend.put
 
     def put_then_die(self, obj, filepath):
-        # The process is killed halfway through writing the bytes of the 2nd checkpoint.
         if 'iter_4' in str(filepath):
             with open(filepath, 'wb') as f:
                 f.write(obj[:len(obj) // 2])
@@ -188,9 +187,7 @@ KILL_DURING_SAVE = textwrap.dedent('''
         return put(self, obj, filepath)
 
     LocalBackend.put = put_then_die
-    from irtbox.cli import train
-    train.main(sys.argv[1:])
-''')
+    train_tool.main(argv)
 
 
 @pytest.mark.slow
@@ -198,12 +195,11 @@ def test_kill_during_checkpoint_save_then_resume(tmp_path, in_root):
     work_dir = tmp_path / 'w'
     # max_keep_ckpts=1: before, MMEngine deleted iter_2.pth before writing iter_4.pth, so
     # the kill left no checkpoint and last_checkpoint named the deleted file.
-    proc = subprocess.run([sys.executable, '-c', KILL_DURING_SAVE, TINY_CONFIG,
-                           '--work-dir', str(work_dir), '--cfg-options',
-                           'default_hooks.checkpoint.max_keep_ckpts=1'],
-                          cwd=ROOT, capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
-    assert proc.returncode == -9, proc.stderr[-3000:]
+    # A process of its own (forked from the forkserver, where the training's imports are done).
+    code = run_in_process(train_killed_during_save, [[
+        TINY_CONFIG, '--work-dir', str(work_dir), '--cfg-options',
+        'default_hooks.checkpoint.max_keep_ckpts=1']], stderr=tmp_path / 'stderr')
+    assert code == -9, (tmp_path / 'stderr').read_text()[-3000:]
     # Before: iter_4.pth was left truncated under its final name.
     for name in os.listdir(work_dir):
         if name.endswith('.pth') and not name.startswith('.'):  # '.<name>.*.tmp.pth': a part

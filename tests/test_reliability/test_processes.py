@@ -35,7 +35,7 @@ def test_killed_launcher_leaves_no_orphans(tmp_path):
         while not re.search(r'Iter\(train\) \[\s*3/100000\]', (tmp_path / 'out.log').read_text()):
             assert launcher.poll() is None and time.time() < deadline, \
                 (tmp_path / 'out.log').read_text()[-3000:]
-            time.sleep(0.5)
+            time.sleep(0.1)
         # The DDP wrapper of CPU runs used to warn (broadcast_buffers FutureWarning) every run.
         assert 'FutureWarning' not in (tmp_path / 'out.log').read_text()
         torchrun = launcher.pid  # dist_train.sh and `irtbox train --nproc` exec into it
@@ -81,7 +81,8 @@ def test_cpu_ddp_wrapper_raises_no_deprecation_warning(tmp_path):
 REHEARSAL = '''
 import sys
 from irtbox.ops.rehearse import _run_phase
-PHASE = ("from irtbox.utils.exit_status import exit_with_parent_if_asked; exit_with_parent_if_asked(); "
+PHASE = ("from irtbox.utils.exit_status import exit_with_parent_if_asked; "
+         "exit_with_parent_if_asked(); "
          "import time; print('training', flush=True); time.sleep(600)")
 _run_phase('train', [sys.executable, '-c', PHASE], sys.argv[1], 600)
 '''

@@ -12,25 +12,30 @@ from mmengine.hooks import Hook
 from irtbox.cli import train as train_tool
 from irtbox.engine.work_dir_lock import LOCK_NAME, WorkDirLock, WorkDirLocked
 from irtbox.registry import HOOKS
+from tests.forked_process import run_in_process
 from tests.test_reliability.reliability_helpers import ROOT, TINY_CONFIG, run_log
 
 SECOND = {}
 
 
+def second_training(work_dir):
+    train_tool.main([TINY_CONFIG, '--work-dir', work_dir])
+
+
 @HOOKS.register_module(force=True)
 class StartSecondTrainingHook(Hook):
     """At the first iteration, runs a second training into the same work dir (a process of its
-    own) and keeps what it said."""
+    own, forked from the forkserver where the training's imports are done) and keeps its exit
+    status and what it wrote to stderr."""
 
     def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
         if runner.iter != 1 or SECOND:
             return
-        code = ('from irtbox.cli import train; '
-                f'train.main([{TINY_CONFIG!r}, "--work-dir", {runner.work_dir!r}])')
         SECOND['lock'] = open(os.path.join(runner.work_dir, LOCK_NAME)).read()
-        SECOND['proc'] = subprocess.run(
-            [sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True,
-            timeout=300, env={**os.environ, 'HF_HUB_OFFLINE': '1'})
+        stderr = os.path.join(os.path.dirname(runner.work_dir), 'second.stderr')
+        SECOND['code'] = run_in_process(second_training, [runner.work_dir], cwd=ROOT,
+                                        env={'HF_HUB_OFFLINE': '1'}, stderr=stderr)
+        SECOND['stderr'] = open(stderr).read()
 
 
 @pytest.mark.slow
@@ -43,11 +48,10 @@ def test_second_training_in_the_same_work_dir_is_refused(tmp_path, in_root):
     train_tool.main([str(config), '--work-dir', str(work_dir), '--cfg-options',
                      'train_cfg.max_iters=2'])
     # Before: both trained into w, overwrote each other's iter_2.pth, and exited 0.
-    proc = SECOND['proc']
-    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert SECOND['code'] == 1, SECOND['stderr'][-3000:]
     holder = json.loads(SECOND['lock'])
     assert holder['pid'] == os.getpid() and holder['host'] == socket.gethostname()
-    message = proc.stderr.strip().splitlines()[-1]
+    message = SECOND['stderr'].strip().splitlines()[-1]
     assert (f'{work_dir} is in use by another training (PID {os.getpid()} on host '
             f'{socket.gethostname()}, started {holder["started"]})') in message
     assert 'another --work-dir' in message
