@@ -7,16 +7,7 @@ import multiprocessing as mp
 import os
 import sys
 
-# What each child would import anyway: loaded once in the forkserver, when it starts from here.
-import mmengine.runner  # noqa: F401
-import timm  # noqa: F401
-import torch  # noqa: F401
-
-import irtbox.apis  # noqa: F401
-import irtbox.cli.train  # noqa: F401
-import irtbox.engine  # noqa: F401
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.shared_runs import ROOT, forkserver
 
 
 def _child(target, args, cwd, env, stdout, stderr):
@@ -37,8 +28,7 @@ def run_in_process(target, args=(), *, cwd=ROOT, env=None, stdout=os.devnull,
     with ``env`` added to its environment, its output into the files ``stdout`` and
     ``stderr``; its exit status as ``subprocess`` gives it (1 for an exception or a
     ``SystemExit`` with a message, which goes to ``stderr``; ``-N`` when killed by signal N)."""
-    context = mp.get_context('forkserver')
-    context.set_forkserver_preload([__name__])  # used only if the forkserver starts here
+    context = mp.get_context(forkserver(__name__))
     process = context.Process(target=_child,
                               args=(target, tuple(args), str(cwd), dict(env or {}), str(stdout),
                                     str(stderr)))

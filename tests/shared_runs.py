@@ -41,7 +41,6 @@ def dist_train(config, work_dir, *args, **popen_kwargs):
                              str(work_dir), *args], cwd=ROOT, env=env, **popen_kwargs)
 
 
-
 # What the fork server of a test process imports once, for every rank forked from it: a rank
 # of a training imports the rest of torch (torch._dynamo, with the first optimizer), MMEngine's
 # runner, timm, every registered part (the config's keys are checked) and matplotlib (the
