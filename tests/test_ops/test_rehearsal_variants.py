@@ -18,12 +18,11 @@ from mmengine.config import Config
 
 from irtbox.ops.miniaturize import (config_dicts, scale_input_size, shallow_backbone,
                                     timm_model)
+from tests.conftest import narrow_hybrid_embed
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 INPUT = 32
 WIDTH, HEADS = 64, 2  # the narrowed transformer: 2 heads of 32 (ViT-B: 12 of 64, 768 wide)
-# The narrowed ResNet stem of a hybrid: stages 8x narrower, GroupNorm in 8 groups (R50: 32).
-STEM_CHANNELS, STEM_WIDTH, STEM_GROUPS = (32, 64, 128, 256), 16, 8
 # The model's dimensions that follow the transformer's width D (the neck's input and output,
 # the loss's and the whitening's): D -> WIDTH, 2D -> 2 x WIDTH.
 _WIDTH_KEYS = ('in_channels', 'out_dim', 'embed_dim', 'in_dim')
@@ -60,20 +59,6 @@ def representatives() -> dict:
             seen |= new
             chosen[osp.relpath(path, ROOT)] = cfg
     return chosen
-
-
-def narrow_hybrid_embed(layers, **kwargs):
-    """A hybrid's patch embedding (timm's ``HybridEmbed``) on a narrower ResNet-V2 stem, built
-    as timm's ``_resnetv2`` builds the R50's (the same blocks per stage, weight-standardised
-    'same' convolutions, no pre-activation)."""
-    from timm.layers import GroupNormAct, HybridEmbed, StdConv2dSame
-    from timm.models.resnetv2 import ResNetV2
-    stem = ResNetV2(layers=layers, channels=STEM_CHANNELS[:len(layers)], stem_chs=STEM_WIDTH,
-                    num_classes=0, global_pool='', preact=False, stem_type='same',
-                    conv_layer=functools.partial(StdConv2dSame, eps=1e-8),
-                    norm_layer=functools.partial(GroupNormAct, num_groups=STEM_GROUPS),
-                    device=kwargs.get('device'), dtype=kwargs.get('dtype'))
-    return HybridEmbed(backbone=stem, **kwargs)
 
 
 def narrow(cfg: Config, model) -> None:
