@@ -44,9 +44,9 @@ FAMILIES = {
 @pytest.fixture
 def narrow_stem(monkeypatch):
     """The hybrid's ResNet stem narrowed (tests/conftest.py narrow_hybrid_embed): the same
-    layers and operators, the weights and work of the R50's width (12M parameters, 3 x 16
-    weight-standardised convolutions a forward) a fraction. In this process: the tool's own
-    model too."""
+    stages, blocks and operators (weight-standardised 'same' convolutions, GroupNorm) at a
+    fraction of the R50's 12M parameters and work. In this process, so the tool's own model
+    is narrowed too."""
     import functools
 
     import timm
