@@ -125,6 +125,27 @@ def caching_timm_create(create):
     return cached
 
 
+# A narrowed ResNet stem of a hybrid ViT: stages 8x narrower than the R50's, GroupNorm in 8 groups.
+NARROW_STEM_CHANNELS, NARROW_STEM_WIDTH, NARROW_STEM_GROUPS = (32, 64, 128, 256), 16, 8
+
+
+def narrow_hybrid_embed(layers, **kwargs):
+    """A hybrid ViT's patch embedding (timm's ``HybridEmbed``) on a narrower ResNet-V2 stem,
+    built as timm's ``_resnetv2`` builds the R50's (``layers`` blocks per stage, weight-
+    standardised 'same' convolutions, no pre-activation): give ``functools.partial(
+    narrow_hybrid_embed, (3, 4, 9))`` to ``timm.create_model`` as ``embed_layer``."""
+    import functools
+
+    from timm.layers import GroupNormAct, HybridEmbed, StdConv2dSame
+    from timm.models.resnetv2 import ResNetV2
+    stem = ResNetV2(layers=layers, channels=NARROW_STEM_CHANNELS[:len(layers)],
+                    stem_chs=NARROW_STEM_WIDTH, num_classes=0, global_pool='', preact=False,
+                    stem_type='same', conv_layer=functools.partial(StdConv2dSame, eps=1e-8),
+                    norm_layer=functools.partial(GroupNormAct, num_groups=NARROW_STEM_GROUPS),
+                    device=kwargs.get('device'), dtype=kwargs.get('dtype'))
+    return HybridEmbed(backbone=stem, **kwargs)
+
+
 @pytest.fixture(scope='module')
 def timm_cache():
     """Route ``timm.create_model`` through a cache (:func:`caching_timm_create`) in this

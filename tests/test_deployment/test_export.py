@@ -13,6 +13,7 @@ from irtbox.apis import init_model
 from irtbox.deployment import EmbeddingExport, export_model
 from irtbox.utils.config import load_config
 from irtbox.cli import export as export_tool
+from tests.conftest import narrow_hybrid_embed
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 QUICKSTART = 'configs/quickstart/irt-r_vit-tiny_1xb64-500_digits.py'
@@ -22,8 +23,8 @@ FAMILIES = {
         'model.backbone.pretrained=False', 'model.backbone.depth=1',
         'model.backbone.embed_dim=64', 'model.backbone.num_heads=2',
         'model.head.losses.contrastive.embed_dim=64'], (224, 224)),
-    # DToP: the hybrid R50 stem + ViT with dynamic position embedding, the DToP neck,
-    # 3 test scales and learned whitening.
+    # DToP: the hybrid R50 stem (narrowed: narrow_stem) + ViT with dynamic position embedding,
+    # the DToP neck, 3 test scales and learned whitening.
     'dtop': ('configs/dtop/dtop_r50-vit-b_8xb8-30e_sfm120k.py', [
         'model.backbone.pretrained=False', 'model.backbone.depth=2',
         'model.backbone.embed_dim=64', 'model.backbone.num_heads=2',
@@ -38,6 +39,24 @@ FAMILIES = {
         'model.backbone.pretrained=False', 'model.backbone.depth=1',
         'model.backbone.img_size=28', 'model.backbone.init_values=1.0'], (28, 28)),
 }
+
+
+@pytest.fixture
+def narrow_stem(monkeypatch):
+    """The hybrid's ResNet stem narrowed (tests/conftest.py narrow_hybrid_embed): the same
+    stages, blocks and operators (weight-standardised 'same' convolutions, GroupNorm) at a
+    fraction of the R50's 12M parameters and work. In this process, so the tool's own model
+    is narrowed too."""
+    import functools
+
+    import timm
+    create = timm.create_model
+
+    def narrowed(name, *args, **kwargs):
+        if name == 'vit_base_r50_s16_384':
+            kwargs.setdefault('embed_layer', functools.partial(narrow_hybrid_embed, (3, 4, 9)))
+        return create(name, *args, **kwargs)
+    monkeypatch.setattr(timm, 'create_model', narrowed)
 
 
 @pytest.fixture(autouse=True)
@@ -65,7 +84,7 @@ def checkpoint_of(config, opts, path):
 @pytest.mark.slow
 @pytest.mark.parametrize('fmt', ['onnx', 'torchscript'])
 @pytest.mark.parametrize('family', sorted(FAMILIES))
-def test_families_export_and_match(family, fmt, tmp_path):
+def test_families_export_and_match(family, fmt, tmp_path, narrow_stem):
     config, opts, size = FAMILIES[family]
     ckpt = str(tmp_path / 'model.pth')
     model, _ = checkpoint_of(config, opts, ckpt)
@@ -83,17 +102,20 @@ def test_families_export_and_match(family, fmt, tmp_path):
     # Independently of the tool: the file on 5 fresh images equals the eager model.
     generator = torch.Generator().manual_seed(7)
     sizes = [size] + ([(size[0] + 16, size[1] - 8)] if '--dynamic-size' in argv else [])
+    if fmt == 'onnx':
+        import onnxruntime
+        session = onnxruntime.InferenceSession(out, providers=['CPUExecutionProvider'])
+    else:
+        loaded = torch.jit.load(out)
     for h, w in sizes:
         images = torch.randint(0, 256, (5, 3, h, w), dtype=torch.uint8, generator=generator)
         with torch.no_grad():
             expected = EmbeddingExport(model)(images).numpy()
         if fmt == 'onnx':
-            import onnxruntime
-            session = onnxruntime.InferenceSession(out, providers=['CPUExecutionProvider'])
             got = session.run(None, {'images': images.numpy()})[0]
         else:
             with torch.no_grad():
-                got = torch.jit.load(out)(images).numpy()
+                got = loaded(images).numpy()
         assert got.shape == expected.shape == (5, report['output']['dim'])
         np.testing.assert_allclose(got, expected, atol=1e-4)
         np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1, atol=1e-5)
