@@ -384,10 +384,10 @@ def test_a9_variants_train_two_iterations_on_two_processes():
     import torch.multiprocessing as mp
 
     from irtbox.utils.dist import free_port
+    from tests.shared_runs import forkserver
     modes = [load(c).model.backbone.pos_embed for c in CONFIGS if c.startswith('tableA9/')]
     assert sorted(modes) == ['cpe', 'dpe-bicubic', 'none']
     # Ranks from a fork server (one import of torch and irtbox for both): a forked child of
     # this worker could not run a backward once the worker has run one (autograd's threads).
-    mp.get_context('forkserver').set_forkserver_preload([__name__])
     mp.start_processes(_a9_ranks, args=(2, free_port(), modes), nprocs=2, join=True,
-                       start_method='forkserver')
+                       start_method=forkserver(__name__))

@@ -19,6 +19,7 @@ from mmengine.config import Config
 from irtbox.ops.miniaturize import (config_dicts, scale_input_size, shallow_backbone,
                                     timm_model)
 from tests.conftest import narrow_hybrid_embed
+from tests.shared_runs import forkserver
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 INPUT = 32
@@ -163,6 +164,5 @@ def test_every_variant_the_kind_ignores_trains_and_embeds_on_two_ranks(tmp_path,
     # than a start of the ranks.
     models = {name: tiny_model_cfg(cfg) for name, cfg in sorted(representatives().items())}
     assert len(models) == 16, sorted(models)
-    mp.get_context('forkserver').set_forkserver_preload([__name__])
     mp.start_processes(_rank, args=(2, str(tmp_path / 'init'), models), nprocs=2,
-                       start_method='forkserver')
+                       start_method=forkserver(__name__))
