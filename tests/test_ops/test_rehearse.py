@@ -176,10 +176,16 @@ def test_ctrl_c_stops_the_phase_and_says_so_in_one_line(tmp_path, monkeypatch, c
     from irtbox.cli import rehearse as rehearse_tool
     from irtbox.ops import rehearse as rehearse_module
     log = str(tmp_path / 'train.log')
-    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
-    with pytest.raises(rehearse_module.RehearsalInterrupted) as error:
-        rehearse_module._run_phase('train', [sys.executable, '-c', 'import time; '
-                                             'time.sleep(60)'], log, timeout=120)
+    # Ctrl-C as at a terminal: a test run started in the background (nohup, `cmd &` in a
+    # script) inherits SIGINT ignored, and Python leaves it ignored.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+        with pytest.raises(rehearse_module.RehearsalInterrupted) as error:
+            rehearse_module._run_phase('train', [sys.executable, '-c', 'import time; '
+                                                 'time.sleep(60)'], log, timeout=120)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert error.value.phase == 'train' and isinstance(error.value, KeyboardInterrupt)
     monkeypatch.setattr(rehearse_module, 'rehearse', lambda *a, **k: (_ for _ in ()).throw(
         rehearse_module.RehearsalInterrupted('resume', log)))
