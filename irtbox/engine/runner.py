@@ -98,14 +98,14 @@ class IrtboxRunner(RunnerPrivates, Runner):
         keep_dumps_off_terminal(logger)
         return logger
 
-    def _log_env(self, env_cfg: dict) -> None:
+    def log_env(self, env_cfg: dict) -> None:
         """MMEngine's dump of the environment and config, where a handler of the logger shows
         it: a rank > 0 without a log file of its own shows only errors, and collected the
         environment (importing torchvision, running the C compiler: about a second of each
         process start) for nothing."""
         if self.logger.isEnabledFor(logging.INFO) and any(
                 handler.level <= logging.INFO for handler in self.logger.handlers):
-            super()._log_env(env_cfg)
+            super().log_env(env_cfg)
 
     def register_default_hooks(self, hooks=None) -> None:
         """MMEngine's default hooks plus :data:`DEFAULT_HOOKS`; set

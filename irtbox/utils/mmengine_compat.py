@@ -72,8 +72,8 @@ def wrap_train_iterator(loop, wrap: Callable, *args) -> None:
 
 class RunnerPrivates:
     """Mixed into a ``Runner`` subclass before ``Runner``: MMEngine's private
-    ``_init_model_weights`` and ``_maybe_compile`` call the public :meth:`init_model_weights`
-    and :meth:`compile_model`."""
+    ``_init_model_weights``, ``_maybe_compile`` and ``_log_env`` call the public
+    :meth:`init_model_weights`, :meth:`compile_model` and :meth:`log_env`."""
 
     def _init_model_weights(self) -> None:
         self.init_model_weights()
@@ -89,6 +89,13 @@ class RunnerPrivates:
         """MMEngine's: ``torch.compile`` of the model's method ``target`` (``'train_step'``)
         when the config says ``compile``."""
         super()._maybe_compile(target)
+
+    def _log_env(self, env_cfg: dict) -> None:
+        self.log_env(env_cfg)
+
+    def log_env(self, env_cfg: dict) -> None:
+        """MMEngine's: the environment and the config, logged at INFO."""
+        super()._log_env(env_cfg)
 
 
 class CheckpointHookPrivates:
