@@ -3,9 +3,9 @@ kind covers every shipped config. A config's kind (:func:`config_kind`) is made 
 run that have their own code and can fail on their own: the backbone family, the necks, the losses,
 the hooks, the training sampler, the train loop, whether training validates (a checkpoint then falls
 on a validation iteration, and ranks exchange the validation's gathers), the optimizer wrapper
-(whose autocast the rehearsal forces on, as a GPU run has it) and every dataset type read. Two configs of one kind
-differ only in numbers, which the rehearsal replaces by its own anyway. CI rehearses the cheapest
-config of each kind (:func:`rehearsal_set`)."""
+(whose autocast the rehearsal forces on, as a GPU run has it) and every dataset type read. Two
+configs of one kind differ only in numbers, which the rehearsal replaces by its own anyway. CI
+rehearses the cheapest config of each kind (:func:`rehearsal_set`)."""
 import functools
 import glob
 import os
@@ -17,6 +17,7 @@ from mmengine.config import Config
 
 from irtbox.registry import type_name
 from irtbox.utils.config import CONFIGS_DIR
+from irtbox.utils.mmengine_compat import configs_parsed_once
 from .miniaturize import loader_cfgs, timm_kwargs, timm_model
 from .rehearse import RehearsalReport, prepare_rehearsal, rehearse, rehearse_batch
 
@@ -136,12 +137,13 @@ def shipped_configs(root: str = CONFIGS_DIR) -> Dict[str, Config]:
     """{path: config} of every config irtbox ships that trains a model (``_base_`` parts and
     sweep specs, which name configs rather than being one, are left out), sorted by path."""
     cfgs = {}
-    for path in sorted(glob.glob(osp.join(root, '**', '*.py'), recursive=True)):
-        if '_base_' in osp.relpath(path, root).split(osp.sep):
-            continue
-        cfg = Config.fromfile(path)
-        if cfg.get('model') and cfg.get('train_dataloader'):
-            cfgs[path] = cfg
+    with configs_parsed_once():  # the bases they share parsed once, not once a config
+        for path in sorted(glob.glob(osp.join(root, '**', '*.py'), recursive=True)):
+            if '_base_' in osp.relpath(path, root).split(osp.sep):
+                continue
+            cfg = Config.fromfile(path)
+            if cfg.get('model') and cfg.get('train_dataloader'):
+                cfgs[path] = cfg
     return cfgs
 
 

@@ -262,9 +262,14 @@ def _phases_plan(path: str, work_dir: str, first: dict) -> dict:
                                      osp.join(work_dir, 'test'))
 
 
+def _member_ended(work_dir: str, nproc: int) -> bool:
+    return all(osp.isfile(member_record(work_dir, rank)) for rank in range(nproc))
+
+
 def _member_records(work_dir: str, nproc: int) -> Optional[List[dict]]:
-    paths = [member_record(work_dir, rank) for rank in range(nproc)]
-    return [read_json(p) for p in paths] if all(map(osp.isfile, paths)) else None
+    if not _member_ended(work_dir, nproc):
+        return None
+    return [read_json(member_record(work_dir, rank)) for rank in range(nproc)]
 
 
 def rehearse_batch(members: Sequence[Tuple[str, str, tuple]], plan: str, nproc: int = 2,
@@ -286,8 +291,7 @@ def rehearse_batch(members: Sequence[Tuple[str, str, tuple]], plan: str, nproc: 
         for _, work_dir, (path, first, _) in members]), indent=1))
     command = commands.irtbox_command(commands.rehearsal_session(plan, nproc))
     _run_phase(SESSION, command, osp.splitext(plan)[0] + '.log', timeout,
-               progress=lambda: sum(_member_records(w, nproc) is not None
-                                    for _, w, _ in members))
+               progress=lambda: sum(_member_ended(w, nproc) for _, w, _ in members))
     reports = []
     for config, work_dir, (_, _, notes) in members:
         records = _member_records(work_dir, nproc)

@@ -4,19 +4,24 @@ batch iterator, and the private methods of :data:`OVERRIDDEN`, which the mixins 
 public names. In ``utils`` because ``utils.config`` and ``utils.checkpoint`` need two of them.
 tests/test_utils/test_mmengine_compat.py checks each against the installed MMEngine."""
 import contextlib
+import copy
+import os
 import threading
 from typing import Callable
 
 from mmengine.config import Config
 
 __all__ = ['OVERRIDDEN', 'RunnerPrivates', 'CheckpointHookPrivates', 'base_path_resolver',
-           'checkpoint_loaders_restored', 'has_loaded', 'save_checkpoint_now', 'set_has_loaded',
-           'wrap_train_iterator']
+           'checkpoint_loaders_restored', 'configs_parsed_once', 'has_loaded',
+           'save_checkpoint_now', 'set_has_loaded', 'wrap_train_iterator']
 
 #: (MMEngine class path, private method, its parameters) that irtbox overrides or calls.
 OVERRIDDEN = (
     ('mmengine.runner.Runner', '_init_model_weights', ('self',)),
     ('mmengine.runner.Runner', '_maybe_compile', ('self', 'target')),
+    ('mmengine.runner.Runner', '_log_env', ('self', 'env_cfg')),
+    ('mmengine.config.Config', '_file2dict',
+     ('filename', 'use_predefined_variables', 'use_environment_variables', 'lazy_import')),
     ('mmengine.hooks.CheckpointHook', '_save_checkpoint', ('self', 'runner')),
     ('mmengine.hooks.CheckpointHook', '_save_checkpoint_with_step',
      ('self', 'runner', 'step', 'meta')),
@@ -39,6 +44,31 @@ def base_path_resolver(wrap: Callable[[Callable], Callable]):
             yield
         finally:
             Config._get_cfg_path = original
+
+
+@contextlib.contextmanager
+def configs_parsed_once(parsed: dict = None):
+    """Within the block (one thread at a time), MMEngine's parse of a config file
+    (``Config._file2dict``, which ``Config.fromfile`` runs for a config and again for each of
+    its bases, for every config that names them: ~1,700 parses for the ~220 shipped configs)
+    runs once per file (as named, and its real path), its modification time and arguments;
+    each call gets its own copy. ``parsed``: the parses kept, to share them between blocks."""
+    parsed = {} if parsed is None else parsed
+    with _CFG_PATH_LOCK:
+        original = Config.__dict__['_file2dict']
+
+        def once(filename, *args, **kwargs):
+            path = os.path.realpath(filename)
+            key = (filename, path, os.stat(path).st_mtime_ns, args, tuple(sorted(kwargs.items())))
+            if key not in parsed:
+                parsed[key] = original.__func__(filename, *args, **kwargs)
+            return copy.deepcopy(parsed[key])
+
+        Config._file2dict = staticmethod(once)
+        try:
+            yield
+        finally:
+            Config._file2dict = original
 
 
 @contextlib.contextmanager

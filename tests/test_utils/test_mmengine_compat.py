@@ -86,3 +86,27 @@ def test_the_public_names_the_mixins_route_to_are_free_in_mmengine():
     hook = CheckpointHook(save_best='auto')
     assert not any(hasattr(hook, name) for name in ('save_with_step', 'save_best_checkpoint'))
     assert not hasattr(Runner, 'init_model_weights')
+
+
+def test_configs_parsed_once_parses_each_file_once_and_gives_the_same_configs(monkeypatch):
+    import glob
+    import os.path as osp
+    from collections import Counter
+
+    from irtbox.utils.config import CONFIGS_DIR
+    paths = sorted(glob.glob(osp.join(CONFIGS_DIR, 'irt', '*.py')))[:8]
+    parses = Counter()
+    parse = Config.__dict__['_file2dict'].__func__
+    monkeypatch.setattr(Config, '_file2dict', staticmethod(
+        lambda filename, *a, **k: parses.update([filename]) or parse(filename, *a, **k)))
+    plain = [Config.fromfile(path) for path in paths]
+    plain_parses, parses = sum(parses.values()), Counter()
+    with compat.configs_parsed_once():
+        cached = [Config.fromfile(path) for path in paths]
+        cached[0].model['changed'] = True  # a copy of its own: the next load is unchanged
+        cached[0] = Config.fromfile(paths[0])
+    # Each file (as named: MMEngine substitutes its folder in it) once; the bases were more.
+    assert max(parses.values()) == 1 and sum(parses.values()) < plain_parses, parses
+    assert 'changed' not in cached[0].model
+    for a, b in zip(plain, cached):
+        assert a.to_dict() == b.to_dict() and a.text == b.text and a.filename == b.filename
